@@ -1,0 +1,40 @@
+//! Error strings a caller sees, in one place, and the input-validation error.
+//!
+//! The strings in this module are part of the contract (SPEC §10): clients, tests and tool
+//! descriptions match them byte for byte, so they are constants, never built ad hoc.
+
+use std::fmt;
+
+/// A run that is unknown or was started by another agent (deliberately identical).
+pub const RUN_NOT_FOUND: &str = "Graph run not found or access removed";
+/// The relay's consent re-check before running a command failed.
+pub const SESSION_NO_LONGER_SHARED: &str = "Graph session is no longer shared with this project";
+/// A task asked through another chat link, or an unknown task (deliberately identical).
+pub const NOT_CLAIMABLE_MISSING: &str = "not claimable: missing";
+/// A submit with a claim that was taken over after its lease ran out.
+pub const STALE_CLAIM: &str = "rejected: stale claim, task was re-claimed";
+/// A submit on a task the owner cancelled.
+pub const TASK_CANCELLED: &str = "rejected: task is cancelled";
+/// An idempotency key reused with different arguments.
+pub const IDEMPOTENCY_MISMATCH: &str = "idempotency_key was already used with different arguments";
+/// A running command whose relay stopped sending control polls.
+pub const DESKTOP_STOPPED_REPORTING: &str = "desktop stopped reporting";
+/// A command the relay had started when it died, completed on the relay's next start.
+pub const RELAY_RESTARTED: &str = "relay restarted during run";
+
+/// Bad input: names the field and the rule it broke. Nothing was written.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {rule}")]
+pub struct InputError {
+    /// The field, as the caller spelled it (e.g. `idempotency_key`).
+    pub field: &'static str,
+    /// The rule, in plain words (e.g. `must be 8 to 128 characters`).
+    pub rule: String,
+}
+
+impl InputError {
+    /// An error for `field` breaking `rule`.
+    pub fn new(field: &'static str, rule: impl fmt::Display) -> Self {
+        Self { field, rule: rule.to_string() }
+    }
+}

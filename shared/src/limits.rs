@@ -1,0 +1,119 @@
+//! Limits and time policy: every number the product enforces, with its default.
+//!
+//! Lengths are counted in Unicode scalar values ("characters"), never bytes: 99,899 Japanese
+//! characters fit in the 100,000-character completion budget although they are 299,697 UTF-8
+//! bytes (SPEC §4).
+
+use std::time::Duration;
+
+/// Most characters in the JSON text of a completion `{execution_id,status,result,total_tokens,
+/// reported_cost}`; above it the relay sends `result_truncated` instead (all or nothing).
+pub const MAX_COMPLETION_CHARS: usize = 100_000;
+
+/// Most UTF-8 bytes of a stored result. A DynamoDB item holds at most 400 KB; 100,000
+/// characters of 4-byte text (emoji) would not fit, so such a result is treated like an
+/// over-long one (`result_truncated`). Only text that is mostly outside the Basic Multilingual
+/// Plane can reach this: 100,000 Japanese characters are 300,000 bytes.
+pub const MAX_RESULT_BYTES: usize = 350_000;
+
+/// Most characters of an error message; longer ones are cut (by the relay, and again by the
+/// server if a client does not).
+pub const MAX_ERROR_CHARS: usize = 2_000;
+
+/// Most graph sessions a project can share (one sync body).
+pub const MAX_SHARED_SESSIONS: usize = 100;
+
+/// Most characters of a task's objective.
+pub const MAX_OBJECTIVE_CHARS: usize = 20_000;
+
+/// Most characters of a chat task's submitted result.
+pub const MAX_TASK_RESULT_CHARS: usize = 100_000;
+
+/// Most characters of a project or chat link name.
+pub const MAX_NAME_CHARS: usize = 200;
+
+/// Most characters of a graph session's description.
+pub const MAX_DESCRIPTION_CHARS: usize = 1_000;
+
+/// Most characters of a graph session's slug, version or status.
+pub const MAX_SHORT_FIELD_CHARS: usize = 128;
+
+/// Most characters of a relay execution id.
+pub const MAX_EXECUTION_ID_CHARS: usize = 128;
+
+/// Most bytes of a run's `arguments` JSON text.
+pub const MAX_ARGUMENTS_BYTES: usize = 64 * 1024;
+
+/// Default for [`Policy::lease`].
+pub const DEFAULT_LEASE: Duration = Duration::from_secs(15 * 60);
+/// Default for [`Policy::task_ttl`] and [`Policy::queued_ttl`].
+pub const DEFAULT_EXPIRY: Duration = Duration::from_secs(24 * 3600);
+/// Default for [`Policy::idempotency_ttl`].
+pub const DEFAULT_IDEMPOTENCY_TTL: Duration = Duration::from_secs(24 * 3600);
+/// Default for [`Policy::retention`].
+pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
+/// Default for [`Policy::heartbeat_timeout`].
+pub const DEFAULT_HEARTBEAT_TIMEOUT: Duration = Duration::from_secs(10 * 60);
+/// Default for [`Policy::poll_interval`].
+pub const DEFAULT_POLL_INTERVAL: Duration = Duration::from_secs(20);
+
+/// The time rules of a deployment. Stores take one at construction.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Policy {
+    /// How long a claim holds a task before another claim may take it over.
+    pub lease: Duration,
+    /// A task expires this long after it was assigned.
+    pub task_ttl: Duration,
+    /// A queued command expires this long after it was queued.
+    pub queued_ttl: Duration,
+    /// How long idempotency keys are remembered.
+    pub idempotency_ttl: Duration,
+    /// How long finished items stay readable before the TTL attribute lets DynamoDB drop them.
+    pub retention: Duration,
+    /// A running command with no control poll for this long reads as `failed`
+    /// (`desktop stopped reporting`).
+    pub heartbeat_timeout: Duration,
+    /// The relay poll interval the server asks for (`poll_interval_s` in sync responses).
+    pub poll_interval: Duration,
+}
+
+impl Default for Policy {
+    fn default() -> Self {
+        Self {
+            lease: DEFAULT_LEASE,
+            task_ttl: DEFAULT_EXPIRY,
+            queued_ttl: DEFAULT_EXPIRY,
+            idempotency_ttl: DEFAULT_IDEMPOTENCY_TTL,
+            retention: DEFAULT_RETENTION,
+            heartbeat_timeout: DEFAULT_HEARTBEAT_TIMEOUT,
+            poll_interval: DEFAULT_POLL_INTERVAL,
+        }
+    }
+}
+
+/// Cuts `s` to at most `max` characters (never inside a character).
+pub fn cut_chars(s: &str, max: usize) -> &str {
+    match s.char_indices().nth(max) {
+        Some((i, _)) => &s[..i],
+        None => s,
+    }
+}
+
+/// Number of characters (Unicode scalar values) in `s`.
+pub fn char_len(s: &str) -> usize {
+    s.chars().count()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cuts_characters_not_bytes() {
+        let s = "日本語".repeat(1_000);
+        let cut = cut_chars(&s, MAX_ERROR_CHARS);
+        assert_eq!(char_len(cut), 2_000);
+        assert_eq!(cut.len(), 6_000);
+        assert_eq!(cut_chars("short", 2_000), "short");
+    }
+}
