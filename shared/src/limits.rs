@@ -10,11 +10,12 @@ use std::time::Duration;
 /// reported_cost}`; above it the relay sends `result_truncated` instead (all or nothing).
 pub const MAX_COMPLETION_CHARS: usize = 100_000;
 
-/// Most UTF-8 bytes of a stored result. A DynamoDB item holds at most 400 KB; 100,000
-/// characters of 4-byte text (emoji) would not fit, so such a result is treated like an
-/// over-long one (`result_truncated`). Only text that is mostly outside the Basic Multilingual
-/// Plane can reach this: 100,000 Japanese characters are 300,000 bytes.
-pub const MAX_RESULT_BYTES: usize = 350_000;
+/// Most UTF-8 bytes of a stored result (graph runs and chat tasks alike). A DynamoDB item
+/// holds at most 400 KB; 100,000 characters of 4-byte text (emoji) would not fit, so such a
+/// result is treated like an over-long one (`result_truncated` for runs, a clear error for
+/// tasks). Only text that is mostly outside the Basic Multilingual Plane can reach this:
+/// 100,000 Japanese characters are 300,000 bytes.
+pub const MAX_RESULT_BYTES: usize = 340_000;
 
 /// Most characters of an error message; longer ones are cut (by the relay, and again by the
 /// server if a client does not).
@@ -24,7 +25,7 @@ pub const MAX_ERROR_CHARS: usize = 2_000;
 pub const MAX_SHARED_SESSIONS: usize = 100;
 
 /// Most characters of a task's objective.
-pub const MAX_OBJECTIVE_CHARS: usize = 20_000;
+pub const MAX_OBJECTIVE_CHARS: usize = 10_000;
 
 /// Most characters of a chat task's submitted result.
 pub const MAX_TASK_RESULT_CHARS: usize = 100_000;
@@ -41,8 +42,9 @@ pub const MAX_SHORT_FIELD_CHARS: usize = 128;
 /// Most characters of a relay execution id.
 pub const MAX_EXECUTION_ID_CHARS: usize = 128;
 
-/// Most bytes of a run's `arguments` JSON text.
-pub const MAX_ARGUMENTS_BYTES: usize = 64 * 1024;
+/// Most bytes of a run's `arguments` JSON text (with the largest result, the item stays under
+/// DynamoDB's 400 KB).
+pub const MAX_ARGUMENTS_BYTES: usize = 32 * 1024;
 
 /// Default for [`Policy::lease`].
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(15 * 60);

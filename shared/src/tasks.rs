@@ -15,7 +15,7 @@ use serde::{Deserialize, Serialize};
 use crate::clock::Timestamp;
 use crate::errors::{InputError, NOT_CLAIMABLE_MISSING, STALE_CLAIM, TASK_CANCELLED};
 use crate::ids::{ChatLinkId, ClaimId, OwnerId, TaskId};
-use crate::limits::{MAX_OBJECTIVE_CHARS, MAX_TASK_RESULT_CHARS, char_len};
+use crate::limits::{MAX_OBJECTIVE_CHARS, MAX_RESULT_BYTES, MAX_TASK_RESULT_CHARS, char_len};
 use crate::runs::sha256_hex;
 
 /// A task's status as callers see it.
@@ -148,7 +148,7 @@ pub fn result_hash(status: SubmitStatus, result: &str) -> String {
     sha256_hex(&bytes)
 }
 
-/// Checks an objective: 1 to 20,000 characters, not blank.
+/// Checks an objective: 1 to 10,000 characters, not blank.
 ///
 /// # Errors
 /// [`InputError`] on `objective`.
@@ -163,16 +163,19 @@ pub fn validate_objective(objective: &str) -> Result<(), InputError> {
     Ok(())
 }
 
-/// Checks a submitted result: at most 100,000 characters.
+/// Checks a submitted result: at most 100,000 characters and 340,000 UTF-8 bytes.
 ///
 /// # Errors
 /// [`InputError`] on `result`.
 pub fn validate_task_result(result: &str) -> Result<(), InputError> {
     let n = char_len(result);
-    if n > MAX_TASK_RESULT_CHARS {
+    if n > MAX_TASK_RESULT_CHARS || result.len() > MAX_RESULT_BYTES {
         return Err(InputError::new(
             "result",
-            format!("must be at most {MAX_TASK_RESULT_CHARS} characters (got {n})"),
+            format!(
+                "must be at most {MAX_TASK_RESULT_CHARS} characters and {MAX_RESULT_BYTES} UTF-8 bytes (got {n} characters, {} bytes)",
+                result.len()
+            ),
         ));
     }
     Ok(())
@@ -269,6 +272,14 @@ pub struct AssignTask {
     pub objective: String,
     /// The panel's key, kept while the objective text is unchanged.
     pub idempotency_key: crate::ids::IdempotencyKey,
+}
+
+impl AssignTask {
+    /// sha256 over what makes two assignments "the same": the link and the objective.
+    pub fn request_hash(&self) -> String {
+        let canonical = serde_json::json!({ "chat_link_id": self.link_id.to_string(), "objective": self.objective });
+        sha256_hex(canonical.to_string().as_bytes())
+    }
 }
 
 /// Outcome of an assignment.

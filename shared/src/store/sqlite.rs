@@ -30,7 +30,6 @@ use crate::runs::{
     CancelRunOutcome, CancelStep, CompleteOutcome, CompleteStep, Completion, ControlOutcome,
     QueueOutcome, QueueRejection, QueueRun, Run, RunStatus, SessionMeta, StartOutcome,
     classify_cancel, classify_complete, classify_control, classify_start, idempotency_record_key,
-    sha256_hex,
 };
 use crate::tasks::{
     ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome,
@@ -696,11 +695,6 @@ impl ManageLinks for SqliteStore {
     }
 }
 
-/// sha256 over what makes two assignments "the same": the link and the objective.
-pub(crate) fn assignment_hash(req: &AssignTask) -> String {
-    sha256_hex(json(&(req.link_id.to_string(), &req.objective)).as_bytes())
-}
-
 #[async_trait]
 impl AssignTasks for SqliteStore {
     async fn assign_task(&self, req: &AssignTask) -> StoreResult<AssignOutcome> {
@@ -708,7 +702,7 @@ impl AssignTasks for SqliteStore {
         let policy = self.policy;
         self.write(move |tx, now| {
             let key = idempotency_record_key("task", req.owner.as_str(), &req.idempotency_key);
-            let hash = assignment_hash(&req);
+            let hash = req.request_hash();
             if let Some((seen, target)) = get_idempotency_tx(tx, &key, now)? {
                 if seen != hash {
                     return Ok(AssignOutcome::Rejected(AssignRejection::IdempotencyMismatch));
