@@ -1,1 +1,282 @@
-//! placeholder
+//! Test harness for the cross-crate suites.
+//!
+//! A [`Harness`] is one store (embedded SQLite or DynamoDB), a [`ManualClock`] the test moves
+//! by hand, and the instruments the suite needs: a write counter (to prove reads never
+//! write), the DynamoDB request log (to assert request counts per operation), and a
+//! deliberately naive read-then-write claim — used only here — to prove the race test can
+//! fail.
+//!
+//! DynamoDB comes from `AWS_ENDPOINT_URL` (the test script starts moto behind a serializing
+//! wrapper when it is unset; point it at LocalStack or leave it to a real account's endpoint).
+//! Without it the DynamoDB half skips loudly, except under `CI=true`, where it fails.
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use aws_smithy_runtime_api::box_error::BoxError;
+use aws_smithy_runtime_api::client::interceptors::Intercept;
+use aws_smithy_runtime_api::client::interceptors::context::BeforeSerializationInterceptorContextRef;
+use aws_smithy_runtime_api::client::orchestrator::Metadata;
+use aws_smithy_types::config_bag::ConfigBag;
+use shared::clock::{Clock, ManualClock, Timestamp};
+use shared::ids::{ChatLinkId, ClaimId, OwnerId, TaskId};
+use shared::limits::Policy;
+use shared::store::Store;
+use shared::store::dynamo::{DynamoStore, create_table};
+use shared::store::sqlite::SqliteStore;
+
+/// Records the name of every DynamoDB operation the client executes (retries excluded).
+#[derive(Debug, Clone, Default)]
+pub struct RequestLog(Arc<Mutex<Vec<String>>>);
+
+impl RequestLog {
+    /// Operations since the last [`RequestLog::take`], in order.
+    pub fn take(&self) -> Vec<String> {
+        self.0.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default()
+    }
+
+    /// Write operations recorded so far (without clearing).
+    pub fn writes(&self) -> u64 {
+        self.0.lock().map(|v| v.iter().filter(|op| is_write(op)).count() as u64).unwrap_or(0)
+    }
+}
+
+/// Whether a DynamoDB operation writes.
+pub fn is_write(op: &str) -> bool {
+    matches!(op, "PutItem" | "UpdateItem" | "DeleteItem" | "TransactWriteItems" | "BatchWriteItem")
+}
+
+impl Intercept for RequestLog {
+    fn name(&self) -> &'static str {
+        "RequestLog"
+    }
+
+    fn read_before_execution(
+        &self,
+        _context: &BeforeSerializationInterceptorContextRef<'_>,
+        cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        if let (Some(m), Ok(mut log)) = (cfg.load::<Metadata>(), self.0.lock()) {
+            log.push(m.name().to_owned());
+        }
+        Ok(())
+    }
+}
+
+/// Which store a harness drives.
+pub enum Backend {
+    /// SQLite in a temporary file (several connections, so races are real).
+    Embedded {
+        /// The store.
+        store: SqliteStore,
+        /// Removed on drop.
+        path: PathBuf,
+    },
+    /// DynamoDB on a fresh table.
+    Dynamo {
+        /// The store.
+        store: DynamoStore,
+        /// Every request the store's client made.
+        log: RequestLog,
+    },
+}
+
+/// A store under test with its clock and instruments.
+pub struct Harness {
+    /// The store, through every capability.
+    pub store: Arc<dyn Store>,
+    /// The clock the store reads; tests move it.
+    pub clock: Arc<ManualClock>,
+    /// The policy the store was built with.
+    pub policy: Policy,
+    /// The concrete backend.
+    pub backend: Backend,
+}
+
+impl Drop for Harness {
+    fn drop(&mut self) {
+        if let Backend::Embedded { path, .. } = &self.backend {
+            for suffix in ["", "-wal", "-shm"] {
+                let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+            }
+        }
+    }
+}
+
+/// The policy the suite uses unless a test needs another.
+pub fn test_policy() -> Policy {
+    Policy::default()
+}
+
+impl Harness {
+    /// The embedded store in a fresh temporary file.
+    ///
+    /// # Panics
+    /// When SQLite cannot open the file (a broken machine, not a test outcome).
+    pub fn embedded(policy: Policy) -> Harness {
+        let clock = Arc::new(ManualClock::starting_now());
+        let path = std::env::temp_dir().join(format!("foundry-test-{}.sqlite3", uuid::Uuid::new_v4()));
+        #[allow(clippy::expect_used)]
+        let store = SqliteStore::open(&path, clock.clone(), policy).expect("open sqlite");
+        Harness { store: Arc::new(store.clone()), clock, policy, backend: Backend::Embedded { store, path } }
+    }
+
+    /// DynamoDB at `AWS_ENDPOINT_URL` on a fresh table, or `None` (skipped loudly) when the
+    /// variable is unset outside CI.
+    ///
+    /// # Panics
+    /// Under `CI=true` without an endpoint, or when the table cannot be created.
+    pub async fn dynamo(policy: Policy) -> Option<Harness> {
+        let client = dynamo_client_with_log().await?;
+        let (client, log) = client;
+        let table = format!("fc-test-{}", uuid::Uuid::new_v4().simple());
+        #[allow(clippy::expect_used)]
+        create_table(&client, &table).await.expect("create test table");
+        log.take();
+        let clock = Arc::new(ManualClock::starting_now());
+        let store = DynamoStore::new(client, table, clock.clone(), policy);
+        Some(Harness { store: Arc::new(store.clone()), clock, policy, backend: Backend::Dynamo { store, log } })
+    }
+
+    /// The DynamoDB client and table name, to delete the table after a test that consumed
+    /// the harness (moto forgets tables anyway; a real account would keep them).
+    pub fn table_handle(&self) -> Option<(aws_sdk_dynamodb::Client, String)> {
+        match &self.backend {
+            Backend::Dynamo { store, .. } => Some((store.client().clone(), store.table().to_owned())),
+            Backend::Embedded { .. } => None,
+        }
+    }
+
+    /// Name of the backend, for messages.
+    pub fn name(&self) -> &'static str {
+        match self.backend {
+            Backend::Embedded { .. } => "embedded",
+            Backend::Dynamo { .. } => "dynamodb",
+        }
+    }
+
+    /// Writes so far: committed write transactions (embedded) or write requests (DynamoDB).
+    pub fn writes(&self) -> u64 {
+        match &self.backend {
+            Backend::Embedded { store, .. } => store.write_transactions(),
+            Backend::Dynamo { log, .. } => log.writes(),
+        }
+    }
+
+    /// DynamoDB operations since the last call (`None` on the embedded store).
+    pub fn take_requests(&self) -> Option<Vec<String>> {
+        match &self.backend {
+            Backend::Embedded { .. } => None,
+            Backend::Dynamo { log, .. } => Some(log.take()),
+        }
+    }
+
+    /// Moves the store's clock forward.
+    pub fn advance(&self, d: Duration) {
+        self.clock.advance(d);
+    }
+
+    /// The store's current time.
+    pub fn now(&self) -> Timestamp {
+        self.clock.now()
+    }
+
+    /// The handler the reconstruction in the report had behind `--naive 1`: read the task,
+    /// check `queued`, then write `claimed` without a condition. A short gap stands for the
+    /// network hop or ORM between the two statements. Used only to prove that the race test
+    /// catches double claims.
+    ///
+    /// # Errors
+    /// Backend errors.
+    pub async fn naive_claim(&self, owner: &OwnerId, link: ChatLinkId, task: TaskId) -> anyhow::Result<Option<ClaimId>> {
+        let claim = ClaimId::generate();
+        let lease_until = self.now().plus(self.policy.lease).as_millis();
+        match &self.backend {
+            Backend::Embedded { path, .. } => {
+                let path = path.clone();
+                let owner = owner.as_str().to_owned();
+                let claimed = tokio::task::spawn_blocking(move || -> anyhow::Result<bool> {
+                    let conn = rusqlite::Connection::open(&path)?;
+                    conn.busy_timeout(Duration::from_secs(10))?;
+                    let status: Option<String> = conn
+                        .query_row(
+                            "SELECT status FROM tasks WHERE task_id = ?1 AND link_id = ?2 AND owner = ?3",
+                            [task.to_string(), link.to_string(), owner],
+                            |r| r.get(0),
+                        )
+                        .ok();
+                    if status.as_deref() != Some("queued") {
+                        return Ok(false);
+                    }
+                    std::thread::sleep(Duration::from_millis(2));
+                    conn.execute(
+                        "UPDATE tasks SET status = 'claimed', claim_id = ?1, lease_until = ?2 WHERE task_id = ?3",
+                        rusqlite::params![claim.to_string(), lease_until, task.to_string()],
+                    )?;
+                    Ok(true)
+                })
+                .await??;
+                Ok(claimed.then_some(claim))
+            }
+            Backend::Dynamo { store, .. } => {
+                let key = std::collections::HashMap::from([
+                    ("pk".to_owned(), AttributeValue::S(format!("LINK#{link}"))),
+                    ("sk".to_owned(), AttributeValue::S(format!("TASK#{task}"))),
+                ]);
+                let item = store
+                    .client()
+                    .get_item()
+                    .table_name(store.table())
+                    .set_key(Some(key.clone()))
+                    .consistent_read(true)
+                    .send()
+                    .await?
+                    .item;
+                let queued = item.as_ref().and_then(|i| i.get("status")).and_then(|v| v.as_s().ok()).map(String::as_str)
+                    == Some("queued");
+                if !queued {
+                    return Ok(None);
+                }
+                tokio::time::sleep(Duration::from_millis(2)).await;
+                store
+                    .client()
+                    .update_item()
+                    .table_name(store.table())
+                    .set_key(Some(key))
+                    .update_expression("SET #s = :c, claim_id = :id, lease_until = :l")
+                    .expression_attribute_names("#s", "status")
+                    .expression_attribute_values(":c", AttributeValue::S("claimed".into()))
+                    .expression_attribute_values(":id", AttributeValue::S(claim.to_string()))
+                    .expression_attribute_values(":l", AttributeValue::N(lease_until.to_string()))
+                    .send()
+                    .await?;
+                Ok(Some(claim))
+            }
+        }
+    }
+}
+
+/// A DynamoDB client for `AWS_ENDPOINT_URL` that logs every request, or `None` when the
+/// variable is unset (skip), with a loud message. Under `CI=true` a missing endpoint panics.
+///
+/// # Panics
+/// Under `CI=true` without `AWS_ENDPOINT_URL`.
+pub async fn dynamo_client_with_log() -> Option<(aws_sdk_dynamodb::Client, RequestLog)> {
+    if std::env::var_os("AWS_ENDPOINT_URL").is_none() {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "AWS_ENDPOINT_URL is not set under CI=true: the DynamoDB half of the suite must run (use infra/test.sh)"
+        );
+        eprintln!(
+            "\n*** SKIPPING the DynamoDB half of this test: AWS_ENDPOINT_URL is not set. ***\n\
+             *** Run ./infra/test.sh (starts moto) or set AWS_ENDPOINT_URL.            ***\n"
+        );
+        return None;
+    }
+    let config = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
+    let log = RequestLog::default();
+    let conf = aws_sdk_dynamodb::config::Builder::from(&config).interceptor(log.clone()).build();
+    Some((aws_sdk_dynamodb::Client::from_conf(conf), log))
+}

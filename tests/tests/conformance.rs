@@ -1,0 +1,878 @@
+//! One behavioural suite for every store (SPEC §3, §4, §6, §10).
+//!
+//! Each test below is a plain `async fn(&Harness)`. The `suite!` macro at the bottom runs each
+//! one twice: against the embedded SQLite store (a temporary file, several connections) and
+//! against DynamoDB at `AWS_ENDPOINT_URL` on a fresh table.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::collections::{HashMap, HashSet};
+use std::sync::Arc;
+use std::time::Duration;
+
+use foundry_tests::{Harness, test_policy};
+use shared::errors::{
+    IDEMPOTENCY_MISMATCH, NOT_CLAIMABLE_MISSING, RELAY_RESTARTED, SESSION_NO_LONGER_SHARED, STALE_CLAIM,
+    TASK_CANCELLED,
+};
+use shared::ids::{AgentId, ChatLinkId, ClaimId, CommandId, GraphSessionId, IdempotencyKey, OwnerId, TaskId};
+use shared::limits::Policy;
+use shared::projects::{Project, SyncOutcome};
+use shared::runs::{
+    CancelRunOutcome, CompleteOutcome, Completion, ControlOutcome, FinalStatus, QueueOutcome, QueueRejection,
+    QueueRun, Run, RunStatus, SessionMeta, StartOutcome,
+};
+use shared::tasks::{
+    ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome,
+    ClaimOutcome, SubmitOutcome, SubmitRejection, SubmitStatus, TaskStatus,
+};
+use tokio::sync::Barrier;
+
+// ---- fixtures ----------------------------------------------------------------------------
+
+fn owner(name: &str) -> OwnerId {
+    OwnerId::new(name).unwrap()
+}
+
+fn agent(client: &str) -> AgentId {
+    AgentId::new(client, "owner-sub").unwrap()
+}
+
+fn gs(n: u8) -> GraphSessionId {
+    GraphSessionId::parse("graph_session_id", &format!("gs_{:032x}", n)).unwrap()
+}
+
+fn session(n: u8) -> SessionMeta {
+    SessionMeta {
+        graph_session_id: gs(n),
+        name: format!("Graph {n}"),
+        description: "drafts the weekly report".into(),
+        slug: format!("graph-{n}"),
+        version: "1".into(),
+        status: "ready".into(),
+    }
+}
+
+/// An enabled project sharing the given sessions.
+async fn project(h: &Harness, o: &OwnerId, sessions: &[u8]) -> Project {
+    let p = h.store.create_project(o, "Reports").await.unwrap();
+    h.store.set_project_enabled(o, p.project_id, true).await.unwrap().unwrap();
+    let metas: Vec<_> = sessions.iter().map(|n| session(*n)).collect();
+    match h.store.sync_sessions(o, p.project_id, &metas).await.unwrap() {
+        SyncOutcome::Synced(p) => p,
+        other => panic!("sync failed: {other:?}"),
+    }
+}
+
+fn queue_req(o: &OwnerId, a: &AgentId, session: u8, key: &str, args: serde_json::Value) -> QueueRun {
+    QueueRun {
+        owner: o.clone(),
+        agent: a.clone(),
+        project_id: None,
+        graph_session_id: gs(session),
+        arguments: args,
+        idempotency_key: IdempotencyKey::parse(key).unwrap(),
+    }
+}
+
+async fn queue(h: &Harness, o: &OwnerId, a: &AgentId, key: &str) -> Run {
+    match h.store.queue_run(&queue_req(o, a, 1, key, serde_json::json!({"week": 48}))).await.unwrap() {
+        QueueOutcome::Queued(r) => r,
+        other => panic!("queue failed: {other:?}"),
+    }
+}
+
+async fn link(h: &Harness, o: &OwnerId) -> ChatLinkId {
+    let p = h.store.create_project(o, "Tasks").await.unwrap();
+    h.store.create_link(o, p.project_id, "Pricing chat").await.unwrap().unwrap().link_id
+}
+
+async fn assign(h: &Harness, o: &OwnerId, l: ChatLinkId, objective: &str) -> TaskId {
+    let req = AssignTask {
+        owner: o.clone(),
+        link_id: l,
+        objective: objective.into(),
+        idempotency_key: IdempotencyKey::parse(&uuid::Uuid::new_v4().to_string()).unwrap(),
+    };
+    match h.store.assign_task(&req).await.unwrap() {
+        AssignOutcome::Assigned(t) => t.task_id,
+        other => panic!("assign failed: {other:?}"),
+    }
+}
+
+async fn claim(h: &Harness, o: &OwnerId, l: ChatLinkId, t: TaskId) -> ClaimId {
+    match h.store.claim_task(o, l, t).await.unwrap() {
+        ClaimOutcome::Claimed { claim_id, .. } => claim_id,
+        other => panic!("claim failed: {other:?}"),
+    }
+}
+
+fn completion(exec: &str, status: FinalStatus, result: Option<&str>) -> Completion {
+    Completion {
+        execution_id: exec.into(),
+        status,
+        result: result.map(str::to_owned),
+        result_truncated: false,
+        error: None,
+        total_tokens: Some(1200),
+        reported_cost: Some(0.02),
+    }
+}
+
+async fn started(h: &Harness, o: &OwnerId, a: &AgentId, key: &str) -> (CommandId, String) {
+    let run = queue(h, o, a, key).await;
+    let exec = uuid::Uuid::new_v4().to_string();
+    assert_eq!(h.store.start_run(o, run.command_id, &exec).await.unwrap(), StartOutcome::Started);
+    (run.command_id, exec)
+}
+
+async fn view(h: &Harness, a: &AgentId, id: CommandId) -> (RunStatus, Option<String>) {
+    let run = h.store.get_run(a, id).await.unwrap().expect("run visible to its agent");
+    let v = run.view(h.now(), &h.policy);
+    (v.status, v.error)
+}
+
+fn claim_error(o: &ClaimOutcome) -> String {
+    match o {
+        ClaimOutcome::Rejected(r) => r.to_string(),
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+}
+
+fn submit_error(o: &SubmitOutcome) -> String {
+    match o {
+        SubmitOutcome::Rejected(r) => r.to_string(),
+        other => panic!("expected a rejection, got {other:?}"),
+    }
+}
+
+// ---- the claim race ----------------------------------------------------------------------
+
+const RACE_TASKS: usize = 200;
+const RACE_CLAIMERS: usize = 8;
+
+/// What a race produced: tasks that ended with more than one winner.
+struct RaceReport {
+    double_claimed: usize,
+    fresh_claims: usize,
+}
+
+/// For each of `RACE_TASKS` tasks, `RACE_CLAIMERS` claimers released together by a barrier.
+/// A claimer "wins" when it walks away holding a claim id; a task is double-claimed when two
+/// claimers hold different claim ids for it.
+async fn race<F, Fut>(h: &Arc<Harness>, claim_fn: F) -> RaceReport
+where
+    F: Fn(Arc<Harness>, OwnerId, ChatLinkId, TaskId) -> Fut + Send + Sync + Copy + 'static,
+    Fut: std::future::Future<Output = (Option<ClaimId>, bool)> + Send,
+{
+    let o = owner("racer");
+    let l = link(h, &o).await;
+    let mut tasks = Vec::new();
+    for i in 0..RACE_TASKS {
+        tasks.push(assign(h, &o, l, &format!("task {i}")).await);
+    }
+    let mut double_claimed = 0;
+    let mut fresh_claims = 0;
+    for t in tasks {
+        let barrier = Arc::new(Barrier::new(RACE_CLAIMERS));
+        let mut handles = Vec::new();
+        for _ in 0..RACE_CLAIMERS {
+            let (h, o, barrier) = (Arc::clone(h), o.clone(), Arc::clone(&barrier));
+            handles.push(tokio::spawn(async move {
+                barrier.wait().await;
+                claim_fn(h, o, l, t).await
+            }));
+        }
+        let mut ids = HashSet::new();
+        for handle in handles {
+            let (id, fresh) = handle.await.unwrap();
+            ids.extend(id);
+            fresh_claims += usize::from(fresh);
+        }
+        if ids.len() > 1 {
+            double_claimed += 1;
+        }
+    }
+    RaceReport { double_claimed, fresh_claims }
+}
+
+async fn claim_race_conditional_write_never_double_claims(h: Harness) {
+    let h = Arc::new(h);
+    let report = race(&h, |h, o, l, t| async move {
+        match h.store.claim_task(&o, l, t).await.unwrap() {
+            ClaimOutcome::Claimed { claim_id, .. } => (Some(claim_id), true),
+            ClaimOutcome::Replayed { claim_id, .. } => (Some(claim_id), false),
+            ClaimOutcome::Rejected(r) => panic!("same link must get the claim back, got {r}"),
+        }
+    })
+    .await;
+    eprintln!(
+        "[{}] conditional claim race: {RACE_TASKS} tasks x {RACE_CLAIMERS} claimers, {} double claims, {} fresh claims",
+        h.name(),
+        report.double_claimed,
+        report.fresh_claims
+    );
+    assert_eq!(report.double_claimed, 0, "the conditional claim double-claimed");
+    assert_eq!(report.fresh_claims, RACE_TASKS, "exactly one fresh claim per task");
+}
+
+async fn claim_race_catches_the_naive_read_then_write(h: Harness) {
+    let h = Arc::new(h);
+    let report = race(&h, |h, o, l, t| async move {
+        let id = h.naive_claim(&o, l, t).await.unwrap();
+        (id, id.is_some())
+    })
+    .await;
+    eprintln!(
+        "[{}] naive claim race: {RACE_TASKS} tasks x {RACE_CLAIMERS} claimers, {} double-claimed tasks",
+        h.name(),
+        report.double_claimed
+    );
+    assert!(report.double_claimed > 0, "the race test did not catch the naive read-then-write claim");
+}
+
+// ---- claims, leases, submits ---------------------------------------------------------------
+
+async fn same_link_claiming_twice_gets_the_same_claim(h: Harness) {
+    let o = owner("alice");
+    let l = link(&h, &o).await;
+    let other = link(&h, &o).await;
+    let t = assign(&h, &o, l, "Ask who signs off the pricing copy").await;
+    let first = h.store.claim_task(&o, l, t).await.unwrap();
+    let ClaimOutcome::Claimed { claim_id, lease_until } = first else { panic!("{first:?}") };
+    assert_eq!(lease_until, h.now().plus(h.policy.lease));
+    h.advance(Duration::from_secs(5));
+    let again = h.store.claim_task(&o, l, t).await.unwrap();
+    assert_eq!(again, ClaimOutcome::Replayed { claim_id, lease_until });
+    // Another link, an unknown task, and another owner all get the same answer.
+    assert_eq!(claim_error(&h.store.claim_task(&o, other, t).await.unwrap()), NOT_CLAIMABLE_MISSING);
+    assert_eq!(claim_error(&h.store.claim_task(&o, l, TaskId::generate()).await.unwrap()), NOT_CLAIMABLE_MISSING);
+    assert_eq!(claim_error(&h.store.claim_task(&owner("mallory"), l, t).await.unwrap()), NOT_CLAIMABLE_MISSING);
+    assert!(h.store.get_task(&o, other, t).await.unwrap().is_none());
+    assert!(h.store.get_task(&owner("mallory"), l, t).await.unwrap().is_none());
+}
+
+async fn lease_takeover_fences_out_the_stale_claim(h: Harness) {
+    let o = owner("alice");
+    let l = link(&h, &o).await;
+    let t = assign(&h, &o, l, "Summarise the thread").await;
+    let a = claim(&h, &o, l, t).await;
+    // Live lease: no takeover, the same claim comes back.
+    h.advance(h.policy.lease - Duration::from_millis(1));
+    assert!(matches!(h.store.claim_task(&o, l, t).await.unwrap(), ClaimOutcome::Replayed { claim_id, .. } if claim_id == a));
+    // Lease over: the next claim takes over with a new claim id.
+    h.advance(Duration::from_millis(65));
+    let b = claim(&h, &o, l, t).await;
+    assert_ne!(a, b);
+    let stale = h.store.submit_task(&o, l, t, a, SubmitStatus::Completed, "A's late answer").await.unwrap();
+    assert_eq!(submit_error(&stale), STALE_CLAIM);
+    let ok = h.store.submit_task(&o, l, t, b, SubmitStatus::Completed, "B's answer").await.unwrap();
+    assert_eq!(ok, SubmitOutcome::Accepted);
+    // A's retry after B finished is still stale, and B's result stands.
+    let stale = h.store.submit_task(&o, l, t, a, SubmitStatus::Completed, "A's late answer").await.unwrap();
+    assert_eq!(submit_error(&stale), STALE_CLAIM);
+    let task = h.store.get_task(&o, l, t).await.unwrap().unwrap();
+    assert_eq!(task.result.as_deref(), Some("B's answer"));
+    assert_eq!(task.status_at(h.now()), TaskStatus::Completed);
+}
+
+async fn late_submit_that_was_not_taken_over_is_accepted(h: Harness) {
+    let o = owner("alice");
+    let l = link(&h, &o).await;
+    let t = assign(&h, &o, l, "Draft the reply").await;
+    let c = claim(&h, &o, l, t).await;
+    h.advance(h.policy.lease * 3);
+    let late = h.store.submit_task(&o, l, t, c, SubmitStatus::Completed, "slow but alive").await.unwrap();
+    assert_eq!(late, SubmitOutcome::Accepted);
+}
+
+async fn identical_submit_replays_and_a_different_one_is_rejected(h: Harness) {
+    let o = owner("alice");
+    let l = link(&h, &o).await;
+    let t = assign(&h, &o, l, "List open questions").await;
+    let c = claim(&h, &o, l, t).await;
+    let result = "1. Who signs off the pricing copy?";
+    let mut outcomes = Vec::new();
+    for _ in 0..4 {
+        outcomes.push(h.store.submit_task(&o, l, t, c, SubmitStatus::Completed, result).await.unwrap());
+    }
+    assert_eq!(outcomes[0], SubmitOutcome::Accepted);
+    assert!(outcomes[1..].iter().all(|x| *x == SubmitOutcome::Replayed), "{outcomes:?}");
+    let different = h.store.submit_task(&o, l, t, c, SubmitStatus::Completed, "something else").await.unwrap();
+    assert_eq!(different, SubmitOutcome::Rejected(SubmitRejection::DifferentResult));
+    let other_status = h.store.submit_task(&o, l, t, c, SubmitStatus::Failed, result).await.unwrap();
+    assert_eq!(other_status, SubmitOutcome::Rejected(SubmitRejection::DifferentResult));
+    // Claiming a finished task says what it is.
+    assert_eq!(claim_error(&h.store.claim_task(&o, l, t).await.unwrap()), "not claimable: completed");
+}
+
+async fn submit_after_cancel_is_rejected(h: Harness) {
+    let o = owner("alice");
+    let l = link(&h, &o).await;
+    let t = assign(&h, &o, l, "Research competitors").await;
+    let c = claim(&h, &o, l, t).await;
+    assert_eq!(h.store.cancel_task(&o, l, t).await.unwrap(), CancelTaskOutcome::Cancelled);
+    let after = h.store.submit_task(&o, l, t, c, SubmitStatus::Completed, "done anyway").await.unwrap();
+    assert_eq!(submit_error(&after), TASK_CANCELLED);
+    assert_eq!(claim_error(&h.store.claim_task(&o, l, t).await.unwrap()), "not claimable: cancelled");
+    assert_eq!(h.store.cancel_task(&o, l, t).await.unwrap(), CancelTaskOutcome::Unchanged(TaskStatus::Cancelled));
+    assert_eq!(h.store.cancel_task(&owner("mallory"), l, t).await.unwrap(), CancelTaskOutcome::NotFound);
+}
+
+async fn submit_with_a_claim_that_never_held_the_task_is_rejected(h: Harness) {
+    let o = owner("alice");
+    let l = link(&h, &o).await;
+    let t = assign(&h, &o, l, "Check the invoice").await;
+    let bogus = ClaimId::generate();
+    let out = h.store.submit_task(&o, l, t, bogus, SubmitStatus::Completed, "x").await.unwrap();
+    assert_eq!(out, SubmitOutcome::Rejected(SubmitRejection::NotClaimed));
+    let other = link(&h, &o).await;
+    let out = h.store.submit_task(&o, other, t, bogus, SubmitStatus::Completed, "x").await.unwrap();
+    assert_eq!(out, SubmitOutcome::Rejected(SubmitRejection::Missing));
+}
+
+async fn expired_tasks_read_as_expired_and_reading_writes_nothing(h: Harness) {
+    let o = owner("alice");
+    let l = link(&h, &o).await;
+    let queued = assign(&h, &o, l, "Will expire queued").await;
+    let claimed = assign(&h, &o, l, "Will expire claimed").await;
+    let c = claim(&h, &o, l, claimed).await;
+    h.advance(h.policy.task_ttl);
+    let writes = h.writes();
+    for t in [queued, claimed] {
+        let task = h.store.get_task(&o, l, t).await.unwrap().unwrap();
+        assert_eq!(task.status_at(h.now()), TaskStatus::Expired);
+    }
+    assert!(h.store.list_open_tasks(&o, l, 50).await.unwrap().is_empty());
+    assert_eq!(h.store.list_link_tasks(&o, l, 50).await.unwrap().len(), 2);
+    assert_eq!(h.writes(), writes, "a read wrote");
+    assert_eq!(claim_error(&h.store.claim_task(&o, l, queued).await.unwrap()), "not claimable: expired");
+    assert_eq!(claim_error(&h.store.claim_task(&o, l, claimed).await.unwrap()), "not claimable: expired");
+    let late = h.store.submit_task(&o, l, claimed, c, SubmitStatus::Completed, "too late").await.unwrap();
+    assert_eq!(late, SubmitOutcome::Rejected(SubmitRejection::Expired));
+    assert_eq!(h.store.cancel_task(&o, l, queued).await.unwrap(), CancelTaskOutcome::Unchanged(TaskStatus::Expired));
+    // A second before expiry everything still worked: expiry is exactly 24 h.
+    let fresh = assign(&h, &o, l, "Fresh").await;
+    h.advance(h.policy.task_ttl - Duration::from_millis(1));
+    claim(&h, &o, l, fresh).await;
+}
+
+async fn open_task_list_is_the_links_open_tasks_oldest_first(h: Harness) {
+    let o = owner("alice");
+    let l = link(&h, &o).await;
+    let other = link(&h, &o).await;
+    let t1 = assign(&h, &o, l, "first").await;
+    let t2 = assign(&h, &o, l, "second").await;
+    let t3 = assign(&h, &o, l, "third").await;
+    assign(&h, &o, other, "someone else's").await;
+    let c = claim(&h, &o, l, t2).await;
+    let writes = h.writes();
+    let open: Vec<_> = h.store.list_open_tasks(&o, l, 50).await.unwrap().iter().map(|t| t.task_id).collect();
+    assert_eq!(open, vec![t1, t2, t3]);
+    assert_eq!(h.writes(), writes, "listing wrote");
+    h.store.submit_task(&o, l, t2, c, SubmitStatus::Completed, "ok").await.unwrap();
+    h.store.cancel_task(&o, l, t3).await.unwrap();
+    let open: Vec<_> = h.store.list_open_tasks(&o, l, 50).await.unwrap().iter().map(|t| t.task_id).collect();
+    assert_eq!(open, vec![t1]);
+    assert!(h.store.list_open_tasks(&owner("mallory"), l, 50).await.unwrap().is_empty());
+    let all: Vec<_> = h.store.list_link_tasks(&o, l, 50).await.unwrap().iter().map(|t| t.task_id).collect();
+    assert_eq!(all, vec![t3, t2, t1], "owner list is newest first");
+    let limited = h.store.list_open_tasks(&o, other, 1).await.unwrap();
+    assert_eq!(limited.len(), 1);
+}
+
+async fn assign_is_idempotent_by_key_and_objective(h: Harness) {
+    let o = owner("alice");
+    let l = link(&h, &o).await;
+    let req = AssignTask {
+        owner: o.clone(),
+        link_id: l,
+        objective: "Prepare the agenda".into(),
+        idempotency_key: IdempotencyKey::parse("panel-key-123").unwrap(),
+    };
+    let AssignOutcome::Assigned(first) = h.store.assign_task(&req).await.unwrap() else { panic!() };
+    let AssignOutcome::Replayed(again) = h.store.assign_task(&req).await.unwrap() else { panic!() };
+    assert_eq!(first.task_id, again.task_id);
+    let changed = AssignTask { objective: "Prepare the agenda (v2)".into(), ..req.clone() };
+    let out = h.store.assign_task(&changed).await.unwrap();
+    assert_eq!(out, AssignOutcome::Rejected(AssignRejection::IdempotencyMismatch));
+    assert_eq!(AssignRejection::IdempotencyMismatch.to_string(), IDEMPOTENCY_MISMATCH);
+    let foreign = AssignTask { owner: owner("mallory"), idempotency_key: IdempotencyKey::parse("other-key-1").unwrap(), ..req };
+    assert_eq!(h.store.assign_task(&foreign).await.unwrap(), AssignOutcome::Rejected(AssignRejection::LinkNotFound));
+    assert_eq!(h.store.list_link_tasks(&o, l, 50).await.unwrap().len(), 1);
+}
+
+async fn artifacts_are_idempotent_and_fenced(h: Harness) {
+    let o = owner("alice");
+    let l = link(&h, &o).await;
+    let t = assign(&h, &o, l, "Make a chart").await;
+    let c = claim(&h, &o, l, t).await;
+    let rec = ArtifactRecord {
+        link_id: l,
+        task_id: t,
+        claim_id: c,
+        artifact_id: "chart-1".into(),
+        name: "chart.png".into(),
+        content_type: "image/png".into(),
+        sha256: "a".repeat(64),
+        size: 1234,
+        object_key: format!("artifacts/{l}/{t}/chart-1"),
+    };
+    assert_eq!(h.store.record_artifact(&o, &rec).await.unwrap(), ArtifactOutcome::Recorded);
+    assert_eq!(h.store.record_artifact(&o, &rec).await.unwrap(), ArtifactOutcome::Replayed);
+    let changed = ArtifactRecord { sha256: "b".repeat(64), ..rec.clone() };
+    assert_eq!(h.store.record_artifact(&o, &changed).await.unwrap(), ArtifactOutcome::DifferentContent);
+    let stale = ArtifactRecord { artifact_id: "chart-2".into(), claim_id: ClaimId::generate(), ..rec.clone() };
+    assert_eq!(
+        h.store.record_artifact(&o, &stale).await.unwrap(),
+        ArtifactOutcome::Rejected(SubmitRejection::StaleClaim)
+    );
+    h.store.cancel_task(&o, l, t).await.unwrap();
+    let after_cancel = ArtifactRecord { artifact_id: "chart-3".into(), ..rec.clone() };
+    assert_eq!(
+        h.store.record_artifact(&o, &after_cancel).await.unwrap(),
+        ArtifactOutcome::Rejected(SubmitRejection::Cancelled)
+    );
+    // The first artifact is still a replay after the cancel: a retry never turns into an error.
+    assert_eq!(h.store.record_artifact(&o, &rec).await.unwrap(), ArtifactOutcome::Replayed);
+}
+
+// ---- graph runs ----------------------------------------------------------------------------
+
+async fn run_idempotency_under_concurrent_retries(h: Harness) {
+    let h = Arc::new(h);
+    let o = owner("alice");
+    let a = agent("claude");
+    project(&h, &o, &[1]).await;
+    let barrier = Arc::new(Barrier::new(8));
+    let mut handles = Vec::new();
+    for _ in 0..8 {
+        let (h, o, a, barrier) = (Arc::clone(&h), o.clone(), a.clone(), Arc::clone(&barrier));
+        handles.push(tokio::spawn(async move {
+            barrier.wait().await;
+            h.store.queue_run(&queue_req(&o, &a, 1, "retry-key-0001", serde_json::json!({"x": 1}))).await.unwrap()
+        }));
+    }
+    let mut ids = HashSet::new();
+    let mut queued = 0;
+    for handle in handles {
+        match handle.await.unwrap() {
+            QueueOutcome::Queued(r) => {
+                queued += 1;
+                ids.insert(r.command_id);
+            }
+            QueueOutcome::Replayed(r) => {
+                ids.insert(r.command_id);
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    assert_eq!((queued, ids.len()), (1, 1), "one key, one command");
+    let p = h.store.list_projects(&o).await.unwrap().remove(0);
+    assert_eq!(h.store.list_queued(&o, p.project_id, 50).await.unwrap().len(), 1);
+    // Same key, other arguments.
+    let other = h.store.queue_run(&queue_req(&o, &a, 1, "retry-key-0001", serde_json::json!({"x": 2}))).await.unwrap();
+    assert_eq!(other, QueueOutcome::Rejected(QueueRejection::IdempotencyMismatch));
+    assert_eq!(QueueRejection::IdempotencyMismatch.to_string(), IDEMPOTENCY_MISMATCH);
+    // The key is the agent's: another agent with the same key gets its own run.
+    let b = agent("chatgpt");
+    let theirs = h.store.queue_run(&queue_req(&o, &b, 1, "retry-key-0001", serde_json::json!({"x": 1}))).await.unwrap();
+    assert!(matches!(theirs, QueueOutcome::Queued(r) if !ids.contains(&r.command_id)));
+    // After 24 h the key is forgotten.
+    h.advance(h.policy.idempotency_ttl);
+    let later = h.store.queue_run(&queue_req(&o, &a, 1, "retry-key-0001", serde_json::json!({"x": 2}))).await.unwrap();
+    assert!(matches!(later, QueueOutcome::Queued(_)), "{later:?}");
+}
+
+async fn replay_survives_a_consent_change(h: Harness) {
+    let o = owner("alice");
+    let a = agent("claude");
+    let p = project(&h, &o, &[1]).await;
+    let first = queue(&h, &o, &a, "key-before-disable").await;
+    h.store.set_project_enabled(&o, p.project_id, false).await.unwrap();
+    let again = h.store.queue_run(&queue_req(&o, &a, 1, "key-before-disable", serde_json::json!({"week": 48}))).await.unwrap();
+    assert!(matches!(&again, QueueOutcome::Replayed(r) if r.command_id == first.command_id), "{again:?}");
+}
+
+async fn runs_are_visible_only_to_their_agent(h: Harness) {
+    let o = owner("alice");
+    let a = agent("claude");
+    let b = agent("chatgpt");
+    project(&h, &o, &[1]).await;
+    let run = queue(&h, &o, &a, "visible-key-1").await;
+    assert!(h.store.get_run(&a, run.command_id).await.unwrap().is_some());
+    // Another agent and an unknown id are indistinguishable.
+    assert_eq!(h.store.get_run(&b, run.command_id).await.unwrap(), None);
+    assert_eq!(h.store.get_run(&a, CommandId::generate()).await.unwrap(), None);
+    assert_eq!(h.store.cancel_run(&b, run.command_id).await.unwrap(), CancelRunOutcome::NotFound);
+    assert_eq!(h.store.cancel_run(&a, CommandId::generate()).await.unwrap(), CancelRunOutcome::NotFound);
+    // The relay of another owner cannot touch it either.
+    let mallory = owner("mallory");
+    assert_eq!(h.store.start_run(&mallory, run.command_id, "e").await.unwrap(), StartOutcome::NotFound);
+    assert_eq!(h.store.control_run(&mallory, run.command_id).await.unwrap(), ControlOutcome::NotFound);
+    let c = completion("e", FinalStatus::Failed, None);
+    assert_eq!(h.store.complete_run(&mallory, run.command_id, &c).await.unwrap(), CompleteOutcome::NotFound);
+    assert_eq!(view(&h, &a, run.command_id).await.0, RunStatus::Queued);
+}
+
+async fn consent_is_checked_at_queue_time(h: Harness) {
+    let o = owner("alice");
+    let a = agent("claude");
+    let p1 = project(&h, &o, &[1, 2]).await;
+    let req = |s: u8, key: &str| queue_req(&o, &a, s, key, serde_json::json!({}));
+    // Not shared anywhere.
+    let out = h.store.queue_run(&req(9, "consent-key-1")).await.unwrap();
+    assert_eq!(out, QueueOutcome::Rejected(QueueRejection::SessionNotShared(gs(9))));
+    // Shared in two enabled projects: project_id required.
+    let p2 = project(&h, &o, &[2]).await;
+    let out = h.store.queue_run(&req(2, "consent-key-2")).await.unwrap();
+    let QueueOutcome::Rejected(QueueRejection::AmbiguousProject(_, ids)) = &out else { panic!("{out:?}") };
+    assert_eq!(ids.len(), 2);
+    assert!(out_text(&out).starts_with("project_id: required"));
+    let named = QueueRun { project_id: Some(p2.project_id), ..req(2, "consent-key-3") };
+    assert!(matches!(h.store.queue_run(&named).await.unwrap(), QueueOutcome::Queued(r) if r.project_id == p2.project_id));
+    // Named project that does not share it / is disabled / is not ours.
+    let named = QueueRun { project_id: Some(p2.project_id), ..req(1, "consent-key-4") };
+    assert_eq!(
+        h.store.queue_run(&named).await.unwrap(),
+        QueueOutcome::Rejected(QueueRejection::SessionNotSharedInProject(gs(1), p2.project_id))
+    );
+    h.store.set_project_enabled(&o, p1.project_id, false).await.unwrap();
+    let named = QueueRun { project_id: Some(p1.project_id), ..req(1, "consent-key-5") };
+    assert_eq!(
+        h.store.queue_run(&named).await.unwrap(),
+        QueueOutcome::Rejected(QueueRejection::ProjectDisabled(p1.project_id))
+    );
+    // With p1 disabled, session 2 is only shared in p2: no project_id needed now.
+    assert!(matches!(h.store.queue_run(&req(2, "consent-key-6")).await.unwrap(), QueueOutcome::Queued(_)));
+    let foreign = QueueRun { owner: owner("mallory"), project_id: Some(p2.project_id), ..req(2, "consent-key-7") };
+    assert_eq!(h.store.queue_run(&foreign).await.unwrap(), QueueOutcome::Rejected(QueueRejection::ProjectNotFound));
+}
+
+fn out_text(o: &QueueOutcome) -> String {
+    match o {
+        QueueOutcome::Rejected(r) => r.to_string(),
+        other => format!("{other:?}"),
+    }
+}
+
+async fn sync_replaces_the_shared_set(h: Harness) {
+    let o = owner("alice");
+    let a = agent("claude");
+    let p = project(&h, &o, &[1, 2]).await;
+    assert_eq!(p.sessions.len(), 2);
+    assert_eq!(p.last_sync_at, Some(h.now()));
+    h.advance(Duration::from_secs(20));
+    let SyncOutcome::Synced(p) = h.store.sync_sessions(&o, p.project_id, &[session(2)]).await.unwrap() else { panic!() };
+    assert_eq!(p.sessions, vec![session(2)]);
+    assert_eq!(p.last_sync_at, Some(h.now()));
+    let out = h.store.queue_run(&queue_req(&o, &a, 1, "unshared-key", serde_json::json!({}))).await.unwrap();
+    assert_eq!(out, QueueOutcome::Rejected(QueueRejection::SessionNotShared(gs(1))));
+    // An empty set is a valid set.
+    let SyncOutcome::Synced(p) = h.store.sync_sessions(&o, p.project_id, &[]).await.unwrap() else { panic!() };
+    assert!(p.sessions.is_empty());
+    let out = h.store.queue_run(&queue_req(&o, &a, 2, "unshared-key-2", serde_json::json!({}))).await.unwrap();
+    assert_eq!(out, QueueOutcome::Rejected(QueueRejection::SessionNotShared(gs(2))));
+    // Disabled and foreign projects change nothing.
+    h.store.set_project_enabled(&o, p.project_id, false).await.unwrap();
+    assert_eq!(h.store.sync_sessions(&o, p.project_id, &[session(1)]).await.unwrap(), SyncOutcome::Disabled);
+    assert_eq!(h.store.sync_sessions(&owner("mallory"), p.project_id, &[session(1)]).await.unwrap(), SyncOutcome::NotFound);
+    assert!(h.store.get_project(&o, p.project_id).await.unwrap().unwrap().sessions.is_empty());
+}
+
+async fn queue_lists_oldest_first_and_only_queued(h: Harness) {
+    let o = owner("alice");
+    let a = agent("claude");
+    let p = project(&h, &o, &[1]).await;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(queue(&h, &o, &a, &format!("five-at-once-{i}")).await.command_id);
+        h.advance(Duration::from_millis(10));
+    }
+    let writes = h.writes();
+    let listed: Vec<_> = h.store.list_queued(&o, p.project_id, 50).await.unwrap().iter().map(|r| r.command_id).collect();
+    assert_eq!(listed, ids);
+    assert_eq!(h.writes(), writes);
+    h.store.start_run(&o, ids[0], "exec-0").await.unwrap();
+    h.store.cancel_run(&a, ids[1]).await.unwrap();
+    let listed: Vec<_> = h.store.list_queued(&o, p.project_id, 50).await.unwrap().iter().map(|r| r.command_id).collect();
+    assert_eq!(listed, ids[2..].to_vec());
+    assert!(h.store.list_queued(&owner("mallory"), p.project_id, 50).await.unwrap().is_empty());
+    let run = h.store.list_queued(&o, p.project_id, 1).await.unwrap().remove(0);
+    assert_eq!((run.slug.as_str(), run.arguments.clone()), ("graph-1", serde_json::json!({"week": 48})));
+}
+
+async fn cancel_queued_is_immediate_and_the_desktop_never_starts_it(h: Harness) {
+    let o = owner("alice");
+    let a = agent("claude");
+    project(&h, &o, &[1]).await;
+    let run = queue(&h, &o, &a, "cancel-queued-1").await;
+    assert_eq!(h.store.cancel_run(&a, run.command_id).await.unwrap(), CancelRunOutcome::Cancelled);
+    assert_eq!(view(&h, &a, run.command_id).await.0, RunStatus::Cancelled);
+    assert_eq!(h.store.start_run(&o, run.command_id, "exec").await.unwrap(), StartOutcome::Refused(RunStatus::Cancelled));
+    assert_eq!(
+        h.store.cancel_run(&a, run.command_id).await.unwrap(),
+        CancelRunOutcome::Unchanged(RunStatus::Cancelled)
+    );
+}
+
+async fn cancel_running_sets_the_flag_and_cancel_wins_the_completion(h: Harness) {
+    let o = owner("alice");
+    let a = agent("claude");
+    project(&h, &o, &[1]).await;
+    let (id, exec) = started(&h, &o, &a, "cancel-running-1").await;
+    assert_eq!(h.store.control_run(&o, id).await.unwrap(), ControlOutcome::Running { cancel_requested: false });
+    assert_eq!(h.store.cancel_run(&a, id).await.unwrap(), CancelRunOutcome::CancelRequested);
+    assert_eq!(h.store.cancel_run(&a, id).await.unwrap(), CancelRunOutcome::CancelRequested);
+    assert_eq!(view(&h, &a, id).await.0, RunStatus::Running);
+    h.advance(Duration::from_secs(3));
+    assert_eq!(h.store.control_run(&o, id).await.unwrap(), ControlOutcome::Running { cancel_requested: true });
+    // The graph finished between the flag and the stop: still cancelled.
+    let c = completion(&exec, FinalStatus::Completed, Some("finished anyway"));
+    assert_eq!(h.store.complete_run(&o, id, &c).await.unwrap(), CompleteOutcome::Recorded(RunStatus::Cancelled));
+    assert_eq!(h.store.complete_run(&o, id, &c).await.unwrap(), CompleteOutcome::Replayed(RunStatus::Cancelled));
+    assert_eq!(view(&h, &a, id).await.0, RunStatus::Cancelled);
+    assert_eq!(h.store.cancel_run(&a, id).await.unwrap(), CancelRunOutcome::Unchanged(RunStatus::Cancelled));
+    assert_eq!(h.store.control_run(&o, id).await.unwrap(), ControlOutcome::NotRunning(RunStatus::Cancelled));
+}
+
+async fn complete_is_idempotent_by_hash(h: Harness) {
+    let o = owner("alice");
+    let a = agent("claude");
+    project(&h, &o, &[1]).await;
+    let (id, exec) = started(&h, &o, &a, "complete-key-1").await;
+    let c = completion(&exec, FinalStatus::Completed, Some("the weekly report"));
+    assert_eq!(h.store.complete_run(&o, id, &c).await.unwrap(), CompleteOutcome::Recorded(RunStatus::Completed));
+    assert_eq!(h.store.complete_run(&o, id, &c).await.unwrap(), CompleteOutcome::Replayed(RunStatus::Completed));
+    let different = completion(&exec, FinalStatus::Completed, Some("another report"));
+    assert_eq!(h.store.complete_run(&o, id, &different).await.unwrap(), CompleteOutcome::Conflict(RunStatus::Completed));
+    let run = h.store.get_run(&a, id).await.unwrap().unwrap();
+    let stored = run.completion.clone().unwrap();
+    assert_eq!(stored.result.as_deref(), Some("the weekly report"));
+    assert_eq!((stored.total_tokens, stored.reported_cost), (Some(1200), Some(0.02)));
+    assert!(run.started_at.is_some() && run.finished_at.is_some());
+    // A start retried with the same execution id is a replay; another is refused.
+    let (id2, exec2) = started(&h, &o, &a, "complete-key-2").await;
+    assert_eq!(h.store.start_run(&o, id2, &exec2).await.unwrap(), StartOutcome::Replayed);
+    assert_eq!(h.store.start_run(&o, id2, "other").await.unwrap(), StartOutcome::Refused(RunStatus::Running));
+    // A completion from another execution is refused.
+    let wrong = completion("other", FinalStatus::Completed, Some("x"));
+    assert_eq!(h.store.complete_run(&o, id2, &wrong).await.unwrap(), CompleteOutcome::Conflict(RunStatus::Running));
+}
+
+async fn a_queued_command_can_be_refused_by_the_relay_but_not_completed_unstarted(h: Harness) {
+    let o = owner("alice");
+    let a = agent("claude");
+    project(&h, &o, &[1]).await;
+    let run = queue(&h, &o, &a, "refuse-key-1").await;
+    let unstarted = completion("exec", FinalStatus::Completed, Some("?"));
+    assert_eq!(
+        h.store.complete_run(&o, run.command_id, &unstarted).await.unwrap(),
+        CompleteOutcome::Conflict(RunStatus::Queued)
+    );
+    let refuse = Completion {
+        error: Some(SESSION_NO_LONGER_SHARED.into()),
+        ..completion("exec", FinalStatus::Cancelled, None)
+    };
+    assert_eq!(
+        h.store.complete_run(&o, run.command_id, &refuse).await.unwrap(),
+        CompleteOutcome::Recorded(RunStatus::Cancelled)
+    );
+    assert_eq!(view(&h, &a, run.command_id).await, (RunStatus::Cancelled, Some(SESSION_NO_LONGER_SHARED.into())));
+}
+
+async fn relay_restart_failure_is_recorded(h: Harness) {
+    let o = owner("alice");
+    let a = agent("claude");
+    project(&h, &o, &[1]).await;
+    let (id, exec) = started(&h, &o, &a, "restart-key-1").await;
+    let failed = Completion { error: Some(RELAY_RESTARTED.into()), ..completion(&exec, FinalStatus::Failed, None) };
+    assert_eq!(h.store.complete_run(&o, id, &failed).await.unwrap(), CompleteOutcome::Recorded(RunStatus::Failed));
+    assert_eq!(view(&h, &a, id).await, (RunStatus::Failed, Some(RELAY_RESTARTED.into())));
+}
+
+async fn a_silent_relay_reads_as_desktop_stopped_reporting(h: Harness) {
+    let o = owner("alice");
+    let a = agent("claude");
+    project(&h, &o, &[1]).await;
+    let (id, exec) = started(&h, &o, &a, "silent-key-1").await;
+    h.advance(h.policy.heartbeat_timeout - Duration::from_secs(1));
+    assert_eq!(h.store.control_run(&o, id).await.unwrap(), ControlOutcome::Running { cancel_requested: false });
+    h.advance(h.policy.heartbeat_timeout - Duration::from_secs(1));
+    assert_eq!(view(&h, &a, id).await.0, RunStatus::Running, "heartbeat renewed the deadline");
+    h.advance(Duration::from_secs(1));
+    let writes = h.writes();
+    assert_eq!(view(&h, &a, id).await, (RunStatus::Failed, Some("desktop stopped reporting".into())));
+    assert_eq!(h.writes(), writes, "reading a timed-out run wrote");
+    assert_eq!(h.store.control_run(&o, id).await.unwrap(), ControlOutcome::NotRunning(RunStatus::Failed));
+    let late = completion(&exec, FinalStatus::Completed, Some("late"));
+    assert_eq!(h.store.complete_run(&o, id, &late).await.unwrap(), CompleteOutcome::Conflict(RunStatus::Failed));
+    assert_eq!(h.store.cancel_run(&a, id).await.unwrap(), CancelRunOutcome::Unchanged(RunStatus::Failed));
+}
+
+async fn expired_commands_read_as_expired_and_cannot_start(h: Harness) {
+    let o = owner("alice");
+    let a = agent("claude");
+    let p = project(&h, &o, &[1]).await;
+    let run = queue(&h, &o, &a, "expire-key-1").await;
+    h.advance(h.policy.queued_ttl);
+    let writes = h.writes();
+    assert_eq!(view(&h, &a, run.command_id).await.0, RunStatus::Expired);
+    assert!(h.store.list_queued(&o, p.project_id, 50).await.unwrap().is_empty());
+    assert_eq!(h.writes(), writes, "reading an expired command wrote");
+    assert_eq!(h.store.start_run(&o, run.command_id, "exec").await.unwrap(), StartOutcome::Refused(RunStatus::Expired));
+    assert_eq!(h.store.cancel_run(&a, run.command_id).await.unwrap(), CancelRunOutcome::Unchanged(RunStatus::Expired));
+    let refuse = completion("exec", FinalStatus::Cancelled, None);
+    assert_eq!(
+        h.store.complete_run(&o, run.command_id, &refuse).await.unwrap(),
+        CompleteOutcome::Conflict(RunStatus::Expired)
+    );
+}
+
+async fn big_results_round_trip(h: Harness) {
+    let o = owner("alice");
+    let a = agent("claude");
+    project(&h, &o, &[1]).await;
+    let (id, exec) = started(&h, &o, &a, "big-result-1").await;
+    let text = "日".repeat(99_899);
+    let c = Completion { total_tokens: None, reported_cost: None, ..completion(&exec, FinalStatus::Completed, Some(&text)) }
+        .bounded();
+    assert!(!c.result_truncated);
+    c.validate().unwrap();
+    assert_eq!(h.store.complete_run(&o, id, &c).await.unwrap(), CompleteOutcome::Recorded(RunStatus::Completed));
+    let run = h.store.get_run(&a, id).await.unwrap().unwrap();
+    assert_eq!(run.completion.unwrap().result.map(|r| r.chars().count()), Some(99_899));
+    assert_eq!(h.store.complete_run(&o, id, &c).await.unwrap(), CompleteOutcome::Replayed(RunStatus::Completed));
+}
+
+// ---- request counts --------------------------------------------------------------------------
+
+/// The minimum on the common path (DynamoDB requests per operation). On the embedded store the
+/// same operations are checked to commit exactly one write transaction (reads: none).
+async fn request_counts_on_the_common_path(h: Harness) {
+    let o = owner("alice");
+    let a = agent("claude");
+    let p = project(&h, &o, &[1]).await;
+    let l = link(&h, &o).await;
+    let t = assign(&h, &o, l, "Count me").await;
+    h.take_requests();
+
+    let mut log: HashMap<&str, (Vec<String>, u64)> = HashMap::new();
+    macro_rules! measure {
+        ($name:literal, $e:expr) => {{
+            let w = h.writes();
+            h.take_requests();
+            let out = $e;
+            log.insert($name, (h.take_requests().unwrap_or_default(), h.writes() - w));
+            out
+        }};
+    }
+    let c = measure!("claim", claim(&h, &o, l, t).await);
+    measure!("submit", h.store.submit_task(&o, l, t, c, SubmitStatus::Completed, "done").await.unwrap());
+    let t2 = assign(&h, &o, l, "Cancel me").await;
+    measure!("cancel_task", h.store.cancel_task(&o, l, t2).await.unwrap());
+    measure!("list_open_tasks", h.store.list_open_tasks(&o, l, 50).await.unwrap());
+    measure!("get_task", h.store.get_task(&o, l, t).await.unwrap());
+    let named = QueueRun { project_id: Some(p.project_id), ..queue_req(&o, &a, 1, "count-key-1", serde_json::json!({})) };
+    let QueueOutcome::Queued(run) = measure!("queue_run", h.store.queue_run(&named).await.unwrap()) else { panic!() };
+    measure!("list_queued", h.store.list_queued(&o, p.project_id, 50).await.unwrap());
+    measure!("get_run", h.store.get_run(&a, run.command_id).await.unwrap());
+    measure!("start", h.store.start_run(&o, run.command_id, "exec-1").await.unwrap());
+    measure!("control", h.store.control_run(&o, run.command_id).await.unwrap());
+    let done = completion("exec-1", FinalStatus::Completed, Some("ok"));
+    measure!("complete", h.store.complete_run(&o, run.command_id, &done).await.unwrap());
+    let QueueOutcome::Queued(run2) = h.store.queue_run(&QueueRun { idempotency_key: IdempotencyKey::parse("count-key-2").unwrap(), ..named.clone() }).await.unwrap() else { panic!() };
+    measure!("cancel_run", h.store.cancel_run(&a, run2.command_id).await.unwrap());
+
+    let expect: &[(&str, &[&str], u64)] = &[
+        ("claim", &["UpdateItem"], 1),
+        ("submit", &["UpdateItem"], 1),
+        ("cancel_task", &["UpdateItem"], 1),
+        ("list_open_tasks", &["Query"], 0),
+        ("get_task", &["GetItem"], 0),
+        // One read for the session's slug and the hints, then one transaction.
+        ("queue_run", &["GetItem", "TransactWriteItems"], 1),
+        ("list_queued", &["Query"], 0),
+        ("get_run", &["GetItem"], 0),
+        ("start", &["UpdateItem"], 1),
+        ("control", &["UpdateItem"], 1),
+        ("complete", &["UpdateItem"], 1),
+        ("cancel_run", &["UpdateItem"], 1),
+    ];
+    for (name, requests, writes) in expect {
+        let (seen, w) = &log[name];
+        eprintln!("[{}] {name}: {seen:?}, {w} write(s)", h.name());
+        assert_eq!(w, writes, "{name}: writes");
+        if h.take_requests().is_some() {
+            assert_eq!(seen, requests, "{name}: DynamoDB requests");
+        }
+    }
+}
+
+// ---- the matrix ------------------------------------------------------------------------------
+
+fn lease_policy() -> Policy {
+    Policy { lease: Duration::from_secs(1), ..test_policy() }
+}
+
+macro_rules! suite {
+    ($($name:ident $(with $policy:expr)?),* $(,)?) => {
+        mod embedded {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+                async fn $name() {
+                    #[allow(unused_mut, unused_assignments)]
+                    let mut policy = super::test_policy();
+                    $( policy = $policy; )?
+                    super::$name(foundry_tests::Harness::embedded(policy)).await;
+                }
+            )*
+        }
+        mod dynamodb {
+            $(
+                #[tokio::test(flavor = "multi_thread", worker_threads = 8)]
+                async fn $name() {
+                    #[allow(unused_mut, unused_assignments)]
+                    let mut policy = super::test_policy();
+                    $( policy = $policy; )?
+                    let Some(h) = foundry_tests::Harness::dynamo(policy).await else { return };
+                    let table = h.table_handle();
+                    super::$name(h).await;
+                    if let Some((client, name)) = table {
+                        let _ = client.delete_table().table_name(name).send().await;
+                    }
+                }
+            )*
+        }
+    };
+}
+
+suite! {
+    claim_race_conditional_write_never_double_claims,
+    claim_race_catches_the_naive_read_then_write,
+    same_link_claiming_twice_gets_the_same_claim,
+    lease_takeover_fences_out_the_stale_claim with super::lease_policy(),
+    late_submit_that_was_not_taken_over_is_accepted with super::lease_policy(),
+    identical_submit_replays_and_a_different_one_is_rejected,
+    submit_after_cancel_is_rejected,
+    submit_with_a_claim_that_never_held_the_task_is_rejected,
+    expired_tasks_read_as_expired_and_reading_writes_nothing,
+    open_task_list_is_the_links_open_tasks_oldest_first,
+    assign_is_idempotent_by_key_and_objective,
+    artifacts_are_idempotent_and_fenced,
+    run_idempotency_under_concurrent_retries,
+    replay_survives_a_consent_change,
+    runs_are_visible_only_to_their_agent,
+    consent_is_checked_at_queue_time,
+    sync_replaces_the_shared_set,
+    queue_lists_oldest_first_and_only_queued,
+    cancel_queued_is_immediate_and_the_desktop_never_starts_it,
+    cancel_running_sets_the_flag_and_cancel_wins_the_completion,
+    complete_is_idempotent_by_hash,
+    a_queued_command_can_be_refused_by_the_relay_but_not_completed_unstarted,
+    relay_restart_failure_is_recorded,
+    a_silent_relay_reads_as_desktop_stopped_reporting,
+    expired_commands_read_as_expired_and_cannot_start,
+    big_results_round_trip,
+    request_counts_on_the_common_path,
+}
