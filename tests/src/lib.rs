@@ -11,13 +11,15 @@
 //! Without it the DynamoDB half skips loudly, except under `CI=true`, where it fails.
 
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::Intercept;
-use aws_smithy_runtime_api::client::interceptors::context::BeforeSerializationInterceptorContextRef;
+use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_types::config_bag::ConfigBag;
 use shared::clock::{Clock, ManualClock, Timestamp};
@@ -29,17 +31,20 @@ use shared::store::sqlite::SqliteStore;
 
 /// Records the name of every DynamoDB operation the client executes (retries excluded).
 #[derive(Debug, Clone, Default)]
-pub struct RequestLog(Arc<Mutex<Vec<String>>>);
+pub struct RequestLog {
+    ops: Arc<Mutex<Vec<String>>>,
+    writes: Arc<AtomicU64>,
+}
 
 impl RequestLog {
     /// Operations since the last [`RequestLog::take`], in order.
     pub fn take(&self) -> Vec<String> {
-        self.0.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default()
+        self.ops.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default()
     }
 
-    /// Write operations recorded so far (without clearing).
+    /// Write operations since the client was built.
     pub fn writes(&self) -> u64 {
-        self.0.lock().map(|v| v.iter().filter(|op| is_write(op)).count() as u64).unwrap_or(0)
+        self.writes.load(Ordering::SeqCst)
     }
 }
 
@@ -53,12 +58,17 @@ impl Intercept for RequestLog {
         "RequestLog"
     }
 
-    fn read_before_execution(
+    // Serialization happens once per operation, before the retry loop: one entry per call.
+    fn read_after_serialization(
         &self,
-        _context: &BeforeSerializationInterceptorContextRef<'_>,
+        _context: &BeforeTransmitInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
-        if let (Some(m), Ok(mut log)) = (cfg.load::<Metadata>(), self.0.lock()) {
+        if let (Some(m), Ok(mut log)) = (cfg.load::<Metadata>(), self.ops.lock()) {
+            if is_write(m.name()) {
+                self.writes.fetch_add(1, Ordering::SeqCst);
+            }
             log.push(m.name().to_owned());
         }
         Ok(())

@@ -763,7 +763,8 @@ async fn request_counts_on_the_common_path(h: Harness) {
             let w = h.writes();
             h.take_requests();
             let out = $e;
-            log.insert($name, (h.take_requests().unwrap_or_default(), h.writes() - w));
+            let writes = h.writes() - w;
+            log.insert($name, (h.take_requests().unwrap_or_default(), writes));
             out
         }};
     }

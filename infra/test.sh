@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The one test command: installs what the tests need (pinned), starts a local AWS endpoint
+# when AWS_ENDPOINT_URL is unset, runs every test, and stops what it started.
+#
+#   ./infra/test.sh                 everything
+#   ./infra/test.sh conformance     extra arguments go to `cargo test` as a filter
+#
+# To run against LocalStack or a real account instead of moto, set AWS_ENDPOINT_URL (and
+# credentials/region as usual); nothing is started then.
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+
+state=$(mktemp -d "${TMPDIR:-/tmp}/foundry-test.XXXXXX")
+cleanup() {
+  "$root/infra/emulator.sh" stop "$state" || true
+  rm -rf "$state"
+}
+trap cleanup EXIT
+
+if [ -z "${AWS_ENDPOINT_URL:-}" ]; then
+  echo "== installing the pinned emulator (moto) into .venv"
+  "$root/infra/emulator.sh" install
+  echo "== starting moto (DynamoDB serialized) on 127.0.0.1"
+  "$root/infra/emulator.sh" start "$state"
+  export AWS_ENDPOINT_URL
+  AWS_ENDPOINT_URL=$(cat "$state/endpoint")
+  export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
+  echo "   AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL"
+else
+  echo "== using AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL (nothing started)"
+fi
+
+echo "== cargo test --workspace"
+cargo test --workspace --locked -- "$@"
