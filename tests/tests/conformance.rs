@@ -150,6 +150,7 @@ fn submit_error(o: &SubmitOutcome) -> String {
 
 const RACE_TASKS: usize = 200;
 const RACE_CLAIMERS: usize = 8;
+const RACE_PARALLEL_TASKS: usize = 10;
 
 /// What a race produced: tasks that ended with more than one winner.
 struct RaceReport {
@@ -173,24 +174,33 @@ where
     }
     let mut double_claimed = 0;
     let mut fresh_claims = 0;
-    for t in tasks {
-        let barrier = Arc::new(Barrier::new(RACE_CLAIMERS));
-        let mut handles = Vec::new();
-        for _ in 0..RACE_CLAIMERS {
-            let (h, o, barrier) = (Arc::clone(h), o.clone(), Arc::clone(&barrier));
-            handles.push(tokio::spawn(async move {
-                barrier.wait().await;
-                claim_fn(h, o, l, t).await
-            }));
+    // Rounds of RACE_PARALLEL_TASKS tasks at once, each with its own barrier: more requests in
+    // flight make an emulator that does not serialize writes show it.
+    for chunk in tasks.chunks(RACE_PARALLEL_TASKS) {
+        let mut rounds = Vec::new();
+        for &t in chunk {
+            let barrier = Arc::new(Barrier::new(RACE_CLAIMERS));
+            let handles: Vec<_> = (0..RACE_CLAIMERS)
+                .map(|_| {
+                    let (h, o, barrier) = (Arc::clone(h), o.clone(), Arc::clone(&barrier));
+                    tokio::spawn(async move {
+                        barrier.wait().await;
+                        claim_fn(h, o, l, t).await
+                    })
+                })
+                .collect();
+            rounds.push(handles);
         }
-        let mut ids = HashSet::new();
-        for handle in handles {
-            let (id, fresh) = handle.await.unwrap();
-            ids.extend(id);
-            fresh_claims += usize::from(fresh);
-        }
-        if ids.len() > 1 {
-            double_claimed += 1;
+        for handles in rounds {
+            let mut ids = HashSet::new();
+            for handle in handles {
+                let (id, fresh) = handle.await.unwrap();
+                ids.extend(id);
+                fresh_claims += usize::from(fresh);
+            }
+            if ids.len() > 1 {
+                double_claimed += 1;
+            }
         }
     }
     RaceReport { double_claimed, fresh_claims }
