@@ -111,7 +111,7 @@ impl Clock for SystemClock {
     fn now(&self) -> Timestamp {
         let ms = SystemTime::now()
             .duration_since(UNIX_EPOCH)
-            .map(|d| duration_ms(d))
+            .map(duration_ms)
             .unwrap_or(0);
         Timestamp(ms)
     }
