@@ -659,6 +659,36 @@ mod tests {
         assert!(c.validate().is_ok());
     }
 
+    fn meta(n: usize) -> SessionMeta {
+        SessionMeta {
+            graph_session_id: GraphSessionId::parse("g", &format!("gs_{n:032x}")).unwrap(),
+            name: format!("Graph {n}"),
+            description: String::new(),
+            slug: format!("graph-{n}"),
+            version: "1".into(),
+            status: "ready".into(),
+        }
+    }
+
+    #[test]
+    fn shared_session_sets_are_bounded_and_checked_field_by_field() {
+        let hundred: Vec<_> = (0..100).map(meta).collect();
+        assert!(validate_sessions(&hundred).is_ok());
+        let too_many: Vec<_> = (0..101).map(meta).collect();
+        assert_eq!(
+            validate_sessions(&too_many).unwrap_err().to_string(),
+            "sessions: at most 100 sessions per project (got 101)"
+        );
+        let dup = vec![meta(1), meta(1)];
+        assert!(validate_sessions(&dup).unwrap_err().to_string().contains("appears more than once"));
+        let mut blank = meta(1);
+        blank.slug = " ".into();
+        assert_eq!(validate_sessions(&[blank]).unwrap_err().field, "sessions[].slug");
+        let mut long = meta(1);
+        long.description = "x".repeat(1_001);
+        assert_eq!(validate_sessions(&[long]).unwrap_err().field, "sessions[].description");
+    }
+
     #[test]
     fn request_hash_ignores_key_order_but_not_values() {
         let base = QueueRun {

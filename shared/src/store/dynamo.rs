@@ -142,6 +142,28 @@ impl DynamoStore {
         }
     }
 
+    /// One `Query` on a sparse index whose sort keys start with the expiry: the owner's
+    /// unexpired items under `partition`, in sort-key order.
+    async fn query_unexpired(&self, index: &str, partition: String, owner: &OwnerId, limit: usize) -> StoreResult<Vec<Item>> {
+        let (pk, sk) = if index == QUEUE_INDEX { ("#gsi1pk", "#gsi1sk") } else { ("#gsi2pk", "#gsi2sk") };
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(index)
+            .key_condition_expression(format!("{pk} = :p AND {sk} > :now"))
+            .filter_expression("#owner = :o")
+            .set_expression_attribute_names(Some(names(&format!("{pk} {sk} #owner"))))
+            .expression_attribute_values(":p", s(partition))
+            .expression_attribute_values(":now", s(unexpired_after(self.clock.now())))
+            .expression_attribute_values(":o", s(owner.as_str()))
+            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+            .send()
+            .await
+            .map_err(sdk)?;
+        Ok(out.items.unwrap_or_default())
+    }
+
     /// Runs a transaction, retrying on `TransactionConflict`. `Ok(None)` = committed;
     /// `Ok(Some(reasons))` = a condition failed (one reason per item, in order).
     async fn transact(&self, items: Vec<TransactWriteItem>) -> StoreResult<Option<Vec<CancellationReason>>> {
@@ -744,23 +766,8 @@ impl CancelRuns for DynamoStore {
 #[async_trait]
 impl RelayRuns for DynamoStore {
     async fn list_queued(&self, owner: &OwnerId, project: ProjectId, limit: usize) -> StoreResult<Vec<Run>> {
-        let now = self.clock.now();
-        let out = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .index_name(QUEUE_INDEX)
-            .key_condition_expression("#gsi1pk = :q AND #gsi1sk > :now")
-            .filter_expression("#owner = :o")
-            .set_expression_attribute_names(Some(names("#gsi1pk #gsi1sk #owner")))
-            .expression_attribute_values(":q", s(format!("QUEUE#{project}")))
-            .expression_attribute_values(":now", s(unexpired_after(now)))
-            .expression_attribute_values(":o", s(owner.as_str()))
-            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
-            .send()
-            .await
-            .map_err(sdk)?;
-        out.items().iter().map(run_from).collect()
+        let items = self.query_unexpired(QUEUE_INDEX, format!("QUEUE#{project}"), owner, limit).await?;
+        items.iter().map(run_from).collect()
     }
 
     async fn start_run(&self, owner: &OwnerId, command: CommandId, execution_id: &str) -> StoreResult<StartOutcome> {
@@ -1057,23 +1064,8 @@ impl AssignTasks for DynamoStore {
 #[async_trait]
 impl ReadTasks for DynamoStore {
     async fn list_open_tasks(&self, owner: &OwnerId, link: ChatLinkId, limit: usize) -> StoreResult<Vec<Task>> {
-        let now = self.clock.now();
-        let out = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .index_name(OPEN_TASKS_INDEX)
-            .key_condition_expression("#gsi2pk = :p AND #gsi2sk > :now")
-            .filter_expression("#owner = :o")
-            .set_expression_attribute_names(Some(names("#gsi2pk #gsi2sk #owner")))
-            .expression_attribute_values(":p", s(format!("OPEN#{link}")))
-            .expression_attribute_values(":now", s(unexpired_after(now)))
-            .expression_attribute_values(":o", s(owner.as_str()))
-            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
-            .send()
-            .await
-            .map_err(sdk)?;
-        out.items().iter().map(task_from).collect()
+        let items = self.query_unexpired(OPEN_TASKS_INDEX, format!("OPEN#{link}"), owner, limit).await?;
+        items.iter().map(task_from).collect()
     }
 
     async fn get_task(&self, owner: &OwnerId, link: ChatLinkId, task: TaskId) -> StoreResult<Option<Task>> {
