@@ -904,3 +904,23 @@ impl RecordArtifacts for SqliteStore {
         .await
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::clock::ManualClock;
+
+    #[tokio::test]
+    async fn in_memory_store_keeps_its_data_in_its_one_connection() {
+        let clock = Arc::new(ManualClock::starting_now());
+        let store = SqliteStore::in_memory(clock, Policy::default()).unwrap();
+        let owner = OwnerId::new("o").unwrap();
+        let p = store.create_project(&owner, "P").await.unwrap();
+        // Two calls at once share the single connection without deadlocking.
+        let (a, b) = tokio::join!(store.list_projects(&owner), store.get_project(&owner, p.project_id));
+        assert_eq!(a.unwrap(), vec![p.clone()]);
+        assert_eq!(b.unwrap(), Some(p));
+        assert_eq!(store.write_transactions(), 1);
+        assert!(store.path().is_none());
+    }
+}
