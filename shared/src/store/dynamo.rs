@@ -164,6 +164,25 @@ impl DynamoStore {
         Ok(out.items.unwrap_or_default())
     }
 
+    /// The live idempotency record that made transaction item `i` fail, if that is why it
+    /// failed: from the cancellation reason's old image, or read if the backend gave none.
+    async fn key_in_use(
+        &self,
+        reasons: &[CancellationReason],
+        i: usize,
+        record: &str,
+        now: Timestamp,
+    ) -> StoreResult<Option<(String, String)>> {
+        if !failed(reasons, i) {
+            return Ok(None);
+        }
+        let old = match old_image(reasons, i) {
+            Some(item) => Some(item.clone()),
+            None => self.get(idem_key(record)).await?,
+        };
+        live_idem(old.as_ref(), now)
+    }
+
     /// Runs a transaction, retrying on `TransactionConflict`. `Ok(None)` = committed;
     /// `Ok(Some(reasons))` = a condition failed (one reason per item, in order).
     async fn transact(&self, items: Vec<TransactWriteItem>) -> StoreResult<Option<Vec<CancellationReason>>> {
@@ -678,14 +697,8 @@ impl QueueRuns for DynamoStore {
         let Some(reasons) = self.transact(items).await? else {
             return Ok(QueueOutcome::Queued(run));
         };
-        if failed(&reasons, 1) {
-            let old = match old_image(&reasons, 1) {
-                Some(i) => Some(i.clone()),
-                None => self.get(idem_key(&record)).await?,
-            };
-            if let Some((seen, target)) = live_idem(old.as_ref(), now)? {
-                return self.replay_run(&seen, &target, &hash).await;
-            }
+        if let Some((seen, target)) = self.key_in_use(&reasons, 1, &record, now).await? {
+            return self.replay_run(&seen, &target, &hash).await;
         }
         if failed(&reasons, 0) {
             // Consent changed between the read and the write: classify on the old image.
@@ -1002,14 +1015,8 @@ impl AssignTasks for DynamoStore {
         let Some(reasons) = self.transact(items).await? else {
             return Ok(AssignOutcome::Assigned(task));
         };
-        if failed(&reasons, 1) {
-            let old = match old_image(&reasons, 1) {
-                Some(i) => Some(i.clone()),
-                None => self.get(idem_key(&record)).await?,
-            };
-            if let Some((seen, target)) = live_idem(old.as_ref(), now)? {
-                return self.replay_task(&seen, &target, req, &hash).await;
-            }
+        if let Some((seen, target)) = self.key_in_use(&reasons, 1, &record, now).await? {
+            return self.replay_task(&seen, &target, req, &hash).await;
         }
         if failed(&reasons, 0) {
             return Ok(AssignOutcome::Rejected(AssignRejection::LinkNotFound));
