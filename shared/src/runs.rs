@@ -390,6 +390,9 @@ pub struct Run {
     pub last_heartbeat_at: Option<Timestamp>,
     /// How it ended, as completed.
     pub completion: Option<Completion>,
+    /// sha256 of the recorded completion ([`Completion::hash`]): a repeat with the same hash
+    /// is a replay.
+    pub completion_hash: Option<String>,
 }
 
 /// A run as a caller sees it at a given time.
@@ -590,7 +593,7 @@ pub fn classify_complete(
     };
     let view = run.view(now, policy);
     if run.status.is_terminal() {
-        let same = run.completion.as_ref().is_some_and(|c| c.hash() == hash);
+        let same = run.completion_hash.as_deref() == Some(hash);
         return CompleteStep::Done(if same {
             CompleteOutcome::Replayed(run.status)
         } else {

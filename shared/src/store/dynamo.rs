@@ -439,6 +439,7 @@ fn run_from(item: &Item) -> StoreResult<Run> {
         cancel_requested: r.bool("cancel_requested"),
         last_heartbeat_at: r.opt_ts("last_heartbeat_at")?,
         completion,
+        completion_hash: r.opt_s("completion_hash").map(str::to_owned),
     })
 }
 
@@ -661,6 +662,7 @@ impl QueueRuns for DynamoStore {
             cancel_requested: false,
             last_heartbeat_at: None,
             completion: None,
+            completion_hash: None,
         };
         let mut run_item = run_key(run.command_id);
         run_item.extend(values([

@@ -266,7 +266,7 @@ fn project_row(row: &Row<'_>) -> rusqlite::Result<Project> {
 }
 
 const RUN_COLS: &str = "command_id, owner, agent, project_id, graph_session_id, slug, arguments, status, \
-     queued_at, expires_at, started_at, finished_at, execution_id, cancel_requested, last_heartbeat_at, completion";
+     queued_at, expires_at, started_at, finished_at, execution_id, cancel_requested, last_heartbeat_at, completion, completion_hash";
 
 fn run_row(row: &Row<'_>) -> rusqlite::Result<Run> {
     Ok(Run {
@@ -286,6 +286,7 @@ fn run_row(row: &Row<'_>) -> rusqlite::Result<Run> {
         cancel_requested: row.get(13)?,
         last_heartbeat_at: opt_ts(row.get(14)?),
         completion: opt_col(row, 15, "completion", |s| serde_json::from_str(s).ok())?,
+        completion_hash: row.get(16)?,
     })
 }
 
@@ -485,9 +486,10 @@ impl QueueRuns for SqliteStore {
                 cancel_requested: false,
                 last_heartbeat_at: None,
                 completion: None,
+                completion_hash: None,
             };
             tx.execute(
-                &format!("INSERT INTO runs ({RUN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?9, NULL, NULL, NULL, 0, NULL, NULL)"),
+                &format!("INSERT INTO runs ({RUN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?9, NULL, NULL, NULL, 0, NULL, NULL, NULL)"),
                 params![
                     run.command_id.to_string(),
                     run.owner.as_str(),
@@ -542,7 +544,14 @@ impl CancelRuns for SqliteStore {
                          WHERE command_id = ?1 AND agent = ?2 AND status = 'running' AND last_heartbeat_at > ?3",
                         params![id, agent.as_str(), cutoff],
                     )?;
-                    Ok(if n == 1 { CancelRunOutcome::CancelRequested } else { CancelRunOutcome::Unchanged(RunStatus::Failed) })
+                    if n == 1 {
+                        return Ok(CancelRunOutcome::CancelRequested);
+                    }
+                    // Unreachable inside one IMMEDIATE transaction; classify again rather than guess.
+                    Ok(match classify_cancel(get_run_tx(tx, &id)?.as_ref(), &agent, now, &policy) {
+                        CancelStep::Done(outcome) => outcome,
+                        CancelStep::FlagRunning => CancelRunOutcome::Unchanged(RunStatus::Running),
+                    })
                 }
             }
         })
@@ -637,10 +646,14 @@ impl RelayRuns for SqliteStore {
                          AND cancel_requested = 1 AND last_heartbeat_at > ?7",
                         params![now.as_millis(), body, hash, id, owner.as_str(), completion.execution_id, cutoff],
                     )?;
-                    Ok(if n == 1 {
-                        CompleteOutcome::Recorded(RunStatus::Cancelled)
-                    } else {
-                        CompleteOutcome::Conflict(RunStatus::Failed)
+                    if n == 1 {
+                        return Ok(CompleteOutcome::Recorded(RunStatus::Cancelled));
+                    }
+                    // Unreachable inside one IMMEDIATE transaction; classify again rather than guess.
+                    let old = get_run_tx(tx, &id)?;
+                    Ok(match classify_complete(old.as_ref(), &owner, &completion, &hash, now, &policy) {
+                        CompleteStep::Done(outcome) => outcome,
+                        CompleteStep::RecordCancelled => CompleteOutcome::Conflict(RunStatus::Running),
                     })
                 }
             }
