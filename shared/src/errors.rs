@@ -11,6 +11,8 @@ pub const RUN_NOT_FOUND: &str = "Graph run not found or access removed";
 pub const SESSION_NO_LONGER_SHARED: &str = "Graph session is no longer shared with this project";
 /// A task asked through another chat link, or an unknown task (deliberately identical).
 pub const NOT_CLAIMABLE_MISSING: &str = "not claimable: missing";
+/// A task read through another chat link, or an unknown task (deliberately identical).
+pub const TASK_NOT_FOUND: &str = "Linked chat task not found or access removed";
 /// A submit with a claim that was taken over after its lease ran out.
 pub const STALE_CLAIM: &str = "rejected: stale claim, task was re-claimed";
 /// A submit on a task the owner cancelled.

@@ -12,16 +12,22 @@
 //! | [`tasks`] | linked chat tasks: state machine, claims as fencing tokens, submits, artifacts |
 //! | [`projects`] | projects, chat links, consent checks at queue time |
 //! | [`store`] | capability traits and the DynamoDB and SQLite implementations |
+//! | [`tools`] | the nine MCP tools: wire types (the schema), descriptions, handlers |
+//! | [`auth`] | bearer tokens: RS256 against a cached JWKS, HS256 in local mode |
+//! | [`mcp`] | the MCP endpoint: rmcp (stateless JSON) behind auth, scope and size checks |
 //!
 //! Stores do one conditional write per state change and hand the old image of a failed
 //! write to the pure classifiers in [`runs`] and [`tasks`], so both stores decide outcomes
 //! with the same code.
 
+pub mod auth;
 pub mod clock;
 pub mod errors;
 pub mod ids;
 pub mod limits;
+pub mod mcp;
 pub mod projects;
 pub mod runs;
 pub mod store;
 pub mod tasks;
+pub mod tools;

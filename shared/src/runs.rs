@@ -26,7 +26,7 @@ use crate::limits::{
 };
 
 /// Status of a run as a caller sees it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     /// Waiting for the desktop to pick it up.

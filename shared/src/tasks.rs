@@ -19,7 +19,7 @@ use crate::limits::{MAX_OBJECTIVE_CHARS, MAX_RESULT_BYTES, MAX_TASK_RESULT_CHARS
 use crate::runs::sha256_hex;
 
 /// A task's status as callers see it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum TaskStatus {
     /// Waiting for the host chat.
@@ -81,7 +81,7 @@ impl TaskStatus {
 }
 
 /// The statuses a host chat may submit.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum SubmitStatus {
     /// The work is done.

@@ -1,0 +1,100 @@
+//! Configuration of the local server, read from the environment once.
+//!
+//! Every key and default is a named constant; every bad value is reported together and the
+//! process stops before doing any work.
+
+use std::path::PathBuf;
+
+/// Folder for the SQLite file, the token secret and artifact blobs.
+pub const DATA_DIR: &str = "FOUNDRY_DATA_DIR";
+/// Port on 127.0.0.1 (0 picks a free one).
+pub const PORT: &str = "FOUNDRY_PORT";
+/// Base URL clients use, if not `http://127.0.0.1:<port>` (e.g. behind a tunnel).
+pub const PUBLIC_URL: &str = "FOUNDRY_PUBLIC_URL";
+/// Default for [`PORT`].
+pub const DEFAULT_PORT: u16 = 8787;
+
+/// The local server's settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LocalConfig {
+    /// Where the data lives.
+    pub data_dir: PathBuf,
+    /// Where to listen.
+    pub port: u16,
+    /// The base URL announced to clients.
+    pub public_url: Option<String>,
+}
+
+impl LocalConfig {
+    /// Reads the settings through `get` (the environment in `main`, a map in tests).
+    ///
+    /// # Errors
+    /// Every bad value, one per line.
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let mut errors = Vec::new();
+        let port = match get(PORT) {
+            None => DEFAULT_PORT,
+            Some(v) => v.parse().unwrap_or_else(|_| {
+                errors.push(format!("{PORT}: must be a port number 0-65535 (got {v:?})"));
+                DEFAULT_PORT
+            }),
+        };
+        let public_url = get(PUBLIC_URL).map(|u| u.trim_end_matches('/').to_owned());
+        if let Some(u) = &public_url
+            && !(u.starts_with("http://") || u.starts_with("https://"))
+        {
+            errors.push(format!("{PUBLIC_URL}: must start with http:// or https:// (got {u:?})"));
+        }
+        let data_dir = match get(DATA_DIR) {
+            Some(d) if !d.is_empty() => PathBuf::from(d),
+            _ => match default_data_dir(&get) {
+                Some(d) => d,
+                None => {
+                    errors.push(format!("{DATA_DIR}: not set and no home folder to default to"));
+                    PathBuf::new()
+                }
+            },
+        };
+        if errors.is_empty() { Ok(Self { data_dir, port, public_url }) } else { Err(errors.join("\n")) }
+    }
+}
+
+/// The platform's per-user data folder.
+fn default_data_dir(get: &impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
+    if cfg!(target_os = "macos") {
+        return get("HOME").map(|h| PathBuf::from(h).join("Library/Application Support/foundry-connect"));
+    }
+    get("XDG_DATA_HOME")
+        .filter(|d| !d.is_empty())
+        .map(PathBuf::from)
+        .or_else(|| get("HOME").map(|h| PathBuf::from(h).join(".local/share")))
+        .map(|d| d.join("foundry-connect"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn from(pairs: &[(&str, &str)]) -> Result<LocalConfig, String> {
+        let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        LocalConfig::from_env(|k| m.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_and_overrides() {
+        let c = from(&[("HOME", "/home/u"), ("XDG_DATA_HOME", "")]).unwrap();
+        assert_eq!(c.port, DEFAULT_PORT);
+        if !cfg!(target_os = "macos") {
+            assert_eq!(c.data_dir, PathBuf::from("/home/u/.local/share/foundry-connect"));
+        }
+        let c = from(&[(DATA_DIR, "/tmp/x"), (PORT, "0"), (PUBLIC_URL, "https://x.example/")]).unwrap();
+        assert_eq!((c.data_dir, c.port, c.public_url.as_deref()), (PathBuf::from("/tmp/x"), 0, Some("https://x.example")));
+    }
+
+    #[test]
+    fn reports_every_bad_value_at_once() {
+        let e = from(&[(PORT, "eighty"), (PUBLIC_URL, "ftp://x")]).unwrap_err();
+        assert_eq!(e.lines().count(), 3, "{e}");
+    }
+}

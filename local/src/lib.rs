@@ -1,0 +1,236 @@
+//! # local — foundry-connect in one process
+//!
+//! Every function of the stack on the embedded store (a SQLite file), bound to 127.0.0.1:
+//! the MCP endpoint at `/mcp` with its protected-resource metadata, dispatching tool calls
+//! in-process through the same [`shared::mcp::Dispatch`] interface the cloud `mcp` function
+//! uses with Lambda invokes. No AWS account, no emulator.
+//!
+//! On first start it creates a demo owner, project (enabled) and chat link with one queued
+//! task; every start prints the MCP URL, a bearer token with both scopes and the ids a user
+//! needs. Tokens are HS256, signed with a secret generated once and kept in the data folder,
+//! so a restart keeps both the data and the tokens already handed out.
+//!
+//! | module | what |
+//! |---|---|
+//! | [`config`] | typed configuration from the environment, parsed once |
+//! | this file | start-up ([`start`]), the demo data, the router |
+
+pub mod config;
+
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::time::Duration;
+
+use anyhow::Context;
+use axum::Router;
+use axum::body::Body;
+use axum::extract::State;
+use axum::response::IntoResponse;
+use bytes::Bytes;
+use http_body_util::{BodyExt, Limited};
+use shared::auth::{Authenticator, Keys, mint_hs256};
+use shared::clock::{SharedClock, SystemClock};
+use shared::ids::{ChatLinkId, IdempotencyKey, OwnerId, ProjectId, TaskId};
+use shared::limits::Policy;
+use shared::mcp::{EndpointConfig, InProcess, McpEndpoint, resource_metadata_response};
+use shared::store::sqlite::SqliteStore;
+use shared::store::{AssignTasks, ManageLinks, ManageProjects};
+use shared::tasks::{AssignOutcome, AssignTask};
+use shared::tools::{DirBlobStore, SCOPE_READ, SCOPE_RUN, ToolDeps};
+use tokio::sync::oneshot;
+
+pub use config::LocalConfig;
+
+/// The demo owner's subject.
+pub const DEMO_OWNER: &str = "local-owner";
+/// The OAuth client id of tokens minted for MCP clients.
+pub const LOCAL_CLIENT: &str = "local-mcp-client";
+/// The audience of local tokens.
+pub const LOCAL_AUDIENCE: &str = "foundry-connect-local";
+/// How long a printed token is valid.
+pub const TOKEN_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// What a user needs to connect.
+#[derive(Debug, Clone)]
+pub struct Demo {
+    /// The demo owner.
+    pub owner: OwnerId,
+    /// The demo project (enabled for connected agents).
+    pub project_id: ProjectId,
+    /// The demo chat link.
+    pub chat_link_id: ChatLinkId,
+    /// The demo task, if it was created on this start.
+    pub task_id: Option<TaskId>,
+}
+
+/// A running local server.
+pub struct Running {
+    /// Where it listens.
+    pub addr: SocketAddr,
+    /// The MCP URL.
+    pub mcp_url: String,
+    /// A bearer token with `osfoundry:read` and `osfoundry:run`.
+    pub token: String,
+    /// The demo ids.
+    pub demo: Demo,
+    /// The store (tests inspect it).
+    pub store: Arc<SqliteStore>,
+    shutdown: Option<oneshot::Sender<()>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl Running {
+    /// Stops accepting, finishes in-flight requests, and returns.
+    pub async fn stop(mut self) {
+        if let Some(tx) = self.shutdown.take() {
+            let _ = tx.send(());
+        }
+        let _ = (&mut self.task).await;
+    }
+
+    /// Waits until the server stops (Ctrl-C or SIGTERM in `main`).
+    pub async fn wait(self) {
+        let _ = self.task.await;
+    }
+
+    /// The text printed at start-up.
+    pub fn banner(&self) -> String {
+        format!(
+            "foundry-connect local server\n\
+             \n  MCP URL:       {}\
+             \n  Bearer token:  {}\
+             \n  Owner:         {}\
+             \n  Project id:    {}\
+             \n  Chat link id:  {}{}\
+             \n\nConnect an MCP client with header `Authorization: Bearer <token>`.",
+            self.mcp_url,
+            self.token,
+            self.demo.owner,
+            self.demo.project_id,
+            self.demo.chat_link_id,
+            self.demo.task_id.map(|t| format!("\n  Demo task id:  {t}")).unwrap_or_default(),
+        )
+    }
+}
+
+type Endpoint = McpEndpoint<InProcess<SqliteStore>>;
+
+struct AppState {
+    endpoint: Endpoint,
+}
+
+/// Opens the store, creates the demo data on first start, binds and serves.
+///
+/// # Errors
+/// When the data folder, the store or the port cannot be used.
+pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
+    std::fs::create_dir_all(&config.data_dir).with_context(|| format!("creating {}", config.data_dir.display()))?;
+    let clock: SharedClock = Arc::new(SystemClock);
+    let policy = Policy::default();
+    let db = config.data_dir.join("foundry.sqlite3");
+    let store = Arc::new(SqliteStore::open(&db, clock.clone(), policy).with_context(|| format!("opening {}", db.display()))?);
+    let secret = load_or_create_secret(&config.data_dir.join("local-token-secret"))?;
+    let demo = ensure_demo(&store).await?;
+
+    let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], config.port)))
+        .await
+        .with_context(|| format!("binding 127.0.0.1:{}", config.port))?;
+    let addr = listener.local_addr()?;
+    let public_url = config.public_url.clone().unwrap_or_else(|| format!("http://{addr}"));
+    let auth = Authenticator {
+        issuer: public_url.clone(),
+        audiences: vec![LOCAL_AUDIENCE.to_owned()],
+        keys: Keys::Hs256(secret.clone()),
+        clock: clock.clone(),
+    };
+    let token = mint_hs256(&secret, &public_url, LOCAL_AUDIENCE, DEMO_OWNER, LOCAL_CLIENT, &[SCOPE_READ, SCOPE_RUN], clock.now(), TOKEN_TTL)
+        .map_err(anyhow::Error::msg)?;
+    let deps = ToolDeps {
+        store: Arc::clone(&store),
+        clock,
+        policy,
+        blobs: Arc::new(DirBlobStore(config.data_dir.join("blobs"))),
+    };
+    let endpoint_config = EndpointConfig {
+        public_url: public_url.clone(),
+        mcp_path: "/mcp".into(),
+        authorization_servers: vec![public_url.clone()],
+        allowed_hosts: Vec::new(),
+        max_body_bytes: shared::mcp::DEFAULT_MAX_BODY_BYTES,
+    };
+    let endpoint = McpEndpoint::new(Arc::new(InProcess(deps)), Arc::new(auth), endpoint_config);
+    let app = router(Arc::new(AppState { endpoint }));
+
+    let (tx, rx) = oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        let shutdown = async move {
+            let _ = rx.await;
+        };
+        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
+            tracing::error!(error = %e, "server stopped");
+        }
+    });
+    Ok(Running { addr, mcp_url: format!("{public_url}/mcp"), token, demo, store, shutdown: Some(tx), task })
+}
+
+fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/mcp", axum::routing::any(mcp))
+        .route("/.well-known/oauth-protected-resource", axum::routing::get(metadata))
+        .route("/.well-known/oauth-protected-resource/mcp", axum::routing::get(metadata))
+        .with_state(state)
+}
+
+async fn mcp(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {
+    let max = state.endpoint.config().max_body_bytes;
+    let (parts, body) = req.into_parts();
+    // Read at most one byte past the limit, so the endpoint answers its own clear 413.
+    let bytes = match Limited::new(body, max + 1).collect().await {
+        Ok(c) => c.to_bytes(),
+        Err(_) => Bytes::from(vec![0u8; max + 1]),
+    };
+    state.endpoint.handle(http::Request::from_parts(parts, bytes)).await.map(Body::from).into_response()
+}
+
+async fn metadata(State(state): State<Arc<AppState>>) -> axum::response::Response {
+    resource_metadata_response(state.endpoint.config()).map(Body::from).into_response()
+}
+
+fn load_or_create_secret(path: &Path) -> anyhow::Result<Vec<u8>> {
+    if let Ok(s) = std::fs::read(path)
+        && s.len() >= 32
+    {
+        return Ok(s);
+    }
+    let mut secret = Vec::with_capacity(64);
+    for _ in 0..4 {
+        secret.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
+    }
+    std::fs::write(path, &secret).with_context(|| format!("writing {}", path.display()))?;
+    Ok(secret)
+}
+
+async fn ensure_demo(store: &SqliteStore) -> anyhow::Result<Demo> {
+    let owner = OwnerId::new(DEMO_OWNER)?;
+    if let (Some(p), Some(l)) = (store.list_projects(&owner).await?.first(), store.list_links(&owner).await?.first()) {
+        return Ok(Demo { owner, project_id: p.project_id, chat_link_id: l.link_id, task_id: None });
+    }
+    let project = store.create_project(&owner, "Demo project").await?;
+    store.set_project_enabled(&owner, project.project_id, true).await?;
+    let link = store
+        .create_link(&owner, project.project_id, "Demo chat")
+        .await?
+        .context("demo project vanished while creating its chat link")?;
+    let assign = AssignTask {
+        owner: owner.clone(),
+        link_id: link.link_id,
+        objective: "Say hello: submit a one-line greeting as the result.".into(),
+        idempotency_key: IdempotencyKey::parse("local-demo-task")?,
+    };
+    let task_id = match store.assign_task(&assign).await? {
+        AssignOutcome::Assigned(t) | AssignOutcome::Replayed(t) => Some(t.task_id),
+        AssignOutcome::Rejected(r) => anyhow::bail!("creating the demo task: {r}"),
+    };
+    Ok(Demo { owner, project_id: project.project_id, chat_link_id: link.link_id, task_id })
+}

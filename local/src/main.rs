@@ -1,0 +1,16 @@
+//! `cargo run -p local`: the whole stack on 127.0.0.1 with the embedded store.
+
+use local::{LocalConfig, start};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .init();
+    let config = LocalConfig::from_env(|k| std::env::var(k).ok()).map_err(anyhow::Error::msg)?;
+    let running = start(config.clone()).await?;
+    println!("{}\n  Data folder:   {}\n\nCtrl-C stops the server.", running.banner(), config.data_dir.display());
+    tokio::signal::ctrl_c().await?;
+    running.stop().await;
+    Ok(())
+}

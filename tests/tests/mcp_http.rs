@@ -1,0 +1,287 @@
+//! The MCP endpoint over real HTTP: the local server on a free 127.0.0.1 port, an HTTP
+//! client, and the store underneath to prove that bad requests write nothing.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::time::Duration;
+
+use base64::Engine;
+use local::{LocalConfig, Running};
+use serde_json::{Value, json};
+use shared::auth::mint_hs256;
+use shared::clock::{Clock, SystemClock};
+use shared::store::{ReadTasks, sqlite::SqliteStore};
+
+const ACCEPT: &str = "application/json, text/event-stream";
+
+struct Server {
+    running: Running,
+    http: reqwest::Client,
+    dir: std::path::PathBuf,
+}
+
+async fn server() -> Server {
+    let dir = std::env::temp_dir().join(format!("foundry-local-{}", uuid::Uuid::new_v4()));
+    let config = LocalConfig { data_dir: dir.clone(), port: 0, public_url: None };
+    let running = local::start(config).await.unwrap();
+    Server { running, http: reqwest::Client::new(), dir }
+}
+
+impl Server {
+    async fn finish(self) {
+        self.running.stop().await;
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+
+    fn url(&self) -> String {
+        self.running.mcp_url.clone()
+    }
+
+    fn token_with(&self, scopes: &[&str]) -> String {
+        let secret = std::fs::read(self.dir.join("local-token-secret")).unwrap();
+        let issuer = format!("http://{}", self.running.addr);
+        mint_hs256(&secret, &issuer, local::LOCAL_AUDIENCE, local::DEMO_OWNER, "test-client", scopes, SystemClock.now(), Duration::from_secs(600))
+            .unwrap()
+    }
+
+    async fn post_raw(&self, token: Option<&str>, body: impl Into<reqwest::Body>) -> reqwest::Response {
+        let mut r = self
+            .http
+            .post(self.url())
+            .header("content-type", "application/json")
+            .header("accept", ACCEPT)
+            .header("mcp-protocol-version", "2025-11-25")
+            .body(body);
+        if let Some(t) = token {
+            r = r.header("authorization", format!("Bearer {t}"));
+        }
+        r.send().await.unwrap()
+    }
+
+    async fn rpc(&self, method: &str, params: Value) -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let res = self.post_raw(Some(&self.running.token), body.to_string()).await;
+        assert_eq!(res.status(), 200, "{method}");
+        res.json().await.unwrap()
+    }
+
+    async fn call(&self, tool: &str, args: Value) -> Value {
+        self.rpc("tools/call", json!({"name": tool, "arguments": args})).await
+    }
+
+    fn store(&self) -> &SqliteStore {
+        &self.running.store
+    }
+}
+
+fn structured(v: &Value) -> &Value {
+    assert_eq!(v["result"]["isError"], false, "{v}");
+    &v["result"]["structuredContent"]
+}
+
+fn tool_error(v: &Value) -> String {
+    assert_eq!(v["result"]["isError"], true, "{v}");
+    v["result"]["content"][0]["text"].as_str().unwrap().to_owned()
+}
+
+#[tokio::test]
+async fn tools_list_matches_the_golden_file() {
+    let s = server().await;
+    let listed = s.rpc("tools/list", json!({})).await["result"]["tools"].clone();
+    let golden_path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("golden/tools_list.json");
+    let pretty = serde_json::to_string_pretty(&listed).unwrap() + "\n";
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&golden_path, &pretty).unwrap();
+    }
+    let golden: Value = serde_json::from_str(&std::fs::read_to_string(&golden_path).unwrap()).unwrap();
+    assert_eq!(listed, golden, "tools/list changed; if on purpose, run with UPDATE_GOLDEN=1 and review the diff");
+    let compact = serde_json::to_string(&listed).unwrap();
+    eprintln!("tools/list: {} tools, {} bytes (compact JSON of the tools array)", listed.as_array().unwrap().len(), compact.len());
+    for t in listed.as_array().unwrap() {
+        assert_eq!(t["inputSchema"]["additionalProperties"], false, "{}", t["name"]);
+        assert!(t["outputSchema"].is_object());
+        assert_eq!(t["securitySchemes"], t["_meta"]["securitySchemes"]);
+        for hint in ["readOnlyHint", "destructiveHint", "idempotentHint", "openWorldHint"] {
+            assert!(t["annotations"][hint].is_boolean(), "{} {hint}", t["name"]);
+        }
+    }
+    let run = listed.as_array().unwrap().iter().find(|t| t["name"] == "run_graph_session").unwrap();
+    assert_eq!(run["annotations"]["destructiveHint"], true);
+    assert_eq!(run["inputSchema"]["properties"]["idempotency_key"]["minLength"], 8);
+    assert_eq!(run["inputSchema"]["properties"]["idempotency_key"]["maxLength"], 128);
+    let list = listed.as_array().unwrap().iter().find(|t| t["name"] == "list_graph_sessions").unwrap();
+    assert_eq!(list["inputSchema"]["properties"]["limit"]["minimum"], 1);
+    assert_eq!(list["inputSchema"]["properties"]["limit"]["maximum"], 50);
+    s.finish().await;
+}
+
+#[tokio::test]
+async fn auth_errors_carry_the_right_headers() {
+    let s = server().await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}).to_string();
+    for token in [None, Some("garbage"), Some("eyJhbGciOiJIUzI1NiJ9.e30.x")] {
+        let res = s.post_raw(token, body.clone()).await;
+        assert_eq!(res.status(), 401);
+        let challenge = res.headers()["www-authenticate"].to_str().unwrap().to_owned();
+        assert_eq!(challenge, format!("Bearer resource_metadata=\"http://{}/.well-known/oauth-protected-resource\"", s.running.addr));
+    }
+    // The metadata document, plain and path-suffixed.
+    for path in ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"] {
+        let doc: Value = s.http.get(format!("http://{}{path}", s.running.addr)).send().await.unwrap().json().await.unwrap();
+        assert_eq!(doc["resource"], s.url());
+        assert_eq!(doc["scopes_supported"], json!(["osfoundry:read", "osfoundry:run"]));
+    }
+    // A read-only token may read but not claim.
+    let read_only = s.token_with(&["osfoundry:read"]);
+    let link = s.running.demo.chat_link_id.to_string();
+    let list = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "list_linked_chat_tasks", "arguments": {"chat_link_id": link}}});
+    assert_eq!(s.post_raw(Some(&read_only), list.to_string()).await.status(), 200);
+    let task = s.running.demo.task_id.unwrap().to_string();
+    let claim = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": "claim_linked_chat_task", "arguments": {"chat_link_id": link, "task_id": task}}});
+    let res = s.post_raw(Some(&read_only), claim.to_string()).await;
+    assert_eq!(res.status(), 403);
+    let challenge = res.headers()["www-authenticate"].to_str().unwrap();
+    assert!(challenge.starts_with("Bearer error=\"insufficient_scope\", scope=\"osfoundry:run\""), "{challenge}");
+    let open = s.store().list_open_tasks(&s.running.demo.owner, s.running.demo.chat_link_id, 50).await.unwrap();
+    assert_eq!(open[0].status, shared::tasks::TaskStatus::Queued, "a refused call wrote");
+    s.finish().await;
+}
+
+#[tokio::test]
+async fn get_and_delete_answer_405_at_once() {
+    let s = server().await;
+    for method in [reqwest::Method::GET, reqwest::Method::DELETE] {
+        let res = s.http.request(method, s.url()).header("accept", ACCEPT).send().await.unwrap();
+        assert_eq!(res.status(), 405);
+        assert_eq!(res.headers()["allow"], "POST");
+    }
+    s.finish().await;
+}
+
+#[tokio::test]
+async fn bad_requests_get_clear_errors_and_write_nothing() {
+    let s = server().await;
+    let token = s.running.token.clone();
+    let writes = s.store().write_transactions();
+    // Malformed JSON → -32700.
+    let v: Value = s.post_raw(Some(&token), "{not json").await.json().await.unwrap();
+    assert_eq!(v["error"]["code"], -32700, "{v}");
+    // Unknown method → -32601.
+    let v = s.rpc("no/such/method", json!({})).await;
+    assert_eq!(v["error"]["code"], -32601, "{v}");
+    // Unknown tool → -32602.
+    let v = s.call("no_such_tool", json!({})).await;
+    assert_eq!(v["error"]["code"], -32602, "{v}");
+    assert!(v["error"]["message"].as_str().unwrap().contains("no_such_tool"));
+    let link = s.running.demo.chat_link_id.to_string();
+    let task = s.running.demo.task_id.unwrap().to_string();
+    let cases = [
+        ("claim_linked_chat_task", json!({"chat_link_id": link, "task_id": 42}), "task_id"),
+        ("claim_linked_chat_task", json!({"chat_link_id": link, "task_id": "nope"}), "task_id: must be a UUID"),
+        ("claim_linked_chat_task", json!({"chat_link_id": link, "task_id": task, "extra": 1}), "unknown field `extra`"),
+        ("claim_linked_chat_task", json!({"chat_link_id": link}), "missing field `task_id`"),
+        ("run_graph_session", json!({"graph_session_id": "gs_x", "idempotency_key": "12345678"}), "graph_session_id: must be gs_"),
+        ("run_graph_session", json!({"graph_session_id": format!("gs_{}", "a".repeat(32)), "idempotency_key": "short"}), "idempotency_key: must be 8 to 128 characters"),
+        ("list_graph_sessions", json!({"project_id": s.running.demo.project_id.to_string(), "limit": 51}), "limit: must be 1 to 50"),
+        ("get_graph_run", json!({"command_id": "1234"}), "command_id: must be a UUID"),
+    ];
+    for (tool, args, needle) in cases {
+        let v = s.call(tool, args.clone()).await;
+        assert_eq!(v["error"]["code"], -32602, "{tool} {args}: {v}");
+        let msg = v["error"]["message"].as_str().unwrap();
+        assert!(msg.contains(needle), "{tool} {args}: {msg:?} should mention {needle:?}");
+    }
+    // Oversized body → 413 before anything is parsed.
+    let big = vec![b' '; shared::mcp::DEFAULT_MAX_BODY_BYTES + 10];
+    let res = s.post_raw(Some(&token), big).await;
+    assert_eq!(res.status(), 413);
+    let v: Value = res.json().await.unwrap();
+    assert!(v["error"]["message"].as_str().unwrap().starts_with("request body: at most"));
+    // Nothing was written by any of it.
+    assert_eq!(s.store().write_transactions(), writes, "a rejected request wrote");
+    s.finish().await;
+}
+
+#[tokio::test]
+async fn the_chat_task_round_trip_with_exact_strings() {
+    let s = server().await;
+    let link = s.running.demo.chat_link_id.to_string();
+    let task = s.running.demo.task_id.unwrap().to_string();
+    let inbox = s.call("list_linked_chat_tasks", json!({"chat_link_id": link})).await;
+    assert_eq!(structured(&inbox)["tasks"][0]["task_id"], task);
+    let c1 = s.call("claim_linked_chat_task", json!({"chat_link_id": link, "task_id": task})).await;
+    let c2 = s.call("claim_linked_chat_task", json!({"chat_link_id": link, "task_id": task})).await;
+    assert_eq!(structured(&c1)["claim_id"], structured(&c2)["claim_id"]);
+    let claim = structured(&c1)["claim_id"].as_str().unwrap().to_owned();
+    let other_link = uuid::Uuid::new_v4().to_string();
+    let v = s.call("claim_linked_chat_task", json!({"chat_link_id": other_link, "task_id": task})).await;
+    assert_eq!(tool_error(&v), "not claimable: missing");
+    let upload = json!({"chat_link_id": link, "task_id": task, "claim_id": claim, "artifact_id": "notes-1",
+        "name": "notes.md", "content_type": "text/markdown",
+        "content_base64": base64::engine::general_purpose::STANDARD.encode(b"# hello")});
+    assert_eq!(structured(&s.call("upload_linked_chat_artifact", upload.clone()).await)["ok"], true);
+    assert_eq!(structured(&s.call("upload_linked_chat_artifact", upload).await)["replayed"], true);
+    let submit = json!({"chat_link_id": link, "task_id": task, "claim_id": claim, "status": "completed", "result": "hello"});
+    assert_eq!(structured(&s.call("submit_linked_chat_result", submit.clone()).await), &json!({"ok": true}));
+    assert_eq!(structured(&s.call("submit_linked_chat_result", submit).await), &json!({"ok": true, "replayed": true}));
+    let different = json!({"chat_link_id": link, "task_id": task, "claim_id": claim, "status": "completed", "result": "bye"});
+    assert_eq!(tool_error(&s.call("submit_linked_chat_result", different).await), "rejected: task is already finished with a different result");
+    let empty = s.call("list_linked_chat_tasks", json!({"chat_link_id": link})).await;
+    let text = empty["result"]["content"][0]["text"].as_str().unwrap();
+    assert_eq!(serde_json::from_str::<Value>(text).unwrap(), *structured(&empty), "text block carries the same JSON");
+    eprintln!("empty list_linked_chat_tasks result: {} bytes of structured JSON", text.len());
+    assert!(text.len() <= 87, "empty inbox is {} bytes", text.len());
+    // Graph runs: nothing is shared yet, and an unknown run reads like another agent's.
+    let unknown = s.call("get_graph_run", json!({"command_id": uuid::Uuid::new_v4().to_string()})).await;
+    assert_eq!(tool_error(&unknown), "Graph run not found or access removed");
+    let run = s
+        .call("run_graph_session", json!({"graph_session_id": format!("gs_{}", "a".repeat(32)), "idempotency_key": "first-run-key"}))
+        .await;
+    assert!(tool_error(&run).contains("is not shared in any connected project"));
+    s.finish().await;
+}
+
+#[tokio::test]
+async fn the_2026_07_28_revision_discovers_without_a_handshake() {
+    let s = server().await;
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": {
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientCapabilities": {}}}});
+    let res = s
+        .http
+        .post(s.url())
+        .header("content-type", "application/json")
+        .header("accept", ACCEPT)
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", "server/discover")
+        .header("authorization", format!("Bearer {}", s.running.token))
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+    let v: Value = res.json().await.unwrap();
+    let text = v.to_string();
+    assert!(text.contains("2026-07-28") && text.contains("2025-11-25"), "{v}");
+    s.finish().await;
+}
+
+#[tokio::test]
+async fn a_restart_keeps_data_and_tokens() {
+    let s = server().await;
+    let token = s.running.token.clone();
+    let demo = s.running.demo.clone();
+    let dir = s.dir.clone();
+    s.running.stop().await;
+    let again = local::start(LocalConfig { data_dir: dir.clone(), port: 0, public_url: None }).await.unwrap();
+    assert_eq!((again.demo.project_id, again.demo.chat_link_id), (demo.project_id, demo.chat_link_id));
+    assert_eq!(again.demo.task_id, None, "the demo task is created once");
+    let open = again.store.list_open_tasks(&demo.owner, demo.chat_link_id, 50).await.unwrap();
+    assert_eq!(open.len(), 1);
+    // The secret is kept, so a token minted by the first run still verifies (issuer differs by
+    // port, so mint one for the new address with the kept secret).
+    let secret = std::fs::read(dir.join("local-token-secret")).unwrap();
+    assert!(!token.is_empty() && secret.len() >= 32);
+    again.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
