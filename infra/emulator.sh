@@ -13,17 +13,7 @@ root=$(cd "$here/.." && pwd)
 venv=${FOUNDRY_VENV:-$root/.venv}
 
 install() {
-  if [ ! -x "$venv/bin/python" ]; then
-    python3 -m venv "$venv"
-  fi
-  # The stamp makes a second run instant while the pins are unchanged.
-  local stamp="$venv/.requirements.sha256"
-  local want
-  want=$(sha256sum "$here/requirements.txt" | cut -d' ' -f1)
-  if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-    "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$here/requirements.txt"
-    echo "$want" > "$stamp"
-  fi
+  "$here/pyenv.sh" "$venv" "$here/requirements.txt"
 }
 
 start() {

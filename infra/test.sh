@@ -31,5 +31,10 @@ else
   echo "== using AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL (nothing started)"
 fi
 
+echo "== installing the pinned Python MCP SDKs (1.x and 2.x) for the client tests"
+"$root/infra/pyenv.sh" "$root/.venv-mcp1" "$root/infra/python-mcp1.txt"
+"$root/infra/pyenv.sh" "$root/.venv-mcp2" "$root/infra/python-mcp2.txt"
+export FOUNDRY_PYTHON_MCP1="$root/.venv-mcp1/bin/python" FOUNDRY_PYTHON_MCP2="$root/.venv-mcp2/bin/python"
+
 echo "== cargo test --workspace"
 cargo test --workspace --locked -- "$@"

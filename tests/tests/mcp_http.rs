@@ -285,3 +285,26 @@ async fn a_restart_keeps_data_and_tokens() {
     again.stop().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+#[tokio::test]
+async fn ping_answers_and_a_foreign_host_is_refused() {
+    let s = server().await;
+    let v = s.rpc("ping", json!({})).await;
+    assert_eq!(v["result"], json!({}), "{v}");
+    // DNS-rebinding protection: a page on another origin resolving to 127.0.0.1 sends its own
+    // Host header; rmcp refuses anything but the configured (here: loopback) hosts.
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "ping"}).to_string();
+    let res = s
+        .http
+        .post(s.url())
+        .header("host", "evil.example")
+        .header("content-type", "application/json")
+        .header("accept", ACCEPT)
+        .header("authorization", format!("Bearer {}", s.running.token))
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 403);
+    s.finish().await;
+}
