@@ -1,0 +1,223 @@
+//! Function settings from the environment: parsed once, every key a constant, every bad value
+//! reported together, and the function fails before doing any work.
+//!
+//! [`required_keys`] lists what each function needs, so the SAM template test can check that
+//! the template sets every one of them (derived from this code, not copied).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use shared::limits::Policy;
+use shared::mcp::{DEFAULT_MAX_BODY_BYTES, EndpointConfig};
+use shared::tools::ToolName;
+
+/// The DynamoDB table.
+pub const TABLE_NAME: &str = "TABLE_NAME";
+/// The S3 bucket for artifacts (upload function only).
+pub const ARTIFACT_BUCKET: &str = "ARTIFACT_BUCKET";
+/// Optional: claim lease in seconds (default 900).
+pub const LEASE_SECONDS: &str = "LEASE_SECONDS";
+/// Optional: seconds without a control poll before a run reads `desktop stopped reporting` (default 600).
+pub const HEARTBEAT_TIMEOUT_SECONDS: &str = "HEARTBEAT_TIMEOUT_SECONDS";
+/// Optional: relay poll interval in seconds (default 20).
+pub const POLL_INTERVAL_SECONDS: &str = "POLL_INTERVAL_SECONDS";
+/// The OAuth issuer (`iss`), e.g. the Cognito user pool URL.
+pub const OAUTH_ISSUER: &str = "OAUTH_ISSUER";
+/// The issuer's JWKS URL.
+pub const JWKS_URL: &str = "JWKS_URL";
+/// Accepted audiences / app client ids, comma-separated.
+pub const OAUTH_AUDIENCES: &str = "OAUTH_AUDIENCES";
+/// The public base URL of the API (the MCP URL is this + `/mcp`).
+pub const PUBLIC_URL: &str = "PUBLIC_URL";
+/// Optional: extra accepted `Host` values, comma-separated (the public URL's host is always accepted).
+pub const ALLOWED_HOSTS: &str = "ALLOWED_HOSTS";
+
+/// The environment key naming the Lambda function of `tool`, e.g. `TOOL_FUNCTION_CLAIM_LINKED_CHAT_TASK`.
+pub fn tool_function_key(tool: ToolName) -> String {
+    format!("TOOL_FUNCTION_{}", tool.as_str().to_ascii_uppercase())
+}
+
+/// The keys a function cannot start without, by function (crate) name.
+pub fn required_keys(function: &str) -> Option<Vec<String>> {
+    if function == "mcp" {
+        let mut keys: Vec<String> = [OAUTH_ISSUER, JWKS_URL, OAUTH_AUDIENCES, PUBLIC_URL].map(str::to_owned).to_vec();
+        keys.extend(ToolName::ALL.into_iter().map(tool_function_key));
+        return Some(keys);
+    }
+    let tool = ToolName::parse(function)?;
+    let mut keys = vec![TABLE_NAME.to_owned()];
+    if tool == ToolName::UploadLinkedChatArtifact {
+        keys.push(ARTIFACT_BUCKET.to_owned());
+    }
+    Some(keys)
+}
+
+struct Reader<F> {
+    get: F,
+    errors: Vec<String>,
+}
+
+impl<F: Fn(&str) -> Option<String>> Reader<F> {
+    fn required(&mut self, key: &str) -> String {
+        self.get_required(key).unwrap_or_default()
+    }
+
+    fn get_required(&mut self, key: &str) -> Option<String> {
+        let v = (self.get)(key);
+        if v.is_none() {
+            self.errors.push(format!("{key}: required"));
+        }
+        v
+    }
+
+    fn seconds(&mut self, key: &str, default: Duration) -> Duration {
+        match (self.get)(key) {
+            None => default,
+            Some(v) => match v.parse::<u64>() {
+                Ok(n) if n > 0 => Duration::from_secs(n),
+                _ => {
+                    self.errors.push(format!("{key}: must be a whole number of seconds > 0 (got {v:?})"));
+                    default
+                }
+            },
+        }
+    }
+
+    fn policy(&mut self) -> Policy {
+        let d = Policy::default();
+        Policy {
+            lease: self.seconds(LEASE_SECONDS, d.lease),
+            heartbeat_timeout: self.seconds(HEARTBEAT_TIMEOUT_SECONDS, d.heartbeat_timeout),
+            poll_interval: self.seconds(POLL_INTERVAL_SECONDS, d.poll_interval),
+            ..d
+        }
+    }
+
+    fn finish<T>(self, value: T) -> Result<T, String> {
+        if self.errors.is_empty() { Ok(value) } else { Err(self.errors.join("\n")) }
+    }
+}
+
+/// Settings of a tool function.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolConfig {
+    /// The DynamoDB table.
+    pub table: String,
+    /// Time rules.
+    pub policy: Policy,
+    /// Artifact bucket (upload function only).
+    pub bucket: Option<String>,
+}
+
+impl ToolConfig {
+    /// Reads the settings of `tool`'s function through `get`.
+    ///
+    /// # Errors
+    /// Every problem, one per line.
+    pub fn from_env(tool: ToolName, get: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let mut r = Reader { get, errors: Vec::new() };
+        let table = r.required(TABLE_NAME);
+        let policy = r.policy();
+        let bucket = (tool == ToolName::UploadLinkedChatArtifact).then(|| r.required(ARTIFACT_BUCKET));
+        r.finish(Self { table, policy, bucket })
+    }
+}
+
+/// Settings of the `mcp` function.
+#[derive(Debug, Clone)]
+pub struct McpConfig {
+    /// How the endpoint presents itself.
+    pub endpoint: EndpointConfig,
+    /// Expected `iss`.
+    pub issuer: String,
+    /// JWKS URL.
+    pub jwks_url: String,
+    /// Accepted audiences.
+    pub audiences: Vec<String>,
+    /// Function name per tool.
+    pub functions: HashMap<ToolName, String>,
+}
+
+fn list(v: &str) -> Vec<String> {
+    v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
+}
+
+impl McpConfig {
+    /// Reads the settings through `get`.
+    ///
+    /// # Errors
+    /// Every problem, one per line.
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let mut r = Reader { get, errors: Vec::new() };
+        let issuer = r.required(OAUTH_ISSUER);
+        let jwks_url = r.required(JWKS_URL);
+        let audiences = list(&r.required(OAUTH_AUDIENCES));
+        let public_url = r.required(PUBLIC_URL).trim_end_matches('/').to_owned();
+        let host = public_url.split("://").nth(1).and_then(|rest| rest.split('/').next()).unwrap_or_default().to_owned();
+        if !public_url.is_empty() && (host.is_empty() || !public_url.starts_with("https://") && !public_url.starts_with("http://")) {
+            r.errors.push(format!("{PUBLIC_URL}: must be an http(s) URL (got {public_url:?})"));
+        }
+        let mut allowed_hosts = vec![host];
+        allowed_hosts.extend((r.get)(ALLOWED_HOSTS).map(|v| list(&v)).unwrap_or_default());
+        let mut functions = HashMap::new();
+        for tool in ToolName::ALL {
+            if let Some(name) = r.get_required(&tool_function_key(tool)) {
+                functions.insert(tool, name);
+            }
+        }
+        let endpoint = EndpointConfig {
+            public_url,
+            mcp_path: "/mcp".into(),
+            authorization_servers: vec![issuer.clone()],
+            allowed_hosts,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+        };
+        r.finish(Self { endpoint, issuer, jwks_url, audiences, functions })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(String, &str)]) -> impl Fn(&str) -> Option<String> {
+        let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.clone(), (*v).to_owned())).collect();
+        move |k| m.get(k).cloned()
+    }
+
+    #[test]
+    fn tool_config_reports_every_problem() {
+        let e = ToolConfig::from_env(ToolName::UploadLinkedChatArtifact, map(&[(LEASE_SECONDS.into(), "soon")])).unwrap_err();
+        assert_eq!(e.lines().collect::<Vec<_>>(), vec![
+            "TABLE_NAME: required",
+            "LEASE_SECONDS: must be a whole number of seconds > 0 (got \"soon\")",
+            "ARTIFACT_BUCKET: required"
+        ]);
+        let ok = ToolConfig::from_env(ToolName::ClaimLinkedChatTask, map(&[(TABLE_NAME.into(), "t"), (LEASE_SECONDS.into(), "60")])).unwrap();
+        assert_eq!((ok.table.as_str(), ok.policy.lease, ok.bucket), ("t", Duration::from_secs(60), None));
+    }
+
+    #[test]
+    fn mcp_config_needs_every_tool_function() {
+        let e = McpConfig::from_env(map(&[])).unwrap_err();
+        assert_eq!(e.lines().count(), 4 + ToolName::ALL.len());
+        let mut pairs: Vec<(String, &str)> = vec![
+            (OAUTH_ISSUER.into(), "https://cognito-idp.eu-west-1.amazonaws.com/pool"),
+            (JWKS_URL.into(), "https://cognito-idp.eu-west-1.amazonaws.com/pool/.well-known/jwks.json"),
+            (OAUTH_AUDIENCES.into(), "claude-client, chatgpt-client"),
+            (PUBLIC_URL.into(), "https://abc.execute-api.eu-west-1.amazonaws.com/"),
+        ];
+        let names: Vec<String> = ToolName::ALL.iter().map(|t| format!("fc-{}", t.as_str())).collect();
+        for (t, n) in ToolName::ALL.iter().zip(&names) {
+            pairs.push((tool_function_key(*t), n));
+        }
+        let c = McpConfig::from_env(map(&pairs)).unwrap();
+        assert_eq!(c.audiences, vec!["claude-client", "chatgpt-client"]);
+        assert_eq!(c.endpoint.allowed_hosts, vec!["abc.execute-api.eu-west-1.amazonaws.com"]);
+        assert_eq!(c.endpoint.resource(), "https://abc.execute-api.eu-west-1.amazonaws.com/mcp");
+        assert_eq!(c.functions.len(), 9);
+        assert_eq!(required_keys("mcp").unwrap().len(), 13);
+        assert_eq!(required_keys("upload_linked_chat_artifact").unwrap(), vec!["TABLE_NAME", "ARTIFACT_BUCKET"]);
+        assert_eq!(required_keys("nope"), None);
+    }
+}

@@ -1,0 +1,141 @@
+//! RS256 tokens against a JWKS (the deployment path), with the key set cached and refreshed,
+//! and the `mcp` Lambda's router fed a real API Gateway HTTP API event.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::Duration;
+
+use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use shared::auth::{AuthError, Authenticator, Claims, FetchJwks, JWKS_MIN_REFETCH, JwksCache, Keys, mint_hs256};
+use shared::clock::{Clock, ManualClock};
+
+const ISSUER: &str = "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_TEST";
+
+struct Fixture {
+    fetches: AtomicUsize,
+    set: JwkSet,
+}
+
+#[async_trait::async_trait]
+impl FetchJwks for Fixture {
+    async fn fetch(&self) -> Result<JwkSet, String> {
+        self.fetches.fetch_add(1, Ordering::SeqCst);
+        Ok(self.set.clone())
+    }
+}
+
+fn fixture(name: &str) -> String {
+    std::fs::read_to_string(format!("{}/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+/// A Cognito-style access token: no `aud`, `client_id` instead.
+fn cognito_token(kid: &str, iss: &str, client: &str, now: i64) -> String {
+    let claims = Claims {
+        iss: iss.into(),
+        sub: "owner-sub".into(),
+        aud: None,
+        client_id: Some(client.into()),
+        azp: None,
+        scope: Some("osfoundry:read osfoundry:run".into()),
+        exp: now + 3600,
+        nbf: None,
+    };
+    let mut header = Header::new(Algorithm::RS256);
+    header.kid = Some(kid.into());
+    let key = EncodingKey::from_rsa_pem(fixture("rs256-test-key.pem").as_bytes()).unwrap();
+    jsonwebtoken::encode(&header, &claims, &key).unwrap()
+}
+
+fn setup() -> (Authenticator, Arc<Fixture>, Arc<ManualClock>) {
+    let set: JwkSet = serde_json::from_str(&fixture("rs256-test-jwks.json")).unwrap();
+    let f = Arc::new(Fixture { fetches: AtomicUsize::new(0), set });
+    let clock = Arc::new(ManualClock::starting_now());
+    let auth = Authenticator {
+        issuer: ISSUER.into(),
+        audiences: vec!["claude-client".into()],
+        keys: Keys::Jwks(JwksCache::new(f.clone())),
+        clock: clock.clone(),
+    };
+    (auth, f, clock)
+}
+
+#[tokio::test]
+async fn cognito_access_tokens_verify_and_the_key_set_is_cached() {
+    let (auth, f, clock) = setup();
+    let now = clock.now().as_epoch_seconds();
+    let id = auth.verify(&cognito_token("test-key-1", ISSUER, "claude-client", now)).await.unwrap();
+    assert_eq!(id.agent.as_str(), "claude-client:owner-sub");
+    assert!(id.has_scope("osfoundry:run"));
+    auth.verify(&cognito_token("test-key-1", ISSUER, "claude-client", now)).await.unwrap();
+    assert_eq!(f.fetches.load(Ordering::SeqCst), 1, "the key set is cached");
+    // An unknown key id forces a refetch, but not more often than JWKS_MIN_REFETCH.
+    assert!(auth.verify(&cognito_token("rotated-key", ISSUER, "claude-client", now)).await.is_err());
+    assert_eq!(f.fetches.load(Ordering::SeqCst), 1);
+    clock.advance(JWKS_MIN_REFETCH + Duration::from_secs(1));
+    assert!(auth.verify(&cognito_token("rotated-key", ISSUER, "claude-client", now)).await.is_err());
+    assert_eq!(f.fetches.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn wrong_issuer_client_and_algorithm_confusion_are_refused() {
+    let (auth, _, clock) = setup();
+    let now = clock.now().as_epoch_seconds();
+    assert!(auth.verify(&cognito_token("test-key-1", "https://evil.example", "claude-client", now)).await.is_err());
+    assert!(auth.verify(&cognito_token("test-key-1", ISSUER, "some-other-app", now)).await.is_err());
+    // An HS256 token "signed" with the public key material must not pass an RS256 verifier.
+    let hs = mint_hs256(b"public-key-bytes-as-a-secret....", ISSUER, "claude-client", "s", "claude-client", &[], clock.now(), Duration::from_secs(60)).unwrap();
+    assert!(matches!(auth.verify(&hs).await, Err(AuthError::Invalid(_))));
+}
+
+#[tokio::test]
+async fn the_mcp_lambda_router_answers_http_api_events() {
+    use shared::mcp::{EndpointConfig, InProcess, McpEndpoint};
+    use shared::store::sqlite::SqliteStore;
+    use shared::tools::{DirBlobStore, ToolDeps};
+    let (auth, _, clock) = setup();
+    let store = Arc::new(SqliteStore::in_memory(clock.clone(), Default::default()).unwrap());
+    let deps = ToolDeps { store, clock: clock.clone(), policy: Default::default(), blobs: Arc::new(DirBlobStore(std::env::temp_dir())) };
+    let config = EndpointConfig {
+        public_url: "https://abc.execute-api.eu-west-1.amazonaws.com".into(),
+        mcp_path: "/mcp".into(),
+        authorization_servers: vec![ISSUER.into()],
+        allowed_hosts: vec!["abc.execute-api.eu-west-1.amazonaws.com".into()],
+        max_body_bytes: shared::mcp::DEFAULT_MAX_BODY_BYTES,
+    };
+    let endpoint = McpEndpoint::new(Arc::new(InProcess(deps)), Arc::new(auth), config);
+    let token = cognito_token("test-key-1", ISSUER, "claude-client", clock.now().as_epoch_seconds());
+    let event = serde_json::json!({
+        "version": "2.0", "routeKey": "POST /mcp", "rawPath": "/mcp", "rawQueryString": "",
+        "headers": {
+            "host": "abc.execute-api.eu-west-1.amazonaws.com",
+            "content-type": "application/json",
+            "accept": "application/json, text/event-stream",
+            "mcp-protocol-version": "2025-11-25",
+            "authorization": format!("Bearer {token}")
+        },
+        "requestContext": {
+            "accountId": "123456789012", "apiId": "abc", "domainName": "abc.execute-api.eu-west-1.amazonaws.com",
+            "domainPrefix": "abc", "http": {"method": "POST", "path": "/mcp", "protocol": "HTTP/1.1", "sourceIp": "192.0.2.1", "userAgent": "test"},
+            "requestId": "r1", "routeKey": "POST /mcp", "stage": "$default", "time": "29/Nov/2026:10:00:00 +0000", "timeEpoch": 1795947600000u64
+        },
+        "body": "{\"jsonrpc\":\"2.0\",\"id\":1,\"method\":\"tools/list\"}",
+        "isBase64Encoded": false
+    });
+    let req = lambda_http::request::from_str(&event.to_string()).unwrap();
+    let res = lambda_common::route(&endpoint, req).await;
+    assert_eq!(res.status(), 200);
+    let body: serde_json::Value = serde_json::from_slice(res.body().as_ref()).unwrap();
+    assert_eq!(body["result"]["tools"].as_array().unwrap().len(), 9);
+    // Without a token: 401 pointing at the metadata.
+    let mut unauth = event.clone();
+    unauth["headers"].as_object_mut().unwrap().remove("authorization");
+    let res = lambda_common::route(&endpoint, lambda_http::request::from_str(&unauth.to_string()).unwrap()).await;
+    assert_eq!(res.status(), 401);
+    assert_eq!(
+        res.headers()["www-authenticate"],
+        "Bearer resource_metadata=\"https://abc.execute-api.eu-west-1.amazonaws.com/.well-known/oauth-protected-resource\""
+    );
+}
