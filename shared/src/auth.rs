@@ -180,7 +180,7 @@ impl Authenticator {
             .azp
             .as_deref()
             .or(claims.client_id.as_deref())
-            .or_else(|| match &claims.aud {
+            .or(match &claims.aud {
                 Some(serde_json::Value::String(a)) => Some(a.as_str()),
                 _ => None,
             })

@@ -87,9 +87,7 @@ impl<D: Dispatch + ?Sized> ServerHandler for McpHandler<D> {
         _request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        let mut result = ListToolsResult::default();
-        result.tools = self.tools.as_ref().clone();
-        Ok(result)
+        Ok(ListToolsResult { tools: self.tools.as_ref().clone(), ..Default::default() })
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
