@@ -153,10 +153,10 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
         blobs: Arc::new(DirBlobStore(config.data_dir.join("blobs"))),
     };
     let endpoint_config = EndpointConfig {
-        public_url: public_url.clone(),
+        public_url: Some(public_url.clone()),
         mcp_path: "/mcp".into(),
         authorization_servers: vec![public_url.clone()],
-        allowed_hosts: Vec::new(),
+        allowed_hosts: Some(Vec::new()),
         max_body_bytes: shared::mcp::DEFAULT_MAX_BODY_BYTES,
     };
     let endpoint = McpEndpoint::new(Arc::new(InProcess(deps)), Arc::new(auth), endpoint_config);
@@ -193,8 +193,8 @@ async fn mcp(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> ax
     state.endpoint.handle(http::Request::from_parts(parts, bytes)).await.map(Body::from).into_response()
 }
 
-async fn metadata(State(state): State<Arc<AppState>>) -> axum::response::Response {
-    resource_metadata_response(state.endpoint.config()).map(Body::from).into_response()
+async fn metadata(State(state): State<Arc<AppState>>, headers: http::HeaderMap) -> axum::response::Response {
+    resource_metadata_response(state.endpoint.config(), &headers).map(Body::from).into_response()
 }
 
 fn load_or_create_secret(path: &Path) -> anyhow::Result<Vec<u8>> {

@@ -188,7 +188,7 @@ impl Authenticator {
         Ok(Identity {
             owner: OwnerId::new(claims.sub.clone()).map_err(|e| AuthError::Invalid(e.to_string()))?,
             agent: AgentId::new(client, &claims.sub).map_err(|e| AuthError::Invalid(e.to_string()))?,
-            scopes: claims.scope.as_deref().unwrap_or_default().split_whitespace().map(str::to_owned).collect(),
+            scopes: claims.scope.as_deref().unwrap_or_default().split_whitespace().map(normalize_scope).collect(),
         })
     }
 
@@ -211,6 +211,15 @@ impl Authenticator {
             return Err(AuthError::Invalid("audience not accepted".into()));
         }
         Ok(())
+    }
+}
+
+/// Cognito writes custom scopes as `<resource server>/<scope>` (`osfoundry/read`); the product
+/// names them `osfoundry:read`. Both spellings grant the same scope.
+fn normalize_scope(s: &str) -> String {
+    match s.strip_prefix("osfoundry/") {
+        Some(rest) => format!("osfoundry:{rest}"),
+        None => s.to_owned(),
     }
 }
 

@@ -129,33 +129,47 @@ impl<D: Dispatch + ?Sized> ServerHandler for McpHandler<D> {
 /// How the endpoint presents itself.
 #[derive(Debug, Clone)]
 pub struct EndpointConfig {
-    /// The public base URL, e.g. `https://abc.execute-api.eu-west-1.amazonaws.com`.
-    pub public_url: String,
+    /// The public base URL, e.g. `https://mcp.example.com`; `None` = `https://<Host header>`
+    /// (behind API Gateway, whose URL the function cannot know without a dependency cycle).
+    pub public_url: Option<String>,
     /// The MCP path, e.g. `/mcp`.
     pub mcp_path: String,
     /// Authorization servers named in the metadata (the OAuth issuer).
     pub authorization_servers: Vec<String>,
-    /// `Host` values accepted (rmcp's DNS-rebinding protection); empty = loopback only.
-    pub allowed_hosts: Vec<String>,
+    /// `Host` values accepted (rmcp's DNS-rebinding protection): `Some(empty)` = loopback only
+    /// (the local server), `Some(list)` = those, `None` = no check (API Gateway routes only
+    /// requests for its own domains, and every request needs a bearer token).
+    pub allowed_hosts: Option<Vec<String>>,
     /// Largest request body.
     pub max_body_bytes: usize,
 }
 
 impl EndpointConfig {
+    /// The base URL for a request: the configured one, or `https://` + its `Host`.
+    pub fn base_url(&self, headers: &http::HeaderMap) -> String {
+        match &self.public_url {
+            Some(u) => u.trim_end_matches('/').to_owned(),
+            None => {
+                let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
+                format!("https://{host}")
+            }
+        }
+    }
+
     /// The resource identifier: the MCP URL.
-    pub fn resource(&self) -> String {
-        format!("{}{}", self.public_url.trim_end_matches('/'), self.mcp_path)
+    pub fn resource(&self, base: &str) -> String {
+        format!("{base}{}", self.mcp_path)
     }
 
     /// The metadata URL announced in `WWW-Authenticate`.
-    pub fn metadata_url(&self) -> String {
-        format!("{}{RESOURCE_METADATA_PATH}", self.public_url.trim_end_matches('/'))
+    pub fn metadata_url(&self, base: &str) -> String {
+        format!("{base}{RESOURCE_METADATA_PATH}")
     }
 
     /// The RFC 9728 protected-resource metadata document.
-    pub fn resource_metadata(&self) -> serde_json::Value {
+    pub fn resource_metadata(&self, base: &str) -> serde_json::Value {
         serde_json::json!({
-            "resource": self.resource(),
+            "resource": self.resource(base),
             "authorization_servers": self.authorization_servers,
             "scopes_supported": [crate::tools::SCOPE_READ, crate::tools::SCOPE_RUN],
             "bearer_methods_supported": ["header"],
@@ -180,8 +194,10 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
             .with_json_response(true)
             .with_sse_keep_alive(None)
             .with_max_request_body_bytes(config.max_body_bytes);
-        if !config.allowed_hosts.is_empty() {
-            rmcp_config = rmcp_config.with_allowed_hosts(config.allowed_hosts.clone());
+        match &config.allowed_hosts {
+            None => rmcp_config = rmcp_config.disable_allowed_hosts(),
+            Some(hosts) if !hosts.is_empty() => rmcp_config = rmcp_config.with_allowed_hosts(hosts.clone()),
+            Some(_) => {}
         }
         let service = StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(NeverSessionManager::default()), rmcp_config);
         Self { service, auth, config }
@@ -201,6 +217,7 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
             let body = jsonrpc_error(-32600, &format!("request body: at most {} bytes", self.config.max_body_bytes));
             return respond(StatusCode::PAYLOAD_TOO_LARGE, &[(header::CONTENT_TYPE, "application/json")], body);
         }
+        let base = self.config.base_url(req.headers());
         let token = bearer(req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()));
         let identity = match token {
             None => Err(AuthError::Missing),
@@ -214,7 +231,7 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
             }
             Err(e) => {
                 tracing::info!(error = %e, "unauthenticated MCP request");
-                let challenge = format!("Bearer resource_metadata=\"{}\"", self.config.metadata_url());
+                let challenge = format!("Bearer resource_metadata=\"{}\"", self.config.metadata_url(&base));
                 return respond(StatusCode::UNAUTHORIZED, &[(header::WWW_AUTHENTICATE, &challenge)], Bytes::from_static(b"Unauthorized"));
             }
         };
@@ -238,7 +255,7 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
             let challenge = format!(
                 "Bearer error=\"insufficient_scope\", scope=\"{}\", resource_metadata=\"{}\"",
                 tool.scope(),
-                self.config.metadata_url()
+                self.config.metadata_url(&base)
             );
             return respond(StatusCode::FORBIDDEN, &[(header::WWW_AUTHENTICATE, &challenge)], Bytes::from_static(b"Forbidden"));
         }
@@ -288,10 +305,10 @@ fn respond(status: StatusCode, headers: &[(header::HeaderName, &str)], body: Byt
 }
 
 /// Answers `GET /.well-known/oauth-protected-resource[/<mcp path>]`.
-pub fn resource_metadata_response(config: &EndpointConfig) -> http::Response<Bytes> {
+pub fn resource_metadata_response(config: &EndpointConfig, headers: &http::HeaderMap) -> http::Response<Bytes> {
     respond(
         StatusCode::OK,
         &[(header::CONTENT_TYPE, "application/json"), (header::CACHE_CONTROL, "max-age=3600")],
-        Bytes::from(config.resource_metadata().to_string()),
+        Bytes::from(config.resource_metadata(&config.base_url(headers)).to_string()),
     )
 }

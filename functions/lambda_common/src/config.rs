@@ -27,9 +27,12 @@ pub const OAUTH_ISSUER: &str = "OAUTH_ISSUER";
 pub const JWKS_URL: &str = "JWKS_URL";
 /// Accepted audiences / app client ids, comma-separated.
 pub const OAUTH_AUDIENCES: &str = "OAUTH_AUDIENCES";
-/// The public base URL of the API (the MCP URL is this + `/mcp`).
+/// Optional: the public base URL (the MCP URL is this + `/mcp`), e.g. a custom domain. Unset:
+/// `https://` + the request's `Host` (the API Gateway URL, which the function cannot be given
+/// without a dependency cycle in the template).
 pub const PUBLIC_URL: &str = "PUBLIC_URL";
-/// Optional: extra accepted `Host` values, comma-separated (the public URL's host is always accepted).
+/// Optional: accepted `Host` values, comma-separated. Unset: no `Host` check (API Gateway only
+/// routes requests for its own domains, and every request needs a bearer token).
 pub const ALLOWED_HOSTS: &str = "ALLOWED_HOSTS";
 
 /// The environment key naming the Lambda function of `tool`, e.g. `TOOL_FUNCTION_CLAIM_LINKED_CHAT_TASK`.
@@ -40,7 +43,7 @@ pub fn tool_function_key(tool: ToolName) -> String {
 /// The keys a function cannot start without, by function (crate) name.
 pub fn required_keys(function: &str) -> Option<Vec<String>> {
     if function == "mcp" {
-        let mut keys: Vec<String> = [OAUTH_ISSUER, JWKS_URL, OAUTH_AUDIENCES, PUBLIC_URL].map(str::to_owned).to_vec();
+        let mut keys: Vec<String> = [OAUTH_ISSUER, JWKS_URL, OAUTH_AUDIENCES].map(str::to_owned).to_vec();
         keys.extend(ToolName::ALL.into_iter().map(tool_function_key));
         return Some(keys);
     }
@@ -152,13 +155,13 @@ impl McpConfig {
         let issuer = r.required(OAUTH_ISSUER);
         let jwks_url = r.required(JWKS_URL);
         let audiences = list(&r.required(OAUTH_AUDIENCES));
-        let public_url = r.required(PUBLIC_URL).trim_end_matches('/').to_owned();
-        let host = public_url.split("://").nth(1).and_then(|rest| rest.split('/').next()).unwrap_or_default().to_owned();
-        if !public_url.is_empty() && (host.is_empty() || !public_url.starts_with("https://") && !public_url.starts_with("http://")) {
-            r.errors.push(format!("{PUBLIC_URL}: must be an http(s) URL (got {public_url:?})"));
+        let public_url = (r.get)(PUBLIC_URL).map(|u| u.trim_end_matches('/').to_owned());
+        if let Some(u) = &public_url
+            && !(u.starts_with("https://") || u.starts_with("http://"))
+        {
+            r.errors.push(format!("{PUBLIC_URL}: must be an http(s) URL (got {u:?})"));
         }
-        let mut allowed_hosts = vec![host];
-        allowed_hosts.extend((r.get)(ALLOWED_HOSTS).map(|v| list(&v)).unwrap_or_default());
+        let allowed_hosts = (r.get)(ALLOWED_HOSTS).map(|v| list(&v));
         let mut functions = HashMap::new();
         for tool in ToolName::ALL {
             if let Some(name) = r.get_required(&tool_function_key(tool)) {
@@ -200,12 +203,12 @@ mod tests {
     #[test]
     fn mcp_config_needs_every_tool_function() {
         let e = McpConfig::from_env(map(&[])).unwrap_err();
-        assert_eq!(e.lines().count(), 4 + ToolName::ALL.len());
+        assert_eq!(e.lines().count(), 3 + ToolName::ALL.len());
         let mut pairs: Vec<(String, &str)> = vec![
             (OAUTH_ISSUER.into(), "https://cognito-idp.eu-west-1.amazonaws.com/pool"),
             (JWKS_URL.into(), "https://cognito-idp.eu-west-1.amazonaws.com/pool/.well-known/jwks.json"),
             (OAUTH_AUDIENCES.into(), "claude-client, chatgpt-client"),
-            (PUBLIC_URL.into(), "https://abc.execute-api.eu-west-1.amazonaws.com/"),
+            (ALLOWED_HOSTS.into(), "abc.execute-api.eu-west-1.amazonaws.com, mcp.example.com"),
         ];
         let names: Vec<String> = ToolName::ALL.iter().map(|t| format!("fc-{}", t.as_str())).collect();
         for (t, n) in ToolName::ALL.iter().zip(&names) {
@@ -213,10 +216,12 @@ mod tests {
         }
         let c = McpConfig::from_env(map(&pairs)).unwrap();
         assert_eq!(c.audiences, vec!["claude-client", "chatgpt-client"]);
-        assert_eq!(c.endpoint.allowed_hosts, vec!["abc.execute-api.eu-west-1.amazonaws.com"]);
-        assert_eq!(c.endpoint.resource(), "https://abc.execute-api.eu-west-1.amazonaws.com/mcp");
+        assert_eq!(c.endpoint.allowed_hosts, Some(vec!["abc.execute-api.eu-west-1.amazonaws.com".to_owned(), "mcp.example.com".to_owned()]));
+        let mut headers = http::HeaderMap::new();
+        headers.insert("host", http::HeaderValue::from_static("abc.execute-api.eu-west-1.amazonaws.com"));
+        assert_eq!(c.endpoint.resource(&c.endpoint.base_url(&headers)), "https://abc.execute-api.eu-west-1.amazonaws.com/mcp");
         assert_eq!(c.functions.len(), 9);
-        assert_eq!(required_keys("mcp").unwrap().len(), 13);
+        assert_eq!(required_keys("mcp").unwrap().len(), 12);
         assert_eq!(required_keys("upload_linked_chat_artifact").unwrap(), vec!["TABLE_NAME", "ARTIFACT_BUCKET"]);
         assert_eq!(required_keys("nope"), None);
     }

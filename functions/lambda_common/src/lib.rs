@@ -198,7 +198,7 @@ pub async fn route<D: Dispatch + ?Sized>(endpoint: &McpEndpoint<D>, req: lambda_
     let path = parts.uri.path().to_owned();
     let req = http::Request::from_parts(parts, Bytes::copy_from_slice(body.as_ref()));
     let res = if path.starts_with(RESOURCE_METADATA_PATH) {
-        resource_metadata_response(endpoint.config())
+        resource_metadata_response(endpoint.config(), req.headers())
     } else {
         endpoint.handle(req).await
     };
