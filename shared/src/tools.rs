@@ -172,6 +172,26 @@ impl ToolName {
         }
     }
 
+    /// The IAM actions the tool's function needs on the table (its policy grants exactly
+    /// these). Transactions need the actions of their parts (`PutItem`, `ConditionCheckItem`).
+    /// Declared next to the handler; the suite checks every request a tool makes against it
+    /// on the emulator, and the template test checks the template against it.
+    pub fn dynamodb_actions(self) -> &'static [&'static str] {
+        match self {
+            Self::ListGraphSessions | Self::GetGraphRun | Self::GetLinkedChatTask => &["dynamodb:GetItem"],
+            // Reads the project (or lists the owner's projects), replays read the original run.
+            Self::RunGraphSession => &["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:ConditionCheckItem"],
+            Self::CancelGraphRun | Self::ClaimLinkedChatTask | Self::SubmitLinkedChatResult => &["dynamodb:UpdateItem"],
+            Self::ListLinkedChatTasks => &["dynamodb:Query"],
+            Self::UploadLinkedChatArtifact => &["dynamodb:PutItem", "dynamodb:ConditionCheckItem"],
+        }
+    }
+
+    /// Whether the tool queries a secondary index (its policy then names `table/index/*`).
+    pub fn queries_index(self) -> bool {
+        matches!(self, Self::ListLinkedChatTasks)
+    }
+
     /// Parses and validates arguments without running the tool (the `mcp` function does
     /// this before dispatching).
     ///
