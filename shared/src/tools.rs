@@ -46,7 +46,7 @@ pub const RUNNING_CHECK_AFTER: Duration = Duration::from_secs(15);
 pub const MAX_ARTIFACT_BYTES: usize = 3 * 1024 * 1024;
 
 /// The nine tools.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ToolName {
     /// Graph sessions shared in a project.

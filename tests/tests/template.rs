@@ -1,0 +1,221 @@
+//! The SAM template agrees with the code:
+//! - function resources and workspace function crates match one to one;
+//! - each tool function's IAM policy allows exactly the DynamoDB actions its tool declares
+//!   (`ToolName::dynamodb_actions`, itself proven against the emulator in `tool_permissions`),
+//!   only the artifact tool touches the bucket, only `mcp` invokes functions — exactly the tools;
+//! - every environment variable a function's config requires (`lambda_common::config::required_keys`)
+//!   is set;
+//! - the table has the key schema, indexes and TTL attribute the DynamoDB store uses.
+//!
+//! The checker also runs on deliberately broken copies of the template (a function removed, a
+//! permission removed, an extra permission, an env var removed) and must complain each time.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::Path;
+
+use serde_norway::Value;
+use shared::tools::ToolName;
+
+fn root() -> &'static Path {
+    Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
+}
+
+/// Function crates: `functions/<name>` with a `src/main.rs`.
+fn function_crates() -> BTreeSet<String> {
+    std::fs::read_dir(root().join("functions"))
+        .unwrap()
+        .filter_map(|e| e.ok())
+        .filter(|e| e.path().join("src/main.rs").exists())
+        .map(|e| e.file_name().to_string_lossy().into_owned())
+        .collect()
+}
+
+/// Strings inside a value, looking through CloudFormation tags (`!Ref X` → "X").
+fn strings(v: &Value, out: &mut Vec<String>) {
+    match v {
+        Value::String(s) => out.push(s.clone()),
+        Value::Sequence(seq) => seq.iter().for_each(|x| strings(x, out)),
+        Value::Mapping(m) => m.values().for_each(|x| strings(x, out)),
+        Value::Tagged(t) => strings(&t.value, out),
+        _ => {}
+    }
+}
+
+fn get<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
+    path.iter().try_fold(v, |v, k| v.get(*k))
+}
+
+/// (function crate → (allowed actions → resources), env keys) for every function resource.
+struct Function {
+    logical_id: String,
+    actions: BTreeMap<String, Vec<String>>,
+    env: BTreeSet<String>,
+}
+
+fn functions(t: &Value) -> BTreeMap<String, Function> {
+    let mut out = BTreeMap::new();
+    for (id, r) in t["Resources"].as_mapping().unwrap() {
+        if r["Type"].as_str() != Some("AWS::Serverless::Function") {
+            continue;
+        }
+        let Some(code) = get(r, &["Properties", "CodeUri"]).and_then(|c| c.as_str()) else { continue };
+        let name = code.trim_start_matches("functions/").trim_end_matches('/').to_owned();
+        let mut actions: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        for policy in get(r, &["Properties", "Policies"]).and_then(|p| p.as_sequence()).into_iter().flatten() {
+            for st in policy["Statement"].as_sequence().into_iter().flatten() {
+                assert_eq!(st["Effect"].as_str(), Some("Allow"), "{id:?}: only Allow statements expected");
+                let mut acts = Vec::new();
+                strings(&st["Action"], &mut acts);
+                let mut res = Vec::new();
+                strings(&st["Resource"], &mut res);
+                for a in acts {
+                    actions.entry(a).or_default().extend(res.clone());
+                }
+            }
+        }
+        let mut env: BTreeSet<String> = get(r, &["Properties", "Environment", "Variables"])
+            .and_then(|v| v.as_mapping())
+            .into_iter()
+            .flatten()
+            .filter_map(|(k, _)| k.as_str().map(str::to_owned))
+            .collect();
+        env.extend(
+            get(t, &["Globals", "Function", "Environment", "Variables"])
+                .and_then(|v| v.as_mapping())
+                .into_iter()
+                .flatten()
+                .filter_map(|(k, _)| k.as_str().map(str::to_owned)),
+        );
+        out.insert(name, Function { logical_id: id.as_str().unwrap_or_default().to_owned(), actions, env });
+    }
+    out
+}
+
+/// Every disagreement between the template and the code.
+fn problems(template: &str) -> Vec<String> {
+    let t: Value = serde_norway::from_str(template).unwrap();
+    let mut p = Vec::new();
+    let fns = functions(&t);
+    let crates = function_crates();
+    let declared: BTreeSet<String> = fns.keys().cloned().collect();
+    for missing in crates.difference(&declared) {
+        p.push(format!("crate functions/{missing} has no function resource"));
+    }
+    for extra in declared.difference(&crates) {
+        p.push(format!("function resource for {extra} has no crate"));
+    }
+    let tool_ids: BTreeMap<ToolName, String> = fns
+        .iter()
+        .filter_map(|(name, f)| ToolName::parse(name).map(|t| (t, f.logical_id.clone())))
+        .collect();
+    for (name, f) in &fns {
+        for key in lambda_common::config::required_keys(name).unwrap_or_default() {
+            if !f.env.contains(&key) {
+                p.push(format!("{name}: environment variable {key} is required by its config but not set"));
+            }
+        }
+        let mut expected: BTreeSet<String> = BTreeSet::new();
+        match ToolName::parse(name) {
+            Some(tool) => {
+                expected.extend(tool.dynamodb_actions().iter().map(|a| (*a).to_owned()));
+                if tool == ToolName::UploadLinkedChatArtifact {
+                    expected.insert("s3:PutObject".into());
+                }
+                for (action, resources) in &f.actions {
+                    if action.starts_with("dynamodb:") {
+                        let on_index = resources.iter().any(|r| r.contains("/index/"));
+                        let on_table = resources.iter().any(|r| r == "Table.Arn");
+                        if tool.queries_index() && action == "dynamodb:Query" && !on_index {
+                            p.push(format!("{name}: {action} must name the index it queries"));
+                        }
+                        if !(on_index || on_table) || resources.iter().any(|r| r == "*") {
+                            p.push(format!("{name}: {action} must be scoped to the table"));
+                        }
+                    }
+                    if action == "s3:PutObject" && !resources.iter().all(|r| r.contains("ArtifactBucket.Arn}/artifacts/")) {
+                        p.push(format!("{name}: s3:PutObject must be limited to the artifacts prefix"));
+                    }
+                }
+            }
+            None if name == "mcp" => {
+                expected.insert("lambda:InvokeFunction".into());
+                let targets: BTreeSet<String> = f
+                    .actions
+                    .get("lambda:InvokeFunction")
+                    .into_iter()
+                    .flatten()
+                    .map(|r| r.trim_end_matches(".Arn").to_owned())
+                    .collect();
+                let tools: BTreeSet<String> = tool_ids.values().cloned().collect();
+                if targets != tools {
+                    p.push(format!("mcp: may invoke {targets:?}, should invoke exactly the tool functions {tools:?}"));
+                }
+            }
+            None => {}
+        }
+        let granted: BTreeSet<String> = f.actions.keys().cloned().collect();
+        if granted != expected {
+            p.push(format!("{name}: policy allows {granted:?}, the code needs {expected:?}"));
+        }
+    }
+    // The table the DynamoDB store expects.
+    let table = &t["Resources"]["Table"]["Properties"];
+    let gsis: BTreeSet<String> = table["GlobalSecondaryIndexes"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .filter_map(|g| g["IndexName"].as_str().map(str::to_owned))
+        .collect();
+    let want: BTreeSet<String> =
+        [shared::store::dynamo::QUEUE_INDEX, shared::store::dynamo::OPEN_TASKS_INDEX].iter().map(|s| (*s).to_owned()).collect();
+    if gsis != want {
+        p.push(format!("table indexes {gsis:?}, the store uses {want:?}"));
+    }
+    if table["TimeToLiveSpecification"]["AttributeName"].as_str() != Some(shared::store::dynamo::TTL_ATTRIBUTE) {
+        p.push("table TTL attribute differs from the store's".into());
+    }
+    if table["BillingMode"].as_str() != Some("PAY_PER_REQUEST") {
+        p.push("table must be on-demand".into());
+    }
+    p
+}
+
+fn template() -> String {
+    std::fs::read_to_string(root().join("template.yaml")).unwrap()
+}
+
+#[test]
+fn template_matches_the_code() {
+    let p = problems(&template());
+    assert!(p.is_empty(), "template.yaml disagrees with the code:\n{}", p.join("\n"));
+    assert_eq!(function_crates().len(), 10, "mcp + nine tools");
+}
+
+#[test]
+fn the_checker_catches_broken_templates() {
+    let t = template();
+    let cases: Vec<(&str, String)> = vec![
+        // A function removed: its whole resource block is gone.
+        ("function removed", {
+            let start = t.find("  ClaimLinkedChatTaskFunction:").unwrap();
+            let end = start + t[start..].find("\n\n").unwrap();
+            format!("{}{}", &t[..start], &t[end + 2..]).replace("                - !GetAtt ClaimLinkedChatTaskFunction.Arn\n", "").replace(
+                "          TOOL_FUNCTION_CLAIM_LINKED_CHAT_TASK: !Ref ClaimLinkedChatTaskFunction\n",
+                "",
+            )
+        }),
+        ("permission removed", t.replacen("                - dynamodb:Query\n              Resource:\n                - !Sub \"${Table.Arn}/index/gsi2\"", "                - dynamodb:GetItem\n              Resource:\n                - !Sub \"${Table.Arn}/index/gsi2\"", 1)),
+        ("permission added", t.replacen("                - dynamodb:UpdateItem\n", "                - dynamodb:UpdateItem\n                - dynamodb:DeleteItem\n", 1)),
+        ("invoke widened", t.replacen("                - !GetAtt ListGraphSessionsFunction.Arn\n", "                - \"*\"\n", 1)),
+        ("env var removed", t.replacen("          ARTIFACT_BUCKET: !Ref ArtifactBucket\n", "", 1)),
+        ("index renamed", t.replacen("IndexName: gsi2", "IndexName: open", 1)),
+    ];
+    for (what, broken) in cases {
+        assert_ne!(broken, t, "{what}: the mutation did not apply");
+        let p = problems(&broken);
+        eprintln!("{what}: {p:?}");
+        assert!(!p.is_empty(), "{what}: the checker did not notice");
+    }
+}
