@@ -10,6 +10,7 @@
 //! | [`limits`] | every bound (100,000-character completions, 2,000-character errors, …) and the time [`limits::Policy`] |
 //! | [`runs`] | graph runs: state machine, completions, idempotent queueing, failure classifiers |
 //! | [`tasks`] | linked chat tasks: state machine, claims as fencing tokens, submits, artifacts |
+//! | [`devices`] | device tokens of desktop relays (random, shown once, kept as sha256) |
 //! | [`projects`] | projects, chat links, consent checks at queue time |
 //! | [`store`] | capability traits and the DynamoDB and SQLite implementations |
 //! | [`tools`] | the nine MCP tools: wire types (the schema), descriptions, handlers |
@@ -22,6 +23,7 @@
 
 pub mod auth;
 pub mod clock;
+pub mod devices;
 pub mod errors;
 pub mod ids;
 pub mod limits;

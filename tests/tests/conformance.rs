@@ -755,6 +755,27 @@ async fn big_results_round_trip(h: Harness) {
     assert_eq!(h.store.complete_run(&o, id, &c).await.unwrap(), CompleteOutcome::Replayed(RunStatus::Completed));
 }
 
+// ---- devices ---------------------------------------------------------------------------------
+
+async fn device_tokens_authenticate_until_revoked(h: Harness) {
+    let o = owner("alice");
+    let (token, hash) = shared::devices::new_token().unwrap();
+    let d = h.store.create_device(&o, "MacBook", &hash).await.unwrap();
+    let (_, other_hash) = shared::devices::new_token().unwrap();
+    h.store.create_device(&owner("bob"), "Bob's", &other_hash).await.unwrap();
+    let writes = h.writes();
+    let found = h.store.device_by_token_hash(&shared::devices::token_hash(&token)).await.unwrap().unwrap();
+    assert_eq!((found.device_id, found.owner.clone()), (d.device_id, o.clone()));
+    assert_eq!(h.store.device_by_token_hash(&shared::devices::token_hash("fcd_wrong")).await.unwrap(), None);
+    assert_eq!(h.writes(), writes, "authenticating wrote");
+    assert_eq!(h.store.list_devices(&o).await.unwrap().len(), 1);
+    assert!(!h.store.revoke_device(&owner("bob"), d.device_id).await.unwrap(), "another owner cannot revoke it");
+    assert!(h.store.revoke_device(&o, d.device_id).await.unwrap());
+    assert_eq!(h.store.device_by_token_hash(&hash).await.unwrap(), None, "a revoked token still works");
+    assert!(h.store.list_devices(&o).await.unwrap()[0].revoked_at.is_some());
+    assert!(h.store.revoke_device(&o, d.device_id).await.unwrap(), "revoking twice is fine");
+}
+
 // ---- request counts --------------------------------------------------------------------------
 
 /// The minimum on the common path (DynamoDB requests per operation). On the embedded store the
@@ -886,4 +907,5 @@ suite! {
     expired_commands_read_as_expired_and_cannot_start,
     big_results_round_trip,
     request_counts_on_the_common_path,
+    device_tokens_authenticate_until_revoked,
 }

@@ -40,10 +40,12 @@ use aws_sdk_dynamodb::types::{
 };
 
 use super::{
+    AuthenticateDevices, ManageDevices,
     AssignTasks, CancelRuns, ClaimTasks, ManageLinks, ManageProjects, QueueRuns, ReadRuns,
     ReadTasks, RecordArtifacts, RelayRuns, StoreError, StoreResult, SyncSessions,
 };
 use crate::clock::{SharedClock, Timestamp};
+use crate::devices::Device;
 use crate::ids::{AgentId, ChatLinkId, ClaimId, CommandId, GraphSessionId, OwnerId, ProjectId, TaskId};
 use crate::limits::Policy;
 use crate::projects::{ChatLink, Project, QueueTarget, SyncOutcome, check_named_project, resolve_project};
@@ -1202,6 +1204,93 @@ impl RecordArtifacts for DynamoStore {
             });
         }
         Err(StoreError::Corrupt(format!("artifact transaction cancelled: {reasons:?}")))
+    }
+}
+
+fn device_key(owner: &OwnerId, device: uuid::Uuid) -> Item {
+    key(format!("OWNER#{owner}"), format!("DEVICE#{device}"))
+}
+
+fn token_key(hash: &str) -> Item {
+    key(format!("DEVTOKEN#{hash}"), "DEVTOKEN")
+}
+
+fn device_from(item: &Item) -> StoreResult<Device> {
+    let r = Read(item);
+    Ok(Device {
+        device_id: r.parse("device_id", |v| uuid::Uuid::try_parse(v).ok())?,
+        owner: r.parse("owner", |v| OwnerId::new(v).ok())?,
+        name: r.s("name")?.to_owned(),
+        token_hash: r.s("token_hash")?.to_owned(),
+        created_at: r.ts("created_at")?,
+        revoked_at: r.opt_ts("revoked_at")?,
+    })
+}
+
+#[async_trait]
+impl ManageDevices for DynamoStore {
+    /// Two items in one transaction: the owner's record (for listing) and the token record
+    /// (for the relay's one-read authentication).
+    async fn create_device(&self, owner: &OwnerId, name: &str, token_hash: &str) -> StoreResult<Device> {
+        let d = Device {
+            device_id: uuid::Uuid::new_v4(),
+            owner: owner.clone(),
+            name: name.to_owned(),
+            token_hash: token_hash.to_owned(),
+            created_at: self.clock.now(),
+            revoked_at: None,
+        };
+        let attrs = values([
+            ("device_id", s(d.device_id.to_string())),
+            ("owner", s(owner.as_str())),
+            ("name", s(name)),
+            ("token_hash", s(token_hash)),
+            ("created_at", n(d.created_at.as_millis())),
+        ]);
+        let mut record = device_key(owner, d.device_id);
+        record.extend(attrs.clone());
+        let mut token = token_key(token_hash);
+        token.extend(attrs);
+        let items = vec![
+            put(&self.table, record, "attribute_not_exists(#pk)", Item::new())?,
+            put(&self.table, token, "attribute_not_exists(#pk)", Item::new())?,
+        ];
+        match self.transact(items).await? {
+            None => Ok(d),
+            Some(reasons) => Err(StoreError::Corrupt(format!("device id or token collision: {reasons:?}"))),
+        }
+    }
+
+    async fn list_devices(&self, owner: &OwnerId) -> StoreResult<Vec<Device>> {
+        let mut v: Vec<Device> = self.query_all(format!("OWNER#{owner}"), "DEVICE#").await?.iter().map(device_from).collect::<StoreResult<_>>()?;
+        v.sort_by_key(|d| (d.created_at, d.device_id));
+        Ok(v)
+    }
+
+    async fn revoke_device(&self, owner: &OwnerId, device: uuid::Uuid) -> StoreResult<bool> {
+        let Some(d) = opt_from(self.get(device_key(owner, device)).await?.as_ref(), device_from)? else { return Ok(false) };
+        let now = self.clock.now();
+        let update = |k: Item| -> StoreResult<TransactWriteItem> {
+            let u = aws_sdk_dynamodb::types::Update::builder()
+                .table_name(&self.table)
+                .set_key(Some(k))
+                .update_expression("SET #revoked_at = if_not_exists(#revoked_at, :now)")
+                .condition_expression("attribute_exists(#pk)")
+                .set_expression_attribute_names(Some(names("#revoked_at #pk")))
+                .expression_attribute_values(":now", n(now.as_millis()))
+                .build()
+                .map_err(StoreError::unavailable)?;
+            Ok(TransactWriteItem::builder().update(u).build())
+        };
+        let items = vec![update(device_key(owner, device))?, update(token_key(&d.token_hash))?];
+        Ok(self.transact(items).await?.is_none())
+    }
+}
+
+#[async_trait]
+impl AuthenticateDevices for DynamoStore {
+    async fn device_by_token_hash(&self, token_hash: &str) -> StoreResult<Option<Device>> {
+        Ok(opt_from(self.get(token_key(token_hash)).await?.as_ref(), device_from)?.filter(|d| d.revoked_at.is_none()))
     }
 }
 

@@ -18,6 +18,7 @@ pub mod sqlite;
 
 use async_trait::async_trait;
 
+use crate::devices::Device;
 use crate::ids::{AgentId, ChatLinkId, ClaimId, CommandId, OwnerId, ProjectId, TaskId};
 use crate::projects::{ChatLink, Project, SyncOutcome};
 use crate::runs::{
@@ -159,6 +160,24 @@ pub trait RecordArtifacts: Send + Sync {
     async fn record_artifact(&self, owner: &OwnerId, record: &ArtifactRecord) -> StoreResult<ArtifactOutcome>;
 }
 
+/// Owner: device tokens of desktop relays.
+#[async_trait]
+pub trait ManageDevices: Send + Sync {
+    /// Registers a device with an already generated token hash.
+    async fn create_device(&self, owner: &OwnerId, name: &str, token_hash: &str) -> StoreResult<Device>;
+    /// The owner's devices (revoked ones included), oldest first.
+    async fn list_devices(&self, owner: &OwnerId) -> StoreResult<Vec<Device>>;
+    /// Revokes a device; `false` if it is not the owner's.
+    async fn revoke_device(&self, owner: &OwnerId, device: uuid::Uuid) -> StoreResult<bool>;
+}
+
+/// Relay API: who presents this token hash (unrevoked devices only).
+#[async_trait]
+pub trait AuthenticateDevices: Send + Sync {
+    /// The device with this token hash, if it exists and is not revoked. One read, no write.
+    async fn device_by_token_hash(&self, token_hash: &str) -> StoreResult<Option<Device>>;
+}
+
 /// Every capability: what the local server and the test suite hold.
 pub trait Store:
     ManageProjects
@@ -172,6 +191,8 @@ pub trait Store:
     + ReadTasks
     + ClaimTasks
     + RecordArtifacts
+    + ManageDevices
+    + AuthenticateDevices
 {
 }
 
@@ -187,5 +208,7 @@ impl<T> Store for T where
         + ReadTasks
         + ClaimTasks
         + RecordArtifacts
+        + ManageDevices
+        + AuthenticateDevices
 {
 }

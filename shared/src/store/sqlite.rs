@@ -19,10 +19,12 @@ use rusqlite::types::Type;
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params};
 
 use super::{
+    AuthenticateDevices, ManageDevices,
     AssignTasks, CancelRuns, ClaimTasks, ManageLinks, ManageProjects, QueueRuns, ReadRuns,
     ReadTasks, RecordArtifacts, RelayRuns, StoreError, StoreResult, SyncSessions,
 };
 use crate::clock::{SharedClock, Timestamp};
+use crate::devices::Device;
 use crate::ids::{AgentId, ChatLinkId, ClaimId, CommandId, GraphSessionId, OwnerId, ProjectId, TaskId};
 use crate::limits::Policy;
 use crate::projects::{ChatLink, Project, SyncOutcome, check_named_project, resolve_project};
@@ -65,6 +67,10 @@ CREATE TABLE IF NOT EXISTS artifacts (
     name TEXT NOT NULL, content_type TEXT NOT NULL, sha256 TEXT NOT NULL, size INTEGER NOT NULL,
     object_key TEXT NOT NULL, created_at INTEGER NOT NULL,
     PRIMARY KEY (link_id, task_id, artifact_id));
+CREATE TABLE IF NOT EXISTS devices (
+    device_id TEXT PRIMARY KEY, owner TEXT NOT NULL, name TEXT NOT NULL, token_hash TEXT NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL, revoked_at INTEGER);
+CREATE INDEX IF NOT EXISTS devices_by_owner ON devices(owner, created_at);
 ";
 
 /// Most connections a file database opens (enough for 8-way races plus readers).
@@ -913,6 +919,79 @@ impl RecordArtifacts for SqliteStore {
                 params![link, task, r.artifact_id, r.claim_id.to_string(), r.name, r.content_type, r.sha256, r.size as i64, r.object_key, now.as_millis()],
             )?;
             Ok(ArtifactOutcome::Recorded)
+        })
+        .await
+    }
+}
+
+const DEVICE_COLS: &str = "device_id, owner, name, token_hash, created_at, revoked_at";
+
+fn device_row(row: &Row<'_>) -> rusqlite::Result<Device> {
+    Ok(Device {
+        device_id: col(row, 0, "device_id", |s| uuid::Uuid::try_parse(s).ok())?,
+        owner: col(row, 1, "owner", |s| OwnerId::new(s).ok())?,
+        name: row.get(2)?,
+        token_hash: row.get(3)?,
+        created_at: ts(row.get(4)?),
+        revoked_at: opt_ts(row.get(5)?),
+    })
+}
+
+#[async_trait]
+impl ManageDevices for SqliteStore {
+    async fn create_device(&self, owner: &OwnerId, name: &str, token_hash: &str) -> StoreResult<Device> {
+        let d = Device {
+            device_id: uuid::Uuid::new_v4(),
+            owner: owner.clone(),
+            name: name.to_owned(),
+            token_hash: token_hash.to_owned(),
+            created_at: self.clock.now(),
+            revoked_at: None,
+        };
+        let row = d.clone();
+        self.write(move |tx, _| {
+            tx.execute(
+                &format!("INSERT INTO devices ({DEVICE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, NULL)"),
+                params![row.device_id.to_string(), row.owner.as_str(), row.name, row.token_hash, row.created_at.as_millis()],
+            )
+        })
+        .await?;
+        Ok(d)
+    }
+
+    async fn list_devices(&self, owner: &OwnerId) -> StoreResult<Vec<Device>> {
+        let owner = owner.as_str().to_owned();
+        self.read(move |tx, _| {
+            let mut st = tx.prepare(&format!("SELECT {DEVICE_COLS} FROM devices WHERE owner = ?1 ORDER BY created_at, device_id"))?;
+            st.query_map([owner], device_row)?.collect()
+        })
+        .await
+    }
+
+    async fn revoke_device(&self, owner: &OwnerId, device: uuid::Uuid) -> StoreResult<bool> {
+        let owner = owner.as_str().to_owned();
+        self.write(move |tx, now| {
+            tx.execute(
+                "UPDATE devices SET revoked_at = COALESCE(revoked_at, ?1) WHERE device_id = ?2 AND owner = ?3",
+                params![now.as_millis(), device.to_string(), owner],
+            )
+            .map(|n| n == 1)
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl AuthenticateDevices for SqliteStore {
+    async fn device_by_token_hash(&self, token_hash: &str) -> StoreResult<Option<Device>> {
+        let hash = token_hash.to_owned();
+        self.read(move |tx, _| {
+            tx.query_row(
+                &format!("SELECT {DEVICE_COLS} FROM devices WHERE token_hash = ?1 AND revoked_at IS NULL"),
+                [hash],
+                device_row,
+            )
+            .optional()
         })
         .await
     }
