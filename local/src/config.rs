@@ -11,6 +11,10 @@ pub const DATA_DIR: &str = "FOUNDRY_DATA_DIR";
 pub const PORT: &str = "FOUNDRY_PORT";
 /// Base URL clients use, if not `http://127.0.0.1:<port>` (e.g. behind a tunnel).
 pub const PUBLIC_URL: &str = "FOUNDRY_PUBLIC_URL";
+/// Seconds between relay polls the server asks for (default 20).
+pub const POLL_INTERVAL_SECONDS: &str = "FOUNDRY_POLL_INTERVAL_SECONDS";
+/// Seconds without a control poll before a run reads `desktop stopped reporting` (default 600).
+pub const HEARTBEAT_TIMEOUT_SECONDS: &str = "FOUNDRY_HEARTBEAT_TIMEOUT_SECONDS";
 /// Default for [`PORT`].
 pub const DEFAULT_PORT: u16 = 8787;
 
@@ -23,6 +27,8 @@ pub struct LocalConfig {
     pub port: u16,
     /// The base URL announced to clients.
     pub public_url: Option<String>,
+    /// Time rules (poll interval and heartbeat timeout are configurable, for tests and demos).
+    pub policy: shared::limits::Policy,
 }
 
 impl LocalConfig {
@@ -55,7 +61,16 @@ impl LocalConfig {
                 }
             },
         };
-        if errors.is_empty() { Ok(Self { data_dir, port, public_url }) } else { Err(errors.join("\n")) }
+        let mut policy = shared::limits::Policy::default();
+        for (key, slot) in [(POLL_INTERVAL_SECONDS, &mut policy.poll_interval), (HEARTBEAT_TIMEOUT_SECONDS, &mut policy.heartbeat_timeout)] {
+            if let Some(v) = get(key) {
+                match v.parse::<u64>() {
+                    Ok(n) if n > 0 => *slot = std::time::Duration::from_secs(n),
+                    _ => errors.push(format!("{key}: must be a whole number of seconds > 0 (got {v:?})")),
+                }
+            }
+        }
+        if errors.is_empty() { Ok(Self { data_dir, port, public_url, policy }) } else { Err(errors.join("\n")) }
     }
 }
 
@@ -88,7 +103,8 @@ mod tests {
         if !cfg!(target_os = "macos") {
             assert_eq!(c.data_dir, PathBuf::from("/home/u/.local/share/foundry-connect"));
         }
-        let c = from(&[(DATA_DIR, "/tmp/x"), (PORT, "0"), (PUBLIC_URL, "https://x.example/")]).unwrap();
+        let c = from(&[(DATA_DIR, "/tmp/x"), (PORT, "0"), (PUBLIC_URL, "https://x.example/"), (POLL_INTERVAL_SECONDS, "1")]).unwrap();
+        assert_eq!(c.policy.poll_interval, std::time::Duration::from_secs(1));
         assert_eq!((c.data_dir, c.port, c.public_url.as_deref()), (PathBuf::from("/tmp/x"), 0, Some("https://x.example")));
     }
 

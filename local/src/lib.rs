@@ -32,12 +32,13 @@ use http_body_util::{BodyExt, Limited};
 use shared::auth::{Authenticator, Keys, mint_hs256};
 use shared::clock::{SharedClock, SystemClock};
 use shared::ids::{ChatLinkId, IdempotencyKey, OwnerId, ProjectId, TaskId};
-use shared::limits::Policy;
 use shared::mcp::{EndpointConfig, InProcess, McpEndpoint, resource_metadata_response};
 use shared::store::sqlite::SqliteStore;
-use shared::store::{AssignTasks, ManageLinks, ManageProjects};
+use shared::owner_api::OwnerApi;
+use shared::relay_api::RelayApi;
+use shared::store::{AssignTasks, ManageDevices, ManageLinks, ManageProjects};
 use shared::tasks::{AssignOutcome, AssignTask};
-use shared::tools::{DirBlobStore, SCOPE_READ, SCOPE_RUN, ToolDeps};
+use shared::tools::{DirBlobStore, SCOPE_OWNER, SCOPE_READ, SCOPE_RUN, ToolDeps};
 use tokio::sync::oneshot;
 
 pub use config::LocalConfig;
@@ -72,6 +73,12 @@ pub struct Running {
     pub mcp_url: String,
     /// A bearer token with `osfoundry:read` and `osfoundry:run`.
     pub token: String,
+    /// A bearer token with `osfoundry:owner` (owner API).
+    pub owner_token: String,
+    /// A device token for the relay, created on this start (earlier local ones are revoked).
+    pub device_token: String,
+    /// The base URL (for the relay's `server_url`).
+    pub base_url: String,
     /// The demo ids.
     pub demo: Demo,
     /// The store (tests inspect it).
@@ -103,13 +110,19 @@ impl Running {
              \n  Owner:         {}\
              \n  Project id:    {}\
              \n  Chat link id:  {}{}\
-             \n\nConnect an MCP client with header `Authorization: Bearer <token>`.",
+             \n  Relay server:  {}\
+             \n  Device token:  {}\
+             \n  Owner token:   {}\
+             \n\nConnect an MCP client with header `Authorization: Bearer <token>`; give the relay the server URL and the device token.",
             self.mcp_url,
             self.token,
             self.demo.owner,
             self.demo.project_id,
             self.demo.chat_link_id,
             self.demo.task_id.map(|t| format!("\n  Demo task id:  {t}")).unwrap_or_default(),
+            self.base_url,
+            self.device_token,
+            self.owner_token,
         )
     }
 }
@@ -118,7 +131,12 @@ type Endpoint = McpEndpoint<InProcess<SqliteStore>>;
 
 struct AppState {
     endpoint: Endpoint,
+    relay: RelayApi<SqliteStore>,
+    owner: OwnerApi<SqliteStore>,
 }
+
+/// Name of the device the local server creates for the relay on each start.
+pub const LOCAL_DEVICE: &str = "local relay";
 
 /// Opens the store, creates the demo data on first start, binds and serves.
 ///
@@ -127,7 +145,7 @@ struct AppState {
 pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
     std::fs::create_dir_all(&config.data_dir).with_context(|| format!("creating {}", config.data_dir.display()))?;
     let clock: SharedClock = Arc::new(SystemClock);
-    let policy = Policy::default();
+    let policy = config.policy;
     let db = config.data_dir.join("foundry.sqlite3");
     let store = Arc::new(SqliteStore::open(&db, clock.clone(), policy).with_context(|| format!("opening {}", db.display()))?);
     let secret = load_or_create_secret(&config.data_dir.join("local-token-secret"))?;
@@ -138,17 +156,20 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
         .with_context(|| format!("binding 127.0.0.1:{}", config.port))?;
     let addr = listener.local_addr()?;
     let public_url = config.public_url.clone().unwrap_or_else(|| format!("http://{addr}"));
-    let auth = Authenticator {
+    let auth = Arc::new(Authenticator {
         issuer: public_url.clone(),
         audiences: vec![LOCAL_AUDIENCE.to_owned()],
         keys: Keys::Hs256(secret.clone()),
         clock: clock.clone(),
-    };
+    });
     let token = mint_hs256(&secret, &public_url, LOCAL_AUDIENCE, DEMO_OWNER, LOCAL_CLIENT, &[SCOPE_READ, SCOPE_RUN], clock.now(), TOKEN_TTL)
         .map_err(anyhow::Error::msg)?;
+    let owner_token = mint_hs256(&secret, &public_url, LOCAL_AUDIENCE, DEMO_OWNER, LOCAL_CLIENT, &[SCOPE_OWNER], clock.now(), TOKEN_TTL)
+        .map_err(anyhow::Error::msg)?;
+    let device_token = fresh_device_token(&store, &demo.owner).await?;
     let deps = ToolDeps {
         store: Arc::clone(&store),
-        clock,
+        clock: clock.clone(),
         policy,
         blobs: Arc::new(DirBlobStore(config.data_dir.join("blobs"))),
     };
@@ -159,8 +180,10 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
         allowed_hosts: Some(Vec::new()),
         max_body_bytes: shared::mcp::DEFAULT_MAX_BODY_BYTES,
     };
-    let endpoint = McpEndpoint::new(Arc::new(InProcess(deps)), Arc::new(auth), endpoint_config);
-    let app = router(Arc::new(AppState { endpoint }));
+    let endpoint = McpEndpoint::new(Arc::new(InProcess(deps)), Arc::clone(&auth), endpoint_config);
+    let relay = RelayApi { store: Arc::clone(&store), clock: clock.clone(), policy };
+    let owner = OwnerApi { store: Arc::clone(&store), auth };
+    let app = router(Arc::new(AppState { endpoint, relay, owner }));
 
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
@@ -171,7 +194,18 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
             tracing::error!(error = %e, "server stopped");
         }
     });
-    Ok(Running { addr, mcp_url: format!("{public_url}/mcp"), token, demo, store, shutdown: Some(tx), task })
+    Ok(Running {
+        addr,
+        mcp_url: format!("{public_url}/mcp"),
+        token,
+        owner_token,
+        device_token,
+        base_url: public_url,
+        demo,
+        store,
+        shutdown: Some(tx),
+        task,
+    })
 }
 
 fn router(state: Arc<AppState>) -> Router {
@@ -179,18 +213,46 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/mcp", axum::routing::any(mcp))
         .route("/.well-known/oauth-protected-resource", axum::routing::get(metadata))
         .route("/.well-known/oauth-protected-resource/mcp", axum::routing::get(metadata))
+        .route("/external-assistants/graph-relays/{*rest}", axum::routing::any(relay))
+        .route("/owner/{*rest}", axum::routing::any(owner))
         .with_state(state)
 }
 
-async fn mcp(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {
-    let max = state.endpoint.config().max_body_bytes;
+/// Reads at most `max` + 1 bytes of a body (the handlers answer their own 413 past `max`).
+async fn read_body(req: http::Request<Body>, max: usize) -> http::Request<Bytes> {
     let (parts, body) = req.into_parts();
-    // Read at most one byte past the limit, so the endpoint answers its own clear 413.
     let bytes = match Limited::new(body, max + 1).collect().await {
         Ok(c) => c.to_bytes(),
         Err(_) => Bytes::from(vec![0u8; max + 1]),
     };
-    state.endpoint.handle(http::Request::from_parts(parts, bytes)).await.map(Body::from).into_response()
+    http::Request::from_parts(parts, bytes)
+}
+
+async fn relay(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {
+    let req = read_body(req, shared::relay_api::MAX_BODY_BYTES).await;
+    state.relay.handle(req).await.map(Body::from).into_response()
+}
+
+async fn owner(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {
+    let req = read_body(req, shared::relay_api::MAX_BODY_BYTES).await;
+    state.owner.handle(req).await.map(Body::from).into_response()
+}
+
+/// Revokes earlier local relay devices and creates a fresh one (tokens are shown once).
+async fn fresh_device_token(store: &SqliteStore, owner: &OwnerId) -> anyhow::Result<String> {
+    for d in store.list_devices(owner).await? {
+        if d.name == LOCAL_DEVICE && d.revoked_at.is_none() {
+            store.revoke_device(owner, d.device_id).await?;
+        }
+    }
+    let (token, hash) = shared::devices::new_token()?;
+    store.create_device(owner, LOCAL_DEVICE, &hash).await?;
+    Ok(token)
+}
+
+async fn mcp(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {
+    let req = read_body(req, state.endpoint.config().max_body_bytes).await;
+    state.endpoint.handle(req).await.map(Body::from).into_response()
 }
 
 async fn metadata(State(state): State<Arc<AppState>>, headers: http::HeaderMap) -> axum::response::Response {

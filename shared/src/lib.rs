@@ -15,6 +15,8 @@
 //! | [`store`] | capability traits and the DynamoDB and SQLite implementations |
 //! | [`tools`] | the nine MCP tools: wire types (the schema), descriptions, handlers |
 //! | [`auth`] | bearer tokens: RS256 against a cached JWKS, HS256 in local mode |
+//! | [`relay_api`] | the desktop relay's HTTP API (sync, start, control, complete) |
+//! | [`owner_api`] | the owner's HTTP API (projects, device tokens) |
 //! | [`mcp`] | the MCP endpoint: rmcp (stateless JSON) behind auth, scope and size checks |
 //!
 //! Stores do one conditional write per state change and hand the old image of a failed
@@ -28,7 +30,9 @@ pub mod errors;
 pub mod ids;
 pub mod limits;
 pub mod mcp;
+pub mod owner_api;
 pub mod projects;
+pub mod relay_api;
 pub mod runs;
 pub mod store;
 pub mod tasks;

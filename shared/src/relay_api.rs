@@ -1,0 +1,220 @@
+//! The relay HTTP API (SPEC §4): what the desktop relay calls, with its device token.
+//!
+//! | route | does |
+//! |---|---|
+//! | `POST {PREFIX}/sync` | replace the project's shared-session set (≤ 100), record the sync, return queued commands + `poll_interval_s` |
+//! | `POST {PREFIX}/commands/{id}/start` | queued → running; `409 {"status":"cancelled"}` if cancelled meanwhile |
+//! | `GET {PREFIX}/commands/{id}/control` | heartbeat; `{"cancel_requested":bool}` |
+//! | `POST {PREFIX}/commands/{id}/complete` | running → terminal, idempotent by sha256, cancel wins |
+//!
+//! Plain functions over `http` types: the `graph_relay` Lambda and the local server call
+//! [`RelayApi::handle`]. Every input is checked before any write (command ids are UUIDs, the
+//! session list and the completion within their limits); every error is JSON
+//! `{"error": "<field>: <rule>"}` with a fitting status.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Method, StatusCode, header};
+use serde::Deserialize;
+use serde_json::json;
+
+use crate::auth::bearer;
+use crate::clock::SharedClock;
+use crate::devices::token_hash;
+use crate::ids::{CommandId, ProjectId};
+use crate::limits::{MAX_EXECUTION_ID_CHARS, Policy, char_len};
+use crate::projects::SyncOutcome;
+use crate::runs::{CompleteOutcome, Completion, ControlOutcome, SessionMeta, StartOutcome, validate_sessions};
+use crate::store::{AuthenticateDevices, RelayRuns, StoreError, SyncSessions};
+
+/// Path prefix of the relay API.
+pub const PREFIX: &str = "/external-assistants/graph-relays";
+/// Largest request body (a 100-session sync or a maximal completion fit easily).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Most queued commands returned by one sync (oldest first).
+pub const MAX_COMMANDS_PER_SYNC: usize = 100;
+
+/// The IAM actions the `graph_relay` function needs on the table (token lookup, the
+/// conditional updates, the queue index). Proven against the emulator in the suite.
+pub const DYNAMODB_ACTIONS: &[&str] = &["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query"];
+
+/// The store capabilities the relay API uses.
+pub trait RelayStore: SyncSessions + RelayRuns + AuthenticateDevices {}
+impl<T: SyncSessions + RelayRuns + AuthenticateDevices + ?Sized> RelayStore for T {}
+
+/// The relay API over a store.
+pub struct RelayApi<S: ?Sized> {
+    /// The store.
+    pub store: Arc<S>,
+    /// The clock (`server_time`).
+    pub clock: SharedClock,
+    /// `poll_interval_s` comes from here.
+    pub policy: Policy,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct SyncBody {
+    project_id: String,
+    #[serde(default)]
+    sessions: Vec<SessionMeta>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StartBody {
+    execution_id: String,
+}
+
+fn json_response(status: StatusCode, v: serde_json::Value) -> http::Response<Bytes> {
+    let mut r = http::Response::new(Bytes::from(v.to_string()));
+    *r.status_mut() = status;
+    r.headers_mut().insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    r
+}
+
+fn error(status: StatusCode, message: impl Into<String>) -> http::Response<Bytes> {
+    json_response(status, json!({ "error": message.into() }))
+}
+
+fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, http::Response<Bytes>> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        let msg = if path == "." { format!("body: {}", e.inner()) } else { format!("{path}: {}", e.inner()) };
+        error(StatusCode::BAD_REQUEST, msg)
+    })
+}
+
+fn internal(e: &StoreError) -> http::Response<Bytes> {
+    tracing::error!(error = %e, "relay API store failure");
+    error(StatusCode::SERVICE_UNAVAILABLE, "temporarily unavailable; retry")
+}
+
+impl<S: RelayStore + ?Sized> RelayApi<S> {
+    /// Answers one request whose path starts with [`PREFIX`].
+    pub async fn handle(&self, req: http::Request<Bytes>) -> http::Response<Bytes> {
+        if req.body().len() > MAX_BODY_BYTES {
+            return error(StatusCode::PAYLOAD_TOO_LARGE, format!("body: at most {MAX_BODY_BYTES} bytes"));
+        }
+        let token = bearer(req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()));
+        let device = match token {
+            None => None,
+            Some(t) => match self.store.device_by_token_hash(&token_hash(t)).await {
+                Ok(d) => d,
+                Err(e) => return internal(&e),
+            },
+        };
+        let Some(device) = device else {
+            return error(StatusCode::UNAUTHORIZED, "a valid device token is required (Authorization: Bearer fcd_…)");
+        };
+        let owner = device.owner;
+        let path = req.uri().path().strip_prefix(PREFIX).unwrap_or_default().to_owned();
+        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+        let method = req.method().clone();
+        match (method, segments.as_slice()) {
+            (Method::POST, ["sync"]) => self.sync(&owner, req.body()).await,
+            (Method::POST, ["commands", id, "start"]) => match CommandId::parse("command_id", id) {
+                Err(e) => error(StatusCode::BAD_REQUEST, e.to_string()),
+                Ok(id) => self.start(&owner, id, req.body()).await,
+            },
+            (Method::GET, ["commands", id, "control"]) => match CommandId::parse("command_id", id) {
+                Err(e) => error(StatusCode::BAD_REQUEST, e.to_string()),
+                Ok(id) => self.control(&owner, id).await,
+            },
+            (Method::POST, ["commands", id, "complete"]) => match CommandId::parse("command_id", id) {
+                Err(e) => error(StatusCode::BAD_REQUEST, e.to_string()),
+                Ok(id) => self.complete(&owner, id, req.body()).await,
+            },
+            (_, ["sync"] | ["commands", _, "start" | "control" | "complete"]) => {
+                error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this route")
+            }
+            _ => error(StatusCode::NOT_FOUND, format!("no route {path}")),
+        }
+    }
+
+    async fn sync(&self, owner: &crate::ids::OwnerId, body: &[u8]) -> http::Response<Bytes> {
+        let b: SyncBody = match parse_body(body) {
+            Ok(b) => b,
+            Err(r) => return r,
+        };
+        let project = match ProjectId::parse("project_id", &b.project_id) {
+            Ok(p) => p,
+            Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
+        };
+        if let Err(e) = validate_sessions(&b.sessions) {
+            return error(StatusCode::BAD_REQUEST, e.to_string());
+        }
+        match self.store.sync_sessions(owner, project, &b.sessions).await {
+            Err(e) => internal(&e),
+            Ok(SyncOutcome::NotFound) => error(StatusCode::NOT_FOUND, "project_id: no such project"),
+            Ok(SyncOutcome::Disabled) => json_response(
+                StatusCode::CONFLICT,
+                json!({"error": "project is not enabled for connected agents", "enabled": false}),
+            ),
+            Ok(SyncOutcome::Synced(_)) => match self.store.list_queued(owner, project, MAX_COMMANDS_PER_SYNC).await {
+                Err(e) => internal(&e),
+                Ok(runs) => json_response(
+                    StatusCode::OK,
+                    json!({
+                        "commands": runs.iter().map(|r| json!({
+                            "command_id": r.command_id.to_string(),
+                            "graph_session_id": r.graph_session_id.as_str(),
+                            "slug": r.slug,
+                            "arguments": r.arguments,
+                            "queued_at": r.queued_at.rfc3339(),
+                        })).collect::<Vec<_>>(),
+                        "poll_interval_s": self.policy.poll_interval.as_secs(),
+                        "server_time": self.clock.now().rfc3339(),
+                    }),
+                ),
+            },
+        }
+    }
+
+    async fn start(&self, owner: &crate::ids::OwnerId, id: CommandId, body: &[u8]) -> http::Response<Bytes> {
+        let b: StartBody = match parse_body(body) {
+            Ok(b) => b,
+            Err(r) => return r,
+        };
+        let n = char_len(&b.execution_id);
+        if n == 0 || n > MAX_EXECUTION_ID_CHARS {
+            return error(StatusCode::BAD_REQUEST, format!("execution_id: must be 1 to {MAX_EXECUTION_ID_CHARS} characters (got {n})"));
+        }
+        match self.store.start_run(owner, id, &b.execution_id).await {
+            Err(e) => internal(&e),
+            Ok(StartOutcome::Started) => json_response(StatusCode::OK, json!({"status": "running"})),
+            Ok(StartOutcome::Replayed) => json_response(StatusCode::OK, json!({"status": "running", "replayed": true})),
+            Ok(StartOutcome::Refused(s)) => json_response(StatusCode::CONFLICT, json!({"status": s})),
+            Ok(StartOutcome::NotFound) => error(StatusCode::NOT_FOUND, "command_id: no such command"),
+        }
+    }
+
+    async fn control(&self, owner: &crate::ids::OwnerId, id: CommandId) -> http::Response<Bytes> {
+        match self.store.control_run(owner, id).await {
+            Err(e) => internal(&e),
+            Ok(ControlOutcome::Running { cancel_requested }) => json_response(StatusCode::OK, json!({"cancel_requested": cancel_requested})),
+            // Not running for the server any more (cancelled, timed out): the relay must stop.
+            Ok(ControlOutcome::NotRunning(s)) => json_response(StatusCode::OK, json!({"cancel_requested": true, "status": s})),
+            Ok(ControlOutcome::NotFound) => error(StatusCode::NOT_FOUND, "command_id: no such command"),
+        }
+    }
+
+    async fn complete(&self, owner: &crate::ids::OwnerId, id: CommandId, body: &[u8]) -> http::Response<Bytes> {
+        let c: Completion = match parse_body(body) {
+            Ok(c) => c,
+            Err(r) => return r,
+        };
+        if let Err(e) = c.validate() {
+            return error(StatusCode::BAD_REQUEST, e.to_string());
+        }
+        match self.store.complete_run(owner, id, &c).await {
+            Err(e) => internal(&e),
+            Ok(CompleteOutcome::Recorded(s)) => json_response(StatusCode::OK, json!({"ok": true, "status": s})),
+            Ok(CompleteOutcome::Replayed(s)) => json_response(StatusCode::OK, json!({"ok": true, "replayed": true, "status": s})),
+            Ok(CompleteOutcome::Conflict(s)) => json_response(StatusCode::CONFLICT, json!({"status": s})),
+            Ok(CompleteOutcome::NotFound) => error(StatusCode::NOT_FOUND, "command_id: no such command"),
+        }
+    }
+}
