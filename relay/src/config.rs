@@ -1,0 +1,288 @@
+//! The relay's configuration file (TOML), read once at start.
+//!
+//! ```toml
+//! server_url = "https://abc.execute-api.eu-west-1.amazonaws.com"
+//! device_token_file = "~/.config/foundry-relay/device-token"   # or: device_token = "fcd_…"
+//!
+//! [[sessions]]
+//! graph_session_id = "gs_0123456789abcdef0123456789abcdef"
+//! name = "Weekly report"
+//! description = "Drafts the weekly report from the team's notes"
+//! slug = "weekly-report"
+//! version = "3"
+//! projects = ["0190b3c4-5d6e-4f80-9a1b-2c3d4e5f6a7b"]
+//! command = ["/usr/local/bin/run-graph", "weekly-report"]
+//! ```
+//!
+//! Every problem in the file is reported at once, naming the key.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use serde::Deserialize;
+use shared::ids::{GraphSessionId, ProjectId};
+use shared::runs::{SessionMeta, validate_sessions};
+
+/// Default time between control polls while a run is running (SPEC §5: 3 s).
+pub const DEFAULT_CONTROL_POLL: Duration = Duration::from_secs(3);
+/// Default poll interval until the server says otherwise (SPEC §5: 20 s).
+pub const DEFAULT_POLL: Duration = Duration::from_secs(20);
+/// Default time between SIGTERM and SIGKILL when a run is cancelled.
+pub const DEFAULT_CANCEL_GRACE: Duration = Duration::from_secs(5);
+/// Environment variable overriding the config file's path.
+pub const CONFIG_ENV: &str = "FOUNDRY_RELAY_CONFIG";
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawConfig {
+    server_url: String,
+    #[serde(default)]
+    device_token: Option<String>,
+    #[serde(default)]
+    device_token_file: Option<PathBuf>,
+    #[serde(default)]
+    state_dir: Option<PathBuf>,
+    #[serde(default)]
+    control_poll_ms: Option<u64>,
+    #[serde(default)]
+    poll_s: Option<u64>,
+    #[serde(default)]
+    cancel_grace_ms: Option<u64>,
+    #[serde(default)]
+    sessions: Vec<RawSession>,
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawSession {
+    graph_session_id: String,
+    name: String,
+    #[serde(default)]
+    description: String,
+    slug: String,
+    #[serde(default)]
+    version: String,
+    #[serde(default = "ready")]
+    status: String,
+    #[serde(default)]
+    projects: Vec<String>,
+    command: Vec<String>,
+}
+
+fn ready() -> String {
+    "ready".into()
+}
+
+/// One graph session this desktop can run.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Session {
+    /// What the server sees.
+    pub meta: SessionMeta,
+    /// The projects it is shared in.
+    pub projects: Vec<ProjectId>,
+    /// The program and its arguments: reads the run's arguments (JSON) on stdin, prints the
+    /// result on stdout.
+    pub command: Vec<String>,
+}
+
+/// The relay's settings.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// The server's base URL.
+    pub server_url: String,
+    /// The device token.
+    pub device_token: String,
+    /// Where the outbox, the start journal and `status.json` live.
+    pub state_dir: PathBuf,
+    /// Between control polls during a run.
+    pub control_poll: Duration,
+    /// Poll interval until the server sends `poll_interval_s`.
+    pub poll: Duration,
+    /// SIGTERM → SIGKILL grace on cancel.
+    pub cancel_grace: Duration,
+    /// The sessions this desktop runs.
+    pub sessions: Vec<Session>,
+}
+
+impl Config {
+    /// The projects any session is shared in, in first-seen order.
+    pub fn projects(&self) -> Vec<ProjectId> {
+        let mut out: Vec<ProjectId> = Vec::new();
+        for s in &self.sessions {
+            for p in &s.projects {
+                if !out.contains(p) {
+                    out.push(*p);
+                }
+            }
+        }
+        out
+    }
+
+    /// The session metadata marked for `project` (what a sync sends).
+    pub fn sessions_for(&self, project: ProjectId) -> Vec<SessionMeta> {
+        self.sessions.iter().filter(|s| s.projects.contains(&project)).map(|s| s.meta.clone()).collect()
+    }
+
+    /// The session with this id, if configured.
+    pub fn session(&self, id: &GraphSessionId) -> Option<&Session> {
+        self.sessions.iter().find(|s| &s.meta.graph_session_id == id)
+    }
+
+    /// Reads and checks `path`.
+    ///
+    /// # Errors
+    /// Every problem, one per line, naming the key.
+    pub fn load(path: &Path) -> Result<Self, String> {
+        let text = std::fs::read_to_string(path).map_err(|e| format!("{}: cannot read ({e})", path.display()))?;
+        Self::parse(&text, path.parent().unwrap_or(Path::new(".")))
+    }
+
+    /// Parses config text; relative paths are relative to `base`.
+    ///
+    /// # Errors
+    /// Every problem, one per line, naming the key.
+    pub fn parse(text: &str, base: &Path) -> Result<Self, String> {
+        let raw: RawConfig = toml::from_str(text).map_err(|e| format!("config: {e}"))?;
+        let mut errors = Vec::new();
+        if !(raw.server_url.starts_with("https://") || raw.server_url.starts_with("http://")) {
+            errors.push(format!("server_url: must be an http(s) URL (got {:?})", raw.server_url));
+        }
+        let resolve = |p: &Path| if p.is_absolute() { p.to_path_buf() } else { base.join(p) };
+        let device_token = match (&raw.device_token, &raw.device_token_file) {
+            (Some(t), None) => t.trim().to_owned(),
+            (None, Some(f)) => std::fs::read_to_string(resolve(f)).map(|t| t.trim().to_owned()).unwrap_or_else(|e| {
+                errors.push(format!("device_token_file: cannot read {} ({e})", f.display()));
+                String::new()
+            }),
+            _ => {
+                errors.push("device_token / device_token_file: set exactly one".into());
+                String::new()
+            }
+        };
+        if !device_token.is_empty() && !device_token.starts_with(shared::devices::TOKEN_PREFIX) {
+            errors.push(format!("device_token: must start with {}", shared::devices::TOKEN_PREFIX));
+        }
+        let mut sessions = Vec::new();
+        for (i, s) in raw.sessions.into_iter().enumerate() {
+            let id = match GraphSessionId::parse("graph_session_id", &s.graph_session_id) {
+                Ok(id) => id,
+                Err(e) => {
+                    errors.push(format!("sessions[{i}].{e}"));
+                    continue;
+                }
+            };
+            let mut projects = Vec::new();
+            for p in &s.projects {
+                match ProjectId::parse("projects", p) {
+                    Ok(p) => projects.push(p),
+                    Err(e) => errors.push(format!("sessions[{i}].{e}")),
+                }
+            }
+            if s.command.is_empty() {
+                errors.push(format!("sessions[{i}].command: must name a program"));
+            }
+            let meta = SessionMeta {
+                graph_session_id: id,
+                name: s.name,
+                description: s.description,
+                slug: s.slug,
+                version: s.version,
+                status: s.status,
+            };
+            sessions.push(Session { meta, projects, command: s.command });
+        }
+        let metas: Vec<SessionMeta> = sessions.iter().map(|s| s.meta.clone()).collect();
+        if let Err(e) = validate_sessions(&metas) {
+            errors.push(e.to_string());
+        }
+        let state_dir = match raw.state_dir {
+            Some(d) => resolve(&d),
+            None => default_state_dir().unwrap_or_else(|| base.join("relay-state")),
+        };
+        let ms = |v: Option<u64>, d: Duration| v.map(Duration::from_millis).unwrap_or(d);
+        let config = Config {
+            server_url: raw.server_url.trim_end_matches('/').to_owned(),
+            device_token,
+            state_dir,
+            control_poll: ms(raw.control_poll_ms, DEFAULT_CONTROL_POLL),
+            poll: raw.poll_s.map(Duration::from_secs).unwrap_or(DEFAULT_POLL),
+            cancel_grace: ms(raw.cancel_grace_ms, DEFAULT_CANCEL_GRACE),
+            sessions,
+        };
+        if config.control_poll.is_zero() || config.poll.is_zero() {
+            errors.push("control_poll_ms / poll_s: must be > 0".into());
+        }
+        if errors.is_empty() { Ok(config) } else { Err(errors.join("\n")) }
+    }
+}
+
+/// The platform's per-user config file: `~/Library/Application Support/foundry-relay/relay.toml`
+/// on macOS, `$XDG_CONFIG_HOME/foundry-relay/relay.toml` (or `~/.config/…`) elsewhere.
+pub fn default_config_path() -> Option<PathBuf> {
+    let home = std::env::var_os("HOME").map(PathBuf::from)?;
+    let dir = if cfg!(target_os = "macos") {
+        home.join("Library/Application Support")
+    } else {
+        std::env::var_os("XDG_CONFIG_HOME").map(PathBuf::from).unwrap_or_else(|| home.join(".config"))
+    };
+    Some(dir.join("foundry-relay/relay.toml"))
+}
+
+fn default_state_dir() -> Option<PathBuf> {
+    let home = std::env::var_os("HOME").map(PathBuf::from)?;
+    Some(if cfg!(target_os = "macos") {
+        home.join("Library/Application Support/foundry-relay/state")
+    } else {
+        std::env::var_os("XDG_STATE_HOME").map(PathBuf::from).unwrap_or_else(|| home.join(".local/state")).join("foundry-relay")
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn reports_every_problem_with_its_key() {
+        let text = r#"
+server_url = "ftp://x"
+device_token = "nope"
+[[sessions]]
+graph_session_id = "gs_123"
+name = "a"
+slug = "a"
+command = []
+[[sessions]]
+graph_session_id = "gs_0123456789abcdef0123456789abcdef"
+name = "b"
+slug = "b"
+projects = ["not-a-uuid"]
+command = []
+"#;
+        let e = Config::parse(text, Path::new("/tmp")).unwrap_err();
+        for needle in ["server_url", "device_token: must start", "sessions[0].graph_session_id", "sessions[1].projects", "sessions[1].command"] {
+            assert!(e.contains(needle), "{needle} missing from:\n{e}");
+        }
+    }
+
+    #[test]
+    fn parses_a_good_file() {
+        let text = r#"
+server_url = "http://127.0.0.1:8787/"
+device_token = "fcd_abc"
+state_dir = "state"
+control_poll_ms = 200
+[[sessions]]
+graph_session_id = "gs_0123456789abcdef0123456789abcdef"
+name = "Weekly"
+slug = "weekly"
+projects = ["0190b3c4-5d6e-4f80-9a1b-2c3d4e5f6a7b"]
+command = ["sh", "-c", "cat"]
+"#;
+        let c = Config::parse(text, Path::new("/base")).unwrap();
+        assert_eq!(c.server_url, "http://127.0.0.1:8787");
+        assert_eq!(c.state_dir, PathBuf::from("/base/state"));
+        assert_eq!(c.control_poll, Duration::from_millis(200));
+        assert_eq!(c.projects().len(), 1);
+        assert_eq!(c.sessions_for(c.projects()[0]).len(), 1);
+    }
+}
