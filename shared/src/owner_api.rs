@@ -29,6 +29,10 @@ use crate::tools::SCOPE_OWNER;
 /// Path prefix of the owner API.
 pub const PREFIX: &str = "/owner";
 
+/// The IAM actions the `owner_api` function needs on the table. Proven against the emulator in
+/// the suite.
+pub const DYNAMODB_ACTIONS: &[&str] = &["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"];
+
 /// The store capabilities the owner API uses.
 pub trait OwnerStore: ManageProjects + ManageDevices {}
 impl<T: ManageProjects + ManageDevices + ?Sized> OwnerStore for T {}

@@ -37,7 +37,8 @@ pub struct RequestLog {
 }
 
 impl RequestLog {
-    /// Operations since the last [`RequestLog::take`], in order.
+    /// Operations since the last [`RequestLog::take`], in order. A transaction is logged as
+    /// `TransactWriteItems:<kinds of its items>`, e.g. `TransactWriteItems:ConditionCheck,Put`.
     pub fn take(&self) -> Vec<String> {
         self.ops.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default()
     }
@@ -50,7 +51,7 @@ impl RequestLog {
 
 /// Whether a DynamoDB operation writes.
 pub fn is_write(op: &str) -> bool {
-    matches!(op, "PutItem" | "UpdateItem" | "DeleteItem" | "TransactWriteItems" | "BatchWriteItem")
+    matches!(op.split(':').next(), Some("PutItem" | "UpdateItem" | "DeleteItem" | "TransactWriteItems" | "BatchWriteItem"))
 }
 
 impl Intercept for RequestLog {
@@ -61,7 +62,7 @@ impl Intercept for RequestLog {
     // Serialization happens once per operation, before the retry loop: one entry per call.
     fn read_after_serialization(
         &self,
-        _context: &BeforeTransmitInterceptorContextRef<'_>,
+        context: &BeforeTransmitInterceptorContextRef<'_>,
         _runtime_components: &RuntimeComponents,
         cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
@@ -69,7 +70,23 @@ impl Intercept for RequestLog {
             if is_write(m.name()) {
                 self.writes.fetch_add(1, Ordering::SeqCst);
             }
-            log.push(m.name().to_owned());
+            let mut entry = m.name().to_owned();
+            // A transaction's IAM needs are those of its parts: record them from the body.
+            if entry == "TransactWriteItems"
+                && let Some(body) = context.request().body().bytes()
+                && let Ok(v) = serde_json::from_slice::<serde_json::Value>(body)
+            {
+                let mut kinds: Vec<String> = v["TransactItems"]
+                    .as_array()
+                    .into_iter()
+                    .flatten()
+                    .filter_map(|i| i.as_object().and_then(|o| o.keys().next().cloned()))
+                    .collect();
+                kinds.sort();
+                kinds.dedup();
+                entry = format!("{entry}:{}", kinds.join(","));
+            }
+            log.push(entry);
         }
         Ok(())
     }

@@ -823,7 +823,7 @@ async fn request_counts_on_the_common_path(h: Harness) {
         ("list_open_tasks", &["Query"], 0),
         ("get_task", &["GetItem"], 0),
         // One read for the session's slug and the hints, then one transaction.
-        ("queue_run", &["GetItem", "TransactWriteItems"], 1),
+        ("queue_run", &["GetItem", "TransactWriteItems:ConditionCheck,Put"], 1),
         ("list_queued", &["Query"], 0),
         ("get_run", &["GetItem"], 0),
         ("start", &["UpdateItem"], 1),

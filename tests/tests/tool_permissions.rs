@@ -17,11 +17,17 @@ use shared::runs::SessionMeta;
 use shared::tasks::{AssignOutcome, AssignTask};
 use shared::tools::{DirBlobStore, ToolCall, ToolDeps, ToolName, ToolReply, handle};
 
+/// IAM actions of one logged request; a transaction needs the actions of its parts.
 fn iam(op: &str) -> Vec<String> {
-    match op {
-        // Every transaction this code writes is made of Puts and ConditionChecks.
-        "TransactWriteItems" => vec!["dynamodb:PutItem".into(), "dynamodb:ConditionCheckItem".into()],
-        other => vec![format!("dynamodb:{other}")],
+    match op.split_once(':') {
+        Some(("TransactWriteItems", kinds)) => kinds
+            .split(',')
+            .map(|k| match k {
+                "ConditionCheck" => "dynamodb:ConditionCheckItem".to_owned(),
+                other => format!("dynamodb:{other}Item"),
+            })
+            .collect(),
+        _ => vec![format!("dynamodb:{op}")],
     }
 }
 
@@ -94,4 +100,75 @@ async fn every_tool_uses_exactly_its_declared_dynamodb_actions() {
         eprintln!("{}: {:?}", tool.as_str(), used);
         assert_eq!(used, declared, "{}: IAM actions used vs declared", tool.as_str());
     }
+}
+
+/// Requests for the relay and owner APIs, through their real HTTP handlers.
+fn request(method: &str, path: &str, token: &str, body: serde_json::Value) -> http::Request<bytes::Bytes> {
+    http::Request::builder()
+        .method(method)
+        .uri(path)
+        .header("authorization", format!("Bearer {token}"))
+        .body(bytes::Bytes::from(body.to_string()))
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
+    use shared::auth::{Authenticator, Keys, mint_hs256};
+    use shared::owner_api::OwnerApi;
+    use shared::relay_api::RelayApi;
+    use shared::clock::Clock;
+    let Some(h) = Harness::dynamo(test_policy()).await else { return };
+    let Backend::Dynamo { log, .. } = &h.backend else { unreachable!() };
+    let secret = b"an owner-api test secret of 32 b".to_vec();
+    let auth = Arc::new(Authenticator { issuer: "iss".into(), audiences: vec!["aud".into()], keys: Keys::Hs256(secret.clone()), clock: h.clock.clone() });
+    let owner_token = mint_hs256(&secret, "iss", "aud", "api-owner", "panel", &["osfoundry:owner"], h.clock.now(), std::time::Duration::from_secs(600)).unwrap();
+    let owner_api = OwnerApi { store: Arc::clone(&h.store), auth };
+    let relay_api = RelayApi { store: Arc::clone(&h.store), clock: h.clock.clone(), policy: h.policy };
+    let iam_of = |ops: Vec<String>| -> BTreeSet<String> { ops.iter().flat_map(|o| iam(o)).collect() };
+
+    // Owner API: every route.
+    log.take();
+    let created: serde_json::Value = serde_json::from_slice(owner_api.handle(request("POST", "/owner/projects", &owner_token, json!({"name": "P"}))).await.body()).unwrap();
+    let project = created["project_id"].as_str().unwrap().to_owned();
+    owner_api.handle(request("PUT", &format!("/owner/projects/{project}"), &owner_token, json!({"enabled": true}))).await;
+    owner_api.handle(request("GET", "/owner/projects", &owner_token, json!(null))).await;
+    let device: serde_json::Value = serde_json::from_slice(owner_api.handle(request("POST", "/owner/devices", &owner_token, json!({"name": "Mac"}))).await.body()).unwrap();
+    owner_api.handle(request("GET", "/owner/devices", &owner_token, json!(null))).await;
+    let device_token = device["token"].as_str().unwrap().to_owned();
+    let spare: serde_json::Value = serde_json::from_slice(owner_api.handle(request("POST", "/owner/devices", &owner_token, json!({"name": "Old"}))).await.body()).unwrap();
+    let revoked = owner_api.handle(request("DELETE", &format!("/owner/devices/{}", spare["device_id"].as_str().unwrap()), &owner_token, json!(null))).await;
+    assert_eq!(revoked.status(), 200);
+    let owner_used = iam_of(log.take());
+
+    // Relay API: sync, start, control, complete, on a queued run.
+    let gs = GraphSessionId::parse("g", &format!("gs_{}", "e".repeat(32))).unwrap();
+    let sync_body = json!({"project_id": project, "sessions": [{"graph_session_id": gs.to_string(), "name": "G", "slug": "g"}]});
+    let res = relay_api.handle(request("POST", "/external-assistants/graph-relays/sync", &device_token, sync_body.clone())).await;
+    assert_eq!(res.status(), 200, "{:?}", res.body());
+    let owner = OwnerId::new("api-owner").unwrap();
+    let agent = AgentId::new("c", "api-owner").unwrap();
+    let req = shared::runs::QueueRun {
+        owner: owner.clone(),
+        agent,
+        project_id: None,
+        graph_session_id: gs,
+        arguments: json!({}),
+        idempotency_key: IdempotencyKey::parse("relay-perm-1").unwrap(),
+    };
+    let shared::runs::QueueOutcome::Queued(run) = h.store.queue_run(&req).await.unwrap() else { panic!() };
+    log.take();
+    relay_api.handle(request("POST", "/external-assistants/graph-relays/sync", &device_token, sync_body)).await;
+    let id = run.command_id;
+    let start = relay_api.handle(request("POST", &format!("/external-assistants/graph-relays/commands/{id}/start"), &device_token, json!({"execution_id": "e1"}))).await;
+    assert_eq!(start.status(), 200);
+    relay_api.handle(request("GET", &format!("/external-assistants/graph-relays/commands/{id}/control"), &device_token, json!(null))).await;
+    let done = relay_api.handle(request("POST", &format!("/external-assistants/graph-relays/commands/{id}/complete"), &device_token, json!({"execution_id": "e1", "status": "completed", "result": "ok"}))).await;
+    assert_eq!(done.status(), 200);
+    let relay_used = iam_of(log.take());
+
+    let declared = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<BTreeSet<String>>();
+    eprintln!("owner_api: {owner_used:?}\ngraph_relay: {relay_used:?}");
+    assert_eq!(owner_used, declared(shared::owner_api::DYNAMODB_ACTIONS));
+    assert_eq!(relay_used, declared(shared::relay_api::DYNAMODB_ACTIONS));
 }

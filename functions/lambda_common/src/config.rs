@@ -47,6 +47,11 @@ pub fn required_keys(function: &str) -> Option<Vec<String>> {
         keys.extend(ToolName::ALL.into_iter().map(tool_function_key));
         return Some(keys);
     }
+    match function {
+        "graph_relay" => return Some(vec![TABLE_NAME.to_owned()]),
+        "owner_api" => return Some([TABLE_NAME, OAUTH_ISSUER, JWKS_URL, OAUTH_AUDIENCES].map(str::to_owned).to_vec()),
+        _ => {}
+    }
     let tool = ToolName::parse(function)?;
     let mut keys = vec![TABLE_NAME.to_owned()];
     if tool == ToolName::UploadLinkedChatArtifact {
@@ -123,6 +128,59 @@ impl ToolConfig {
         let policy = r.policy();
         let bucket = (tool == ToolName::UploadLinkedChatArtifact).then(|| r.required(ARTIFACT_BUCKET));
         r.finish(Self { table, policy, bucket })
+    }
+}
+
+/// Settings of the `graph_relay` function.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RelayConfig {
+    /// The DynamoDB table.
+    pub table: String,
+    /// Time rules (the poll interval it tells relays, the heartbeat timeout).
+    pub policy: Policy,
+}
+
+impl RelayConfig {
+    /// Reads the settings through `get`.
+    ///
+    /// # Errors
+    /// Every problem, one per line.
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let mut r = Reader { get, errors: Vec::new() };
+        let table = r.required(TABLE_NAME);
+        let policy = r.policy();
+        r.finish(Self { table, policy })
+    }
+}
+
+/// Settings of the `owner_api` function.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnerConfig {
+    /// The DynamoDB table.
+    pub table: String,
+    /// Time rules.
+    pub policy: Policy,
+    /// Expected `iss`.
+    pub issuer: String,
+    /// JWKS URL.
+    pub jwks_url: String,
+    /// Accepted audiences (the owner's app client).
+    pub audiences: Vec<String>,
+}
+
+impl OwnerConfig {
+    /// Reads the settings through `get`.
+    ///
+    /// # Errors
+    /// Every problem, one per line.
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+        let mut r = Reader { get, errors: Vec::new() };
+        let table = r.required(TABLE_NAME);
+        let policy = r.policy();
+        let issuer = r.required(OAUTH_ISSUER);
+        let jwks_url = r.required(JWKS_URL);
+        let audiences = list(&r.required(OAUTH_AUDIENCES));
+        r.finish(Self { table, policy, issuer, jwks_url, audiences })
     }
 }
 

@@ -8,6 +8,8 @@
 //! | [`config`] | typed settings from the environment, every key a constant, all errors reported at once |
 //! | [`run_tool`] | a tool function: `ToolCall` in, `ToolReply` out, on DynamoDB (and S3 for artifacts) |
 //! | [`run_mcp`] | the `mcp` function: HTTP API events through [`shared::mcp::McpEndpoint`] |
+//! | [`run_relay_api`] | the `graph_relay` function: [`shared::relay_api::RelayApi`] |
+//! | [`run_owner_api`] | the `owner_api` function: [`shared::owner_api::OwnerApi`] |
 //! | [`LambdaDispatch`] | `tools/call` → synchronous invoke of the tool's own function |
 //! | [`HttpJwks`] | fetches the OAuth issuer's JWKS (cached by `shared::auth::JwksCache`) |
 //! | [`S3Blobs`] | artifact bytes in S3 |
@@ -29,7 +31,7 @@ use shared::mcp::{Dispatch, McpEndpoint, RESOURCE_METADATA_PATH, resource_metada
 use shared::store::dynamo::DynamoStore;
 use shared::tools::{BlobStore, ToolCall, ToolDeps, ToolFault, ToolName, ToolReply, handle};
 
-pub use config::{McpConfig, ToolConfig};
+pub use config::{McpConfig, OwnerConfig, RelayConfig, ToolConfig};
 
 /// The error type Lambda entry points return.
 pub type Error = lambda_runtime::Error;
@@ -192,15 +194,65 @@ pub async fn run_mcp() -> Result<(), Error> {
     .await
 }
 
+fn http_request(req: lambda_http::Request) -> http::Request<Bytes> {
+    let (parts, body) = req.into_parts();
+    http::Request::from_parts(parts, Bytes::copy_from_slice(body.as_ref()))
+}
+
+fn lambda_response(res: http::Response<Bytes>) -> http::Response<lambda_http::Body> {
+    res.map(|b| lambda_http::Body::from(b.to_vec()))
+}
+
+/// Runs the `graph_relay` function (the relay API) until the runtime stops it.
+///
+/// # Errors
+/// Bad configuration (before any work), or the runtime failing.
+pub async fn run_relay_api() -> Result<(), Error> {
+    init_tracing();
+    let config = RelayConfig::from_env(env).map_err(Error::from)?;
+    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let clock: SharedClock = Arc::new(SystemClock);
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table, clock.clone(), config.policy);
+    let api = Arc::new(shared::relay_api::RelayApi { store: Arc::new(store), clock, policy: config.policy });
+    lambda_http::run(lambda_http::service_fn(move |req: lambda_http::Request| {
+        let api = Arc::clone(&api);
+        async move { Ok::<_, Error>(lambda_response(api.handle(http_request(req)).await)) }
+    }))
+    .await
+}
+
+/// Runs the `owner_api` function until the runtime stops it.
+///
+/// # Errors
+/// Bad configuration (before any work), or the runtime failing.
+pub async fn run_owner_api() -> Result<(), Error> {
+    init_tracing();
+    let config = OwnerConfig::from_env(env).map_err(Error::from)?;
+    let aws = aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await;
+    let clock: SharedClock = Arc::new(SystemClock);
+    let http = reqwest::Client::builder().timeout(std::time::Duration::from_secs(5)).build().map_err(Error::from)?;
+    let auth = Authenticator {
+        issuer: config.issuer.clone(),
+        audiences: config.audiences.clone(),
+        keys: Keys::Jwks(JwksCache::new(Arc::new(HttpJwks { client: http, url: config.jwks_url.clone() }))),
+        clock: clock.clone(),
+    };
+    let store = DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), config.table, clock, config.policy);
+    let api = Arc::new(shared::owner_api::OwnerApi { store: Arc::new(store), auth: Arc::new(auth) });
+    lambda_http::run(lambda_http::service_fn(move |req: lambda_http::Request| {
+        let api = Arc::clone(&api);
+        async move { Ok::<_, Error>(lambda_response(api.handle(http_request(req)).await)) }
+    }))
+    .await
+}
+
 /// Routes one HTTP API request: the MCP path, or the protected-resource metadata.
 pub async fn route<D: Dispatch + ?Sized>(endpoint: &McpEndpoint<D>, req: lambda_http::Request) -> http::Response<lambda_http::Body> {
-    let (parts, body) = req.into_parts();
-    let path = parts.uri.path().to_owned();
-    let req = http::Request::from_parts(parts, Bytes::copy_from_slice(body.as_ref()));
-    let res = if path.starts_with(RESOURCE_METADATA_PATH) {
+    let req = http_request(req);
+    let res = if req.uri().path().starts_with(RESOURCE_METADATA_PATH) {
         resource_metadata_response(endpoint.config(), req.headers())
     } else {
         endpoint.handle(req).await
     };
-    res.map(|b| lambda_http::Body::from(b.to_vec()))
+    lambda_response(res)
 }
