@@ -27,6 +27,7 @@ pub mod auth;
 pub mod clock;
 pub mod devices;
 pub mod errors;
+pub mod http_json;
 pub mod ids;
 pub mod limits;
 pub mod mcp;

@@ -18,6 +18,7 @@ use http::{Method, StatusCode, header};
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::http_json;
 use crate::auth::{AuthError, Authenticator, bearer};
 use crate::devices::{Device, new_token};
 use crate::ids::{OwnerId, ProjectId};
@@ -57,28 +58,8 @@ struct EnableBody {
     enabled: bool,
 }
 
-fn json_response(status: StatusCode, v: serde_json::Value) -> http::Response<Bytes> {
-    let mut r = http::Response::new(Bytes::from(v.to_string()));
-    *r.status_mut() = status;
-    r.headers_mut().insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
-    r
-}
-
-fn error(status: StatusCode, message: impl Into<String>) -> http::Response<Bytes> {
-    json_response(status, json!({ "error": message.into() }))
-}
-
 fn internal(e: &StoreError) -> http::Response<Bytes> {
-    tracing::error!(error = %e, "owner API store failure");
-    error(StatusCode::SERVICE_UNAVAILABLE, "temporarily unavailable; retry")
-}
-
-fn body<T: serde::de::DeserializeOwned>(bytes: &[u8]) -> Result<T, http::Response<Bytes>> {
-    let mut de = serde_json::Deserializer::from_slice(bytes);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        error(StatusCode::BAD_REQUEST, if path == "." { format!("body: {}", e.inner()) } else { format!("{path}: {}", e.inner()) })
-    })
+    http_json::unavailable("owner API", e)
 }
 
 fn project_json(p: &Project) -> serde_json::Value {
@@ -104,7 +85,7 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
     /// Answers one request whose path starts with [`PREFIX`].
     pub async fn handle(&self, req: http::Request<Bytes>) -> http::Response<Bytes> {
         if req.body().len() > MAX_BODY_BYTES {
-            return error(StatusCode::PAYLOAD_TOO_LARGE, format!("body: at most {MAX_BODY_BYTES} bytes"));
+            return http_json::error(StatusCode::PAYLOAD_TOO_LARGE, format!("body: at most {MAX_BODY_BYTES} bytes"));
         }
         let token = bearer(req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()));
         let identity = match token {
@@ -113,46 +94,46 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
         };
         let owner = match identity {
             Ok(id) if id.has_scope(SCOPE_OWNER) => id.owner,
-            Ok(_) => return error(StatusCode::FORBIDDEN, format!("the token lacks the {SCOPE_OWNER} scope")),
-            Err(AuthError::KeysUnavailable(_)) => return error(StatusCode::SERVICE_UNAVAILABLE, "temporarily unavailable; retry"),
-            Err(_) => return error(StatusCode::UNAUTHORIZED, "a valid owner token is required"),
+            Ok(_) => return http_json::error(StatusCode::FORBIDDEN, format!("the token lacks the {SCOPE_OWNER} scope")),
+            Err(AuthError::KeysUnavailable(_)) => return http_json::error(StatusCode::SERVICE_UNAVAILABLE, "temporarily unavailable; retry"),
+            Err(_) => return http_json::error(StatusCode::UNAUTHORIZED, "a valid owner token is required"),
         };
         let path = req.uri().path().strip_prefix(PREFIX).unwrap_or_default().trim_matches('/').to_owned();
         let segments: Vec<&str> = path.split('/').collect();
         match (req.method().clone(), segments.as_slice()) {
             (Method::GET, ["projects"]) => match self.store.list_projects(&owner).await {
-                Ok(ps) => json_response(StatusCode::OK, json!({"projects": ps.iter().map(project_json).collect::<Vec<_>>()})),
+                Ok(ps) => http_json::response(StatusCode::OK, json!({"projects": ps.iter().map(project_json).collect::<Vec<_>>()})),
                 Err(e) => internal(&e),
             },
             (Method::POST, ["projects"]) => self.create_project(&owner, req.body()).await,
             (Method::PUT, ["projects", id]) => self.enable_project(&owner, id, req.body()).await,
             (Method::GET, ["devices"]) => match self.store.list_devices(&owner).await {
-                Ok(ds) => json_response(StatusCode::OK, json!({"devices": ds.iter().map(device_json).collect::<Vec<_>>()})),
+                Ok(ds) => http_json::response(StatusCode::OK, json!({"devices": ds.iter().map(device_json).collect::<Vec<_>>()})),
                 Err(e) => internal(&e),
             },
             (Method::POST, ["devices"]) => self.create_device(&owner, req.body()).await,
             (Method::DELETE, ["devices", id]) => match uuid::Uuid::try_parse(id) {
-                Err(_) => error(StatusCode::BAD_REQUEST, "device_id: must be a UUID"),
+                Err(_) => http_json::error(StatusCode::BAD_REQUEST, "device_id: must be a UUID"),
                 Ok(id) => match self.store.revoke_device(&owner, id).await {
-                    Ok(true) => json_response(StatusCode::OK, json!({"ok": true})),
-                    Ok(false) => error(StatusCode::NOT_FOUND, "device_id: no such device"),
+                    Ok(true) => http_json::response(StatusCode::OK, json!({"ok": true})),
+                    Ok(false) => http_json::error(StatusCode::NOT_FOUND, "device_id: no such device"),
                     Err(e) => internal(&e),
                 },
             },
-            _ => error(StatusCode::NOT_FOUND, format!("no route {} {PREFIX}/{path}", req.method())),
+            _ => http_json::error(StatusCode::NOT_FOUND, format!("no route {} {PREFIX}/{path}", req.method())),
         }
     }
 
     async fn create_project(&self, owner: &OwnerId, bytes: &[u8]) -> http::Response<Bytes> {
-        let b: NameBody = match body(bytes) {
+        let b: NameBody = match http_json::parse(bytes) {
             Ok(b) => b,
-            Err(r) => return r,
+            Err(m) => return http_json::error(StatusCode::BAD_REQUEST, m),
         };
         if let Err(e) = validate_name(&b.name) {
-            return error(StatusCode::BAD_REQUEST, e.to_string());
+            return http_json::error(StatusCode::BAD_REQUEST, e.to_string());
         }
         match self.store.create_project(owner, &b.name).await {
-            Ok(p) => json_response(StatusCode::CREATED, project_json(&p)),
+            Ok(p) => http_json::response(StatusCode::CREATED, project_json(&p)),
             Err(e) => internal(&e),
         }
     }
@@ -160,32 +141,32 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
     async fn enable_project(&self, owner: &OwnerId, id: &str, bytes: &[u8]) -> http::Response<Bytes> {
         let project = match ProjectId::parse("project_id", id) {
             Ok(p) => p,
-            Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
+            Err(e) => return http_json::error(StatusCode::BAD_REQUEST, e.to_string()),
         };
-        let b: EnableBody = match body(bytes) {
+        let b: EnableBody = match http_json::parse(bytes) {
             Ok(b) => b,
-            Err(r) => return r,
+            Err(m) => return http_json::error(StatusCode::BAD_REQUEST, m),
         };
         match self.store.set_project_enabled(owner, project, b.enabled).await {
-            Ok(Some(p)) => json_response(StatusCode::OK, project_json(&p)),
-            Ok(None) => error(StatusCode::NOT_FOUND, "project_id: no such project"),
+            Ok(Some(p)) => http_json::response(StatusCode::OK, project_json(&p)),
+            Ok(None) => http_json::error(StatusCode::NOT_FOUND, "project_id: no such project"),
             Err(e) => internal(&e),
         }
     }
 
     async fn create_device(&self, owner: &OwnerId, bytes: &[u8]) -> http::Response<Bytes> {
-        let b: NameBody = match body(bytes) {
+        let b: NameBody = match http_json::parse(bytes) {
             Ok(b) => b,
-            Err(r) => return r,
+            Err(m) => return http_json::error(StatusCode::BAD_REQUEST, m),
         };
         if let Err(e) = validate_name(&b.name) {
-            return error(StatusCode::BAD_REQUEST, e.to_string());
+            return http_json::error(StatusCode::BAD_REQUEST, e.to_string());
         }
         let (token, hash) = match new_token() {
             Ok(t) => t,
             Err(e) => {
                 tracing::error!(error = %e, "no randomness for a device token");
-                return error(StatusCode::SERVICE_UNAVAILABLE, "temporarily unavailable; retry");
+                return http_json::error(StatusCode::SERVICE_UNAVAILABLE, "temporarily unavailable; retry");
             }
         };
         match self.store.create_device(owner, &b.name, &hash).await {
@@ -193,7 +174,7 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
                 let mut v = device_json(&d);
                 v["token"] = json!(token);
                 v["note"] = json!("The token is shown only now; the server keeps only its sha256.");
-                json_response(StatusCode::CREATED, v)
+                http_json::response(StatusCode::CREATED, v)
             }
             Err(e) => internal(&e),
         }

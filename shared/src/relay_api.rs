@@ -19,6 +19,7 @@ use http::{Method, StatusCode, header};
 use serde::Deserialize;
 use serde_json::json;
 
+use crate::http_json;
 use crate::auth::bearer;
 use crate::clock::SharedClock;
 use crate::devices::token_hash;
@@ -67,36 +68,15 @@ struct StartBody {
     execution_id: String,
 }
 
-fn json_response(status: StatusCode, v: serde_json::Value) -> http::Response<Bytes> {
-    let mut r = http::Response::new(Bytes::from(v.to_string()));
-    *r.status_mut() = status;
-    r.headers_mut().insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
-    r
-}
-
-fn error(status: StatusCode, message: impl Into<String>) -> http::Response<Bytes> {
-    json_response(status, json!({ "error": message.into() }))
-}
-
-fn parse_body<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, http::Response<Bytes>> {
-    let mut de = serde_json::Deserializer::from_slice(body);
-    serde_path_to_error::deserialize(&mut de).map_err(|e| {
-        let path = e.path().to_string();
-        let msg = if path == "." { format!("body: {}", e.inner()) } else { format!("{path}: {}", e.inner()) };
-        error(StatusCode::BAD_REQUEST, msg)
-    })
-}
-
 fn internal(e: &StoreError) -> http::Response<Bytes> {
-    tracing::error!(error = %e, "relay API store failure");
-    error(StatusCode::SERVICE_UNAVAILABLE, "temporarily unavailable; retry")
+    http_json::unavailable("relay API", e)
 }
 
 impl<S: RelayStore + ?Sized> RelayApi<S> {
     /// Answers one request whose path starts with [`PREFIX`].
     pub async fn handle(&self, req: http::Request<Bytes>) -> http::Response<Bytes> {
         if req.body().len() > MAX_BODY_BYTES {
-            return error(StatusCode::PAYLOAD_TOO_LARGE, format!("body: at most {MAX_BODY_BYTES} bytes"));
+            return http_json::error(StatusCode::PAYLOAD_TOO_LARGE, format!("body: at most {MAX_BODY_BYTES} bytes"));
         }
         let token = bearer(req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()));
         let device = match token {
@@ -107,7 +87,7 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
             },
         };
         let Some(device) = device else {
-            return error(StatusCode::UNAUTHORIZED, "a valid device token is required (Authorization: Bearer fcd_…)");
+            return http_json::error(StatusCode::UNAUTHORIZED, "a valid device token is required (Authorization: Bearer fcd_…)");
         };
         let owner = device.owner;
         let path = req.uri().path().strip_prefix(PREFIX).unwrap_or_default().to_owned();
@@ -116,46 +96,46 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
         match (method, segments.as_slice()) {
             (Method::POST, ["sync"]) => self.sync(&owner, req.body()).await,
             (Method::POST, ["commands", id, "start"]) => match CommandId::parse("command_id", id) {
-                Err(e) => error(StatusCode::BAD_REQUEST, e.to_string()),
+                Err(e) => http_json::error(StatusCode::BAD_REQUEST, e.to_string()),
                 Ok(id) => self.start(&owner, id, req.body()).await,
             },
             (Method::GET, ["commands", id, "control"]) => match CommandId::parse("command_id", id) {
-                Err(e) => error(StatusCode::BAD_REQUEST, e.to_string()),
+                Err(e) => http_json::error(StatusCode::BAD_REQUEST, e.to_string()),
                 Ok(id) => self.control(&owner, id).await,
             },
             (Method::POST, ["commands", id, "complete"]) => match CommandId::parse("command_id", id) {
-                Err(e) => error(StatusCode::BAD_REQUEST, e.to_string()),
+                Err(e) => http_json::error(StatusCode::BAD_REQUEST, e.to_string()),
                 Ok(id) => self.complete(&owner, id, req.body()).await,
             },
             (_, ["sync"] | ["commands", _, "start" | "control" | "complete"]) => {
-                error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this route")
+                http_json::error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this route")
             }
-            _ => error(StatusCode::NOT_FOUND, format!("no route {path}")),
+            _ => http_json::error(StatusCode::NOT_FOUND, format!("no route {path}")),
         }
     }
 
     async fn sync(&self, owner: &crate::ids::OwnerId, body: &[u8]) -> http::Response<Bytes> {
-        let b: SyncBody = match parse_body(body) {
+        let b: SyncBody = match http_json::parse(body) {
             Ok(b) => b,
-            Err(r) => return r,
+            Err(m) => return http_json::error(StatusCode::BAD_REQUEST, m),
         };
         let project = match ProjectId::parse("project_id", &b.project_id) {
             Ok(p) => p,
-            Err(e) => return error(StatusCode::BAD_REQUEST, e.to_string()),
+            Err(e) => return http_json::error(StatusCode::BAD_REQUEST, e.to_string()),
         };
         if let Err(e) = validate_sessions(&b.sessions) {
-            return error(StatusCode::BAD_REQUEST, e.to_string());
+            return http_json::error(StatusCode::BAD_REQUEST, e.to_string());
         }
         match self.store.sync_sessions(owner, project, &b.sessions).await {
             Err(e) => internal(&e),
-            Ok(SyncOutcome::NotFound) => error(StatusCode::NOT_FOUND, "project_id: no such project"),
-            Ok(SyncOutcome::Disabled) => json_response(
+            Ok(SyncOutcome::NotFound) => http_json::error(StatusCode::NOT_FOUND, "project_id: no such project"),
+            Ok(SyncOutcome::Disabled) => http_json::response(
                 StatusCode::CONFLICT,
                 json!({"error": "project is not enabled for connected agents", "enabled": false}),
             ),
             Ok(SyncOutcome::Synced(_)) => match self.store.list_queued(owner, project, MAX_COMMANDS_PER_SYNC).await {
                 Err(e) => internal(&e),
-                Ok(runs) => json_response(
+                Ok(runs) => http_json::response(
                     StatusCode::OK,
                     json!({
                         "commands": runs.iter().map(|r| json!({
@@ -174,47 +154,47 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
     }
 
     async fn start(&self, owner: &crate::ids::OwnerId, id: CommandId, body: &[u8]) -> http::Response<Bytes> {
-        let b: StartBody = match parse_body(body) {
+        let b: StartBody = match http_json::parse(body) {
             Ok(b) => b,
-            Err(r) => return r,
+            Err(m) => return http_json::error(StatusCode::BAD_REQUEST, m),
         };
         let n = char_len(&b.execution_id);
         if n == 0 || n > MAX_EXECUTION_ID_CHARS {
-            return error(StatusCode::BAD_REQUEST, format!("execution_id: must be 1 to {MAX_EXECUTION_ID_CHARS} characters (got {n})"));
+            return http_json::error(StatusCode::BAD_REQUEST, format!("execution_id: must be 1 to {MAX_EXECUTION_ID_CHARS} characters (got {n})"));
         }
         match self.store.start_run(owner, id, &b.execution_id).await {
             Err(e) => internal(&e),
-            Ok(StartOutcome::Started) => json_response(StatusCode::OK, json!({"status": "running"})),
-            Ok(StartOutcome::Replayed) => json_response(StatusCode::OK, json!({"status": "running", "replayed": true})),
-            Ok(StartOutcome::Refused(s)) => json_response(StatusCode::CONFLICT, json!({"status": s})),
-            Ok(StartOutcome::NotFound) => error(StatusCode::NOT_FOUND, "command_id: no such command"),
+            Ok(StartOutcome::Started) => http_json::response(StatusCode::OK, json!({"status": "running"})),
+            Ok(StartOutcome::Replayed) => http_json::response(StatusCode::OK, json!({"status": "running", "replayed": true})),
+            Ok(StartOutcome::Refused(s)) => http_json::response(StatusCode::CONFLICT, json!({"status": s})),
+            Ok(StartOutcome::NotFound) => http_json::error(StatusCode::NOT_FOUND, "command_id: no such command"),
         }
     }
 
     async fn control(&self, owner: &crate::ids::OwnerId, id: CommandId) -> http::Response<Bytes> {
         match self.store.control_run(owner, id).await {
             Err(e) => internal(&e),
-            Ok(ControlOutcome::Running { cancel_requested }) => json_response(StatusCode::OK, json!({"cancel_requested": cancel_requested})),
+            Ok(ControlOutcome::Running { cancel_requested }) => http_json::response(StatusCode::OK, json!({"cancel_requested": cancel_requested})),
             // Not running for the server any more (cancelled, timed out): the relay must stop.
-            Ok(ControlOutcome::NotRunning(s)) => json_response(StatusCode::OK, json!({"cancel_requested": true, "status": s})),
-            Ok(ControlOutcome::NotFound) => error(StatusCode::NOT_FOUND, "command_id: no such command"),
+            Ok(ControlOutcome::NotRunning(s)) => http_json::response(StatusCode::OK, json!({"cancel_requested": true, "status": s})),
+            Ok(ControlOutcome::NotFound) => http_json::error(StatusCode::NOT_FOUND, "command_id: no such command"),
         }
     }
 
     async fn complete(&self, owner: &crate::ids::OwnerId, id: CommandId, body: &[u8]) -> http::Response<Bytes> {
-        let c: Completion = match parse_body(body) {
+        let c: Completion = match http_json::parse(body) {
             Ok(c) => c,
-            Err(r) => return r,
+            Err(m) => return http_json::error(StatusCode::BAD_REQUEST, m),
         };
         if let Err(e) = c.validate() {
-            return error(StatusCode::BAD_REQUEST, e.to_string());
+            return http_json::error(StatusCode::BAD_REQUEST, e.to_string());
         }
         match self.store.complete_run(owner, id, &c).await {
             Err(e) => internal(&e),
-            Ok(CompleteOutcome::Recorded(s)) => json_response(StatusCode::OK, json!({"ok": true, "status": s})),
-            Ok(CompleteOutcome::Replayed(s)) => json_response(StatusCode::OK, json!({"ok": true, "replayed": true, "status": s})),
-            Ok(CompleteOutcome::Conflict(s)) => json_response(StatusCode::CONFLICT, json!({"status": s})),
-            Ok(CompleteOutcome::NotFound) => error(StatusCode::NOT_FOUND, "command_id: no such command"),
+            Ok(CompleteOutcome::Recorded(s)) => http_json::response(StatusCode::OK, json!({"ok": true, "status": s})),
+            Ok(CompleteOutcome::Replayed(s)) => http_json::response(StatusCode::OK, json!({"ok": true, "replayed": true, "status": s})),
+            Ok(CompleteOutcome::Conflict(s)) => http_json::response(StatusCode::CONFLICT, json!({"status": s})),
+            Ok(CompleteOutcome::NotFound) => http_json::error(StatusCode::NOT_FOUND, "command_id: no such command"),
         }
     }
 }
