@@ -791,7 +791,7 @@ pub async fn handle<S: ToolStore + ?Sized>(deps: &ToolDeps<S>, call: &ToolCall) 
                 command_id: run.command_id.to_string(),
                 status,
                 queued_at: run.queued_at.rfc3339(),
-                check_after_s: check_after(&run, status, project.as_ref(), now, &deps.policy).unwrap_or(0),
+                check_after_s: check_after(status, project.as_ref(), now, &deps.policy).unwrap_or(0),
                 desktop_last_seen_s: last_seen(project.as_ref(), now),
             })
         }
@@ -891,7 +891,7 @@ fn last_seen(project: Option<&Project>, now: Timestamp) -> Option<u64> {
 /// When a check can first show a change: while queued, the relay's next expected sync (from
 /// its last sync and the poll interval) plus a margin; while running, a fixed interval;
 /// nothing once finished.
-pub fn check_after(run: &Run, status: RunStatus, project: Option<&Project>, now: Timestamp, policy: &Policy) -> Option<u64> {
+pub fn check_after(status: RunStatus, project: Option<&Project>, now: Timestamp, policy: &Policy) -> Option<u64> {
     let secs = |d: Duration| d.as_secs().max(1);
     match status {
         RunStatus::Queued => {
@@ -903,10 +903,7 @@ pub fn check_after(run: &Run, status: RunStatus, project: Option<&Project>, now:
                 _ => secs(policy.poll_interval + CHECK_MARGIN),
             })
         }
-        RunStatus::Running => {
-            let _ = run;
-            Some(secs(RUNNING_CHECK_AFTER))
-        }
+        RunStatus::Running => Some(secs(RUNNING_CHECK_AFTER)),
         _ => None,
     }
 }
@@ -926,7 +923,7 @@ fn run_output(run: &Run, project: Option<&Project>, now: Timestamp, policy: &Pol
         error: view.error,
         total_tokens: c.and_then(|c| c.total_tokens),
         reported_cost: c.and_then(|c| c.reported_cost),
-        check_after_s: check_after(run, view.status, project, now, policy),
+        check_after_s: check_after(view.status, project, now, policy),
     }
 }
 
@@ -968,4 +965,47 @@ pub fn catalogue() -> Vec<serde_json::Value> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ids::{OwnerId, ProjectId};
+
+    fn project(last_sync: Option<Timestamp>) -> Project {
+        Project {
+            project_id: ProjectId::generate(),
+            owner: OwnerId::new("o").unwrap(),
+            name: "p".into(),
+            enabled: true,
+            sessions: Vec::new(),
+            last_sync_at: last_sync,
+            created_at: Timestamp::from_millis(0),
+        }
+    }
+
+    #[test]
+    fn check_after_follows_the_relays_next_sync() {
+        let policy = Policy::default();
+        let now = Timestamp::from_millis(1_000_000);
+        // Synced 5 s ago with a 20 s interval: next sync in 15 s, plus the 2 s margin.
+        let p = project(Some(now.minus(Duration::from_secs(5))));
+        assert_eq!(check_after(RunStatus::Queued, Some(&p), now, &policy), Some(17));
+        // Never synced, or overdue: one interval plus the margin.
+        assert_eq!(check_after(RunStatus::Queued, Some(&project(None)), now, &policy), Some(22));
+        let overdue = project(Some(now.minus(Duration::from_secs(600))));
+        assert_eq!(check_after(RunStatus::Queued, Some(&overdue), now, &policy), Some(22));
+        assert_eq!(last_seen(Some(&overdue), now), Some(600));
+        assert_eq!(check_after(RunStatus::Running, Some(&p), now, &policy), Some(15));
+        assert_eq!(check_after(RunStatus::Completed, Some(&p), now, &policy), None);
+    }
+
+    #[test]
+    fn every_tool_has_a_closed_input_schema_and_a_scope() {
+        for t in ToolName::ALL {
+            assert_eq!(t.input_schema().get("additionalProperties"), Some(&serde_json::Value::Bool(false)), "{}", t.as_str());
+            assert!([SCOPE_READ, SCOPE_RUN].contains(&t.scope()));
+            assert_eq!(ToolName::parse(t.as_str()), Some(t));
+        }
+    }
 }
