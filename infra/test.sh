@@ -51,4 +51,15 @@ SAM_CLI_TELEMETRY=0 "$root/.venv-deploy/bin/sam" validate --lint --template "$ro
 "$root/.venv-deploy/bin/cfn-lint" "$root/template.yaml"
 
 echo "== cargo test --workspace"
-cargo test --workspace --locked -- "$@"
+log="$state/cargo-test.log"
+set +e
+cargo test --workspace --locked -- "$@" 2>&1 | tee "$log"
+status=${PIPESTATUS[0]}
+set -e
+# One closing line for the whole run (cargo prints one per test binary, the last usually a
+# doc-test binary with nothing in it).
+passed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
+failed=$(grep -Eo '[0-9]+ failed;' "$log" | awk '{s+=$1} END {print s+0}')
+echo
+echo "$passed passed, $failed failed"
+exit "$status"
