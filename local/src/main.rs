@@ -9,8 +9,12 @@ async fn main() -> anyhow::Result<()> {
         .init();
     let config = LocalConfig::from_env(|k| std::env::var(k).ok()).map_err(anyhow::Error::msg)?;
     let running = start(config.clone()).await?;
-    println!("{}\n  Data folder:   {}\n\nCtrl-C stops the server.", running.banner(), config.data_dir.display());
-    tokio::signal::ctrl_c().await?;
+    println!("{}\n  Data folder:   {}\n\nCtrl-C (or SIGTERM) stops the server.", running.banner(), config.data_dir.display());
+    let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+    tokio::select! {
+        r = tokio::signal::ctrl_c() => r?,
+        _ = term.recv() => {}
+    }
     running.stop().await;
     Ok(())
 }
