@@ -107,6 +107,11 @@ impl Client {
         if status >= 500 || status == 429 {
             return Err(ClientError::Retryable(format!("{status} {body}")));
         }
+        // A rejected device token is the owner's to fix (a new token in the config); until
+        // then keep every completion in the outbox and back off, never drop one.
+        if status == 401 || status == 403 {
+            return Err(ClientError::Retryable(format!("device token rejected ({status}): {body}")));
+        }
         Ok((status, body))
     }
 

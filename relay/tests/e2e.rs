@@ -406,3 +406,36 @@ mod reqwest_like {
         }
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_device_token_keeps_completions_in_the_outbox() {
+    let e = env(Duration::from_secs(600)).await;
+    let (text, _) = e.config(&[(1, "report", "echo ok")], "state");
+    let path = e.dir.join("revoked.toml");
+    std::fs::write(&path, text.replace(&e.running.device_token, "fcd_revoked-or-mistyped")).unwrap();
+    let config = Config::load(&path).unwrap();
+    let state = relay::disk::State::open(&config.state_dir).unwrap();
+    let pending = shared::runs::Completion {
+        execution_id: "e".into(),
+        status: shared::runs::FinalStatus::Completed,
+        result: Some("finished while the token was being rotated".into()),
+        result_truncated: false,
+        error: None,
+        total_tokens: None,
+        reported_cost: None,
+    };
+    state.outbox.put(CommandId::generate(), &pending).unwrap();
+    let status_file = config.state_dir.join("status.json");
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move { Relay::new(config).unwrap().run(async move { let _ = rx.await; }).await.unwrap() });
+    let status: relay::agent::Status = wait_until("a failed pass", Duration::from_secs(10), || async {
+        let s: relay::agent::Status = serde_json::from_slice(&std::fs::read(&status_file).ok()?).ok()?;
+        s.last_error.is_some().then_some(s)
+    })
+    .await;
+    assert!(status.last_error.unwrap().contains("device token rejected (401)"));
+    assert_eq!(state.outbox.len(), 1, "a completion was dropped because the token was rejected");
+    drop(tx);
+    task.await.unwrap();
+    e.finish().await;
+}
