@@ -18,6 +18,14 @@ pub const HEARTBEAT_TIMEOUT_SECONDS: &str = "FOUNDRY_HEARTBEAT_TIMEOUT_SECONDS";
 /// Default for [`PORT`].
 pub const DEFAULT_PORT: u16 = 8787;
 
+/// Every bad setting, one per line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bad configuration:\n{}", .problems.join("\n"))]
+pub struct ConfigError {
+    /// `KEY: what is wrong`, in the order the keys are read.
+    pub problems: Vec<String>,
+}
+
 /// The local server's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct LocalConfig {
@@ -28,15 +36,15 @@ pub struct LocalConfig {
     /// The base URL announced to clients.
     pub public_url: Option<String>,
     /// Time rules (poll interval and heartbeat timeout are configurable, for tests and demos).
-    pub policy: shared::limits::Policy,
+    pub policy: domain::limits::Policy,
 }
 
 impl LocalConfig {
     /// Reads the settings through `get` (the environment in `main`, a map in tests).
     ///
     /// # Errors
-    /// Every bad value, one per line.
-    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, String> {
+    /// [`ConfigError`] with every bad value.
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let mut errors = Vec::new();
         let port = match get(PORT) {
             None => DEFAULT_PORT,
@@ -61,7 +69,7 @@ impl LocalConfig {
                 }
             },
         };
-        let mut policy = shared::limits::Policy::default();
+        let mut policy = domain::limits::Policy::default();
         for (key, slot) in [(POLL_INTERVAL_SECONDS, &mut policy.poll_interval), (HEARTBEAT_TIMEOUT_SECONDS, &mut policy.heartbeat_timeout)] {
             if let Some(v) = get(key) {
                 match v.parse::<u64>() {
@@ -70,7 +78,7 @@ impl LocalConfig {
                 }
             }
         }
-        if errors.is_empty() { Ok(Self { data_dir, port, public_url, policy }) } else { Err(errors.join("\n")) }
+        if errors.is_empty() { Ok(Self { data_dir, port, public_url, policy }) } else { Err(ConfigError { problems: errors }) }
     }
 }
 
@@ -91,7 +99,7 @@ mod tests {
     use super::*;
     use std::collections::HashMap;
 
-    fn from(pairs: &[(&str, &str)]) -> Result<LocalConfig, String> {
+    fn from(pairs: &[(&str, &str)]) -> Result<LocalConfig, ConfigError> {
         let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
         LocalConfig::from_env(|k| m.get(k).cloned())
     }
@@ -111,6 +119,6 @@ mod tests {
     #[test]
     fn reports_every_bad_value_at_once() {
         let e = from(&[(PORT, "eighty"), (PUBLIC_URL, "ftp://x")]).unwrap_err();
-        assert_eq!(e.lines().count(), 3, "{e}");
+        assert_eq!(e.problems.len(), 3, "{e}");
     }
 }

@@ -2,7 +2,7 @@
 //!
 //! Every function of the stack on the embedded store (a SQLite file), bound to 127.0.0.1:
 //! the MCP endpoint at `/mcp` with its protected-resource metadata, dispatching tool calls
-//! in-process through the same [`shared::mcp::Dispatch`] interface the cloud `mcp` function
+//! in-process through the same [`service::mcp::Dispatch`] interface the cloud `mcp` function
 //! uses with Lambda invokes. No AWS account, no emulator.
 //!
 //! On first start it creates a demo owner, project (enabled) and chat link with one queued
@@ -29,16 +29,16 @@ use axum::extract::State;
 use axum::response::IntoResponse;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Limited};
-use shared::auth::{Authenticator, Keys, mint_hs256};
-use shared::clock::{SharedClock, SystemClock};
-use shared::ids::{ChatLinkId, IdempotencyKey, OwnerId, ProjectId, TaskId};
-use shared::mcp::{EndpointConfig, InProcess, McpEndpoint, resource_metadata_response};
-use shared::store::sqlite::SqliteStore;
-use shared::owner_api::OwnerApi;
-use shared::relay_api::RelayApi;
-use shared::store::{AssignTasks, ManageDevices, ManageLinks, ManageProjects};
-use shared::tasks::{AssignOutcome, AssignTask};
-use shared::tools::{DirBlobStore, SCOPE_OWNER, SCOPE_READ, SCOPE_RUN, ToolDeps};
+use service::auth::{Authenticator, Keys, mint_hs256};
+use domain::clock::{SharedClock, SystemClock};
+use domain::ids::{ChatLinkId, IdempotencyKey, OwnerId, ProjectId, TaskId};
+use service::mcp::{EndpointConfig, InProcess, McpEndpoint, resource_metadata_response};
+use store_sqlite::SqliteStore;
+use service::owner_api::OwnerApi;
+use service::relay_api::RelayApi;
+use domain::store::{AssignTasks, ManageDevices, ManageLinks, ManageProjects};
+use domain::tasks::{AssignOutcome, AssignTask};
+use service::tools::{DirBlobStore, SCOPE_OWNER, SCOPE_READ, SCOPE_RUN, ToolDeps};
 use tokio::sync::oneshot;
 
 pub use config::LocalConfig;
@@ -162,23 +162,21 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
         keys: Keys::Hs256(secret.clone()),
         clock: clock.clone(),
     });
-    let token = mint_hs256(&secret, &public_url, LOCAL_AUDIENCE, DEMO_OWNER, LOCAL_CLIENT, &[SCOPE_READ, SCOPE_RUN], clock.now(), TOKEN_TTL)
-        .map_err(anyhow::Error::msg)?;
-    let owner_token = mint_hs256(&secret, &public_url, LOCAL_AUDIENCE, DEMO_OWNER, LOCAL_CLIENT, &[SCOPE_OWNER], clock.now(), TOKEN_TTL)
-        .map_err(anyhow::Error::msg)?;
+    let token = mint_hs256(&secret, &public_url, LOCAL_AUDIENCE, DEMO_OWNER, LOCAL_CLIENT, &[SCOPE_READ, SCOPE_RUN], clock.now(), TOKEN_TTL)?;
+    let owner_token = mint_hs256(&secret, &public_url, LOCAL_AUDIENCE, DEMO_OWNER, LOCAL_CLIENT, &[SCOPE_OWNER], clock.now(), TOKEN_TTL)?;
     let device_token = fresh_device_token(&store, &demo.owner).await?;
     let deps = ToolDeps {
         store: Arc::clone(&store),
         clock: clock.clone(),
         policy,
-        blobs: Arc::new(DirBlobStore(config.data_dir.join("blobs"))),
+        blobs: Some(Arc::new(DirBlobStore(config.data_dir.join("blobs")))),
     };
     let endpoint_config = EndpointConfig {
         public_url: Some(public_url.clone()),
         mcp_path: "/mcp".into(),
         authorization_servers: vec![public_url.clone()],
         allowed_hosts: Some(Vec::new()),
-        max_body_bytes: shared::mcp::DEFAULT_MAX_BODY_BYTES,
+        max_body_bytes: service::mcp::DEFAULT_MAX_BODY_BYTES,
     };
     let endpoint = McpEndpoint::new(Arc::new(InProcess(deps)), Arc::clone(&auth), endpoint_config);
     let relay = RelayApi { store: Arc::clone(&store), clock: clock.clone(), policy };
@@ -229,12 +227,12 @@ async fn read_body(req: http::Request<Body>, max: usize) -> http::Request<Bytes>
 }
 
 async fn relay(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {
-    let req = read_body(req, shared::relay_api::MAX_BODY_BYTES).await;
+    let req = read_body(req, service::relay_api::MAX_BODY_BYTES).await;
     state.relay.handle(req).await.map(Body::from).into_response()
 }
 
 async fn owner(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {
-    let req = read_body(req, shared::relay_api::MAX_BODY_BYTES).await;
+    let req = read_body(req, service::relay_api::MAX_BODY_BYTES).await;
     state.owner.handle(req).await.map(Body::from).into_response()
 }
 
@@ -245,7 +243,7 @@ async fn fresh_device_token(store: &SqliteStore, owner: &OwnerId) -> anyhow::Res
             store.revoke_device(owner, d.device_id).await?;
         }
     }
-    let (token, hash) = shared::devices::new_token()?;
+    let (token, hash) = domain::devices::new_token()?;
     store.create_device(owner, LOCAL_DEVICE, &hash).await?;
     Ok(token)
 }

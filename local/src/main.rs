@@ -7,7 +7,7 @@ async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .init();
-    let config = LocalConfig::from_env(|k| std::env::var(k).ok()).map_err(anyhow::Error::msg)?;
+    let config = LocalConfig::from_env(|k| std::env::var(k).ok())?;
     let running = start(config.clone()).await?;
     println!("{}\n  Data folder:   {}\n\nCtrl-C (or SIGTERM) stops the server.", running.banner(), config.data_dir.display());
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;

@@ -1,24 +1,15 @@
 //! The relay's HTTP client for the relay API (outbound HTTPS only; no listening port).
 
+use std::future::Future;
 use std::time::Duration;
 
-use serde::Deserialize;
-use shared::ids::{CommandId, GraphSessionId, ProjectId};
-use shared::runs::{Completion, SessionMeta};
+use domain::ids::{CommandId, ProjectId};
+use domain::relay::{CompleteResponse, ControlResponse, StartRequest, StatusResponse, SyncRequest, SyncResponse};
+use domain::runs::{Completion, SessionMeta};
+use serde::de::DeserializeOwned;
 
 /// A queued command as `sync` returns it.
-#[derive(Debug, Clone, Deserialize)]
-pub struct Command {
-    /// The ticket.
-    pub command_id: CommandId,
-    /// The session to run.
-    pub graph_session_id: GraphSessionId,
-    /// The session's slug when the run was queued.
-    pub slug: String,
-    /// The run's arguments.
-    #[serde(default)]
-    pub arguments: serde_json::Value,
-}
+pub type Command = domain::relay::QueuedCommand;
 
 /// What `sync` answered.
 #[derive(Debug, Clone)]
@@ -68,6 +59,19 @@ pub enum Completed {
     Conflict(String),
 }
 
+/// What the relay loop needs from the server: the four relay API calls. [`Client`] is the
+/// real one (HTTPS); tests drive the loop with an in-memory one under tokio's paused time.
+pub trait RelayServer: Send + Sync {
+    /// `POST /sync`: this device's sessions for `project`; the project's queued commands.
+    fn sync(&self, project: ProjectId, sessions: &[SessionMeta]) -> impl Future<Output = Result<Synced, ClientError>> + Send;
+    /// `POST /commands/{id}/start`.
+    fn start(&self, id: CommandId, execution_id: &str) -> impl Future<Output = Result<Started, ClientError>> + Send;
+    /// `GET /commands/{id}/control`: whether to stop.
+    fn control(&self, id: CommandId) -> impl Future<Output = Result<bool, ClientError>> + Send;
+    /// `POST /commands/{id}/complete`.
+    fn complete(&self, id: CommandId, completion: &Completion) -> impl Future<Output = Result<Completed, ClientError>> + Send;
+}
+
 /// The relay API client.
 #[derive(Clone)]
 pub struct Client {
@@ -76,18 +80,15 @@ pub struct Client {
     token: String,
 }
 
-#[derive(Deserialize)]
-struct SyncResponse {
-    commands: Vec<Command>,
-    poll_interval_s: u64,
+/// Reads a response body the server documents; a body that does not parse means the server
+/// is misbehaving (or a proxy answered): retry later.
+fn body<T: DeserializeOwned>(text: &str) -> Result<T, ClientError> {
+    serde_json::from_str(text).map_err(|e| ClientError::Retryable(format!("unexpected response ({e}): {text}")))
 }
 
-#[derive(Deserialize)]
-struct StatusBody {
-    #[serde(default)]
-    status: Option<String>,
-    #[serde(default)]
-    cancel_requested: bool,
+/// The status in a 409/404 body, `missing` when there is none.
+fn status_of(text: &str) -> String {
+    serde_json::from_str::<StatusResponse>(text).map(|s| s.status.as_str().to_owned()).unwrap_or_else(|_| "missing".into())
 }
 
 impl Client {
@@ -96,8 +97,11 @@ impl Client {
     /// # Errors
     /// When the TLS stack cannot start.
     pub fn new(server_url: &str, token: &str) -> anyhow::Result<Self> {
+        // reqwest is built without a crypto provider (see Cargo.toml): use ring. Installing
+        // twice is harmless (the second returns the first).
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).connect_timeout(Duration::from_secs(10)).build()?;
-        Ok(Self { http, base: format!("{server_url}{}", shared::relay_api::PREFIX), token: token.to_owned() })
+        Ok(Self { http, base: format!("{server_url}{}", domain::relay::PREFIX), token: token.to_owned() })
     }
 
     async fn send(&self, req: reqwest::RequestBuilder) -> Result<(u16, String), ClientError> {
@@ -119,16 +123,15 @@ impl Client {
         ClientError::Refused { status, body }
     }
 
-    /// `POST /sync`.
-    ///
-    /// # Errors
-    /// [`ClientError`].
-    pub async fn sync(&self, project: ProjectId, sessions: &[SessionMeta]) -> Result<Synced, ClientError> {
-        let body = serde_json::json!({"project_id": project.to_string(), "sessions": sessions});
-        let (status, text) = self.send(self.http.post(format!("{}/sync", self.base)).json(&body)).await?;
+}
+
+impl RelayServer for Client {
+    async fn sync(&self, project: ProjectId, sessions: &[SessionMeta]) -> Result<Synced, ClientError> {
+        let req = SyncRequest { project_id: project, sessions: sessions.to_vec() };
+        let (status, text) = self.send(self.http.post(format!("{}/sync", self.base)).json(&req)).await?;
         match status {
             200 => {
-                let r: SyncResponse = serde_json::from_str(&text).map_err(|e| ClientError::Retryable(e.to_string()))?;
+                let r: SyncResponse = body(&text)?;
                 Ok(Synced::Commands { commands: r.commands, poll_interval: Duration::from_secs(r.poll_interval_s.max(1)) })
             }
             409 => Ok(Synced::Disabled),
@@ -136,47 +139,32 @@ impl Client {
         }
     }
 
-    /// `POST /commands/{id}/start`.
-    ///
-    /// # Errors
-    /// [`ClientError`].
-    pub async fn start(&self, id: CommandId, execution_id: &str) -> Result<Started, ClientError> {
+    async fn start(&self, id: CommandId, execution_id: &str) -> Result<Started, ClientError> {
         let url = format!("{}/commands/{id}/start", self.base);
-        let (status, text) = self.send(self.http.post(url).json(&serde_json::json!({"execution_id": execution_id}))).await?;
+        let req = StartRequest { execution_id: execution_id.to_owned() };
+        let (status, text) = self.send(self.http.post(url).json(&req)).await?;
         match status {
             200 => Ok(Started::Running),
-            409 | 404 => {
-                let s: StatusBody = serde_json::from_str(&text).unwrap_or(StatusBody { status: None, cancel_requested: false });
-                Ok(Started::Refused(s.status.unwrap_or_else(|| "missing".into())))
-            }
+            409 | 404 => Ok(Started::Refused(status_of(&text))),
             _ => Err(Self::refused(status, text)),
         }
     }
 
-    /// `GET /commands/{id}/control`: whether to stop.
-    ///
-    /// # Errors
-    /// [`ClientError`].
-    pub async fn control(&self, id: CommandId) -> Result<bool, ClientError> {
+    async fn control(&self, id: CommandId) -> Result<bool, ClientError> {
         let (status, text) = self.send(self.http.get(format!("{}/commands/{id}/control", self.base))).await?;
         match status {
-            200 => Ok(serde_json::from_str::<StatusBody>(&text).map(|s| s.cancel_requested).unwrap_or(false)),
+            200 => Ok(body::<ControlResponse>(&text)?.cancel_requested),
             404 => Ok(true),
             _ => Err(Self::refused(status, text)),
         }
     }
 
-    /// `POST /commands/{id}/complete`.
-    ///
-    /// # Errors
-    /// [`ClientError`].
-    pub async fn complete(&self, id: CommandId, completion: &Completion) -> Result<Completed, ClientError> {
+    async fn complete(&self, id: CommandId, completion: &Completion) -> Result<Completed, ClientError> {
         let url = format!("{}/commands/{id}/complete", self.base);
         let (status, text) = self.send(self.http.post(url).json(completion)).await?;
-        let s: StatusBody = serde_json::from_str(&text).unwrap_or(StatusBody { status: None, cancel_requested: false });
         match status {
-            200 => Ok(Completed::Recorded(s.status.unwrap_or_default())),
-            409 | 404 => Ok(Completed::Conflict(s.status.unwrap_or_else(|| "missing".into()))),
+            200 => Ok(Completed::Recorded(body::<CompleteResponse>(&text)?.status.as_str().to_owned())),
+            409 | 404 => Ok(Completed::Conflict(status_of(&text))),
             _ => Err(Self::refused(status, text)),
         }
     }

@@ -20,8 +20,8 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use serde::Deserialize;
-use shared::ids::{GraphSessionId, ProjectId};
-use shared::runs::{SessionMeta, validate_sessions};
+use domain::ids::{GraphSessionId, ProjectId};
+use domain::runs::{SessionMeta, validate_sessions};
 
 /// Default time between control polls while a run is running (SPEC §5: 3 s).
 pub const DEFAULT_CONTROL_POLL: Duration = Duration::from_secs(3);
@@ -159,8 +159,8 @@ impl Config {
                 String::new()
             }
         };
-        if !device_token.is_empty() && !device_token.starts_with(shared::devices::TOKEN_PREFIX) {
-            errors.push(format!("device_token: must start with {}", shared::devices::TOKEN_PREFIX));
+        if !device_token.is_empty() && !device_token.starts_with(domain::devices::TOKEN_PREFIX) {
+            errors.push(format!("device_token: must start with {}", domain::devices::TOKEN_PREFIX));
         }
         let mut sessions = Vec::new();
         for (i, s) in raw.sessions.into_iter().enumerate() {

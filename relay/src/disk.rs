@@ -12,8 +12,8 @@
 use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
-use shared::ids::CommandId;
-use shared::runs::Completion;
+use domain::ids::CommandId;
+use domain::runs::Completion;
 
 /// A JSON file per command in one directory, written durably.
 #[derive(Debug, Clone)]
@@ -138,10 +138,10 @@ impl State {
             if !self.outbox.contains(id) {
                 let c = Completion {
                     execution_id: started.execution_id,
-                    status: shared::runs::FinalStatus::Failed,
+                    status: domain::runs::FinalStatus::Failed,
                     result: None,
                     result_truncated: false,
-                    error: Some(shared::errors::RELAY_RESTARTED.to_owned()),
+                    error: Some(domain::errors::RELAY_RESTARTED.to_owned()),
                     total_tokens: None,
                     reported_cost: None,
                 };
@@ -166,7 +166,7 @@ mod tests {
         state.journal.put(a, &Started { execution_id: "e-a".into() }).unwrap();
         state.journal.put(b, &Started { execution_id: "e-b".into() }).unwrap();
         // b finished and reached the outbox before the crash; its real result must survive.
-        let done = Completion { execution_id: "e-b".into(), status: shared::runs::FinalStatus::Completed, result: Some("r".into()), result_truncated: false, error: None, total_tokens: None, reported_cost: None };
+        let done = Completion { execution_id: "e-b".into(), status: domain::runs::FinalStatus::Completed, result: Some("r".into()), result_truncated: false, error: None, total_tokens: None, reported_cost: None };
         state.outbox.put(b, &done).unwrap();
         assert_eq!(state.recover().unwrap(), 1);
         assert!(state.journal.is_empty());

@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use shared::runs::FinalStatus;
+use domain::runs::FinalStatus;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// How a run ended, before bounding.
@@ -165,17 +165,54 @@ mod tests {
         assert!(o.error.as_deref().unwrap().starts_with("cannot start"));
     }
 
+    /// Whether `pid` is a live process (a zombie waiting to be reaped counts as dead).
+    fn alive(pid: i32) -> bool {
+        if nix::sys::signal::kill(Pid::from_raw(pid), None).is_err() {
+            return false;
+        }
+        let stat = std::process::Command::new("ps").args(["-o", "stat=", "-p", &pid.to_string()]).output();
+        stat.map(|o| !String::from_utf8_lossy(&o.stdout).trim_start().starts_with('Z')).unwrap_or(true)
+    }
+
+    /// Waits (with a deadline) until `path` holds a pid.
+    async fn pid_in(path: &std::path::Path) -> i32 {
+        for _ in 0..500 {
+            if let Some(pid) = std::fs::read_to_string(path).ok().and_then(|s| s.trim().parse().ok()) {
+                return pid;
+            }
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        panic!("no pid written to {}", path.display());
+    }
+
     #[tokio::test]
     async fn cancel_stops_the_whole_process_group() {
-        let marker = std::env::temp_dir().join(format!("relay-child-{}", uuid::Uuid::new_v4()));
-        // The child starts a grandchild that would write the marker later; both must die.
-        let script = format!("(sleep 0.6; touch {}) & sleep 30", marker.display());
-        let started = std::time::Instant::now();
-        let o = run(&sh(&script), &serde_json::json!({}), tokio::time::sleep(Duration::from_millis(200)), Duration::from_secs(1)).await;
+        let dir = std::env::temp_dir().join(format!("relay-group-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (child, grandchild) = (dir.join("child.pid"), dir.join("grandchild.pid"));
+        // The child starts a grandchild in the background; both record their pids and sleep.
+        let script = format!(
+            "sh -c 'echo $$ > {}; exec sleep 30' & echo $$ > {}; wait",
+            grandchild.display(),
+            child.display()
+        );
+        // Cancel once both are up (not after a guessed delay).
+        let (c, g) = (child.clone(), grandchild.clone());
+        let cancel = async move {
+            pid_in(&c).await;
+            pid_in(&g).await;
+        };
+        let o = run(&sh(&script), &serde_json::json!({}), cancel, Duration::from_secs(1)).await;
         assert_eq!(o.status, FinalStatus::Cancelled);
-        assert!(started.elapsed() < Duration::from_millis(1500));
-        // A negative check on a real process: give the grandchild time to (not) write.
-        tokio::time::sleep(Duration::from_millis(900)).await;
-        assert!(!marker.exists(), "a grandchild survived the cancel");
+        for pid in [pid_in(&child).await, pid_in(&grandchild).await] {
+            // Signals are delivered asynchronously: wait for the condition, with a deadline.
+            let mut tries = 0;
+            while alive(pid) && tries < 500 {
+                tokio::time::sleep(Duration::from_millis(10)).await;
+                tries += 1;
+            }
+            assert!(!alive(pid), "process {pid} survived the cancel");
+        }
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -5,7 +5,8 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use relay::agent::{Relay, Status};
 use relay::config::{CONFIG_ENV, Config, default_config_path};
-use relay::{client::Client, service};
+use relay::client::{Client, RelayServer};
+use relay::service;
 
 const USAGE: &str = "usage: relay [--config PATH] <run|status|check|install|uninstall>
   run        poll the server and run shared Graph sessions (Ctrl-C / SIGTERM stop it)
@@ -65,7 +66,7 @@ async fn main() -> anyhow::Result<()> {
             let client = Client::new(&config.server_url, &config.device_token)?;
             // A control poll for a command that does not exist: 404 proves the server is
             // reachable and accepts the token, and it writes nothing.
-            match client.control(shared::ids::CommandId::parse("c", "00000000-0000-4000-8000-000000000000")?).await {
+            match client.control(domain::ids::CommandId::parse("c", "00000000-0000-4000-8000-000000000000")?).await {
                 Ok(_) => {
                     println!("config OK ({} session(s)); server {} reachable; device token accepted", config.sessions.len(), config.server_url);
                     Ok(())

@@ -22,12 +22,12 @@ use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterce
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
 use aws_smithy_types::config_bag::ConfigBag;
-use shared::clock::{Clock, ManualClock, Timestamp};
-use shared::ids::{ChatLinkId, ClaimId, OwnerId, TaskId};
-use shared::limits::Policy;
-use shared::store::Store;
-use shared::store::dynamo::{DynamoStore, create_table};
-use shared::store::sqlite::SqliteStore;
+use domain::clock::{Clock, ManualClock, Timestamp};
+use domain::ids::{ChatLinkId, ClaimId, OwnerId, TaskId};
+use domain::limits::Policy;
+use domain::store::Store;
+use store_dynamo::{DynamoStore, create_table};
+use store_sqlite::SqliteStore;
 
 /// Records the name of every DynamoDB operation the client executes (retries excluded).
 #[derive(Debug, Clone, Default)]
@@ -306,4 +306,75 @@ pub async fn dynamo_client_with_log() -> Option<(aws_sdk_dynamodb::Client, Reque
     let log = RequestLog::default();
     let conf = aws_sdk_dynamodb::config::Builder::from(&config).interceptor(log.clone()).build();
     Some((aws_sdk_dynamodb::Client::from_conf(conf), log))
+}
+
+/// The path of a workspace binary built into this target directory (`relay`, a Lambda
+/// function, …), for tests that must run the real executable as its own process.
+///
+/// Cargo only exposes `CARGO_BIN_EXE_*` for a package's own binaries, so this finds
+/// `target/<profile>/<name>` next to the test executable. `infra/test.sh` builds every binary
+/// (`cargo build --workspace --bins`) before the tests; run that after changing a binary's
+/// code, or the check below stops the test with the command to run.
+///
+/// # Panics
+/// When the binary is missing, or older than a source file of `crates` (paths relative to the
+/// workspace root) — a stale binary would test old code.
+pub fn built_binary(name: &str, crates: &[&str]) -> PathBuf {
+    let exe = std::env::current_exe().unwrap_or_default();
+    // target/<profile>/deps/<test binary>
+    let dir = exe.parent().and_then(|d| d.parent()).map(PathBuf::from).unwrap_or_default();
+    let bin = dir.join(name);
+    let build = format!("cargo build --workspace --bins --locked (infra/test.sh does this) and run the test again");
+    let built = std::fs::metadata(&bin).and_then(|m| m.modified());
+    let Ok(built) = built else { panic!("{} is not built: {build}", bin.display()) };
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let mut stack: Vec<PathBuf> = crates.iter().map(|c| root.join(c)).collect();
+    while let Some(p) = stack.pop() {
+        let Ok(meta) = std::fs::metadata(&p) else { continue };
+        if meta.is_dir() {
+            stack.extend(std::fs::read_dir(&p).into_iter().flatten().flatten().map(|e| e.path()));
+        } else if meta.modified().is_ok_and(|m| m > built) {
+            panic!("{} is older than {}: {build}", bin.display(), p.display());
+        }
+    }
+    bin
+}
+
+/// Whether process `pid` is alive (a zombie waiting to be reaped counts as dead).
+pub fn process_alive(pid: i32) -> bool {
+    let probe = std::process::Command::new("ps").args(["-o", "stat=", "-p", &pid.to_string()]).output();
+    match probe {
+        Ok(o) => {
+            let stat = String::from_utf8_lossy(&o.stdout);
+            let stat = stat.trim();
+            !stat.is_empty() && !stat.starts_with('Z')
+        }
+        Err(_) => false,
+    }
+}
+
+/// Sends SIGKILL to the process group `pgid` (a graph command the relay started runs in its
+/// own group, so this ends it and everything it spawned).
+pub fn kill_group(pgid: i32) {
+    let _ = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{pgid}")]).status();
+}
+
+/// Polls `f` until it gives a value or `within` passes (then panics naming `what`): waiting
+/// for a condition with a deadline, never for a guessed delay.
+///
+/// # Panics
+/// When the deadline passes.
+pub async fn wait_until<T, F, Fut>(what: &str, within: Duration, mut f: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Option<T>>,
+{
+    let deadline = std::time::Instant::now() + within;
+    loop {
+        if let Some(v) = f().await {
+            return v;
+        }
+        assert!(std::time::Instant::now() < deadline, "timed out waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }

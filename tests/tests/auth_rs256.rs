@@ -9,8 +9,8 @@ use std::time::Duration;
 
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
-use shared::auth::{AuthError, Authenticator, Claims, FetchJwks, JWKS_MIN_REFETCH, JwksCache, Keys, mint_hs256};
-use shared::clock::{Clock, ManualClock};
+use service::auth::{AuthError, Authenticator, Claims, FetchJwks, JWKS_MIN_REFETCH, JwksCache, Keys, mint_hs256};
+use domain::clock::{Clock, ManualClock};
 
 const ISSUER: &str = "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_TEST";
 
@@ -21,7 +21,7 @@ struct Fixture {
 
 #[async_trait::async_trait]
 impl FetchJwks for Fixture {
-    async fn fetch(&self) -> Result<JwkSet, String> {
+    async fn fetch(&self) -> Result<JwkSet, service::auth::JwksError> {
         self.fetches.fetch_add(1, Ordering::SeqCst);
         Ok(self.set.clone())
     }
@@ -93,18 +93,18 @@ async fn wrong_issuer_client_and_algorithm_confusion_are_refused() {
 
 #[tokio::test]
 async fn the_mcp_lambda_router_answers_http_api_events() {
-    use shared::mcp::{EndpointConfig, InProcess, McpEndpoint};
-    use shared::store::sqlite::SqliteStore;
-    use shared::tools::{DirBlobStore, ToolDeps};
+    use service::mcp::{EndpointConfig, InProcess, McpEndpoint};
+    use store_sqlite::SqliteStore;
+    use service::tools::{DirBlobStore, ToolDeps};
     let (auth, _, clock) = setup();
     let store = Arc::new(SqliteStore::in_memory(clock.clone(), Default::default()).unwrap());
-    let deps = ToolDeps { store, clock: clock.clone(), policy: Default::default(), blobs: Arc::new(DirBlobStore(std::env::temp_dir())) };
+    let deps = ToolDeps { store, clock: clock.clone(), policy: Default::default(), blobs: Some(Arc::new(DirBlobStore(std::env::temp_dir()))) };
     let config = EndpointConfig {
         public_url: None,
         mcp_path: "/mcp".into(),
         authorization_servers: vec![ISSUER.into()],
         allowed_hosts: None,
-        max_body_bytes: shared::mcp::DEFAULT_MAX_BODY_BYTES,
+        max_body_bytes: service::mcp::DEFAULT_MAX_BODY_BYTES,
     };
     let endpoint = McpEndpoint::new(Arc::new(InProcess(deps)), Arc::new(auth), config);
     let token = cognito_token("test-key-1", ISSUER, "claude-client", clock.now().as_epoch_seconds());
@@ -126,14 +126,14 @@ async fn the_mcp_lambda_router_answers_http_api_events() {
         "isBase64Encoded": false
     });
     let req = lambda_http::request::from_str(&event.to_string()).unwrap();
-    let res = lambda_common::route(&endpoint, req).await;
+    let res = lambda::mcp::route(&endpoint, req).await;
     assert_eq!(res.status(), 200);
     let body: serde_json::Value = serde_json::from_slice(res.body().as_ref()).unwrap();
     assert_eq!(body["result"]["tools"].as_array().unwrap().len(), 9);
     // Without a token: 401 pointing at the metadata.
     let mut unauth = event.clone();
     unauth["headers"].as_object_mut().unwrap().remove("authorization");
-    let res = lambda_common::route(&endpoint, lambda_http::request::from_str(&unauth.to_string()).unwrap()).await;
+    let res = lambda::mcp::route(&endpoint, lambda_http::request::from_str(&unauth.to_string()).unwrap()).await;
     assert_eq!(res.status(), 401);
     assert_eq!(
         res.headers()["www-authenticate"],

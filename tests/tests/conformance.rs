@@ -11,18 +11,18 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use foundry_tests::{Harness, test_policy};
-use shared::errors::{
+use domain::errors::{
     IDEMPOTENCY_MISMATCH, NOT_CLAIMABLE_MISSING, RELAY_RESTARTED, SESSION_NO_LONGER_SHARED, STALE_CLAIM,
     TASK_CANCELLED,
 };
-use shared::ids::{AgentId, ChatLinkId, ClaimId, CommandId, GraphSessionId, IdempotencyKey, OwnerId, TaskId};
-use shared::limits::Policy;
-use shared::projects::{Project, SyncOutcome};
-use shared::runs::{
+use domain::ids::{AgentId, ChatLinkId, ClaimId, CommandId, GraphSessionId, IdempotencyKey, OwnerId, TaskId};
+use domain::limits::Policy;
+use domain::projects::{Project, SyncOutcome};
+use domain::runs::{
     CancelRunOutcome, CompleteOutcome, Completion, ControlOutcome, FinalStatus, QueueOutcome, QueueRejection,
     QueueRun, Run, RunStatus, SessionMeta, StartOutcome,
 };
-use shared::tasks::{
+use domain::tasks::{
     ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome,
     ClaimOutcome, SubmitOutcome, SubmitRejection, SubmitStatus, TaskStatus,
 };
@@ -274,12 +274,12 @@ async fn lease_takeover_fences_out_the_stale_claim(h: Harness) {
     h.advance(Duration::from_millis(65));
     let b = claim(&h, &o, l, t).await;
     assert_ne!(a, b);
-    let stale = h.store.submit_task(&o, l, t, a, SubmitStatus::Completed, "A's late answer").await.unwrap();
+    let stale = h.store.submit_task(&submit_req(&o, l, t, a, SubmitStatus::Completed, "A's late answer")).await.unwrap();
     assert_eq!(submit_error(&stale), STALE_CLAIM);
-    let ok = h.store.submit_task(&o, l, t, b, SubmitStatus::Completed, "B's answer").await.unwrap();
+    let ok = h.store.submit_task(&submit_req(&o, l, t, b, SubmitStatus::Completed, "B's answer")).await.unwrap();
     assert_eq!(ok, SubmitOutcome::Accepted);
     // A's retry after B finished is still stale, and B's result stands.
-    let stale = h.store.submit_task(&o, l, t, a, SubmitStatus::Completed, "A's late answer").await.unwrap();
+    let stale = h.store.submit_task(&submit_req(&o, l, t, a, SubmitStatus::Completed, "A's late answer")).await.unwrap();
     assert_eq!(submit_error(&stale), STALE_CLAIM);
     let task = h.store.get_task(&o, l, t).await.unwrap().unwrap();
     assert_eq!(task.result.as_deref(), Some("B's answer"));
@@ -292,7 +292,7 @@ async fn late_submit_that_was_not_taken_over_is_accepted(h: Harness) {
     let t = assign(&h, &o, l, "Draft the reply").await;
     let c = claim(&h, &o, l, t).await;
     h.advance(h.policy.lease * 3);
-    let late = h.store.submit_task(&o, l, t, c, SubmitStatus::Completed, "slow but alive").await.unwrap();
+    let late = h.store.submit_task(&submit_req(&o, l, t, c, SubmitStatus::Completed, "slow but alive")).await.unwrap();
     assert_eq!(late, SubmitOutcome::Accepted);
 }
 
@@ -304,13 +304,13 @@ async fn identical_submit_replays_and_a_different_one_is_rejected(h: Harness) {
     let result = "1. Who signs off the pricing copy?";
     let mut outcomes = Vec::new();
     for _ in 0..4 {
-        outcomes.push(h.store.submit_task(&o, l, t, c, SubmitStatus::Completed, result).await.unwrap());
+        outcomes.push(h.store.submit_task(&submit_req(&o, l, t, c, SubmitStatus::Completed, result)).await.unwrap());
     }
     assert_eq!(outcomes[0], SubmitOutcome::Accepted);
     assert!(outcomes[1..].iter().all(|x| *x == SubmitOutcome::Replayed), "{outcomes:?}");
-    let different = h.store.submit_task(&o, l, t, c, SubmitStatus::Completed, "something else").await.unwrap();
+    let different = h.store.submit_task(&submit_req(&o, l, t, c, SubmitStatus::Completed, "something else")).await.unwrap();
     assert_eq!(different, SubmitOutcome::Rejected(SubmitRejection::DifferentResult));
-    let other_status = h.store.submit_task(&o, l, t, c, SubmitStatus::Failed, result).await.unwrap();
+    let other_status = h.store.submit_task(&submit_req(&o, l, t, c, SubmitStatus::Failed, result)).await.unwrap();
     assert_eq!(other_status, SubmitOutcome::Rejected(SubmitRejection::DifferentResult));
     // Claiming a finished task says what it is.
     assert_eq!(claim_error(&h.store.claim_task(&o, l, t).await.unwrap()), "not claimable: completed");
@@ -322,7 +322,7 @@ async fn submit_after_cancel_is_rejected(h: Harness) {
     let t = assign(&h, &o, l, "Research competitors").await;
     let c = claim(&h, &o, l, t).await;
     assert_eq!(h.store.cancel_task(&o, l, t).await.unwrap(), CancelTaskOutcome::Cancelled);
-    let after = h.store.submit_task(&o, l, t, c, SubmitStatus::Completed, "done anyway").await.unwrap();
+    let after = h.store.submit_task(&submit_req(&o, l, t, c, SubmitStatus::Completed, "done anyway")).await.unwrap();
     assert_eq!(submit_error(&after), TASK_CANCELLED);
     assert_eq!(claim_error(&h.store.claim_task(&o, l, t).await.unwrap()), "not claimable: cancelled");
     assert_eq!(h.store.cancel_task(&o, l, t).await.unwrap(), CancelTaskOutcome::Unchanged(TaskStatus::Cancelled));
@@ -334,10 +334,10 @@ async fn submit_with_a_claim_that_never_held_the_task_is_rejected(h: Harness) {
     let l = link(&h, &o).await;
     let t = assign(&h, &o, l, "Check the invoice").await;
     let bogus = ClaimId::generate();
-    let out = h.store.submit_task(&o, l, t, bogus, SubmitStatus::Completed, "x").await.unwrap();
+    let out = h.store.submit_task(&submit_req(&o, l, t, bogus, SubmitStatus::Completed, "x")).await.unwrap();
     assert_eq!(out, SubmitOutcome::Rejected(SubmitRejection::NotClaimed));
     let other = link(&h, &o).await;
-    let out = h.store.submit_task(&o, other, t, bogus, SubmitStatus::Completed, "x").await.unwrap();
+    let out = h.store.submit_task(&submit_req(&o, other, t, bogus, SubmitStatus::Completed, "x")).await.unwrap();
     assert_eq!(out, SubmitOutcome::Rejected(SubmitRejection::Missing));
 }
 
@@ -358,7 +358,7 @@ async fn expired_tasks_read_as_expired_and_reading_writes_nothing(h: Harness) {
     assert_eq!(h.writes(), writes, "a read wrote");
     assert_eq!(claim_error(&h.store.claim_task(&o, l, queued).await.unwrap()), "not claimable: expired");
     assert_eq!(claim_error(&h.store.claim_task(&o, l, claimed).await.unwrap()), "not claimable: expired");
-    let late = h.store.submit_task(&o, l, claimed, c, SubmitStatus::Completed, "too late").await.unwrap();
+    let late = h.store.submit_task(&submit_req(&o, l, claimed, c, SubmitStatus::Completed, "too late")).await.unwrap();
     assert_eq!(late, SubmitOutcome::Rejected(SubmitRejection::Expired));
     assert_eq!(h.store.cancel_task(&o, l, queued).await.unwrap(), CancelTaskOutcome::Unchanged(TaskStatus::Expired));
     // A second before expiry everything still worked: expiry is exactly 24 h.
@@ -380,7 +380,7 @@ async fn open_task_list_is_the_links_open_tasks_oldest_first(h: Harness) {
     let open: Vec<_> = h.store.list_open_tasks(&o, l, 50).await.unwrap().iter().map(|t| t.task_id).collect();
     assert_eq!(open, vec![t1, t2, t3]);
     assert_eq!(h.writes(), writes, "listing wrote");
-    h.store.submit_task(&o, l, t2, c, SubmitStatus::Completed, "ok").await.unwrap();
+    h.store.submit_task(&submit_req(&o, l, t2, c, SubmitStatus::Completed, "ok")).await.unwrap();
     h.store.cancel_task(&o, l, t3).await.unwrap();
     let open: Vec<_> = h.store.list_open_tasks(&o, l, 50).await.unwrap().iter().map(|t| t.task_id).collect();
     assert_eq!(open, vec![t1]);
@@ -759,14 +759,14 @@ async fn big_results_round_trip(h: Harness) {
 
 async fn device_tokens_authenticate_until_revoked(h: Harness) {
     let o = owner("alice");
-    let (token, hash) = shared::devices::new_token().unwrap();
+    let (token, hash) = domain::devices::new_token().unwrap();
     let d = h.store.create_device(&o, "MacBook", &hash).await.unwrap();
-    let (_, other_hash) = shared::devices::new_token().unwrap();
+    let (_, other_hash) = domain::devices::new_token().unwrap();
     h.store.create_device(&owner("bob"), "Bob's", &other_hash).await.unwrap();
     let writes = h.writes();
-    let found = h.store.device_by_token_hash(&shared::devices::token_hash(&token)).await.unwrap().unwrap();
+    let found = h.store.device_by_token_hash(&domain::devices::token_hash(&token)).await.unwrap().unwrap();
     assert_eq!((found.device_id, found.owner.clone()), (d.device_id, o.clone()));
-    assert_eq!(h.store.device_by_token_hash(&shared::devices::token_hash("fcd_wrong")).await.unwrap(), None);
+    assert_eq!(h.store.device_by_token_hash(&domain::devices::token_hash("fcd_wrong")).await.unwrap(), None);
     assert_eq!(h.writes(), writes, "authenticating wrote");
     assert_eq!(h.store.list_devices(&o).await.unwrap().len(), 1);
     assert!(!h.store.revoke_device(&owner("bob"), d.device_id).await.unwrap(), "another owner cannot revoke it");
@@ -800,7 +800,7 @@ async fn request_counts_on_the_common_path(h: Harness) {
         }};
     }
     let c = measure!("claim", claim(&h, &o, l, t).await);
-    measure!("submit", h.store.submit_task(&o, l, t, c, SubmitStatus::Completed, "done").await.unwrap());
+    measure!("submit", h.store.submit_task(&submit_req(&o, l, t, c, SubmitStatus::Completed, "done")).await.unwrap());
     let t2 = assign(&h, &o, l, "Cancel me").await;
     measure!("cancel_task", h.store.cancel_task(&o, l, t2).await.unwrap());
     measure!("list_open_tasks", h.store.list_open_tasks(&o, l, 50).await.unwrap());
@@ -908,4 +908,16 @@ suite! {
     big_results_round_trip,
     request_counts_on_the_common_path,
     device_tokens_authenticate_until_revoked,
+}
+
+/// A submit request (the store takes one struct).
+fn submit_req(
+    owner: &domain::ids::OwnerId,
+    link_id: domain::ids::ChatLinkId,
+    task_id: domain::ids::TaskId,
+    claim_id: domain::ids::ClaimId,
+    status: domain::tasks::SubmitStatus,
+    result: &str,
+) -> domain::tasks::SubmitTask {
+    domain::tasks::SubmitTask { owner: owner.clone(), link_id, task_id, claim_id, status, result: result.to_owned() }
 }

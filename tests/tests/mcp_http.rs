@@ -8,9 +8,10 @@ use std::time::Duration;
 use base64::Engine;
 use local::{LocalConfig, Running};
 use serde_json::{Value, json};
-use shared::auth::mint_hs256;
-use shared::clock::{Clock, SystemClock};
-use shared::store::{ReadTasks, sqlite::SqliteStore};
+use service::auth::mint_hs256;
+use domain::clock::{Clock, SystemClock};
+use domain::store::ReadTasks;
+use store_sqlite::SqliteStore;
 
 const ACCEPT: &str = "application/json, text/event-stream";
 
@@ -143,7 +144,7 @@ async fn auth_errors_carry_the_right_headers() {
     let challenge = res.headers()["www-authenticate"].to_str().unwrap();
     assert!(challenge.starts_with("Bearer error=\"insufficient_scope\", scope=\"osfoundry:run\""), "{challenge}");
     let open = s.store().list_open_tasks(&s.running.demo.owner, s.running.demo.chat_link_id, 50).await.unwrap();
-    assert_eq!(open[0].status, shared::tasks::TaskStatus::Queued, "a refused call wrote");
+    assert_eq!(open[0].status, domain::tasks::TaskStatus::Queued, "a refused call wrote");
     s.finish().await;
 }
 
@@ -192,7 +193,7 @@ async fn bad_requests_get_clear_errors_and_write_nothing() {
         assert!(msg.contains(needle), "{tool} {args}: {msg:?} should mention {needle:?}");
     }
     // Oversized body → 413 before anything is parsed.
-    let big = vec![b' '; shared::mcp::DEFAULT_MAX_BODY_BYTES + 10];
+    let big = vec![b' '; service::mcp::DEFAULT_MAX_BODY_BYTES + 10];
     let res = s.post_raw(Some(&token), big).await;
     assert_eq!(res.status(), 413);
     let v: Value = res.json().await.unwrap();

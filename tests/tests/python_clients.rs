@@ -7,10 +7,10 @@
 
 use local::LocalConfig;
 use serde_json::Value;
-use shared::ids::{AgentId, CommandId, GraphSessionId};
-use shared::runs::{RunStatus, SessionMeta};
-use shared::store::{ReadRuns, ReadTasks, SyncSessions};
-use shared::tasks::TaskStatus;
+use domain::ids::{AgentId, CommandId, GraphSessionId};
+use domain::runs::{RunStatus, SessionMeta};
+use domain::store::{ReadRuns, ReadTasks, SyncSessions};
+use domain::tasks::TaskStatus;
 
 async fn drive(python_var: &str, expected_protocol: &str) {
     let Some(python) = std::env::var_os(python_var) else {

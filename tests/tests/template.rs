@@ -3,7 +3,7 @@
 //! - each tool function's IAM policy allows exactly the DynamoDB actions its tool declares
 //!   (`ToolName::dynamodb_actions`, itself proven against the emulator in `tool_permissions`),
 //!   only the artifact tool touches the bucket, only `mcp` invokes functions — exactly the tools;
-//! - every environment variable a function's config requires (`lambda_common::config::required_keys`)
+//! - every environment variable a function's config requires (`lambda::config::required_keys`)
 //!   is set;
 //! - the table has the key schema, indexes and TTL attribute the DynamoDB store uses.
 //!
@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde_norway::Value;
-use shared::tools::ToolName;
+use service::tools::ToolName;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
@@ -111,7 +111,7 @@ fn problems(template: &str) -> Vec<String> {
         .filter_map(|(name, f)| ToolName::parse(name).map(|t| (t, f.logical_id.clone())))
         .collect();
     for (name, f) in &fns {
-        for key in lambda_common::config::required_keys(name).unwrap_or_default() {
+        for key in lambda::config::required_keys(name).unwrap_or_default() {
             if !f.env.contains(&key) {
                 p.push(format!("{name}: environment variable {key} is required by its config but not set"));
             }
@@ -119,7 +119,7 @@ fn problems(template: &str) -> Vec<String> {
         let mut expected: BTreeSet<String> = BTreeSet::new();
         match ToolName::parse(name) {
             Some(tool) => {
-                expected.extend(tool.dynamodb_actions().iter().map(|a| (*a).to_owned()));
+                expected.extend(tool.spec().dynamodb_actions.iter().map(|a| (*a).to_owned()));
                 if tool == ToolName::UploadLinkedChatArtifact {
                     expected.insert("s3:PutObject".into());
                 }
@@ -127,7 +127,7 @@ fn problems(template: &str) -> Vec<String> {
                     if action.starts_with("dynamodb:") {
                         let on_index = resources.iter().any(|r| r.contains("/index/"));
                         let on_table = resources.iter().any(|r| r == "Table.Arn");
-                        if tool.queries_index() && action == "dynamodb:Query" && !on_index {
+                        if tool.spec().queries_index && action == "dynamodb:Query" && !on_index {
                             p.push(format!("{name}: {action} must name the index it queries"));
                         }
                         if !(on_index || on_table) || resources.iter().any(|r| r == "*") {
@@ -155,8 +155,8 @@ fn problems(template: &str) -> Vec<String> {
             }
             None => {
                 let (declared, index) = match name.as_str() {
-                    "graph_relay" => (shared::relay_api::DYNAMODB_ACTIONS, Some("gsi1")),
-                    "owner_api" => (shared::owner_api::DYNAMODB_ACTIONS, None),
+                    "graph_relay" => (service::relay_api::DYNAMODB_ACTIONS, Some("gsi1")),
+                    "owner_api" => (service::owner_api::DYNAMODB_ACTIONS, None),
                     other => {
                         p.push(format!("{other}: a function the checker does not know"));
                         (&[][..], None)
@@ -187,11 +187,11 @@ fn problems(template: &str) -> Vec<String> {
         .filter_map(|g| g["IndexName"].as_str().map(str::to_owned))
         .collect();
     let want: BTreeSet<String> =
-        [shared::store::dynamo::QUEUE_INDEX, shared::store::dynamo::OPEN_TASKS_INDEX].iter().map(|s| (*s).to_owned()).collect();
+        [store_dynamo::QUEUE_INDEX, store_dynamo::OPEN_TASKS_INDEX].iter().map(|s| (*s).to_owned()).collect();
     if gsis != want {
         p.push(format!("table indexes {gsis:?}, the store uses {want:?}"));
     }
-    if table["TimeToLiveSpecification"]["AttributeName"].as_str() != Some(shared::store::dynamo::TTL_ATTRIBUTE) {
+    if table["TimeToLiveSpecification"]["AttributeName"].as_str() != Some(store_dynamo::TTL_ATTRIBUTE) {
         p.push("table TTL attribute differs from the store's".into());
     }
     if table["BillingMode"].as_str() != Some("PAY_PER_REQUEST") {

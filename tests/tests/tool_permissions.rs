@@ -12,10 +12,10 @@ use std::sync::Arc;
 use base64::Engine;
 use foundry_tests::{Backend, Harness, test_policy};
 use serde_json::json;
-use shared::ids::{AgentId, GraphSessionId, IdempotencyKey, OwnerId};
-use shared::runs::SessionMeta;
-use shared::tasks::{AssignOutcome, AssignTask};
-use shared::tools::{DirBlobStore, ToolCall, ToolDeps, ToolName, ToolReply, handle};
+use domain::ids::{AgentId, GraphSessionId, IdempotencyKey, OwnerId};
+use domain::runs::SessionMeta;
+use domain::tasks::{AssignOutcome, AssignTask};
+use service::tools::{DirBlobStore, ToolCall, ToolDeps, ToolName, ToolReply, handle};
 
 /// IAM actions of one logged request; a transaction needs the actions of its parts.
 fn iam(op: &str) -> Vec<String> {
@@ -52,7 +52,7 @@ async fn every_tool_uses_exactly_its_declared_dynamodb_actions() {
     let link = h.store.create_link(&owner, project.project_id, "L").await.unwrap().unwrap().link_id;
     let assign = AssignTask { owner: owner.clone(), link_id: link, objective: "o".into(), idempotency_key: IdempotencyKey::parse("perm-task-1").unwrap() };
     let AssignOutcome::Assigned(task) = h.store.assign_task(&assign).await.unwrap() else { panic!() };
-    let deps = ToolDeps { store: Arc::clone(&h.store), clock: h.clock.clone(), policy: h.policy, blobs: Arc::new(DirBlobStore(std::env::temp_dir().join("fc-perm-blobs"))) };
+    let deps = ToolDeps { store: Arc::clone(&h.store), clock: h.clock.clone(), policy: h.policy, blobs: Some(Arc::new(DirBlobStore(std::env::temp_dir().join("fc-perm-blobs")))) };
 
     let (p, l, t) = (project.project_id.to_string(), link.to_string(), task.task_id.to_string());
     let run_args = json!({"graph_session_id": gs.to_string(), "idempotency_key": "perm-run-1"});
@@ -95,7 +95,7 @@ async fn every_tool_uses_exactly_its_declared_dynamodb_actions() {
         assert!(!matches!(reply, ToolReply::Invalid { .. }), "{tool:?}: {reply:?}");
     }
     for tool in ToolName::ALL {
-        let declared: BTreeSet<String> = tool.dynamodb_actions().iter().map(|s| (*s).to_owned()).collect();
+        let declared: BTreeSet<String> = tool.spec().dynamodb_actions.iter().map(|s| (*s).to_owned()).collect();
         let used = seen.remove(&tool).unwrap_or_default();
         eprintln!("{}: {:?}", tool.as_str(), used);
         assert_eq!(used, declared, "{}: IAM actions used vs declared", tool.as_str());
@@ -114,10 +114,10 @@ fn request(method: &str, path: &str, token: &str, body: serde_json::Value) -> ht
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
-    use shared::auth::{Authenticator, Keys, mint_hs256};
-    use shared::owner_api::OwnerApi;
-    use shared::relay_api::RelayApi;
-    use shared::clock::Clock;
+    use service::auth::{Authenticator, Keys, mint_hs256};
+    use service::owner_api::OwnerApi;
+    use service::relay_api::RelayApi;
+    use domain::clock::Clock;
     let Some(h) = Harness::dynamo(test_policy()).await else { return };
     let Backend::Dynamo { log, .. } = &h.backend else { unreachable!() };
     let secret = b"an owner-api test secret of 32 b".to_vec();
@@ -148,7 +148,7 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
     assert_eq!(res.status(), 200, "{:?}", res.body());
     let owner = OwnerId::new("api-owner").unwrap();
     let agent = AgentId::new("c", "api-owner").unwrap();
-    let req = shared::runs::QueueRun {
+    let req = domain::runs::QueueRun {
         owner: owner.clone(),
         agent,
         project_id: None,
@@ -156,7 +156,7 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
         arguments: json!({}),
         idempotency_key: IdempotencyKey::parse("relay-perm-1").unwrap(),
     };
-    let shared::runs::QueueOutcome::Queued(run) = h.store.queue_run(&req).await.unwrap() else { panic!() };
+    let domain::runs::QueueOutcome::Queued(run) = h.store.queue_run(&req).await.unwrap() else { panic!() };
     log.take();
     relay_api.handle(request("POST", "/external-assistants/graph-relays/sync", &device_token, sync_body)).await;
     let id = run.command_id;
@@ -169,6 +169,6 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
 
     let declared = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<BTreeSet<String>>();
     eprintln!("owner_api: {owner_used:?}\ngraph_relay: {relay_used:?}");
-    assert_eq!(owner_used, declared(shared::owner_api::DYNAMODB_ACTIONS));
-    assert_eq!(relay_used, declared(shared::relay_api::DYNAMODB_ACTIONS));
+    assert_eq!(owner_used, declared(service::owner_api::DYNAMODB_ACTIONS));
+    assert_eq!(relay_used, declared(service::relay_api::DYNAMODB_ACTIONS));
 }

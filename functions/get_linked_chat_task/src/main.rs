@@ -1,7 +1,8 @@
-//! The `get_linked_chat_task` Lambda: one MCP tool, called by the `mcp` function with the verified
-//! identity and the arguments. Wiring only; the handler is `shared::tools::handle`.
+//! The `get_linked_chat_task` Lambda: one MCP tool, invoked by the `mcp` function with the verified identity
+//! and the arguments. Wiring only: the handler is `service::tools::get_linked_chat_task`, the loop
+//! `lambda::tool::run`.
 
 #[tokio::main]
-async fn main() -> Result<(), lambda_common::Error> {
-    lambda_common::run_tool(shared::tools::ToolName::GetLinkedChatTask).await
+async fn main() -> Result<(), lambda::Error> {
+    lambda::tool::run::<service::tools::GetLinkedChatTask>().await
 }

@@ -1,7 +1,7 @@
-//! The `graph_relay` Lambda: the relay API (sync, start, control, complete) for desktop relays, with device tokens. Wiring only; the handlers live in
-//! `shared`, the glue in `lambda_common::run_relay_api`.
+//! The `graph_relay` Lambda: the relay API (sync, start, control, complete) for desktop relays, with device tokens. Wiring only: the handlers live in
+//! `service`, the loop in `lambda::relay_api::run`.
 
 #[tokio::main]
-async fn main() -> Result<(), lambda_common::Error> {
-    lambda_common::run_relay_api().await
+async fn main() -> Result<(), lambda::Error> {
+    lambda::relay_api::run().await
 }

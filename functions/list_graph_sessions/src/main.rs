@@ -1,7 +1,8 @@
-//! The `list_graph_sessions` Lambda: one MCP tool, called by the `mcp` function with the verified
-//! identity and the arguments. Wiring only; the handler is `shared::tools::handle`.
+//! The `list_graph_sessions` Lambda: one MCP tool, invoked by the `mcp` function with the verified identity
+//! and the arguments. Wiring only: the handler is `service::tools::list_graph_sessions`, the loop
+//! `lambda::tool::run`.
 
 #[tokio::main]
-async fn main() -> Result<(), lambda_common::Error> {
-    lambda_common::run_tool(shared::tools::ToolName::ListGraphSessions).await
+async fn main() -> Result<(), lambda::Error> {
+    lambda::tool::run::<service::tools::ListGraphSessions>().await
 }

@@ -1,7 +1,7 @@
-//! The `mcp` Lambda: MCP over the HTTP API, dispatching each tool call to the tool's own
-//! function. Wiring only; the endpoint is `shared::mcp`, the glue `lambda_common::run_mcp`.
+//! The `mcp` Lambda: the MCP endpoint: auth, protocol, validation, dispatch to the tool functions. Wiring only: the handlers live in
+//! `service`, the loop in `lambda::mcp::run`.
 
 #[tokio::main]
-async fn main() -> Result<(), lambda_common::Error> {
-    lambda_common::run_mcp().await
+async fn main() -> Result<(), lambda::Error> {
+    lambda::mcp::run().await
 }

@@ -1,7 +1,7 @@
-//! The `owner_api` Lambda: the owner API: projects and device tokens. Wiring only; the handlers live in
-//! `shared`, the glue in `lambda_common::run_owner_api`.
+//! The `owner_api` Lambda: the owner API (projects, device tokens) with owner tokens. Wiring only: the handlers live in
+//! `service`, the loop in `lambda::owner_api::run`.
 
 #[tokio::main]
-async fn main() -> Result<(), lambda_common::Error> {
-    lambda_common::run_owner_api().await
+async fn main() -> Result<(), lambda::Error> {
+    lambda::owner_api::run().await
 }

@@ -1,7 +1,8 @@
-//! The `upload_linked_chat_artifact` Lambda: one MCP tool, called by the `mcp` function with the verified
-//! identity and the arguments. Wiring only; the handler is `shared::tools::handle`.
+//! The `upload_linked_chat_artifact` Lambda: one MCP tool, invoked by the `mcp` function with the verified identity
+//! and the arguments. Wiring only: the handler is `service::tools::upload_linked_chat_artifact`, the loop
+//! `lambda::tool::run`.
 
 #[tokio::main]
-async fn main() -> Result<(), lambda_common::Error> {
-    lambda_common::run_tool(shared::tools::ToolName::UploadLinkedChatArtifact).await
+async fn main() -> Result<(), lambda::Error> {
+    lambda::tool::run::<service::tools::UploadLinkedChatArtifact>().await
 }

@@ -1,0 +1,75 @@
+//! Desktop relays authenticate with device tokens (SPEC §1): 32 random bytes created by the
+//! owner, shown once, stored only as their sha256.
+
+use base64::Engine;
+
+use crate::clock::Timestamp;
+use crate::ids::OwnerId;
+use crate::runs::sha256_hex;
+
+/// A device token's prefix: lets a leaked token be recognised (secret scanners, logs).
+pub const TOKEN_PREFIX: &str = "fcd_";
+
+/// A registered desktop relay.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Device {
+    /// Its id (UUID).
+    pub device_id: uuid::Uuid,
+    /// Whose it is.
+    pub owner: OwnerId,
+    /// The owner's name for it (e.g. "MacBook").
+    pub name: String,
+    /// sha256 (hex) of the token.
+    pub token_hash: String,
+    /// When it was created.
+    pub created_at: Timestamp,
+    /// When the owner revoked it.
+    pub revoked_at: Option<Timestamp>,
+}
+
+impl Device {
+    /// A new, unrevoked device of `owner` whose token hashes to `token_hash`.
+    pub fn new(owner: &OwnerId, name: &str, token_hash: &str, now: Timestamp) -> Self {
+        Self {
+            device_id: uuid::Uuid::new_v4(),
+            owner: owner.clone(),
+            name: name.to_owned(),
+            token_hash: token_hash.to_owned(),
+            created_at: now,
+            revoked_at: None,
+        }
+    }
+}
+
+/// A fresh device token and its hash: `fcd_` + 32 random bytes, base64url without padding.
+///
+/// # Errors
+/// When the operating system cannot provide randomness.
+pub fn new_token() -> Result<(String, String), getrandom::Error> {
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)?;
+    let token = format!("{TOKEN_PREFIX}{}", base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes));
+    let hash = token_hash(&token);
+    Ok((token, hash))
+}
+
+/// sha256 (hex) of a presented token: the only form a store keeps.
+pub fn token_hash(token: &str) -> String {
+    sha256_hex(token.as_bytes())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_are_random_and_only_their_hash_is_kept() {
+        let (a, ha) = new_token().unwrap();
+        let (b, hb) = new_token().unwrap();
+        assert_ne!(a, b);
+        assert!(a.starts_with(TOKEN_PREFIX) && a.len() == 4 + 43);
+        assert_eq!(ha, token_hash(&a));
+        assert_ne!(ha, hb);
+        assert!(!ha.contains(&a[4..]));
+    }
+}

@@ -1,0 +1,34 @@
+//! # domain — what foundry-connect is, without any I/O
+//!
+//! Everything the Lambda functions, the local server, the stores and the desktop relay agree
+//! on lives here, once. Nothing in this crate talks to a network, a disk or AWS: the compiler
+//! keeps it that way (its only dependencies are serde, hashing, ids and error derives), so the
+//! relay can depend on it alone.
+//!
+//! | module | what it holds |
+//! |---|---|
+//! | [`clock`] | [`clock::Timestamp`] and the injected [`clock::Clock`] (system or manual) |
+//! | [`ids`] | validated ids: UUIDv7 command/task ids, `gs_` session ids, agent ids, keys |
+//! | [`errors`] | the exact error strings of the contract, [`errors::InputError`], [`errors::ErrorChain`] |
+//! | [`limits`] | every bound (100,000-character completions, 2,000-character errors, …) and the time [`limits::Policy`] |
+//! | [`runs`] | graph runs: state machine, completions, idempotent queueing, failure classifiers |
+//! | [`tasks`] | linked chat tasks: state machine, claims as fencing tokens, submits, artifacts |
+//! | [`projects`] | projects, chat links, consent checks at queue time |
+//! | [`devices`] | device tokens of desktop relays (random, shown once, kept as sha256) |
+//! | [`store`] | the store capability traits (`ClaimTasks`, `QueueRuns`, …) and [`store::StoreError`] |
+//! | [`relay`] | the relay protocol's wire types, shared by the relay API and the relay |
+//!
+//! Stores do one conditional write per state change and hand the old image of a failed
+//! write to the pure classifiers in [`runs`] and [`tasks`], so both stores decide outcomes
+//! with the same code.
+
+pub mod clock;
+pub mod devices;
+pub mod errors;
+pub mod ids;
+pub mod limits;
+pub mod projects;
+pub mod relay;
+pub mod runs;
+pub mod store;
+pub mod tasks;

@@ -1,0 +1,144 @@
+//! Projects and chat links: the owner's consent boundaries.
+//!
+//! A project is enabled (or not) for connected agents and carries the set of graph sessions
+//! the desktop last shared in it. A chat link binds one host conversation to one project.
+
+use crate::clock::Timestamp;
+use crate::errors::InputError;
+use crate::ids::{ChatLinkId, GraphSessionId, OwnerId, ProjectId};
+use crate::limits::{MAX_NAME_CHARS, char_len};
+use crate::runs::{QueueRejection, SessionMeta};
+
+/// A project of an owner.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Project {
+    /// Its id.
+    pub project_id: ProjectId,
+    /// Whose it is.
+    pub owner: OwnerId,
+    /// Display name.
+    pub name: String,
+    /// Whether connected agents may use it.
+    pub enabled: bool,
+    /// Graph sessions shared in it, as of the last relay sync.
+    pub sessions: Vec<SessionMeta>,
+    /// When a relay last synced it.
+    pub last_sync_at: Option<Timestamp>,
+    /// When it was created.
+    pub created_at: Timestamp,
+}
+
+impl Project {
+    /// A new project of `owner`: disabled for connected agents, nothing shared yet.
+    pub fn new(owner: &OwnerId, name: &str, now: Timestamp) -> Self {
+        Self {
+            project_id: ProjectId::generate(),
+            owner: owner.clone(),
+            name: name.to_owned(),
+            enabled: false,
+            sessions: Vec::new(),
+            last_sync_at: None,
+            created_at: now,
+        }
+    }
+
+    /// The shared session with this id, if any.
+    pub fn session(&self, id: &GraphSessionId) -> Option<&SessionMeta> {
+        self.sessions.iter().find(|s| &s.graph_session_id == id)
+    }
+}
+
+/// A chat link: one host conversation bound to one project.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ChatLink {
+    /// Its id.
+    pub link_id: ChatLinkId,
+    /// Whose it is.
+    pub owner: OwnerId,
+    /// The project it belongs to.
+    pub project_id: ProjectId,
+    /// Display name (e.g. the conversation's title).
+    pub name: String,
+    /// When it was created.
+    pub created_at: Timestamp,
+}
+
+impl ChatLink {
+    /// A new chat link of `owner` in `project`.
+    pub fn new(owner: &OwnerId, project: ProjectId, name: &str, now: Timestamp) -> Self {
+        Self { link_id: ChatLinkId::generate(), owner: owner.clone(), project_id: project, name: name.to_owned(), created_at: now }
+    }
+}
+
+/// Checks a project or link name: 1 to 200 characters, not blank.
+///
+/// # Errors
+/// [`InputError`] on `name`.
+pub fn validate_name(name: &str) -> Result<(), InputError> {
+    let n = char_len(name);
+    if name.trim().is_empty() || n > MAX_NAME_CHARS {
+        return Err(InputError::new(
+            "name",
+            format!("must be 1 to {MAX_NAME_CHARS} characters and not blank (got {n})"),
+        ));
+    }
+    Ok(())
+}
+
+/// Outcome of a relay sync.
+#[derive(Debug, Clone, PartialEq)]
+pub enum SyncOutcome {
+    /// The set was replaced and the sync time recorded.
+    Synced(Project),
+    /// The owner has not enabled the project for connected agents; nothing was written.
+    Disabled,
+    /// Not this owner's project.
+    NotFound,
+}
+
+/// Where a run goes: the project and the session's slug as of the last sync.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueTarget {
+    /// The project.
+    pub project_id: ProjectId,
+    /// The session's slug when queued.
+    pub slug: String,
+}
+
+/// Consent at queue time for a caller-named project: it must be the owner's, enabled, and
+/// share the session.
+///
+/// # Errors
+/// The [`QueueRejection`] naming what is missing.
+pub fn check_named_project(
+    project: Option<&Project>,
+    gs: &GraphSessionId,
+) -> Result<QueueTarget, QueueRejection> {
+    let p = project.ok_or(QueueRejection::ProjectNotFound)?;
+    if !p.enabled {
+        return Err(QueueRejection::ProjectDisabled(p.project_id));
+    }
+    let s = p
+        .session(gs)
+        .ok_or_else(|| QueueRejection::SessionNotSharedInProject(gs.clone(), p.project_id))?;
+    Ok(QueueTarget { project_id: p.project_id, slug: s.slug.clone() })
+}
+
+/// Consent at queue time without a project: exactly one enabled project of the owner must
+/// share the session.
+///
+/// # Errors
+/// [`QueueRejection::SessionNotShared`] or [`QueueRejection::AmbiguousProject`].
+pub fn resolve_project(projects: &[Project], gs: &GraphSessionId) -> Result<QueueTarget, QueueRejection> {
+    let mut hits = projects.iter().filter(|p| p.enabled).filter_map(|p| p.session(gs).map(|s| (p, s)));
+    match (hits.next(), hits.next()) {
+        (None, _) => Err(QueueRejection::SessionNotShared(gs.clone())),
+        (Some((p, s)), None) => Ok(QueueTarget { project_id: p.project_id, slug: s.slug.clone() }),
+        (Some((a, _)), Some((b, _))) => {
+            let mut ids = vec![a.project_id, b.project_id];
+            ids.extend(hits.map(|(p, _)| p.project_id));
+            ids.sort();
+            Err(QueueRejection::AmbiguousProject(gs.clone(), ids))
+        }
+    }
+}

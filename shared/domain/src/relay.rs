@@ -1,0 +1,143 @@
+//! The relay protocol (SPEC §4): the JSON bodies the desktop relay and the relay API exchange.
+//!
+//! One definition for both sides: the server (`service::relay_api`) deserializes the requests
+//! and serializes the responses declared here, the relay (`relay::client`) does the opposite.
+//! Requests refuse unknown fields; responses are read leniently by the relay (an older relay
+//! keeps working when the server adds a field).
+//!
+//! | route (under [`PREFIX`]) | request | 200 | other answers |
+//! |---|---|---|---|
+//! | `POST /sync` | [`SyncRequest`] | [`SyncResponse`] | 409 [`ErrorResponse`] with `enabled: false` |
+//! | `POST /commands/{id}/start` | [`StartRequest`] | [`StartResponse`] | 409 [`StatusResponse`] (do not run it) |
+//! | `GET /commands/{id}/control` | — | [`ControlResponse`] | 404: stop |
+//! | `POST /commands/{id}/complete` | [`Completion`](crate::runs::Completion) | [`CompleteResponse`] | 409 [`StatusResponse`] (ended otherwise) |
+//!
+//! Every refusal is an [`ErrorResponse`] whose `error` names the field and the rule.
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{CommandId, GraphSessionId, ProjectId};
+use crate::runs::{RunStatus, SessionMeta};
+
+/// Path prefix of the relay API.
+pub const PREFIX: &str = "/external-assistants/graph-relays";
+
+/// `POST /sync`: this device's shared sessions for one project (at most 100).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SyncRequest {
+    /// The project being synced.
+    pub project_id: ProjectId,
+    /// The sessions shared in it (the whole set: it replaces the previous one).
+    #[serde(default)]
+    pub sessions: Vec<SessionMeta>,
+}
+
+/// One queued command handed to the relay.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct QueuedCommand {
+    /// The ticket.
+    pub command_id: CommandId,
+    /// The session to run.
+    pub graph_session_id: GraphSessionId,
+    /// The session's slug when the run was queued (the relay re-checks it).
+    pub slug: String,
+    /// The run's arguments (a JSON object).
+    #[serde(default)]
+    pub arguments: serde_json::Value,
+    /// When it was queued (RFC 3339).
+    pub queued_at: String,
+}
+
+/// The answer to a sync: the project's queued commands, oldest first.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+pub struct SyncResponse {
+    /// Queued, unexpired commands, oldest first.
+    pub commands: Vec<QueuedCommand>,
+    /// Seconds between polls the server asks for.
+    pub poll_interval_s: u64,
+    /// The server's clock (RFC 3339), for the relay's logs.
+    pub server_time: String,
+}
+
+/// `POST /commands/{id}/start`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartRequest {
+    /// The relay's id for this execution; repeating it makes a lost response safe to retry.
+    pub execution_id: String,
+}
+
+/// A started command.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StartResponse {
+    /// `running`.
+    pub status: RunStatus,
+    /// The command was already running with this execution id (a retried start).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
+}
+
+/// The answer to a control poll (also a heartbeat).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ControlResponse {
+    /// Stop the run: the agent cancelled it, or the server no longer considers it running.
+    pub cancel_requested: bool,
+    /// Present when the run is no longer running for the server: its status.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub status: Option<RunStatus>,
+}
+
+/// A recorded completion.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct CompleteResponse {
+    /// Always true.
+    pub ok: bool,
+    /// The identical completion had been recorded before.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub replayed: bool,
+    /// The status recorded (`cancelled` when cancel was requested, whatever the relay sent).
+    pub status: RunStatus,
+}
+
+/// A 409: the command is in a state that refuses the request; the status it has.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StatusResponse {
+    /// The command's status.
+    pub status: RunStatus,
+}
+
+/// Any refusal: the message names the field and the rule.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorResponse {
+    /// What was wrong.
+    pub error: String,
+    /// On a sync of a project the owner disabled: `false`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn requests_refuse_unknown_fields_and_name_the_field() {
+        let bad = r#"{"project_id":"p","sessions":[]}"#;
+        let e = serde_json::from_str::<SyncRequest>(bad).unwrap_err().to_string();
+        assert!(e.starts_with("must be a UUID"), "{e}");
+        let extra = r#"{"execution_id":"e","extra":1}"#;
+        assert!(serde_json::from_str::<StartRequest>(extra).is_err());
+    }
+
+    #[test]
+    fn responses_round_trip_with_optional_fields_left_out() {
+        let s = StartResponse { status: RunStatus::Running, replayed: false };
+        assert_eq!(serde_json::to_string(&s).unwrap(), r#"{"status":"running"}"#);
+        let c = ControlResponse { cancel_requested: true, status: Some(RunStatus::Cancelled) };
+        let back: ControlResponse = serde_json::from_str(&serde_json::to_string(&c).unwrap()).unwrap();
+        assert_eq!(back, c);
+        let done = CompleteResponse { ok: true, replayed: true, status: RunStatus::Completed };
+        assert_eq!(serde_json::to_string(&done).unwrap(), r#"{"ok":true,"replayed":true,"status":"completed"}"#);
+    }
+}

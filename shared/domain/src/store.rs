@@ -1,0 +1,224 @@
+//! The store, split by capability.
+//!
+//! Each Lambda function depends only on the capabilities it uses (and its IAM policy allows
+//! only their DynamoDB actions): a read tool takes `&impl ReadRuns`, the claim tool
+//! `&impl ClaimTasks`. Two crates implement every capability with the same semantics —
+//! `store-dynamo` (one DynamoDB table) and `store-sqlite` (the embedded store) — proven by one
+//! conformance suite (`tests/`).
+//!
+//! Rules every implementation keeps:
+//! - every state change is one conditional write (or one transaction); a failed condition is
+//!   an outcome, classified from the item's old image by the pure functions in
+//!   [`crate::runs`] and [`crate::tasks`], never a second read;
+//! - no read writes: expiry and lost heartbeats are computed on read and enforced inside the
+//!   write conditions;
+//! - input is validated before a store is called; stores trust their typed arguments.
+
+use async_trait::async_trait;
+
+use crate::devices::Device;
+use crate::ids::{AgentId, ChatLinkId, CommandId, OwnerId, ProjectId, TaskId};
+use crate::projects::{ChatLink, Project, SyncOutcome};
+use crate::runs::{
+    CancelRunOutcome, CompleteOutcome, Completion, ControlOutcome, QueueOutcome, QueueRun, Run,
+    SessionMeta, StartOutcome,
+};
+use crate::tasks::{
+    ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignTask, CancelTaskOutcome, ClaimOutcome,
+    SubmitOutcome, SubmitTask, Task,
+};
+
+/// A boxed error cause, kept for the logs.
+pub type BoxError = Box<dyn std::error::Error + Send + Sync>;
+
+/// A failure of the storage itself (not a domain outcome). Every variant keeps its cause;
+/// callers log it with [`crate::errors::ErrorChain`] and answer a retryable error without
+/// details.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Retryable: the backend could not be reached, throttled the request, timed out, or the
+    /// write lost a race with a concurrent transaction more often than it retries.
+    #[error("store unavailable")]
+    Unavailable(#[source] BoxError),
+    /// The backend refused the request for a reason a retry will not fix (a missing table, a
+    /// missing permission, a request it considers invalid): a deployment or code problem.
+    #[error("store refused the request")]
+    Refused(#[source] BoxError),
+    /// An item did not have the shape this code writes.
+    #[error("stored item is malformed: {0}")]
+    Corrupt(String),
+}
+
+impl StoreError {
+    /// A retryable backend failure.
+    pub fn unavailable(e: impl Into<BoxError>) -> Self {
+        Self::Unavailable(e.into())
+    }
+
+    /// A backend refusal that a retry will not fix.
+    pub fn refused(e: impl Into<BoxError>) -> Self {
+        Self::Refused(e.into())
+    }
+
+    /// Whether retrying the same call later can succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Self::Unavailable(_))
+    }
+}
+
+/// Result of a store call.
+pub type StoreResult<T> = Result<T, StoreError>;
+
+/// Owner: projects and their consent switch.
+#[async_trait]
+pub trait ManageProjects: Send + Sync {
+    /// Creates a project (disabled for connected agents until the owner enables it).
+    async fn create_project(&self, owner: &OwnerId, name: &str) -> StoreResult<Project>;
+    /// Enables or disables a project for connected agents; `None` if not the owner's.
+    async fn set_project_enabled(&self, owner: &OwnerId, project: ProjectId, enabled: bool) -> StoreResult<Option<Project>>;
+    /// One project of the owner.
+    async fn get_project(&self, owner: &OwnerId, project: ProjectId) -> StoreResult<Option<Project>>;
+    /// All projects of the owner.
+    async fn list_projects(&self, owner: &OwnerId) -> StoreResult<Vec<Project>>;
+}
+
+/// Relay: replace a project's shared-session set and record the sync time.
+#[async_trait]
+pub trait SyncSessions: Send + Sync {
+    /// Replaces the set (already validated, ≤ 100) in one conditional write.
+    async fn sync_sessions(&self, owner: &OwnerId, project: ProjectId, sessions: &[SessionMeta]) -> StoreResult<SyncOutcome>;
+}
+
+/// Agent: queue a run (idempotent per agent and key).
+#[async_trait]
+pub trait QueueRuns: Send + Sync {
+    /// Queues a run: one transaction (consent check + key + command).
+    async fn queue_run(&self, req: &QueueRun) -> StoreResult<QueueOutcome>;
+}
+
+/// Agent: read its own runs.
+#[async_trait]
+pub trait ReadRuns: Send + Sync {
+    /// The run if it exists and this agent queued it.
+    async fn get_run(&self, agent: &AgentId, command: CommandId) -> StoreResult<Option<Run>>;
+}
+
+/// Agent: cancel its own runs.
+#[async_trait]
+pub trait CancelRuns: Send + Sync {
+    /// Queued → cancelled in one write; running → cancel flag; terminal → unchanged.
+    async fn cancel_run(&self, agent: &AgentId, command: CommandId) -> StoreResult<CancelRunOutcome>;
+}
+
+/// Relay: the queue of a project and the run lifecycle.
+#[async_trait]
+pub trait RelayRuns: Send + Sync {
+    /// The project's queued, unexpired commands, oldest first (one query, no writes).
+    async fn list_queued(&self, owner: &OwnerId, project: ProjectId, limit: usize) -> StoreResult<Vec<Run>>;
+    /// queued → running; refused if cancelled or expired meanwhile.
+    async fn start_run(&self, owner: &OwnerId, command: CommandId, execution_id: &str) -> StoreResult<StartOutcome>;
+    /// Heartbeat; tells whether the agent asked to cancel.
+    async fn control_run(&self, owner: &OwnerId, command: CommandId) -> StoreResult<ControlOutcome>;
+    /// running (or queued, for a refused command) → terminal; idempotent by sha256; cancel wins.
+    async fn complete_run(&self, owner: &OwnerId, command: CommandId, completion: &Completion) -> StoreResult<CompleteOutcome>;
+}
+
+/// Owner: chat links.
+#[async_trait]
+pub trait ManageLinks: Send + Sync {
+    /// Creates a link in one of the owner's projects; `None` if the project is not the owner's.
+    async fn create_link(&self, owner: &OwnerId, project: ProjectId, name: &str) -> StoreResult<Option<ChatLink>>;
+    /// One link of the owner.
+    async fn get_link(&self, owner: &OwnerId, link: ChatLinkId) -> StoreResult<Option<ChatLink>>;
+    /// All links of the owner.
+    async fn list_links(&self, owner: &OwnerId) -> StoreResult<Vec<ChatLink>>;
+}
+
+/// Owner: assign, cancel and list tasks.
+#[async_trait]
+pub trait AssignTasks: Send + Sync {
+    /// Assigns a task (idempotent by key + objective): one transaction.
+    async fn assign_task(&self, req: &AssignTask) -> StoreResult<AssignOutcome>;
+    /// Cancels an open task in one conditional write.
+    async fn cancel_task(&self, owner: &OwnerId, link: ChatLinkId, task: TaskId) -> StoreResult<CancelTaskOutcome>;
+    /// Every task of a link, newest first (one query).
+    async fn list_link_tasks(&self, owner: &OwnerId, link: ChatLinkId, limit: usize) -> StoreResult<Vec<Task>>;
+}
+
+/// Agent: read a link's tasks.
+#[async_trait]
+pub trait ReadTasks: Send + Sync {
+    /// The link's open (queued or claimed, unexpired) tasks, oldest first: one query, no writes.
+    async fn list_open_tasks(&self, owner: &OwnerId, link: ChatLinkId, limit: usize) -> StoreResult<Vec<Task>>;
+    /// One task of the link.
+    async fn get_task(&self, owner: &OwnerId, link: ChatLinkId, task: TaskId) -> StoreResult<Option<Task>>;
+}
+
+/// Agent: claim and submit.
+#[async_trait]
+pub trait ClaimTasks: Send + Sync {
+    /// One conditional write; the same link asking again while its claim is live gets it back.
+    async fn claim_task(&self, owner: &OwnerId, link: ChatLinkId, task: TaskId) -> StoreResult<ClaimOutcome>;
+    /// Accepted only with the current claim id; identical retries replay.
+    async fn submit_task(&self, req: &SubmitTask) -> StoreResult<SubmitOutcome>;
+}
+
+/// Agent: record an uploaded artifact (idempotent by artifact id + sha256, same fencing).
+#[async_trait]
+pub trait RecordArtifacts: Send + Sync {
+    /// Records the artifact if the claim still holds the task.
+    async fn record_artifact(&self, owner: &OwnerId, record: &ArtifactRecord) -> StoreResult<ArtifactOutcome>;
+}
+
+/// Owner: device tokens of desktop relays.
+#[async_trait]
+pub trait ManageDevices: Send + Sync {
+    /// Registers a device with an already generated token hash.
+    async fn create_device(&self, owner: &OwnerId, name: &str, token_hash: &str) -> StoreResult<Device>;
+    /// The owner's devices (revoked ones included), oldest first.
+    async fn list_devices(&self, owner: &OwnerId) -> StoreResult<Vec<Device>>;
+    /// Revokes a device; `false` if it is not the owner's.
+    async fn revoke_device(&self, owner: &OwnerId, device: uuid::Uuid) -> StoreResult<bool>;
+}
+
+/// Relay API: who presents this token hash (unrevoked devices only).
+#[async_trait]
+pub trait AuthenticateDevices: Send + Sync {
+    /// The device with this token hash, if it exists and is not revoked. One read, no write.
+    async fn device_by_token_hash(&self, token_hash: &str) -> StoreResult<Option<Device>>;
+}
+
+/// Every capability: what the local server and the test suite hold.
+pub trait Store:
+    ManageProjects
+    + SyncSessions
+    + QueueRuns
+    + ReadRuns
+    + CancelRuns
+    + RelayRuns
+    + ManageLinks
+    + AssignTasks
+    + ReadTasks
+    + ClaimTasks
+    + RecordArtifacts
+    + ManageDevices
+    + AuthenticateDevices
+{
+}
+
+impl<T> Store for T where
+    T: ManageProjects
+        + SyncSessions
+        + QueueRuns
+        + ReadRuns
+        + CancelRuns
+        + RelayRuns
+        + ManageLinks
+        + AssignTasks
+        + ReadTasks
+        + ClaimTasks
+        + RecordArtifacts
+        + ManageDevices
+        + AuthenticateDevices
+{
+}

@@ -1,0 +1,295 @@
+//! Function settings from the environment: parsed once, every key a constant, every bad value
+//! reported together, and the function fails before doing any work.
+//!
+//! [`required_keys`] lists what each function needs, so the SAM template test can check that
+//! the template sets every one of them (derived from this code, not copied).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use domain::limits::Policy;
+use service::mcp::{DEFAULT_MAX_BODY_BYTES, EndpointConfig};
+use service::tools::{ToolName, ToolSpec};
+
+/// Every problem found in a function's environment, one per line.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("bad configuration:\n{}", .problems.join("\n"))]
+pub struct ConfigError {
+    /// `KEY: what is wrong`, in the order the keys are read.
+    pub problems: Vec<String>,
+}
+
+/// The DynamoDB table.
+pub const TABLE_NAME: &str = "TABLE_NAME";
+/// The S3 bucket for artifacts (upload function only).
+pub const ARTIFACT_BUCKET: &str = "ARTIFACT_BUCKET";
+/// Optional: claim lease in seconds (default 900).
+pub const LEASE_SECONDS: &str = "LEASE_SECONDS";
+/// Optional: seconds without a control poll before a run reads `desktop stopped reporting` (default 600).
+pub const HEARTBEAT_TIMEOUT_SECONDS: &str = "HEARTBEAT_TIMEOUT_SECONDS";
+/// Optional: relay poll interval in seconds (default 20).
+pub const POLL_INTERVAL_SECONDS: &str = "POLL_INTERVAL_SECONDS";
+/// The OAuth issuer (`iss`), e.g. the Cognito user pool URL.
+pub const OAUTH_ISSUER: &str = "OAUTH_ISSUER";
+/// The issuer's JWKS URL.
+pub const JWKS_URL: &str = "JWKS_URL";
+/// Accepted audiences / app client ids, comma-separated.
+pub const OAUTH_AUDIENCES: &str = "OAUTH_AUDIENCES";
+/// Optional: the public base URL (the MCP URL is this + `/mcp`), e.g. a custom domain. Unset:
+/// `https://` + the request's `Host` (the API Gateway URL, which the function cannot be given
+/// without a dependency cycle in the template).
+pub const PUBLIC_URL: &str = "PUBLIC_URL";
+/// Optional: accepted `Host` values, comma-separated. Unset: no `Host` check (API Gateway only
+/// routes requests for its own domains, and every request needs a bearer token).
+pub const ALLOWED_HOSTS: &str = "ALLOWED_HOSTS";
+
+/// The environment key naming the Lambda function of `tool`, e.g. `TOOL_FUNCTION_CLAIM_LINKED_CHAT_TASK`.
+pub fn tool_function_key(tool: ToolName) -> String {
+    format!("TOOL_FUNCTION_{}", tool.as_str().to_ascii_uppercase())
+}
+
+/// The keys a function cannot start without, by function (crate) name.
+pub fn required_keys(function: &str) -> Option<Vec<String>> {
+    if function == "mcp" {
+        let mut keys: Vec<String> = [OAUTH_ISSUER, JWKS_URL, OAUTH_AUDIENCES].map(str::to_owned).to_vec();
+        keys.extend(ToolName::ALL.iter().map(|&t| tool_function_key(t)));
+        return Some(keys);
+    }
+    match function {
+        "graph_relay" => return Some(vec![TABLE_NAME.to_owned()]),
+        "owner_api" => return Some([TABLE_NAME, OAUTH_ISSUER, JWKS_URL, OAUTH_AUDIENCES].map(str::to_owned).to_vec()),
+        _ => {}
+    }
+    let tool = ToolName::parse(function)?;
+    let mut keys = vec![TABLE_NAME.to_owned()];
+    if tool.spec().stores_blobs {
+        keys.push(ARTIFACT_BUCKET.to_owned());
+    }
+    Some(keys)
+}
+
+struct Reader<F> {
+    get: F,
+    errors: Vec<String>,
+}
+
+impl<F: Fn(&str) -> Option<String>> Reader<F> {
+    fn required(&mut self, key: &str) -> String {
+        self.get_required(key).unwrap_or_default()
+    }
+
+    fn get_required(&mut self, key: &str) -> Option<String> {
+        let v = (self.get)(key);
+        if v.is_none() {
+            self.errors.push(format!("{key}: required"));
+        }
+        v
+    }
+
+    fn seconds(&mut self, key: &str, default: Duration) -> Duration {
+        match (self.get)(key) {
+            None => default,
+            Some(v) => match v.parse::<u64>() {
+                Ok(n) if n > 0 => Duration::from_secs(n),
+                _ => {
+                    self.errors.push(format!("{key}: must be a whole number of seconds > 0 (got {v:?})"));
+                    default
+                }
+            },
+        }
+    }
+
+    fn policy(&mut self) -> Policy {
+        let d = Policy::default();
+        Policy {
+            lease: self.seconds(LEASE_SECONDS, d.lease),
+            heartbeat_timeout: self.seconds(HEARTBEAT_TIMEOUT_SECONDS, d.heartbeat_timeout),
+            poll_interval: self.seconds(POLL_INTERVAL_SECONDS, d.poll_interval),
+            ..d
+        }
+    }
+
+    fn finish<T>(self, value: T) -> Result<T, ConfigError> {
+        if self.errors.is_empty() { Ok(value) } else { Err(ConfigError { problems: self.errors }) }
+    }
+}
+
+/// Settings of a tool function.
+#[derive(Debug, Clone, PartialEq)]
+pub struct ToolConfig {
+    /// The DynamoDB table.
+    pub table: String,
+    /// Time rules.
+    pub policy: Policy,
+    /// Artifact bucket (upload function only).
+    pub bucket: Option<String>,
+}
+
+impl ToolConfig {
+    /// Reads the settings of the function of the tool `tool` describes, through `get`.
+    ///
+    /// # Errors
+    /// [`ConfigError`] with every problem.
+    pub fn from_env(tool: ToolSpec, get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let mut r = Reader { get, errors: Vec::new() };
+        let table = r.required(TABLE_NAME);
+        let policy = r.policy();
+        let bucket = tool.stores_blobs.then(|| r.required(ARTIFACT_BUCKET));
+        r.finish(Self { table, policy, bucket })
+    }
+}
+
+/// Settings of the `graph_relay` function.
+#[derive(Debug, Clone, PartialEq)]
+pub struct RelayConfig {
+    /// The DynamoDB table.
+    pub table: String,
+    /// Time rules (the poll interval it tells relays, the heartbeat timeout).
+    pub policy: Policy,
+}
+
+impl RelayConfig {
+    /// Reads the settings through `get`.
+    ///
+    /// # Errors
+    /// [`ConfigError`] with every problem.
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let mut r = Reader { get, errors: Vec::new() };
+        let table = r.required(TABLE_NAME);
+        let policy = r.policy();
+        r.finish(Self { table, policy })
+    }
+}
+
+/// Settings of the `owner_api` function.
+#[derive(Debug, Clone, PartialEq)]
+pub struct OwnerConfig {
+    /// The DynamoDB table.
+    pub table: String,
+    /// Time rules.
+    pub policy: Policy,
+    /// Expected `iss`.
+    pub issuer: String,
+    /// JWKS URL.
+    pub jwks_url: String,
+    /// Accepted audiences (the owner's app client).
+    pub audiences: Vec<String>,
+}
+
+impl OwnerConfig {
+    /// Reads the settings through `get`.
+    ///
+    /// # Errors
+    /// [`ConfigError`] with every problem.
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let mut r = Reader { get, errors: Vec::new() };
+        let table = r.required(TABLE_NAME);
+        let policy = r.policy();
+        let issuer = r.required(OAUTH_ISSUER);
+        let jwks_url = r.required(JWKS_URL);
+        let audiences = list(&r.required(OAUTH_AUDIENCES));
+        r.finish(Self { table, policy, issuer, jwks_url, audiences })
+    }
+}
+
+/// Settings of the `mcp` function.
+#[derive(Debug, Clone)]
+pub struct McpConfig {
+    /// How the endpoint presents itself.
+    pub endpoint: EndpointConfig,
+    /// Expected `iss`.
+    pub issuer: String,
+    /// JWKS URL.
+    pub jwks_url: String,
+    /// Accepted audiences.
+    pub audiences: Vec<String>,
+    /// Function name per tool.
+    pub functions: HashMap<ToolName, String>,
+}
+
+fn list(v: &str) -> Vec<String> {
+    v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
+}
+
+impl McpConfig {
+    /// Reads the settings through `get`.
+    ///
+    /// # Errors
+    /// [`ConfigError`] with every problem.
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let mut r = Reader { get, errors: Vec::new() };
+        let issuer = r.required(OAUTH_ISSUER);
+        let jwks_url = r.required(JWKS_URL);
+        let audiences = list(&r.required(OAUTH_AUDIENCES));
+        let public_url = (r.get)(PUBLIC_URL).map(|u| u.trim_end_matches('/').to_owned());
+        if let Some(u) = &public_url
+            && !(u.starts_with("https://") || u.starts_with("http://"))
+        {
+            r.errors.push(format!("{PUBLIC_URL}: must be an http(s) URL (got {u:?})"));
+        }
+        let allowed_hosts = (r.get)(ALLOWED_HOSTS).map(|v| list(&v));
+        let mut functions = HashMap::new();
+        for &tool in ToolName::ALL {
+            if let Some(name) = r.get_required(&tool_function_key(tool)) {
+                functions.insert(tool, name);
+            }
+        }
+        let endpoint = EndpointConfig {
+            public_url,
+            mcp_path: "/mcp".into(),
+            authorization_servers: vec![issuer.clone()],
+            allowed_hosts,
+            max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+        };
+        r.finish(Self { endpoint, issuer, jwks_url, audiences, functions })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn map(pairs: &[(String, &str)]) -> impl Fn(&str) -> Option<String> {
+        let m: HashMap<String, String> = pairs.iter().map(|(k, v)| (k.clone(), (*v).to_owned())).collect();
+        move |k| m.get(k).cloned()
+    }
+
+    #[test]
+    fn tool_config_reports_every_problem() {
+        let e = ToolConfig::from_env(*ToolName::UploadLinkedChatArtifact.spec(), map(&[(LEASE_SECONDS.into(), "soon")])).unwrap_err();
+        assert_eq!(e.problems, vec![
+            "TABLE_NAME: required",
+            "LEASE_SECONDS: must be a whole number of seconds > 0 (got \"soon\")",
+            "ARTIFACT_BUCKET: required"
+        ]);
+        let ok = ToolConfig::from_env(*ToolName::ClaimLinkedChatTask.spec(), map(&[(TABLE_NAME.into(), "t"), (LEASE_SECONDS.into(), "60")])).unwrap();
+        assert_eq!((ok.table.as_str(), ok.policy.lease, ok.bucket), ("t", Duration::from_secs(60), None));
+    }
+
+    #[test]
+    fn mcp_config_needs_every_tool_function() {
+        let e = McpConfig::from_env(map(&[])).unwrap_err();
+        assert_eq!(e.problems.len(), 3 + ToolName::ALL.len());
+        assert!(e.to_string().starts_with("bad configuration:\nOAUTH_ISSUER: required\n"), "{e}");
+        let mut pairs: Vec<(String, &str)> = vec![
+            (OAUTH_ISSUER.into(), "https://cognito-idp.eu-west-1.amazonaws.com/pool"),
+            (JWKS_URL.into(), "https://cognito-idp.eu-west-1.amazonaws.com/pool/.well-known/jwks.json"),
+            (OAUTH_AUDIENCES.into(), "claude-client, chatgpt-client"),
+            (ALLOWED_HOSTS.into(), "abc.execute-api.eu-west-1.amazonaws.com, mcp.example.com"),
+        ];
+        let names: Vec<String> = ToolName::ALL.iter().map(|t| format!("fc-{}", t.as_str())).collect();
+        for (t, n) in ToolName::ALL.iter().zip(&names) {
+            pairs.push((tool_function_key(*t), n));
+        }
+        let c = McpConfig::from_env(map(&pairs)).unwrap();
+        assert_eq!(c.audiences, vec!["claude-client", "chatgpt-client"]);
+        assert_eq!(c.endpoint.allowed_hosts, Some(vec!["abc.execute-api.eu-west-1.amazonaws.com".to_owned(), "mcp.example.com".to_owned()]));
+        let mut headers = http::HeaderMap::new();
+        headers.insert("host", http::HeaderValue::from_static("abc.execute-api.eu-west-1.amazonaws.com"));
+        assert_eq!(c.endpoint.resource(&c.endpoint.base_url(&headers)), "https://abc.execute-api.eu-west-1.amazonaws.com/mcp");
+        assert_eq!(c.functions.len(), 9);
+        assert_eq!(required_keys("mcp").unwrap().len(), 12);
+        assert_eq!(required_keys("upload_linked_chat_artifact").unwrap(), vec!["TABLE_NAME", "ARTIFACT_BUCKET"]);
+        assert_eq!(required_keys("nope"), None);
+    }
+}

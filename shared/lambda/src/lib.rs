@@ -1,0 +1,65 @@
+//! # lambda — the Lambda glue of foundry-connect
+//!
+//! Each `functions/<name>` crate's `main` is one call into this crate; what a function does
+//! lives in `service` (the tool handlers, the MCP endpoint, the HTTP APIs) over `store-dynamo`.
+//! Cargo features keep each function's binary to what it uses: a tool function links neither
+//! the S3 nor the Lambda client unless it stores artifacts, only `mcp` links the Lambda client,
+//! and only the token-verifying functions link the JWKS fetcher.
+//!
+//! | item | feature | what |
+//! |---|---|---|
+//! | [`config`] | — | typed settings from the environment, every key a constant, all problems reported at once |
+//! | [`tool::run`] | `tool` | a tool function: `ToolCall` in, `ToolReply` out, for one tool type |
+//! | [`s3::S3Blobs`] | `s3` | artifact bytes in S3 |
+//! | [`jwks::HttpJwks`] | `jwks` | fetches the OAuth issuer's JWKS over HTTPS (cached by `service::auth::JwksCache`) |
+//! | [`mcp::run`] | `mcp` | the `mcp` function: HTTP API events through `service::mcp::McpEndpoint`, tools invoked as Lambdas |
+//! | [`relay_api::run`] | `relay-api` | the `graph_relay` function |
+//! | [`owner_api::run`] | `owner-api` | the `owner_api` function |
+//!
+//! Errors follow one rule: a domain rejection is a tool result, bad input a `-32602` or a 400,
+//! and an infrastructure fault a Lambda error or a 503 (retryable, details only in the logs).
+
+pub mod config;
+#[cfg(feature = "http")]
+mod http_glue;
+#[cfg(feature = "jwks")]
+pub mod jwks;
+#[cfg(feature = "mcp")]
+pub mod mcp;
+#[cfg(feature = "owner-api")]
+pub mod owner_api;
+#[cfg(feature = "relay-api")]
+pub mod relay_api;
+#[cfg(feature = "s3")]
+pub mod s3;
+#[cfg(feature = "tool")]
+pub mod tool;
+
+/// The error type Lambda entry points return.
+pub type Error = lambda_runtime::Error;
+
+/// JSON logs for CloudWatch, filtered by `RUST_LOG` (default `info`).
+pub fn init_tracing() {
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_current_span(false)
+        .without_time()
+        .try_init();
+}
+
+/// Reads one environment variable; empty counts as unset.
+pub fn env(key: &str) -> Option<String> {
+    std::env::var(key).ok().filter(|v| !v.is_empty())
+}
+
+/// The AWS SDK configuration from the Lambda environment (region, credentials, endpoint).
+pub async fn aws_config() -> aws_config::SdkConfig {
+    aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await
+}
+
+/// The DynamoDB store on `table`, with the system clock.
+pub fn dynamo_store(aws: &aws_config::SdkConfig, table: &str, policy: domain::limits::Policy) -> store_dynamo::DynamoStore {
+    let clock: domain::clock::SharedClock = std::sync::Arc::new(domain::clock::SystemClock);
+    store_dynamo::DynamoStore::new(aws_sdk_dynamodb::Client::new(aws), table, clock, policy)
+}

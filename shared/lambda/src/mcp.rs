@@ -1,0 +1,84 @@
+//! The `mcp` function: the MCP endpoint, dispatching each `tools/call` to the tool's own
+//! function with a synchronous Lambda invoke.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use aws_sdk_lambda::primitives::Blob;
+use domain::clock::{SharedClock, SystemClock};
+use service::auth::{Authenticator, JwksCache, Keys};
+use service::mcp::{Dispatch, McpEndpoint, RESOURCE_METADATA_PATH, resource_metadata_response};
+use service::tools::{DispatchError, ToolCall, ToolFault, ToolName, ToolReply};
+
+use crate::config::McpConfig;
+use crate::http_glue::{http_request, lambda_response};
+use crate::jwks::HttpJwks;
+use crate::{Error, aws_config, env, init_tracing};
+
+/// `tools/call` → a synchronous invoke of the tool's own function.
+pub struct LambdaDispatch {
+    client: aws_sdk_lambda::Client,
+    functions: HashMap<ToolName, String>,
+}
+
+impl LambdaDispatch {
+    /// Dispatch to `functions` (tool → function name or ARN).
+    pub fn new(aws: &aws_config::SdkConfig, functions: HashMap<ToolName, String>) -> Self {
+        Self { client: aws_sdk_lambda::Client::new(aws), functions }
+    }
+}
+
+#[async_trait::async_trait]
+impl Dispatch for LambdaDispatch {
+    async fn dispatch(&self, call: ToolCall) -> Result<ToolReply, ToolFault> {
+        let name = self.functions.get(&call.tool).ok_or(DispatchError::NoFunction(call.tool.as_str()))?;
+        let function = || name.clone();
+        let payload = serde_json::to_vec(&call).map_err(|e| DispatchError::Invoke { function: function(), source: e.into() })?;
+        let out = self.client.invoke().function_name(name).payload(Blob::new(payload)).send().await.map_err(|e| {
+            tracing::warn!(error = %aws_sdk_lambda::error::DisplayErrorContext(&e), function = name.as_str(), "Lambda Invoke failed");
+            DispatchError::Invoke { function: function(), source: e.into() }
+        })?;
+        let body = out.payload().map(|b| b.as_ref().to_vec()).unwrap_or_default();
+        if let Some(kind) = out.function_error() {
+            let detail = format!("{kind}: {}", String::from_utf8_lossy(&body));
+            return Err(DispatchError::Function { function: function(), detail }.into());
+        }
+        serde_json::from_slice(&body)
+            .map_err(|e| DispatchError::Function { function: function(), detail: format!("not a tool reply: {e}") }.into())
+    }
+}
+
+/// Runs the `mcp` function until the runtime stops it.
+///
+/// # Errors
+/// Bad configuration (every problem at once, before any work), or the runtime failing.
+pub async fn run() -> Result<(), Error> {
+    init_tracing();
+    let config = McpConfig::from_env(env)?;
+    let aws = aws_config().await;
+    let clock: SharedClock = Arc::new(SystemClock);
+    let auth = Authenticator {
+        issuer: config.issuer.clone(),
+        audiences: config.audiences.clone(),
+        keys: Keys::Jwks(JwksCache::new(Arc::new(HttpJwks::new(&config.jwks_url)?))),
+        clock,
+    };
+    let dispatch = LambdaDispatch::new(&aws, config.functions.clone());
+    let endpoint = Arc::new(McpEndpoint::new(Arc::new(dispatch), Arc::new(auth), config.endpoint.clone()));
+    lambda_http::run(lambda_http::service_fn(move |req: lambda_http::Request| {
+        let endpoint = Arc::clone(&endpoint);
+        async move { Ok::<_, Error>(route(&endpoint, req).await) }
+    }))
+    .await
+}
+
+/// Routes one HTTP API request: the MCP path, or the protected-resource metadata.
+pub async fn route<D: Dispatch + ?Sized>(endpoint: &McpEndpoint<D>, req: lambda_http::Request) -> http::Response<lambda_http::Body> {
+    let req = http_request(req);
+    let res = if req.uri().path().starts_with(RESOURCE_METADATA_PATH) {
+        resource_metadata_response(endpoint.config(), req.headers())
+    } else {
+        endpoint.handle(req).await
+    };
+    lambda_response(res)
+}

@@ -1,0 +1,28 @@
+//! The `graph_relay` function: `service::relay_api::RelayApi` on DynamoDB.
+
+use std::sync::Arc;
+
+use domain::clock::{SharedClock, SystemClock};
+use service::relay_api::RelayApi;
+
+use crate::config::RelayConfig;
+use crate::http_glue::{http_request, lambda_response};
+use crate::{Error, aws_config, dynamo_store, env, init_tracing};
+
+/// Runs the relay API until the runtime stops it.
+///
+/// # Errors
+/// Bad configuration (every problem at once, before any work), or the runtime failing.
+pub async fn run() -> Result<(), Error> {
+    init_tracing();
+    let config = RelayConfig::from_env(env)?;
+    let aws = aws_config().await;
+    let clock: SharedClock = Arc::new(SystemClock);
+    let store = dynamo_store(&aws, &config.table, config.policy);
+    let api = Arc::new(RelayApi { store: Arc::new(store), clock, policy: config.policy });
+    lambda_http::run(lambda_http::service_fn(move |req: lambda_http::Request| {
+        let api = Arc::clone(&api);
+        async move { Ok::<_, Error>(lambda_response(api.handle(http_request(req)).await)) }
+    }))
+    .await
+}

@@ -1,0 +1,345 @@
+//! Bearer tokens for the MCP endpoint (SPEC §1).
+//!
+//! Deployments verify RS256 JWTs against the issuer's JWKS (Amazon Cognito or any OpenID
+//! provider), cached and refreshed when an unknown key id appears; local mode verifies HS256
+//! tokens it minted itself with a generated secret. Both check the issuer, the audience
+//! (`aud`, or `client_id` for Cognito access tokens, which carry no `aud`), and expiry against
+//! the injected clock.
+//!
+//! The agent id is the token's client (`azp` or `client_id`) plus its subject; the owner is the
+//! subject (one owner per deployment signs in through the connector's OAuth flow).
+
+use std::collections::BTreeSet;
+use std::sync::Arc;
+use std::time::Duration;
+
+pub use jsonwebtoken::jwk::JwkSet;
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde::{Deserialize, Serialize};
+
+use domain::clock::{SharedClock, Timestamp};
+use domain::ids::{AgentId, OwnerId};
+
+/// Clock skew tolerated on `exp` and `nbf`.
+pub const LEEWAY: Duration = Duration::from_secs(60);
+/// How long a fetched JWKS is trusted before it is fetched again.
+pub const JWKS_TTL: Duration = Duration::from_secs(3600);
+/// Shortest time between two fetches forced by an unknown key id.
+pub const JWKS_MIN_REFETCH: Duration = Duration::from_secs(60);
+
+/// Who is calling, as proven by the token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Identity {
+    /// The owner the agent acts for (`sub`).
+    pub owner: OwnerId,
+    /// `client:subject`.
+    pub agent: AgentId,
+    /// Granted scopes.
+    pub scopes: BTreeSet<String>,
+}
+
+impl Identity {
+    /// Whether the token grants `scope`.
+    pub fn has_scope(&self, scope: &str) -> bool {
+        self.scopes.contains(scope)
+    }
+}
+
+/// Why the issuer's key set could not be fetched.
+#[derive(Debug, thiserror::Error)]
+pub enum JwksError {
+    /// The request failed (network, TLS, timeout).
+    #[error("fetching {url}")]
+    Fetch {
+        /// The JWKS URL.
+        url: String,
+        /// The cause.
+        #[source]
+        source: domain::store::BoxError,
+    },
+    /// The issuer answered with an error status.
+    #[error("{url} answered HTTP {status}")]
+    Status {
+        /// The JWKS URL.
+        url: String,
+        /// The HTTP status.
+        status: u16,
+    },
+    /// The answer is not a JWKS document.
+    #[error("{url} did not answer a JWKS document")]
+    Parse {
+        /// The JWKS URL.
+        url: String,
+        /// The cause.
+        #[source]
+        source: domain::store::BoxError,
+    },
+}
+
+/// Why a token was refused (the message is for logs; callers get a plain 401).
+#[derive(Debug, Clone, thiserror::Error)]
+pub enum AuthError {
+    /// No `Authorization: Bearer` header.
+    #[error("missing bearer token")]
+    Missing,
+    /// Signature, format, issuer, audience or expiry failed.
+    #[error("invalid token: {0}")]
+    Invalid(String),
+    /// The key set could not be fetched (retryable, not the caller's fault).
+    #[error("key set unavailable")]
+    KeysUnavailable(#[source] Arc<JwksError>),
+}
+
+/// Claims this service reads.
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct Claims {
+    /// Issuer.
+    pub iss: String,
+    /// Subject: the owner.
+    pub sub: String,
+    /// Audience (string or list); Cognito access tokens have none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub aud: Option<serde_json::Value>,
+    /// OAuth client (Cognito access tokens).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub client_id: Option<String>,
+    /// Authorized party (OpenID).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub azp: Option<String>,
+    /// Space-separated scopes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scope: Option<String>,
+    /// Expiry (epoch seconds).
+    pub exp: i64,
+    /// Not before (epoch seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub nbf: Option<i64>,
+}
+
+/// Fetches a JWKS document (an HTTPS GET in the Lambda; a fixture in tests).
+#[async_trait::async_trait]
+pub trait FetchJwks: Send + Sync {
+    /// The current key set.
+    ///
+    /// # Errors
+    /// [`JwksError`] when it cannot be fetched or parsed.
+    async fn fetch(&self) -> Result<JwkSet, JwksError>;
+}
+
+/// A JWKS cache: refreshed after [`JWKS_TTL`], or when a token names an unknown key id (at
+/// most once per [`JWKS_MIN_REFETCH`]).
+pub struct JwksCache {
+    fetcher: Arc<dyn FetchJwks>,
+    state: tokio::sync::RwLock<Option<(Timestamp, JwkSet)>>,
+}
+
+impl JwksCache {
+    /// An empty cache over `fetcher`.
+    pub fn new(fetcher: Arc<dyn FetchJwks>) -> Self {
+        Self { fetcher, state: tokio::sync::RwLock::new(None) }
+    }
+
+    async fn key(&self, kid: &str, now: Timestamp) -> Result<DecodingKey, AuthError> {
+        {
+            let st = self.state.read().await;
+            if let Some((at, set)) = &*st
+                && now < at.plus(JWKS_TTL)
+                && let Some(jwk) = set.find(kid)
+            {
+                return DecodingKey::from_jwk(jwk).map_err(|e| AuthError::Invalid(e.to_string()));
+            }
+        }
+        let mut st = self.state.write().await;
+        let stale = match &*st {
+            None => true,
+            Some((at, set)) => now >= at.plus(JWKS_TTL) || (set.find(kid).is_none() && now >= at.plus(JWKS_MIN_REFETCH)),
+        };
+        if stale {
+            let set = self.fetcher.fetch().await.map_err(|e| AuthError::KeysUnavailable(Arc::new(e)))?;
+            *st = Some((now, set));
+        }
+        let jwk = st.as_ref().and_then(|(_, set)| set.find(kid)).ok_or_else(|| AuthError::Invalid(format!("unknown key id {kid}")))?;
+        DecodingKey::from_jwk(jwk).map_err(|e| AuthError::Invalid(e.to_string()))
+    }
+}
+
+/// How token signatures are checked.
+pub enum Keys {
+    /// Local mode: HS256 with this secret.
+    Hs256(Vec<u8>),
+    /// Deployments: RS256 against a JWKS.
+    Jwks(JwksCache),
+}
+
+/// Verifies bearer tokens.
+pub struct Authenticator {
+    /// Expected `iss`.
+    pub issuer: String,
+    /// Accepted audiences (`aud` or `client_id`).
+    pub audiences: Vec<String>,
+    /// Signature keys.
+    pub keys: Keys,
+    /// "Now" for `exp`/`nbf`.
+    pub clock: SharedClock,
+}
+
+impl Authenticator {
+    /// Verifies `token` and returns who it is.
+    ///
+    /// # Errors
+    /// [`AuthError`] when the token is not acceptable (or keys cannot be fetched).
+    pub async fn verify(&self, token: &str) -> Result<Identity, AuthError> {
+        let header = jsonwebtoken::decode_header(token).map_err(|e| AuthError::Invalid(e.to_string()))?;
+        let (key, alg) = match &self.keys {
+            Keys::Hs256(secret) => (DecodingKey::from_secret(secret), Algorithm::HS256),
+            Keys::Jwks(cache) => {
+                let kid = header.kid.as_deref().ok_or_else(|| AuthError::Invalid("token has no kid".into()))?;
+                (cache.key(kid, self.clock.now()).await?, Algorithm::RS256)
+            }
+        };
+        if header.alg != alg {
+            return Err(AuthError::Invalid(format!("algorithm {:?} is not accepted", header.alg)));
+        }
+        let mut v = Validation::new(alg);
+        // Expiry, not-before and audience are checked below against the injected clock and
+        // both audience spellings.
+        v.validate_exp = false;
+        v.validate_nbf = false;
+        v.validate_aud = false;
+        v.required_spec_claims = ["iss".to_owned(), "sub".to_owned(), "exp".to_owned()].into_iter().collect();
+        v.set_issuer(&[&self.issuer]);
+        let claims = jsonwebtoken::decode::<Claims>(token, &key, &v).map_err(|e| AuthError::Invalid(e.to_string()))?.claims;
+        self.check_claims(&claims)?;
+        let client = claims
+            .azp
+            .as_deref()
+            .or(claims.client_id.as_deref())
+            .or(match &claims.aud {
+                Some(serde_json::Value::String(a)) => Some(a.as_str()),
+                _ => None,
+            })
+            .ok_or_else(|| AuthError::Invalid("token names no client (azp/client_id)".into()))?;
+        Ok(Identity {
+            owner: OwnerId::new(claims.sub.clone()).map_err(|e| AuthError::Invalid(e.to_string()))?,
+            agent: AgentId::new(client, &claims.sub).map_err(|e| AuthError::Invalid(e.to_string()))?,
+            scopes: claims.scope.as_deref().unwrap_or_default().split_whitespace().map(normalize_scope).collect(),
+        })
+    }
+
+    fn check_claims(&self, c: &Claims) -> Result<(), AuthError> {
+        let now = self.clock.now().as_epoch_seconds();
+        let leeway = LEEWAY.as_secs() as i64;
+        if c.exp + leeway <= now {
+            return Err(AuthError::Invalid("token expired".into()));
+        }
+        if c.nbf.is_some_and(|nbf| nbf - leeway > now) {
+            return Err(AuthError::Invalid("token not yet valid".into()));
+        }
+        let auds: Vec<&str> = match &c.aud {
+            Some(serde_json::Value::String(a)) => vec![a.as_str()],
+            Some(serde_json::Value::Array(a)) => a.iter().filter_map(|v| v.as_str()).collect(),
+            _ => Vec::new(),
+        };
+        let matches = auds.iter().chain(c.client_id.as_deref().iter()).any(|a| self.audiences.iter().any(|x| x == a));
+        if !matches {
+            return Err(AuthError::Invalid("audience not accepted".into()));
+        }
+        Ok(())
+    }
+}
+
+/// Cognito writes custom scopes as `<resource server>/<scope>` (`osfoundry/read`); the product
+/// names them `osfoundry:read`. Both spellings grant the same scope.
+fn normalize_scope(s: &str) -> String {
+    match s.strip_prefix("osfoundry/") {
+        Some(rest) => format!("osfoundry:{rest}"),
+        None => s.to_owned(),
+    }
+}
+
+/// Mints an HS256 token (local mode and tests).
+///
+/// # Errors
+/// When signing fails (it does not with HS256 and a non-empty secret).
+#[allow(clippy::too_many_arguments)]
+pub fn mint_hs256(
+    secret: &[u8],
+    issuer: &str,
+    audience: &str,
+    subject: &str,
+    client: &str,
+    scopes: &[&str],
+    now: Timestamp,
+    ttl: Duration,
+) -> Result<String, jsonwebtoken::errors::Error> {
+    let claims = Claims {
+        iss: issuer.to_owned(),
+        sub: subject.to_owned(),
+        aud: Some(serde_json::Value::String(audience.to_owned())),
+        client_id: Some(client.to_owned()),
+        azp: None,
+        scope: Some(scopes.join(" ")),
+        exp: now.plus(ttl).as_epoch_seconds(),
+        nbf: None,
+    };
+    jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &EncodingKey::from_secret(secret))
+}
+
+/// The bearer token in an `Authorization` header value, if it is one.
+pub fn bearer(header: Option<&str>) -> Option<&str> {
+    let h = header?.trim();
+    let (scheme, token) = h.split_once(' ')?;
+    (scheme.eq_ignore_ascii_case("bearer") && !token.trim().is_empty()).then(|| token.trim())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use domain::clock::{Clock, ManualClock};
+
+    fn auth(clock: Arc<ManualClock>) -> Authenticator {
+        Authenticator {
+            issuer: "http://127.0.0.1:8787".into(),
+            audiences: vec!["foundry-connect".into()],
+            keys: Keys::Hs256(b"0123456789abcdef0123456789abcdef".to_vec()),
+            clock,
+        }
+    }
+
+    fn token(clock: &ManualClock, aud: &str, iss: &str, secret: &[u8]) -> String {
+        mint_hs256(secret, iss, aud, "owner-1", "claude", &["osfoundry:read"], clock.now(), Duration::from_secs(3600)).unwrap()
+    }
+
+    #[tokio::test]
+    async fn accepts_its_own_tokens_and_names_the_agent() {
+        let clock = Arc::new(ManualClock::starting_now());
+        let a = auth(clock.clone());
+        let id = a.verify(&token(&clock, "foundry-connect", &a.issuer, b"0123456789abcdef0123456789abcdef")).await.unwrap();
+        assert_eq!(id.owner.as_str(), "owner-1");
+        assert_eq!(id.agent.as_str(), "claude:owner-1");
+        assert!(id.has_scope("osfoundry:read") && !id.has_scope("osfoundry:run"));
+    }
+
+    #[tokio::test]
+    async fn refuses_wrong_audience_issuer_secret_and_expired_tokens() {
+        let clock = Arc::new(ManualClock::starting_now());
+        let a = auth(clock.clone());
+        let secret = b"0123456789abcdef0123456789abcdef";
+        assert!(a.verify(&token(&clock, "someone-else", &a.issuer, secret)).await.is_err());
+        assert!(a.verify(&token(&clock, "foundry-connect", "https://evil", secret)).await.is_err());
+        assert!(a.verify(&token(&clock, "foundry-connect", &a.issuer, b"another secret, also 32 bytes..")).await.is_err());
+        let t = token(&clock, "foundry-connect", &a.issuer, secret);
+        clock.advance(Duration::from_secs(3600) + LEEWAY);
+        assert!(matches!(a.verify(&t).await, Err(AuthError::Invalid(m)) if m == "token expired"));
+        assert!(a.verify("not.a.jwt").await.is_err());
+    }
+
+    #[test]
+    fn parses_bearer_headers() {
+        assert_eq!(bearer(Some("Bearer abc")), Some("abc"));
+        assert_eq!(bearer(Some("bearer  abc ")), Some("abc"));
+        assert_eq!(bearer(Some("Basic abc")), None);
+        assert_eq!(bearer(Some("Bearer ")), None);
+        assert_eq!(bearer(None), None);
+    }
+}

@@ -1,0 +1,37 @@
+//! JSON helpers shared by the relay and owner HTTP APIs.
+
+use bytes::Bytes;
+use http::{StatusCode, header};
+use serde_json::json;
+
+/// A JSON response.
+pub fn response(status: StatusCode, v: impl serde::Serialize) -> http::Response<Bytes> {
+    let mut r = http::Response::new(Bytes::from(serde_json::to_vec(&v).unwrap_or_default()));
+    *r.status_mut() = status;
+    r.headers_mut().insert(header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    r
+}
+
+/// `{"error": message}` with `status`.
+pub fn error(status: StatusCode, message: impl Into<String>) -> http::Response<Bytes> {
+    response(status, json!({ "error": message.into() }))
+}
+
+/// Parses a JSON body; the error names the field (`sessions[3].slug: …`) or `body`.
+///
+/// # Errors
+/// The message for a 400.
+pub fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, String> {
+    let mut de = serde_json::Deserializer::from_slice(body);
+    serde_path_to_error::deserialize(&mut de).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." { format!("body: {}", e.inner()) } else { format!("{path}: {}", e.inner()) }
+    })
+}
+
+/// The answer for an infrastructure failure: logged with its causes, and a retryable 503
+/// without details.
+pub fn unavailable(what: &str, e: &(dyn std::error::Error + 'static)) -> http::Response<Bytes> {
+    tracing::error!(error = %domain::errors::ErrorChain(e), "{what} failed");
+    error(StatusCode::SERVICE_UNAVAILABLE, "temporarily unavailable; retry")
+}

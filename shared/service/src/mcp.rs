@@ -1,0 +1,314 @@
+//! The MCP endpoint: rmcp in stateless JSON mode behind a thin HTTP layer (SPEC §1, §2).
+//!
+//! [`McpEndpoint::handle`] takes a plain `http::Request<Bytes>` and returns a plain response,
+//! so the `mcp` Lambda (through `lambda_http`) and the local server (through axum) run exactly
+//! the same code. The layer around rmcp does what rmcp leaves to the application:
+//!
+//! 1. `GET`/`DELETE` → `405 Allow: POST` at once (clients hang or loop on anything slower);
+//! 2. bodies over the limit → `413`, bodies that are not JSON → `400` with `-32700` (rmcp
+//!    would answer a plain-text 415);
+//! 3. bearer token → [`Identity`], or `401` with `WWW-Authenticate: Bearer resource_metadata=…`;
+//! 4. `tools/call` of a tool whose scope the token lacks → `403 insufficient_scope`;
+//! 5. rmcp answers the protocol (both `2025-11-25` and `2026-07-28`), and [`McpHandler`]
+//!    validates arguments and hands the call to a [`Dispatch`] — a synchronous Lambda invoke in
+//!    the cloud, [`InProcess`] locally;
+//! 6. `tools/list` responses get the top-level `securitySchemes` field that rmcp's `Tool` type
+//!    cannot carry (copied from each tool's `_meta`).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderValue, Method, StatusCode, header};
+use http_body_util::{BodyExt, Full};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ContentBlock, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData as McpError, ServerHandler};
+
+use crate::auth::{AuthError, Authenticator, Identity, bearer};
+use crate::tools::{ToolCall, ToolDeps, ToolFault, ToolName, ToolReply, ToolStore, catalogue, handle};
+
+/// Default largest request body: an artifact of 3 MiB is 4 MiB of base64 plus JSON.
+pub const DEFAULT_MAX_BODY_BYTES: usize = 5 * 1024 * 1024;
+
+/// Path of the protected-resource metadata document (RFC 9728).
+pub const RESOURCE_METADATA_PATH: &str = "/.well-known/oauth-protected-resource";
+
+/// Where a tool call goes after the `mcp` layer checked it.
+#[async_trait::async_trait]
+pub trait Dispatch: Send + Sync + 'static {
+    /// Runs `call` in the tool's own function (or in process).
+    async fn dispatch(&self, call: ToolCall) -> Result<ToolReply, ToolFault>;
+}
+
+/// Dispatch in the same process: the local server and tests.
+pub struct InProcess<S: ?Sized>(pub ToolDeps<S>);
+
+#[async_trait::async_trait]
+impl<S: ToolStore + ?Sized + 'static> Dispatch for InProcess<S> {
+    async fn dispatch(&self, call: ToolCall) -> Result<ToolReply, ToolFault> {
+        handle(&self.0, &call).await
+    }
+}
+
+/// The rmcp server handler: catalogue, validation, dispatch.
+pub struct McpHandler<D: ?Sized> {
+    dispatch: Arc<D>,
+    tools: Arc<Vec<Tool>>,
+}
+
+impl<D: ?Sized> Clone for McpHandler<D> {
+    fn clone(&self) -> Self {
+        Self { dispatch: Arc::clone(&self.dispatch), tools: Arc::clone(&self.tools) }
+    }
+}
+
+fn rmcp_tools() -> Vec<Tool> {
+    catalogue().into_iter().filter_map(|t| serde_json::from_value(t).ok()).collect()
+}
+
+const INSTRUCTIONS: &str = "foundry-connect hands work to the owner's desktop and to linked chats. \
+Graph runs are queued, not run inline: run_graph_session returns a ticket, get_graph_run reads it \
+(first after check_after_s). Linked chat tasks are claimed, worked on, then submitted with the claim_id.";
+
+impl<D: Dispatch + ?Sized> ServerHandler for McpHandler<D> {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("foundry-connect", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult { tools: self.tools.as_ref().clone(), ..Default::default() })
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<rmcp::model::CallToolResponse, McpError> {
+        let Some(tool) = ToolName::parse(&request.name) else {
+            return Err(McpError::invalid_params(format!("Unknown tool: {}", request.name), None));
+        };
+        let identity = context
+            .extensions
+            .get::<http::request::Parts>()
+            .and_then(|p| p.extensions.get::<Identity>())
+            .cloned()
+            .ok_or_else(|| McpError::internal_error("request without identity", None))?;
+        if !identity.has_scope(tool.spec().scope) {
+            return Err(McpError::invalid_request(format!("insufficient scope: {} needs {}", tool.as_str(), tool.spec().scope), None));
+        }
+        let arguments = request.arguments.map(serde_json::Value::Object).unwrap_or(serde_json::Value::Null);
+        tool.validate(&arguments).map_err(|m| McpError::invalid_params(m, None))?;
+        let call = ToolCall { tool, owner: identity.owner, agent: identity.agent, arguments };
+        match self.dispatch.dispatch(call).await {
+            Ok(ToolReply::Ok { structured }) => Ok(CallToolResult::structured(structured).into()),
+            Ok(ToolReply::Rejected { message }) => Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into()),
+            Ok(ToolReply::Invalid { message }) => Err(McpError::invalid_params(message, None)),
+            Err(fault) => {
+                tracing::error!(tool = tool.as_str(), error = %domain::errors::ErrorChain(&fault), "tool call failed");
+                Err(McpError::internal_error("temporarily unavailable; retry with the same arguments", None))
+            }
+        }
+    }
+}
+
+/// How the endpoint presents itself.
+#[derive(Debug, Clone)]
+pub struct EndpointConfig {
+    /// The public base URL, e.g. `https://mcp.example.com`; `None` = `https://<Host header>`
+    /// (behind API Gateway, whose URL the function cannot know without a dependency cycle).
+    pub public_url: Option<String>,
+    /// The MCP path, e.g. `/mcp`.
+    pub mcp_path: String,
+    /// Authorization servers named in the metadata (the OAuth issuer).
+    pub authorization_servers: Vec<String>,
+    /// `Host` values accepted (rmcp's DNS-rebinding protection): `Some(empty)` = loopback only
+    /// (the local server), `Some(list)` = those, `None` = no check (API Gateway routes only
+    /// requests for its own domains, and every request needs a bearer token).
+    pub allowed_hosts: Option<Vec<String>>,
+    /// Largest request body.
+    pub max_body_bytes: usize,
+}
+
+impl EndpointConfig {
+    /// The base URL for a request: the configured one, or `https://` + its `Host`.
+    pub fn base_url(&self, headers: &http::HeaderMap) -> String {
+        match &self.public_url {
+            Some(u) => u.trim_end_matches('/').to_owned(),
+            None => {
+                let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
+                format!("https://{host}")
+            }
+        }
+    }
+
+    /// The resource identifier: the MCP URL.
+    pub fn resource(&self, base: &str) -> String {
+        format!("{base}{}", self.mcp_path)
+    }
+
+    /// The metadata URL announced in `WWW-Authenticate`.
+    pub fn metadata_url(&self, base: &str) -> String {
+        format!("{base}{RESOURCE_METADATA_PATH}")
+    }
+
+    /// The RFC 9728 protected-resource metadata document.
+    pub fn resource_metadata(&self, base: &str) -> serde_json::Value {
+        serde_json::json!({
+            "resource": self.resource(base),
+            "authorization_servers": self.authorization_servers,
+            "scopes_supported": [crate::tools::SCOPE_READ, crate::tools::SCOPE_RUN],
+            "bearer_methods_supported": ["header"],
+            "resource_name": "foundry-connect",
+        })
+    }
+}
+
+/// The MCP endpoint: HTTP in, HTTP out.
+pub struct McpEndpoint<D: ?Sized> {
+    service: StreamableHttpService<McpHandler<D>, NeverSessionManager>,
+    auth: Arc<Authenticator>,
+    config: EndpointConfig,
+}
+
+impl<D: Dispatch + ?Sized> McpEndpoint<D> {
+    /// An endpoint dispatching to `dispatch`, verifying tokens with `auth`.
+    pub fn new(dispatch: Arc<D>, auth: Arc<Authenticator>, config: EndpointConfig) -> Self {
+        let handler = McpHandler { dispatch, tools: Arc::new(rmcp_tools()) };
+        let mut rmcp_config = StreamableHttpServerConfig::default()
+            .with_legacy_session_mode(false)
+            .with_json_response(true)
+            .with_sse_keep_alive(None)
+            .with_max_request_body_bytes(config.max_body_bytes);
+        match &config.allowed_hosts {
+            None => rmcp_config = rmcp_config.disable_allowed_hosts(),
+            Some(hosts) if !hosts.is_empty() => rmcp_config = rmcp_config.with_allowed_hosts(hosts.clone()),
+            Some(_) => {}
+        }
+        let service = StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(NeverSessionManager::default()), rmcp_config);
+        Self { service, auth, config }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EndpointConfig {
+        &self.config
+    }
+
+    /// Answers one HTTP request to the MCP path.
+    pub async fn handle(&self, req: http::Request<Bytes>) -> http::Response<Bytes> {
+        if req.method() != Method::POST {
+            return respond(StatusCode::METHOD_NOT_ALLOWED, &[(header::ALLOW, "POST")], Bytes::from_static(b"Method Not Allowed"));
+        }
+        if req.body().len() > self.config.max_body_bytes {
+            let body = jsonrpc_error(-32600, &format!("request body: at most {} bytes", self.config.max_body_bytes));
+            return respond(StatusCode::PAYLOAD_TOO_LARGE, &[(header::CONTENT_TYPE, "application/json")], body);
+        }
+        let base = self.config.base_url(req.headers());
+        let token = bearer(req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()));
+        let identity = match token {
+            None => Err(AuthError::Missing),
+            Some(t) => self.auth.verify(t).await,
+        };
+        let identity = match identity {
+            Ok(id) => id,
+            Err(AuthError::KeysUnavailable(e)) => {
+                tracing::error!(error = %domain::errors::ErrorChain(&*e), "cannot fetch the token signing keys");
+                return respond(StatusCode::SERVICE_UNAVAILABLE, &[(header::RETRY_AFTER, "5")], Bytes::from_static(b"Service Unavailable"));
+            }
+            Err(e) => {
+                tracing::info!(error = %e, "unauthenticated MCP request");
+                let challenge = format!("Bearer resource_metadata=\"{}\"", self.config.metadata_url(&base));
+                return respond(StatusCode::UNAUTHORIZED, &[(header::WWW_AUTHENTICATE, &challenge)], Bytes::from_static(b"Unauthorized"));
+            }
+        };
+        let message: serde_json::Value = match serde_json::from_slice(req.body()) {
+            Ok(m) => m,
+            Err(e) => {
+                let body = jsonrpc_error(-32700, &format!("Parse error: the body is not JSON ({e})"));
+                return respond(StatusCode::BAD_REQUEST, &[(header::CONTENT_TYPE, "application/json")], body);
+            }
+        };
+        let message = Some(message);
+        let method = message.as_ref().and_then(|m| m.get("method")).and_then(|m| m.as_str()).map(str::to_owned);
+        if method.as_deref() == Some("tools/call")
+            && let Some(tool) = message
+                .as_ref()
+                .and_then(|m| m.pointer("/params/name"))
+                .and_then(|n| n.as_str())
+                .and_then(ToolName::parse)
+            && !identity.has_scope(tool.spec().scope)
+        {
+            let challenge = format!(
+                "Bearer error=\"insufficient_scope\", scope=\"{}\", resource_metadata=\"{}\"",
+                tool.spec().scope,
+                self.config.metadata_url(&base)
+            );
+            return respond(StatusCode::FORBIDDEN, &[(header::WWW_AUTHENTICATE, &challenge)], Bytes::from_static(b"Forbidden"));
+        }
+        let (mut parts, body) = req.into_parts();
+        parts.extensions.insert(identity);
+        let response = self.service.handle(http::Request::from_parts(parts, Full::new(body))).await;
+        let (parts, body) = response.into_parts();
+        let bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+        let bytes = if method.as_deref() == Some("tools/list") { with_security_schemes(bytes) } else { bytes };
+        let mut out = http::Response::from_parts(parts, bytes.clone());
+        out.headers_mut().remove(header::CONTENT_LENGTH);
+        if let Ok(v) = HeaderValue::from_str(&bytes.len().to_string()) {
+            out.headers_mut().insert(header::CONTENT_LENGTH, v);
+        }
+        out
+    }
+}
+
+/// Copies each tool's `_meta.securitySchemes` to a top-level `securitySchemes` field.
+fn with_security_schemes(body: Bytes) -> Bytes {
+    let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(&body) else { return body };
+    let Some(tools) = v.pointer_mut("/result/tools").and_then(|t| t.as_array_mut()) else { return body };
+    for t in tools {
+        if let Some(schemes) = t.pointer("/_meta/securitySchemes").cloned()
+            && let Some(o) = t.as_object_mut()
+        {
+            o.insert("securitySchemes".into(), schemes);
+        }
+    }
+    serde_json::to_vec(&v).map(Bytes::from).unwrap_or(body)
+}
+
+fn jsonrpc_error(code: i64, message: &str) -> Bytes {
+    let v = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+    Bytes::from(v.to_string())
+}
+
+fn respond(status: StatusCode, headers: &[(header::HeaderName, &str)], body: Bytes) -> http::Response<Bytes> {
+    let mut r = http::Response::new(body);
+    *r.status_mut() = status;
+    for (k, v) in headers {
+        if let Ok(v) = HeaderValue::from_str(v) {
+            r.headers_mut().insert(k.clone(), v);
+        }
+    }
+    r
+}
+
+/// Answers `GET /.well-known/oauth-protected-resource[/<mcp path>]`.
+pub fn resource_metadata_response(config: &EndpointConfig, headers: &http::HeaderMap) -> http::Response<Bytes> {
+    respond(
+        StatusCode::OK,
+        &[(header::CONTENT_TYPE, "application/json"), (header::CACHE_CONTROL, "max-age=3600")],
+        Bytes::from(config.resource_metadata(&config.base_url(headers)).to_string()),
+    )
+}

@@ -1,0 +1,200 @@
+//! The relay HTTP API (SPEC §4): what the desktop relay calls, with its device token.
+//!
+//! | route | does |
+//! |---|---|
+//! | `POST {PREFIX}/sync` | replace the project's shared-session set (≤ 100), record the sync, return queued commands + `poll_interval_s` |
+//! | `POST {PREFIX}/commands/{id}/start` | queued → running; `409 {"status":"cancelled"}` if cancelled meanwhile |
+//! | `GET {PREFIX}/commands/{id}/control` | heartbeat; `{"cancel_requested":bool}` |
+//! | `POST {PREFIX}/commands/{id}/complete` | running → terminal, idempotent by sha256, cancel wins |
+//!
+//! Plain functions over `http` types: the `graph_relay` Lambda and the local server call
+//! [`RelayApi::handle`]. Every input is checked before any write (command ids are UUIDs, the
+//! session list and the completion within their limits); every error is JSON
+//! `{"error": "<field>: <rule>"}` with a fitting status.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Method, StatusCode, header};
+
+use crate::http_json;
+use crate::auth::bearer;
+use domain::clock::SharedClock;
+use domain::devices::token_hash;
+use domain::ids::{CommandId, OwnerId};
+use domain::limits::{MAX_EXECUTION_ID_CHARS, Policy, char_len};
+use domain::projects::SyncOutcome;
+use domain::relay::{
+    CompleteResponse, ControlResponse, ErrorResponse, QueuedCommand, StartRequest, StartResponse, StatusResponse,
+    SyncRequest, SyncResponse,
+};
+use domain::runs::{CompleteOutcome, Completion, ControlOutcome, RunStatus, StartOutcome, validate_sessions};
+use domain::store::{AuthenticateDevices, RelayRuns, StoreError, SyncSessions};
+
+/// Path prefix of the relay API.
+pub use domain::relay::PREFIX;
+/// Largest request body (a 100-session sync or a maximal completion fit easily).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Most queued commands returned by one sync (oldest first).
+pub const MAX_COMMANDS_PER_SYNC: usize = 100;
+
+/// The IAM actions the `graph_relay` function needs on the table (token lookup, the
+/// conditional updates, the queue index). Proven against the emulator in the suite.
+pub const DYNAMODB_ACTIONS: &[&str] = &["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query"];
+
+/// The store capabilities the relay API uses.
+pub trait RelayStore: SyncSessions + RelayRuns + AuthenticateDevices {}
+impl<T: SyncSessions + RelayRuns + AuthenticateDevices + ?Sized> RelayStore for T {}
+
+/// The relay API over a store.
+pub struct RelayApi<S: ?Sized> {
+    /// The store.
+    pub store: Arc<S>,
+    /// The clock (`server_time`).
+    pub clock: SharedClock,
+    /// `poll_interval_s` comes from here.
+    pub policy: Policy,
+}
+
+fn internal(e: &StoreError) -> http::Response<Bytes> {
+    http_json::unavailable("relay API", e)
+}
+
+impl<S: RelayStore + ?Sized> RelayApi<S> {
+    /// Answers one request whose path starts with [`PREFIX`].
+    pub async fn handle(&self, req: http::Request<Bytes>) -> http::Response<Bytes> {
+        if req.body().len() > MAX_BODY_BYTES {
+            return http_json::error(StatusCode::PAYLOAD_TOO_LARGE, format!("body: at most {MAX_BODY_BYTES} bytes"));
+        }
+        let token = bearer(req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()));
+        let device = match token {
+            None => None,
+            Some(t) => match self.store.device_by_token_hash(&token_hash(t)).await {
+                Ok(d) => d,
+                Err(e) => return internal(&e),
+            },
+        };
+        let Some(device) = device else {
+            return http_json::error(StatusCode::UNAUTHORIZED, "a valid device token is required (Authorization: Bearer fcd_…)");
+        };
+        let owner = device.owner;
+        let path = req.uri().path().strip_prefix(PREFIX).unwrap_or_default().to_owned();
+        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
+        let method = req.method().clone();
+        match (method, segments.as_slice()) {
+            (Method::POST, ["sync"]) => self.sync(&owner, req.body()).await,
+            (Method::POST, ["commands", id, "start"]) => match CommandId::parse("command_id", id) {
+                Err(e) => http_json::error(StatusCode::BAD_REQUEST, e.to_string()),
+                Ok(id) => self.start(&owner, id, req.body()).await,
+            },
+            (Method::GET, ["commands", id, "control"]) => match CommandId::parse("command_id", id) {
+                Err(e) => http_json::error(StatusCode::BAD_REQUEST, e.to_string()),
+                Ok(id) => self.control(&owner, id).await,
+            },
+            (Method::POST, ["commands", id, "complete"]) => match CommandId::parse("command_id", id) {
+                Err(e) => http_json::error(StatusCode::BAD_REQUEST, e.to_string()),
+                Ok(id) => self.complete(&owner, id, req.body()).await,
+            },
+            (_, ["sync"] | ["commands", _, "start" | "control" | "complete"]) => {
+                http_json::error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this route")
+            }
+            _ => http_json::error(StatusCode::NOT_FOUND, format!("no route {path}")),
+        }
+    }
+
+    async fn sync(&self, owner: &OwnerId, body: &[u8]) -> http::Response<Bytes> {
+        let b: SyncRequest = match http_json::parse(body) {
+            Ok(b) => b,
+            Err(m) => return http_json::error(StatusCode::BAD_REQUEST, m),
+        };
+        let project = b.project_id;
+        if let Err(e) = validate_sessions(&b.sessions) {
+            return http_json::error(StatusCode::BAD_REQUEST, e.to_string());
+        }
+        match self.store.sync_sessions(owner, project, &b.sessions).await {
+            Err(e) => internal(&e),
+            Ok(SyncOutcome::NotFound) => http_json::error(StatusCode::NOT_FOUND, "project_id: no such project"),
+            Ok(SyncOutcome::Disabled) => http_json::response(
+                StatusCode::CONFLICT,
+                ErrorResponse { error: "project is not enabled for connected agents".into(), enabled: Some(false) },
+            ),
+            Ok(SyncOutcome::Synced(_)) => match self.store.list_queued(owner, project, MAX_COMMANDS_PER_SYNC).await {
+                Err(e) => internal(&e),
+                Ok(runs) => http_json::response(
+                    StatusCode::OK,
+                    SyncResponse {
+                        commands: runs
+                            .into_iter()
+                            .map(|r| QueuedCommand {
+                                command_id: r.command_id,
+                                graph_session_id: r.graph_session_id,
+                                slug: r.slug,
+                                arguments: r.arguments,
+                                queued_at: r.queued_at.rfc3339(),
+                            })
+                            .collect(),
+                        poll_interval_s: self.policy.poll_interval.as_secs(),
+                        server_time: self.clock.now().rfc3339(),
+                    },
+                ),
+            },
+        }
+    }
+
+    async fn start(&self, owner: &OwnerId, id: CommandId, body: &[u8]) -> http::Response<Bytes> {
+        let b: StartRequest = match http_json::parse(body) {
+            Ok(b) => b,
+            Err(m) => return http_json::error(StatusCode::BAD_REQUEST, m),
+        };
+        let n = char_len(&b.execution_id);
+        if n == 0 || n > MAX_EXECUTION_ID_CHARS {
+            return http_json::error(StatusCode::BAD_REQUEST, format!("execution_id: must be 1 to {MAX_EXECUTION_ID_CHARS} characters (got {n})"));
+        }
+        match self.store.start_run(owner, id, &b.execution_id).await {
+            Err(e) => internal(&e),
+            Ok(StartOutcome::Started) => {
+                http_json::response(StatusCode::OK, StartResponse { status: RunStatus::Running, replayed: false })
+            }
+            Ok(StartOutcome::Replayed) => {
+                http_json::response(StatusCode::OK, StartResponse { status: RunStatus::Running, replayed: true })
+            }
+            Ok(StartOutcome::Refused(status)) => http_json::response(StatusCode::CONFLICT, StatusResponse { status }),
+            Ok(StartOutcome::NotFound) => http_json::error(StatusCode::NOT_FOUND, "command_id: no such command"),
+        }
+    }
+
+    async fn control(&self, owner: &OwnerId, id: CommandId) -> http::Response<Bytes> {
+        match self.store.control_run(owner, id).await {
+            Err(e) => internal(&e),
+            Ok(ControlOutcome::Running { cancel_requested }) => {
+                http_json::response(StatusCode::OK, ControlResponse { cancel_requested, status: None })
+            }
+            // Not running for the server any more (cancelled, timed out): the relay must stop.
+            Ok(ControlOutcome::NotRunning(s)) => {
+                http_json::response(StatusCode::OK, ControlResponse { cancel_requested: true, status: Some(s) })
+            }
+            Ok(ControlOutcome::NotFound) => http_json::error(StatusCode::NOT_FOUND, "command_id: no such command"),
+        }
+    }
+
+    async fn complete(&self, owner: &OwnerId, id: CommandId, body: &[u8]) -> http::Response<Bytes> {
+        let c: Completion = match http_json::parse(body) {
+            Ok(c) => c,
+            Err(m) => return http_json::error(StatusCode::BAD_REQUEST, m),
+        };
+        if let Err(e) = c.validate() {
+            return http_json::error(StatusCode::BAD_REQUEST, e.to_string());
+        }
+        match self.store.complete_run(owner, id, &c).await {
+            Err(e) => internal(&e),
+            Ok(CompleteOutcome::Recorded(status)) => {
+                http_json::response(StatusCode::OK, CompleteResponse { ok: true, replayed: false, status })
+            }
+            Ok(CompleteOutcome::Replayed(status)) => {
+                http_json::response(StatusCode::OK, CompleteResponse { ok: true, replayed: true, status })
+            }
+            Ok(CompleteOutcome::Conflict(status)) => http_json::response(StatusCode::CONFLICT, StatusResponse { status }),
+            Ok(CompleteOutcome::NotFound) => http_json::error(StatusCode::NOT_FOUND, "command_id: no such command"),
+        }
+    }
+}

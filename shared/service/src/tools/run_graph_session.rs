@@ -1,0 +1,180 @@
+//! `run_graph_session`: queue a run on the owner's desktop and hand back a ticket.
+
+use std::time::Duration;
+
+use domain::clock::Timestamp;
+use domain::ids::{GraphSessionId, IdempotencyKey, ProjectId};
+use domain::limits::{MAX_ARGUMENTS_BYTES, Policy};
+use domain::projects::Project;
+use domain::runs::{QueueOutcome, QueueRun, RunStatus};
+use domain::store::{ManageProjects, QueueRuns};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::common::field;
+use super::{Annotations, Caller, Handled, Handler, Rejected, SCOPE_RUN, Tool, ToolDeps, ToolInput, ToolName, ToolSpec};
+
+/// Seconds added to the relay's next expected sync in `check_after_s`.
+pub const CHECK_MARGIN: Duration = Duration::from_secs(2);
+/// `check_after_s` while a run is running (no duration history yet: see docs).
+pub const RUNNING_CHECK_AFTER: Duration = Duration::from_secs(15);
+
+/// The tool.
+pub struct RunGraphSession;
+
+impl Tool for RunGraphSession {
+    const SPEC: ToolSpec = ToolSpec {
+        name: ToolName::RunGraphSession,
+        scope: SCOPE_RUN,
+        description: "Queue a Graph run on the owner's desktop. This returns a ticket (command_id, status \"queued\") BEFORE the Graph starts: the desktop picks work up by polling, runs one Graph at a time, and may be offline. Read progress and the result with get_graph_run, first after check_after_s seconds (checking earlier cannot show anything new). idempotency_key is required: if a response is lost, call again with the SAME key and arguments to get the same run back instead of starting a second one; the same key with different arguments is rejected. project_id is needed only when the session is shared in more than one connected project.",
+        // Starts side effects on the desktop (destructive, open world); idempotent only
+        // through its key, so not declared idempotent.
+        annotations: Annotations { read_only: false, destructive: true, idempotent: false, open_world: true },
+        // Reads the project (or lists the owner's projects); replays read the original run.
+        dynamodb_actions: &["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:ConditionCheckItem"],
+        queries_index: false,
+        stores_blobs: false,
+    };
+    type Input = RunGraphSessionInput;
+    type Output = RunQueuedOutput;
+}
+
+/// Input of `run_graph_session`.
+#[derive(Debug, Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunGraphSessionInput {
+    /// The graph session to run: gs_ followed by 32 lowercase hex characters.
+    #[schemars(extend("pattern" = "^gs_[0-9a-f]{32}$"))]
+    pub graph_session_id: String,
+    /// Arguments passed to the Graph as JSON (an object, at most 32 KiB).
+    #[serde(default)]
+    pub arguments: Option<serde_json::Map<String, serde_json::Value>>,
+    /// Your key for this run, 8 to 128 characters; reuse it when retrying after a lost response.
+    #[schemars(length(min = 8, max = 128))]
+    pub idempotency_key: String,
+    /// The project (UUID); required only if the session is shared in more than one connected project.
+    #[schemars(extend("format" = "uuid"))]
+    #[serde(default)]
+    pub project_id: Option<String>,
+}
+
+/// The validated arguments of `run_graph_session`.
+pub struct RunArgs {
+    graph_session_id: GraphSessionId,
+    arguments: serde_json::Value,
+    key: IdempotencyKey,
+    project_id: Option<ProjectId>,
+}
+
+impl ToolInput for RunGraphSessionInput {
+    type Args = RunArgs;
+    fn check(self) -> Result<RunArgs, String> {
+        let args = RunArgs {
+            graph_session_id: field(GraphSessionId::parse("graph_session_id", &self.graph_session_id))?,
+            arguments: serde_json::Value::Object(self.arguments.unwrap_or_default()),
+            key: field(IdempotencyKey::parse(&self.idempotency_key))?,
+            project_id: self.project_id.map(|p| field(ProjectId::parse("project_id", &p))).transpose()?,
+        };
+        let n = args.arguments.to_string().len();
+        if n > MAX_ARGUMENTS_BYTES {
+            return Err(format!("arguments: must be at most {MAX_ARGUMENTS_BYTES} bytes of JSON (got {n})"));
+        }
+        Ok(args)
+    }
+}
+
+/// Output of `run_graph_session`.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct RunQueuedOutput {
+    /// The ticket: pass it to get_graph_run.
+    pub command_id: String,
+    /// queued (or the current status when a key is reused).
+    pub status: RunStatus,
+    /// When it was queued (RFC 3339).
+    pub queued_at: String,
+    /// Seconds until a status check can first show a change.
+    pub check_after_s: u64,
+    /// Seconds since the desktop last synced; null if it never did. Large values mean the desktop looks offline.
+    pub desktop_last_seen_s: Option<u64>,
+}
+
+impl<S: QueueRuns + ManageProjects + ?Sized> Handler<S> for RunGraphSession {
+    async fn run(deps: &ToolDeps<S>, caller: Caller<'_>, a: RunArgs) -> Handled<RunQueuedOutput> {
+        let req = QueueRun {
+            owner: caller.owner.clone(),
+            agent: caller.agent.clone(),
+            project_id: a.project_id,
+            graph_session_id: a.graph_session_id,
+            arguments: a.arguments,
+            idempotency_key: a.key,
+        };
+        let run = match deps.store.queue_run(&req).await? {
+            QueueOutcome::Queued(r) | QueueOutcome::Replayed(r) => r,
+            QueueOutcome::Rejected(why) => return Ok(Err(Rejected::new(why.to_string()))),
+        };
+        let project = deps.store.get_project(caller.owner, run.project_id).await?;
+        let now = caller.now;
+        let status = run.view(now, &deps.policy).status;
+        Ok(Ok(RunQueuedOutput {
+            command_id: run.command_id.to_string(),
+            status,
+            queued_at: run.queued_at.rfc3339(),
+            check_after_s: check_after(status, project.as_ref(), now, &deps.policy).unwrap_or(0),
+            desktop_last_seen_s: last_seen(project.as_ref(), now),
+        }))
+    }
+}
+
+/// Seconds since the desktop last synced the run's project.
+pub(super) fn last_seen(project: Option<&Project>, now: Timestamp) -> Option<u64> {
+    project.and_then(|p| p.last_sync_at).map(|t| now.since(t).as_secs())
+}
+
+/// When a check can first show a change: while queued, the relay's next expected sync (from
+/// its last sync and the poll interval) plus a margin; while running, a fixed interval;
+/// nothing once finished.
+pub fn check_after(status: RunStatus, project: Option<&Project>, now: Timestamp, policy: &Policy) -> Option<u64> {
+    let secs = |d: Duration| d.as_secs().max(1);
+    match status {
+        RunStatus::Queued => {
+            let next_sync = project.and_then(|p| p.last_sync_at).map(|t| t.plus(policy.poll_interval));
+            Some(match next_sync {
+                Some(t) if t > now => secs(t.since(now) + CHECK_MARGIN),
+                // Never synced or overdue: the desktop may be offline; one interval is the
+                // earliest anything can change.
+                _ => secs(policy.poll_interval + CHECK_MARGIN),
+            })
+        }
+        RunStatus::Running => Some(secs(RUNNING_CHECK_AFTER)),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use domain::ids::OwnerId;
+
+    fn project(last_sync: Option<Timestamp>) -> Project {
+        let mut p = Project::new(&OwnerId::new("o").unwrap(), "p", Timestamp::from_millis(0));
+        p.enabled = true;
+        p.last_sync_at = last_sync;
+        p
+    }
+
+    #[test]
+    fn check_after_follows_the_relays_next_sync() {
+        let policy = Policy::default();
+        let now = Timestamp::from_millis(1_000_000);
+        // Synced 5 s ago with a 20 s interval: next sync in 15 s, plus the 2 s margin.
+        let p = project(Some(now.minus(Duration::from_secs(5))));
+        assert_eq!(check_after(RunStatus::Queued, Some(&p), now, &policy), Some(17));
+        // Never synced, or overdue: one interval plus the margin.
+        assert_eq!(check_after(RunStatus::Queued, Some(&project(None)), now, &policy), Some(22));
+        let overdue = project(Some(now.minus(Duration::from_secs(600))));
+        assert_eq!(check_after(RunStatus::Queued, Some(&overdue), now, &policy), Some(22));
+        assert_eq!(last_seen(Some(&overdue), now), Some(600));
+        assert_eq!(check_after(RunStatus::Running, Some(&p), now, &policy), Some(15));
+        assert_eq!(check_after(RunStatus::Completed, Some(&p), now, &policy), None);
+    }
+}

@@ -1,0 +1,442 @@
+//! End to end: the local server, the relay (in process, or the real binary where a process must
+//! die), and small scripted Graph commands. Each test checks the exact strings.
+//!
+//! The relay polls a real server over HTTP, so these tests wait for real events with a
+//! deadline (`wait_until`), never for a guessed delay, with the server's poll interval at 1 s
+//! and the control poll at 200 ms to keep them short. Graph scripts that must be stopped
+//! record their pid (= their process group); the tests check and end those groups by id.
+//! Latencies are printed, not asserted: they are measured in `docs/results.md`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use foundry_tests::{built_binary, kill_group, process_alive, wait_until};
+use local::{LocalConfig, Running};
+use relay::agent::Relay;
+use relay::config::Config;
+use domain::clock::{Clock, SystemClock};
+use domain::ids::{AgentId, CommandId, GraphSessionId, IdempotencyKey};
+use domain::limits::Policy;
+use domain::runs::{QueueOutcome, QueueRun, Run, RunStatus, SessionMeta};
+use domain::store::{CancelRuns, ManageProjects, QueueRuns, ReadRuns, SyncSessions};
+
+struct Env {
+    running: Running,
+    dir: PathBuf,
+    agent: AgentId,
+}
+
+fn gs(n: u8) -> GraphSessionId {
+    GraphSessionId::parse("g", &format!("gs_{n:032x}")).unwrap()
+}
+
+async fn env(heartbeat_timeout: Duration) -> Env {
+    let dir = std::env::temp_dir().join(format!("relay-e2e-{}", uuid::Uuid::new_v4()));
+    let policy = Policy { poll_interval: Duration::from_secs(1), heartbeat_timeout, ..Policy::default() };
+    let running = local::start(LocalConfig { data_dir: dir.join("server"), port: 0, public_url: None, policy }).await.unwrap();
+    Env { running, dir, agent: AgentId::new("e2e-client", local::DEMO_OWNER).unwrap() }
+}
+
+/// A session line for the relay config: (session number, slug, shell script).
+type SessionSpec<'a> = (u8, &'a str, &'a str);
+
+impl Env {
+    fn config(&self, sessions: &[SessionSpec<'_>], state: &str) -> (String, PathBuf) {
+        let project = self.running.demo.project_id;
+        let mut text = format!(
+            "server_url = \"{}\"\ndevice_token = \"{}\"\nstate_dir = \"{}\"\ncontrol_poll_ms = 200\npoll_s = 1\ncancel_grace_ms = 1000\n",
+            self.running.base_url,
+            self.running.device_token,
+            self.dir.join(state).display()
+        );
+        for (n, slug, script) in sessions {
+            text += &format!(
+                "[[sessions]]\ngraph_session_id = \"{}\"\nname = \"{slug}\"\nslug = \"{slug}\"\nversion = \"1\"\nprojects = [\"{project}\"]\ncommand = [\"sh\", \"-c\", {}]\n",
+                gs(*n),
+                serde_json::to_string(script).unwrap()
+            );
+        }
+        let path = self.dir.join(format!("{state}.toml"));
+        std::fs::create_dir_all(&self.dir).unwrap();
+        std::fs::write(&path, &text).unwrap();
+        (text, path)
+    }
+
+    /// Starts an in-process relay; dropping the sender stops it.
+    fn relay(&self, sessions: &[SessionSpec<'_>], state: &str) -> (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+        let (_, path) = self.config(sessions, state);
+        let config = Config::load(&path).unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let handle = tokio::spawn(async move {
+            Relay::new(config).unwrap().run(async move { let _ = rx.await; }).await.unwrap();
+        });
+        (tx, handle)
+    }
+
+    /// What an earlier relay sync would have left: the sessions shared in the demo project.
+    async fn share(&self, sessions: &[(u8, &str)]) {
+        let metas: Vec<SessionMeta> = sessions
+            .iter()
+            .map(|(n, slug)| SessionMeta {
+                graph_session_id: gs(*n),
+                name: (*slug).into(),
+                description: String::new(),
+                slug: (*slug).into(),
+                version: "1".into(),
+                status: "ready".into(),
+            })
+            .collect();
+        self.running.store.sync_sessions(&self.running.demo.owner, self.running.demo.project_id, &metas).await.unwrap();
+    }
+
+    async fn queue(&self, session: u8, args: serde_json::Value) -> CommandId {
+        let req = QueueRun {
+            owner: self.running.demo.owner.clone(),
+            agent: self.agent.clone(),
+            project_id: Some(self.running.demo.project_id),
+            graph_session_id: gs(session),
+            arguments: args,
+            idempotency_key: IdempotencyKey::parse(&uuid::Uuid::new_v4().to_string()).unwrap(),
+        };
+        match self.running.store.queue_run(&req).await.unwrap() {
+            QueueOutcome::Queued(r) => r.command_id,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    async fn run(&self, id: CommandId) -> Run {
+        self.running.store.get_run(&self.agent, id).await.unwrap().unwrap()
+    }
+
+    async fn status(&self, id: CommandId) -> (RunStatus, Option<String>) {
+        let v = self.run(id).await.view(SystemClock.now(), &Policy::default());
+        (v.status, v.error)
+    }
+
+    async fn wait_shared(&self) {
+        let owner = self.running.demo.owner.clone();
+        let project = self.running.demo.project_id;
+        wait_until("the relay's first sync", Duration::from_secs(10), || {
+            let store = self.running.store.clone();
+            let owner = owner.clone();
+            async move { store.get_project(&owner, project).await.unwrap().and_then(|p| p.last_sync_at) }
+        })
+        .await;
+    }
+
+    async fn wait_status(&self, id: CommandId, want: RunStatus, within: Duration) -> Run {
+        wait_until(&format!("{id} to be {want:?}"), within, || async move {
+            let run = self.run(id).await;
+            (run.status == want).then_some(run)
+        })
+        .await
+    }
+
+    async fn finish(self) {
+        self.running.stop().await;
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}
+
+/// A pid a graph script wrote to `path` (waited for with a deadline).
+async fn recorded_pid(path: &Path) -> i32 {
+    wait_until(&format!("a pid in {}", path.display()), Duration::from_secs(20), || async {
+        std::fs::read_to_string(path).ok().and_then(|s| s.trim().parse().ok())
+    })
+    .await
+}
+
+fn marker(dir: &Path, name: &str) -> PathBuf {
+    dir.join(format!("{name}-{}", uuid::Uuid::new_v4()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_runs_queued_at_once_finish_in_sequence() {
+    let e = env(Duration::from_secs(600)).await;
+    e.share(&[(1, "report")]).await;
+    let mut ids = Vec::new();
+    for i in 0..5 {
+        ids.push(e.queue(1, serde_json::json!({"n": i})).await);
+    }
+    let (stop, task) = e.relay(&[(1, "report", "sleep 0.2; cat")], "state");
+    let mut runs = Vec::new();
+    for id in &ids {
+        runs.push(e.wait_status(*id, RunStatus::Completed, Duration::from_secs(30)).await);
+    }
+    for pair in runs.windows(2) {
+        assert!(pair[1].started_at.unwrap() >= pair[0].finished_at.unwrap(), "runs overlapped: one desktop is one worker");
+    }
+    for (i, r) in runs.iter().enumerate() {
+        assert_eq!(r.completion.as_ref().unwrap().result.as_deref(), Some(format!("{{\"n\":{i}}}").as_str()));
+    }
+    drop(stop);
+    task.await.unwrap();
+    e.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_while_queued_is_never_started() {
+    let e = env(Duration::from_secs(600)).await;
+    e.share(&[(1, "report")]).await;
+    let ran = marker(&e.dir, "ran");
+    let id = e.queue(1, serde_json::json!({})).await;
+    e.running.store.cancel_run(&e.agent, id).await.unwrap();
+    let other = e.queue(1, serde_json::json!({})).await;
+    let script = format!("touch {}", ran.display());
+    let (stop, task) = e.relay(&[(1, "report", &script)], "state");
+    // The next run completes, so the relay has passed over the queue at least once.
+    e.wait_status(other, RunStatus::Completed, Duration::from_secs(20)).await;
+    assert_eq!(e.status(id).await.0, RunStatus::Cancelled);
+    assert!(e.run(id).await.started_at.is_none(), "the desktop started a cancelled run");
+    drop(stop);
+    task.await.unwrap();
+    e.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cancel_while_running_stops_the_process_within_one_control_poll() {
+    let e = env(Duration::from_secs(600)).await;
+    let pid_file = marker(&e.dir, "pid");
+    // The graph records its pid, starts a grandchild, and would run for a minute.
+    let script = format!("echo $$ > {}; sleep 60 & wait", pid_file.display());
+    let (stop, task) = e.relay(&[(1, "slow", &script)], "state");
+    e.wait_shared().await;
+    let id = e.queue(1, serde_json::json!({})).await;
+    e.wait_status(id, RunStatus::Running, Duration::from_secs(20)).await;
+    let pid = recorded_pid(&pid_file).await;
+    let asked = Instant::now();
+    e.running.store.cancel_run(&e.agent, id).await.unwrap();
+    let run = e.wait_status(id, RunStatus::Cancelled, Duration::from_secs(10)).await;
+    eprintln!("cancel-running latency: {} ms (control poll 200 ms)", asked.elapsed().as_millis());
+    assert!(run.completion.unwrap().error.unwrap().starts_with("cancelled"));
+    // The run is recorded cancelled only after the process was stopped.
+    assert!(!process_alive(pid), "the graph process outlived the cancel");
+    drop(stop);
+    task.await.unwrap();
+    e.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_unshared_between_queue_and_pickup_is_cancelled_with_the_exact_error() {
+    let e = env(Duration::from_secs(600)).await;
+    e.share(&[(1, "report"), (2, "old-slug")]).await;
+    let gone = e.queue(1, serde_json::json!({})).await;
+    let renamed = e.queue(2, serde_json::json!({})).await;
+    // This desktop no longer shares session 1, and session 2's slug changed.
+    let (stop, task) = e.relay(&[(2, "new-slug", "cat")], "state");
+    for id in [gone, renamed] {
+        e.wait_status(id, RunStatus::Cancelled, Duration::from_secs(20)).await;
+        assert_eq!(e.status(id).await.1.as_deref(), Some("Graph session is no longer shared with this project"));
+    }
+    drop(stop);
+    task.await.unwrap();
+    e.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn results_are_bounded_all_or_nothing() {
+    let e = env(Duration::from_secs(600)).await;
+    let japanese = e.dir.join("japanese.txt");
+    std::fs::create_dir_all(&e.dir).unwrap();
+    std::fs::write(&japanese, "日".repeat(99_899)).unwrap();
+    let big = "head -c 100001 /dev/zero | tr '\\0' a";
+    let fits = format!("cat {}", japanese.display());
+    let fails = "head -c 5000 /dev/zero | tr '\\0' x >&2; exit 1";
+    let (stop, task) = e.relay(&[(1, "big", big), (2, "japanese", &fits), (3, "fails", fails)], "state");
+    e.wait_shared().await;
+    let (a, b, c) = (e.queue(1, serde_json::json!({})).await, e.queue(2, serde_json::json!({})).await, e.queue(3, serde_json::json!({})).await);
+    let big_run = e.wait_status(a, RunStatus::Completed, Duration::from_secs(20)).await.completion.unwrap();
+    assert!(big_run.result_truncated && big_run.result.is_none(), "100,001 characters must be truncated whole");
+    let jp = e.wait_status(b, RunStatus::Completed, Duration::from_secs(20)).await.completion.unwrap();
+    assert_eq!(jp.result.map(|r| r.chars().count()), Some(99_899));
+    let failed = e.wait_status(c, RunStatus::Failed, Duration::from_secs(20)).await.completion.unwrap();
+    assert_eq!(failed.error.unwrap().chars().count(), 2_000, "errors are cut to 2,000 characters");
+    drop(stop);
+    task.await.unwrap();
+    e.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_the_relay_is_offline_runs_stay_queued_then_all_complete() {
+    let e = env(Duration::from_secs(600)).await;
+    e.share(&[(1, "report")]).await;
+    let mut ids = Vec::new();
+    for _ in 0..3 {
+        ids.push(e.queue(1, serde_json::json!({})).await);
+    }
+    // Nobody polls: nothing moves (the queue lives on the server).
+    for id in &ids {
+        assert_eq!(e.status(*id).await.0, RunStatus::Queued);
+    }
+    let back = Instant::now();
+    let (stop, task) = e.relay(&[(1, "report", "echo done")], "state");
+    for id in &ids {
+        e.wait_status(*id, RunStatus::Completed, Duration::from_secs(20)).await;
+    }
+    eprintln!("back online: 3 queued runs completed {} ms after the relay started", back.elapsed().as_millis());
+    drop(stop);
+    task.await.unwrap();
+    e.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lost_completion_post_is_delivered_by_the_next_pass() {
+    use axum::body::Body;
+    use std::sync::Arc;
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let e = env(Duration::from_secs(600)).await;
+    e.share(&[(1, "report")]).await;
+    // A proxy in front of the server that loses the first completion POST (it never arrives).
+    let target = e.running.base_url.clone();
+    let dropped = Arc::new(AtomicUsize::new(0));
+    let d = dropped.clone();
+    let http = reqwest_like::client();
+    let app = axum::Router::new().fallback(move |req: http::Request<Body>| {
+        let (target, d, http) = (target.clone(), d.clone(), http.clone());
+        async move {
+            if req.uri().path().ends_with("/complete") && d.fetch_add(1, Ordering::SeqCst) == 0 {
+                return http::Response::builder().status(502).body(Body::from("lost")).unwrap();
+            }
+            reqwest_like::forward(&http, &target, req).await
+        }
+    });
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let proxy = format!("http://{}", listener.local_addr().unwrap());
+    let server = tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let (text, _) = e.config(&[(1, "report", "echo ok")], "state");
+    let path = e.dir.join("proxied.toml");
+    std::fs::write(&path, text.replace(&e.running.base_url, &proxy)).unwrap();
+    let config = Config::load(&path).unwrap();
+    let outbox = config.state_dir.join("outbox");
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move { Relay::new(config).unwrap().run(async move { let _ = rx.await; }).await.unwrap() });
+    let id = e.queue(1, serde_json::json!({})).await;
+    e.wait_status(id, RunStatus::Completed, Duration::from_secs(20)).await;
+    assert!(dropped.load(Ordering::SeqCst) >= 2, "the first completion POST was not the one lost");
+    wait_until("the outbox to empty", Duration::from_secs(5), || async { (std::fs::read_dir(&outbox).unwrap().count() == 0).then_some(()) }).await;
+    drop(tx);
+    task.await.unwrap();
+    server.abort();
+    e.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_killed_mid_run_reports_relay_restarted_and_loses_nothing_else() {
+    let e = env(Duration::from_secs(600)).await;
+    let pid_file = marker(&e.dir, "pid");
+    let slow = format!("echo $$ > {}; exec sleep 600", pid_file.display());
+    let (_, path) = e.config(&[(1, "slow", &slow), (2, "quick", "echo fine")], "state");
+    let relay_bin = built_binary("relay", &["relay/src", "shared/domain/src"]);
+    let spawn = || {
+        std::process::Command::new(&relay_bin)
+            .args(["--config", path.to_str().unwrap(), "run"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut first = spawn();
+    e.wait_shared().await;
+    let slow = e.queue(1, serde_json::json!({})).await;
+    e.wait_status(slow, RunStatus::Running, Duration::from_secs(20)).await;
+    let orphan = recorded_pid(&pid_file).await;
+    let quick = e.queue(2, serde_json::json!({})).await;
+    first.kill().unwrap(); // SIGKILL
+    first.wait().unwrap();
+    let mut second = spawn();
+    let run = e.wait_status(slow, RunStatus::Failed, Duration::from_secs(20)).await;
+    assert_eq!(run.completion.unwrap().error.as_deref(), Some("relay restarted during run"));
+    e.wait_status(quick, RunStatus::Completed, Duration::from_secs(20)).await;
+    second.kill().unwrap();
+    second.wait().unwrap();
+    // The killed relay's graph is orphaned in its own process group (a relay restart does not
+    // hunt it down): end exactly that group.
+    kill_group(orphan);
+    e.finish().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_relay_that_stops_polling_mid_run_reads_desktop_stopped_reporting() {
+    let timeout = Duration::from_secs(2);
+    let e = env(timeout).await;
+    let (stop, task) = e.relay(&[(1, "slow", "sleep 20")], "state");
+    e.wait_shared().await;
+    let id = e.queue(1, serde_json::json!({})).await;
+    e.wait_status(id, RunStatus::Running, Duration::from_secs(20)).await;
+    // The desktop goes silent mid-run (lid closed): no more control polls.
+    task.abort();
+    drop(stop);
+    let policy = Policy { heartbeat_timeout: timeout, ..Policy::default() };
+    let view = wait_until("the run to read failed", Duration::from_secs(10), || async {
+        let v = e.run(id).await.view(SystemClock.now(), &policy);
+        (v.status == RunStatus::Failed).then_some(v)
+    })
+    .await;
+    assert_eq!(view.error.as_deref(), Some("desktop stopped reporting"));
+    e.finish().await;
+}
+
+/// A tiny forwarding client for the fault-injecting proxy.
+mod reqwest_like {
+    use axum::body::Body;
+
+    pub fn client() -> reqwest::Client {
+        reqwest::Client::new()
+    }
+
+    pub async fn forward(http: &reqwest::Client, target: &str, req: http::Request<Body>) -> http::Response<Body> {
+        let (parts, body) = req.into_parts();
+        let body = axum::body::to_bytes(body, usize::MAX).await.unwrap();
+        let mut out = http.request(parts.method.clone(), format!("{target}{}", parts.uri.path())).body(body);
+        for (k, v) in &parts.headers {
+            if k != "host" {
+                out = out.header(k, v);
+            }
+        }
+        match out.send().await {
+            Ok(res) => {
+                let mut b = http::Response::builder().status(res.status());
+                for (k, v) in res.headers() {
+                    b = b.header(k, v);
+                }
+                b.body(Body::from(res.bytes().await.unwrap_or_default())).unwrap()
+            }
+            Err(_) => http::Response::builder().status(502).body(Body::empty()).unwrap(),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rejected_device_token_keeps_completions_in_the_outbox() {
+    let e = env(Duration::from_secs(600)).await;
+    let (text, _) = e.config(&[(1, "report", "echo ok")], "state");
+    let path = e.dir.join("revoked.toml");
+    std::fs::write(&path, text.replace(&e.running.device_token, "fcd_revoked-or-mistyped")).unwrap();
+    let config = Config::load(&path).unwrap();
+    let state = relay::disk::State::open(&config.state_dir).unwrap();
+    let pending = domain::runs::Completion {
+        execution_id: "e".into(),
+        status: domain::runs::FinalStatus::Completed,
+        result: Some("finished while the token was being rotated".into()),
+        result_truncated: false,
+        error: None,
+        total_tokens: None,
+        reported_cost: None,
+    };
+    state.outbox.put(CommandId::generate(), &pending).unwrap();
+    let status_file = config.state_dir.join("status.json");
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move { Relay::new(config).unwrap().run(async move { let _ = rx.await; }).await.unwrap() });
+    let status: relay::agent::Status = wait_until("a failed pass", Duration::from_secs(10), || async {
+        let s: relay::agent::Status = serde_json::from_slice(&std::fs::read(&status_file).ok()?).ok()?;
+        s.last_error.is_some().then_some(s)
+    })
+    .await;
+    assert!(status.last_error.unwrap().contains("device token rejected (401)"));
+    assert_eq!(state.outbox.len(), 1, "a completion was dropped because the token was rejected");
+    drop(tx);
+    task.await.unwrap();
+    e.finish().await;
+}
