@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The one test command: installs what the tests need (pinned), starts a local AWS endpoint
-# when AWS_ENDPOINT_URL is unset, runs every test, and stops what it started.
+# when AWS_ENDPOINT_URL is unset, checks format, lints and docs, runs every test, and stops
+# what it started.
 #
 #   ./infra/test.sh                 everything
 #   ./infra/test.sh conformance     extra arguments go to `cargo test` as a filter
@@ -49,6 +50,15 @@ echo "== checking the SAM template (sam validate --lint, cfn-lint; pinned in inf
 "$root/infra/pyenv.sh" "$root/.venv-deploy" "$root/infra/requirements-deploy.txt"
 SAM_CLI_TELEMETRY=0 "$root/.venv-deploy/bin/sam" validate --lint --template "$root/template.yaml"
 "$root/.venv-deploy/bin/cfn-lint" "$root/template.yaml"
+
+echo "== cargo fmt --check"
+cargo fmt --all -- --check
+echo "== cargo clippy --workspace --all-targets -- -D warnings"
+cargo clippy --workspace --all-targets --locked -- -D warnings
+echo "== cargo doc --no-deps (RUSTDOCFLAGS=-D warnings)"
+RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
+echo "== cargo build --workspace --bins (tests run the real relay and function binaries)"
+cargo build --workspace --bins --locked
 
 echo "== cargo test --workspace"
 log="$state/cargo-test.log"

@@ -70,7 +70,10 @@ impl LocalConfig {
             },
         };
         let mut policy = domain::limits::Policy::default();
-        for (key, slot) in [(POLL_INTERVAL_SECONDS, &mut policy.poll_interval), (HEARTBEAT_TIMEOUT_SECONDS, &mut policy.heartbeat_timeout)] {
+        for (key, slot) in [
+            (POLL_INTERVAL_SECONDS, &mut policy.poll_interval),
+            (HEARTBEAT_TIMEOUT_SECONDS, &mut policy.heartbeat_timeout),
+        ] {
             if let Some(v) = get(key) {
                 match v.parse::<u64>() {
                     Ok(n) if n > 0 => *slot = std::time::Duration::from_secs(n),
@@ -78,7 +81,11 @@ impl LocalConfig {
                 }
             }
         }
-        if errors.is_empty() { Ok(Self { data_dir, port, public_url, policy }) } else { Err(ConfigError { problems: errors }) }
+        if errors.is_empty() {
+            Ok(Self { data_dir, port, public_url, policy })
+        } else {
+            Err(ConfigError { problems: errors })
+        }
     }
 }
 
@@ -111,9 +118,18 @@ mod tests {
         if !cfg!(target_os = "macos") {
             assert_eq!(c.data_dir, PathBuf::from("/home/u/.local/share/foundry-connect"));
         }
-        let c = from(&[(DATA_DIR, "/tmp/x"), (PORT, "0"), (PUBLIC_URL, "https://x.example/"), (POLL_INTERVAL_SECONDS, "1")]).unwrap();
+        let c = from(&[
+            (DATA_DIR, "/tmp/x"),
+            (PORT, "0"),
+            (PUBLIC_URL, "https://x.example/"),
+            (POLL_INTERVAL_SECONDS, "1"),
+        ])
+        .unwrap();
         assert_eq!(c.policy.poll_interval, std::time::Duration::from_secs(1));
-        assert_eq!((c.data_dir, c.port, c.public_url.as_deref()), (PathBuf::from("/tmp/x"), 0, Some("https://x.example")));
+        assert_eq!(
+            (c.data_dir, c.port, c.public_url.as_deref()),
+            (PathBuf::from("/tmp/x"), 0, Some("https://x.example"))
+        );
     }
 
     #[test]

@@ -28,17 +28,17 @@ use axum::body::Body;
 use axum::extract::State;
 use axum::response::IntoResponse;
 use bytes::Bytes;
-use http_body_util::{BodyExt, Limited};
-use service::auth::{Authenticator, Keys, mint_hs256};
 use domain::clock::{SharedClock, SystemClock};
 use domain::ids::{ChatLinkId, IdempotencyKey, OwnerId, ProjectId, TaskId};
-use service::mcp::{EndpointConfig, InProcess, McpEndpoint, resource_metadata_response};
-use store_sqlite::SqliteStore;
-use service::owner_api::OwnerApi;
-use service::relay_api::RelayApi;
 use domain::store::{AssignTasks, ManageDevices, ManageLinks, ManageProjects};
 use domain::tasks::{AssignOutcome, AssignTask};
+use http_body_util::{BodyExt, Limited};
+use service::auth::{Authenticator, Keys, mint_hs256};
+use service::mcp::{EndpointConfig, InProcess, McpEndpoint, resource_metadata_response};
+use service::owner_api::OwnerApi;
+use service::relay_api::RelayApi;
 use service::tools::{DirBlobStore, SCOPE_OWNER, SCOPE_READ, SCOPE_RUN, ToolDeps};
+use store_sqlite::SqliteStore;
 use tokio::sync::oneshot;
 
 pub use config::LocalConfig;
@@ -147,7 +147,8 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
     let clock: SharedClock = Arc::new(SystemClock);
     let policy = config.policy;
     let db = config.data_dir.join("foundry.sqlite3");
-    let store = Arc::new(SqliteStore::open(&db, clock.clone(), policy).with_context(|| format!("opening {}", db.display()))?);
+    let store =
+        Arc::new(SqliteStore::open(&db, clock.clone(), policy).with_context(|| format!("opening {}", db.display()))?);
     let secret = load_or_create_secret(&config.data_dir.join("local-token-secret"))?;
     let demo = ensure_demo(&store).await?;
 
@@ -162,8 +163,26 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
         keys: Keys::Hs256(secret.clone()),
         clock: clock.clone(),
     });
-    let token = mint_hs256(&secret, &public_url, LOCAL_AUDIENCE, DEMO_OWNER, LOCAL_CLIENT, &[SCOPE_READ, SCOPE_RUN], clock.now(), TOKEN_TTL)?;
-    let owner_token = mint_hs256(&secret, &public_url, LOCAL_AUDIENCE, DEMO_OWNER, LOCAL_CLIENT, &[SCOPE_OWNER], clock.now(), TOKEN_TTL)?;
+    let token = mint_hs256(
+        &secret,
+        &public_url,
+        LOCAL_AUDIENCE,
+        DEMO_OWNER,
+        LOCAL_CLIENT,
+        &[SCOPE_READ, SCOPE_RUN],
+        clock.now(),
+        TOKEN_TTL,
+    )?;
+    let owner_token = mint_hs256(
+        &secret,
+        &public_url,
+        LOCAL_AUDIENCE,
+        DEMO_OWNER,
+        LOCAL_CLIENT,
+        &[SCOPE_OWNER],
+        clock.now(),
+        TOKEN_TTL,
+    )?;
     let device_token = fresh_device_token(&store, &demo.owner).await?;
     let deps = ToolDeps {
         store: Arc::clone(&store),

@@ -9,7 +9,11 @@ async fn main() -> anyhow::Result<()> {
         .init();
     let config = LocalConfig::from_env(|k| std::env::var(k).ok())?;
     let running = start(config.clone()).await?;
-    println!("{}\n  Data folder:   {}\n\nCtrl-C (or SIGTERM) stops the server.", running.banner(), config.data_dir.display());
+    println!(
+        "{}\n  Data folder:   {}\n\nCtrl-C (or SIGTERM) stops the server.",
+        running.banner(),
+        config.data_dir.display()
+    );
     let mut term = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
     tokio::select! {
         r = tokio::signal::ctrl_c() => r?,

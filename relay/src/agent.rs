@@ -19,11 +19,11 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use serde::Serialize;
 use domain::clock::{Clock, SystemClock};
 use domain::errors::SESSION_NO_LONGER_SHARED;
 use domain::ids::{CommandId, ProjectId};
 use domain::runs::{Completion, FinalStatus};
+use serde::Serialize;
 use tokio::time::MissedTickBehavior;
 
 use crate::client::{Client, ClientError, Command, Completed, RelayServer, Started, Synced};
@@ -353,7 +353,13 @@ mod tests {
 
     impl FakeServer {
         fn new(fail_first: usize, poll_interval: Duration) -> Self {
-            Self { syncs: Mutex::new(Vec::new()), fail_first, calls: AtomicUsize::new(0), poll_interval, sync_takes: Duration::ZERO }
+            Self {
+                syncs: Mutex::new(Vec::new()),
+                fail_first,
+                calls: AtomicUsize::new(0),
+                poll_interval,
+                sync_takes: Duration::ZERO,
+            }
         }
 
         /// Seconds (virtual) between consecutive syncs.
@@ -425,7 +431,11 @@ mod tests {
         fn control(&self, id: CommandId) -> impl Future<Output = Result<bool, ClientError>> + Send {
             self.0.control(id)
         }
-        fn complete(&self, id: CommandId, c: &Completion) -> impl Future<Output = Result<Completed, ClientError>> + Send {
+        fn complete(
+            &self,
+            id: CommandId,
+            c: &Completion,
+        ) -> impl Future<Output = Result<Completed, ClientError>> + Send {
             self.0.complete(id, c)
         }
     }

@@ -63,13 +63,21 @@ pub enum Completed {
 /// real one (HTTPS); tests drive the loop with an in-memory one under tokio's paused time.
 pub trait RelayServer: Send + Sync {
     /// `POST /sync`: this device's sessions for `project`; the project's queued commands.
-    fn sync(&self, project: ProjectId, sessions: &[SessionMeta]) -> impl Future<Output = Result<Synced, ClientError>> + Send;
+    fn sync(
+        &self,
+        project: ProjectId,
+        sessions: &[SessionMeta],
+    ) -> impl Future<Output = Result<Synced, ClientError>> + Send;
     /// `POST /commands/{id}/start`.
     fn start(&self, id: CommandId, execution_id: &str) -> impl Future<Output = Result<Started, ClientError>> + Send;
     /// `GET /commands/{id}/control`: whether to stop.
     fn control(&self, id: CommandId) -> impl Future<Output = Result<bool, ClientError>> + Send;
     /// `POST /commands/{id}/complete`.
-    fn complete(&self, id: CommandId, completion: &Completion) -> impl Future<Output = Result<Completed, ClientError>> + Send;
+    fn complete(
+        &self,
+        id: CommandId,
+        completion: &Completion,
+    ) -> impl Future<Output = Result<Completed, ClientError>> + Send;
 }
 
 /// The relay API client.
@@ -88,7 +96,9 @@ fn body<T: DeserializeOwned>(text: &str) -> Result<T, ClientError> {
 
 /// The status in a 409/404 body, `missing` when there is none.
 fn status_of(text: &str) -> String {
-    serde_json::from_str::<StatusResponse>(text).map(|s| s.status.as_str().to_owned()).unwrap_or_else(|_| "missing".into())
+    serde_json::from_str::<StatusResponse>(text)
+        .map(|s| s.status.as_str().to_owned())
+        .unwrap_or_else(|_| "missing".into())
 }
 
 impl Client {
@@ -100,7 +110,10 @@ impl Client {
         // reqwest is built without a crypto provider (see Cargo.toml): use ring. Installing
         // twice is harmless (the second returns the first).
         let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder().timeout(Duration::from_secs(30)).connect_timeout(Duration::from_secs(10)).build()?;
+        let http = reqwest::Client::builder()
+            .timeout(Duration::from_secs(30))
+            .connect_timeout(Duration::from_secs(10))
+            .build()?;
         Ok(Self { http, base: format!("{server_url}{}", domain::relay::PREFIX), token: token.to_owned() })
     }
 
@@ -122,7 +135,6 @@ impl Client {
     fn refused(status: u16, body: String) -> ClientError {
         ClientError::Refused { status, body }
     }
-
 }
 
 impl RelayServer for Client {
@@ -132,7 +144,10 @@ impl RelayServer for Client {
         match status {
             200 => {
                 let r: SyncResponse = body(&text)?;
-                Ok(Synced::Commands { commands: r.commands, poll_interval: Duration::from_secs(r.poll_interval_s.max(1)) })
+                Ok(Synced::Commands {
+                    commands: r.commands,
+                    poll_interval: Duration::from_secs(r.poll_interval_s.max(1)),
+                })
             }
             409 => Ok(Synced::Disabled),
             _ => Err(Self::refused(status, text)),

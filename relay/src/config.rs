@@ -19,9 +19,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use serde::Deserialize;
 use domain::ids::{GraphSessionId, ProjectId};
 use domain::runs::{SessionMeta, validate_sessions};
+use serde::Deserialize;
 
 /// Default time between control polls while a run is running (SPEC §5: 3 s).
 pub const DEFAULT_CONTROL_POLL: Duration = Duration::from_secs(3);
@@ -233,7 +233,10 @@ fn default_state_dir() -> Option<PathBuf> {
     Some(if cfg!(target_os = "macos") {
         home.join("Library/Application Support/foundry-relay/state")
     } else {
-        std::env::var_os("XDG_STATE_HOME").map(PathBuf::from).unwrap_or_else(|| home.join(".local/state")).join("foundry-relay")
+        std::env::var_os("XDG_STATE_HOME")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| home.join(".local/state"))
+            .join("foundry-relay")
     })
 }
 
@@ -259,7 +262,13 @@ projects = ["not-a-uuid"]
 command = []
 "#;
         let e = Config::parse(text, Path::new("/tmp")).unwrap_err();
-        for needle in ["server_url", "device_token: must start", "sessions[0].graph_session_id", "sessions[1].projects", "sessions[1].command"] {
+        for needle in [
+            "server_url",
+            "device_token: must start",
+            "sessions[0].graph_session_id",
+            "sessions[1].projects",
+            "sessions[1].command",
+        ] {
             assert!(e.contains(needle), "{needle} missing from:\n{e}");
         }
     }

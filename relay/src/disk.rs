@@ -11,9 +11,9 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
 use domain::ids::CommandId;
 use domain::runs::Completion;
+use serde::{Deserialize, Serialize};
 
 /// A JSON file per command in one directory, written durably.
 #[derive(Debug, Clone)]
@@ -74,7 +74,9 @@ impl Dir {
         let mut entries: Vec<(std::time::SystemTime, CommandId, T)> = Vec::new();
         for e in std::fs::read_dir(&self.path).into_iter().flatten().flatten() {
             let name = e.file_name().to_string_lossy().into_owned();
-            let Some(id) = name.strip_suffix(".json").and_then(|s| CommandId::parse("command_id", s).ok()) else { continue };
+            let Some(id) = name.strip_suffix(".json").and_then(|s| CommandId::parse("command_id", s).ok()) else {
+                continue;
+            };
             match std::fs::read(e.path()).map(|b| serde_json::from_slice::<T>(&b)) {
                 Ok(Ok(v)) => {
                     let at = e.metadata().and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
@@ -124,7 +126,11 @@ impl State {
     /// # Errors
     /// When it cannot be created.
     pub fn open(root: &Path) -> std::io::Result<Self> {
-        Ok(Self { outbox: Dir::open(root.join("outbox"))?, journal: Dir::open(root.join("journal"))?, root: root.to_path_buf() })
+        Ok(Self {
+            outbox: Dir::open(root.join("outbox"))?,
+            journal: Dir::open(root.join("journal"))?,
+            root: root.to_path_buf(),
+        })
     }
 
     /// Turns journal entries left by a relay that died mid-run into `failed` completions
@@ -166,7 +172,15 @@ mod tests {
         state.journal.put(a, &Started { execution_id: "e-a".into() }).unwrap();
         state.journal.put(b, &Started { execution_id: "e-b".into() }).unwrap();
         // b finished and reached the outbox before the crash; its real result must survive.
-        let done = Completion { execution_id: "e-b".into(), status: domain::runs::FinalStatus::Completed, result: Some("r".into()), result_truncated: false, error: None, total_tokens: None, reported_cost: None };
+        let done = Completion {
+            execution_id: "e-b".into(),
+            status: domain::runs::FinalStatus::Completed,
+            result: Some("r".into()),
+            result_truncated: false,
+            error: None,
+            total_tokens: None,
+            reported_cost: None,
+        };
         state.outbox.put(b, &done).unwrap();
         assert_eq!(state.recover().unwrap(), 1);
         assert!(state.journal.is_empty());

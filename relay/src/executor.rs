@@ -10,9 +10,9 @@ use std::future::Future;
 use std::process::Stdio;
 use std::time::Duration;
 
+use domain::runs::FinalStatus;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use domain::runs::FinalStatus;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
 /// How a run ended, before bounding.
@@ -40,7 +40,12 @@ impl Outcome {
 const STDERR_TAIL: usize = 16 * 1024;
 
 /// Runs `command` with `arguments` on stdin until it exits or `cancel` resolves.
-pub async fn run(command: &[String], arguments: &serde_json::Value, cancel: impl Future<Output = ()>, grace: Duration) -> Outcome {
+pub async fn run(
+    command: &[String],
+    arguments: &serde_json::Value,
+    cancel: impl Future<Output = ()>,
+    grace: Duration,
+) -> Outcome {
     let Some((program, args)) = command.split_first() else {
         return Outcome::failed("the session has no command configured".into());
     };
@@ -101,7 +106,11 @@ pub async fn run(command: &[String], arguments: &serde_json::Value, cancel: impl
         Ok(s) => {
             let tail = &err[err.len().saturating_sub(STDERR_TAIL)..];
             let text = String::from_utf8_lossy(tail).trim().to_owned();
-            Outcome::failed(format!("{} ({s}){}", program, if text.is_empty() { String::new() } else { format!(": {text}") }))
+            Outcome::failed(format!(
+                "{} ({s}){}",
+                program,
+                if text.is_empty() { String::new() } else { format!(": {text}") }
+            ))
         }
         Err(e) => Outcome::failed(format!("waiting for {program}: {e}")),
     }
@@ -152,16 +161,30 @@ mod tests {
     async fn passes_arguments_on_stdin_and_reads_the_result() {
         let o = run(&sh("cat"), &serde_json::json!({"a": 1}), std::future::pending(), Duration::from_secs(1)).await;
         assert_eq!(o.result.as_deref(), Some(r#"{"a":1}"#));
-        let o = run(&sh(r#"echo '{"result":"hi","total_tokens":12,"reported_cost":0.5}'"#), &serde_json::json!({}), std::future::pending(), Duration::from_secs(1)).await;
+        let o = run(
+            &sh(r#"echo '{"result":"hi","total_tokens":12,"reported_cost":0.5}'"#),
+            &serde_json::json!({}),
+            std::future::pending(),
+            Duration::from_secs(1),
+        )
+        .await;
         assert_eq!((o.result.as_deref(), o.total_tokens, o.reported_cost), (Some("hi"), Some(12), Some(0.5)));
     }
 
     #[tokio::test]
     async fn a_failing_command_reports_its_stderr() {
-        let o = run(&sh("echo boom >&2; exit 3"), &serde_json::json!({}), std::future::pending(), Duration::from_secs(1)).await;
+        let o =
+            run(&sh("echo boom >&2; exit 3"), &serde_json::json!({}), std::future::pending(), Duration::from_secs(1))
+                .await;
         assert_eq!(o.status, FinalStatus::Failed);
         assert!(o.error.as_deref().unwrap().ends_with(": boom"), "{o:?}");
-        let o = run(&["/nonexistent/graph".to_owned()], &serde_json::json!({}), std::future::pending(), Duration::from_secs(1)).await;
+        let o = run(
+            &["/nonexistent/graph".to_owned()],
+            &serde_json::json!({}),
+            std::future::pending(),
+            Duration::from_secs(1),
+        )
+        .await;
         assert!(o.error.as_deref().unwrap().starts_with("cannot start"));
     }
 
@@ -191,11 +214,8 @@ mod tests {
         std::fs::create_dir_all(&dir).unwrap();
         let (child, grandchild) = (dir.join("child.pid"), dir.join("grandchild.pid"));
         // The child starts a grandchild in the background; both record their pids and sleep.
-        let script = format!(
-            "sh -c 'echo $$ > {}; exec sleep 30' & echo $$ > {}; wait",
-            grandchild.display(),
-            child.display()
-        );
+        let script =
+            format!("sh -c 'echo $$ > {}; exec sleep 30' & echo $$ > {}; wait", grandchild.display(), child.display());
         // Cancel once both are up (not after a guessed delay).
         let (c, g) = (child.clone(), grandchild.clone());
         let cancel = async move {

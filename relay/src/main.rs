@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use relay::agent::{Relay, Status};
-use relay::config::{CONFIG_ENV, Config, default_config_path};
 use relay::client::{Client, RelayServer};
+use relay::config::{CONFIG_ENV, Config, default_config_path};
 use relay::service;
 
 const USAGE: &str = "usage: relay [--config PATH] <run|status|check|install|uninstall>
@@ -47,8 +47,14 @@ async fn main() -> anyhow::Result<()> {
             let config = load()?;
             println!("config:   {}", config_path.display());
             println!("server:   {}", config.server_url);
-            println!("sessions: {}", config.sessions.iter().map(|s| s.meta.slug.as_str()).collect::<Vec<_>>().join(", "));
-            match std::fs::read(config.state_dir.join("status.json")).ok().and_then(|b| serde_json::from_slice::<Status>(&b).ok()) {
+            println!(
+                "sessions: {}",
+                config.sessions.iter().map(|s| s.meta.slug.as_str()).collect::<Vec<_>>().join(", ")
+            );
+            match std::fs::read(config.state_dir.join("status.json"))
+                .ok()
+                .and_then(|b| serde_json::from_slice::<Status>(&b).ok())
+            {
                 Some(s) => {
                     println!("last sync: {}", s.last_sync_at.as_deref().unwrap_or("never"));
                     println!("outbox:    {} completion(s) waiting", s.outbox);
@@ -68,7 +74,11 @@ async fn main() -> anyhow::Result<()> {
             // reachable and accepts the token, and it writes nothing.
             match client.control(domain::ids::CommandId::parse("c", "00000000-0000-4000-8000-000000000000")?).await {
                 Ok(_) => {
-                    println!("config OK ({} session(s)); server {} reachable; device token accepted", config.sessions.len(), config.server_url);
+                    println!(
+                        "config OK ({} session(s)); server {} reachable; device token accepted",
+                        config.sessions.len(),
+                        config.server_url
+                    );
                     Ok(())
                 }
                 Err(e) => bail!("server check failed: {e}"),
@@ -90,7 +100,9 @@ async fn main() -> anyhow::Result<()> {
             let file = service::service_file(&home);
             match std::fs::remove_file(&file) {
                 Ok(()) => println!("removed {}", file.display()),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => println!("nothing installed at {}", file.display()),
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
+                    println!("nothing installed at {}", file.display())
+                }
                 Err(e) => return Err(e.into()),
             }
             Ok(())

@@ -19,8 +19,8 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use aws_smithy_runtime_api::box_error::BoxError;
 use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::interceptors::context::BeforeTransmitInterceptorContextRef;
-use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_runtime_api::client::orchestrator::Metadata;
+use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
 use domain::clock::{Clock, ManualClock, Timestamp};
 use domain::ids::{ChatLinkId, ClaimId, OwnerId, TaskId};
@@ -51,7 +51,10 @@ impl RequestLog {
 
 /// Whether a DynamoDB operation writes.
 pub fn is_write(op: &str) -> bool {
-    matches!(op.split(':').next(), Some("PutItem" | "UpdateItem" | "DeleteItem" | "TransactWriteItems" | "BatchWriteItem"))
+    matches!(
+        op.split(':').next(),
+        Some("PutItem" | "UpdateItem" | "DeleteItem" | "TransactWriteItems" | "BatchWriteItem")
+    )
 }
 
 impl Intercept for RequestLog {
@@ -217,7 +220,12 @@ impl Harness {
     ///
     /// # Errors
     /// Backend errors.
-    pub async fn naive_claim(&self, owner: &OwnerId, link: ChatLinkId, task: TaskId) -> anyhow::Result<Option<ClaimId>> {
+    pub async fn naive_claim(
+        &self,
+        owner: &OwnerId,
+        link: ChatLinkId,
+        task: TaskId,
+    ) -> anyhow::Result<Option<ClaimId>> {
         let claim = ClaimId::generate();
         let lease_until = self.now().plus(self.policy.lease).as_millis();
         match &self.backend {
@@ -261,8 +269,9 @@ impl Harness {
                     .send()
                     .await?
                     .item;
-                let queued = item.as_ref().and_then(|i| i.get("status")).and_then(|v| v.as_s().ok()).map(String::as_str)
-                    == Some("queued");
+                let queued =
+                    item.as_ref().and_then(|i| i.get("status")).and_then(|v| v.as_s().ok()).map(String::as_str)
+                        == Some("queued");
                 if !queued {
                     return Ok(None);
                 }
@@ -324,7 +333,7 @@ pub fn built_binary(name: &str, crates: &[&str]) -> PathBuf {
     // target/<profile>/deps/<test binary>
     let dir = exe.parent().and_then(|d| d.parent()).map(PathBuf::from).unwrap_or_default();
     let bin = dir.join(name);
-    let build = format!("cargo build --workspace --bins --locked (infra/test.sh does this) and run the test again");
+    let build = "cargo build --workspace --bins --locked (infra/test.sh does this) and run the test again";
     let built = std::fs::metadata(&bin).and_then(|m| m.modified());
     let Ok(built) = built else { panic!("{} is not built: {build}", bin.display()) };
     let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");

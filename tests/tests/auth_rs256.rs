@@ -7,10 +7,10 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use domain::clock::{Clock, ManualClock};
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use service::auth::{AuthError, Authenticator, Claims, FetchJwks, JWKS_MIN_REFETCH, JwksCache, Keys, mint_hs256};
-use domain::clock::{Clock, ManualClock};
 
 const ISSUER: &str = "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_TEST";
 
@@ -87,18 +87,33 @@ async fn wrong_issuer_client_and_algorithm_confusion_are_refused() {
     assert!(auth.verify(&cognito_token("test-key-1", "https://evil.example", "claude-client", now)).await.is_err());
     assert!(auth.verify(&cognito_token("test-key-1", ISSUER, "some-other-app", now)).await.is_err());
     // An HS256 token "signed" with the public key material must not pass an RS256 verifier.
-    let hs = mint_hs256(b"public-key-bytes-as-a-secret....", ISSUER, "claude-client", "s", "claude-client", &[], clock.now(), Duration::from_secs(60)).unwrap();
+    let hs = mint_hs256(
+        b"public-key-bytes-as-a-secret....",
+        ISSUER,
+        "claude-client",
+        "s",
+        "claude-client",
+        &[],
+        clock.now(),
+        Duration::from_secs(60),
+    )
+    .unwrap();
     assert!(matches!(auth.verify(&hs).await, Err(AuthError::Invalid(_))));
 }
 
 #[tokio::test]
 async fn the_mcp_lambda_router_answers_http_api_events() {
     use service::mcp::{EndpointConfig, InProcess, McpEndpoint};
-    use store_sqlite::SqliteStore;
     use service::tools::{DirBlobStore, ToolDeps};
+    use store_sqlite::SqliteStore;
     let (auth, _, clock) = setup();
     let store = Arc::new(SqliteStore::in_memory(clock.clone(), Default::default()).unwrap());
-    let deps = ToolDeps { store, clock: clock.clone(), policy: Default::default(), blobs: Some(Arc::new(DirBlobStore(std::env::temp_dir()))) };
+    let deps = ToolDeps {
+        store,
+        clock: clock.clone(),
+        policy: Default::default(),
+        blobs: Some(Arc::new(DirBlobStore(std::env::temp_dir()))),
+    };
     let config = EndpointConfig {
         public_url: None,
         mcp_path: "/mcp".into(),

@@ -10,22 +10,21 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
-use foundry_tests::{Harness, test_policy};
 use domain::errors::{
-    IDEMPOTENCY_MISMATCH, NOT_CLAIMABLE_MISSING, RELAY_RESTARTED, SESSION_NO_LONGER_SHARED, STALE_CLAIM,
-    TASK_CANCELLED,
+    IDEMPOTENCY_MISMATCH, NOT_CLAIMABLE_MISSING, RELAY_RESTARTED, SESSION_NO_LONGER_SHARED, STALE_CLAIM, TASK_CANCELLED,
 };
 use domain::ids::{AgentId, ChatLinkId, ClaimId, CommandId, GraphSessionId, IdempotencyKey, OwnerId, TaskId};
 use domain::limits::Policy;
 use domain::projects::{Project, SyncOutcome};
 use domain::runs::{
-    CancelRunOutcome, CompleteOutcome, Completion, ControlOutcome, FinalStatus, QueueOutcome, QueueRejection,
-    QueueRun, Run, RunStatus, SessionMeta, StartOutcome,
+    CancelRunOutcome, CompleteOutcome, Completion, ControlOutcome, FinalStatus, QueueOutcome, QueueRejection, QueueRun,
+    Run, RunStatus, SessionMeta, StartOutcome,
 };
 use domain::tasks::{
-    ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome,
-    ClaimOutcome, SubmitOutcome, SubmitRejection, SubmitStatus, TaskStatus,
+    ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome, ClaimOutcome,
+    SubmitOutcome, SubmitRejection, SubmitStatus, TaskStatus,
 };
+use foundry_tests::{Harness, test_policy};
 use tokio::sync::Barrier;
 
 // ---- fixtures ----------------------------------------------------------------------------
@@ -269,17 +268,21 @@ async fn lease_takeover_fences_out_the_stale_claim(h: Harness) {
     let a = claim(&h, &o, l, t).await;
     // Live lease: no takeover, the same claim comes back.
     h.advance(h.policy.lease - Duration::from_millis(1));
-    assert!(matches!(h.store.claim_task(&o, l, t).await.unwrap(), ClaimOutcome::Replayed { claim_id, .. } if claim_id == a));
+    assert!(
+        matches!(h.store.claim_task(&o, l, t).await.unwrap(), ClaimOutcome::Replayed { claim_id, .. } if claim_id == a)
+    );
     // Lease over: the next claim takes over with a new claim id.
     h.advance(Duration::from_millis(65));
     let b = claim(&h, &o, l, t).await;
     assert_ne!(a, b);
-    let stale = h.store.submit_task(&submit_req(&o, l, t, a, SubmitStatus::Completed, "A's late answer")).await.unwrap();
+    let stale =
+        h.store.submit_task(&submit_req(&o, l, t, a, SubmitStatus::Completed, "A's late answer")).await.unwrap();
     assert_eq!(submit_error(&stale), STALE_CLAIM);
     let ok = h.store.submit_task(&submit_req(&o, l, t, b, SubmitStatus::Completed, "B's answer")).await.unwrap();
     assert_eq!(ok, SubmitOutcome::Accepted);
     // A's retry after B finished is still stale, and B's result stands.
-    let stale = h.store.submit_task(&submit_req(&o, l, t, a, SubmitStatus::Completed, "A's late answer")).await.unwrap();
+    let stale =
+        h.store.submit_task(&submit_req(&o, l, t, a, SubmitStatus::Completed, "A's late answer")).await.unwrap();
     assert_eq!(submit_error(&stale), STALE_CLAIM);
     let task = h.store.get_task(&o, l, t).await.unwrap().unwrap();
     assert_eq!(task.result.as_deref(), Some("B's answer"));
@@ -308,7 +311,8 @@ async fn identical_submit_replays_and_a_different_one_is_rejected(h: Harness) {
     }
     assert_eq!(outcomes[0], SubmitOutcome::Accepted);
     assert!(outcomes[1..].iter().all(|x| *x == SubmitOutcome::Replayed), "{outcomes:?}");
-    let different = h.store.submit_task(&submit_req(&o, l, t, c, SubmitStatus::Completed, "something else")).await.unwrap();
+    let different =
+        h.store.submit_task(&submit_req(&o, l, t, c, SubmitStatus::Completed, "something else")).await.unwrap();
     assert_eq!(different, SubmitOutcome::Rejected(SubmitRejection::DifferentResult));
     let other_status = h.store.submit_task(&submit_req(&o, l, t, c, SubmitStatus::Failed, result)).await.unwrap();
     assert_eq!(other_status, SubmitOutcome::Rejected(SubmitRejection::DifferentResult));
@@ -407,7 +411,8 @@ async fn assign_is_idempotent_by_key_and_objective(h: Harness) {
     let out = h.store.assign_task(&changed).await.unwrap();
     assert_eq!(out, AssignOutcome::Rejected(AssignRejection::IdempotencyMismatch));
     assert_eq!(AssignRejection::IdempotencyMismatch.to_string(), IDEMPOTENCY_MISMATCH);
-    let foreign = AssignTask { owner: owner("mallory"), idempotency_key: IdempotencyKey::parse("other-key-1").unwrap(), ..req };
+    let foreign =
+        AssignTask { owner: owner("mallory"), idempotency_key: IdempotencyKey::parse("other-key-1").unwrap(), ..req };
     assert_eq!(h.store.assign_task(&foreign).await.unwrap(), AssignOutcome::Rejected(AssignRejection::LinkNotFound));
     assert_eq!(h.store.list_link_tasks(&o, l, 50).await.unwrap().len(), 1);
 }
@@ -500,7 +505,8 @@ async fn replay_survives_a_consent_change(h: Harness) {
     let p = project(&h, &o, &[1]).await;
     let first = queue(&h, &o, &a, "key-before-disable").await;
     h.store.set_project_enabled(&o, p.project_id, false).await.unwrap();
-    let again = h.store.queue_run(&queue_req(&o, &a, 1, "key-before-disable", serde_json::json!({"week": 48}))).await.unwrap();
+    let again =
+        h.store.queue_run(&queue_req(&o, &a, 1, "key-before-disable", serde_json::json!({"week": 48}))).await.unwrap();
     assert!(matches!(&again, QueueOutcome::Replayed(r) if r.command_id == first.command_id), "{again:?}");
 }
 
@@ -540,7 +546,9 @@ async fn consent_is_checked_at_queue_time(h: Harness) {
     assert_eq!(ids.len(), 2);
     assert!(out_text(&out).starts_with("project_id: required"));
     let named = QueueRun { project_id: Some(p2.project_id), ..req(2, "consent-key-3") };
-    assert!(matches!(h.store.queue_run(&named).await.unwrap(), QueueOutcome::Queued(r) if r.project_id == p2.project_id));
+    assert!(
+        matches!(h.store.queue_run(&named).await.unwrap(), QueueOutcome::Queued(r) if r.project_id == p2.project_id)
+    );
     // Named project that does not share it / is disabled / is not ours.
     let named = QueueRun { project_id: Some(p2.project_id), ..req(1, "consent-key-4") };
     assert_eq!(
@@ -573,7 +581,9 @@ async fn sync_replaces_the_shared_set(h: Harness) {
     assert_eq!(p.sessions.len(), 2);
     assert_eq!(p.last_sync_at, Some(h.now()));
     h.advance(Duration::from_secs(20));
-    let SyncOutcome::Synced(p) = h.store.sync_sessions(&o, p.project_id, &[session(2)]).await.unwrap() else { panic!() };
+    let SyncOutcome::Synced(p) = h.store.sync_sessions(&o, p.project_id, &[session(2)]).await.unwrap() else {
+        panic!()
+    };
     assert_eq!(p.sessions, vec![session(2)]);
     assert_eq!(p.last_sync_at, Some(h.now()));
     let out = h.store.queue_run(&queue_req(&o, &a, 1, "unshared-key", serde_json::json!({}))).await.unwrap();
@@ -586,7 +596,10 @@ async fn sync_replaces_the_shared_set(h: Harness) {
     // Disabled and foreign projects change nothing.
     h.store.set_project_enabled(&o, p.project_id, false).await.unwrap();
     assert_eq!(h.store.sync_sessions(&o, p.project_id, &[session(1)]).await.unwrap(), SyncOutcome::Disabled);
-    assert_eq!(h.store.sync_sessions(&owner("mallory"), p.project_id, &[session(1)]).await.unwrap(), SyncOutcome::NotFound);
+    assert_eq!(
+        h.store.sync_sessions(&owner("mallory"), p.project_id, &[session(1)]).await.unwrap(),
+        SyncOutcome::NotFound
+    );
     assert!(h.store.get_project(&o, p.project_id).await.unwrap().unwrap().sessions.is_empty());
 }
 
@@ -600,12 +613,14 @@ async fn queue_lists_oldest_first_and_only_queued(h: Harness) {
         h.advance(Duration::from_millis(10));
     }
     let writes = h.writes();
-    let listed: Vec<_> = h.store.list_queued(&o, p.project_id, 50).await.unwrap().iter().map(|r| r.command_id).collect();
+    let listed: Vec<_> =
+        h.store.list_queued(&o, p.project_id, 50).await.unwrap().iter().map(|r| r.command_id).collect();
     assert_eq!(listed, ids);
     assert_eq!(h.writes(), writes);
     h.store.start_run(&o, ids[0], "exec-0").await.unwrap();
     h.store.cancel_run(&a, ids[1]).await.unwrap();
-    let listed: Vec<_> = h.store.list_queued(&o, p.project_id, 50).await.unwrap().iter().map(|r| r.command_id).collect();
+    let listed: Vec<_> =
+        h.store.list_queued(&o, p.project_id, 50).await.unwrap().iter().map(|r| r.command_id).collect();
     assert_eq!(listed, ids[2..].to_vec());
     assert!(h.store.list_queued(&owner("mallory"), p.project_id, 50).await.unwrap().is_empty());
     let run = h.store.list_queued(&o, p.project_id, 1).await.unwrap().remove(0);
@@ -619,7 +634,10 @@ async fn cancel_queued_is_immediate_and_the_desktop_never_starts_it(h: Harness) 
     let run = queue(&h, &o, &a, "cancel-queued-1").await;
     assert_eq!(h.store.cancel_run(&a, run.command_id).await.unwrap(), CancelRunOutcome::Cancelled);
     assert_eq!(view(&h, &a, run.command_id).await.0, RunStatus::Cancelled);
-    assert_eq!(h.store.start_run(&o, run.command_id, "exec").await.unwrap(), StartOutcome::Refused(RunStatus::Cancelled));
+    assert_eq!(
+        h.store.start_run(&o, run.command_id, "exec").await.unwrap(),
+        StartOutcome::Refused(RunStatus::Cancelled)
+    );
     assert_eq!(
         h.store.cancel_run(&a, run.command_id).await.unwrap(),
         CancelRunOutcome::Unchanged(RunStatus::Cancelled)
@@ -655,7 +673,10 @@ async fn complete_is_idempotent_by_hash(h: Harness) {
     assert_eq!(h.store.complete_run(&o, id, &c).await.unwrap(), CompleteOutcome::Recorded(RunStatus::Completed));
     assert_eq!(h.store.complete_run(&o, id, &c).await.unwrap(), CompleteOutcome::Replayed(RunStatus::Completed));
     let different = completion(&exec, FinalStatus::Completed, Some("another report"));
-    assert_eq!(h.store.complete_run(&o, id, &different).await.unwrap(), CompleteOutcome::Conflict(RunStatus::Completed));
+    assert_eq!(
+        h.store.complete_run(&o, id, &different).await.unwrap(),
+        CompleteOutcome::Conflict(RunStatus::Completed)
+    );
     let run = h.store.get_run(&a, id).await.unwrap().unwrap();
     let stored = run.completion.clone().unwrap();
     assert_eq!(stored.result.as_deref(), Some("the weekly report"));
@@ -680,10 +701,8 @@ async fn a_queued_command_can_be_refused_by_the_relay_but_not_completed_unstarte
         h.store.complete_run(&o, run.command_id, &unstarted).await.unwrap(),
         CompleteOutcome::Conflict(RunStatus::Queued)
     );
-    let refuse = Completion {
-        error: Some(SESSION_NO_LONGER_SHARED.into()),
-        ..completion("exec", FinalStatus::Cancelled, None)
-    };
+    let refuse =
+        Completion { error: Some(SESSION_NO_LONGER_SHARED.into()), ..completion("exec", FinalStatus::Cancelled, None) };
     assert_eq!(
         h.store.complete_run(&o, run.command_id, &refuse).await.unwrap(),
         CompleteOutcome::Recorded(RunStatus::Cancelled)
@@ -745,8 +764,12 @@ async fn big_results_round_trip(h: Harness) {
     project(&h, &o, &[1]).await;
     let (id, exec) = started(&h, &o, &a, "big-result-1").await;
     let text = "日".repeat(99_899);
-    let c = Completion { total_tokens: None, reported_cost: None, ..completion(&exec, FinalStatus::Completed, Some(&text)) }
-        .bounded();
+    let c = Completion {
+        total_tokens: None,
+        reported_cost: None,
+        ..completion(&exec, FinalStatus::Completed, Some(&text))
+    }
+    .bounded();
     assert!(!c.result_truncated);
     c.validate().unwrap();
     assert_eq!(h.store.complete_run(&o, id, &c).await.unwrap(), CompleteOutcome::Recorded(RunStatus::Completed));
@@ -805,7 +828,8 @@ async fn request_counts_on_the_common_path(h: Harness) {
     measure!("cancel_task", h.store.cancel_task(&o, l, t2).await.unwrap());
     measure!("list_open_tasks", h.store.list_open_tasks(&o, l, 50).await.unwrap());
     measure!("get_task", h.store.get_task(&o, l, t).await.unwrap());
-    let named = QueueRun { project_id: Some(p.project_id), ..queue_req(&o, &a, 1, "count-key-1", serde_json::json!({})) };
+    let named =
+        QueueRun { project_id: Some(p.project_id), ..queue_req(&o, &a, 1, "count-key-1", serde_json::json!({})) };
     let QueueOutcome::Queued(run) = measure!("queue_run", h.store.queue_run(&named).await.unwrap()) else { panic!() };
     measure!("list_queued", h.store.list_queued(&o, p.project_id, 50).await.unwrap());
     measure!("get_run", h.store.get_run(&a, run.command_id).await.unwrap());
@@ -813,7 +837,14 @@ async fn request_counts_on_the_common_path(h: Harness) {
     measure!("control", h.store.control_run(&o, run.command_id).await.unwrap());
     let done = completion("exec-1", FinalStatus::Completed, Some("ok"));
     measure!("complete", h.store.complete_run(&o, run.command_id, &done).await.unwrap());
-    let QueueOutcome::Queued(run2) = h.store.queue_run(&QueueRun { idempotency_key: IdempotencyKey::parse("count-key-2").unwrap(), ..named.clone() }).await.unwrap() else { panic!() };
+    let QueueOutcome::Queued(run2) = h
+        .store
+        .queue_run(&QueueRun { idempotency_key: IdempotencyKey::parse("count-key-2").unwrap(), ..named.clone() })
+        .await
+        .unwrap()
+    else {
+        panic!()
+    };
     measure!("cancel_run", h.store.cancel_run(&a, run2.command_id).await.unwrap());
 
     let expect: &[(&str, &[&str], u64)] = &[

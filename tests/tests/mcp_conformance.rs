@@ -40,13 +40,23 @@ async fn forward(State(p): State<Arc<Proxy>>, req: http::Request<Body>) -> http:
 
 #[tokio::test]
 async fn official_conformance_server_scenarios() {
-    let (Some(node), Some(cli)) = (std::env::var_os("FOUNDRY_CONFORMANCE_NODE"), std::env::var_os("FOUNDRY_CONFORMANCE_CLI")) else {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "FOUNDRY_CONFORMANCE_* not set under CI=true (use infra/test.sh)");
-        eprintln!("\n*** SKIPPING: FOUNDRY_CONFORMANCE_NODE/CLI not set; ./infra/test.sh installs the pinned runner. ***\n");
+    let (Some(node), Some(cli)) =
+        (std::env::var_os("FOUNDRY_CONFORMANCE_NODE"), std::env::var_os("FOUNDRY_CONFORMANCE_CLI"))
+    else {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "FOUNDRY_CONFORMANCE_* not set under CI=true (use infra/test.sh)"
+        );
+        eprintln!(
+            "\n*** SKIPPING: FOUNDRY_CONFORMANCE_NODE/CLI not set; ./infra/test.sh installs the pinned runner. ***\n"
+        );
         return;
     };
     let dir = std::env::temp_dir().join(format!("foundry-conf-{}", uuid::Uuid::new_v4()));
-    let running = local::start(LocalConfig { data_dir: dir.clone(), port: 0, public_url: None, policy: Default::default() }).await.unwrap();
+    let running =
+        local::start(LocalConfig { data_dir: dir.clone(), port: 0, public_url: None, policy: Default::default() })
+            .await
+            .unwrap();
     let proxy = Arc::new(Proxy {
         target: format!("http://{}", running.addr),
         token: running.token.clone(),

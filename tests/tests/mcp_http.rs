@@ -6,11 +6,11 @@
 use std::time::Duration;
 
 use base64::Engine;
+use domain::clock::{Clock, SystemClock};
+use domain::store::ReadTasks;
 use local::{LocalConfig, Running};
 use serde_json::{Value, json};
 use service::auth::mint_hs256;
-use domain::clock::{Clock, SystemClock};
-use domain::store::ReadTasks;
 use store_sqlite::SqliteStore;
 
 const ACCEPT: &str = "application/json, text/event-stream";
@@ -41,8 +41,17 @@ impl Server {
     fn token_with(&self, scopes: &[&str]) -> String {
         let secret = std::fs::read(self.dir.join("local-token-secret")).unwrap();
         let issuer = format!("http://{}", self.running.addr);
-        mint_hs256(&secret, &issuer, local::LOCAL_AUDIENCE, local::DEMO_OWNER, "test-client", scopes, SystemClock.now(), Duration::from_secs(600))
-            .unwrap()
+        mint_hs256(
+            &secret,
+            &issuer,
+            local::LOCAL_AUDIENCE,
+            local::DEMO_OWNER,
+            "test-client",
+            scopes,
+            SystemClock.now(),
+            Duration::from_secs(600),
+        )
+        .unwrap()
     }
 
     async fn post_raw(&self, token: Option<&str>, body: impl Into<reqwest::Body>) -> reqwest::Response {
@@ -97,7 +106,11 @@ async fn tools_list_matches_the_golden_file() {
     let golden: Value = serde_json::from_str(&std::fs::read_to_string(&golden_path).unwrap()).unwrap();
     assert_eq!(listed, golden, "tools/list changed; if on purpose, run with UPDATE_GOLDEN=1 and review the diff");
     let compact = serde_json::to_string(&listed).unwrap();
-    eprintln!("tools/list: {} tools, {} bytes (compact JSON of the tools array)", listed.as_array().unwrap().len(), compact.len());
+    eprintln!(
+        "tools/list: {} tools, {} bytes (compact JSON of the tools array)",
+        listed.as_array().unwrap().len(),
+        compact.len()
+    );
     for t in listed.as_array().unwrap() {
         assert_eq!(t["inputSchema"]["additionalProperties"], false, "{}", t["name"]);
         assert!(t["outputSchema"].is_object());
@@ -124,11 +137,15 @@ async fn auth_errors_carry_the_right_headers() {
         let res = s.post_raw(token, body.clone()).await;
         assert_eq!(res.status(), 401);
         let challenge = res.headers()["www-authenticate"].to_str().unwrap().to_owned();
-        assert_eq!(challenge, format!("Bearer resource_metadata=\"http://{}/.well-known/oauth-protected-resource\"", s.running.addr));
+        assert_eq!(
+            challenge,
+            format!("Bearer resource_metadata=\"http://{}/.well-known/oauth-protected-resource\"", s.running.addr)
+        );
     }
     // The metadata document, plain and path-suffixed.
     for path in ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"] {
-        let doc: Value = s.http.get(format!("http://{}{path}", s.running.addr)).send().await.unwrap().json().await.unwrap();
+        let doc: Value =
+            s.http.get(format!("http://{}{path}", s.running.addr)).send().await.unwrap().json().await.unwrap();
         assert_eq!(doc["resource"], s.url());
         assert_eq!(doc["scopes_supported"], json!(["osfoundry:read", "osfoundry:run"]));
     }
@@ -181,9 +198,21 @@ async fn bad_requests_get_clear_errors_and_write_nothing() {
         ("claim_linked_chat_task", json!({"chat_link_id": link, "task_id": "nope"}), "task_id: must be a UUID"),
         ("claim_linked_chat_task", json!({"chat_link_id": link, "task_id": task, "extra": 1}), "unknown field `extra`"),
         ("claim_linked_chat_task", json!({"chat_link_id": link}), "missing field `task_id`"),
-        ("run_graph_session", json!({"graph_session_id": "gs_x", "idempotency_key": "12345678"}), "graph_session_id: must be gs_"),
-        ("run_graph_session", json!({"graph_session_id": format!("gs_{}", "a".repeat(32)), "idempotency_key": "short"}), "idempotency_key: must be 8 to 128 characters"),
-        ("list_graph_sessions", json!({"project_id": s.running.demo.project_id.to_string(), "limit": 51}), "limit: must be 1 to 50"),
+        (
+            "run_graph_session",
+            json!({"graph_session_id": "gs_x", "idempotency_key": "12345678"}),
+            "graph_session_id: must be gs_",
+        ),
+        (
+            "run_graph_session",
+            json!({"graph_session_id": format!("gs_{}", "a".repeat(32)), "idempotency_key": "short"}),
+            "idempotency_key: must be 8 to 128 characters",
+        ),
+        (
+            "list_graph_sessions",
+            json!({"project_id": s.running.demo.project_id.to_string(), "limit": 51}),
+            "limit: must be 1 to 50",
+        ),
         ("get_graph_run", json!({"command_id": "1234"}), "command_id: must be a UUID"),
     ];
     for (tool, args, needle) in cases {
@@ -222,11 +251,16 @@ async fn the_chat_task_round_trip_with_exact_strings() {
         "content_base64": base64::engine::general_purpose::STANDARD.encode(b"# hello")});
     assert_eq!(structured(&s.call("upload_linked_chat_artifact", upload.clone()).await)["ok"], true);
     assert_eq!(structured(&s.call("upload_linked_chat_artifact", upload).await)["replayed"], true);
-    let submit = json!({"chat_link_id": link, "task_id": task, "claim_id": claim, "status": "completed", "result": "hello"});
+    let submit =
+        json!({"chat_link_id": link, "task_id": task, "claim_id": claim, "status": "completed", "result": "hello"});
     assert_eq!(structured(&s.call("submit_linked_chat_result", submit.clone()).await), &json!({"ok": true}));
     assert_eq!(structured(&s.call("submit_linked_chat_result", submit).await), &json!({"ok": true, "replayed": true}));
-    let different = json!({"chat_link_id": link, "task_id": task, "claim_id": claim, "status": "completed", "result": "bye"});
-    assert_eq!(tool_error(&s.call("submit_linked_chat_result", different).await), "rejected: task is already finished with a different result");
+    let different =
+        json!({"chat_link_id": link, "task_id": task, "claim_id": claim, "status": "completed", "result": "bye"});
+    assert_eq!(
+        tool_error(&s.call("submit_linked_chat_result", different).await),
+        "rejected: task is already finished with a different result"
+    );
     let empty = s.call("list_linked_chat_tasks", json!({"chat_link_id": link})).await;
     let text = empty["result"]["content"][0]["text"].as_str().unwrap();
     assert_eq!(serde_json::from_str::<Value>(text).unwrap(), *structured(&empty), "text block carries the same JSON");
@@ -236,7 +270,10 @@ async fn the_chat_task_round_trip_with_exact_strings() {
     let unknown = s.call("get_graph_run", json!({"command_id": uuid::Uuid::new_v4().to_string()})).await;
     assert_eq!(tool_error(&unknown), "Graph run not found or access removed");
     let run = s
-        .call("run_graph_session", json!({"graph_session_id": format!("gs_{}", "a".repeat(32)), "idempotency_key": "first-run-key"}))
+        .call(
+            "run_graph_session",
+            json!({"graph_session_id": format!("gs_{}", "a".repeat(32)), "idempotency_key": "first-run-key"}),
+        )
         .await;
     assert!(tool_error(&run).contains("is not shared in any connected project"));
     s.finish().await;
@@ -274,7 +311,10 @@ async fn a_restart_keeps_data_and_tokens() {
     let demo = s.running.demo.clone();
     let dir = s.dir.clone();
     s.running.stop().await;
-    let again = local::start(LocalConfig { data_dir: dir.clone(), port: 0, public_url: None, policy: Default::default() }).await.unwrap();
+    let again =
+        local::start(LocalConfig { data_dir: dir.clone(), port: 0, public_url: None, policy: Default::default() })
+            .await
+            .unwrap();
     assert_eq!((again.demo.project_id, again.demo.chat_link_id), (demo.project_id, demo.chat_link_id));
     assert_eq!(again.demo.task_id, None, "the demo task is created once");
     let open = again.store.list_open_tasks(&demo.owner, demo.chat_link_id, 50).await.unwrap();

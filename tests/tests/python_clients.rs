@@ -5,21 +5,29 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use local::LocalConfig;
-use serde_json::Value;
 use domain::ids::{AgentId, CommandId, GraphSessionId};
 use domain::runs::{RunStatus, SessionMeta};
 use domain::store::{ReadRuns, ReadTasks, SyncSessions};
 use domain::tasks::TaskStatus;
+use local::LocalConfig;
+use serde_json::Value;
 
 async fn drive(python_var: &str, expected_protocol: &str) {
     let Some(python) = std::env::var_os(python_var) else {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "{python_var} is not set under CI=true (use infra/test.sh)");
-        eprintln!("\n*** SKIPPING: {python_var} is not set; ./infra/test.sh installs the pinned Python MCP SDKs. ***\n");
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "{python_var} is not set under CI=true (use infra/test.sh)"
+        );
+        eprintln!(
+            "\n*** SKIPPING: {python_var} is not set; ./infra/test.sh installs the pinned Python MCP SDKs. ***\n"
+        );
         return;
     };
     let dir = std::env::temp_dir().join(format!("foundry-py-{}", uuid::Uuid::new_v4()));
-    let running = local::start(LocalConfig { data_dir: dir.clone(), port: 0, public_url: None, policy: Default::default() }).await.unwrap();
+    let running =
+        local::start(LocalConfig { data_dir: dir.clone(), port: 0, public_url: None, policy: Default::default() })
+            .await
+            .unwrap();
     let demo = running.demo.clone();
     let gs = GraphSessionId::parse("g", &format!("gs_{}", "ab".repeat(16))).unwrap();
     let meta = SessionMeta {

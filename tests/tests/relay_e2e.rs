@@ -12,15 +12,15 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use foundry_tests::{built_binary, kill_group, process_alive, wait_until};
-use local::{LocalConfig, Running};
-use relay::agent::Relay;
-use relay::config::Config;
 use domain::clock::{Clock, SystemClock};
 use domain::ids::{AgentId, CommandId, GraphSessionId, IdempotencyKey};
 use domain::limits::Policy;
 use domain::runs::{QueueOutcome, QueueRun, Run, RunStatus, SessionMeta};
 use domain::store::{CancelRuns, ManageProjects, QueueRuns, ReadRuns, SyncSessions};
+use foundry_tests::{built_binary, kill_group, process_alive, wait_until};
+use local::{LocalConfig, Running};
+use relay::agent::Relay;
+use relay::config::Config;
 
 struct Env {
     running: Running,
@@ -35,7 +35,8 @@ fn gs(n: u8) -> GraphSessionId {
 async fn env(heartbeat_timeout: Duration) -> Env {
     let dir = std::env::temp_dir().join(format!("relay-e2e-{}", uuid::Uuid::new_v4()));
     let policy = Policy { poll_interval: Duration::from_secs(1), heartbeat_timeout, ..Policy::default() };
-    let running = local::start(LocalConfig { data_dir: dir.join("server"), port: 0, public_url: None, policy }).await.unwrap();
+    let running =
+        local::start(LocalConfig { data_dir: dir.join("server"), port: 0, public_url: None, policy }).await.unwrap();
     Env { running, dir, agent: AgentId::new("e2e-client", local::DEMO_OWNER).unwrap() }
 }
 
@@ -65,12 +66,22 @@ impl Env {
     }
 
     /// Starts an in-process relay; dropping the sender stops it.
-    fn relay(&self, sessions: &[SessionSpec<'_>], state: &str) -> (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    fn relay(
+        &self,
+        sessions: &[SessionSpec<'_>],
+        state: &str,
+    ) -> (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
         let (_, path) = self.config(sessions, state);
         let config = Config::load(&path).unwrap();
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let handle = tokio::spawn(async move {
-            Relay::new(config).unwrap().run(async move { let _ = rx.await; }).await.unwrap();
+            Relay::new(config)
+                .unwrap()
+                .run(async move {
+                    let _ = rx.await;
+                })
+                .await
+                .unwrap();
         });
         (tx, handle)
     }
@@ -166,7 +177,10 @@ async fn five_runs_queued_at_once_finish_in_sequence() {
         runs.push(e.wait_status(*id, RunStatus::Completed, Duration::from_secs(30)).await);
     }
     for pair in runs.windows(2) {
-        assert!(pair[1].started_at.unwrap() >= pair[0].finished_at.unwrap(), "runs overlapped: one desktop is one worker");
+        assert!(
+            pair[1].started_at.unwrap() >= pair[0].finished_at.unwrap(),
+            "runs overlapped: one desktop is one worker"
+        );
     }
     for (i, r) in runs.iter().enumerate() {
         assert_eq!(r.completion.as_ref().unwrap().result.as_deref(), Some(format!("{{\"n\":{i}}}").as_str()));
@@ -246,7 +260,11 @@ async fn results_are_bounded_all_or_nothing() {
     let fails = "head -c 5000 /dev/zero | tr '\\0' x >&2; exit 1";
     let (stop, task) = e.relay(&[(1, "big", big), (2, "japanese", &fits), (3, "fails", fails)], "state");
     e.wait_shared().await;
-    let (a, b, c) = (e.queue(1, serde_json::json!({})).await, e.queue(2, serde_json::json!({})).await, e.queue(3, serde_json::json!({})).await);
+    let (a, b, c) = (
+        e.queue(1, serde_json::json!({})).await,
+        e.queue(2, serde_json::json!({})).await,
+        e.queue(3, serde_json::json!({})).await,
+    );
     let big_run = e.wait_status(a, RunStatus::Completed, Duration::from_secs(20)).await.completion.unwrap();
     assert!(big_run.result_truncated && big_run.result.is_none(), "100,001 characters must be truncated whole");
     let jp = e.wait_status(b, RunStatus::Completed, Duration::from_secs(20)).await.completion.unwrap();
@@ -311,11 +329,22 @@ async fn a_lost_completion_post_is_delivered_by_the_next_pass() {
     let config = Config::load(&path).unwrap();
     let outbox = config.state_dir.join("outbox");
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move { Relay::new(config).unwrap().run(async move { let _ = rx.await; }).await.unwrap() });
+    let task = tokio::spawn(async move {
+        Relay::new(config)
+            .unwrap()
+            .run(async move {
+                let _ = rx.await;
+            })
+            .await
+            .unwrap()
+    });
     let id = e.queue(1, serde_json::json!({})).await;
     e.wait_status(id, RunStatus::Completed, Duration::from_secs(20)).await;
     assert!(dropped.load(Ordering::SeqCst) >= 2, "the first completion POST was not the one lost");
-    wait_until("the outbox to empty", Duration::from_secs(5), || async { (std::fs::read_dir(&outbox).unwrap().count() == 0).then_some(()) }).await;
+    wait_until("the outbox to empty", Duration::from_secs(5), || async {
+        (std::fs::read_dir(&outbox).unwrap().count() == 0).then_some(())
+    })
+    .await;
     drop(tx);
     task.await.unwrap();
     server.abort();
@@ -428,7 +457,15 @@ async fn a_rejected_device_token_keeps_completions_in_the_outbox() {
     state.outbox.put(CommandId::generate(), &pending).unwrap();
     let status_file = config.state_dir.join("status.json");
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move { Relay::new(config).unwrap().run(async move { let _ = rx.await; }).await.unwrap() });
+    let task = tokio::spawn(async move {
+        Relay::new(config)
+            .unwrap()
+            .run(async move {
+                let _ = rx.await;
+            })
+            .await
+            .unwrap()
+    });
     let status: relay::agent::Status = wait_until("a failed pass", Duration::from_secs(10), || async {
         let s: relay::agent::Status = serde_json::from_slice(&std::fs::read(&status_file).ok()?).ok()?;
         s.last_error.is_some().then_some(s)

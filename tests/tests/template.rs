@@ -106,10 +106,8 @@ fn problems(template: &str) -> Vec<String> {
     for extra in declared.difference(&crates) {
         p.push(format!("function resource for {extra} has no crate"));
     }
-    let tool_ids: BTreeMap<ToolName, String> = fns
-        .iter()
-        .filter_map(|(name, f)| ToolName::parse(name).map(|t| (t, f.logical_id.clone())))
-        .collect();
+    let tool_ids: BTreeMap<ToolName, String> =
+        fns.iter().filter_map(|(name, f)| ToolName::parse(name).map(|t| (t, f.logical_id.clone()))).collect();
     for (name, f) in &fns {
         for key in lambda::config::required_keys(name).unwrap_or_default() {
             if !f.env.contains(&key) {
@@ -134,7 +132,9 @@ fn problems(template: &str) -> Vec<String> {
                             p.push(format!("{name}: {action} must be scoped to the table"));
                         }
                     }
-                    if action == "s3:PutObject" && !resources.iter().all(|r| r.contains("ArtifactBucket.Arn}/artifacts/")) {
+                    if action == "s3:PutObject"
+                        && !resources.iter().all(|r| r.contains("ArtifactBucket.Arn}/artifacts/"))
+                    {
                         p.push(format!("{name}: s3:PutObject must be limited to the artifacts prefix"));
                     }
                 }
@@ -165,10 +165,13 @@ fn problems(template: &str) -> Vec<String> {
                 expected.extend(declared.iter().map(|a| (*a).to_owned()));
                 for (action, resources) in &f.actions {
                     let ok = resources.iter().all(|r| {
-                        r == "Table.Arn" || index.is_some_and(|i| action == "dynamodb:Query" && r.ends_with(&format!("/index/{i}")))
+                        r == "Table.Arn"
+                            || index.is_some_and(|i| action == "dynamodb:Query" && r.ends_with(&format!("/index/{i}")))
                     });
                     if !ok {
-                        p.push(format!("{name}: {action} on {resources:?} is wider than the table (and its queue index)"));
+                        p.push(format!(
+                            "{name}: {action} on {resources:?} is wider than the table (and its queue index)"
+                        ));
                     }
                 }
             }

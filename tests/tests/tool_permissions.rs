@@ -10,11 +10,11 @@ use std::collections::{BTreeSet, HashMap};
 use std::sync::Arc;
 
 use base64::Engine;
-use foundry_tests::{Backend, Harness, test_policy};
-use serde_json::json;
 use domain::ids::{AgentId, GraphSessionId, IdempotencyKey, OwnerId};
 use domain::runs::SessionMeta;
 use domain::tasks::{AssignOutcome, AssignTask};
+use foundry_tests::{Backend, Harness, test_policy};
+use serde_json::json;
 use service::tools::{DirBlobStore, ToolCall, ToolDeps, ToolName, ToolReply, handle};
 
 /// IAM actions of one logged request; a transaction needs the actions of its parts.
@@ -50,9 +50,19 @@ async fn every_tool_uses_exactly_its_declared_dynamodb_actions() {
     };
     h.store.sync_sessions(&owner, project.project_id, &[meta]).await.unwrap();
     let link = h.store.create_link(&owner, project.project_id, "L").await.unwrap().unwrap().link_id;
-    let assign = AssignTask { owner: owner.clone(), link_id: link, objective: "o".into(), idempotency_key: IdempotencyKey::parse("perm-task-1").unwrap() };
+    let assign = AssignTask {
+        owner: owner.clone(),
+        link_id: link,
+        objective: "o".into(),
+        idempotency_key: IdempotencyKey::parse("perm-task-1").unwrap(),
+    };
     let AssignOutcome::Assigned(task) = h.store.assign_task(&assign).await.unwrap() else { panic!() };
-    let deps = ToolDeps { store: Arc::clone(&h.store), clock: h.clock.clone(), policy: h.policy, blobs: Some(Arc::new(DirBlobStore(std::env::temp_dir().join("fc-perm-blobs")))) };
+    let deps = ToolDeps {
+        store: Arc::clone(&h.store),
+        clock: h.clock.clone(),
+        policy: h.policy,
+        blobs: Some(Arc::new(DirBlobStore(std::env::temp_dir().join("fc-perm-blobs")))),
+    };
 
     let (p, l, t) = (project.project_id.to_string(), link.to_string(), task.task_id.to_string());
     let run_args = json!({"graph_session_id": gs.to_string(), "idempotency_key": "perm-run-1"});
@@ -64,8 +74,14 @@ async fn every_tool_uses_exactly_its_declared_dynamodb_actions() {
         (ToolName::ListGraphSessions, json!({"project_id": p})),
         (ToolName::RunGraphSession, run_args.clone()),
         (ToolName::RunGraphSession, run_args.clone()),
-        (ToolName::RunGraphSession, json!({"graph_session_id": gs.to_string(), "idempotency_key": "perm-run-2", "project_id": p})),
-        (ToolName::RunGraphSession, json!({"graph_session_id": format!("gs_{}", "d".repeat(32)), "idempotency_key": "perm-run-3"})),
+        (
+            ToolName::RunGraphSession,
+            json!({"graph_session_id": gs.to_string(), "idempotency_key": "perm-run-2", "project_id": p}),
+        ),
+        (
+            ToolName::RunGraphSession,
+            json!({"graph_session_id": format!("gs_{}", "d".repeat(32)), "idempotency_key": "perm-run-3"}),
+        ),
         (ToolName::GetGraphRun, json!({"command_id": "COMMAND"})),
         (ToolName::CancelGraphRun, json!({"command_id": "COMMAND"})),
         (ToolName::CancelGraphRun, json!({"command_id": "COMMAND"})),
@@ -73,16 +89,30 @@ async fn every_tool_uses_exactly_its_declared_dynamodb_actions() {
         (ToolName::GetLinkedChatTask, json!({"chat_link_id": l, "task_id": t})),
         (ToolName::ClaimLinkedChatTask, json!({"chat_link_id": l, "task_id": t})),
         (ToolName::ClaimLinkedChatTask, json!({"chat_link_id": l, "task_id": t})),
-        (ToolName::UploadLinkedChatArtifact, json!({"chat_link_id": l, "task_id": t, "claim_id": "CLAIM", "artifact_id": "a1", "name": "a.txt", "content_type": "text/plain", "content_base64": base64::engine::general_purpose::STANDARD.encode(b"x")})),
-        (ToolName::UploadLinkedChatArtifact, json!({"chat_link_id": l, "task_id": t, "claim_id": "CLAIM", "artifact_id": "a1", "name": "a.txt", "content_type": "text/plain", "content_base64": base64::engine::general_purpose::STANDARD.encode(b"y")})),
-        (ToolName::SubmitLinkedChatResult, json!({"chat_link_id": l, "task_id": t, "claim_id": "CLAIM", "status": "completed", "result": "r"})),
-        (ToolName::SubmitLinkedChatResult, json!({"chat_link_id": l, "task_id": t, "claim_id": "CLAIM", "status": "completed", "result": "r"})),
+        (
+            ToolName::UploadLinkedChatArtifact,
+            json!({"chat_link_id": l, "task_id": t, "claim_id": "CLAIM", "artifact_id": "a1", "name": "a.txt", "content_type": "text/plain", "content_base64": base64::engine::general_purpose::STANDARD.encode(b"x")}),
+        ),
+        (
+            ToolName::UploadLinkedChatArtifact,
+            json!({"chat_link_id": l, "task_id": t, "claim_id": "CLAIM", "artifact_id": "a1", "name": "a.txt", "content_type": "text/plain", "content_base64": base64::engine::general_purpose::STANDARD.encode(b"y")}),
+        ),
+        (
+            ToolName::SubmitLinkedChatResult,
+            json!({"chat_link_id": l, "task_id": t, "claim_id": "CLAIM", "status": "completed", "result": "r"}),
+        ),
+        (
+            ToolName::SubmitLinkedChatResult,
+            json!({"chat_link_id": l, "task_id": t, "claim_id": "CLAIM", "status": "completed", "result": "r"}),
+        ),
     ];
     for (tool, args) in calls {
         let args: serde_json::Value =
             serde_json::from_str(&args.to_string().replace("COMMAND", &command).replace("CLAIM", &claim)).unwrap();
         log.take();
-        let reply = handle(&deps, &ToolCall { tool, owner: owner.clone(), agent: agent.clone(), arguments: args }).await.unwrap();
+        let reply = handle(&deps, &ToolCall { tool, owner: owner.clone(), agent: agent.clone(), arguments: args })
+            .await
+            .unwrap();
         seen.entry(tool).or_default().extend(log.take().iter().flat_map(|op| iam(op)));
         if let ToolReply::Ok { structured } = &reply {
             if let Some(c) = structured.get("command_id").and_then(|v| v.as_str()) {
@@ -94,7 +124,7 @@ async fn every_tool_uses_exactly_its_declared_dynamodb_actions() {
         }
         assert!(!matches!(reply, ToolReply::Invalid { .. }), "{tool:?}: {reply:?}");
     }
-    for tool in ToolName::ALL {
+    for &tool in ToolName::ALL {
         let declared: BTreeSet<String> = tool.spec().dynamodb_actions.iter().map(|s| (*s).to_owned()).collect();
         let used = seen.remove(&tool).unwrap_or_default();
         eprintln!("{}: {:?}", tool.as_str(), used);
@@ -114,37 +144,73 @@ fn request(method: &str, path: &str, token: &str, body: serde_json::Value) -> ht
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
+    use domain::clock::Clock;
     use service::auth::{Authenticator, Keys, mint_hs256};
     use service::owner_api::OwnerApi;
     use service::relay_api::RelayApi;
-    use domain::clock::Clock;
     let Some(h) = Harness::dynamo(test_policy()).await else { return };
     let Backend::Dynamo { log, .. } = &h.backend else { unreachable!() };
     let secret = b"an owner-api test secret of 32 b".to_vec();
-    let auth = Arc::new(Authenticator { issuer: "iss".into(), audiences: vec!["aud".into()], keys: Keys::Hs256(secret.clone()), clock: h.clock.clone() });
-    let owner_token = mint_hs256(&secret, "iss", "aud", "api-owner", "panel", &["osfoundry:owner"], h.clock.now(), std::time::Duration::from_secs(600)).unwrap();
+    let auth = Arc::new(Authenticator {
+        issuer: "iss".into(),
+        audiences: vec!["aud".into()],
+        keys: Keys::Hs256(secret.clone()),
+        clock: h.clock.clone(),
+    });
+    let owner_token = mint_hs256(
+        &secret,
+        "iss",
+        "aud",
+        "api-owner",
+        "panel",
+        &["osfoundry:owner"],
+        h.clock.now(),
+        std::time::Duration::from_secs(600),
+    )
+    .unwrap();
     let owner_api = OwnerApi { store: Arc::clone(&h.store), auth };
     let relay_api = RelayApi { store: Arc::clone(&h.store), clock: h.clock.clone(), policy: h.policy };
     let iam_of = |ops: Vec<String>| -> BTreeSet<String> { ops.iter().flat_map(|o| iam(o)).collect() };
 
     // Owner API: every route.
     log.take();
-    let created: serde_json::Value = serde_json::from_slice(owner_api.handle(request("POST", "/owner/projects", &owner_token, json!({"name": "P"}))).await.body()).unwrap();
+    let created: serde_json::Value = serde_json::from_slice(
+        owner_api.handle(request("POST", "/owner/projects", &owner_token, json!({"name": "P"}))).await.body(),
+    )
+    .unwrap();
     let project = created["project_id"].as_str().unwrap().to_owned();
-    owner_api.handle(request("PUT", &format!("/owner/projects/{project}"), &owner_token, json!({"enabled": true}))).await;
+    owner_api
+        .handle(request("PUT", &format!("/owner/projects/{project}"), &owner_token, json!({"enabled": true})))
+        .await;
     owner_api.handle(request("GET", "/owner/projects", &owner_token, json!(null))).await;
-    let device: serde_json::Value = serde_json::from_slice(owner_api.handle(request("POST", "/owner/devices", &owner_token, json!({"name": "Mac"}))).await.body()).unwrap();
+    let device: serde_json::Value = serde_json::from_slice(
+        owner_api.handle(request("POST", "/owner/devices", &owner_token, json!({"name": "Mac"}))).await.body(),
+    )
+    .unwrap();
     owner_api.handle(request("GET", "/owner/devices", &owner_token, json!(null))).await;
     let device_token = device["token"].as_str().unwrap().to_owned();
-    let spare: serde_json::Value = serde_json::from_slice(owner_api.handle(request("POST", "/owner/devices", &owner_token, json!({"name": "Old"}))).await.body()).unwrap();
-    let revoked = owner_api.handle(request("DELETE", &format!("/owner/devices/{}", spare["device_id"].as_str().unwrap()), &owner_token, json!(null))).await;
+    let spare: serde_json::Value = serde_json::from_slice(
+        owner_api.handle(request("POST", "/owner/devices", &owner_token, json!({"name": "Old"}))).await.body(),
+    )
+    .unwrap();
+    let revoked = owner_api
+        .handle(request(
+            "DELETE",
+            &format!("/owner/devices/{}", spare["device_id"].as_str().unwrap()),
+            &owner_token,
+            json!(null),
+        ))
+        .await;
     assert_eq!(revoked.status(), 200);
     let owner_used = iam_of(log.take());
 
     // Relay API: sync, start, control, complete, on a queued run.
     let gs = GraphSessionId::parse("g", &format!("gs_{}", "e".repeat(32))).unwrap();
-    let sync_body = json!({"project_id": project, "sessions": [{"graph_session_id": gs.to_string(), "name": "G", "slug": "g"}]});
-    let res = relay_api.handle(request("POST", "/external-assistants/graph-relays/sync", &device_token, sync_body.clone())).await;
+    let sync_body =
+        json!({"project_id": project, "sessions": [{"graph_session_id": gs.to_string(), "name": "G", "slug": "g"}]});
+    let res = relay_api
+        .handle(request("POST", "/external-assistants/graph-relays/sync", &device_token, sync_body.clone()))
+        .await;
     assert_eq!(res.status(), 200, "{:?}", res.body());
     let owner = OwnerId::new("api-owner").unwrap();
     let agent = AgentId::new("c", "api-owner").unwrap();
@@ -160,10 +226,31 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
     log.take();
     relay_api.handle(request("POST", "/external-assistants/graph-relays/sync", &device_token, sync_body)).await;
     let id = run.command_id;
-    let start = relay_api.handle(request("POST", &format!("/external-assistants/graph-relays/commands/{id}/start"), &device_token, json!({"execution_id": "e1"}))).await;
+    let start = relay_api
+        .handle(request(
+            "POST",
+            &format!("/external-assistants/graph-relays/commands/{id}/start"),
+            &device_token,
+            json!({"execution_id": "e1"}),
+        ))
+        .await;
     assert_eq!(start.status(), 200);
-    relay_api.handle(request("GET", &format!("/external-assistants/graph-relays/commands/{id}/control"), &device_token, json!(null))).await;
-    let done = relay_api.handle(request("POST", &format!("/external-assistants/graph-relays/commands/{id}/complete"), &device_token, json!({"execution_id": "e1", "status": "completed", "result": "ok"}))).await;
+    relay_api
+        .handle(request(
+            "GET",
+            &format!("/external-assistants/graph-relays/commands/{id}/control"),
+            &device_token,
+            json!(null),
+        ))
+        .await;
+    let done = relay_api
+        .handle(request(
+            "POST",
+            &format!("/external-assistants/graph-relays/commands/{id}/complete"),
+            &device_token,
+            json!({"execution_id": "e1", "status": "completed", "result": "ok"}),
+        ))
+        .await;
     assert_eq!(done.status(), 200);
     let relay_used = iam_of(log.take());
 

@@ -69,13 +69,7 @@ impl fmt::Display for Timestamp {
         let days = secs.div_euclid(86_400);
         let sod = secs.rem_euclid(86_400);
         let (y, m, d) = civil_from_days(days);
-        write!(
-            f,
-            "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z",
-            sod / 3600,
-            (sod / 60) % 60,
-            sod % 60
-        )
+        write!(f, "{y:04}-{m:02}-{d:02}T{:02}:{:02}:{:02}.{ms:03}Z", sod / 3600, (sod / 60) % 60, sod % 60)
     }
 }
 
@@ -109,10 +103,7 @@ pub struct SystemClock;
 
 impl Clock for SystemClock {
     fn now(&self) -> Timestamp {
-        let ms = SystemTime::now()
-            .duration_since(UNIX_EPOCH)
-            .map(duration_ms)
-            .unwrap_or(0);
+        let ms = SystemTime::now().duration_since(UNIX_EPOCH).map(duration_ms).unwrap_or(0);
         Timestamp(ms)
     }
 }
@@ -157,15 +148,9 @@ mod tests {
     fn formats_rfc3339() {
         assert_eq!(Timestamp::from_millis(0).rfc3339(), "1970-01-01T00:00:00.000Z");
         // 2026-11-29T10:18:26.123Z
-        assert_eq!(
-            Timestamp::from_millis(1_795_947_506_123).rfc3339(),
-            "2026-11-29T10:18:26.123Z"
-        );
+        assert_eq!(Timestamp::from_millis(1_795_947_506_123).rfc3339(), "2026-11-29T10:18:26.123Z");
         // A leap day.
-        assert_eq!(
-            Timestamp::from_millis(1_709_164_800_000).rfc3339(),
-            "2024-02-29T00:00:00.000Z"
-        );
+        assert_eq!(Timestamp::from_millis(1_709_164_800_000).rfc3339(), "2024-02-29T00:00:00.000Z");
     }
 
     #[test]

@@ -111,11 +111,7 @@ impl GraphSessionId {
         let ok = s.len() == 35
             && s.starts_with("gs_")
             && s[3..].bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-        if ok {
-            Ok(Self(s.to_owned()))
-        } else {
-            Err(InputError::new(field, GRAPH_SESSION_RULE))
-        }
+        if ok { Ok(Self(s.to_owned())) } else { Err(InputError::new(field, GRAPH_SESSION_RULE)) }
     }
 
     /// The id as text.

@@ -66,7 +66,13 @@ pub struct ChatLink {
 impl ChatLink {
     /// A new chat link of `owner` in `project`.
     pub fn new(owner: &OwnerId, project: ProjectId, name: &str, now: Timestamp) -> Self {
-        Self { link_id: ChatLinkId::generate(), owner: owner.clone(), project_id: project, name: name.to_owned(), created_at: now }
+        Self {
+            link_id: ChatLinkId::generate(),
+            owner: owner.clone(),
+            project_id: project,
+            name: name.to_owned(),
+            created_at: now,
+        }
     }
 }
 
@@ -110,17 +116,12 @@ pub struct QueueTarget {
 ///
 /// # Errors
 /// The [`QueueRejection`] naming what is missing.
-pub fn check_named_project(
-    project: Option<&Project>,
-    gs: &GraphSessionId,
-) -> Result<QueueTarget, QueueRejection> {
+pub fn check_named_project(project: Option<&Project>, gs: &GraphSessionId) -> Result<QueueTarget, QueueRejection> {
     let p = project.ok_or(QueueRejection::ProjectNotFound)?;
     if !p.enabled {
         return Err(QueueRejection::ProjectDisabled(p.project_id));
     }
-    let s = p
-        .session(gs)
-        .ok_or_else(|| QueueRejection::SessionNotSharedInProject(gs.clone(), p.project_id))?;
+    let s = p.session(gs).ok_or_else(|| QueueRejection::SessionNotSharedInProject(gs.clone(), p.project_id))?;
     Ok(QueueTarget { project_id: p.project_id, slug: s.slug.clone() })
 }
 

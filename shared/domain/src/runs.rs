@@ -19,12 +19,11 @@ use sha2::{Digest, Sha256};
 use crate::clock::Timestamp;
 use crate::errors::{DESKTOP_STOPPED_REPORTING, InputError};
 use crate::ids::{AgentId, CommandId, GraphSessionId, IdempotencyKey, OwnerId, ProjectId};
-use crate::projects::QueueTarget;
 use crate::limits::{
-    MAX_ARGUMENTS_BYTES, MAX_COMPLETION_CHARS, MAX_DESCRIPTION_CHARS, MAX_ERROR_CHARS,
-    MAX_EXECUTION_ID_CHARS, MAX_NAME_CHARS, MAX_RESULT_BYTES, MAX_SHARED_SESSIONS,
-    MAX_SHORT_FIELD_CHARS, Policy, char_len, cut_chars,
+    MAX_ARGUMENTS_BYTES, MAX_COMPLETION_CHARS, MAX_DESCRIPTION_CHARS, MAX_ERROR_CHARS, MAX_EXECUTION_ID_CHARS,
+    MAX_NAME_CHARS, MAX_RESULT_BYTES, MAX_SHARED_SESSIONS, MAX_SHORT_FIELD_CHARS, Policy, char_len, cut_chars,
 };
+use crate::projects::QueueTarget;
 
 /// Status of a run as a caller sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -281,8 +280,7 @@ impl Completion {
 
     /// Whether the result may be sent as is; otherwise the relay sends `result_truncated`.
     pub fn result_fits(&self) -> bool {
-        self.bounded_chars() <= MAX_COMPLETION_CHARS
-            && self.result.as_ref().is_none_or(|r| r.len() <= MAX_RESULT_BYTES)
+        self.bounded_chars() <= MAX_COMPLETION_CHARS && self.result.as_ref().is_none_or(|r| r.len() <= MAX_RESULT_BYTES)
     }
 
     /// The relay's bounding step: all or nothing for the result, errors cut to 2,000
@@ -312,10 +310,7 @@ impl Completion {
             ));
         }
         if self.result_truncated && self.result.is_some() {
-            return Err(InputError::new(
-                "result",
-                "must be absent when result_truncated is true (all or nothing)",
-            ));
+            return Err(InputError::new("result", "must be absent when result_truncated is true (all or nothing)"));
         }
         if let Some(r) = &self.result
             && r.len() > MAX_RESULT_BYTES
@@ -436,13 +431,10 @@ impl Run {
     pub fn view(&self, now: Timestamp, policy: &Policy) -> RunView {
         let error = self.completion.as_ref().and_then(|c| c.error.clone());
         match self.status {
-            RunStatus::Queued if now >= self.expires_at => {
-                RunView { status: RunStatus::Expired, error: None }
+            RunStatus::Queued if now >= self.expires_at => RunView { status: RunStatus::Expired, error: None },
+            RunStatus::Running if self.heartbeat_lost(now, policy) => {
+                RunView { status: RunStatus::Failed, error: Some(DESKTOP_STOPPED_REPORTING.to_owned()) }
             }
-            RunStatus::Running if self.heartbeat_lost(now, policy) => RunView {
-                status: RunStatus::Failed,
-                error: Some(DESKTOP_STOPPED_REPORTING.to_owned()),
-            },
             status => RunView { status, error },
         }
     }

@@ -20,12 +20,12 @@ use crate::devices::Device;
 use crate::ids::{AgentId, ChatLinkId, CommandId, OwnerId, ProjectId, TaskId};
 use crate::projects::{ChatLink, Project, SyncOutcome};
 use crate::runs::{
-    CancelRunOutcome, CompleteOutcome, Completion, ControlOutcome, QueueOutcome, QueueRun, Run,
-    SessionMeta, StartOutcome,
+    CancelRunOutcome, CompleteOutcome, Completion, ControlOutcome, QueueOutcome, QueueRun, Run, SessionMeta,
+    StartOutcome,
 };
 use crate::tasks::{
-    ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignTask, CancelTaskOutcome, ClaimOutcome,
-    SubmitOutcome, SubmitTask, Task,
+    ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignTask, CancelTaskOutcome, ClaimOutcome, SubmitOutcome,
+    SubmitTask, Task,
 };
 
 /// A boxed error cause, kept for the logs.
@@ -75,7 +75,12 @@ pub trait ManageProjects: Send + Sync {
     /// Creates a project (disabled for connected agents until the owner enables it).
     async fn create_project(&self, owner: &OwnerId, name: &str) -> StoreResult<Project>;
     /// Enables or disables a project for connected agents; `None` if not the owner's.
-    async fn set_project_enabled(&self, owner: &OwnerId, project: ProjectId, enabled: bool) -> StoreResult<Option<Project>>;
+    async fn set_project_enabled(
+        &self,
+        owner: &OwnerId,
+        project: ProjectId,
+        enabled: bool,
+    ) -> StoreResult<Option<Project>>;
     /// One project of the owner.
     async fn get_project(&self, owner: &OwnerId, project: ProjectId) -> StoreResult<Option<Project>>;
     /// All projects of the owner.
@@ -86,7 +91,12 @@ pub trait ManageProjects: Send + Sync {
 #[async_trait]
 pub trait SyncSessions: Send + Sync {
     /// Replaces the set (already validated, ≤ 100) in one conditional write.
-    async fn sync_sessions(&self, owner: &OwnerId, project: ProjectId, sessions: &[SessionMeta]) -> StoreResult<SyncOutcome>;
+    async fn sync_sessions(
+        &self,
+        owner: &OwnerId,
+        project: ProjectId,
+        sessions: &[SessionMeta],
+    ) -> StoreResult<SyncOutcome>;
 }
 
 /// Agent: queue a run (idempotent per agent and key).
@@ -120,7 +130,12 @@ pub trait RelayRuns: Send + Sync {
     /// Heartbeat; tells whether the agent asked to cancel.
     async fn control_run(&self, owner: &OwnerId, command: CommandId) -> StoreResult<ControlOutcome>;
     /// running (or queued, for a refused command) → terminal; idempotent by sha256; cancel wins.
-    async fn complete_run(&self, owner: &OwnerId, command: CommandId, completion: &Completion) -> StoreResult<CompleteOutcome>;
+    async fn complete_run(
+        &self,
+        owner: &OwnerId,
+        command: CommandId,
+        completion: &Completion,
+    ) -> StoreResult<CompleteOutcome>;
 }
 
 /// Owner: chat links.

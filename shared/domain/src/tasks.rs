@@ -151,11 +151,7 @@ impl Task {
 
     /// The status at `now`: an open task at or past `expires_at` is `expired`.
     pub fn status_at(&self, now: Timestamp) -> TaskStatus {
-        if self.status.is_open() && now >= self.expires_at {
-            TaskStatus::Expired
-        } else {
-            self.status
-        }
+        if self.status.is_open() && now >= self.expires_at { TaskStatus::Expired } else { self.status }
     }
 }
 
@@ -415,13 +411,11 @@ pub fn classify_submit(
     let ours = task.claim_id.as_ref() == Some(claim);
     let rejection = match task.status_at(now) {
         TaskStatus::Cancelled => SubmitRejection::Cancelled,
-        TaskStatus::Completed | TaskStatus::Failed if ours => {
-            match hash {
-                Some(h) if task.result_hash.as_deref() == Some(h) => return SubmitOutcome::Replayed,
-                Some(_) => SubmitRejection::DifferentResult,
-                None => SubmitRejection::Finished,
-            }
-        }
+        TaskStatus::Completed | TaskStatus::Failed if ours => match hash {
+            Some(h) if task.result_hash.as_deref() == Some(h) => return SubmitOutcome::Replayed,
+            Some(_) => SubmitRejection::DifferentResult,
+            None => SubmitRejection::Finished,
+        },
         TaskStatus::Expired => SubmitRejection::Expired,
         TaskStatus::Queued => SubmitRejection::NotClaimed,
         TaskStatus::Claimed if ours => {
@@ -435,7 +429,12 @@ pub fn classify_submit(
 }
 
 /// Classifies a failed owner cancel.
-pub fn classify_cancel_task(old: Option<&Task>, owner: &OwnerId, link: &ChatLinkId, now: Timestamp) -> CancelTaskOutcome {
+pub fn classify_cancel_task(
+    old: Option<&Task>,
+    owner: &OwnerId,
+    link: &ChatLinkId,
+    now: Timestamp,
+) -> CancelTaskOutcome {
     match old.filter(|t| &t.owner == owner && &t.link_id == link) {
         None => CancelTaskOutcome::NotFound,
         Some(t) => CancelTaskOutcome::Unchanged(t.status_at(now)),
@@ -449,10 +448,7 @@ mod tests {
     #[test]
     fn claim_rejections_read_as_the_spec_says() {
         assert_eq!(ClaimRejection::Missing.to_string(), "not claimable: missing");
-        assert_eq!(
-            ClaimRejection::NotClaimable(TaskStatus::Completed).to_string(),
-            "not claimable: completed"
-        );
+        assert_eq!(ClaimRejection::NotClaimable(TaskStatus::Completed).to_string(), "not claimable: completed");
         assert_eq!(SubmitRejection::StaleClaim.to_string(), "rejected: stale claim, task was re-claimed");
         assert_eq!(SubmitRejection::Cancelled.to_string(), "rejected: task is cancelled");
     }

@@ -256,13 +256,22 @@ mod tests {
 
     #[test]
     fn tool_config_reports_every_problem() {
-        let e = ToolConfig::from_env(*ToolName::UploadLinkedChatArtifact.spec(), map(&[(LEASE_SECONDS.into(), "soon")])).unwrap_err();
-        assert_eq!(e.problems, vec![
-            "TABLE_NAME: required",
-            "LEASE_SECONDS: must be a whole number of seconds > 0 (got \"soon\")",
-            "ARTIFACT_BUCKET: required"
-        ]);
-        let ok = ToolConfig::from_env(*ToolName::ClaimLinkedChatTask.spec(), map(&[(TABLE_NAME.into(), "t"), (LEASE_SECONDS.into(), "60")])).unwrap();
+        let e =
+            ToolConfig::from_env(*ToolName::UploadLinkedChatArtifact.spec(), map(&[(LEASE_SECONDS.into(), "soon")]))
+                .unwrap_err();
+        assert_eq!(
+            e.problems,
+            vec![
+                "TABLE_NAME: required",
+                "LEASE_SECONDS: must be a whole number of seconds > 0 (got \"soon\")",
+                "ARTIFACT_BUCKET: required"
+            ]
+        );
+        let ok = ToolConfig::from_env(
+            *ToolName::ClaimLinkedChatTask.spec(),
+            map(&[(TABLE_NAME.into(), "t"), (LEASE_SECONDS.into(), "60")]),
+        )
+        .unwrap();
         assert_eq!((ok.table.as_str(), ok.policy.lease, ok.bucket), ("t", Duration::from_secs(60), None));
     }
 
@@ -283,10 +292,16 @@ mod tests {
         }
         let c = McpConfig::from_env(map(&pairs)).unwrap();
         assert_eq!(c.audiences, vec!["claude-client", "chatgpt-client"]);
-        assert_eq!(c.endpoint.allowed_hosts, Some(vec!["abc.execute-api.eu-west-1.amazonaws.com".to_owned(), "mcp.example.com".to_owned()]));
+        assert_eq!(
+            c.endpoint.allowed_hosts,
+            Some(vec!["abc.execute-api.eu-west-1.amazonaws.com".to_owned(), "mcp.example.com".to_owned()])
+        );
         let mut headers = http::HeaderMap::new();
         headers.insert("host", http::HeaderValue::from_static("abc.execute-api.eu-west-1.amazonaws.com"));
-        assert_eq!(c.endpoint.resource(&c.endpoint.base_url(&headers)), "https://abc.execute-api.eu-west-1.amazonaws.com/mcp");
+        assert_eq!(
+            c.endpoint.resource(&c.endpoint.base_url(&headers)),
+            "https://abc.execute-api.eu-west-1.amazonaws.com/mcp"
+        );
         assert_eq!(c.functions.len(), 9);
         assert_eq!(required_keys("mcp").unwrap().len(), 12);
         assert_eq!(required_keys("upload_linked_chat_artifact").unwrap(), vec!["TABLE_NAME", "ARTIFACT_BUCKET"]);

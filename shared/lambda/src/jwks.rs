@@ -28,7 +28,8 @@ impl HttpJwks {
 impl FetchJwks for HttpJwks {
     async fn fetch(&self) -> Result<service::auth::JwkSet, JwksError> {
         let url = || self.url.clone();
-        let res = self.client.get(&self.url).send().await.map_err(|e| JwksError::Fetch { url: url(), source: e.into() })?;
+        let res =
+            self.client.get(&self.url).send().await.map_err(|e| JwksError::Fetch { url: url(), source: e.into() })?;
         if !res.status().is_success() {
             return Err(JwksError::Status { url: url(), status: res.status().as_u16() });
         }

@@ -59,7 +59,11 @@ pub async fn aws_config() -> aws_config::SdkConfig {
 }
 
 /// The DynamoDB store on `table`, with the system clock.
-pub fn dynamo_store(aws: &aws_config::SdkConfig, table: &str, policy: domain::limits::Policy) -> store_dynamo::DynamoStore {
+pub fn dynamo_store(
+    aws: &aws_config::SdkConfig,
+    table: &str,
+    policy: domain::limits::Policy,
+) -> store_dynamo::DynamoStore {
     let clock: domain::clock::SharedClock = std::sync::Arc::new(domain::clock::SystemClock);
     store_dynamo::DynamoStore::new(aws_sdk_dynamodb::Client::new(aws), table, clock, policy)
 }

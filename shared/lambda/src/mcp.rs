@@ -33,7 +33,8 @@ impl Dispatch for LambdaDispatch {
     async fn dispatch(&self, call: ToolCall) -> Result<ToolReply, ToolFault> {
         let name = self.functions.get(&call.tool).ok_or(DispatchError::NoFunction(call.tool.as_str()))?;
         let function = || name.clone();
-        let payload = serde_json::to_vec(&call).map_err(|e| DispatchError::Invoke { function: function(), source: e.into() })?;
+        let payload =
+            serde_json::to_vec(&call).map_err(|e| DispatchError::Invoke { function: function(), source: e.into() })?;
         let out = self.client.invoke().function_name(name).payload(Blob::new(payload)).send().await.map_err(|e| {
             tracing::warn!(error = %aws_sdk_lambda::error::DisplayErrorContext(&e), function = name.as_str(), "Lambda Invoke failed");
             DispatchError::Invoke { function: function(), source: e.into() }
@@ -43,8 +44,9 @@ impl Dispatch for LambdaDispatch {
             let detail = format!("{kind}: {}", String::from_utf8_lossy(&body));
             return Err(DispatchError::Function { function: function(), detail }.into());
         }
-        serde_json::from_slice(&body)
-            .map_err(|e| DispatchError::Function { function: function(), detail: format!("not a tool reply: {e}") }.into())
+        serde_json::from_slice(&body).map_err(|e| {
+            DispatchError::Function { function: function(), detail: format!("not a tool reply: {e}") }.into()
+        })
     }
 }
 
@@ -73,7 +75,10 @@ pub async fn run() -> Result<(), Error> {
 }
 
 /// Routes one HTTP API request: the MCP path, or the protected-resource metadata.
-pub async fn route<D: Dispatch + ?Sized>(endpoint: &McpEndpoint<D>, req: lambda_http::Request) -> http::Response<lambda_http::Body> {
+pub async fn route<D: Dispatch + ?Sized>(
+    endpoint: &McpEndpoint<D>,
+    req: lambda_http::Request,
+) -> http::Response<lambda_http::Body> {
     let req = http_request(req);
     let res = if req.uri().path().starts_with(RESOURCE_METADATA_PATH) {
         resource_metadata_response(endpoint.config(), req.headers())

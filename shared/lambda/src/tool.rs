@@ -51,6 +51,8 @@ fn blobs(aws: &aws_config::SdkConfig, config: &ToolConfig) -> Result<Option<Arc<
 fn blobs(_aws: &aws_config::SdkConfig, config: &ToolConfig) -> Result<Option<Arc<dyn BlobStore>>, Error> {
     match &config.bucket {
         None => Ok(None),
-        Some(_) => Err("this tool stores artifacts: build its function with the `s3` feature of the lambda crate".into()),
+        Some(_) => {
+            Err("this tool stores artifacts: build its function with the `s3` feature of the lambda crate".into())
+        }
     }
 }

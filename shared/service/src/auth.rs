@@ -152,13 +152,18 @@ impl JwksCache {
         let mut st = self.state.write().await;
         let stale = match &*st {
             None => true,
-            Some((at, set)) => now >= at.plus(JWKS_TTL) || (set.find(kid).is_none() && now >= at.plus(JWKS_MIN_REFETCH)),
+            Some((at, set)) => {
+                now >= at.plus(JWKS_TTL) || (set.find(kid).is_none() && now >= at.plus(JWKS_MIN_REFETCH))
+            }
         };
         if stale {
             let set = self.fetcher.fetch().await.map_err(|e| AuthError::KeysUnavailable(Arc::new(e)))?;
             *st = Some((now, set));
         }
-        let jwk = st.as_ref().and_then(|(_, set)| set.find(kid)).ok_or_else(|| AuthError::Invalid(format!("unknown key id {kid}")))?;
+        let jwk = st
+            .as_ref()
+            .and_then(|(_, set)| set.find(kid))
+            .ok_or_else(|| AuthError::Invalid(format!("unknown key id {kid}")))?;
         DecodingKey::from_jwk(jwk).map_err(|e| AuthError::Invalid(e.to_string()))
     }
 }
@@ -208,7 +213,8 @@ impl Authenticator {
         v.validate_aud = false;
         v.required_spec_claims = ["iss".to_owned(), "sub".to_owned(), "exp".to_owned()].into_iter().collect();
         v.set_issuer(&[&self.issuer]);
-        let claims = jsonwebtoken::decode::<Claims>(token, &key, &v).map_err(|e| AuthError::Invalid(e.to_string()))?.claims;
+        let claims =
+            jsonwebtoken::decode::<Claims>(token, &key, &v).map_err(|e| AuthError::Invalid(e.to_string()))?.claims;
         self.check_claims(&claims)?;
         let client = claims
             .azp
@@ -307,14 +313,16 @@ mod tests {
     }
 
     fn token(clock: &ManualClock, aud: &str, iss: &str, secret: &[u8]) -> String {
-        mint_hs256(secret, iss, aud, "owner-1", "claude", &["osfoundry:read"], clock.now(), Duration::from_secs(3600)).unwrap()
+        mint_hs256(secret, iss, aud, "owner-1", "claude", &["osfoundry:read"], clock.now(), Duration::from_secs(3600))
+            .unwrap()
     }
 
     #[tokio::test]
     async fn accepts_its_own_tokens_and_names_the_agent() {
         let clock = Arc::new(ManualClock::starting_now());
         let a = auth(clock.clone());
-        let id = a.verify(&token(&clock, "foundry-connect", &a.issuer, b"0123456789abcdef0123456789abcdef")).await.unwrap();
+        let id =
+            a.verify(&token(&clock, "foundry-connect", &a.issuer, b"0123456789abcdef0123456789abcdef")).await.unwrap();
         assert_eq!(id.owner.as_str(), "owner-1");
         assert_eq!(id.agent.as_str(), "claude:owner-1");
         assert!(id.has_scope("osfoundry:read") && !id.has_scope("osfoundry:run"));
@@ -327,7 +335,9 @@ mod tests {
         let secret = b"0123456789abcdef0123456789abcdef";
         assert!(a.verify(&token(&clock, "someone-else", &a.issuer, secret)).await.is_err());
         assert!(a.verify(&token(&clock, "foundry-connect", "https://evil", secret)).await.is_err());
-        assert!(a.verify(&token(&clock, "foundry-connect", &a.issuer, b"another secret, also 32 bytes..")).await.is_err());
+        assert!(
+            a.verify(&token(&clock, "foundry-connect", &a.issuer, b"another secret, also 32 bytes..")).await.is_err()
+        );
         let t = token(&clock, "foundry-connect", &a.issuer, secret);
         clock.advance(Duration::from_secs(3600) + LEEWAY);
         assert!(matches!(a.verify(&t).await, Err(AuthError::Invalid(m)) if m == "token expired"));

@@ -21,8 +21,8 @@ use bytes::Bytes;
 use http::{HeaderValue, Method, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ContentBlock, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResult, ContentBlock, Implementation, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -109,7 +109,10 @@ impl<D: Dispatch + ?Sized> ServerHandler for McpHandler<D> {
             .cloned()
             .ok_or_else(|| McpError::internal_error("request without identity", None))?;
         if !identity.has_scope(tool.spec().scope) {
-            return Err(McpError::invalid_request(format!("insufficient scope: {} needs {}", tool.as_str(), tool.spec().scope), None));
+            return Err(McpError::invalid_request(
+                format!("insufficient scope: {} needs {}", tool.as_str(), tool.spec().scope),
+                None,
+            ));
         }
         let arguments = request.arguments.map(serde_json::Value::Object).unwrap_or(serde_json::Value::Null);
         tool.validate(&arguments).map_err(|m| McpError::invalid_params(m, None))?;
@@ -199,7 +202,11 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
             Some(hosts) if !hosts.is_empty() => rmcp_config = rmcp_config.with_allowed_hosts(hosts.clone()),
             Some(_) => {}
         }
-        let service = StreamableHttpService::new(move || Ok(handler.clone()), Arc::new(NeverSessionManager::default()), rmcp_config);
+        let service = StreamableHttpService::new(
+            move || Ok(handler.clone()),
+            Arc::new(NeverSessionManager::default()),
+            rmcp_config,
+        );
         Self { service, auth, config }
     }
 
@@ -211,7 +218,11 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
     /// Answers one HTTP request to the MCP path.
     pub async fn handle(&self, req: http::Request<Bytes>) -> http::Response<Bytes> {
         if req.method() != Method::POST {
-            return respond(StatusCode::METHOD_NOT_ALLOWED, &[(header::ALLOW, "POST")], Bytes::from_static(b"Method Not Allowed"));
+            return respond(
+                StatusCode::METHOD_NOT_ALLOWED,
+                &[(header::ALLOW, "POST")],
+                Bytes::from_static(b"Method Not Allowed"),
+            );
         }
         if req.body().len() > self.config.max_body_bytes {
             let body = jsonrpc_error(-32600, &format!("request body: at most {} bytes", self.config.max_body_bytes));
@@ -227,12 +238,20 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
             Ok(id) => id,
             Err(AuthError::KeysUnavailable(e)) => {
                 tracing::error!(error = %domain::errors::ErrorChain(&*e), "cannot fetch the token signing keys");
-                return respond(StatusCode::SERVICE_UNAVAILABLE, &[(header::RETRY_AFTER, "5")], Bytes::from_static(b"Service Unavailable"));
+                return respond(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &[(header::RETRY_AFTER, "5")],
+                    Bytes::from_static(b"Service Unavailable"),
+                );
             }
             Err(e) => {
                 tracing::info!(error = %e, "unauthenticated MCP request");
                 let challenge = format!("Bearer resource_metadata=\"{}\"", self.config.metadata_url(&base));
-                return respond(StatusCode::UNAUTHORIZED, &[(header::WWW_AUTHENTICATE, &challenge)], Bytes::from_static(b"Unauthorized"));
+                return respond(
+                    StatusCode::UNAUTHORIZED,
+                    &[(header::WWW_AUTHENTICATE, &challenge)],
+                    Bytes::from_static(b"Unauthorized"),
+                );
             }
         };
         let message: serde_json::Value = match serde_json::from_slice(req.body()) {
@@ -257,7 +276,11 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
                 tool.spec().scope,
                 self.config.metadata_url(&base)
             );
-            return respond(StatusCode::FORBIDDEN, &[(header::WWW_AUTHENTICATE, &challenge)], Bytes::from_static(b"Forbidden"));
+            return respond(
+                StatusCode::FORBIDDEN,
+                &[(header::WWW_AUTHENTICATE, &challenge)],
+                Bytes::from_static(b"Forbidden"),
+            );
         }
         let (mut parts, body) = req.into_parts();
         parts.extensions.insert(identity);

@@ -18,21 +18,22 @@ use http::{Method, StatusCode, header};
 use serde::Deserialize;
 use serde_json::json;
 
-use crate::http_json;
 use crate::auth::{AuthError, Authenticator, bearer};
+use crate::http_json;
+use crate::relay_api::MAX_BODY_BYTES;
+use crate::tools::SCOPE_OWNER;
 use domain::devices::{Device, new_token};
 use domain::ids::{OwnerId, ProjectId};
 use domain::projects::{Project, validate_name};
-use crate::relay_api::MAX_BODY_BYTES;
 use domain::store::{ManageDevices, ManageProjects, StoreError};
-use crate::tools::SCOPE_OWNER;
 
 /// Path prefix of the owner API.
 pub const PREFIX: &str = "/owner";
 
 /// The IAM actions the `owner_api` function needs on the table. Proven against the emulator in
 /// the suite.
-pub const DYNAMODB_ACTIONS: &[&str] = &["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"];
+pub const DYNAMODB_ACTIONS: &[&str] =
+    &["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"];
 
 /// The store capabilities the owner API uses.
 pub trait OwnerStore: ManageProjects + ManageDevices {}
@@ -94,21 +95,31 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
         };
         let owner = match identity {
             Ok(id) if id.has_scope(SCOPE_OWNER) => id.owner,
-            Ok(_) => return http_json::error(StatusCode::FORBIDDEN, format!("the token lacks the {SCOPE_OWNER} scope")),
-            Err(AuthError::KeysUnavailable(_)) => return http_json::error(StatusCode::SERVICE_UNAVAILABLE, "temporarily unavailable; retry"),
+            Ok(_) => {
+                return http_json::error(StatusCode::FORBIDDEN, format!("the token lacks the {SCOPE_OWNER} scope"));
+            }
+            Err(AuthError::KeysUnavailable(_)) => {
+                return http_json::error(StatusCode::SERVICE_UNAVAILABLE, "temporarily unavailable; retry");
+            }
             Err(_) => return http_json::error(StatusCode::UNAUTHORIZED, "a valid owner token is required"),
         };
         let path = req.uri().path().strip_prefix(PREFIX).unwrap_or_default().trim_matches('/').to_owned();
         let segments: Vec<&str> = path.split('/').collect();
         match (req.method().clone(), segments.as_slice()) {
             (Method::GET, ["projects"]) => match self.store.list_projects(&owner).await {
-                Ok(ps) => http_json::response(StatusCode::OK, json!({"projects": ps.iter().map(project_json).collect::<Vec<_>>()})),
+                Ok(ps) => http_json::response(
+                    StatusCode::OK,
+                    json!({"projects": ps.iter().map(project_json).collect::<Vec<_>>()}),
+                ),
                 Err(e) => internal(&e),
             },
             (Method::POST, ["projects"]) => self.create_project(&owner, req.body()).await,
             (Method::PUT, ["projects", id]) => self.enable_project(&owner, id, req.body()).await,
             (Method::GET, ["devices"]) => match self.store.list_devices(&owner).await {
-                Ok(ds) => http_json::response(StatusCode::OK, json!({"devices": ds.iter().map(device_json).collect::<Vec<_>>()})),
+                Ok(ds) => http_json::response(
+                    StatusCode::OK,
+                    json!({"devices": ds.iter().map(device_json).collect::<Vec<_>>()}),
+                ),
                 Err(e) => internal(&e),
             },
             (Method::POST, ["devices"]) => self.create_device(&owner, req.body()).await,

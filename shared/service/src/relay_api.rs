@@ -17,8 +17,8 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{Method, StatusCode, header};
 
-use crate::http_json;
 use crate::auth::bearer;
+use crate::http_json;
 use domain::clock::SharedClock;
 use domain::devices::token_hash;
 use domain::ids::{CommandId, OwnerId};
@@ -75,7 +75,10 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
             },
         };
         let Some(device) = device else {
-            return http_json::error(StatusCode::UNAUTHORIZED, "a valid device token is required (Authorization: Bearer fcd_…)");
+            return http_json::error(
+                StatusCode::UNAUTHORIZED,
+                "a valid device token is required (Authorization: Bearer fcd_…)",
+            );
         };
         let owner = device.owner;
         let path = req.uri().path().strip_prefix(PREFIX).unwrap_or_default().to_owned();
@@ -148,7 +151,10 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
         };
         let n = char_len(&b.execution_id);
         if n == 0 || n > MAX_EXECUTION_ID_CHARS {
-            return http_json::error(StatusCode::BAD_REQUEST, format!("execution_id: must be 1 to {MAX_EXECUTION_ID_CHARS} characters (got {n})"));
+            return http_json::error(
+                StatusCode::BAD_REQUEST,
+                format!("execution_id: must be 1 to {MAX_EXECUTION_ID_CHARS} characters (got {n})"),
+            );
         }
         match self.store.start_run(owner, id, &b.execution_id).await {
             Err(e) => internal(&e),
@@ -193,7 +199,9 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
             Ok(CompleteOutcome::Replayed(status)) => {
                 http_json::response(StatusCode::OK, CompleteResponse { ok: true, replayed: true, status })
             }
-            Ok(CompleteOutcome::Conflict(status)) => http_json::response(StatusCode::CONFLICT, StatusResponse { status }),
+            Ok(CompleteOutcome::Conflict(status)) => {
+                http_json::response(StatusCode::CONFLICT, StatusResponse { status })
+            }
             Ok(CompleteOutcome::NotFound) => http_json::error(StatusCode::NOT_FOUND, "command_id: no such command"),
         }
     }

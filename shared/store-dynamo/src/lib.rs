@@ -34,31 +34,29 @@ use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkErro
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, CancellationReason, ConditionCheck,
-    GlobalSecondaryIndex, KeySchemaElement, KeyType, Projection, ProjectionType, Put,
-    ReturnValue, ReturnValuesOnConditionCheckFailure, ScalarAttributeType, TimeToLiveSpecification,
-    TransactWriteItem,
+    AttributeDefinition, AttributeValue, BillingMode, CancellationReason, ConditionCheck, GlobalSecondaryIndex,
+    KeySchemaElement, KeyType, Projection, ProjectionType, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    ScalarAttributeType, TimeToLiveSpecification, TransactWriteItem,
 };
 
-use domain::store::{
-    AuthenticateDevices, ManageDevices,
-    AssignTasks, CancelRuns, ClaimTasks, ManageLinks, ManageProjects, QueueRuns, ReadRuns,
-    ReadTasks, RecordArtifacts, RelayRuns, StoreError, StoreResult, SyncSessions,
-};
 use domain::clock::{SharedClock, Timestamp};
 use domain::devices::Device;
 use domain::ids::{AgentId, ChatLinkId, ClaimId, CommandId, GraphSessionId, OwnerId, ProjectId, TaskId};
 use domain::limits::Policy;
 use domain::projects::{ChatLink, Project, QueueTarget, SyncOutcome, check_named_project, resolve_project};
 use domain::runs::{
-    CancelRunOutcome, CancelStep, CompleteOutcome, CompleteStep, Completion, ControlOutcome,
-    QueueOutcome, QueueRejection, QueueRun, Run, RunStatus, SessionMeta, StartOutcome,
-    classify_cancel, classify_complete, classify_control, classify_start, idempotency_record_key,
+    CancelRunOutcome, CancelStep, CompleteOutcome, CompleteStep, Completion, ControlOutcome, QueueOutcome,
+    QueueRejection, QueueRun, Run, RunStatus, SessionMeta, StartOutcome, classify_cancel, classify_complete,
+    classify_control, classify_start, idempotency_record_key,
+};
+use domain::store::{
+    AssignTasks, AuthenticateDevices, CancelRuns, ClaimTasks, ManageDevices, ManageLinks, ManageProjects, QueueRuns,
+    ReadRuns, ReadTasks, RecordArtifacts, RelayRuns, StoreError, StoreResult, SyncSessions,
 };
 use domain::tasks::{
-    ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome,
-    ClaimOutcome, SubmitOutcome, SubmitRejection, SubmitTask, Task, TaskStatus,
-    classify_cancel_task, classify_claim, classify_submit,
+    ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome, ClaimOutcome,
+    SubmitOutcome, SubmitRejection, SubmitTask, Task, TaskStatus, classify_cancel_task, classify_claim,
+    classify_submit,
 };
 
 /// Name of the queued-commands index.
@@ -147,7 +145,13 @@ impl DynamoStore {
 
     /// One `Query` on a sparse index whose sort keys start with the expiry: the owner's
     /// unexpired items under `partition`, in sort-key order.
-    async fn query_unexpired(&self, index: &str, partition: String, owner: &OwnerId, limit: usize) -> StoreResult<Vec<Item>> {
+    async fn query_unexpired(
+        &self,
+        index: &str,
+        partition: String,
+        owner: &OwnerId,
+        limit: usize,
+    ) -> StoreResult<Vec<Item>> {
         let (pk, sk) = if index == QUEUE_INDEX { ("#gsi1pk", "#gsi1sk") } else { ("#gsi2pk", "#gsi2sk") };
         let out = self
             .client
@@ -205,17 +209,28 @@ impl DynamoStore {
                 }
                 // Lost a race with another transaction, or throttled: both retryable.
                 let transient = reasons.iter().all(|r| {
-                    matches!(r.code(), None | Some("None" | "TransactionConflict" | "ThrottlingError" | "ProvisionedThroughputExceeded"))
+                    matches!(
+                        r.code(),
+                        None | Some(
+                            "None" | "TransactionConflict" | "ThrottlingError" | "ProvisionedThroughputExceeded"
+                        )
+                    )
                 });
                 if !transient {
-                    return Err(StoreError::refused(DynamoError::Cancelled { what: "transaction", reasons: codes(&reasons) }));
+                    return Err(StoreError::refused(DynamoError::Cancelled {
+                        what: "transaction",
+                        reasons: codes(&reasons),
+                    }));
                 }
                 if attempt < TRANSACTION_ATTEMPTS {
                     tokio::time::sleep(delay).await;
                     delay *= 2;
                     continue;
                 }
-                return Err(StoreError::unavailable(DynamoError::Contended { attempts: TRANSACTION_ATTEMPTS, reasons: codes(&reasons) }));
+                return Err(StoreError::unavailable(DynamoError::Contended {
+                    attempts: TRANSACTION_ATTEMPTS,
+                    reasons: codes(&reasons),
+                }));
             }
             if is_transaction_conflict(&err) && attempt < TRANSACTION_ATTEMPTS {
                 tokio::time::sleep(delay).await;
@@ -264,7 +279,9 @@ impl UpdateRequest<'_> {
             .await;
         match result {
             Ok(UpdateItemOutput { attributes, .. }) => Ok(Updated::Applied(attributes)),
-            Err(SdkError::ServiceError(se)) if matches!(se.err(), UpdateItemError::ConditionalCheckFailedException(_)) => {
+            Err(SdkError::ServiceError(se))
+                if matches!(se.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
+            {
                 match se.into_err() {
                     UpdateItemError::ConditionalCheckFailedException(c) => Ok(Updated::Rejected(c.item)),
                     other => Err(StoreError::refused(other)),
@@ -494,12 +511,10 @@ fn run_from(item: &Item) -> StoreResult<Run> {
     let r = Read(item);
     // The result is stored as its own attribute (not inside the completion JSON, where
     // escaping could inflate it past the item size limit).
-    let completion = r
-        .opt_parse("completion", |v| serde_json::from_str::<Completion>(v).ok())?
-        .map(|mut c| {
-            c.result = r.opt_s("result").map(str::to_owned);
-            c
-        });
+    let completion = r.opt_parse("completion", |v| serde_json::from_str::<Completion>(v).ok())?.map(|mut c| {
+        c.result = r.opt_s("result").map(str::to_owned);
+        c
+    });
     Ok(Run {
         command_id: r.parse("command_id", |v| CommandId::parse("command_id", v).ok())?,
         owner: r.parse("owner", |v| OwnerId::new(v).ok())?,
@@ -628,9 +643,19 @@ impl ManageProjects for DynamoStore {
         Ok(p)
     }
 
-    async fn set_project_enabled(&self, owner: &OwnerId, project: ProjectId, enabled: bool) -> StoreResult<Option<Project>> {
+    async fn set_project_enabled(
+        &self,
+        owner: &OwnerId,
+        project: ProjectId,
+        enabled: bool,
+    ) -> StoreResult<Option<Project>> {
         let out = self
-            .update(project_key(owner, project), "SET #enabled = :e", "attribute_exists(#pk)", values([(":e", b(enabled))]))
+            .update(
+                project_key(owner, project),
+                "SET #enabled = :e",
+                "attribute_exists(#pk)",
+                values([(":e", b(enabled))]),
+            )
             .send(true)
             .await?;
         match out {
@@ -650,7 +675,12 @@ impl ManageProjects for DynamoStore {
 
 #[async_trait]
 impl SyncSessions for DynamoStore {
-    async fn sync_sessions(&self, owner: &OwnerId, project: ProjectId, sessions: &[SessionMeta]) -> StoreResult<SyncOutcome> {
+    async fn sync_sessions(
+        &self,
+        owner: &OwnerId,
+        project: ProjectId,
+        sessions: &[SessionMeta],
+    ) -> StoreResult<SyncOutcome> {
         let now = self.clock.now();
         let json = serde_json::to_string(sessions).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let ids: Vec<String> = sessions.iter().map(|s| s.graph_session_id.to_string()).collect();
@@ -882,11 +912,18 @@ impl RelayRuns for DynamoStore {
             Updated::Applied(item) => Ok(ControlOutcome::Running {
                 cancel_requested: item.as_ref().is_some_and(|i| Read(i).bool("cancel_requested")),
             }),
-            Updated::Rejected(old) => Ok(classify_control(opt_from(old.as_ref(), run_from)?.as_ref(), owner, now, &self.policy)),
+            Updated::Rejected(old) => {
+                Ok(classify_control(opt_from(old.as_ref(), run_from)?.as_ref(), owner, now, &self.policy))
+            }
         }
     }
 
-    async fn complete_run(&self, owner: &OwnerId, command: CommandId, completion: &Completion) -> StoreResult<CompleteOutcome> {
+    async fn complete_run(
+        &self,
+        owner: &OwnerId,
+        command: CommandId,
+        completion: &Completion,
+    ) -> StoreResult<CompleteOutcome> {
         let now = self.clock.now();
         let hash = completion.hash();
         let status = RunStatus::from(completion.status);
@@ -915,7 +952,8 @@ impl RelayRuns for DynamoStore {
         let update = format!(
             "SET #status = :status, #finished_at = :now, #execution_id = :e, #completion = :c, #completion_hash = :h, #ttl = :ttl{set_result} REMOVE #gsi1pk, #gsi1sk"
         );
-        let running = "(#status = :running AND #execution_id = :e AND #last_heartbeat_at > :cutoff AND #cancel_requested = :f)";
+        let running =
+            "(#status = :running AND #execution_id = :e AND #last_heartbeat_at > :cutoff AND #cancel_requested = :f)";
         // A queued command may only be refused (failed/cancelled), never completed unstarted.
         let condition = if status == RunStatus::Completed {
             format!("#owner = :o AND {running}")
@@ -1005,7 +1043,13 @@ impl ManageLinks for DynamoStore {
 }
 
 impl DynamoStore {
-    async fn replay_task(&self, seen_hash: &str, target: &str, req: &AssignTask, req_hash: &str) -> StoreResult<AssignOutcome> {
+    async fn replay_task(
+        &self,
+        seen_hash: &str,
+        target: &str,
+        req: &AssignTask,
+        req_hash: &str,
+    ) -> StoreResult<AssignOutcome> {
         if seen_hash != req_hash {
             return Ok(AssignOutcome::Rejected(AssignRejection::IdempotencyMismatch));
         }
@@ -1079,7 +1123,9 @@ impl AssignTasks for DynamoStore {
             .await?;
         match out {
             Updated::Applied(_) => Ok(CancelTaskOutcome::Cancelled),
-            Updated::Rejected(old) => Ok(classify_cancel_task(opt_from(old.as_ref(), task_from)?.as_ref(), owner, &link, now)),
+            Updated::Rejected(old) => {
+                Ok(classify_cancel_task(opt_from(old.as_ref(), task_from)?.as_ref(), owner, &link, now))
+            }
         }
     }
 
@@ -1139,7 +1185,9 @@ impl ClaimTasks for DynamoStore {
             .await?;
         match out {
             Updated::Applied(_) => Ok(ClaimOutcome::Claimed { claim_id, lease_until }),
-            Updated::Rejected(old) => Ok(classify_claim(opt_from(old.as_ref(), task_from)?.as_ref(), owner, &link, now)),
+            Updated::Rejected(old) => {
+                Ok(classify_claim(opt_from(old.as_ref(), task_from)?.as_ref(), owner, &link, now))
+            }
         }
     }
 
@@ -1279,13 +1327,20 @@ impl ManageDevices for DynamoStore {
     }
 
     async fn list_devices(&self, owner: &OwnerId) -> StoreResult<Vec<Device>> {
-        let mut v: Vec<Device> = self.query_all(format!("OWNER#{owner}"), "DEVICE#").await?.iter().map(device_from).collect::<StoreResult<_>>()?;
+        let mut v: Vec<Device> = self
+            .query_all(format!("OWNER#{owner}"), "DEVICE#")
+            .await?
+            .iter()
+            .map(device_from)
+            .collect::<StoreResult<_>>()?;
         v.sort_by_key(|d| (d.created_at, d.device_id));
         Ok(v)
     }
 
     async fn revoke_device(&self, owner: &OwnerId, device: uuid::Uuid) -> StoreResult<bool> {
-        let Some(d) = opt_from(self.get(device_key(owner, device)).await?.as_ref(), device_from)? else { return Ok(false) };
+        let Some(d) = opt_from(self.get(device_key(owner, device)).await?.as_ref(), device_from)? else {
+            return Ok(false);
+        };
         let now = self.clock.now();
         let update = |k: Item| -> StoreResult<TransactWriteItem> {
             let u = aws_sdk_dynamodb::types::Update::builder()
@@ -1366,11 +1421,7 @@ pub async fn create_table(client: &Client, table: &str) -> StoreResult<()> {
         .update_time_to_live()
         .table_name(table)
         .time_to_live_specification(
-            TimeToLiveSpecification::builder()
-                .attribute_name(TTL_ATTRIBUTE)
-                .enabled(true)
-                .build()
-                .map_err(build)?,
+            TimeToLiveSpecification::builder().attribute_name(TTL_ATTRIBUTE).enabled(true).build().map_err(build)?,
         )
         .send()
         .await

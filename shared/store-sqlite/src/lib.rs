@@ -18,25 +18,23 @@ use async_trait::async_trait;
 use rusqlite::types::Type;
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params};
 
-use domain::store::{
-    AuthenticateDevices, ManageDevices,
-    AssignTasks, CancelRuns, ClaimTasks, ManageLinks, ManageProjects, QueueRuns, ReadRuns,
-    ReadTasks, RecordArtifacts, RelayRuns, StoreError, StoreResult, SyncSessions,
-};
 use domain::clock::{SharedClock, Timestamp};
 use domain::devices::Device;
 use domain::ids::{AgentId, ChatLinkId, ClaimId, CommandId, GraphSessionId, OwnerId, ProjectId, TaskId};
 use domain::limits::Policy;
 use domain::projects::{ChatLink, Project, SyncOutcome, check_named_project, resolve_project};
 use domain::runs::{
-    CancelRunOutcome, CancelStep, CompleteOutcome, CompleteStep, Completion, ControlOutcome,
-    QueueOutcome, QueueRejection, QueueRun, Run, RunStatus, SessionMeta, StartOutcome,
-    classify_cancel, classify_complete, classify_control, classify_start, idempotency_record_key,
+    CancelRunOutcome, CancelStep, CompleteOutcome, CompleteStep, Completion, ControlOutcome, QueueOutcome,
+    QueueRejection, QueueRun, Run, RunStatus, SessionMeta, StartOutcome, classify_cancel, classify_complete,
+    classify_control, classify_start, idempotency_record_key,
+};
+use domain::store::{
+    AssignTasks, AuthenticateDevices, CancelRuns, ClaimTasks, ManageDevices, ManageLinks, ManageProjects, QueueRuns,
+    ReadRuns, ReadTasks, RecordArtifacts, RelayRuns, StoreError, StoreResult, SyncSessions,
 };
 use domain::tasks::{
-    ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome,
-    ClaimOutcome, SubmitOutcome, SubmitTask, Task, TaskStatus, classify_cancel_task,
-    classify_claim, classify_submit,
+    ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome, ClaimOutcome,
+    SubmitOutcome, SubmitTask, Task, TaskStatus, classify_cancel_task, classify_claim, classify_submit,
 };
 
 /// Schema migrations, numbered by position: `MIGRATIONS[i]` takes a database from schema
@@ -307,7 +305,12 @@ fn col<T>(row: &Row<'_>, idx: usize, what: &str, parse: impl FnOnce(&str) -> Opt
     parse(&s).ok_or_else(|| corrupt(idx, what))
 }
 
-fn opt_col<T>(row: &Row<'_>, idx: usize, what: &str, parse: impl FnOnce(&str) -> Option<T>) -> rusqlite::Result<Option<T>> {
+fn opt_col<T>(
+    row: &Row<'_>,
+    idx: usize,
+    what: &str,
+    parse: impl FnOnce(&str) -> Option<T>,
+) -> rusqlite::Result<Option<T>> {
     let s: Option<String> = row.get(idx)?;
     s.map(|s| parse(&s).ok_or_else(|| corrupt(idx, what))).transpose()
 }
@@ -384,17 +387,12 @@ fn task_row(row: &Row<'_>) -> rusqlite::Result<Task> {
 }
 
 fn get_run_tx(tx: &Transaction<'_>, id: &str) -> rusqlite::Result<Option<Run>> {
-    tx.query_row(&format!("SELECT {RUN_COLS} FROM runs WHERE command_id = ?1"), [id], run_row)
-        .optional()
+    tx.query_row(&format!("SELECT {RUN_COLS} FROM runs WHERE command_id = ?1"), [id], run_row).optional()
 }
 
 fn get_task_tx(tx: &Transaction<'_>, link: &str, task: &str) -> rusqlite::Result<Option<Task>> {
-    tx.query_row(
-        &format!("SELECT {TASK_COLS} FROM tasks WHERE task_id = ?1 AND link_id = ?2"),
-        [task, link],
-        task_row,
-    )
-    .optional()
+    tx.query_row(&format!("SELECT {TASK_COLS} FROM tasks WHERE task_id = ?1 AND link_id = ?2"), [task, link], task_row)
+        .optional()
 }
 
 fn get_project_tx(tx: &Transaction<'_>, owner: &str, project: &str) -> rusqlite::Result<Option<Project>> {
@@ -441,11 +439,18 @@ impl ManageProjects for SqliteStore {
         Ok(p)
     }
 
-    async fn set_project_enabled(&self, owner: &OwnerId, project: ProjectId, enabled: bool) -> StoreResult<Option<Project>> {
+    async fn set_project_enabled(
+        &self,
+        owner: &OwnerId,
+        project: ProjectId,
+        enabled: bool,
+    ) -> StoreResult<Option<Project>> {
         let owner = owner.as_str().to_owned();
         self.write(move |tx, _| {
             tx.query_row(
-                &format!("UPDATE projects SET enabled = ?1 WHERE project_id = ?2 AND owner = ?3 RETURNING {PROJECT_COLS}"),
+                &format!(
+                    "UPDATE projects SET enabled = ?1 WHERE project_id = ?2 AND owner = ?3 RETURNING {PROJECT_COLS}"
+                ),
                 params![enabled, project.to_string(), owner],
                 project_row,
             )
@@ -462,7 +467,8 @@ impl ManageProjects for SqliteStore {
     async fn list_projects(&self, owner: &OwnerId) -> StoreResult<Vec<Project>> {
         let owner = owner.as_str().to_owned();
         self.read(move |tx, _| {
-            let mut st = tx.prepare(&format!("SELECT {PROJECT_COLS} FROM projects WHERE owner = ?1 ORDER BY project_id"))?;
+            let mut st =
+                tx.prepare(&format!("SELECT {PROJECT_COLS} FROM projects WHERE owner = ?1 ORDER BY project_id"))?;
             st.query_map([owner], project_row)?.collect()
         })
         .await
@@ -471,7 +477,12 @@ impl ManageProjects for SqliteStore {
 
 #[async_trait]
 impl SyncSessions for SqliteStore {
-    async fn sync_sessions(&self, owner: &OwnerId, project: ProjectId, sessions: &[SessionMeta]) -> StoreResult<SyncOutcome> {
+    async fn sync_sessions(
+        &self,
+        owner: &OwnerId,
+        project: ProjectId,
+        sessions: &[SessionMeta],
+    ) -> StoreResult<SyncOutcome> {
         let owner = owner.as_str().to_owned();
         let sessions = json(&sessions);
         self.write(move |tx, now| {
@@ -650,7 +661,12 @@ impl RelayRuns for SqliteStore {
         .await
     }
 
-    async fn complete_run(&self, owner: &OwnerId, command: CommandId, completion: &Completion) -> StoreResult<CompleteOutcome> {
+    async fn complete_run(
+        &self,
+        owner: &OwnerId,
+        command: CommandId,
+        completion: &Completion,
+    ) -> StoreResult<CompleteOutcome> {
         let owner = owner.clone();
         let completion = completion.clone();
         let policy = self.policy;
@@ -707,7 +723,13 @@ impl ManageLinks for SqliteStore {
             }
             tx.execute(
                 &format!("INSERT INTO links ({LINK_COLS}) VALUES (?1, ?2, ?3, ?4, ?5)"),
-                params![link.link_id.to_string(), link.owner.as_str(), project.to_string(), link.name, link.created_at.as_millis()],
+                params![
+                    link.link_id.to_string(),
+                    link.owner.as_str(),
+                    project.to_string(),
+                    link.name,
+                    link.created_at.as_millis()
+                ],
             )?;
             Ok(Some(link))
         })
@@ -846,7 +868,14 @@ impl ClaimTasks for SqliteStore {
                 "UPDATE tasks SET status = 'claimed', claim_id = ?1, lease_until = ?2 \
                  WHERE task_id = ?3 AND link_id = ?4 AND owner = ?5 AND expires_at > ?6 \
                  AND (status = 'queued' OR (status = 'claimed' AND lease_until <= ?6))",
-                params![claim_id.to_string(), lease_until.as_millis(), task.to_string(), link.to_string(), owner.as_str(), now.as_millis()],
+                params![
+                    claim_id.to_string(),
+                    lease_until.as_millis(),
+                    task.to_string(),
+                    link.to_string(),
+                    owner.as_str(),
+                    now.as_millis()
+                ],
             )?;
             if n == 1 {
                 return Ok(ClaimOutcome::Claimed { claim_id, lease_until });
@@ -947,7 +976,13 @@ impl ManageDevices for SqliteStore {
         self.write(move |tx, _| {
             tx.execute(
                 &format!("INSERT INTO devices ({DEVICE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, NULL)"),
-                params![row.device_id.to_string(), row.owner.as_str(), row.name, row.token_hash, row.created_at.as_millis()],
+                params![
+                    row.device_id.to_string(),
+                    row.owner.as_str(),
+                    row.name,
+                    row.token_hash,
+                    row.created_at.as_millis()
+                ],
             )
         })
         .await?;
@@ -957,7 +992,9 @@ impl ManageDevices for SqliteStore {
     async fn list_devices(&self, owner: &OwnerId) -> StoreResult<Vec<Device>> {
         let owner = owner.as_str().to_owned();
         self.read(move |tx, _| {
-            let mut st = tx.prepare(&format!("SELECT {DEVICE_COLS} FROM devices WHERE owner = ?1 ORDER BY created_at, device_id"))?;
+            let mut st = tx.prepare(&format!(
+                "SELECT {DEVICE_COLS} FROM devices WHERE owner = ?1 ORDER BY created_at, device_id"
+            ))?;
             st.query_map([owner], device_row)?.collect()
         })
         .await

@@ -60,7 +60,10 @@ pub struct TaskInput {
 impl ToolInput for TaskInput {
     type Args = (ChatLinkId, TaskId);
     fn check(self) -> Result<(ChatLinkId, TaskId), String> {
-        Ok((field(ChatLinkId::parse("chat_link_id", &self.chat_link_id))?, field(TaskId::parse("task_id", &self.task_id))?))
+        Ok((
+            field(ChatLinkId::parse("chat_link_id", &self.chat_link_id))?,
+            field(TaskId::parse("task_id", &self.task_id))?,
+        ))
     }
 }
 

@@ -1,15 +1,17 @@
 //! `get_graph_run`: read a run the calling agent queued.
 
+use domain::clock::Timestamp;
 use domain::errors::RUN_NOT_FOUND;
 use domain::ids::CommandId;
 use domain::runs::RunStatus;
-use domain::clock::Timestamp;
 use domain::store::{ManageProjects, ReadRuns};
 use schemars::JsonSchema;
 use serde::Serialize;
 
 use super::common::CommandInput;
-use super::{Annotations, Caller, Handled, Handler, Rejected, SCOPE_READ, Tool, ToolDeps, ToolName, ToolSpec, check_after};
+use super::{
+    Annotations, Caller, Handled, Handler, Rejected, SCOPE_READ, Tool, ToolDeps, ToolName, ToolSpec, check_after,
+};
 
 /// The tool.
 pub struct GetGraphRun;
@@ -61,7 +63,9 @@ pub struct GraphRunOutput {
 
 impl<S: ReadRuns + ManageProjects + ?Sized> Handler<S> for GetGraphRun {
     async fn run(deps: &ToolDeps<S>, caller: Caller<'_>, id: CommandId) -> Handled<GraphRunOutput> {
-        let Some(run) = deps.store.get_run(caller.agent, id).await? else { return Ok(Err(Rejected::new(RUN_NOT_FOUND))) };
+        let Some(run) = deps.store.get_run(caller.agent, id).await? else {
+            return Ok(Err(Rejected::new(RUN_NOT_FOUND)));
+        };
         let project = deps.store.get_project(caller.owner, run.project_id).await?;
         let view = run.view(caller.now, &deps.policy);
         let c = run.completion.as_ref().filter(|_| view.status.is_terminal());

@@ -55,7 +55,9 @@ pub struct TaskOutput {
 
 impl<S: ReadTasks + ?Sized> Handler<S> for GetLinkedChatTask {
     async fn run(deps: &ToolDeps<S>, caller: Caller<'_>, (link, task): (ChatLinkId, TaskId)) -> Handled<TaskOutput> {
-        let Some(t) = deps.store.get_task(caller.owner, link, task).await? else { return Ok(Err(Rejected::new(TASK_NOT_FOUND))) };
+        let Some(t) = deps.store.get_task(caller.owner, link, task).await? else {
+            return Ok(Err(Rejected::new(TASK_NOT_FOUND)));
+        };
         Ok(Ok(TaskOutput {
             task_id: t.task_id.to_string(),
             chat_link_id: t.link_id.to_string(),

@@ -77,7 +77,11 @@ pub struct GraphSessionsOutput {
 }
 
 impl<S: ManageProjects + ?Sized> Handler<S> for ListGraphSessions {
-    async fn run(deps: &ToolDeps<S>, caller: Caller<'_>, (project, limit): (ProjectId, usize)) -> Handled<GraphSessionsOutput> {
+    async fn run(
+        deps: &ToolDeps<S>,
+        caller: Caller<'_>,
+        (project, limit): (ProjectId, usize),
+    ) -> Handled<GraphSessionsOutput> {
         let sessions = match deps.store.get_project(caller.owner, project).await? {
             Some(p) if p.enabled => p.sessions,
             // A disabled or unknown project shows nothing, like a project nothing is shared in.

@@ -40,9 +40,9 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
-pub use common::{BlobError, BlobStore, DirBlobStore};
 pub use cancel_graph_run::CancelGraphRun;
 pub use claim_linked_chat_task::ClaimLinkedChatTask;
+pub use common::{BlobError, BlobStore, DirBlobStore};
 pub use get_graph_run::GetGraphRun;
 pub use get_linked_chat_task::GetLinkedChatTask;
 pub use list_graph_sessions::ListGraphSessions;
@@ -297,9 +297,12 @@ fn schema<T: JsonSchema>() -> serde_json::Map<String, serde_json::Value> {
 }
 
 /// The capabilities the tools use together (what in-process dispatch needs).
-pub trait ToolStore: ManageProjects + QueueRuns + ReadRuns + CancelRuns + ReadTasks + ClaimTasks + RecordArtifacts {}
-impl<T: ManageProjects + QueueRuns + ReadRuns + CancelRuns + ReadTasks + ClaimTasks + RecordArtifacts + ?Sized> ToolStore
-    for T
+pub trait ToolStore:
+    ManageProjects + QueueRuns + ReadRuns + CancelRuns + ReadTasks + ClaimTasks + RecordArtifacts
+{
+}
+impl<T: ManageProjects + QueueRuns + ReadRuns + CancelRuns + ReadTasks + ClaimTasks + RecordArtifacts + ?Sized>
+    ToolStore for T
 {
 }
 
@@ -415,12 +418,22 @@ mod tests {
     #[test]
     fn every_tool_has_a_closed_input_schema_and_a_scope() {
         for &t in ToolName::ALL {
-            assert_eq!(t.input_schema().get("additionalProperties"), Some(&serde_json::Value::Bool(false)), "{}", t.as_str());
+            assert_eq!(
+                t.input_schema().get("additionalProperties"),
+                Some(&serde_json::Value::Bool(false)),
+                "{}",
+                t.as_str()
+            );
             assert!([SCOPE_READ, SCOPE_RUN].contains(&t.spec().scope));
             assert_eq!(ToolName::parse(t.as_str()), Some(t));
             assert_eq!(serde_json::to_value(t).unwrap(), serde_json::json!(t.as_str()));
             let read_only = t.spec().annotations.read_only;
-            assert_eq!(read_only, t.spec().scope == SCOPE_READ, "{}: read-only tools are exactly the read-scope ones", t.as_str());
+            assert_eq!(
+                read_only,
+                t.spec().scope == SCOPE_READ,
+                "{}: read-only tools are exactly the read-scope ones",
+                t.as_str()
+            );
         }
     }
 }

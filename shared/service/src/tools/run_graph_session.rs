@@ -12,7 +12,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::common::field;
-use super::{Annotations, Caller, Handled, Handler, Rejected, SCOPE_RUN, Tool, ToolDeps, ToolInput, ToolName, ToolSpec};
+use super::{
+    Annotations, Caller, Handled, Handler, Rejected, SCOPE_RUN, Tool, ToolDeps, ToolInput, ToolName, ToolSpec,
+};
 
 /// Seconds added to the relay's next expected sync in `check_after_s`.
 pub const CHECK_MARGIN: Duration = Duration::from_secs(2);

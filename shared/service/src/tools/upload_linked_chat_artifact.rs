@@ -10,7 +10,9 @@ use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 use super::common::{BlobError, field};
-use super::{Annotations, Caller, Handled, Handler, Rejected, SCOPE_RUN, Tool, ToolDeps, ToolInput, ToolName, ToolSpec};
+use super::{
+    Annotations, Caller, Handled, Handler, Rejected, SCOPE_RUN, Tool, ToolDeps, ToolInput, ToolName, ToolSpec,
+};
 
 /// Most bytes of an artifact (decoded).
 pub const MAX_ARTIFACT_BYTES: usize = 3 * 1024 * 1024;
@@ -82,7 +84,11 @@ impl ToolInput for UploadInput {
             return Err(format!("name: must be 1 to 200 characters without control characters (got {n})"));
         }
         let ct = &self.content_type;
-        if ct.is_empty() || ct.len() > 128 || !ct.contains('/') || ct.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        if ct.is_empty()
+            || ct.len() > 128
+            || !ct.contains('/')
+            || ct.chars().any(|c| c.is_control() || c.is_whitespace())
+        {
             return Err("content_type: must be a MIME type like text/markdown (at most 128 characters)".into());
         }
         if self.content_base64.len() > MAX_ARTIFACT_BYTES.div_ceil(3) * 4 + 4 {
@@ -92,7 +98,10 @@ impl ToolInput for UploadInput {
             .decode(self.content_base64.as_bytes())
             .map_err(|_| "content_base64: must be standard base64".to_owned())?;
         if bytes.len() > MAX_ARTIFACT_BYTES {
-            return Err(format!("content_base64: must decode to at most {MAX_ARTIFACT_BYTES} bytes (got {})", bytes.len()));
+            return Err(format!(
+                "content_base64: must decode to at most {MAX_ARTIFACT_BYTES} bytes (got {})",
+                bytes.len()
+            ));
         }
         Ok(UploadArgs {
             link: field(ChatLinkId::parse("chat_link_id", &self.chat_link_id))?,
@@ -143,11 +152,21 @@ impl<S: RecordArtifacts + ?Sized> Handler<S> for UploadLinkedChatArtifact {
             object_key,
         };
         let outcome = deps.store.record_artifact(caller.owner, &record).await?;
-        let out = |replayed| Ok(ArtifactOutput { ok: true, replayed, artifact_id: record.artifact_id.clone(), sha256: record.sha256.clone(), size });
+        let out = |replayed| {
+            Ok(ArtifactOutput {
+                ok: true,
+                replayed,
+                artifact_id: record.artifact_id.clone(),
+                sha256: record.sha256.clone(),
+                size,
+            })
+        };
         Ok(match outcome {
             ArtifactOutcome::Recorded => out(None),
             ArtifactOutcome::Replayed => out(Some(true)),
-            ArtifactOutcome::DifferentContent => Err(Rejected::new("rejected: artifact_id was already used with different content")),
+            ArtifactOutcome::DifferentContent => {
+                Err(Rejected::new("rejected: artifact_id was already used with different content"))
+            }
             ArtifactOutcome::Rejected(why) => Err(Rejected::new(why.to_string())),
         })
     }
