@@ -15,6 +15,8 @@ pub const PUBLIC_URL: &str = "FOUNDRY_PUBLIC_URL";
 pub const POLL_INTERVAL_SECONDS: &str = "FOUNDRY_POLL_INTERVAL_SECONDS";
 /// Seconds without a control poll before a run reads `desktop stopped reporting` (default 600).
 pub const HEARTBEAT_TIMEOUT_SECONDS: &str = "FOUNDRY_HEARTBEAT_TIMEOUT_SECONDS";
+/// Seconds between owner-panel refreshes (default 15).
+pub const PANEL_REFRESH_SECONDS: &str = "FOUNDRY_PANEL_REFRESH_SECONDS";
 /// Default for [`PORT`].
 pub const DEFAULT_PORT: u16 = 8787;
 
@@ -37,9 +39,22 @@ pub struct LocalConfig {
     pub public_url: Option<String>,
     /// Time rules (poll interval and heartbeat timeout are configurable, for tests and demos).
     pub policy: domain::limits::Policy,
+    /// Seconds between owner-panel refreshes while its tab is visible.
+    pub panel_refresh_seconds: u32,
 }
 
 impl LocalConfig {
+    /// Defaults with the data in `data_dir` and any free port (tests and embedding).
+    pub fn at(data_dir: PathBuf) -> Self {
+        Self {
+            data_dir,
+            port: 0,
+            public_url: None,
+            policy: domain::limits::Policy::default(),
+            panel_refresh_seconds: service::panel::DEFAULT_REFRESH_SECONDS,
+        }
+    }
+
     /// Reads the settings through `get` (the environment in `main`, a map in tests).
     ///
     /// # Errors
@@ -81,8 +96,15 @@ impl LocalConfig {
                 }
             }
         }
+        let panel_refresh_seconds = match get(PANEL_REFRESH_SECONDS) {
+            None => service::panel::DEFAULT_REFRESH_SECONDS,
+            Some(v) => v.parse().ok().filter(|n| (1..=3600).contains(n)).unwrap_or_else(|| {
+                errors.push(format!("{PANEL_REFRESH_SECONDS}: must be 1 to 3600 seconds (got {v:?})"));
+                service::panel::DEFAULT_REFRESH_SECONDS
+            }),
+        };
         if errors.is_empty() {
-            Ok(Self { data_dir, port, public_url, policy })
+            Ok(Self { data_dir, port, public_url, policy, panel_refresh_seconds })
         } else {
             Err(ConfigError { problems: errors })
         }

@@ -34,10 +34,13 @@ use domain::store::{AssignTasks, ManageDevices, ManageLinks, ManageProjects};
 use domain::tasks::{AssignOutcome, AssignTask};
 use http_body_util::{BodyExt, Limited};
 use service::auth::{Authenticator, Keys, mint_hs256};
+use service::blobs::DirBlobStore;
 use service::mcp::{EndpointConfig, InProcess, McpEndpoint, resource_metadata_response};
 use service::owner_api::OwnerApi;
+use service::panel::{PanelConfig, SignIn};
 use service::relay_api::RelayApi;
-use service::tools::{DirBlobStore, SCOPE_OWNER, SCOPE_READ, SCOPE_RUN, ToolDeps};
+use service::tools::{SCOPE_OWNER, SCOPE_READ, SCOPE_RUN, ToolDeps};
+use service::webhook_url::UrlPolicy;
 use store_sqlite::SqliteStore;
 use tokio::sync::oneshot;
 
@@ -79,6 +82,9 @@ pub struct Running {
     pub device_token: String,
     /// The base URL (for the relay's `server_url`).
     pub base_url: String,
+    /// The owner's panel, signed in: `<base>/panel#token=<owner token>` (the fragment never
+    /// reaches the server).
+    pub panel_url: String,
     /// The demo ids.
     pub demo: Demo,
     /// The store (tests inspect it).
@@ -113,7 +119,9 @@ impl Running {
              \n  Relay server:  {}\
              \n  Device token:  {}\
              \n  Owner token:   {}\
-             \n\nConnect an MCP client with header `Authorization: Bearer <token>`; give the relay the server URL and the device token.",
+             \n  Panel:         {}\
+             \n\nOpen the panel URL in a browser (it signs you in as the owner). Connect an MCP client with header \
+             `Authorization: Bearer <token>`; give the relay the server URL and the device token.",
             self.mcp_url,
             self.token,
             self.demo.owner,
@@ -123,6 +131,7 @@ impl Running {
             self.base_url,
             self.device_token,
             self.owner_token,
+            self.panel_url,
         )
     }
 }
@@ -133,6 +142,9 @@ struct AppState {
     endpoint: Endpoint,
     relay: RelayApi<SqliteStore>,
     owner: OwnerApi<SqliteStore>,
+    panel: PanelConfig,
+    blobs: DirBlobStore,
+    base_url: String,
 }
 
 /// Name of the device the local server creates for the relay on each start.
@@ -184,12 +196,9 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
         TOKEN_TTL,
     )?;
     let device_token = fresh_device_token(&store, &demo.owner).await?;
-    let deps = ToolDeps {
-        store: Arc::clone(&store),
-        clock: clock.clone(),
-        policy,
-        blobs: Some(Arc::new(DirBlobStore(config.data_dir.join("blobs")))),
-    };
+    let blobs = DirBlobStore::new(config.data_dir.join("blobs"), &public_url, &secret, clock.clone());
+    let deps =
+        ToolDeps { store: Arc::clone(&store), clock: clock.clone(), policy, blobs: Some(Arc::new(blobs.clone())) };
     let endpoint_config = EndpointConfig {
         public_url: Some(public_url.clone()),
         mcp_path: "/mcp".into(),
@@ -199,8 +208,18 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
     };
     let endpoint = McpEndpoint::new(Arc::new(InProcess(deps)), Arc::clone(&auth), endpoint_config);
     let relay = RelayApi { store: Arc::clone(&store), clock: clock.clone(), policy };
-    let owner = OwnerApi { store: Arc::clone(&store), auth };
-    let app = router(Arc::new(AppState { endpoint, relay, owner }));
+    let owner = OwnerApi {
+        store: Arc::clone(&store),
+        auth,
+        clock: clock.clone(),
+        policy,
+        blobs: Some(Arc::new(blobs.clone())),
+        urls: UrlPolicy::Local,
+    };
+    let panel = PanelConfig { sign_in: SignIn::Local, refresh_seconds: config.panel_refresh_seconds };
+    let panel_url = format!("{public_url}{}#token={owner_token}", service::panel::PATH);
+    let state = AppState { endpoint, relay, owner, panel, blobs, base_url: public_url.clone() };
+    let app = router(Arc::new(state));
 
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
@@ -218,6 +237,7 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
         owner_token,
         device_token,
         base_url: public_url,
+        panel_url,
         demo,
         store,
         shutdown: Some(tx),
@@ -232,6 +252,9 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/.well-known/oauth-protected-resource/mcp", axum::routing::get(metadata))
         .route("/external-assistants/graph-relays/{*rest}", axum::routing::any(relay))
         .route("/owner/{*rest}", axum::routing::any(owner))
+        .route("/panel", axum::routing::any(panel))
+        .route("/panel/{*rest}", axum::routing::any(panel))
+        .route("/blobs/{*rest}", axum::routing::get(blob))
         .with_state(state)
 }
 
@@ -248,6 +271,17 @@ async fn read_body(req: http::Request<Body>, max: usize) -> http::Request<Bytes>
 async fn relay(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {
     let req = read_body(req, service::relay_api::MAX_BODY_BYTES).await;
     state.relay.handle(req).await.map(Body::from).into_response()
+}
+
+async fn panel(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {
+    match state.panel.handle(req.method(), req.uri().path(), &state.base_url) {
+        Some(r) => r.map(Body::from).into_response(),
+        None => http::StatusCode::NOT_FOUND.into_response(),
+    }
+}
+
+async fn blob(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {
+    state.blobs.serve(req.uri().path(), req.uri().query()).await.map(Body::from).into_response()
 }
 
 async fn owner(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {
@@ -276,17 +310,26 @@ async fn metadata(State(state): State<Arc<AppState>>, headers: http::HeaderMap) 
     resource_metadata_response(state.endpoint.config(), &headers).map(Body::from).into_response()
 }
 
+/// The local signing secret (tokens, download links): 64 random bytes in a file only its
+/// owner can read (mode 0600, set when the file is created, never widened later).
 fn load_or_create_secret(path: &Path) -> anyhow::Result<Vec<u8>> {
+    use std::io::Write;
+    use std::os::unix::fs::OpenOptionsExt;
     if let Ok(s) = std::fs::read(path)
         && s.len() >= 32
     {
         return Ok(s);
     }
-    let mut secret = Vec::with_capacity(64);
-    for _ in 0..4 {
-        secret.extend_from_slice(uuid::Uuid::new_v4().as_bytes());
-    }
-    std::fs::write(path, &secret).with_context(|| format!("writing {}", path.display()))?;
+    let mut secret = vec![0u8; 64];
+    getrandom::fill(&mut secret).map_err(|e| anyhow::anyhow!("no randomness for the token secret: {e}"))?;
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+        .with_context(|| format!("creating {}", path.display()))?;
+    file.write_all(&secret).and_then(|()| file.sync_all()).with_context(|| format!("writing {}", path.display()))?;
     Ok(secret)
 }
 

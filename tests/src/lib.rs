@@ -387,3 +387,9 @@ where
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 }
+
+/// Artifact storage in a fresh temporary folder (local-style signed download links).
+pub fn temp_blobs(clock: domain::clock::SharedClock) -> Arc<dyn service::blobs::BlobStore> {
+    let dir = std::env::temp_dir().join(format!("fc-blobs-{}", uuid::Uuid::new_v4()));
+    Arc::new(service::blobs::DirBlobStore::new(dir, "http://127.0.0.1:0", b"test blob-link secret, 32 bytes.", clock))
+}

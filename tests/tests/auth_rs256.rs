@@ -104,7 +104,7 @@ async fn wrong_issuer_client_and_algorithm_confusion_are_refused() {
 #[tokio::test]
 async fn the_mcp_lambda_router_answers_http_api_events() {
     use service::mcp::{EndpointConfig, InProcess, McpEndpoint};
-    use service::tools::{DirBlobStore, ToolDeps};
+    use service::tools::ToolDeps;
     use store_sqlite::SqliteStore;
     let (auth, _, clock) = setup();
     let store = Arc::new(SqliteStore::in_memory(clock.clone(), Default::default()).unwrap());
@@ -112,7 +112,7 @@ async fn the_mcp_lambda_router_answers_http_api_events() {
         store,
         clock: clock.clone(),
         policy: Default::default(),
-        blobs: Some(Arc::new(DirBlobStore(std::env::temp_dir()))),
+        blobs: Some(foundry_tests::temp_blobs(clock.clone())),
     };
     let config = EndpointConfig {
         public_url: None,

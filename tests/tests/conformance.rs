@@ -15,14 +15,14 @@ use domain::errors::{
 };
 use domain::ids::{AgentId, ChatLinkId, ClaimId, CommandId, GraphSessionId, IdempotencyKey, OwnerId, TaskId};
 use domain::limits::Policy;
-use domain::projects::{Project, SyncOutcome};
+use domain::projects::{Project, Subscription, SyncOutcome};
 use domain::runs::{
     CancelRunOutcome, CompleteOutcome, Completion, ControlOutcome, FinalStatus, QueueOutcome, QueueRejection, QueueRun,
     Run, RunStatus, SessionMeta, StartOutcome,
 };
 use domain::tasks::{
     ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome, ClaimOutcome,
-    SubmitOutcome, SubmitRejection, SubmitStatus, TaskStatus,
+    ClaimRejection, SubmitOutcome, SubmitRejection, SubmitStatus, TaskStatus,
 };
 use foundry_tests::{Harness, test_policy};
 use tokio::sync::Barrier;
@@ -358,7 +358,7 @@ async fn expired_tasks_read_as_expired_and_reading_writes_nothing(h: Harness) {
         assert_eq!(task.status_at(h.now()), TaskStatus::Expired);
     }
     assert!(h.store.list_open_tasks(&o, l, 50).await.unwrap().is_empty());
-    assert_eq!(h.store.list_link_tasks(&o, l, 50).await.unwrap().len(), 2);
+    assert_eq!(h.store.list_link_tasks(&o, l, 50, None).await.unwrap().tasks.len(), 2);
     assert_eq!(h.writes(), writes, "a read wrote");
     assert_eq!(claim_error(&h.store.claim_task(&o, l, queued).await.unwrap()), "not claimable: expired");
     assert_eq!(claim_error(&h.store.claim_task(&o, l, claimed).await.unwrap()), "not claimable: expired");
@@ -389,7 +389,7 @@ async fn open_task_list_is_the_links_open_tasks_oldest_first(h: Harness) {
     let open: Vec<_> = h.store.list_open_tasks(&o, l, 50).await.unwrap().iter().map(|t| t.task_id).collect();
     assert_eq!(open, vec![t1]);
     assert!(h.store.list_open_tasks(&owner("mallory"), l, 50).await.unwrap().is_empty());
-    let all: Vec<_> = h.store.list_link_tasks(&o, l, 50).await.unwrap().iter().map(|t| t.task_id).collect();
+    let all: Vec<_> = h.store.list_link_tasks(&o, l, 50, None).await.unwrap().tasks.iter().map(|t| t.task_id).collect();
     assert_eq!(all, vec![t3, t2, t1], "owner list is newest first");
     let limited = h.store.list_open_tasks(&o, other, 1).await.unwrap();
     assert_eq!(limited.len(), 1);
@@ -414,7 +414,165 @@ async fn assign_is_idempotent_by_key_and_objective(h: Harness) {
     let foreign =
         AssignTask { owner: owner("mallory"), idempotency_key: IdempotencyKey::parse("other-key-1").unwrap(), ..req };
     assert_eq!(h.store.assign_task(&foreign).await.unwrap(), AssignOutcome::Rejected(AssignRejection::LinkNotFound));
-    assert_eq!(h.store.list_link_tasks(&o, l, 50).await.unwrap().len(), 1);
+    assert_eq!(h.store.list_link_tasks(&o, l, 50, None).await.unwrap().tasks.len(), 1);
+}
+
+/// The panel's double click and its retry after a timeout, at once: eight concurrent assigns
+/// with one key and one objective make exactly one task; the same key with another objective
+/// is refused, also under concurrency.
+async fn assign_idempotency_under_concurrent_retries(h: Harness) {
+    let h = Arc::new(h);
+    let o = owner("alice");
+    let l = link(&h, &o).await;
+    let req = AssignTask {
+        owner: o.clone(),
+        link_id: l,
+        objective: "Draft the reply".into(),
+        idempotency_key: IdempotencyKey::parse("panel-double-click").unwrap(),
+    };
+    let barrier = Arc::new(Barrier::new(8));
+    let mut handles = Vec::new();
+    for i in 0..8 {
+        let (h, barrier) = (h.clone(), barrier.clone());
+        let mut req = req.clone();
+        if i == 7 {
+            req.objective = "Draft the reply (edited)".into();
+        }
+        handles.push(tokio::spawn(async move {
+            barrier.wait().await;
+            h.store.assign_task(&req).await.unwrap()
+        }));
+    }
+    let mut ids = HashSet::new();
+    let mut mismatches = 0;
+    for handle in handles {
+        match handle.await.unwrap() {
+            AssignOutcome::Assigned(t) | AssignOutcome::Replayed(t) => {
+                ids.insert(t.task_id);
+            }
+            AssignOutcome::Rejected(AssignRejection::IdempotencyMismatch) => mismatches += 1,
+            other => panic!("{other:?}"),
+        }
+    }
+    let page = h.store.list_link_tasks(&o, l, 50, None).await.unwrap();
+    assert_eq!(page.tasks.len(), 1, "one key made {} tasks", page.tasks.len());
+    assert!(ids.len() == 1 && ids.contains(&page.tasks[0].task_id));
+    // Whichever objective won, the other one was refused (the edited one, or all seven others).
+    let edited_won = page.tasks[0].objective.ends_with("(edited)");
+    assert_eq!(mismatches, if edited_won { 7 } else { 1 });
+}
+
+async fn link_task_pages_are_newest_first_with_a_cursor(h: Harness) {
+    let o = owner("alice");
+    let l = link(&h, &o).await;
+    let mut made = Vec::new();
+    for i in 0..5 {
+        made.push(assign(&h, &o, l, &format!("task {i}")).await);
+    }
+    let t = made[1];
+    let c = claim(&h, &o, l, t).await;
+    // An artifact under the same partition must not show up as a task.
+    let rec = ArtifactRecord {
+        link_id: l,
+        task_id: t,
+        claim_id: c,
+        artifact_id: "notes".into(),
+        name: "notes.md".into(),
+        content_type: "text/markdown".into(),
+        sha256: "c".repeat(64),
+        size: 7,
+        object_key: "k".into(),
+    };
+    h.store.record_artifact(&o, &rec).await.unwrap();
+    let writes = h.writes();
+    let first = h.store.list_link_tasks(&o, l, 2, None).await.unwrap();
+    assert_eq!(first.tasks.iter().map(|t| t.task_id).collect::<Vec<_>>(), vec![made[4], made[3]]);
+    let second = h.store.list_link_tasks(&o, l, 2, first.next).await.unwrap();
+    assert_eq!(second.tasks.iter().map(|t| t.task_id).collect::<Vec<_>>(), vec![made[2], made[1]]);
+    let third = h.store.list_link_tasks(&o, l, 2, second.next).await.unwrap();
+    assert_eq!(third.tasks.iter().map(|t| t.task_id).collect::<Vec<_>>(), vec![made[0]]);
+    assert_eq!(third.next, None);
+    assert_eq!(h.store.list_link_tasks(&o, l, 5, None).await.unwrap().next, None, "exactly one full page");
+    assert!(h.store.list_link_tasks(&owner("mallory"), l, 5, None).await.unwrap().tasks.is_empty());
+    let arts = h.store.list_artifacts(&o, l, t).await.unwrap();
+    assert_eq!(arts, vec![rec]);
+    assert!(h.store.list_artifacts(&owner("mallory"), l, t).await.unwrap().is_empty());
+    assert_eq!(h.writes(), writes, "listing wrote");
+}
+
+async fn deleting_a_link_cancels_its_open_tasks_and_hides_all_of_them(h: Harness) {
+    let o = owner("alice");
+    let l = link(&h, &o).await;
+    let queued = assign(&h, &o, l, "still queued").await;
+    let claimed = assign(&h, &o, l, "being worked on").await;
+    let c = claim(&h, &o, l, claimed).await;
+    let done = assign(&h, &o, l, "finished").await;
+    let dc = claim(&h, &o, l, done).await;
+    h.store.submit_task(&submit_req(&o, l, done, dc, SubmitStatus::Completed, "ok")).await.unwrap();
+    assert_eq!(h.store.delete_link(&owner("mallory"), l).await.unwrap(), None, "another owner cannot delete it");
+    assert_eq!(h.store.delete_link(&o, l).await.unwrap(), Some(2));
+    // For the owner the link is gone; assigning to it is refused.
+    assert_eq!(h.store.get_link(&o, l).await.unwrap(), None);
+    assert!(h.store.list_links(&o).await.unwrap().iter().all(|x| x.link_id != l));
+    let req = AssignTask {
+        owner: o.clone(),
+        link_id: l,
+        objective: "too late".into(),
+        idempotency_key: IdempotencyKey::parse("after-delete").unwrap(),
+    };
+    assert_eq!(h.store.assign_task(&req).await.unwrap(), AssignOutcome::Rejected(AssignRejection::LinkNotFound));
+    // Through MCP every task of the link reads exactly like an unknown one.
+    assert!(h.store.list_open_tasks(&o, l, 50).await.unwrap().is_empty());
+    for t in [queued, claimed, done] {
+        assert_eq!(h.store.get_task(&o, l, t).await.unwrap(), None);
+        let out = h.store.claim_task(&o, l, t).await.unwrap();
+        assert_eq!(out, ClaimOutcome::Rejected(ClaimRejection::Missing));
+        assert_eq!(ClaimRejection::Missing.to_string(), NOT_CLAIMABLE_MISSING);
+    }
+    let late = h.store.submit_task(&submit_req(&o, l, claimed, c, SubmitStatus::Completed, "late")).await.unwrap();
+    assert_eq!(late, SubmitOutcome::Rejected(SubmitRejection::Missing));
+    let replay = h.store.submit_task(&submit_req(&o, l, done, dc, SubmitStatus::Completed, "ok")).await.unwrap();
+    assert_eq!(replay, SubmitOutcome::Rejected(SubmitRejection::Missing));
+    // Deleting again finishes nothing new and is not an error.
+    assert_eq!(h.store.delete_link(&o, l).await.unwrap(), Some(0));
+}
+
+async fn subscriptions_are_stored_on_the_link(h: Harness) {
+    let o = owner("alice");
+    let l = link(&h, &o).await;
+    let sub = Subscription {
+        url: "https://hooks.example.com/fc".into(),
+        secret: domain::projects::new_webhook_secret().unwrap(),
+        created_at: h.now(),
+    };
+    let set = h.store.set_subscription(&o, l, Some(&sub)).await.unwrap().unwrap();
+    assert_eq!(set.subscription.as_ref(), Some(&sub));
+    assert_eq!(h.store.get_link(&o, l).await.unwrap().unwrap().subscription, Some(sub.clone()));
+    assert_eq!(h.store.set_subscription(&owner("mallory"), l, Some(&sub)).await.unwrap(), None);
+    let cleared = h.store.set_subscription(&o, l, None).await.unwrap().unwrap();
+    assert_eq!(cleared.subscription, None);
+    h.store.delete_link(&o, l).await.unwrap();
+    assert_eq!(h.store.set_subscription(&o, l, Some(&sub)).await.unwrap(), None, "a deleted link cannot subscribe");
+}
+
+async fn the_owner_sees_every_agents_runs_newest_first(h: Harness) {
+    let o = owner("alice");
+    project(&h, &o, &[1]).await;
+    let (a, b) = (agent("claude"), agent("chatgpt"));
+    let r1 = queue(&h, &o, &a, "owner-runs-1").await;
+    let r2 = queue(&h, &o, &b, "owner-runs-2").await;
+    let r3 = queue(&h, &o, &a, "owner-runs-3").await;
+    let mallory = owner("mallory");
+    project(&h, &mallory, &[1]).await;
+    queue(&h, &mallory, &agent("claude"), "owner-runs-4").await;
+    let writes = h.writes();
+    let ids = |runs: Vec<Run>| runs.into_iter().map(|r| r.command_id).collect::<Vec<_>>();
+    assert_eq!(
+        ids(h.store.recent_runs(&o, 10, None).await.unwrap()),
+        vec![r3.command_id, r2.command_id, r1.command_id]
+    );
+    assert_eq!(ids(h.store.recent_runs(&o, 1, Some(r3.command_id)).await.unwrap()), vec![r2.command_id]);
+    assert_eq!(h.writes(), writes, "listing wrote");
 }
 
 async fn artifacts_are_idempotent_and_fenced(h: Harness) {
@@ -799,6 +957,21 @@ async fn device_tokens_authenticate_until_revoked(h: Harness) {
     assert!(h.store.revoke_device(&o, d.device_id).await.unwrap(), "revoking twice is fine");
 }
 
+async fn device_last_seen_is_recorded_at_most_once_a_minute(h: Harness) {
+    let o = owner("alice");
+    let (_, hash) = domain::devices::new_token().unwrap();
+    let d = h.store.create_device(&o, "MacBook", &hash).await.unwrap();
+    assert_eq!(h.store.list_devices(&o).await.unwrap()[0].last_seen_at, None);
+    h.store.record_device_seen(&d).await.unwrap();
+    let first = h.now();
+    h.advance(Duration::from_secs(30));
+    h.store.record_device_seen(&d).await.unwrap();
+    assert_eq!(h.store.list_devices(&o).await.unwrap()[0].last_seen_at, Some(first), "kept to the minute");
+    h.advance(Duration::from_secs(31));
+    h.store.record_device_seen(&d).await.unwrap();
+    assert_eq!(h.store.list_devices(&o).await.unwrap()[0].last_seen_at, Some(h.now()));
+}
+
 // ---- request counts --------------------------------------------------------------------------
 
 /// The minimum on the common path (DynamoDB requests per operation). On the embedded store the
@@ -939,6 +1112,12 @@ suite! {
     big_results_round_trip,
     request_counts_on_the_common_path,
     device_tokens_authenticate_until_revoked,
+    device_last_seen_is_recorded_at_most_once_a_minute,
+    assign_idempotency_under_concurrent_retries,
+    link_task_pages_are_newest_first_with_a_cursor,
+    deleting_a_link_cancels_its_open_tasks_and_hides_all_of_them,
+    subscriptions_are_stored_on_the_link,
+    the_owner_sees_every_agents_runs_newest_first,
 }
 
 /// A submit request (the store takes one struct).

@@ -53,10 +53,7 @@ async fn official_conformance_server_scenarios() {
         return;
     };
     let dir = std::env::temp_dir().join(format!("foundry-conf-{}", uuid::Uuid::new_v4()));
-    let running =
-        local::start(LocalConfig { data_dir: dir.clone(), port: 0, public_url: None, policy: Default::default() })
-            .await
-            .unwrap();
+    let running = local::start(LocalConfig::at(dir.clone())).await.unwrap();
     let proxy = Arc::new(Proxy {
         target: format!("http://{}", running.addr),
         token: running.token.clone(),

@@ -23,7 +23,7 @@ struct Server {
 
 async fn server() -> Server {
     let dir = std::env::temp_dir().join(format!("foundry-local-{}", uuid::Uuid::new_v4()));
-    let config = LocalConfig { data_dir: dir.clone(), port: 0, public_url: None, policy: Default::default() };
+    let config = LocalConfig::at(dir.clone());
     let running = local::start(config).await.unwrap();
     Server { running, http: reqwest::Client::new(), dir }
 }
@@ -311,10 +311,7 @@ async fn a_restart_keeps_data_and_tokens() {
     let demo = s.running.demo.clone();
     let dir = s.dir.clone();
     s.running.stop().await;
-    let again =
-        local::start(LocalConfig { data_dir: dir.clone(), port: 0, public_url: None, policy: Default::default() })
-            .await
-            .unwrap();
+    let again = local::start(LocalConfig::at(dir.clone())).await.unwrap();
     assert_eq!((again.demo.project_id, again.demo.chat_link_id), (demo.project_id, demo.chat_link_id));
     assert_eq!(again.demo.task_id, None, "the demo task is created once");
     let open = again.store.list_open_tasks(&demo.owner, demo.chat_link_id, 50).await.unwrap();

@@ -24,10 +24,7 @@ async fn drive(python_var: &str, expected_protocol: &str) {
         return;
     };
     let dir = std::env::temp_dir().join(format!("foundry-py-{}", uuid::Uuid::new_v4()));
-    let running =
-        local::start(LocalConfig { data_dir: dir.clone(), port: 0, public_url: None, policy: Default::default() })
-            .await
-            .unwrap();
+    let running = local::start(LocalConfig::at(dir.clone())).await.unwrap();
     let demo = running.demo.clone();
     let gs = GraphSessionId::parse("g", &format!("gs_{}", "ab".repeat(16))).unwrap();
     let meta = SessionMeta {

@@ -32,10 +32,7 @@ async fn run(python_var: &str, marker: &str) {
     let placeholder = r#"URL, TOKEN, LINK = "http://127.0.0.1:8787/mcp", "<Bearer token>", "<Chat link id>""#;
     assert!(code.contains(placeholder), "the README example lost its placeholder line:\n{code}");
     let dir = std::env::temp_dir().join(format!("foundry-readme-{}", uuid::Uuid::new_v4()));
-    let running =
-        local::start(LocalConfig { data_dir: dir.clone(), port: 0, public_url: None, policy: Default::default() })
-            .await
-            .unwrap();
+    let running = local::start(LocalConfig::at(dir.clone())).await.unwrap();
     let filled = format!(
         "URL, TOKEN, LINK = {:?}, {:?}, {:?}",
         running.mcp_url,

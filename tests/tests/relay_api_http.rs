@@ -15,10 +15,7 @@ async fn call(http: &reqwest::Client, method: reqwest::Method, url: String, toke
 #[tokio::test]
 async fn relay_and_owner_apis_refuse_bad_input_clearly_and_write_nothing() {
     let dir = std::env::temp_dir().join(format!("foundry-relayapi-{}", uuid::Uuid::new_v4()));
-    let running =
-        local::start(LocalConfig { data_dir: dir.clone(), port: 0, public_url: None, policy: Default::default() })
-            .await
-            .unwrap();
+    let running = local::start(LocalConfig::at(dir.clone())).await.unwrap();
     let http = reqwest::Client::new();
     let base = format!("{}{}", running.base_url, service::relay_api::PREFIX);
     let token = running.device_token.clone();

@@ -35,8 +35,7 @@ fn gs(n: u8) -> GraphSessionId {
 async fn env(heartbeat_timeout: Duration) -> Env {
     let dir = std::env::temp_dir().join(format!("relay-e2e-{}", uuid::Uuid::new_v4()));
     let policy = Policy { poll_interval: Duration::from_secs(1), heartbeat_timeout, ..Policy::default() };
-    let running =
-        local::start(LocalConfig { data_dir: dir.join("server"), port: 0, public_url: None, policy }).await.unwrap();
+    let running = local::start(LocalConfig { policy, ..LocalConfig::at(dir.join("server")) }).await.unwrap();
     Env { running, dir, agent: AgentId::new("e2e-client", local::DEMO_OWNER).unwrap() }
 }
 

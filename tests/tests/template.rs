@@ -156,7 +156,10 @@ fn problems(template: &str) -> Vec<String> {
             None => {
                 let (declared, index) = match name.as_str() {
                     "graph_relay" => (service::relay_api::DYNAMODB_ACTIONS, Some("gsi1")),
-                    "owner_api" => (service::owner_api::DYNAMODB_ACTIONS, None),
+                    "owner_api" => {
+                        expected.insert("s3:GetObject".into());
+                        (service::owner_api::DYNAMODB_ACTIONS, Some(store_dynamo::OWNER_RUNS_INDEX))
+                    }
                     other => {
                         p.push(format!("{other}: a function the checker does not know"));
                         (&[][..], None)
@@ -167,6 +170,7 @@ fn problems(template: &str) -> Vec<String> {
                     let ok = resources.iter().all(|r| {
                         r == "Table.Arn"
                             || index.is_some_and(|i| action == "dynamodb:Query" && r.ends_with(&format!("/index/{i}")))
+                            || (action == "s3:GetObject" && r.contains("ArtifactBucket.Arn}/artifacts/"))
                     });
                     if !ok {
                         p.push(format!(
@@ -190,7 +194,10 @@ fn problems(template: &str) -> Vec<String> {
         .filter_map(|g| g["IndexName"].as_str().map(str::to_owned))
         .collect();
     let want: BTreeSet<String> =
-        [store_dynamo::QUEUE_INDEX, store_dynamo::OPEN_TASKS_INDEX].iter().map(|s| (*s).to_owned()).collect();
+        [store_dynamo::QUEUE_INDEX, store_dynamo::OPEN_TASKS_INDEX, store_dynamo::OWNER_RUNS_INDEX]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
     if gsis != want {
         p.push(format!("table indexes {gsis:?}, the store uses {want:?}"));
     }
@@ -199,6 +206,15 @@ fn problems(template: &str) -> Vec<String> {
     }
     if table["BillingMode"].as_str() != Some("PAY_PER_REQUEST") {
         p.push("table must be on-demand".into());
+    }
+    // The panel signs in with the owner client and is its own callback: the client's callback
+    // must be exactly the PanelUrl output (the panel sends `<origin>/panel` as redirect_uri).
+    let mut callback = Vec::new();
+    strings(&t["Resources"]["OwnerClient"]["Properties"]["CallbackURLs"], &mut callback);
+    let mut panel = Vec::new();
+    strings(&t["Outputs"]["PanelUrl"]["Value"], &mut panel);
+    if panel.is_empty() || callback != panel || !panel.iter().all(|u| u.ends_with(service::panel::PATH)) {
+        p.push(format!("owner client callback {callback:?} must be the PanelUrl output {panel:?}"));
     }
     p
 }
@@ -232,6 +248,7 @@ fn the_checker_catches_broken_templates() {
         ("invoke widened", t.replacen("                - !GetAtt ListGraphSessionsFunction.Arn\n", "                - \"*\"\n", 1)),
         ("env var removed", t.replacen("          ARTIFACT_BUCKET: !Ref ArtifactBucket\n", "", 1)),
         ("index renamed", t.replacen("IndexName: gsi2", "IndexName: open", 1)),
+        ("panel callback changed", t.replacen("${AWS::URLSuffix}/panel\"]\n      LogoutURLs", "${AWS::URLSuffix}/callback\"]\n      LogoutURLs", 1)),
     ];
     for (what, broken) in cases {
         assert_ne!(broken, t, "{what}: the mutation did not apply");

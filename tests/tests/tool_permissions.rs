@@ -15,7 +15,7 @@ use domain::runs::SessionMeta;
 use domain::tasks::{AssignOutcome, AssignTask};
 use foundry_tests::{Backend, Harness, test_policy};
 use serde_json::json;
-use service::tools::{DirBlobStore, ToolCall, ToolDeps, ToolName, ToolReply, handle};
+use service::tools::{ToolCall, ToolDeps, ToolName, ToolReply, handle};
 
 /// IAM actions of one logged request; a transaction needs the actions of its parts.
 fn iam(op: &str) -> Vec<String> {
@@ -61,7 +61,7 @@ async fn every_tool_uses_exactly_its_declared_dynamodb_actions() {
         store: Arc::clone(&h.store),
         clock: h.clock.clone(),
         policy: h.policy,
-        blobs: Some(Arc::new(DirBlobStore(std::env::temp_dir().join("fc-perm-blobs")))),
+        blobs: Some(foundry_tests::temp_blobs(h.clock.clone())),
     };
 
     let (p, l, t) = (project.project_id.to_string(), link.to_string(), task.task_id.to_string());
@@ -168,7 +168,14 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
         std::time::Duration::from_secs(600),
     )
     .unwrap();
-    let owner_api = OwnerApi { store: Arc::clone(&h.store), auth };
+    let owner_api = OwnerApi {
+        store: Arc::clone(&h.store),
+        auth,
+        clock: h.clock.clone(),
+        policy: h.policy,
+        blobs: Some(foundry_tests::temp_blobs(h.clock.clone())),
+        urls: service::webhook_url::UrlPolicy::Cloud,
+    };
     let relay_api = RelayApi { store: Arc::clone(&h.store), clock: h.clock.clone(), policy: h.policy };
     let iam_of = |ops: Vec<String>| -> BTreeSet<String> { ops.iter().flat_map(|o| iam(o)).collect() };
 
@@ -202,6 +209,59 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
         ))
         .await;
     assert_eq!(revoked.status(), 200);
+    let json_of = |r: http::Response<bytes::Bytes>| -> serde_json::Value {
+        assert!(r.status().is_success(), "{:?}", r.body());
+        serde_json::from_slice(r.body()).unwrap()
+    };
+    let link = json_of(
+        owner_api
+            .handle(request("POST", "/owner/links", &owner_token, json!({"project_id": project, "name": "Chat"})))
+            .await,
+    )["chat_link_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    json_of(owner_api.handle(request("GET", "/owner/links", &owner_token, json!(null))).await);
+    json_of(owner_api.handle(request("GET", &format!("/owner/links/{link}"), &owner_token, json!(null))).await);
+    let sub = json!({"url": "https://hooks.example.com/fc"});
+    json_of(owner_api.handle(request("PUT", &format!("/owner/links/{link}/subscription"), &owner_token, sub)).await);
+    json_of(
+        owner_api
+            .handle(request("DELETE", &format!("/owner/links/{link}/subscription"), &owner_token, json!(null)))
+            .await,
+    );
+    let assign = json!({"objective": "Summarize", "idempotency_key": "perm-assign-1"});
+    let task = json_of(
+        owner_api.handle(request("POST", &format!("/owner/links/{link}/tasks"), &owner_token, assign.clone())).await,
+    )["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    json_of(owner_api.handle(request("POST", &format!("/owner/links/{link}/tasks"), &owner_token, assign)).await);
+    json_of(
+        owner_api
+            .handle(request("GET", &format!("/owner/links/{link}/tasks?limit=10"), &owner_token, json!(null)))
+            .await,
+    );
+    json_of(
+        owner_api.handle(request("GET", &format!("/owner/links/{link}/tasks/{task}"), &owner_token, json!(null))).await,
+    );
+    json_of(
+        owner_api
+            .handle(request("POST", &format!("/owner/links/{link}/tasks/{task}/cancel"), &owner_token, json!(null)))
+            .await,
+    );
+    json_of(owner_api.handle(request("GET", "/owner/runs", &owner_token, json!(null))).await);
+    json_of(owner_api.handle(request("GET", "/owner/overview", &owner_token, json!(null))).await);
+    let doomed = json_of(
+        owner_api
+            .handle(request("POST", "/owner/links", &owner_token, json!({"project_id": project, "name": "Old"})))
+            .await,
+    )["chat_link_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    json_of(owner_api.handle(request("DELETE", &format!("/owner/links/{doomed}"), &owner_token, json!(null))).await);
     let owner_used = iam_of(log.take());
 
     // Relay API: sync, start, control, complete, on a queued run.

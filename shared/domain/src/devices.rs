@@ -25,6 +25,8 @@ pub struct Device {
     pub created_at: Timestamp,
     /// When the owner revoked it.
     pub revoked_at: Option<Timestamp>,
+    /// When its relay last synced (kept to the minute).
+    pub last_seen_at: Option<Timestamp>,
 }
 
 impl Device {
@@ -37,6 +39,7 @@ impl Device {
             token_hash: token_hash.to_owned(),
             created_at: now,
             revoked_at: None,
+            last_seen_at: None,
         }
     }
 }

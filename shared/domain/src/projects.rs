@@ -48,6 +48,18 @@ impl Project {
     }
 }
 
+/// A chat link's event subscription: where its events are delivered as signed webhooks
+/// (SPEC §8). The secret signs every delivery; the owner sees it once, when it is created.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Subscription {
+    /// The receiver (checked again at delivery time).
+    pub url: String,
+    /// `whsec_` + base64 of 32 random bytes (the Standard Webhooks format).
+    pub secret: String,
+    /// When it was set.
+    pub created_at: Timestamp,
+}
+
 /// A chat link: one host conversation bound to one project.
 #[derive(Debug, Clone, PartialEq)]
 pub struct ChatLink {
@@ -61,6 +73,8 @@ pub struct ChatLink {
     pub name: String,
     /// When it was created.
     pub created_at: Timestamp,
+    /// Where its events go, if the owner subscribed it.
+    pub subscription: Option<Subscription>,
 }
 
 impl ChatLink {
@@ -72,8 +86,21 @@ impl ChatLink {
             project_id: project,
             name: name.to_owned(),
             created_at: now,
+            subscription: None,
         }
     }
+}
+
+/// A fresh event-subscription secret: `whsec_` + base64 of 32 random bytes (the Standard
+/// Webhooks format; receivers' libraries accept it as is).
+///
+/// # Errors
+/// When the operating system cannot provide randomness.
+pub fn new_webhook_secret() -> Result<String, getrandom::Error> {
+    use base64::Engine;
+    let mut bytes = [0u8; 32];
+    getrandom::fill(&mut bytes)?;
+    Ok(format!("whsec_{}", base64::engine::general_purpose::STANDARD.encode(bytes)))
 }
 
 /// Checks a project or link name: 1 to 200 characters, not blank.

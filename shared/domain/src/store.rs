@@ -18,14 +18,14 @@ use async_trait::async_trait;
 
 use crate::devices::Device;
 use crate::ids::{AgentId, ChatLinkId, CommandId, OwnerId, ProjectId, TaskId};
-use crate::projects::{ChatLink, Project, SyncOutcome};
+use crate::projects::{ChatLink, Project, Subscription, SyncOutcome};
 use crate::runs::{
     CancelRunOutcome, CompleteOutcome, Completion, ControlOutcome, QueueOutcome, QueueRun, Run, SessionMeta,
     StartOutcome,
 };
 use crate::tasks::{
     ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignTask, CancelTaskOutcome, ClaimOutcome, SubmitOutcome,
-    SubmitTask, Task,
+    SubmitTask, Task, TaskPage,
 };
 
 /// A boxed error cause, kept for the logs.
@@ -147,6 +147,18 @@ pub trait ManageLinks: Send + Sync {
     async fn get_link(&self, owner: &OwnerId, link: ChatLinkId) -> StoreResult<Option<ChatLink>>;
     /// All links of the owner.
     async fn list_links(&self, owner: &OwnerId) -> StoreResult<Vec<ChatLink>>;
+    /// Deletes a link: it disappears for the owner and for every chat, its open tasks become
+    /// `cancelled`, and all its tasks read as missing through MCP. `None` if the owner has no
+    /// such link; otherwise how many open tasks this call cancelled. Safe to repeat: a delete
+    /// cut short is finished by the next one.
+    async fn delete_link(&self, owner: &OwnerId, link: ChatLinkId) -> StoreResult<Option<usize>>;
+    /// Sets (or with `None` removes) the link's event subscription; `None` if no such link.
+    async fn set_subscription(
+        &self,
+        owner: &OwnerId,
+        link: ChatLinkId,
+        subscription: Option<&Subscription>,
+    ) -> StoreResult<Option<ChatLink>>;
 }
 
 /// Owner: assign, cancel and list tasks.
@@ -156,8 +168,25 @@ pub trait AssignTasks: Send + Sync {
     async fn assign_task(&self, req: &AssignTask) -> StoreResult<AssignOutcome>;
     /// Cancels an open task in one conditional write.
     async fn cancel_task(&self, owner: &OwnerId, link: ChatLinkId, task: TaskId) -> StoreResult<CancelTaskOutcome>;
-    /// Every task of a link, newest first (one query).
-    async fn list_link_tasks(&self, owner: &OwnerId, link: ChatLinkId, limit: usize) -> StoreResult<Vec<Task>>;
+    /// A link's tasks, newest first, `limit` per page, starting after `before` (a task id from
+    /// the previous page's `next`). One query; the caller checked the link is the owner's.
+    async fn list_link_tasks(
+        &self,
+        owner: &OwnerId,
+        link: ChatLinkId,
+        limit: usize,
+        before: Option<TaskId>,
+    ) -> StoreResult<TaskPage>;
+    /// The artifacts recorded for a task, oldest first (one query).
+    async fn list_artifacts(&self, owner: &OwnerId, link: ChatLinkId, task: TaskId)
+    -> StoreResult<Vec<ArtifactRecord>>;
+}
+
+/// Owner: the recent graph runs of all the owner's projects, whichever agent queued them.
+#[async_trait]
+pub trait OwnerRuns: Send + Sync {
+    /// The owner's runs, newest first, `limit` per page, starting after `before`. One query.
+    async fn recent_runs(&self, owner: &OwnerId, limit: usize, before: Option<CommandId>) -> StoreResult<Vec<Run>>;
 }
 
 /// Agent: read a link's tasks.
@@ -201,7 +230,14 @@ pub trait ManageDevices: Send + Sync {
 pub trait AuthenticateDevices: Send + Sync {
     /// The device with this token hash, if it exists and is not revoked. One read, no write.
     async fn device_by_token_hash(&self, token_hash: &str) -> StoreResult<Option<Device>>;
+    /// Records that the device synced at `now`, at most once per [`DEVICE_SEEN_GRANULARITY`]
+    /// (a conditional write that usually does nothing), so the owner sees when each desktop
+    /// was last seen without a write per request.
+    async fn record_device_seen(&self, device: &Device) -> StoreResult<()>;
 }
+
+/// How fresh a device's `last_seen_at` is kept.
+pub const DEVICE_SEEN_GRANULARITY: std::time::Duration = std::time::Duration::from_secs(60);
 
 /// Every capability: what the local server and the test suite hold.
 pub trait Store:
@@ -218,6 +254,7 @@ pub trait Store:
     + RecordArtifacts
     + ManageDevices
     + AuthenticateDevices
+    + OwnerRuns
 {
 }
 
@@ -235,5 +272,6 @@ impl<T> Store for T where
         + RecordArtifacts
         + ManageDevices
         + AuthenticateDevices
+        + OwnerRuns
 {
 }

@@ -128,6 +128,18 @@ pub struct Task {
     pub result_hash: Option<String>,
     /// When it reached a terminal status.
     pub finished_at: Option<Timestamp>,
+    /// The owner deleted its chat link: the task is invisible to every chat (it reads as
+    /// missing, exactly like an unknown task) and, if it was open, it was cancelled.
+    pub link_deleted: bool,
+}
+
+/// One page of a link's tasks, newest first.
+#[derive(Debug, Clone, PartialEq)]
+pub struct TaskPage {
+    /// The tasks of this page.
+    pub tasks: Vec<Task>,
+    /// Pass this as `before` to get the next page; `None` on the last page.
+    pub next: Option<TaskId>,
 }
 
 impl Task {
@@ -146,7 +158,14 @@ impl Task {
             result: None,
             result_hash: None,
             finished_at: None,
+            link_deleted: false,
         }
+    }
+
+    /// Whether a chat of `owner` asking through `link` may see this task at all: same owner,
+    /// same link, and the link not deleted. Everything else reads as missing.
+    pub fn visible_to(&self, owner: &OwnerId, link: &ChatLinkId) -> bool {
+        &self.owner == owner && &self.link_id == link && !self.link_deleted
     }
 
     /// The status at `now`: an open task at or past `expires_at` is `expired`.
@@ -383,7 +402,7 @@ pub enum ArtifactOutcome {
 /// Classifies a failed claim from the task's old image (`None`: no such item). The same link
 /// asking again while its claim is live gets that claim back.
 pub fn classify_claim(old: Option<&Task>, owner: &OwnerId, link: &ChatLinkId, now: Timestamp) -> ClaimOutcome {
-    let Some(task) = old.filter(|t| &t.owner == owner && &t.link_id == link) else {
+    let Some(task) = old.filter(|t| t.visible_to(owner, link)) else {
         return ClaimOutcome::Rejected(ClaimRejection::Missing);
     };
     let status = task.status_at(now);
@@ -405,7 +424,7 @@ pub fn classify_submit(
     hash: Option<&str>,
     now: Timestamp,
 ) -> SubmitOutcome {
-    let Some(task) = old.filter(|t| &t.owner == owner && &t.link_id == link) else {
+    let Some(task) = old.filter(|t| t.visible_to(owner, link)) else {
         return SubmitOutcome::Rejected(SubmitRejection::Missing);
     };
     let ours = task.claim_id.as_ref() == Some(claim);
@@ -435,7 +454,7 @@ pub fn classify_cancel_task(
     link: &ChatLinkId,
     now: Timestamp,
 ) -> CancelTaskOutcome {
-    match old.filter(|t| &t.owner == owner && &t.link_id == link) {
+    match old.filter(|t| t.visible_to(owner, link)) {
         None => CancelTaskOutcome::NotFound,
         Some(t) => CancelTaskOutcome::Unchanged(t.status_at(now)),
     }

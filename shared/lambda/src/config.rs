@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use domain::limits::Policy;
 use service::mcp::{DEFAULT_MAX_BODY_BYTES, EndpointConfig};
+use service::panel::{DEFAULT_REFRESH_SECONDS, PanelConfig, SignIn};
 use service::tools::{ToolName, ToolSpec};
 
 /// Every problem found in a function's environment, one per line.
@@ -39,6 +40,10 @@ pub const OAUTH_AUDIENCES: &str = "OAUTH_AUDIENCES";
 /// `https://` + the request's `Host` (the API Gateway URL, which the function cannot be given
 /// without a dependency cycle in the template).
 pub const PUBLIC_URL: &str = "PUBLIC_URL";
+/// The hosted sign-in domain of the user pool (the owner panel signs in there).
+pub const HOSTED_AUTH_URL: &str = "HOSTED_AUTH_URL";
+/// Optional: seconds between owner-panel refreshes (default 15).
+pub const PANEL_REFRESH_SECONDS: &str = "PANEL_REFRESH_SECONDS";
 /// Optional: accepted `Host` values, comma-separated. Unset: no `Host` check (API Gateway only
 /// routes requests for its own domains, and every request needs a bearer token).
 pub const ALLOWED_HOSTS: &str = "ALLOWED_HOSTS";
@@ -57,7 +62,13 @@ pub fn required_keys(function: &str) -> Option<Vec<String>> {
     }
     match function {
         "graph_relay" => return Some(vec![TABLE_NAME.to_owned()]),
-        "owner_api" => return Some([TABLE_NAME, OAUTH_ISSUER, JWKS_URL, OAUTH_AUDIENCES].map(str::to_owned).to_vec()),
+        "owner_api" => {
+            return Some(
+                [TABLE_NAME, OAUTH_ISSUER, JWKS_URL, OAUTH_AUDIENCES, ARTIFACT_BUCKET, PUBLIC_URL, HOSTED_AUTH_URL]
+                    .map(str::to_owned)
+                    .to_vec(),
+            );
+        }
         _ => {}
     }
     let tool = ToolName::parse(function)?;
@@ -84,6 +95,17 @@ impl<F: Fn(&str) -> Option<String>> Reader<F> {
             self.errors.push(format!("{key}: required"));
         }
         v
+    }
+
+    /// A required `http(s)` URL, without a trailing slash.
+    fn url(&mut self, key: &str) -> Option<String> {
+        let v = self.get_required(key)?.trim_end_matches('/').to_owned();
+        if v.starts_with("https://") || v.starts_with("http://") {
+            Some(v)
+        } else {
+            self.errors.push(format!("{key}: must be an http(s) URL (got {v:?})"));
+            None
+        }
     }
 
     fn seconds(&mut self, key: &str, default: Duration) -> Duration {
@@ -174,6 +196,16 @@ pub struct OwnerConfig {
     pub jwks_url: String,
     /// Accepted audiences (the owner's app client).
     pub audiences: Vec<String>,
+    /// The artifact bucket (the task detail's download links).
+    pub bucket: String,
+    /// The stack's public base URL (the panel's callback is `<it>/panel`).
+    pub public_url: String,
+    /// The hosted sign-in domain, e.g. `https://<prefix>.auth.<region>.amazoncognito.com`.
+    pub hosted_auth_url: String,
+    /// The owner app client the panel signs in with.
+    pub owner_client_id: String,
+    /// Seconds between panel refreshes.
+    pub panel_refresh_seconds: u32,
 }
 
 impl OwnerConfig {
@@ -188,7 +220,42 @@ impl OwnerConfig {
         let issuer = r.required(OAUTH_ISSUER);
         let jwks_url = r.required(JWKS_URL);
         let audiences = list(&r.required(OAUTH_AUDIENCES));
-        r.finish(Self { table, policy, issuer, jwks_url, audiences })
+        let bucket = r.required(ARTIFACT_BUCKET);
+        let public_url = r.url(PUBLIC_URL).unwrap_or_default();
+        let hosted_auth_url = r.url(HOSTED_AUTH_URL).unwrap_or_default();
+        let owner_client_id = audiences.first().cloned().unwrap_or_default();
+        let panel_refresh_seconds = r
+            .seconds(PANEL_REFRESH_SECONDS, std::time::Duration::from_secs(u64::from(DEFAULT_REFRESH_SECONDS)))
+            .as_secs()
+            .try_into()
+            .unwrap_or(DEFAULT_REFRESH_SECONDS);
+        r.finish(Self {
+            table,
+            policy,
+            issuer,
+            jwks_url,
+            audiences,
+            bucket,
+            public_url,
+            hosted_auth_url,
+            owner_client_id,
+            panel_refresh_seconds,
+        })
+    }
+
+    /// The panel's sign-in: Cognito's hosted page on the owner client.
+    pub fn panel(&self) -> PanelConfig {
+        let base = &self.hosted_auth_url;
+        PanelConfig {
+            sign_in: SignIn::Cognito {
+                authorize_url: format!("{base}/oauth2/authorize"),
+                token_url: format!("{base}/oauth2/token"),
+                logout_url: format!("{base}/logout"),
+                client_id: self.owner_client_id.clone(),
+                scope: "openid osfoundry/owner".into(),
+            },
+            refresh_seconds: self.panel_refresh_seconds,
+        }
     }
 }
 

@@ -59,6 +59,7 @@ pub async fn aws_config() -> aws_config::SdkConfig {
 }
 
 /// The DynamoDB store on `table`, with the system clock.
+#[cfg(feature = "dynamo")]
 pub fn dynamo_store(
     aws: &aws_config::SdkConfig,
     table: &str,

@@ -1,18 +1,23 @@
-//! The `owner_api` function: `service::owner_api::OwnerApi` on DynamoDB, owner tokens checked
-//! against the issuer's JWKS.
+//! The `owner_api` function: `service::owner_api::OwnerApi` on DynamoDB (owner tokens checked
+//! against the issuer's JWKS, download links presigned on S3) and the owner's web panel.
 
 use std::sync::Arc;
 
 use domain::clock::{SharedClock, SystemClock};
 use service::auth::{Authenticator, JwksCache, Keys};
+use service::blobs::BlobStore;
 use service::owner_api::OwnerApi;
+use service::panel::{PATH, PanelConfig};
+use service::webhook_url::UrlPolicy;
+use store_dynamo::DynamoStore;
 
 use crate::config::OwnerConfig;
 use crate::http_glue::{http_request, lambda_response};
 use crate::jwks::HttpJwks;
+use crate::s3::S3Blobs;
 use crate::{Error, aws_config, dynamo_store, env, init_tracing};
 
-/// Runs the owner API until the runtime stops it.
+/// Runs the owner API and the panel until the runtime stops it.
 ///
 /// # Errors
 /// Bad configuration (every problem at once, before any work), or the runtime failing.
@@ -25,13 +30,43 @@ pub async fn run() -> Result<(), Error> {
         issuer: config.issuer.clone(),
         audiences: config.audiences.clone(),
         keys: Keys::Jwks(JwksCache::new(Arc::new(HttpJwks::new(&config.jwks_url)?))),
-        clock,
+        clock: clock.clone(),
     };
-    let store = dynamo_store(&aws, &config.table, config.policy);
-    let api = Arc::new(OwnerApi { store: Arc::new(store), auth: Arc::new(auth) });
+    let blobs: Arc<dyn BlobStore> = Arc::new(S3Blobs::new(&aws, &config.bucket));
+    let api = OwnerApi {
+        store: Arc::new(dynamo_store(&aws, &config.table, config.policy)),
+        auth: Arc::new(auth),
+        clock,
+        policy: config.policy,
+        blobs: Some(blobs),
+        urls: UrlPolicy::Cloud,
+    };
+    let app = Arc::new(App { api, panel: config.panel(), public_url: config.public_url.clone() });
     lambda_http::run(lambda_http::service_fn(move |req: lambda_http::Request| {
-        let api = Arc::clone(&api);
-        async move { Ok::<_, Error>(lambda_response(api.handle(http_request(req)).await)) }
+        let app = Arc::clone(&app);
+        async move { Ok::<_, Error>(lambda_response(app.handle(http_request(req)).await)) }
     }))
     .await
+}
+
+/// The function's routes: `/panel…` and `/owner/…`.
+pub struct App {
+    /// The owner API.
+    pub api: OwnerApi<DynamoStore>,
+    /// The panel's configuration.
+    pub panel: PanelConfig,
+    /// The stack's base URL.
+    pub public_url: String,
+}
+
+impl App {
+    /// Answers one request.
+    pub async fn handle(&self, req: http::Request<bytes::Bytes>) -> http::Response<bytes::Bytes> {
+        if req.uri().path().starts_with(PATH)
+            && let Some(r) = self.panel.handle(req.method(), req.uri().path(), &self.public_url)
+        {
+            return r;
+        }
+        self.api.handle(req).await
+    }
 }

@@ -1,6 +1,6 @@
 //! Artifact bytes in S3 (the bucket encrypts at rest; keys are content-addressed).
 
-use service::tools::{BlobError, BlobStore};
+use service::blobs::{BlobError, BlobStore, DOWNLOAD_LINK_TTL, Download};
 
 /// The artifact bucket.
 #[derive(Clone, Debug)]
@@ -32,5 +32,28 @@ impl BlobStore for S3Blobs {
                 tracing::warn!(error = %aws_sdk_s3::error::DisplayErrorContext(&e), key, "S3 PutObject failed");
                 BlobError::Backend { key: key.to_owned(), source: e.into() }
             })
+    }
+
+    /// A presigned `GetObject` URL, valid [`DOWNLOAD_LINK_TTL`], that makes the browser save
+    /// the file under its name (signed locally: no request to S3).
+    async fn download_url(&self, what: &Download<'_>) -> Result<String, BlobError> {
+        let failed =
+            |e: Box<dyn std::error::Error + Send + Sync>| BlobError::Backend { key: what.key.to_owned(), source: e };
+        let config =
+            aws_sdk_s3::presigning::PresigningConfig::expires_in(DOWNLOAD_LINK_TTL).map_err(|e| failed(e.into()))?;
+        let encoded: String = url::form_urlencoded::byte_serialize(what.name.as_bytes()).collect();
+        let ascii: String =
+            what.name.chars().map(|c| if c.is_ascii_graphic() && c != '"' && c != '\\' { c } else { '_' }).collect();
+        let presigned = self
+            .client
+            .get_object()
+            .bucket(&self.bucket)
+            .key(what.key)
+            .response_content_type(what.content_type)
+            .response_content_disposition(format!("attachment; filename=\"{ascii}\"; filename*=UTF-8''{encoded}"))
+            .presigned(config)
+            .await
+            .map_err(|e| failed(e.into()))?;
+        Ok(presigned.uri().to_owned())
     }
 }

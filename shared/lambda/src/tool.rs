@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use domain::clock::{SharedClock, SystemClock};
 use lambda_runtime::{LambdaEvent, service_fn};
-use service::tools::{BlobStore, Handler, ToolCall, ToolDeps, ToolFault, ToolReply, run_tool};
+use service::blobs::BlobStore;
+use service::tools::{Handler, ToolCall, ToolDeps, ToolFault, ToolReply, run_tool};
 use store_dynamo::DynamoStore;
 
 use crate::config::ToolConfig;

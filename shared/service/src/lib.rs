@@ -7,18 +7,24 @@
 //! | module | what |
 //! |---|---|
 //! | [`auth`] | bearer tokens: RS256 against a cached JWKS, HS256 in local mode |
+//! | [`blobs`] | artifact bytes: the blob store interface, the local folder store and its signed download links |
 //! | [`tools`] | the nine MCP tools: one module per tool (spec, wire types, handler) and the catalogue |
 //! | [`mcp`] | the MCP endpoint: rmcp (stateless JSON) behind auth, scope and size checks |
 //! | [`relay_api`] | the desktop relay's HTTP API (sync, start, control, complete) |
-//! | [`owner_api`] | the owner's HTTP API (projects, device tokens) |
+//! | [`owner_api`] | the owner's HTTP API: projects, devices, chat links, tasks, runs, subscriptions |
+//! | [`panel`] | the owner's web panel: static assets embedded in the binary, served with a strict CSP |
+//! | [`webhook_url`] | which event-subscription URLs are allowed (checked when saved and at delivery) |
 //! | [`http_json`] | the JSON helpers the two HTTP APIs share |
 //!
 //! HTTP handlers take and return plain `http` types with `Bytes` bodies, so `lambda_http`
 //! and axum adapters stay a few lines each.
 
 pub mod auth;
+pub mod blobs;
 pub mod http_json;
 pub mod mcp;
 pub mod owner_api;
+pub mod panel;
 pub mod relay_api;
 pub mod tools;
+pub mod webhook_url;

@@ -80,12 +80,21 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
                 "a valid device token is required (Authorization: Bearer fcd_…)",
             );
         };
-        let owner = device.owner;
+        let owner = device.owner.clone();
         let path = req.uri().path().strip_prefix(PREFIX).unwrap_or_default().to_owned();
         let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
         let method = req.method().clone();
         match (method, segments.as_slice()) {
-            (Method::POST, ["sync"]) => self.sync(&owner, req.body()).await,
+            (Method::POST, ["sync"]) => {
+                let res = self.sync(&owner, req.body()).await;
+                if res.status() == StatusCode::OK
+                    && let Err(e) = self.store.record_device_seen(&device).await
+                {
+                    // Only the owner's "last seen" column depends on it: never fail a sync for it.
+                    tracing::warn!(error = %domain::errors::ErrorChain(&e), "recording the device's last sync failed");
+                }
+                res
+            }
             (Method::POST, ["commands", id, "start"]) => match CommandId::parse("command_id", id) {
                 Err(e) => http_json::error(StatusCode::BAD_REQUEST, e.to_string()),
                 Ok(id) => self.start(&owner, id, req.body()).await,

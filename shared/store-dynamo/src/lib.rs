@@ -43,19 +43,22 @@ use domain::clock::{SharedClock, Timestamp};
 use domain::devices::Device;
 use domain::ids::{AgentId, ChatLinkId, ClaimId, CommandId, GraphSessionId, OwnerId, ProjectId, TaskId};
 use domain::limits::Policy;
-use domain::projects::{ChatLink, Project, QueueTarget, SyncOutcome, check_named_project, resolve_project};
+use domain::projects::{
+    ChatLink, Project, QueueTarget, Subscription, SyncOutcome, check_named_project, resolve_project,
+};
 use domain::runs::{
     CancelRunOutcome, CancelStep, CompleteOutcome, CompleteStep, Completion, ControlOutcome, QueueOutcome,
     QueueRejection, QueueRun, Run, RunStatus, SessionMeta, StartOutcome, classify_cancel, classify_complete,
     classify_control, classify_start, idempotency_record_key,
 };
 use domain::store::{
-    AssignTasks, AuthenticateDevices, CancelRuns, ClaimTasks, ManageDevices, ManageLinks, ManageProjects, QueueRuns,
-    ReadRuns, ReadTasks, RecordArtifacts, RelayRuns, StoreError, StoreResult, SyncSessions,
+    AssignTasks, AuthenticateDevices, CancelRuns, ClaimTasks, DEVICE_SEEN_GRANULARITY, ManageDevices, ManageLinks,
+    ManageProjects, OwnerRuns, QueueRuns, ReadRuns, ReadTasks, RecordArtifacts, RelayRuns, StoreError, StoreResult,
+    SyncSessions,
 };
 use domain::tasks::{
     ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome, ClaimOutcome,
-    SubmitOutcome, SubmitRejection, SubmitTask, Task, TaskStatus, classify_cancel_task, classify_claim,
+    SubmitOutcome, SubmitRejection, SubmitTask, Task, TaskPage, TaskStatus, classify_cancel_task, classify_claim,
     classify_submit,
 };
 
@@ -63,6 +66,8 @@ use domain::tasks::{
 pub const QUEUE_INDEX: &str = "gsi1";
 /// Name of the open-tasks index.
 pub const OPEN_TASKS_INDEX: &str = "gsi2";
+/// Name of the owner's runs index (every run, newest first).
+pub const OWNER_RUNS_INDEX: &str = "gsi3";
 /// The TTL attribute (epoch seconds).
 pub const TTL_ATTRIBUTE: &str = "ttl";
 
@@ -272,7 +277,8 @@ impl UpdateRequest<'_> {
             .update_expression(self.update)
             .condition_expression(self.condition)
             .set_expression_attribute_names(Some(names))
-            .set_expression_attribute_values(Some(self.values))
+            // DynamoDB refuses an empty value map: send none when the expressions use no values.
+            .set_expression_attribute_values(Some(self.values).filter(|v| !v.is_empty()))
             .return_values(if return_new { ReturnValue::AllNew } else { ReturnValue::None })
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
@@ -504,7 +510,13 @@ fn link_from(item: &Item) -> StoreResult<ChatLink> {
         project_id: r.parse("project_id", |v| ProjectId::parse("project_id", v).ok())?,
         name: r.s("name")?.to_owned(),
         created_at: r.ts("created_at")?,
+        subscription: r.opt_parse("subscription", |v| serde_json::from_str(v).ok())?,
     })
+}
+
+/// A live (not deleted) link item.
+fn live_link(item: &Item) -> bool {
+    !item.contains_key("deleted_at")
 }
 
 fn run_from(item: &Item) -> StoreResult<Run> {
@@ -551,6 +563,7 @@ fn task_from(item: &Item) -> StoreResult<Task> {
         result: r.opt_s("result").map(str::to_owned),
         result_hash: r.opt_s("result_hash").map(str::to_owned),
         finished_at: r.opt_ts("finished_at")?,
+        link_deleted: r.bool("link_deleted"),
     })
 }
 
@@ -761,6 +774,8 @@ impl QueueRuns for DynamoStore {
             ("cancel_requested", b(false)),
             ("gsi1pk", s(format!("QUEUE#{}", run.project_id))),
             ("gsi1sk", s(format!("{}#{}", run.expires_at.sortable(), run.command_id))),
+            ("gsi3pk", s(format!("RUNS#{}", run.owner))),
+            ("gsi3sk", s(run.command_id.to_string())),
             (TTL_ATTRIBUTE, ttl_at(run.expires_at.plus(self.policy.retention))),
         ]));
         let items = vec![
@@ -1034,11 +1049,93 @@ impl ManageLinks for DynamoStore {
     }
 
     async fn get_link(&self, owner: &OwnerId, link: ChatLinkId) -> StoreResult<Option<ChatLink>> {
-        opt_from(self.get(link_key(owner, link)).await?.as_ref(), link_from)
+        opt_from(self.get(link_key(owner, link)).await?.as_ref().filter(|i| live_link(i)), link_from)
     }
 
     async fn list_links(&self, owner: &OwnerId) -> StoreResult<Vec<ChatLink>> {
-        self.query_all(format!("OWNER#{owner}"), "LINK#").await?.iter().map(link_from).collect()
+        let items = self.query_all(format!("OWNER#{owner}"), "LINK#").await?;
+        let mut links = items.iter().filter(|i| live_link(i)).map(link_from).collect::<StoreResult<Vec<_>>>()?;
+        links.sort_by_key(|l| (l.created_at, l.link_id));
+        Ok(links)
+    }
+
+    /// A tombstone on the link (one conditional write), then a sweep over its tasks (one query
+    /// per page, one conditional write per task): open ones become `cancelled`, all are marked
+    /// `link_deleted`. The tombstone expires with the retention period; until then a repeated
+    /// delete finishes a sweep that was cut short.
+    async fn delete_link(&self, owner: &OwnerId, link: ChatLinkId) -> StoreResult<Option<usize>> {
+        let now = self.clock.now();
+        let out = self
+            .update(
+                link_key(owner, link),
+                "SET #deleted_at = if_not_exists(#deleted_at, :now), #ttl = :ttl REMOVE #subscription",
+                "attribute_exists(#pk)",
+                values([(":now", n(now.as_millis())), (":ttl", ttl_at(now.plus(self.policy.retention)))]),
+            )
+            .send(false)
+            .await?;
+        if matches!(out, Updated::Rejected(_)) {
+            return Ok(None);
+        }
+        let mut cancelled = 0;
+        for item in self.query_all(format!("LINK#{link}"), "TASK#").await? {
+            let task = task_from(&item)?;
+            if task.owner != *owner || task.link_deleted {
+                continue;
+            }
+            let cancel = self
+                .update(
+                    task_key(link, task.task_id),
+                    "SET #status = :cancelled, #finished_at = :now, #link_deleted = :t, #ttl = :ttl REMOVE #gsi2pk, #gsi2sk",
+                    "#owner = :o AND #status IN (:queued, :claimed) AND #expires_at > :now",
+                    values([
+                        (":cancelled", s("cancelled")),
+                        (":queued", s("queued")),
+                        (":claimed", s("claimed")),
+                        (":now", n(now.as_millis())),
+                        (":o", s(owner.as_str())),
+                        (":t", b(true)),
+                        (":ttl", ttl_at(now.plus(self.policy.retention))),
+                    ]),
+                )
+                .send(false)
+                .await?;
+            match cancel {
+                Updated::Applied(_) => cancelled += 1,
+                // Finished (or expired) already: only hide it.
+                Updated::Rejected(_) => {
+                    self.update(
+                        task_key(link, task.task_id),
+                        "SET #link_deleted = :t",
+                        "#owner = :o",
+                        values([(":t", b(true)), (":o", s(owner.as_str()))]),
+                    )
+                    .send(false)
+                    .await?;
+                }
+            }
+        }
+        Ok(Some(cancelled))
+    }
+
+    async fn set_subscription(
+        &self,
+        owner: &OwnerId,
+        link: ChatLinkId,
+        subscription: Option<&Subscription>,
+    ) -> StoreResult<Option<ChatLink>> {
+        let (update, vals) = match subscription {
+            Some(sub) => {
+                let json = serde_json::to_string(sub).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                ("SET #subscription = :s", values([(":s", s(json))]))
+            }
+            None => ("REMOVE #subscription", Item::new()),
+        };
+        let condition = "attribute_exists(#pk) AND attribute_not_exists(#deleted_at)";
+        match self.update(link_key(owner, link), update, condition, vals).send(true).await? {
+            Updated::Applied(item) => opt_from(item.as_ref(), link_from),
+            Updated::Rejected(_) => Ok(None),
+        }
     }
 }
 
@@ -1082,7 +1179,12 @@ impl AssignTasks for DynamoStore {
             (TTL_ATTRIBUTE, ttl_at(task.expires_at.plus(self.policy.retention))),
         ]));
         let items = vec![
-            check(&self.table, link_key(&req.owner, req.link_id), "attribute_exists(#pk)", Item::new())?,
+            check(
+                &self.table,
+                link_key(&req.owner, req.link_id),
+                "attribute_exists(#pk) AND attribute_not_exists(#deleted_at)",
+                Item::new(),
+            )?,
             put(
                 &self.table,
                 idem_item(&record, &hash, task.task_id.to_string(), now, &self.policy),
@@ -1129,23 +1231,94 @@ impl AssignTasks for DynamoStore {
         }
     }
 
-    async fn list_link_tasks(&self, owner: &OwnerId, link: ChatLinkId, limit: usize) -> StoreResult<Vec<Task>> {
+    /// One `Query` on the link's partition, newest first: `sk BETWEEN "TASK#" AND "TASK#<before>"`
+    /// (inclusive, so the `before` task itself is skipped here), one item more than asked to know
+    /// whether a next page exists.
+    async fn list_link_tasks(
+        &self,
+        owner: &OwnerId,
+        link: ChatLinkId,
+        limit: usize,
+        before: Option<TaskId>,
+    ) -> StoreResult<TaskPage> {
+        let hi = before.map_or_else(|| "TASK#~".to_owned(), |t| format!("TASK#{t}"));
         let out = self
             .client
             .query()
             .table_name(&self.table)
-            .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
-            .filter_expression("#owner = :o")
-            .set_expression_attribute_names(Some(names("#pk #sk #owner")))
+            .key_condition_expression("#pk = :pk AND #sk BETWEEN :lo AND :hi")
+            .set_expression_attribute_names(Some(names("#pk #sk")))
             .expression_attribute_values(":pk", s(format!("LINK#{link}")))
-            .expression_attribute_values(":prefix", s("TASK#"))
-            .expression_attribute_values(":o", s(owner.as_str()))
+            .expression_attribute_values(":lo", s("TASK#"))
+            .expression_attribute_values(":hi", s(hi))
+            .scan_index_forward(false)
+            .consistent_read(true)
+            .limit(i32::try_from(limit + 2).unwrap_or(i32::MAX))
+            .send()
+            .await
+            .map_err(sdk)?;
+        let mut tasks = Vec::new();
+        for item in out.items() {
+            let t = task_from(item)?;
+            if Some(t.task_id) != before && &t.owner == owner {
+                tasks.push(t);
+            }
+        }
+        let next = if tasks.len() > limit {
+            tasks.truncate(limit);
+            tasks.last().map(|t| t.task_id)
+        } else {
+            None
+        };
+        Ok(TaskPage { tasks, next })
+    }
+
+    async fn list_artifacts(
+        &self,
+        owner: &OwnerId,
+        link: ChatLinkId,
+        task: TaskId,
+    ) -> StoreResult<Vec<ArtifactRecord>> {
+        let items = self.query_all(format!("LINK#{link}"), &format!("ARTIFACT#{task}#")).await?;
+        let mut out = Vec::with_capacity(items.len());
+        for item in items.iter().filter(|i| Read(i).opt_s("owner") == Some(owner.as_str())) {
+            let r = Read(item);
+            out.push(ArtifactRecord {
+                link_id: link,
+                task_id: task,
+                claim_id: r.parse("claim_id", |v| ClaimId::parse("claim_id", v).ok())?,
+                artifact_id: r.s("artifact_id")?.to_owned(),
+                name: r.s("name")?.to_owned(),
+                content_type: r.s("content_type")?.to_owned(),
+                sha256: r.s("sha256")?.to_owned(),
+                size: u64::try_from(r.n("size")?).unwrap_or(0),
+                object_key: r.s("object_key")?.to_owned(),
+            });
+        }
+        Ok(out)
+    }
+}
+
+#[async_trait]
+impl OwnerRuns for DynamoStore {
+    /// One `Query` on the owner-runs index, newest first (command ids are UUIDv7).
+    async fn recent_runs(&self, owner: &OwnerId, limit: usize, before: Option<CommandId>) -> StoreResult<Vec<Run>> {
+        let before = before.map_or_else(|| "~".to_owned(), |c| c.to_string());
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(OWNER_RUNS_INDEX)
+            .key_condition_expression("#gsi3pk = :p AND #gsi3sk < :before")
+            .set_expression_attribute_names(Some(names("#gsi3pk #gsi3sk")))
+            .expression_attribute_values(":p", s(format!("RUNS#{owner}")))
+            .expression_attribute_values(":before", s(before))
             .scan_index_forward(false)
             .limit(i32::try_from(limit).unwrap_or(i32::MAX))
             .send()
             .await
             .map_err(sdk)?;
-        out.items().iter().map(task_from).collect()
+        out.items().iter().map(run_from).collect()
     }
 }
 
@@ -1157,7 +1330,7 @@ impl ReadTasks for DynamoStore {
     }
 
     async fn get_task(&self, owner: &OwnerId, link: ChatLinkId, task: TaskId) -> StoreResult<Option<Task>> {
-        Ok(opt_from(self.get(task_key(link, task)).await?.as_ref(), task_from)?.filter(|t| &t.owner == owner))
+        Ok(opt_from(self.get(task_key(link, task)).await?.as_ref(), task_from)?.filter(|t| t.visible_to(owner, &link)))
     }
 }
 
@@ -1296,6 +1469,7 @@ fn device_from(item: &Item) -> StoreResult<Device> {
         token_hash: r.s("token_hash")?.to_owned(),
         created_at: r.ts("created_at")?,
         revoked_at: r.opt_ts("revoked_at")?,
+        last_seen_at: r.opt_ts("last_seen_at")?,
     })
 }
 
@@ -1364,6 +1538,21 @@ impl AuthenticateDevices for DynamoStore {
     async fn device_by_token_hash(&self, token_hash: &str) -> StoreResult<Option<Device>> {
         Ok(opt_from(self.get(token_key(token_hash)).await?.as_ref(), device_from)?.filter(|d| d.revoked_at.is_none()))
     }
+
+    /// One conditional `UpdateItem` on the owner's device record, which fails (harmlessly) when
+    /// the device was seen within the last minute.
+    async fn record_device_seen(&self, device: &Device) -> StoreResult<()> {
+        let now = self.clock.now();
+        self.update(
+            device_key(&device.owner, device.device_id),
+            "SET #last_seen_at = :now",
+            "attribute_exists(#pk) AND (attribute_not_exists(#last_seen_at) OR #last_seen_at <= :cutoff)",
+            values([(":now", n(now.as_millis())), (":cutoff", n(now.minus(DEVICE_SEEN_GRANULARITY).as_millis()))]),
+        )
+        .send(false)
+        .await
+        .map(drop)
+    }
 }
 
 /// Creates the table with its two sparse indexes and TTL, on demand billing; waits until it
@@ -1402,11 +1591,14 @@ pub async fn create_table(client: &Client, table: &str) -> StoreResult<()> {
             attr("gsi1sk")?,
             attr("gsi2pk")?,
             attr("gsi2sk")?,
+            attr("gsi3pk")?,
+            attr("gsi3sk")?,
         ]))
         .key_schema(key("pk", KeyType::Hash)?)
         .key_schema(key("sk", KeyType::Range)?)
         .global_secondary_indexes(index(QUEUE_INDEX, "gsi1pk", "gsi1sk")?)
         .global_secondary_indexes(index(OPEN_TASKS_INDEX, "gsi2pk", "gsi2sk")?)
+        .global_secondary_indexes(index(OWNER_RUNS_INDEX, "gsi3pk", "gsi3sk")?)
         .send()
         .await
         .map_err(sdk)?;

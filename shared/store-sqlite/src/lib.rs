@@ -22,19 +22,20 @@ use domain::clock::{SharedClock, Timestamp};
 use domain::devices::Device;
 use domain::ids::{AgentId, ChatLinkId, ClaimId, CommandId, GraphSessionId, OwnerId, ProjectId, TaskId};
 use domain::limits::Policy;
-use domain::projects::{ChatLink, Project, SyncOutcome, check_named_project, resolve_project};
+use domain::projects::{ChatLink, Project, Subscription, SyncOutcome, check_named_project, resolve_project};
 use domain::runs::{
     CancelRunOutcome, CancelStep, CompleteOutcome, CompleteStep, Completion, ControlOutcome, QueueOutcome,
     QueueRejection, QueueRun, Run, RunStatus, SessionMeta, StartOutcome, classify_cancel, classify_complete,
     classify_control, classify_start, idempotency_record_key,
 };
 use domain::store::{
-    AssignTasks, AuthenticateDevices, CancelRuns, ClaimTasks, ManageDevices, ManageLinks, ManageProjects, QueueRuns,
-    ReadRuns, ReadTasks, RecordArtifacts, RelayRuns, StoreError, StoreResult, SyncSessions,
+    AssignTasks, AuthenticateDevices, CancelRuns, ClaimTasks, DEVICE_SEEN_GRANULARITY, ManageDevices, ManageLinks,
+    ManageProjects, OwnerRuns, QueueRuns, ReadRuns, ReadTasks, RecordArtifacts, RelayRuns, StoreError, StoreResult,
+    SyncSessions,
 };
 use domain::tasks::{
     ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome, ClaimOutcome,
-    SubmitOutcome, SubmitTask, Task, TaskStatus, classify_cancel_task, classify_claim, classify_submit,
+    SubmitOutcome, SubmitTask, Task, TaskPage, TaskStatus, classify_cancel_task, classify_claim, classify_submit,
 };
 
 /// Schema migrations, numbered by position: `MIGRATIONS[i]` takes a database from schema
@@ -43,7 +44,17 @@ use domain::tasks::{
 ///
 /// Version 1 is the layout the first builds wrote without a version number; its statements
 /// use `IF NOT EXISTS`, so such a database (version 0 with tables) is adopted as it is.
-const MIGRATIONS: &[&str] = &[SCHEMA_V1];
+const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2];
+
+/// Version 2: chat links can be deleted (a tombstone; their tasks are marked) and carry an
+/// event subscription; devices remember when they were last seen; the owner lists recent runs.
+const SCHEMA_V2: &str = r"
+ALTER TABLE links ADD COLUMN deleted_at INTEGER;
+ALTER TABLE links ADD COLUMN subscription TEXT;
+ALTER TABLE tasks ADD COLUMN link_deleted INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE devices ADD COLUMN last_seen_at INTEGER;
+CREATE INDEX runs_by_owner ON runs(owner, command_id);
+";
 
 const SCHEMA_V1: &str = r"
 CREATE TABLE IF NOT EXISTS projects (
@@ -354,7 +365,7 @@ fn run_row(row: &Row<'_>) -> rusqlite::Result<Run> {
     })
 }
 
-const LINK_COLS: &str = "link_id, owner, project_id, name, created_at";
+const LINK_COLS: &str = "link_id, owner, project_id, name, created_at, subscription";
 
 fn link_row(row: &Row<'_>) -> rusqlite::Result<ChatLink> {
     Ok(ChatLink {
@@ -363,11 +374,12 @@ fn link_row(row: &Row<'_>) -> rusqlite::Result<ChatLink> {
         project_id: col(row, 2, "project_id", |s| ProjectId::parse("project_id", s).ok())?,
         name: row.get(3)?,
         created_at: ts(row.get(4)?),
+        subscription: opt_col(row, 5, "subscription", |s| serde_json::from_str(s).ok())?,
     })
 }
 
 const TASK_COLS: &str = "task_id, link_id, owner, objective, status, created_at, expires_at, claim_id, \
-     lease_until, result, result_hash, finished_at";
+     lease_until, result, result_hash, finished_at, link_deleted";
 
 fn task_row(row: &Row<'_>) -> rusqlite::Result<Task> {
     Ok(Task {
@@ -383,6 +395,7 @@ fn task_row(row: &Row<'_>) -> rusqlite::Result<Task> {
         result: row.get(9)?,
         result_hash: row.get(10)?,
         finished_at: opt_ts(row.get(11)?),
+        link_deleted: row.get(12)?,
     })
 }
 
@@ -722,7 +735,7 @@ impl ManageLinks for SqliteStore {
                 return Ok(None);
             }
             tx.execute(
-                &format!("INSERT INTO links ({LINK_COLS}) VALUES (?1, ?2, ?3, ?4, ?5)"),
+                &format!("INSERT INTO links ({LINK_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, NULL)"),
                 params![
                     link.link_id.to_string(),
                     link.owner.as_str(),
@@ -740,7 +753,7 @@ impl ManageLinks for SqliteStore {
         let owner = owner.as_str().to_owned();
         self.read(move |tx, _| {
             tx.query_row(
-                &format!("SELECT {LINK_COLS} FROM links WHERE link_id = ?1 AND owner = ?2"),
+                &format!("SELECT {LINK_COLS} FROM links WHERE link_id = ?1 AND owner = ?2 AND deleted_at IS NULL"),
                 [link.to_string(), owner],
                 link_row,
             )
@@ -752,8 +765,62 @@ impl ManageLinks for SqliteStore {
     async fn list_links(&self, owner: &OwnerId) -> StoreResult<Vec<ChatLink>> {
         let owner = owner.as_str().to_owned();
         self.read(move |tx, _| {
-            let mut st = tx.prepare(&format!("SELECT {LINK_COLS} FROM links WHERE owner = ?1 ORDER BY link_id"))?;
+            let mut st = tx.prepare(&format!(
+                "SELECT {LINK_COLS} FROM links WHERE owner = ?1 AND deleted_at IS NULL ORDER BY created_at, link_id"
+            ))?;
             st.query_map([owner], link_row)?.collect()
+        })
+        .await
+    }
+
+    async fn delete_link(&self, owner: &OwnerId, link: ChatLinkId) -> StoreResult<Option<usize>> {
+        let owner = owner.as_str().to_owned();
+        self.write(move |tx, now| {
+            // A link already deleted (tombstone not yet expired) finishes its sweep again.
+            let known: Option<i64> = tx
+                .query_row("SELECT 1 FROM links WHERE link_id = ?1 AND owner = ?2", [link.to_string(), owner.clone()], |r| {
+                    r.get(0)
+                })
+                .optional()?;
+            if known.is_none() {
+                return Ok(None);
+            }
+            tx.execute(
+                "UPDATE links SET deleted_at = COALESCE(deleted_at, ?1), subscription = NULL WHERE link_id = ?2 AND owner = ?3",
+                params![now.as_millis(), link.to_string(), owner],
+            )?;
+            let cancelled = tx.execute(
+                "UPDATE tasks SET status = 'cancelled', finished_at = ?1, link_deleted = 1 \
+                 WHERE link_id = ?2 AND owner = ?3 AND status IN ('queued', 'claimed') AND expires_at > ?1",
+                params![now.as_millis(), link.to_string(), owner],
+            )?;
+            tx.execute(
+                "UPDATE tasks SET link_deleted = 1 WHERE link_id = ?1 AND owner = ?2 AND link_deleted = 0",
+                params![link.to_string(), owner],
+            )?;
+            Ok(Some(cancelled))
+        })
+        .await
+    }
+
+    async fn set_subscription(
+        &self,
+        owner: &OwnerId,
+        link: ChatLinkId,
+        subscription: Option<&Subscription>,
+    ) -> StoreResult<Option<ChatLink>> {
+        let owner = owner.as_str().to_owned();
+        let json = subscription.map(json);
+        self.write(move |tx, _| {
+            tx.query_row(
+                &format!(
+                    "UPDATE links SET subscription = ?1 WHERE link_id = ?2 AND owner = ?3 AND deleted_at IS NULL \
+                     RETURNING {LINK_COLS}"
+                ),
+                params![json, link.to_string(), owner],
+                link_row,
+            )
+            .optional()
         })
         .await
     }
@@ -777,7 +844,7 @@ impl AssignTasks for SqliteStore {
             }
             let link_ok: Option<i64> = tx
                 .query_row(
-                    "SELECT 1 FROM links WHERE link_id = ?1 AND owner = ?2",
+                    "SELECT 1 FROM links WHERE link_id = ?1 AND owner = ?2 AND deleted_at IS NULL",
                     [req.link_id.to_string(), req.owner.as_str().to_owned()],
                     |r| r.get(0),
                 )
@@ -787,7 +854,9 @@ impl AssignTasks for SqliteStore {
             }
             let task = Task::assigned(&req, now, &policy);
             tx.execute(
-                &format!("INSERT INTO tasks ({TASK_COLS}) VALUES (?1, ?2, ?3, ?4, 'queued', ?5, ?6, NULL, NULL, NULL, NULL, NULL)"),
+                &format!(
+                    "INSERT INTO tasks ({TASK_COLS}) VALUES (?1, ?2, ?3, ?4, 'queued', ?5, ?6, NULL, NULL, NULL, NULL, NULL, 0)"
+                ),
                 params![
                     task.task_id.to_string(),
                     task.link_id.to_string(),
@@ -823,13 +892,62 @@ impl AssignTasks for SqliteStore {
         .await
     }
 
-    async fn list_link_tasks(&self, owner: &OwnerId, link: ChatLinkId, limit: usize) -> StoreResult<Vec<Task>> {
+    async fn list_link_tasks(
+        &self,
+        owner: &OwnerId,
+        link: ChatLinkId,
+        limit: usize,
+        before: Option<TaskId>,
+    ) -> StoreResult<TaskPage> {
         let owner = owner.as_str().to_owned();
+        // UUIDv7 text sorts by creation; "~" sorts after every id (the first page).
+        let before = before.map_or_else(|| "~".to_owned(), |t| t.to_string());
         self.read(move |tx, _| {
             let mut st = tx.prepare(&format!(
-                "SELECT {TASK_COLS} FROM tasks WHERE link_id = ?1 AND owner = ?2 ORDER BY task_id DESC LIMIT ?3"
+                "SELECT {TASK_COLS} FROM tasks WHERE link_id = ?1 AND owner = ?2 AND task_id < ?3 \
+                 ORDER BY task_id DESC LIMIT ?4"
             ))?;
-            st.query_map(params![link.to_string(), owner, limit as i64], task_row)?.collect()
+            // One row more than asked tells whether there is a next page.
+            let rows = st.query_map(params![link.to_string(), owner, before, limit as i64 + 1], task_row)?;
+            let mut tasks = rows.collect::<rusqlite::Result<Vec<_>>>()?;
+            let next = if tasks.len() > limit {
+                tasks.truncate(limit);
+                tasks.last().map(|t| t.task_id)
+            } else {
+                None
+            };
+            Ok(TaskPage { tasks, next })
+        })
+        .await
+    }
+
+    async fn list_artifacts(
+        &self,
+        owner: &OwnerId,
+        link: ChatLinkId,
+        task: TaskId,
+    ) -> StoreResult<Vec<ArtifactRecord>> {
+        let owner = owner.as_str().to_owned();
+        self.read(move |tx, _| {
+            let mut st = tx.prepare(
+                "SELECT a.link_id, a.task_id, a.claim_id, a.artifact_id, a.name, a.content_type, a.sha256, a.size, \
+                 a.object_key FROM artifacts a JOIN tasks t ON t.task_id = a.task_id AND t.link_id = a.link_id \
+                 WHERE a.link_id = ?1 AND a.task_id = ?2 AND t.owner = ?3 ORDER BY a.created_at, a.artifact_id",
+            )?;
+            st.query_map(params![link.to_string(), task.to_string(), owner], |row| {
+                Ok(ArtifactRecord {
+                    link_id: col(row, 0, "link_id", |s| ChatLinkId::parse("chat_link_id", s).ok())?,
+                    task_id: col(row, 1, "task_id", |s| TaskId::parse("task_id", s).ok())?,
+                    claim_id: col(row, 2, "claim_id", |s| ClaimId::parse("claim_id", s).ok())?,
+                    artifact_id: row.get(3)?,
+                    name: row.get(4)?,
+                    content_type: row.get(5)?,
+                    sha256: row.get(6)?,
+                    size: u64::try_from(row.get::<_, i64>(7)?).unwrap_or(0),
+                    object_key: row.get(8)?,
+                })
+            })?
+            .collect()
         })
         .await
     }
@@ -851,8 +969,10 @@ impl ReadTasks for SqliteStore {
 
     async fn get_task(&self, owner: &OwnerId, link: ChatLinkId, task: TaskId) -> StoreResult<Option<Task>> {
         let owner = owner.clone();
-        self.read(move |tx, _| Ok(get_task_tx(tx, &link.to_string(), &task.to_string())?.filter(|t| t.owner == owner)))
-            .await
+        self.read(move |tx, _| {
+            Ok(get_task_tx(tx, &link.to_string(), &task.to_string())?.filter(|t| t.visible_to(&owner, &link)))
+        })
+        .await
     }
 }
 
@@ -955,7 +1075,7 @@ impl RecordArtifacts for SqliteStore {
     }
 }
 
-const DEVICE_COLS: &str = "device_id, owner, name, token_hash, created_at, revoked_at";
+const DEVICE_COLS: &str = "device_id, owner, name, token_hash, created_at, revoked_at, last_seen_at";
 
 fn device_row(row: &Row<'_>) -> rusqlite::Result<Device> {
     Ok(Device {
@@ -965,6 +1085,7 @@ fn device_row(row: &Row<'_>) -> rusqlite::Result<Device> {
         token_hash: row.get(3)?,
         created_at: ts(row.get(4)?),
         revoked_at: opt_ts(row.get(5)?),
+        last_seen_at: opt_ts(row.get(6)?),
     })
 }
 
@@ -975,7 +1096,7 @@ impl ManageDevices for SqliteStore {
         let row = d.clone();
         self.write(move |tx, _| {
             tx.execute(
-                &format!("INSERT INTO devices ({DEVICE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, NULL)"),
+                &format!("INSERT INTO devices ({DEVICE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, NULL, NULL)"),
                 params![
                     row.device_id.to_string(),
                     row.owner.as_str(),
@@ -1024,6 +1145,34 @@ impl AuthenticateDevices for SqliteStore {
                 device_row,
             )
             .optional()
+        })
+        .await
+    }
+
+    async fn record_device_seen(&self, device: &Device) -> StoreResult<()> {
+        let id = device.device_id.to_string();
+        let granularity = i64::try_from(DEVICE_SEEN_GRANULARITY.as_millis()).unwrap_or(i64::MAX);
+        self.write(move |tx, now| {
+            tx.execute(
+                "UPDATE devices SET last_seen_at = ?1 WHERE device_id = ?2 AND (last_seen_at IS NULL OR last_seen_at <= ?3)",
+                params![now.as_millis(), id, now.as_millis() - granularity],
+            )
+            .map(drop)
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl OwnerRuns for SqliteStore {
+    async fn recent_runs(&self, owner: &OwnerId, limit: usize, before: Option<CommandId>) -> StoreResult<Vec<Run>> {
+        let owner = owner.as_str().to_owned();
+        let before = before.map_or_else(|| "~".to_owned(), |c| c.to_string());
+        self.read(move |tx, _| {
+            let mut st = tx.prepare(&format!(
+                "SELECT {RUN_COLS} FROM runs WHERE owner = ?1 AND command_id < ?2 ORDER BY command_id DESC LIMIT ?3"
+            ))?;
+            st.query_map(params![owner, before, limit as i64], run_row)?.collect()
         })
         .await
     }

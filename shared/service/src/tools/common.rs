@@ -2,7 +2,6 @@
 
 use domain::errors::InputError;
 use domain::ids::{ChatLinkId, CommandId, TaskId};
-use domain::store::BoxError;
 use schemars::JsonSchema;
 use serde::Deserialize;
 
@@ -64,53 +63,5 @@ impl ToolInput for TaskInput {
             field(ChatLinkId::parse("chat_link_id", &self.chat_link_id))?,
             field(TaskId::parse("task_id", &self.task_id))?,
         ))
-    }
-}
-
-/// Why artifact bytes could not be stored or read.
-#[derive(Debug, thiserror::Error)]
-pub enum BlobError {
-    /// This function was deployed without an artifact bucket.
-    #[error("no artifact storage is configured here")]
-    NotConfigured,
-    /// The backend failed.
-    #[error("artifact storage failed for {key}")]
-    Backend {
-        /// The object key.
-        key: String,
-        /// The cause (S3's error, or the file system's).
-        #[source]
-        source: BoxError,
-    },
-}
-
-/// Where artifact bytes go (S3 in the cloud, files locally).
-#[async_trait::async_trait]
-pub trait BlobStore: Send + Sync {
-    /// Stores `bytes` under `key` (overwriting is fine: keys are content-addressed per artifact).
-    ///
-    /// # Errors
-    /// [`BlobError`] when the backend fails (retryable).
-    async fn put(&self, key: &str, bytes: Vec<u8>, content_type: &str) -> Result<(), BlobError>;
-}
-
-/// A blob store in a local folder.
-#[derive(Debug, Clone)]
-pub struct DirBlobStore(pub std::path::PathBuf);
-
-#[async_trait::async_trait]
-impl BlobStore for DirBlobStore {
-    async fn put(&self, key: &str, bytes: Vec<u8>, _content_type: &str) -> Result<(), BlobError> {
-        let path = self.0.join(key);
-        let failed = |source: BoxError| BlobError::Backend { key: key.to_owned(), source };
-        tokio::task::spawn_blocking(move || {
-            if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent)?;
-            }
-            std::fs::write(path, bytes)
-        })
-        .await
-        .map_err(|e| failed(e.into()))?
-        .map_err(|e| failed(e.into()))
     }
 }

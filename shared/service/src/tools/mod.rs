@@ -40,9 +40,9 @@ use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
 use serde::{Deserialize, Serialize};
 
+pub use crate::blobs::{BlobError, BlobStore};
 pub use cancel_graph_run::CancelGraphRun;
 pub use claim_linked_chat_task::ClaimLinkedChatTask;
-pub use common::{BlobError, BlobStore, DirBlobStore};
 pub use get_graph_run::GetGraphRun;
 pub use get_linked_chat_task::GetLinkedChatTask;
 pub use list_graph_sessions::ListGraphSessions;

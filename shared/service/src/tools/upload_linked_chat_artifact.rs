@@ -9,10 +9,11 @@ use domain::tasks::{ArtifactOutcome, ArtifactRecord};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::common::{BlobError, field};
+use super::common::field;
 use super::{
     Annotations, Caller, Handled, Handler, Rejected, SCOPE_RUN, Tool, ToolDeps, ToolInput, ToolName, ToolSpec,
 };
+use crate::blobs::BlobError;
 
 /// Most bytes of an artifact (decoded).
 pub const MAX_ARTIFACT_BYTES: usize = 3 * 1024 * 1024;

@@ -1,0 +1,363 @@
+// The owner's panel: plain ES module, no build step. Talks only to the owner API on the same
+// origin. Tokens live in sessionStorage (gone when the tab closes), never in a cookie or URL.
+const $ = (id) => document.getElementById(id);
+const store = window.sessionStorage;
+let cfg = null;
+let selected = null; // chat_link_id shown in the detail
+let openTask = null; // task_id shown in the task detail
+let timer = null;
+let keyFor = { text: null, key: null }; // the assign idempotency key, kept while the text is unchanged
+
+function h(tag, attrs = {}, ...kids) {
+  const el = document.createElement(tag);
+  for (const [k, v] of Object.entries(attrs)) {
+    if (k === "onclick") el.addEventListener("click", v);
+    else if (v !== null && v !== undefined && v !== false) el.setAttribute(k, v === true ? "" : v);
+  }
+  for (const kid of kids.flat()) el.append(kid instanceof Node ? kid : document.createTextNode(kid ?? ""));
+  return el;
+}
+
+const when = (iso) => (iso ? new Date(iso).toLocaleString() : "—");
+const secs = (s) => (s === null || s === undefined ? "—" : s < 90 ? `${s.toFixed(1)} s` : `${(s / 60).toFixed(1)} min`);
+
+// ---- sign-in ------------------------------------------------------------------------------
+
+function tokenPayload(token) {
+  try {
+    return JSON.parse(atob(token.split(".")[1].replace(/-/g, "+").replace(/_/g, "/")));
+  } catch {
+    return {};
+  }
+}
+
+function b64url(bytes) {
+  return btoa(String.fromCharCode(...new Uint8Array(bytes))).replace(/\+/g, "-").replace(/\//g, "_").replace(/=+$/, "");
+}
+
+function redirectUri() {
+  return `${location.origin}/panel`;
+}
+
+async function startCognito() {
+  const verifier = b64url(crypto.getRandomValues(new Uint8Array(32)));
+  const state = b64url(crypto.getRandomValues(new Uint8Array(16)));
+  const challenge = b64url(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier)));
+  store.setItem("fc.pkce", JSON.stringify({ verifier, state }));
+  const q = new URLSearchParams({
+    response_type: "code", client_id: cfg.client_id, redirect_uri: redirectUri(), scope: cfg.scope,
+    state, code_challenge: challenge, code_challenge_method: "S256",
+  });
+  location.assign(`${cfg.authorize_url}?${q}`);
+}
+
+async function tokenRequest(params) {
+  const res = await fetch(cfg.token_url, {
+    method: "POST",
+    headers: { "Content-Type": "application/x-www-form-urlencoded" },
+    body: new URLSearchParams({ client_id: cfg.client_id, ...params }),
+  });
+  const body = await res.json().catch(() => ({}));
+  if (!res.ok) throw new Error(body.error_description || body.error || `sign-in failed (${res.status})`);
+  const expiresAt = Date.now() + (body.expires_in || 3600) * 1000;
+  store.setItem("fc.token", body.access_token);
+  store.setItem("fc.expires", String(expiresAt));
+  if (body.refresh_token) store.setItem("fc.refresh", body.refresh_token);
+  scheduleTokenRefresh();
+}
+
+function scheduleTokenRefresh() {
+  if (cfg.mode !== "cognito" || !store.getItem("fc.refresh")) return;
+  const due = Number(store.getItem("fc.expires") || 0) - Date.now() - 120000;
+  setTimeout(() => tokenRequest({ grant_type: "refresh_token", refresh_token: store.getItem("fc.refresh") })
+    .catch((e) => showSignIn(`Your session ended (${e.message}); sign in again.`)), Math.max(due, 1000));
+}
+
+async function signIn() {
+  if (cfg.mode === "local") {
+    const fragment = new URLSearchParams(location.hash.slice(1));
+    if (fragment.get("token")) {
+      store.setItem("fc.token", fragment.get("token"));
+      const exp = tokenPayload(fragment.get("token")).exp;
+      if (exp) store.setItem("fc.expires", String(exp * 1000));
+      history.replaceState(null, "", "/panel");
+    }
+  } else {
+    const q = new URLSearchParams(location.search);
+    if (q.get("code")) {
+      const saved = JSON.parse(store.getItem("fc.pkce") || "{}");
+      history.replaceState(null, "", "/panel");
+      if (q.get("state") !== saved.state) throw new Error("the sign-in answer did not match this tab; sign in again");
+      store.removeItem("fc.pkce");
+      await tokenRequest({ grant_type: "authorization_code", code: q.get("code"), redirect_uri: redirectUri(), code_verifier: saved.verifier });
+    } else if (q.get("error")) {
+      history.replaceState(null, "", "/panel");
+      throw new Error(q.get("error_description") || q.get("error"));
+    }
+  }
+  const token = store.getItem("fc.token");
+  const expires = Number(store.getItem("fc.expires") || 0);
+  if (!token || (expires && expires < Date.now() && !store.getItem("fc.refresh"))) return false;
+  scheduleTokenRefresh();
+  return true;
+}
+
+function showSignIn(text) {
+  store.removeItem("fc.token");
+  $("content").hidden = true;
+  $("signout").hidden = true;
+  $("signin").hidden = false;
+  $("signin-text").textContent = text || (cfg.mode === "local"
+    ? "Open the panel through the sign-in URL the local server printed when it started."
+    : "Sign in with the owner account of this deployment.");
+  $("signin-button").hidden = cfg.mode !== "cognito";
+}
+
+function signOut() {
+  store.clear();
+  if (cfg.mode === "cognito") {
+    location.assign(`${cfg.logout_url}?${new URLSearchParams({ client_id: cfg.client_id, logout_uri: redirectUri() })}`);
+  } else {
+    showSignIn("Signed out. Open the sign-in URL again to come back.");
+  }
+}
+
+// ---- API ----------------------------------------------------------------------------------
+
+class ApiError extends Error {}
+
+async function api(method, path, body) {
+  const res = await fetch(`/owner${path}`, {
+    method,
+    headers: { Authorization: `Bearer ${store.getItem("fc.token")}`, ...(body ? { "Content-Type": "application/json" } : {}) },
+    body: body ? JSON.stringify(body) : undefined,
+  });
+  const data = await res.json().catch(() => ({}));
+  if (res.status === 401) {
+    showSignIn("Your sign-in expired; sign in again.");
+    throw new ApiError("not signed in");
+  }
+  if (!res.ok) throw new ApiError(data.error || `request failed (${res.status})`);
+  return data;
+}
+
+/// Runs `fn`, showing its error in the element `errorId` (cleared on success). Never swallows.
+async function act(errorId, fn) {
+  const out = $(errorId);
+  out.textContent = "";
+  try {
+    return await fn();
+  } catch (e) {
+    out.textContent = e.message;
+    return undefined;
+  }
+}
+
+function copyButton(buttonId, sourceId) {
+  $(buttonId).addEventListener("click", async () => {
+    await navigator.clipboard.writeText($(sourceId).textContent).catch(() => {});
+    $(buttonId).textContent = "Copied";
+    setTimeout(() => ($(buttonId).textContent = "Copy"), 1500);
+  });
+}
+
+// ---- rendering ----------------------------------------------------------------------------
+
+function renderProjects(projects) {
+  $("projects").replaceChildren(...projects.map((p) => h("tr", {},
+    h("td", {}, p.name),
+    h("td", {}, h("button", {
+      type: "button", "aria-pressed": String(p.enabled),
+      "aria-label": `${p.enabled ? "Disable" : "Enable"} ${p.name} for connected agents`,
+      onclick: () => act("project-error", async () => { await api("PUT", `/projects/${p.project_id}`, { enabled: !p.enabled }); await refresh(); }),
+    }, p.enabled ? "Enabled — disable" : "Disabled — enable")),
+    h("td", {}, String(p.shared_sessions)),
+    h("td", {}, when(p.last_sync_at)))));
+  const select = $("link-project");
+  const keep = select.value;
+  select.replaceChildren(...projects.map((p) => h("option", { value: p.project_id }, p.name)));
+  if (keep) select.value = keep;
+}
+
+function renderDevices(devices) {
+  $("devices").replaceChildren(...devices.map((d) => h("tr", {},
+    h("td", {}, d.name), h("td", {}, when(d.created_at)), h("td", {}, when(d.last_seen_at)),
+    h("td", {}, d.revoked_at ? `Revoked ${when(d.revoked_at)}` : h("button", {
+      type: "button", class: "danger", "aria-label": `Revoke ${d.name}`,
+      onclick: () => act("device-error", async () => {
+        if (!confirm(`Revoke the token of ${d.name}? Its relay stops working.`)) return;
+        await api("DELETE", `/devices/${d.device_id}`); await refresh();
+      }),
+    }, "Revoke")))));
+}
+
+function renderLinks(links) {
+  if (selected && !links.some((l) => l.chat_link_id === selected)) selectLink(null);
+  $("links").replaceChildren(...links.map((l) => h("li", {}, h("button", {
+    type: "button", "aria-current": String(l.chat_link_id === selected),
+    onclick: () => selectLink(l.chat_link_id),
+  }, l.name))));
+  const link = links.find((l) => l.chat_link_id === selected);
+  $("link-detail").hidden = !link;
+  if (!link) return;
+  $("h-link").textContent = link.name;
+  $("link-id").textContent = link.chat_link_id;
+  $("subscription-line").textContent = link.subscription
+    ? `An event subscription is active for this chat (${link.subscription.url}).`
+    : "Open the host conversation to start each task.";
+  $("unsubscribe").hidden = !link.subscription;
+}
+
+function renderTasks(tasks, next) {
+  $("tasks").replaceChildren(...tasks.map((t) => h("tr", {},
+    h("td", {}, h("button", { type: "button", class: "linklike", onclick: () => showTask(t.task_id) },
+      t.objective + (t.objective_truncated ? "…" : ""))),
+    h("td", { class: "label" }, t.label),
+    h("td", {}, when(t.created_at)))));
+  $("more-tasks").hidden = !next;
+  $("more-tasks").dataset.cursor = next || "";
+}
+
+function renderRuns(runs) {
+  $("runs").replaceChildren(...runs.map((r) => h("tr", {},
+    h("td", {}, r.slug), h("td", {}, r.status + (r.cancel_requested && r.status === "running" ? " (cancelling)" : "")),
+    h("td", {}, r.agent.split(":")[0]), h("td", {}, when(r.queued_at)), h("td", {}, secs(r.wait_s)),
+    h("td", {}, secs(r.run_s)), h("td", {}, r.error || ""))));
+}
+
+async function showTask(taskId) {
+  openTask = taskId;
+  await act("task-error", async () => {
+    const t = await api("GET", `/links/${selected}/tasks/${taskId}`);
+    if (openTask !== taskId) return;
+    $("task-detail").hidden = false;
+    $("task-status").textContent = t.label;
+    $("task-objective").textContent = t.objective;
+    $("task-claim").textContent = t.claim
+      ? `${t.claim.live ? "Held" : "Last held"} until ${when(t.claim.lease_until)}`
+      : "Not claimed yet";
+    $("task-result").textContent = t.result ?? "—";
+    $("task-artifacts").replaceChildren(...(t.artifacts.length ? t.artifacts.map((a) => h("li", {},
+      a.download_url ? h("a", { href: a.download_url, download: a.name, rel: "noopener" }, a.name) : a.name,
+      ` (${a.content_type}, ${a.size} bytes)`)) : [h("li", {}, "None")]));
+    $("cancel-task").hidden = !(t.status === "queued" || t.status === "claimed");
+  });
+}
+
+// ---- refresh: every cfg.refresh_seconds while visible, paused while hidden, at once on focus --
+
+async function refresh() {
+  if (!store.getItem("fc.token")) return;
+  await act("global-error", async () => {
+    const o = await api("GET", "/overview");
+    renderProjects(o.projects);
+    renderDevices(o.devices);
+    renderLinks(o.links);
+    renderRuns(o.runs);
+    if (selected) {
+      const page = await api("GET", `/links/${selected}/tasks?limit=50`);
+      renderTasks(page.tasks, page.next_cursor);
+      if (openTask) await showTask(openTask);
+    }
+  });
+}
+
+function schedule() {
+  clearTimeout(timer);
+  if (document.visibilityState === "visible") {
+    timer = setTimeout(async () => { await refresh(); schedule(); }, cfg.refresh_seconds * 1000);
+  }
+}
+
+function selectLink(id) {
+  selected = id;
+  openTask = null;
+  $("task-detail").hidden = true;
+  $("subscription-secret").hidden = true;
+  keyFor = { text: null, key: null };
+  refresh();
+}
+
+// ---- actions ------------------------------------------------------------------------------
+
+function wire() {
+  $("signin-button").addEventListener("click", startCognito);
+  $("signout").addEventListener("click", signOut);
+  copyButton("copy-connector", "connector-url");
+  copyButton("copy-device-token", "device-token-value");
+  copyButton("copy-secret", "subscription-secret-value");
+  copyButton("copy-link-id", "link-id");
+  $("project-form").addEventListener("submit", (ev) => { ev.preventDefault(); act("project-error", async () => {
+    await api("POST", "/projects", { name: $("project-name").value });
+    $("project-name").value = ""; await refresh();
+  }); });
+  $("device-form").addEventListener("submit", (ev) => { ev.preventDefault(); act("device-error", async () => {
+    const d = await api("POST", "/devices", { name: $("device-name").value });
+    $("device-name").value = "";
+    $("device-token-value").textContent = d.token; // in this page's memory only: gone after a reload
+    $("device-token").hidden = false;
+    await refresh();
+  }); });
+  $("link-form").addEventListener("submit", (ev) => { ev.preventDefault(); act("link-error", async () => {
+    const l = await api("POST", "/links", { project_id: $("link-project").value, name: $("link-name").value });
+    $("link-name").value = "";
+    selectLink(l.chat_link_id);
+  }); });
+  $("subscription-form").addEventListener("submit", (ev) => { ev.preventDefault(); act("subscription-error", async () => {
+    const l = await api("PUT", `/links/${selected}/subscription`, { url: $("subscription-url").value });
+    $("subscription-url").value = "";
+    $("subscription-secret-value").textContent = l.subscription.secret;
+    $("subscription-secret").hidden = false;
+    await refresh();
+  }); });
+  $("unsubscribe").addEventListener("click", () => act("subscription-error", async () => {
+    await api("DELETE", `/links/${selected}/subscription`); await refresh();
+  }));
+  $("assign-form").addEventListener("submit", (ev) => { ev.preventDefault(); act("assign-error", async () => {
+    const text = $("objective").value;
+    // One key per objective text: a double click or a retry after a timeout sends the same
+    // key, so the server answers with the same task instead of making a second one.
+    if (keyFor.text !== text) keyFor = { text, key: crypto.randomUUID() };
+    await api("POST", `/links/${selected}/tasks`, { objective: text, idempotency_key: keyFor.key });
+    await refresh();
+  }); });
+  $("more-tasks").addEventListener("click", () => act("assign-error", async () => {
+    const page = await api("GET", `/links/${selected}/tasks?limit=50&cursor=${encodeURIComponent($("more-tasks").dataset.cursor)}`);
+    const rows = [...$("tasks").children];
+    renderTasks(page.tasks, page.next_cursor);
+    $("tasks").prepend(...rows);
+  }));
+  $("cancel-task").addEventListener("click", () => act("task-error", async () => {
+    if (!confirm("Cancel this task? The chat can no longer complete it.")) return;
+    await api("POST", `/links/${selected}/tasks/${openTask}/cancel`);
+    await refresh();
+  }));
+  $("delete-link").addEventListener("click", () => act("delete-link-error", async () => {
+    if (!confirm(`Delete the chat link "${$("h-link").textContent}"? Its open tasks are cancelled.`)) return;
+    await api("DELETE", `/links/${selected}`);
+    selectLink(null);
+  }));
+  document.addEventListener("visibilitychange", () => { if (document.visibilityState === "visible") refresh(); schedule(); });
+  window.addEventListener("focus", () => { refresh(); schedule(); });
+}
+
+async function main() {
+  cfg = await (await fetch("/panel/config.json")).json();
+  wire();
+  let signedIn = false;
+  try {
+    signedIn = await signIn();
+  } catch (e) {
+    showSignIn(e.message);
+    return;
+  }
+  if (!signedIn) return showSignIn();
+  $("signin").hidden = true;
+  $("content").hidden = false;
+  $("signout").hidden = false;
+  $("connector-url").textContent = cfg.mcp_url;
+  await refresh();
+  schedule();
+}
+
+main();

@@ -1,0 +1,172 @@
+//! The owner's web panel (SPEC §7): three static files embedded in the binary and served by the
+//! stack itself — the `owner_api` function in the cloud, the local server locally — on the same
+//! origin as the owner API, so there is no CORS to configure.
+//!
+//! Plain HTML, CSS and one JavaScript module, no build step: nothing to install, nothing to go
+//! stale, and the whole panel is a few tens of kilobytes. Every response carries a strict
+//! Content-Security-Policy (scripts and styles only from this origin, no inline code, no
+//! framing), `X-Frame-Options: DENY` and `Referrer-Policy: no-referrer` (the sign-in code in the
+//! callback URL never leaks to another site).
+//!
+//! | route | what |
+//! |---|---|
+//! | `GET /panel` | the page |
+//! | `GET /panel/app.js`, `/panel/app.css` | the code and the style |
+//! | `GET /panel/config.json` | how to sign in (local fragment token, or Cognito code + PKCE), the refresh period, the MCP URL |
+
+use bytes::Bytes;
+use http::{HeaderValue, Method, StatusCode, header};
+use serde::Serialize;
+
+/// Path of the panel.
+pub const PATH: &str = "/panel";
+
+const INDEX: &str = include_str!("index.html");
+const APP_JS: &str = include_str!("app.js");
+const APP_CSS: &str = include_str!("app.css");
+
+/// Default seconds between refreshes while the tab is visible.
+pub const DEFAULT_REFRESH_SECONDS: u32 = 15;
+
+/// How the owner signs in.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(tag = "mode", rename_all = "snake_case")]
+pub enum SignIn {
+    /// The local server prints `…/panel#token=<owner token>`; the fragment never reaches a
+    /// server, and the page moves the token into session storage at once.
+    Local,
+    /// Cognito's hosted page: authorization code + PKCE on the owner client.
+    Cognito {
+        /// `https://<domain>.auth.<region>.amazoncognito.com/oauth2/authorize`.
+        authorize_url: String,
+        /// `…/oauth2/token`.
+        token_url: String,
+        /// `…/logout`.
+        logout_url: String,
+        /// The owner app client.
+        client_id: String,
+        /// The scopes asked for (`openid osfoundry/owner`).
+        scope: String,
+    },
+}
+
+/// What `config.json` says.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PanelConfig {
+    /// How to sign in.
+    pub sign_in: SignIn,
+    /// Seconds between refreshes while the tab is visible.
+    pub refresh_seconds: u32,
+}
+
+#[derive(Serialize)]
+struct ConfigJson<'a> {
+    #[serde(flatten)]
+    sign_in: &'a SignIn,
+    refresh_seconds: u32,
+    mcp_url: String,
+}
+
+impl PanelConfig {
+    /// The origin of the sign-in server, which the page may `fetch` (token exchange/refresh).
+    fn connect_origin(&self) -> Option<String> {
+        match &self.sign_in {
+            SignIn::Local => None,
+            SignIn::Cognito { token_url, .. } => {
+                url::Url::parse(token_url).ok().map(|u| u.origin().ascii_serialization())
+            }
+        }
+    }
+
+    /// The Content-Security-Policy of every panel response.
+    pub fn content_security_policy(&self) -> String {
+        let connect = self.connect_origin().map(|o| format!(" {o}")).unwrap_or_default();
+        format!(
+            "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self' data:; connect-src 'self'{connect}; \
+             form-action 'self'; base-uri 'none'; frame-ancestors 'none'"
+        )
+    }
+
+    /// Answers a request under [`PATH`]; `base_url` is where the stack is reached (for the MCP
+    /// URL the panel shows). `None` when the path is not the panel's.
+    pub fn handle(&self, method: &Method, path: &str, base_url: &str) -> Option<http::Response<Bytes>> {
+        let (body, content_type): (Bytes, &str) = match path.trim_end_matches('/') {
+            "/panel" => (Bytes::from_static(INDEX.as_bytes()), "text/html; charset=utf-8"),
+            "/panel/app.js" => (Bytes::from_static(APP_JS.as_bytes()), "text/javascript; charset=utf-8"),
+            "/panel/app.css" => (Bytes::from_static(APP_CSS.as_bytes()), "text/css; charset=utf-8"),
+            "/panel/config.json" => {
+                let v = ConfigJson {
+                    sign_in: &self.sign_in,
+                    refresh_seconds: self.refresh_seconds,
+                    mcp_url: format!("{}/mcp", base_url.trim_end_matches('/')),
+                };
+                (Bytes::from(serde_json::to_vec(&v).unwrap_or_default()), "application/json")
+            }
+            p if p.starts_with(PATH) => (Bytes::from_static(b"not found"), "text/plain"),
+            _ => return None,
+        };
+        let found = content_type != "text/plain";
+        let mut r = http::Response::new(if method == Method::HEAD { Bytes::new() } else { body });
+        *r.status_mut() = match (found, method) {
+            (false, _) => StatusCode::NOT_FOUND,
+            (true, &Method::GET | &Method::HEAD) => StatusCode::OK,
+            (true, _) => StatusCode::METHOD_NOT_ALLOWED,
+        };
+        let h = r.headers_mut();
+        let mut set = |k: header::HeaderName, v: &str| {
+            if let Ok(v) = HeaderValue::from_str(v) {
+                h.insert(k, v);
+            }
+        };
+        set(header::CONTENT_TYPE, content_type);
+        set(header::CONTENT_SECURITY_POLICY, &self.content_security_policy());
+        set(header::X_FRAME_OPTIONS, "DENY");
+        set(header::X_CONTENT_TYPE_OPTIONS, "nosniff");
+        set(header::REFERRER_POLICY, "no-referrer");
+        // Small files: always revalidate, so a deploy is visible at once.
+        set(header::CACHE_CONTROL, "no-cache");
+        Some(r)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_file_is_served_with_a_strict_policy_and_no_inline_code() {
+        let cfg = PanelConfig { sign_in: SignIn::Local, refresh_seconds: 15 };
+        for path in ["/panel", "/panel/", "/panel/app.js", "/panel/app.css", "/panel/config.json"] {
+            let r = cfg.handle(&Method::GET, path, "http://127.0.0.1:8787").unwrap();
+            assert_eq!(r.status(), StatusCode::OK, "{path}");
+            let csp = r.headers()[header::CONTENT_SECURITY_POLICY].to_str().unwrap();
+            assert!(csp.contains("script-src 'self';") && csp.contains("frame-ancestors 'none'"), "{csp}");
+            assert_eq!(r.headers()[header::X_FRAME_OPTIONS], "DENY");
+        }
+        // The page has no inline script or style, and no inline event handlers.
+        assert!(!INDEX.contains("<script>") && !INDEX.contains("<style") && !INDEX.contains(" onclick="));
+        assert_eq!(cfg.handle(&Method::GET, "/panel/nope.js", "x").unwrap().status(), StatusCode::NOT_FOUND);
+        assert!(cfg.handle(&Method::GET, "/owner/projects", "x").is_none());
+        let c: serde_json::Value =
+            serde_json::from_slice(cfg.handle(&Method::GET, "/panel/config.json", "http://h:1").unwrap().body())
+                .unwrap();
+        assert_eq!(c, serde_json::json!({"mode": "local", "refresh_seconds": 15, "mcp_url": "http://h:1/mcp"}));
+    }
+
+    #[test]
+    fn cognito_mode_may_reach_its_token_endpoint_only() {
+        let cfg = PanelConfig {
+            sign_in: SignIn::Cognito {
+                authorize_url: "https://fc.auth.eu-west-1.amazoncognito.com/oauth2/authorize".into(),
+                token_url: "https://fc.auth.eu-west-1.amazoncognito.com/oauth2/token".into(),
+                logout_url: "https://fc.auth.eu-west-1.amazoncognito.com/logout".into(),
+                client_id: "owner-client".into(),
+                scope: "openid osfoundry/owner".into(),
+            },
+            refresh_seconds: 15,
+        };
+        assert!(
+            cfg.content_security_policy().contains("connect-src 'self' https://fc.auth.eu-west-1.amazoncognito.com;")
+        );
+    }
+}
