@@ -89,6 +89,8 @@ pub struct Running {
     pub demo: Demo,
     /// The store (tests inspect it).
     pub store: Arc<SqliteStore>,
+    /// The data folder (database, token secret, artifact files).
+    pub data_dir: std::path::PathBuf,
     shutdown: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -240,6 +242,7 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
         panel_url,
         demo,
         store,
+        data_dir: config.data_dir.clone(),
         shutdown: Some(tx),
         task,
     })
