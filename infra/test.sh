@@ -37,6 +37,10 @@ echo "== installing the pinned Python MCP SDKs (1.x and 2.x) for the client test
 "$root/infra/pyenv.sh" "$root/.venv-mcp2" "$root/infra/python-mcp2.txt"
 export FOUNDRY_PYTHON_MCP1="$root/.venv-mcp1/bin/python" FOUNDRY_PYTHON_MCP2="$root/.venv-mcp2/bin/python"
 
+echo "== installing Chromium (Debian) and the pinned Playwright for the panel's browser test"
+"$root/infra/browser.sh" "$root/.venv-browser"
+export FOUNDRY_PYTHON_BROWSER="$root/.venv-browser/bin/python" FOUNDRY_CHROMIUM="$(command -v chromium)"
+
 echo "== installing the pinned MCP conformance runner (npm, with a Node 22 binary from the registry)"
 conf="$root/infra/conformance"
 if [ "$(cat "$conf/node_modules/.lock.sha256" 2>/dev/null)" != "$(sha256sum "$conf/package-lock.json" | cut -d' ' -f1)" ]; then

@@ -1,0 +1,232 @@
+"""The owner's panel in a real browser (Debian's Chromium driven by Playwright), with a real MCP
+client (the official Python SDK 2.x) on the other side — the scenario of issue 9.
+
+Run by tests/tests/panel_browser.rs, which starts the local server (panel refresh 1 s) and passes:
+  FC_PANEL_URL (the printed sign-in URL), FC_MCP_URL, FC_MCP_TOKEN, FC_CHROMIUM, FC_SCREENSHOT
+Prints one JSON line of measurements; exits non-zero on the first failed check.
+"""
+
+import asyncio
+import base64
+import json
+import os
+import sys
+import time
+
+import httpx2
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from playwright.async_api import async_playwright, expect
+
+ENV = {k: os.environ[k] for k in ["FC_PANEL_URL", "FC_MCP_URL", "FC_MCP_TOKEN", "FC_CHROMIUM", "FC_SCREENSHOT"]}
+TIMEOUT = 15_000
+
+
+def check(cond, what):
+    if not cond:
+        print(f"FAILED: {what}", file=sys.stderr)
+        sys.exit(1)
+
+
+async def mcp_call(tool, args):
+    """One tool call through the official SDK; returns (is_error, structured or text)."""
+    http = httpx2.AsyncClient(headers={"Authorization": f"Bearer {ENV['FC_MCP_TOKEN']}"})
+    async with Client(streamable_http_client(ENV["FC_MCP_URL"], http_client=http)) as client:
+        r = await client.call_tool(tool, args)
+        if r.is_error:
+            return True, r.content[0].text
+        return False, r.structured_content
+
+
+async def main():
+    metrics = {}
+    async with async_playwright() as pw:
+        browser = await pw.chromium.launch(
+            executable_path=ENV["FC_CHROMIUM"],
+            args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                  "--disable-background-networking", "--disable-component-update", "--disable-sync"],
+        )
+        context = await browser.new_context(accept_downloads=True, viewport={"width": 1200, "height": 900})
+        page = await context.new_page()
+        dialogs = []
+
+        async def on_dialog(d):
+            dialogs.append(d.message)
+            await d.accept()
+
+        page.on("dialog", lambda d: asyncio.ensure_future(on_dialog(d)))
+        loaded = []
+
+        async def on_response(res):
+            try:
+                body = await res.body()
+            except Exception:
+                body = b""
+            loaded.append((res.url, len(body)))
+
+        page.on("response", lambda r: asyncio.ensure_future(on_response(r)))
+        overview_requests = []
+        page.on("request", lambda r: overview_requests.append(time.monotonic()) if r.url.endswith("/owner/overview") else None)
+
+        # ---- sign in through the printed URL; the token leaves the address bar at once ----
+        started = time.monotonic()
+        await page.goto(ENV["FC_PANEL_URL"])
+        await expect(page.locator("#links li").first).to_be_visible(timeout=TIMEOUT)
+        metrics["first_view_ms"] = round((time.monotonic() - started) * 1000)
+        await page.wait_for_load_state("networkidle")
+        metrics["first_load_bytes"] = sum(n for _, n in loaded)
+        metrics["first_load_requests"] = len(loaded)
+        check("token=" not in page.url, f"the token stayed in the address bar: {page.url}")
+        # The demo chat's task list: from the click to its rows on screen.
+        clicked = time.monotonic()
+        await page.locator("#links li button", has_text="Demo chat").click()
+        await expect(page.locator("#tasks tr").first).to_contain_text("Waiting for host chat", timeout=TIMEOUT)
+        metrics["task_list_ms"] = round((time.monotonic() - clicked) * 1000)
+        metrics["signed_in_to_task_list_ms"] = round((time.monotonic() - started) * 1000)
+
+        # ---- a project, enabled ----
+        await page.fill("#project-name", "Browser project")
+        await page.click("#project-form button[type=submit]")
+        row = page.locator("#projects tr", has_text="Browser project")
+        await expect(row).to_have_count(1, timeout=TIMEOUT)
+        await row.get_by_role("button").click()
+        await expect(row.get_by_role("button")).to_have_text("Enabled — disable", timeout=TIMEOUT)
+
+        # ---- a device: its token is shown once, and gone after a reload ----
+        await page.fill("#device-name", "CI desktop")
+        await page.click("#device-form button[type=submit]")
+        await expect(page.locator("#device-token-value")).to_contain_text("fcd_", timeout=TIMEOUT)
+        token = await page.locator("#device-token-value").text_content()
+        await page.reload()
+        await expect(page.locator("#devices tr", has_text="CI desktop")).to_have_count(1, timeout=TIMEOUT)
+        check(await page.locator("#device-token").is_hidden(), "the device token box survived a reload")
+        check(token not in await page.content(), "the device token is still in the page after a reload")
+
+        # ---- a chat link in that project ----
+        await page.select_option("#link-project", label="Browser project")
+        await page.fill("#link-name", "Browser chat")
+        await page.click("#link-form button[type=submit]")
+        await expect(page.locator("#h-link")).to_have_text("Browser chat", timeout=TIMEOUT)
+        await expect(page.locator("#subscription-line")).to_have_text("Open the host conversation to start each task.")
+        link = (await page.locator("#link-id").text_content()).strip()
+
+        # ---- double-click Assign: one task, waiting for the host chat ----
+        await page.fill("#objective", "Summarize the quarterly numbers")
+        await page.dblclick("#assign")
+        rows = page.locator("#tasks tr")
+        await expect(rows).to_have_count(1, timeout=TIMEOUT)
+        await expect(rows.first).to_contain_text("Waiting for host chat")
+        await page.wait_for_timeout(2500)  # two refreshes: a second task would show by now
+        await expect(rows).to_have_count(1)
+        err, inbox = await mcp_call("list_linked_chat_tasks", {"chat_link_id": link})
+        check(not err and len(inbox["tasks"]) == 1, f"the double click made {inbox}")
+        task = inbox["tasks"][0]["task_id"]
+
+        # ---- the chat claims it: the panel follows on its refresh ----
+        err, claim = await mcp_call("claim_linked_chat_task", {"chat_link_id": link, "task_id": task})
+        check(not err, f"claim: {claim}")
+        await expect(rows.first).to_contain_text("Claimed by host chat", timeout=TIMEOUT)
+
+        # ---- an artifact and the result: Completed, with a working download ----
+        content = b"quarter,revenue\nQ3,1200\n"
+        err, up = await mcp_call("upload_linked_chat_artifact", {
+            "chat_link_id": link, "task_id": task, "claim_id": claim["claim_id"], "artifact_id": "numbers",
+            "name": "numbers.csv", "content_type": "text/csv", "content_base64": base64.b64encode(content).decode()})
+        check(not err, f"upload: {up}")
+        err, sub = await mcp_call("submit_linked_chat_result", {
+            "chat_link_id": link, "task_id": task, "claim_id": claim["claim_id"], "status": "completed",
+            "result": "Revenue grew 12% in Q3."})
+        check(not err, f"submit: {sub}")
+        await expect(rows.first).to_contain_text("Completed", timeout=TIMEOUT)
+        await rows.first.get_by_role("button").click()
+        await expect(page.locator("#task-result")).to_have_text("Revenue grew 12% in Q3.", timeout=TIMEOUT)
+        async with page.expect_download() as dl:
+            await page.locator("#task-artifacts a", has_text="numbers.csv").click()
+        download = await dl.value
+        path = await download.path()
+        check(open(path, "rb").read() == content, "the downloaded artifact differs")
+        check(download.suggested_filename == "numbers.csv", f"download name {download.suggested_filename}")
+
+        # ---- a second task, cancelled in the panel (with confirmation): the chat cannot claim it ----
+        await page.fill("#objective", "Draft the board memo")
+        await page.click("#assign")
+        second = page.locator("#tasks tr", has_text="Draft the board memo")
+        await expect(second).to_have_count(1, timeout=TIMEOUT)
+        await second.get_by_role("button").click()
+        await expect(page.locator("#cancel-task")).to_be_visible(timeout=TIMEOUT)
+        await page.click("#cancel-task")
+        await expect(second).to_contain_text("Cancelled", timeout=TIMEOUT)
+        check(any("Cancel this task?" in d for d in dialogs), f"no confirmation was asked: {dialogs}")
+        err, inbox = await mcp_call("list_linked_chat_tasks", {"chat_link_id": link})
+        err2, refused = await mcp_call("claim_linked_chat_task", {"chat_link_id": link, "task_id": await second_task_id(page, link)})
+        check(err2 and refused == "not claimable: cancelled", f"claim of the cancelled task: {refused}")
+
+        # ---- bad objectives show the API's error next to the button ----
+        await page.fill("#objective", "")
+        await page.click("#assign")
+        await expect(page.locator("#assign-error")).to_have_text(
+            "objective: must be 1 to 10000 characters and not blank (got 0)", timeout=TIMEOUT)
+        await page.evaluate("document.getElementById('objective').value = 'x'.repeat(10001)")
+        await page.click("#assign")
+        await expect(page.locator("#assign-error")).to_contain_text("objective: must be 1 to 10000 characters", timeout=TIMEOUT)
+
+        # ---- the keyboard alone: type, Tab to Assign, Enter ----
+        await page.fill("#objective", "")
+        await page.focus("#objective")
+        await page.keyboard.type("Reply to the supplier")
+        await page.keyboard.press("Tab")
+        check(await page.evaluate("document.activeElement.id") == "assign", "Tab from the objective does not reach Assign")
+        await page.keyboard.press("Enter")
+        await expect(page.locator("#tasks tr", has_text="Reply to the supplier")).to_have_count(1, timeout=TIMEOUT)
+        await expect(page.locator("#assign-error")).to_be_hidden()
+
+        # ---- refresh: while visible, paused while hidden, at once when shown again ----
+        await page.wait_for_timeout(500)
+        overview_requests.clear()
+        await page.wait_for_timeout(3000)
+        visible = len(overview_requests)
+        # Headless Chromium keeps every tab "visible" (a background tab or a minimized window
+        # included), so the tab is hidden the way the browser reports it: the property and the
+        # event the panel listens to.
+        await set_visibility(page, "hidden")
+        overview_requests.clear()
+        await page.wait_for_timeout(3000)
+        hidden = len(overview_requests)
+        await set_visibility(page, "visible")
+        await page.wait_for_timeout(300)
+        back = len(overview_requests)
+        check(visible >= 2, f"{visible} refreshes in 3 s with a 1 s period while visible")
+        check(hidden == 0, f"{hidden} refreshes while hidden")
+        check(back >= 1, "no refresh when the tab became visible again")
+        metrics["refreshes_per_3s_visible"] = visible
+        metrics["refreshes_per_3s_hidden"] = hidden
+
+        await page.locator("#h-link").scroll_into_view_if_needed()
+        await page.screenshot(path=ENV["FC_SCREENSHOT"], full_page=True)
+        await browser.close()
+    print(json.dumps(metrics))
+
+
+async def set_visibility(page, state):
+    """Reports the tab as `state` to the page (document.visibilityState and the event)."""
+    await page.evaluate(
+        """state => {
+            Object.defineProperty(document, 'visibilityState', { configurable: true, get: () => state });
+            Object.defineProperty(document, 'hidden', { configurable: true, get: () => state === 'hidden' });
+            document.dispatchEvent(new Event('visibilitychange'));
+        }""",
+        state,
+    )
+
+
+async def second_task_id(page, link):
+    """The id of the cancelled task: the panel's API (the owner's view), as the chat cannot list it."""
+    token = await page.evaluate("sessionStorage.getItem('fc.token')")
+    base = ENV["FC_MCP_URL"].rsplit("/mcp", 1)[0]
+    async with httpx2.AsyncClient() as http:
+        r = await http.get(f"{base}/owner/links/{link}/tasks", headers={"Authorization": f"Bearer {token}"})
+        tasks = r.json()["tasks"]
+    return next(t["task_id"] for t in tasks if t["objective"] == "Draft the board memo")
+
+
+asyncio.run(main())

@@ -1,0 +1,73 @@
+//! The owner's web panel in a real browser: Debian's Chromium driven by Playwright (Python,
+//! pinned), against the local server, with the official Python MCP SDK as the chat on the other
+//! side (`tests/browser/panel_check.py` holds the scenario). `infra/test.sh` installs Chromium
+//! and the pinned packages (`infra/browser.sh`) and passes `FOUNDRY_PYTHON_BROWSER`.
+//!
+//! Also measured here (printed, not asserted): the bytes of a 50-task list response.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use local::LocalConfig;
+use serde_json::{Value, json};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_panel_does_the_owners_work_in_a_real_browser() {
+    let Some(python) = std::env::var_os("FOUNDRY_PYTHON_BROWSER") else {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "FOUNDRY_PYTHON_BROWSER is not set under CI=true");
+        eprintln!("\n*** SKIPPING: FOUNDRY_PYTHON_BROWSER is not set; ./infra/test.sh installs Chromium and Playwright. ***\n");
+        return;
+    };
+    let chromium = std::env::var("FOUNDRY_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    let dir = std::env::temp_dir().join(format!("foundry-panel-{}", uuid::Uuid::new_v4()));
+    let running = local::start(LocalConfig { panel_refresh_seconds: 1, ..LocalConfig::at(dir.clone()) }).await.unwrap();
+    let screenshot = std::env::var("FOUNDRY_PANEL_SCREENSHOT")
+        .unwrap_or_else(|_| dir.join("panel.png").to_string_lossy().into_owned());
+    let out = tokio::process::Command::new(&python)
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/browser/panel_check.py"))
+        .env("FC_PANEL_URL", &running.panel_url)
+        .env("FC_MCP_URL", &running.mcp_url)
+        .env("FC_MCP_TOKEN", &running.token)
+        .env("FC_CHROMIUM", &chromium)
+        .env("FC_SCREENSHOT", &screenshot)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the browser scenario failed:\n{stdout}\n{stderr}");
+    let metrics: Value = serde_json::from_str(stdout.lines().last().unwrap_or("{}")).unwrap();
+    eprintln!("panel: {metrics}");
+    assert!(std::fs::metadata(&screenshot).map(|m| m.len() > 10_000).unwrap_or(false), "no screenshot");
+
+    // The bytes of a 50-task list page, with objectives of a realistic length.
+    let http = reqwest::Client::new();
+    let link = running.demo.chat_link_id;
+    for i in 0..50 {
+        let body = json!({
+            "objective": format!("Prepare the weekly summary of customer feedback for region {i:02} and flag urgent items"),
+            "idempotency_key": format!("bytes-measure-{i:03}"),
+        });
+        let res = http
+            .post(format!("{}/owner/links/{link}/tasks", running.base_url))
+            .bearer_auth(&running.owner_token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert!(res.status().is_success());
+    }
+    let page = http
+        .get(format!("{}/owner/links/{link}/tasks?limit=50", running.base_url))
+        .bearer_auth(&running.owner_token)
+        .send()
+        .await
+        .unwrap()
+        .bytes()
+        .await
+        .unwrap();
+    let parsed: Value = serde_json::from_slice(&page).unwrap();
+    assert_eq!(parsed["tasks"].as_array().unwrap().len(), 50);
+    eprintln!("a 50-task list response: {} bytes ({} per task)", page.len(), page.len() / 50);
+    running.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
