@@ -69,7 +69,11 @@ async fn links_tasks_and_downloads_work_end_to_end() {
     assert_eq!(first["task_id"], again["task_id"]);
     assert_eq!(first["label"], "Waiting for host chat");
     let (s3, clash) = api
-        .call("POST", &format!("/links/{l}/tasks"), json!({"objective": "Something else", "idempotency_key": "panel-key-0001"}))
+        .call(
+            "POST",
+            &format!("/links/{l}/tasks"),
+            json!({"objective": "Something else", "idempotency_key": "panel-key-0001"}),
+        )
         .await;
     assert_eq!(s3, 409);
     assert!(clash["error"].as_str().unwrap().starts_with("idempotency_key was already used with different arguments"));
@@ -79,7 +83,8 @@ async fn links_tasks_and_downloads_work_end_to_end() {
     let link_id: domain::ids::ChatLinkId = serde_json::from_str(&format!("\"{l}\"")).unwrap();
     let owner = running.demo.owner.clone();
     use domain::store::ClaimTasks;
-    let domain::tasks::ClaimOutcome::Claimed { claim_id, .. } = running.store.claim_task(&owner, link_id, t).await.unwrap()
+    let domain::tasks::ClaimOutcome::Claimed { claim_id, .. } =
+        running.store.claim_task(&owner, link_id, t).await.unwrap()
     else {
         panic!()
     };
@@ -132,7 +137,8 @@ async fn links_tasks_and_downloads_work_end_to_end() {
     assert_eq!(p2["next_cursor"], Value::Null);
 
     // Subscriptions: the secret is shown once.
-    let (s, sub) = api.call("PUT", &format!("/links/{l}/subscription"), json!({"url": "http://127.0.0.1:9/hook"})).await;
+    let (s, sub) =
+        api.call("PUT", &format!("/links/{l}/subscription"), json!({"url": "http://127.0.0.1:9/hook"})).await;
     assert_eq!(s, 200, "{sub}");
     assert!(sub["subscription"]["secret"].as_str().unwrap().starts_with("whsec_"));
     let (_, shown) = api.call("GET", &format!("/links/{l}"), Value::Null).await;
@@ -176,19 +182,61 @@ async fn refusals_name_the_field_and_the_rule_and_write_nothing() {
         ("GET", "/links/nope".into(), Value::Null, 400, "chat_link_id: must be a UUID"),
         ("GET", format!("/links/{unknown}"), Value::Null, 404, "chat_link_id: no such chat link"),
         ("DELETE", format!("/links/{unknown}"), Value::Null, 404, "chat_link_id: no such chat link"),
-        ("POST", format!("/links/{l}/tasks"), json!({"objective": "", "idempotency_key": "12345678"}), 400, "objective: must be 1 to 10000 characters and not blank"),
-        ("POST", format!("/links/{l}/tasks"), json!({"objective": "x".repeat(10_001), "idempotency_key": "12345678"}), 400, "objective: must be 1 to 10000 characters"),
-        ("POST", format!("/links/{l}/tasks"), json!({"objective": "ok", "idempotency_key": "short"}), 400, "idempotency_key: must be 8 to 128 characters (got 5)"),
+        (
+            "POST",
+            format!("/links/{l}/tasks"),
+            json!({"objective": "", "idempotency_key": "12345678"}),
+            400,
+            "objective: must be 1 to 10000 characters and not blank",
+        ),
+        (
+            "POST",
+            format!("/links/{l}/tasks"),
+            json!({"objective": "x".repeat(10_001), "idempotency_key": "12345678"}),
+            400,
+            "objective: must be 1 to 10000 characters",
+        ),
+        (
+            "POST",
+            format!("/links/{l}/tasks"),
+            json!({"objective": "ok", "idempotency_key": "short"}),
+            400,
+            "idempotency_key: must be 8 to 128 characters (got 5)",
+        ),
         ("POST", format!("/links/{l}/tasks"), json!({"objective": "ok"}), 400, "body: missing field `idempotency_key`"),
-        ("POST", format!("/links/{unknown}/tasks"), json!({"objective": "ok", "idempotency_key": "12345678"}), 404, "chat_link_id: no such chat link"),
+        (
+            "POST",
+            format!("/links/{unknown}/tasks"),
+            json!({"objective": "ok", "idempotency_key": "12345678"}),
+            404,
+            "chat_link_id: no such chat link",
+        ),
         ("GET", format!("/links/{l}/tasks?limit=0"), Value::Null, 400, "limit: must be 1 to 100"),
         ("GET", format!("/links/{l}/tasks?cursor=x"), Value::Null, 400, "cursor: must be a next_cursor"),
         ("GET", format!("/links/{l}/tasks?page=2"), Value::Null, 400, "page: unknown query parameter"),
         ("GET", format!("/links/{l}/tasks/{unknown}"), Value::Null, 404, "task_id: no such task"),
         ("POST", format!("/links/{l}/tasks/{unknown}/cancel"), Value::Null, 404, "task_id: no such task"),
-        ("PUT", format!("/links/{l}/subscription"), json!({"url": "http://hooks.example.com/x"}), 400, "url: must use https (http only to a loopback receiver)"),
-        ("PUT", format!("/links/{l}/subscription"), json!({"url": "https://10.0.0.8/x"}), 400, "url: must not point at a private address"),
-        ("PUT", format!("/links/{l}/subscription"), json!({"url": "https://169.254.169.254/"}), 400, "url: must not point at the instance metadata service"),
+        (
+            "PUT",
+            format!("/links/{l}/subscription"),
+            json!({"url": "http://hooks.example.com/x"}),
+            400,
+            "url: must use https (http only to a loopback receiver)",
+        ),
+        (
+            "PUT",
+            format!("/links/{l}/subscription"),
+            json!({"url": "https://10.0.0.8/x"}),
+            400,
+            "url: must not point at a private address",
+        ),
+        (
+            "PUT",
+            format!("/links/{l}/subscription"),
+            json!({"url": "https://169.254.169.254/"}),
+            400,
+            "url: must not point at the instance metadata service",
+        ),
         ("DELETE", "/devices/nope".into(), Value::Null, 400, "device_id: must be a UUID"),
         ("DELETE", format!("/devices/{unknown}"), Value::Null, 404, "device_id: no such device"),
         ("GET", "/nothing".into(), Value::Null, 404, "no route /owner/nothing"),

@@ -14,7 +14,9 @@ use serde_json::{Value, json};
 async fn the_panel_does_the_owners_work_in_a_real_browser() {
     let Some(python) = std::env::var_os("FOUNDRY_PYTHON_BROWSER") else {
         assert!(std::env::var("CI").as_deref() != Ok("true"), "FOUNDRY_PYTHON_BROWSER is not set under CI=true");
-        eprintln!("\n*** SKIPPING: FOUNDRY_PYTHON_BROWSER is not set; ./infra/test.sh installs Chromium and Playwright. ***\n");
+        eprintln!(
+            "\n*** SKIPPING: FOUNDRY_PYTHON_BROWSER is not set; ./infra/test.sh installs Chromium and Playwright. ***\n"
+        );
         return;
     };
     let chromium = std::env::var("FOUNDRY_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
