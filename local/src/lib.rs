@@ -35,6 +35,7 @@ use domain::tasks::{AssignOutcome, AssignTask};
 use http_body_util::{BodyExt, Limited};
 use service::auth::{Authenticator, Keys, mint_hs256};
 use service::blobs::DirBlobStore;
+use service::events::{Notifier, SystemResolver};
 use service::mcp::{EndpointConfig, InProcess, McpEndpoint, resource_metadata_response};
 use service::owner_api::OwnerApi;
 use service::panel::{PanelConfig, SignIn};
@@ -149,6 +150,9 @@ struct AppState {
     base_url: String,
 }
 
+/// How often the local notifier looks for due events.
+pub const NOTIFIER_POLL: Duration = Duration::from_millis(100);
+
 /// Name of the device the local server creates for the relay on each start.
 pub const LOCAL_DEVICE: &str = "local relay";
 
@@ -223,6 +227,18 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
     let state = AppState { endpoint, relay, owner, panel, blobs, base_url: public_url.clone() };
     let app = router(Arc::new(state));
 
+    // The local notifier delivers the outbox the store fills in the same transactions as the
+    // changes (the cloud's stream publisher and notify function do the same job).
+    let (notifier_stop, notifier_rx) = oneshot::channel::<()>();
+    let notifier = Notifier {
+        store: Arc::clone(&store),
+        clock: clock.clone(),
+        urls: UrlPolicy::Local,
+        resolver: Arc::new(SystemResolver),
+    };
+    let notifier_task = tokio::spawn(service::events::run_local(notifier, NOTIFIER_POLL, async move {
+        let _ = notifier_rx.await;
+    }));
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         let shutdown = async move {
@@ -231,6 +247,8 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
         if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
             tracing::error!(error = %e, "server stopped");
         }
+        let _ = notifier_stop.send(());
+        let _ = notifier_task.await;
     });
     Ok(Running {
         addr,

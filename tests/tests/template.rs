@@ -160,6 +160,14 @@ fn problems(template: &str) -> Vec<String> {
                         expected.insert("s3:GetObject".into());
                         (service::owner_api::DYNAMODB_ACTIONS, Some(store_dynamo::OWNER_RUNS_INDEX))
                     }
+                    "publish_events" => {
+                        expected.insert("sqs:SendMessage".into());
+                        (&[][..], None)
+                    }
+                    "notify" => {
+                        expected.insert("sqs:ChangeMessageVisibility".into());
+                        (service::events::NOTIFIER_DYNAMODB_ACTIONS, None)
+                    }
                     other => {
                         p.push(format!("{other}: a function the checker does not know"));
                         (&[][..], None)
@@ -168,7 +176,8 @@ fn problems(template: &str) -> Vec<String> {
                 expected.extend(declared.iter().map(|a| (*a).to_owned()));
                 for (action, resources) in &f.actions {
                     let ok = resources.iter().all(|r| {
-                        r == "Table.Arn"
+                        (r == "Table.Arn" && action.starts_with("dynamodb:"))
+                            || (action.starts_with("sqs:") && (r == "EventsQueue.Arn" || r == "StreamFailureQueue.Arn"))
                             || index.is_some_and(|i| action == "dynamodb:Query" && r.ends_with(&format!("/index/{i}")))
                             || (action == "s3:GetObject" && r.contains("ArtifactBucket.Arn}/artifacts/"))
                     });
@@ -207,6 +216,7 @@ fn problems(template: &str) -> Vec<String> {
     if table["BillingMode"].as_str() != Some("PAY_PER_REQUEST") {
         p.push("table must be on-demand".into());
     }
+    p.extend(event_problems(&t));
     // The panel signs in with the owner client and is its own callback: the client's callback
     // must be exactly the PanelUrl output (the panel sends `<origin>/panel` as redirect_uri).
     let mut callback = Vec::new();
@@ -219,6 +229,68 @@ fn problems(template: &str) -> Vec<String> {
     p
 }
 
+/// The events pipeline: the stream feeds the publisher with partial batch failures, bisection,
+/// bounded retries and an on-failure destination; the notifier consumes the queue with partial
+/// batch failures; the queue gives up after the notifier's attempt count into a DLQ that has an
+/// alarm; the notifier writes only delivery outcomes; no function may call loopback webhooks.
+fn event_problems(t: &Value) -> Vec<String> {
+    let mut p = Vec::new();
+    let res = &t["Resources"];
+    if res["Table"]["Properties"]["StreamSpecification"]["StreamViewType"].as_str() != Some("NEW_AND_OLD_IMAGES") {
+        p.push("the table's stream must carry NEW_AND_OLD_IMAGES".into());
+    }
+    let stream = &res["PublishEventsFunction"]["Properties"]["Events"]["TableStream"]["Properties"];
+    let mut stream_arn = Vec::new();
+    strings(&stream["Stream"], &mut stream_arn);
+    if stream_arn != ["Table.StreamArn"] {
+        p.push(format!("publish_events must read the table's stream, reads {stream_arn:?}"));
+    }
+    for (what, ok) in [
+        ("ReportBatchItemFailures", stream["FunctionResponseTypes"][0].as_str() == Some("ReportBatchItemFailures")),
+        ("BisectBatchOnFunctionError", stream["BisectBatchOnFunctionError"].as_bool() == Some(true)),
+        ("MaximumRetryAttempts", stream["MaximumRetryAttempts"].as_u64().is_some()),
+        ("an on-failure destination", !stream["DestinationConfig"]["OnFailure"]["Destination"].is_null()),
+    ] {
+        if !ok {
+            p.push(format!("publish_events' stream mapping needs {what}"));
+        }
+    }
+    let sqs = &res["NotifyFunction"]["Properties"]["Events"]["Events"]["Properties"];
+    if sqs["FunctionResponseTypes"][0].as_str() != Some("ReportBatchItemFailures") {
+        p.push("notify's queue mapping needs ReportBatchItemFailures".into());
+    }
+    let redrive = &res["EventsQueue"]["Properties"]["RedrivePolicy"];
+    if redrive["maxReceiveCount"].as_u64() != Some(u64::from(service::events::MAX_ATTEMPTS)) {
+        p.push(format!("the events queue must give up after {} attempts", service::events::MAX_ATTEMPTS));
+    }
+    let alarmed = res.as_mapping().into_iter().flatten().any(|(_, r)| {
+        let mut dims = Vec::new();
+        strings(&r["Properties"]["Dimensions"], &mut dims);
+        r["Type"].as_str() == Some("AWS::CloudWatch::Alarm")
+            && dims.iter().any(|d| d == "EventsDeadLetterQueue.QueueName")
+    });
+    if !alarmed {
+        p.push("the events DLQ needs an alarm on its depth".into());
+    }
+    for st in res["NotifyFunction"]["Properties"]["Policies"][0]["Statement"].as_sequence().into_iter().flatten() {
+        let mut acts = Vec::new();
+        strings(&st["Action"], &mut acts);
+        if acts.iter().any(|a| a == "dynamodb:PutItem") {
+            let mut keys = Vec::new();
+            strings(&st["Condition"], &mut keys);
+            if keys != ["DELIVERY#*"] {
+                p.push(format!("notify may PutItem only under DELIVERY# partitions (condition {keys:?})"));
+            }
+        }
+    }
+    for (id, r) in res.as_mapping().into_iter().flatten() {
+        if !r["Properties"]["Environment"]["Variables"][lambda::config::ALLOW_LOOPBACK_WEBHOOKS].is_null() {
+            p.push(format!("{id:?} sets {}: a test-only switch", lambda::config::ALLOW_LOOPBACK_WEBHOOKS));
+        }
+    }
+    p
+}
+
 fn template() -> String {
     std::fs::read_to_string(root().join("template.yaml")).unwrap()
 }
@@ -227,7 +299,7 @@ fn template() -> String {
 fn template_matches_the_code() {
     let p = problems(&template());
     assert!(p.is_empty(), "template.yaml disagrees with the code:\n{}", p.join("\n"));
-    assert_eq!(function_crates().len(), 12, "mcp + nine tools + graph_relay + owner_api");
+    assert_eq!(function_crates().len(), 14, "mcp + nine tools + graph_relay + owner_api + publish_events + notify");
 }
 
 #[test]
@@ -248,6 +320,9 @@ fn the_checker_catches_broken_templates() {
         ("invoke widened", t.replacen("                - !GetAtt ListGraphSessionsFunction.Arn\n", "                - \"*\"\n", 1)),
         ("env var removed", t.replacen("          ARTIFACT_BUCKET: !Ref ArtifactBucket\n", "", 1)),
         ("index renamed", t.replacen("IndexName: gsi2", "IndexName: open", 1)),
+        ("notifier write widened", t.replacen("                  dynamodb:LeadingKeys: [\"DELIVERY#*\"]\n", "                  dynamodb:LeadingKeys: [\"*\"]\n", 1)),
+        ("DLQ count drifted", t.replacen("maxReceiveCount: 8", "maxReceiveCount: 5", 1)),
+        ("stream partial failures off", t.replacen("            BisectBatchOnFunctionError: true\n", "", 1)),
         ("panel callback changed", t.replacen("${AWS::URLSuffix}/panel\"]\n      LogoutURLs", "${AWS::URLSuffix}/callback\"]\n      LogoutURLs", 1)),
     ];
     for (what, broken) in cases {

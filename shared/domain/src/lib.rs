@@ -14,6 +14,7 @@
 //! | [`runs`] | graph runs: state machine, completions, idempotent queueing, failure classifiers |
 //! | [`tasks`] | linked chat tasks: state machine, claims as fencing tokens, submits, artifacts |
 //! | [`projects`] | projects, chat links, consent checks at queue time |
+//! | [`events`] | what a state change means outside: `derive_task` / `derive_run` over old and new images, stable ids |
 //! | [`devices`] | device tokens of desktop relays (random, shown once, kept as sha256) |
 //! | [`store`] | the store capability traits (`ClaimTasks`, `QueueRuns`, …) and [`store::StoreError`] |
 //! | [`relay`] | the relay protocol's wire types, shared by the relay API and the relay |
@@ -25,6 +26,7 @@
 pub mod clock;
 pub mod devices;
 pub mod errors;
+pub mod events;
 pub mod ids;
 pub mod limits;
 pub mod projects;

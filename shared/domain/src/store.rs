@@ -16,7 +16,9 @@
 
 use async_trait::async_trait;
 
+use crate::clock::Timestamp;
 use crate::devices::Device;
+use crate::events::{DeliveryOutcome, OutboxEntry};
 use crate::ids::{AgentId, ChatLinkId, CommandId, OwnerId, ProjectId, TaskId};
 use crate::projects::{ChatLink, Project, Subscription, SyncOutcome};
 use crate::runs::{
@@ -236,6 +238,31 @@ pub trait AuthenticateDevices: Send + Sync {
     async fn record_device_seen(&self, device: &Device) -> StoreResult<()>;
 }
 
+/// Notifier: the last delivery outcome per chat link (written by the notifier, read by the
+/// owner API for the panel).
+#[async_trait]
+pub trait RecordDeliveries: Send + Sync {
+    /// Remembers how the latest delivery to `link`'s subscription went.
+    async fn record_delivery(&self, owner: &OwnerId, link: ChatLinkId, outcome: &DeliveryOutcome) -> StoreResult<()>;
+    /// The latest outcome of every link of the owner that had a delivery (one query).
+    async fn last_deliveries(&self, owner: &OwnerId) -> StoreResult<Vec<(ChatLinkId, DeliveryOutcome)>>;
+}
+
+/// The embedded store's event outbox: events written in the same transaction as the change
+/// they describe (the cloud reads the table's stream instead), for the local notifier.
+#[async_trait]
+pub trait EventOutbox: Send + Sync {
+    /// Up to `limit` pending events whose next attempt is due, oldest first.
+    async fn due_events(&self, limit: usize) -> StoreResult<Vec<OutboxEntry>>;
+    /// The event was delivered (or had nowhere to go): it leaves the outbox.
+    async fn event_delivered(&self, event_id: &str) -> StoreResult<()>;
+    /// A failed attempt: try again at `retry_at`, or with `None` give up (the event is kept as
+    /// `dead`, the local dead-letter queue).
+    async fn event_failed(&self, event_id: &str, retry_at: Option<Timestamp>, error: &str) -> StoreResult<()>;
+    /// Events given up on (newest first), for inspection and redrive.
+    async fn dead_events(&self, limit: usize) -> StoreResult<Vec<OutboxEntry>>;
+}
+
 /// How fresh a device's `last_seen_at` is kept.
 pub const DEVICE_SEEN_GRANULARITY: std::time::Duration = std::time::Duration::from_secs(60);
 
@@ -255,6 +282,7 @@ pub trait Store:
     + ManageDevices
     + AuthenticateDevices
     + OwnerRuns
+    + RecordDeliveries
 {
 }
 
@@ -273,5 +301,6 @@ impl<T> Store for T where
         + ManageDevices
         + AuthenticateDevices
         + OwnerRuns
+        + RecordDeliveries
 {
 }

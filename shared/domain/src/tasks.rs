@@ -122,6 +122,8 @@ pub struct Task {
     pub claim_id: Option<ClaimId>,
     /// The current claim holds the task until then.
     pub lease_until: Option<Timestamp>,
+    /// When the current claim was made.
+    pub claimed_at: Option<Timestamp>,
     /// The submitted result.
     pub result: Option<String>,
     /// sha256(status + result) of the accepted submit.
@@ -155,6 +157,7 @@ impl Task {
             expires_at: now.plus(policy.task_ttl),
             claim_id: None,
             lease_until: None,
+            claimed_at: None,
             result: None,
             result_hash: None,
             finished_at: None,

@@ -62,6 +62,8 @@ pub fn required_keys(function: &str) -> Option<Vec<String>> {
     }
     match function {
         "graph_relay" => return Some(vec![TABLE_NAME.to_owned()]),
+        "publish_events" => return Some(vec![EVENTS_QUEUE_URL.to_owned()]),
+        "notify" => return Some(vec![TABLE_NAME.to_owned(), EVENTS_QUEUE_URL.to_owned()]),
         "owner_api" => {
             return Some(
                 [TABLE_NAME, OAUTH_ISSUER, JWKS_URL, OAUTH_AUDIENCES, ARTIFACT_BUCKET, PUBLIC_URL, HOSTED_AUTH_URL]
@@ -256,6 +258,66 @@ impl OwnerConfig {
             },
             refresh_seconds: self.panel_refresh_seconds,
         }
+    }
+}
+
+/// The SQS events queue's URL.
+pub const EVENTS_QUEUE_URL: &str = "EVENTS_QUEUE_URL";
+/// Test harnesses only (the template never sets it): `true` lets the notifier call `http`
+/// receivers on loopback, as the local server does.
+pub const ALLOW_LOOPBACK_WEBHOOKS: &str = "ALLOW_LOOPBACK_WEBHOOKS";
+
+/// Settings of the `publish_events` function.
+#[derive(Debug, Clone, PartialEq)]
+pub struct PublisherConfig {
+    /// The events queue.
+    pub queue_url: String,
+}
+
+impl PublisherConfig {
+    /// Reads the settings through `get`.
+    ///
+    /// # Errors
+    /// [`ConfigError`] with every problem.
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let mut r = Reader { get, errors: Vec::new() };
+        let queue_url = r.required(EVENTS_QUEUE_URL);
+        r.finish(Self { queue_url })
+    }
+}
+
+/// Settings of the `notify` function.
+#[derive(Debug, Clone, PartialEq)]
+pub struct NotifierConfig {
+    /// The DynamoDB table (subscriptions, delivery outcomes).
+    pub table: String,
+    /// Time rules.
+    pub policy: Policy,
+    /// The events queue (for the backoff of failed messages).
+    pub queue_url: String,
+    /// See [`ALLOW_LOOPBACK_WEBHOOKS`].
+    pub allow_loopback: bool,
+}
+
+impl NotifierConfig {
+    /// Reads the settings through `get`.
+    ///
+    /// # Errors
+    /// [`ConfigError`] with every problem.
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let mut r = Reader { get, errors: Vec::new() };
+        let table = r.required(TABLE_NAME);
+        let policy = r.policy();
+        let queue_url = r.required(EVENTS_QUEUE_URL);
+        let allow_loopback = match (r.get)(ALLOW_LOOPBACK_WEBHOOKS).as_deref() {
+            None | Some("false") => false,
+            Some("true") => true,
+            Some(other) => {
+                r.errors.push(format!("{ALLOW_LOOPBACK_WEBHOOKS}: must be true or false (got {other:?})"));
+                false
+            }
+        };
+        r.finish(Self { table, policy, queue_url, allow_loopback })
     }
 }
 

@@ -14,7 +14,9 @@
 //! | [`jwks::HttpJwks`] | `jwks` | fetches the OAuth issuer's JWKS over HTTPS (cached by `service::auth::JwksCache`) |
 //! | [`mcp::run`] | `mcp` | the `mcp` function: HTTP API events through `service::mcp::McpEndpoint`, tools invoked as Lambdas |
 //! | [`relay_api::run`] | `relay-api` | the `graph_relay` function |
-//! | [`owner_api::run`] | `owner-api` | the `owner_api` function |
+//! | [`owner_api::run`] | `owner-api` | the `owner_api` function (and the owner's panel) |
+//! | [`publisher::run`] | `publisher` | the `publish_events` function: table stream → events → SQS |
+//! | [`notifier::run`] | `notifier` | the `notify` function: SQS → signed webhooks |
 //!
 //! Errors follow one rule: a domain rejection is a tool result, bad input a `-32602` or a 400,
 //! and an infrastructure fault a Lambda error or a 503 (retryable, details only in the logs).
@@ -26,8 +28,12 @@ mod http_glue;
 pub mod jwks;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+#[cfg(feature = "notifier")]
+pub mod notifier;
 #[cfg(feature = "owner-api")]
 pub mod owner_api;
+#[cfg(feature = "publisher")]
+pub mod publisher;
 #[cfg(feature = "relay-api")]
 pub mod relay_api;
 #[cfg(feature = "s3")]

@@ -9,6 +9,7 @@
 //! | [`auth`] | bearer tokens: RS256 against a cached JWKS, HS256 in local mode |
 //! | [`blobs`] | artifact bytes: the blob store interface, the local folder store and its signed download links |
 //! | [`tools`] | the nine MCP tools: one module per tool (spec, wire types, handler) and the catalogue |
+//! | [`events`] | delivering events as signed webhooks (Standard Webhooks), with backoff; the local notifier loop |
 //! | [`mcp`] | the MCP endpoint: rmcp (stateless JSON) behind auth, scope and size checks |
 //! | [`relay_api`] | the desktop relay's HTTP API (sync, start, control, complete) |
 //! | [`owner_api`] | the owner's HTTP API: projects, devices, chat links, tasks, runs, subscriptions |
@@ -21,6 +22,7 @@
 
 pub mod auth;
 pub mod blobs;
+pub mod events;
 pub mod http_json;
 pub mod mcp;
 pub mod owner_api;

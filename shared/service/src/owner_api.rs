@@ -23,11 +23,14 @@ use bytes::Bytes;
 use domain::clock::{SharedClock, Timestamp};
 use domain::devices::{Device, new_token};
 use domain::errors::InputError;
+use domain::events::DeliveryOutcome;
 use domain::ids::{ChatLinkId, CommandId, IdempotencyKey, OwnerId, ProjectId, TaskId};
 use domain::limits::{Policy, cut_chars};
 use domain::projects::{ChatLink, Project, Subscription, new_webhook_secret, validate_name};
 use domain::runs::Run;
-use domain::store::{AssignTasks, ManageDevices, ManageLinks, ManageProjects, OwnerRuns, ReadTasks, StoreError};
+use domain::store::{
+    AssignTasks, ManageDevices, ManageLinks, ManageProjects, OwnerRuns, ReadTasks, RecordDeliveries, StoreError,
+};
 use domain::tasks::{
     ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome, Task, TaskStatus, validate_objective,
 };
@@ -60,8 +63,14 @@ pub const DYNAMODB_ACTIONS: &[&str] =
     &["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"];
 
 /// The store capabilities the owner API uses.
-pub trait OwnerStore: ManageProjects + ManageDevices + ManageLinks + AssignTasks + ReadTasks + OwnerRuns {}
-impl<T: ManageProjects + ManageDevices + ManageLinks + AssignTasks + ReadTasks + OwnerRuns + ?Sized> OwnerStore for T {}
+pub trait OwnerStore:
+    ManageProjects + ManageDevices + ManageLinks + AssignTasks + ReadTasks + OwnerRuns + RecordDeliveries
+{
+}
+impl<T> OwnerStore for T where
+    T: ManageProjects + ManageDevices + ManageLinks + AssignTasks + ReadTasks + OwnerRuns + RecordDeliveries + ?Sized
+{
+}
 
 /// The owner API over a store.
 pub struct OwnerApi<S: ?Sized> {
@@ -188,14 +197,24 @@ fn device_json(d: &Device) -> serde_json::Value {
     })
 }
 
-fn link_json(l: &ChatLink) -> serde_json::Value {
+fn link_json(l: &ChatLink, last_delivery: Option<&DeliveryOutcome>) -> serde_json::Value {
     json!({
         "chat_link_id": l.link_id.to_string(),
         "project_id": l.project_id.to_string(),
         "name": l.name,
         "created_at": l.created_at.rfc3339(),
         // Never the secret: it is shown once, when the subscription is made.
-        "subscription": l.subscription.as_ref().map(|s| json!({"url": s.url, "created_at": s.created_at.rfc3339()})),
+        "subscription": l.subscription.as_ref().map(|s| json!({
+            "url": s.url,
+            "created_at": s.created_at.rfc3339(),
+            "last_delivery": last_delivery.map(|d| json!({
+                "event_id": d.event_id,
+                "event_type": d.event_type.as_str(),
+                "at": d.at.rfc3339(),
+                "ok": d.ok,
+                "detail": d.detail,
+            })),
+        })),
     })
 }
 
@@ -368,18 +387,21 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
 
     async fn list_links(&self, owner: &OwnerId) -> Reply {
         let ls = self.store.list_links(owner).await?;
-        ok(StatusCode::OK, json!({"links": ls.iter().map(link_json).collect::<Vec<_>>()}))
+        ok(StatusCode::OK, json!({"links": self.links_json(owner, &ls).await?}))
     }
 
     async fn create_link(&self, owner: &OwnerId, body: &[u8]) -> Reply {
         let b: LinkBody = parse(body)?;
         validate_name(&b.name)?;
         let l = self.store.create_link(owner, b.project_id, &b.name).await?.ok_or_else(|| not_found(NO_PROJECT))?;
-        ok(StatusCode::CREATED, link_json(&l))
+        ok(StatusCode::CREATED, link_json(&l, None))
     }
 
     async fn get_link(&self, owner: &OwnerId, id: &str) -> Reply {
-        ok(StatusCode::OK, link_json(&self.link(owner, id).await?))
+        let link = self.link(owner, id).await?;
+        let deliveries = self.store.last_deliveries(owner).await?;
+        let last = deliveries.iter().find(|(l, _)| *l == link.link_id).map(|(_, d)| d);
+        ok(StatusCode::OK, link_json(&link, last))
     }
 
     async fn delete_link(&self, owner: &OwnerId, id: &str) -> Reply {
@@ -396,7 +418,7 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
         let sub = Subscription { url: b.url, secret, created_at: self.clock.now() };
         let l =
             self.store.set_subscription(owner, link.link_id, Some(&sub)).await?.ok_or_else(|| not_found(NO_LINK))?;
-        let mut v = link_json(&l);
+        let mut v = link_json(&l, None);
         v["subscription"]["secret"] = json!(sub.secret);
         v["note"] =
             json!("The signing secret is shown only now. Events are signed per the Standard Webhooks convention.");
@@ -406,7 +428,7 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
     async fn unsubscribe(&self, owner: &OwnerId, id: &str) -> Reply {
         let link = self.link(owner, id).await?;
         let l = self.store.set_subscription(owner, link.link_id, None).await?.ok_or_else(|| not_found(NO_LINK))?;
-        ok(StatusCode::OK, link_json(&l))
+        ok(StatusCode::OK, link_json(&l, None))
     }
 
     async fn list_tasks(&self, owner: &OwnerId, id: &str, query: Option<&str>) -> Reply {
@@ -520,10 +542,23 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
             json!({
                 "projects": projects.iter().map(project_json).collect::<Vec<_>>(),
                 "devices": devices.iter().map(device_json).collect::<Vec<_>>(),
-                "links": links.iter().map(link_json).collect::<Vec<_>>(),
+                "links": self.links_json(owner, &links).await?,
                 "runs": runs.iter().map(|r| run_json(r, now, &self.policy)).collect::<Vec<_>>(),
             }),
         )
+    }
+
+    /// Links with the outcome of their latest delivery (one more query for all of them).
+    async fn links_json(&self, owner: &OwnerId, links: &[ChatLink]) -> Result<Vec<serde_json::Value>, Fail> {
+        let deliveries = if links.iter().any(|l| l.subscription.is_some()) {
+            self.store.last_deliveries(owner).await?
+        } else {
+            Vec::new()
+        };
+        Ok(links
+            .iter()
+            .map(|l| link_json(l, deliveries.iter().find(|(id, _)| *id == l.link_id).map(|(_, d)| d)))
+            .collect())
     }
 
     async fn list_runs(&self, owner: &OwnerId, query: Option<&str>) -> Reply {

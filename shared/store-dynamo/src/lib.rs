@@ -36,11 +36,12 @@ use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput
 use aws_sdk_dynamodb::types::{
     AttributeDefinition, AttributeValue, BillingMode, CancellationReason, ConditionCheck, GlobalSecondaryIndex,
     KeySchemaElement, KeyType, Projection, ProjectionType, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
-    ScalarAttributeType, TimeToLiveSpecification, TransactWriteItem,
+    ScalarAttributeType, StreamSpecification, StreamViewType, TimeToLiveSpecification, TransactWriteItem,
 };
 
 use domain::clock::{SharedClock, Timestamp};
 use domain::devices::Device;
+use domain::events::{DeliveryOutcome, Event, derive_run, derive_task};
 use domain::ids::{AgentId, ChatLinkId, ClaimId, CommandId, GraphSessionId, OwnerId, ProjectId, TaskId};
 use domain::limits::Policy;
 use domain::projects::{
@@ -53,8 +54,8 @@ use domain::runs::{
 };
 use domain::store::{
     AssignTasks, AuthenticateDevices, CancelRuns, ClaimTasks, DEVICE_SEEN_GRANULARITY, ManageDevices, ManageLinks,
-    ManageProjects, OwnerRuns, QueueRuns, ReadRuns, ReadTasks, RecordArtifacts, RelayRuns, StoreError, StoreResult,
-    SyncSessions,
+    ManageProjects, OwnerRuns, QueueRuns, ReadRuns, ReadTasks, RecordArtifacts, RecordDeliveries, RelayRuns,
+    StoreError, StoreResult, SyncSessions,
 };
 use domain::tasks::{
     ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome, ClaimOutcome,
@@ -123,23 +124,21 @@ impl DynamoStore {
         Ok(out.item)
     }
 
+    /// Every item of partition `pk` whose sort key starts with `sk_prefix` (all of them when
+    /// the prefix is empty: DynamoDB refuses an empty key value).
     async fn query_all(&self, pk: String, sk_prefix: &str) -> StoreResult<Vec<Item>> {
         let mut items = Vec::new();
         let mut start = None;
         loop {
-            let out = self
-                .client
-                .query()
-                .table_name(&self.table)
-                .key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
-                .set_expression_attribute_names(Some(names("#pk #sk")))
-                .expression_attribute_values(":pk", s(pk.clone()))
-                .expression_attribute_values(":prefix", s(sk_prefix))
-                .consistent_read(true)
-                .set_exclusive_start_key(start)
-                .send()
-                .await
-                .map_err(sdk)?;
+            let mut q = self.client.query().table_name(&self.table).expression_attribute_values(":pk", s(pk.clone()));
+            q = if sk_prefix.is_empty() {
+                q.key_condition_expression("#pk = :pk").set_expression_attribute_names(Some(names("#pk")))
+            } else {
+                q.key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+                    .set_expression_attribute_names(Some(names("#pk #sk")))
+                    .expression_attribute_values(":prefix", s(sk_prefix))
+            };
+            let out = q.consistent_read(true).set_exclusive_start_key(start).send().await.map_err(sdk)?;
             items.extend(out.items.unwrap_or_default());
             match out.last_evaluated_key {
                 Some(k) if !k.is_empty() => start = Some(k),
@@ -560,6 +559,7 @@ fn task_from(item: &Item) -> StoreResult<Task> {
         expires_at: r.ts("expires_at")?,
         claim_id: r.opt_parse("claim_id", |v| ClaimId::parse("claim_id", v).ok())?,
         lease_until: r.opt_ts("lease_until")?,
+        claimed_at: r.opt_ts("claimed_at")?,
         result: r.opt_s("result").map(str::to_owned),
         result_hash: r.opt_s("result_hash").map(str::to_owned),
         finished_at: r.opt_ts("finished_at")?,
@@ -1343,7 +1343,7 @@ impl ClaimTasks for DynamoStore {
         let out = self
             .update(
                 task_key(link, task),
-                "SET #status = :claimed, #claim_id = :c, #lease_until = :lease",
+                "SET #status = :claimed, #claim_id = :c, #lease_until = :lease, #claimed_at = :now",
                 "#owner = :o AND #expires_at > :now AND (#status = :queued OR (#status = :claimed AND #lease_until <= :now))",
                 values([
                     (":claimed", s("claimed")),
@@ -1555,6 +1555,83 @@ impl AuthenticateDevices for DynamoStore {
     }
 }
 
+#[async_trait]
+impl RecordDeliveries for DynamoStore {
+    /// One `PutItem` on `DELIVERY#<owner>` / `<link>` (the notifier's only write, which its IAM
+    /// policy limits to `DELIVERY#` partitions).
+    async fn record_delivery(&self, owner: &OwnerId, link: ChatLinkId, outcome: &DeliveryOutcome) -> StoreResult<()> {
+        let body = serde_json::to_string(outcome).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let mut item = key(format!("DELIVERY#{owner}"), link.to_string());
+        item.extend(values([
+            ("outcome", s(body)),
+            (TTL_ATTRIBUTE, ttl_at(self.clock.now().plus(self.policy.retention))),
+        ]));
+        self.client.put_item().table_name(&self.table).set_item(Some(item)).send().await.map_err(sdk)?;
+        Ok(())
+    }
+
+    async fn last_deliveries(&self, owner: &OwnerId) -> StoreResult<Vec<(ChatLinkId, DeliveryOutcome)>> {
+        let items = self.query_all(format!("DELIVERY#{owner}"), "").await?;
+        items
+            .iter()
+            .map(|i| {
+                let r = Read(i);
+                Ok((
+                    r.parse("sk", |v| ChatLinkId::parse("chat_link_id", v).ok())?,
+                    r.parse("outcome", |v| serde_json::from_str(v).ok())?,
+                ))
+            })
+            .collect()
+    }
+}
+
+/// A DynamoDB-JSON image (as the table's stream delivers it, `{"pk":{"S":"…"},…}`) as an item.
+///
+/// # Errors
+/// [`StoreError::Corrupt`] when the JSON is not an image.
+pub fn item_from_stream_json(image: &serde_json::Value) -> StoreResult<Item> {
+    fn value(v: &serde_json::Value) -> Option<AttributeValue> {
+        let (kind, inner) = v.as_object()?.iter().next()?;
+        Some(match kind.as_str() {
+            "S" => AttributeValue::S(inner.as_str()?.to_owned()),
+            "N" => AttributeValue::N(inner.as_str()?.to_owned()),
+            "BOOL" => AttributeValue::Bool(inner.as_bool()?),
+            "NULL" => AttributeValue::Null(true),
+            "SS" => {
+                AttributeValue::Ss(inner.as_array()?.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+            }
+            "NS" => {
+                AttributeValue::Ns(inner.as_array()?.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+            }
+            "L" => AttributeValue::L(inner.as_array()?.iter().map(value).collect::<Option<_>>()?),
+            "M" => AttributeValue::M(
+                inner.as_object()?.iter().map(|(k, v)| Some((k.clone(), value(v)?))).collect::<Option<_>>()?,
+            ),
+            _ => return None,
+        })
+    }
+    let map = image.as_object().ok_or_else(|| StoreError::Corrupt("stream image is not an object".into()))?;
+    map.iter().map(|(k, v)| value(v).map(|v| (k.clone(), v)).ok_or_else(|| bad(k))).collect()
+}
+
+/// The events one stream record means: its old and new images (either may be absent) decoded
+/// as a task or a run and handed to the domain's `derive_*`. Other items mean nothing.
+///
+/// # Errors
+/// [`StoreError::Corrupt`] when a task or run image cannot be decoded.
+pub fn events_of_change(old: Option<&Item>, new: Option<&Item>) -> StoreResult<Vec<Event>> {
+    let sk = new.or(old).and_then(|i| Read(i).opt_s("sk").map(str::to_owned)).unwrap_or_default();
+    if sk.starts_with("TASK#") {
+        let (o, n) = (opt_from(old, task_from)?, opt_from(new, task_from)?);
+        Ok(derive_task(o.as_ref(), n.as_ref()))
+    } else if sk == "RUN" {
+        let (o, n) = (opt_from(old, run_from)?, opt_from(new, run_from)?);
+        Ok(derive_run(o.as_ref(), n.as_ref()))
+    } else {
+        Ok(Vec::new())
+    }
+}
+
 /// Creates the table with its two sparse indexes and TTL, on demand billing; waits until it
 /// is active. Used by tests and `infra/`; `template.yaml` declares the same table for deploys.
 ///
@@ -1599,6 +1676,14 @@ pub async fn create_table(client: &Client, table: &str) -> StoreResult<()> {
         .global_secondary_indexes(index(QUEUE_INDEX, "gsi1pk", "gsi1sk")?)
         .global_secondary_indexes(index(OPEN_TASKS_INDEX, "gsi2pk", "gsi2sk")?)
         .global_secondary_indexes(index(OWNER_RUNS_INDEX, "gsi3pk", "gsi3sk")?)
+        // The events publisher reads the stream (SPEC §8).
+        .stream_specification(
+            StreamSpecification::builder()
+                .stream_enabled(true)
+                .stream_view_type(StreamViewType::NewAndOldImages)
+                .build()
+                .map_err(build)?,
+        )
         .send()
         .await
         .map_err(sdk)?;

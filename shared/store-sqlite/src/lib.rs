@@ -20,6 +20,7 @@ use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehav
 
 use domain::clock::{SharedClock, Timestamp};
 use domain::devices::Device;
+use domain::events::{DeliveryOutcome, Event, OutboxEntry, derive_run, derive_task};
 use domain::ids::{AgentId, ChatLinkId, ClaimId, CommandId, GraphSessionId, OwnerId, ProjectId, TaskId};
 use domain::limits::Policy;
 use domain::projects::{ChatLink, Project, Subscription, SyncOutcome, check_named_project, resolve_project};
@@ -29,9 +30,9 @@ use domain::runs::{
     classify_control, classify_start, idempotency_record_key,
 };
 use domain::store::{
-    AssignTasks, AuthenticateDevices, CancelRuns, ClaimTasks, DEVICE_SEEN_GRANULARITY, ManageDevices, ManageLinks,
-    ManageProjects, OwnerRuns, QueueRuns, ReadRuns, ReadTasks, RecordArtifacts, RelayRuns, StoreError, StoreResult,
-    SyncSessions,
+    AssignTasks, AuthenticateDevices, CancelRuns, ClaimTasks, DEVICE_SEEN_GRANULARITY, EventOutbox, ManageDevices,
+    ManageLinks, ManageProjects, OwnerRuns, QueueRuns, ReadRuns, ReadTasks, RecordArtifacts, RecordDeliveries,
+    RelayRuns, StoreError, StoreResult, SyncSessions,
 };
 use domain::tasks::{
     ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome, ClaimOutcome,
@@ -44,7 +45,20 @@ use domain::tasks::{
 ///
 /// Version 1 is the layout the first builds wrote without a version number; its statements
 /// use `IF NOT EXISTS`, so such a database (version 0 with tables) is adopted as it is.
-const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2];
+const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3];
+
+/// Version 3: tasks remember when their current claim was made, and every state change of a
+/// task or a run leaves its events in an outbox, in the same transaction (delivered by the
+/// local notifier, like the table's stream feeds the cloud's).
+const SCHEMA_V3: &str = r"
+ALTER TABLE tasks ADD COLUMN claimed_at INTEGER;
+CREATE TABLE event_outbox (
+    event_id TEXT PRIMARY KEY, owner TEXT NOT NULL, body TEXT NOT NULL, created_at INTEGER NOT NULL,
+    state TEXT NOT NULL, attempts INTEGER NOT NULL, next_attempt_at INTEGER NOT NULL, last_error TEXT);
+CREATE INDEX event_outbox_due ON event_outbox(next_attempt_at, event_id) WHERE state = 'pending';
+CREATE TABLE deliveries (
+    owner TEXT NOT NULL, link_id TEXT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (owner, link_id));
+";
 
 /// Version 2: chat links can be deleted (a tombstone; their tasks are marked) and carry an
 /// event subscription; devices remember when they were last seen; the owner lists recent runs.
@@ -379,7 +393,7 @@ fn link_row(row: &Row<'_>) -> rusqlite::Result<ChatLink> {
 }
 
 const TASK_COLS: &str = "task_id, link_id, owner, objective, status, created_at, expires_at, claim_id, \
-     lease_until, result, result_hash, finished_at, link_deleted";
+     lease_until, result, result_hash, finished_at, link_deleted, claimed_at";
 
 fn task_row(row: &Row<'_>) -> rusqlite::Result<Task> {
     Ok(Task {
@@ -396,6 +410,7 @@ fn task_row(row: &Row<'_>) -> rusqlite::Result<Task> {
         result_hash: row.get(10)?,
         finished_at: opt_ts(row.get(11)?),
         link_deleted: row.get(12)?,
+        claimed_at: opt_ts(row.get(13)?),
     })
 }
 
@@ -415,6 +430,52 @@ fn get_project_tx(tx: &Transaction<'_>, owner: &str, project: &str) -> rusqlite:
         project_row,
     )
     .optional()
+}
+
+/// Inserts events into the outbox (a redelivered id is ignored: same change, same event).
+fn record_events(tx: &Transaction<'_>, events: &[Event], now: Timestamp) -> rusqlite::Result<()> {
+    for e in events {
+        tx.execute(
+            "INSERT OR IGNORE INTO event_outbox (event_id, owner, body, created_at, state, attempts, next_attempt_at) \
+             VALUES (?1, ?2, ?3, ?4, 'pending', 0, ?4)",
+            params![e.id, e.data.owner, e.to_json(), now.as_millis()],
+        )?;
+    }
+    Ok(())
+}
+
+/// Runs `f`, which may change the run `id`, and records the events the change means in the
+/// same transaction: the outbox can never disagree with the data.
+fn watch_run<T>(
+    tx: &Transaction<'_>,
+    id: &str,
+    now: Timestamp,
+    f: impl FnOnce() -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    let old = get_run_tx(tx, id)?;
+    let out = f()?;
+    let new = get_run_tx(tx, id)?;
+    if old != new {
+        record_events(tx, &derive_run(old.as_ref(), new.as_ref()), now)?;
+    }
+    Ok(out)
+}
+
+/// Like [`watch_run`], for the task `task` of `link`.
+fn watch_task<T>(
+    tx: &Transaction<'_>,
+    link: &str,
+    task: &str,
+    now: Timestamp,
+    f: impl FnOnce() -> rusqlite::Result<T>,
+) -> rusqlite::Result<T> {
+    let old = get_task_tx(tx, link, task)?;
+    let out = f()?;
+    let new = get_task_tx(tx, link, task)?;
+    if old != new {
+        record_events(tx, &derive_task(old.as_ref(), new.as_ref()), now)?;
+    }
+    Ok(out)
 }
 
 /// A live idempotency record: (request hash, target id).
@@ -565,6 +626,7 @@ impl QueueRuns for SqliteStore {
                 "INSERT OR REPLACE INTO idempotency (record_key, request_hash, target_id, expires_at) VALUES (?1, ?2, ?3, ?4)",
                 params![key, hash, run.command_id.to_string(), now.plus(policy.idempotency_ttl).as_millis()],
             )?;
+            record_events(tx, &derive_run(None, Some(&run)), now)?;
             Ok(QueueOutcome::Queued(run))
         })
         .await
@@ -586,33 +648,35 @@ impl CancelRuns for SqliteStore {
         let policy = self.policy;
         self.write(move |tx, now| {
             let id = command.to_string();
-            let n = tx.execute(
-                "UPDATE runs SET status = 'cancelled', finished_at = ?1 \
-                 WHERE command_id = ?2 AND agent = ?3 AND status = 'queued' AND expires_at > ?1",
-                params![now.as_millis(), id, agent.as_str()],
-            )?;
-            if n == 1 {
-                return Ok(CancelRunOutcome::Cancelled);
-            }
-            match classify_cancel(get_run_tx(tx, &id)?.as_ref(), &agent, now, &policy) {
-                CancelStep::Done(outcome) => Ok(outcome),
-                CancelStep::FlagRunning => {
-                    let cutoff = now.minus(policy.heartbeat_timeout).as_millis();
-                    let n = tx.execute(
-                        "UPDATE runs SET cancel_requested = 1 \
-                         WHERE command_id = ?1 AND agent = ?2 AND status = 'running' AND last_heartbeat_at > ?3",
-                        params![id, agent.as_str(), cutoff],
-                    )?;
-                    if n == 1 {
-                        return Ok(CancelRunOutcome::CancelRequested);
-                    }
-                    // Unreachable inside one IMMEDIATE transaction; classify again rather than guess.
-                    Ok(match classify_cancel(get_run_tx(tx, &id)?.as_ref(), &agent, now, &policy) {
-                        CancelStep::Done(outcome) => outcome,
-                        CancelStep::FlagRunning => CancelRunOutcome::Unchanged(RunStatus::Running),
-                    })
+            watch_run(tx, &id, now, || {
+                let n = tx.execute(
+                    "UPDATE runs SET status = 'cancelled', finished_at = ?1 \
+                     WHERE command_id = ?2 AND agent = ?3 AND status = 'queued' AND expires_at > ?1",
+                    params![now.as_millis(), id, agent.as_str()],
+                )?;
+                if n == 1 {
+                    return Ok(CancelRunOutcome::Cancelled);
                 }
-            }
+                match classify_cancel(get_run_tx(tx, &id)?.as_ref(), &agent, now, &policy) {
+                    CancelStep::Done(outcome) => Ok(outcome),
+                    CancelStep::FlagRunning => {
+                        let cutoff = now.minus(policy.heartbeat_timeout).as_millis();
+                        let n = tx.execute(
+                            "UPDATE runs SET cancel_requested = 1 \
+                             WHERE command_id = ?1 AND agent = ?2 AND status = 'running' AND last_heartbeat_at > ?3",
+                            params![id, agent.as_str(), cutoff],
+                        )?;
+                        if n == 1 {
+                            return Ok(CancelRunOutcome::CancelRequested);
+                        }
+                        // Unreachable inside one IMMEDIATE transaction; classify again rather than guess.
+                        Ok(match classify_cancel(get_run_tx(tx, &id)?.as_ref(), &agent, now, &policy) {
+                            CancelStep::Done(outcome) => outcome,
+                            CancelStep::FlagRunning => CancelRunOutcome::Unchanged(RunStatus::Running),
+                        })
+                    }
+                }
+            })
         })
         .await
     }
@@ -638,15 +702,17 @@ impl RelayRuns for SqliteStore {
         let policy = self.policy;
         self.write(move |tx, now| {
             let id = command.to_string();
-            let n = tx.execute(
-                "UPDATE runs SET status = 'running', started_at = ?1, last_heartbeat_at = ?1, execution_id = ?2 \
-                 WHERE command_id = ?3 AND owner = ?4 AND status = 'queued' AND expires_at > ?1",
-                params![now.as_millis(), execution_id, id, owner.as_str()],
-            )?;
-            if n == 1 {
-                return Ok(StartOutcome::Started);
-            }
-            Ok(classify_start(get_run_tx(tx, &id)?.as_ref(), &owner, &execution_id, now, &policy))
+            watch_run(tx, &id, now, || {
+                let n = tx.execute(
+                    "UPDATE runs SET status = 'running', started_at = ?1, last_heartbeat_at = ?1, execution_id = ?2 \
+                     WHERE command_id = ?3 AND owner = ?4 AND status = 'queued' AND expires_at > ?1",
+                    params![now.as_millis(), execution_id, id, owner.as_str()],
+                )?;
+                if n == 1 {
+                    return Ok(StartOutcome::Started);
+                }
+                Ok(classify_start(get_run_tx(tx, &id)?.as_ref(), &owner, &execution_id, now, &policy))
+            })
         })
         .await
     }
@@ -685,42 +751,44 @@ impl RelayRuns for SqliteStore {
         let policy = self.policy;
         self.write(move |tx, now| {
             let id = command.to_string();
-            let hash = completion.hash();
-            let body = json(&completion);
-            let cutoff = now.minus(policy.heartbeat_timeout).as_millis();
-            let status = RunStatus::from(completion.status);
-            // A queued command may only be refused (failed/cancelled), never completed unstarted.
-            let allow_queued = status != RunStatus::Completed;
-            let n = tx.execute(
-                "UPDATE runs SET status = ?1, finished_at = ?2, execution_id = ?3, completion = ?4, completion_hash = ?5 \
-                 WHERE command_id = ?6 AND owner = ?7 AND ( \
-                   (status = 'running' AND execution_id = ?3 AND last_heartbeat_at > ?8 AND cancel_requested = 0) \
-                   OR (?9 AND status = 'queued' AND expires_at > ?2))",
-                params![status.as_str(), now.as_millis(), completion.execution_id, body, hash, id, owner.as_str(), cutoff, allow_queued],
-            )?;
-            if n == 1 {
-                return Ok(CompleteOutcome::Recorded(status));
-            }
-            match classify_complete(get_run_tx(tx, &id)?.as_ref(), &owner, &completion, &hash, now, &policy) {
-                CompleteStep::Done(outcome) => Ok(outcome),
-                CompleteStep::RecordCancelled => {
-                    let n = tx.execute(
-                        "UPDATE runs SET status = 'cancelled', finished_at = ?1, completion = ?2, completion_hash = ?3 \
-                         WHERE command_id = ?4 AND owner = ?5 AND status = 'running' AND execution_id = ?6 \
-                         AND cancel_requested = 1 AND last_heartbeat_at > ?7",
-                        params![now.as_millis(), body, hash, id, owner.as_str(), completion.execution_id, cutoff],
-                    )?;
-                    if n == 1 {
-                        return Ok(CompleteOutcome::Recorded(RunStatus::Cancelled));
-                    }
-                    // Unreachable inside one IMMEDIATE transaction; classify again rather than guess.
-                    let old = get_run_tx(tx, &id)?;
-                    Ok(match classify_complete(old.as_ref(), &owner, &completion, &hash, now, &policy) {
-                        CompleteStep::Done(outcome) => outcome,
-                        CompleteStep::RecordCancelled => CompleteOutcome::Conflict(RunStatus::Running),
-                    })
+            watch_run(tx, &id, now, || {
+                let hash = completion.hash();
+                let body = json(&completion);
+                let cutoff = now.minus(policy.heartbeat_timeout).as_millis();
+                let status = RunStatus::from(completion.status);
+                // A queued command may only be refused (failed/cancelled), never completed unstarted.
+                let allow_queued = status != RunStatus::Completed;
+                let n = tx.execute(
+                    "UPDATE runs SET status = ?1, finished_at = ?2, execution_id = ?3, completion = ?4, completion_hash = ?5 \
+                     WHERE command_id = ?6 AND owner = ?7 AND ( \
+                       (status = 'running' AND execution_id = ?3 AND last_heartbeat_at > ?8 AND cancel_requested = 0) \
+                       OR (?9 AND status = 'queued' AND expires_at > ?2))",
+                    params![status.as_str(), now.as_millis(), completion.execution_id, body, hash, id, owner.as_str(), cutoff, allow_queued],
+                )?;
+                if n == 1 {
+                    return Ok(CompleteOutcome::Recorded(status));
                 }
-            }
+                match classify_complete(get_run_tx(tx, &id)?.as_ref(), &owner, &completion, &hash, now, &policy) {
+                    CompleteStep::Done(outcome) => Ok(outcome),
+                    CompleteStep::RecordCancelled => {
+                        let n = tx.execute(
+                            "UPDATE runs SET status = 'cancelled', finished_at = ?1, completion = ?2, completion_hash = ?3 \
+                             WHERE command_id = ?4 AND owner = ?5 AND status = 'running' AND execution_id = ?6 \
+                             AND cancel_requested = 1 AND last_heartbeat_at > ?7",
+                            params![now.as_millis(), body, hash, id, owner.as_str(), completion.execution_id, cutoff],
+                        )?;
+                        if n == 1 {
+                            return Ok(CompleteOutcome::Recorded(RunStatus::Cancelled));
+                        }
+                        // Unreachable inside one IMMEDIATE transaction; classify again rather than guess.
+                        let old = get_run_tx(tx, &id)?;
+                        Ok(match classify_complete(old.as_ref(), &owner, &completion, &hash, now, &policy) {
+                            CompleteStep::Done(outcome) => outcome,
+                            CompleteStep::RecordCancelled => CompleteOutcome::Conflict(RunStatus::Running),
+                        })
+                    }
+                }
+            })
         })
         .await
     }
@@ -789,11 +857,22 @@ impl ManageLinks for SqliteStore {
                 "UPDATE links SET deleted_at = COALESCE(deleted_at, ?1), subscription = NULL WHERE link_id = ?2 AND owner = ?3",
                 params![now.as_millis(), link.to_string(), owner],
             )?;
+            let open: Vec<Task> = {
+                let mut st = tx.prepare(&format!(
+                    "SELECT {TASK_COLS} FROM tasks WHERE link_id = ?1 AND owner = ?2 \
+                     AND status IN ('queued', 'claimed') AND expires_at > ?3"
+                ))?;
+                st.query_map(params![link.to_string(), owner, now.as_millis()], task_row)?.collect::<rusqlite::Result<_>>()?
+            };
             let cancelled = tx.execute(
                 "UPDATE tasks SET status = 'cancelled', finished_at = ?1, link_deleted = 1 \
                  WHERE link_id = ?2 AND owner = ?3 AND status IN ('queued', 'claimed') AND expires_at > ?1",
                 params![now.as_millis(), link.to_string(), owner],
             )?;
+            for old in &open {
+                let new = get_task_tx(tx, &link.to_string(), &old.task_id.to_string())?;
+                record_events(tx, &derive_task(Some(old), new.as_ref()), now)?;
+            }
             tx.execute(
                 "UPDATE tasks SET link_deleted = 1 WHERE link_id = ?1 AND owner = ?2 AND link_deleted = 0",
                 params![link.to_string(), owner],
@@ -855,7 +934,7 @@ impl AssignTasks for SqliteStore {
             let task = Task::assigned(&req, now, &policy);
             tx.execute(
                 &format!(
-                    "INSERT INTO tasks ({TASK_COLS}) VALUES (?1, ?2, ?3, ?4, 'queued', ?5, ?6, NULL, NULL, NULL, NULL, NULL, 0)"
+                    "INSERT INTO tasks ({TASK_COLS}) VALUES (?1, ?2, ?3, ?4, 'queued', ?5, ?6, NULL, NULL, NULL, NULL, NULL, 0, NULL)"
                 ),
                 params![
                     task.task_id.to_string(),
@@ -870,6 +949,7 @@ impl AssignTasks for SqliteStore {
                 "INSERT OR REPLACE INTO idempotency (record_key, request_hash, target_id, expires_at) VALUES (?1, ?2, ?3, ?4)",
                 params![key, hash, task.task_id.to_string(), now.plus(policy.idempotency_ttl).as_millis()],
             )?;
+            record_events(tx, &derive_task(None, Some(&task)), now)?;
             Ok(AssignOutcome::Assigned(task))
         })
         .await
@@ -878,16 +958,18 @@ impl AssignTasks for SqliteStore {
     async fn cancel_task(&self, owner: &OwnerId, link: ChatLinkId, task: TaskId) -> StoreResult<CancelTaskOutcome> {
         let owner = owner.clone();
         self.write(move |tx, now| {
-            let n = tx.execute(
-                "UPDATE tasks SET status = 'cancelled', finished_at = ?1 \
-                 WHERE task_id = ?2 AND link_id = ?3 AND owner = ?4 AND status IN ('queued', 'claimed') AND expires_at > ?1",
-                params![now.as_millis(), task.to_string(), link.to_string(), owner.as_str()],
-            )?;
-            if n == 1 {
-                return Ok(CancelTaskOutcome::Cancelled);
-            }
-            let old = get_task_tx(tx, &link.to_string(), &task.to_string())?;
-            Ok(classify_cancel_task(old.as_ref(), &owner, &link, now))
+            watch_task(tx, &link.to_string(), &task.to_string(), now, || {
+                let n = tx.execute(
+                    "UPDATE tasks SET status = 'cancelled', finished_at = ?1 \
+                     WHERE task_id = ?2 AND link_id = ?3 AND owner = ?4 AND status IN ('queued', 'claimed') AND expires_at > ?1",
+                    params![now.as_millis(), task.to_string(), link.to_string(), owner.as_str()],
+                )?;
+                if n == 1 {
+                    return Ok(CancelTaskOutcome::Cancelled);
+                }
+                let old = get_task_tx(tx, &link.to_string(), &task.to_string())?;
+                Ok(classify_cancel_task(old.as_ref(), &owner, &link, now))
+            })
         })
         .await
     }
@@ -982,26 +1064,28 @@ impl ClaimTasks for SqliteStore {
         let owner = owner.clone();
         let lease = self.policy.lease;
         self.write(move |tx, now| {
-            let claim_id = ClaimId::generate();
-            let lease_until = now.plus(lease);
-            let n = tx.execute(
-                "UPDATE tasks SET status = 'claimed', claim_id = ?1, lease_until = ?2 \
-                 WHERE task_id = ?3 AND link_id = ?4 AND owner = ?5 AND expires_at > ?6 \
-                 AND (status = 'queued' OR (status = 'claimed' AND lease_until <= ?6))",
-                params![
-                    claim_id.to_string(),
-                    lease_until.as_millis(),
-                    task.to_string(),
-                    link.to_string(),
-                    owner.as_str(),
-                    now.as_millis()
-                ],
-            )?;
-            if n == 1 {
-                return Ok(ClaimOutcome::Claimed { claim_id, lease_until });
-            }
-            let old = get_task_tx(tx, &link.to_string(), &task.to_string())?;
-            Ok(classify_claim(old.as_ref(), &owner, &link, now))
+            watch_task(tx, &link.to_string(), &task.to_string(), now, || {
+                let claim_id = ClaimId::generate();
+                let lease_until = now.plus(lease);
+                let n = tx.execute(
+                    "UPDATE tasks SET status = 'claimed', claim_id = ?1, lease_until = ?2, claimed_at = ?6 \
+                     WHERE task_id = ?3 AND link_id = ?4 AND owner = ?5 AND expires_at > ?6 \
+                     AND (status = 'queued' OR (status = 'claimed' AND lease_until <= ?6))",
+                    params![
+                        claim_id.to_string(),
+                        lease_until.as_millis(),
+                        task.to_string(),
+                        link.to_string(),
+                        owner.as_str(),
+                        now.as_millis()
+                    ],
+                )?;
+                if n == 1 {
+                    return Ok(ClaimOutcome::Claimed { claim_id, lease_until });
+                }
+                let old = get_task_tx(tx, &link.to_string(), &task.to_string())?;
+                Ok(classify_claim(old.as_ref(), &owner, &link, now))
+            })
         })
         .await
     }
@@ -1011,25 +1095,27 @@ impl ClaimTasks for SqliteStore {
         self.write(move |tx, now| {
             let hash = req.result_hash();
             let SubmitTask { owner, link_id: link, task_id: task, claim_id: claim, status, result } = &req;
-            let n = tx.execute(
-                "UPDATE tasks SET status = ?1, result = ?2, result_hash = ?3, finished_at = ?4 \
-                 WHERE task_id = ?5 AND link_id = ?6 AND owner = ?7 AND status = 'claimed' AND claim_id = ?8 AND expires_at > ?4",
-                params![
-                    TaskStatus::from(*status).as_str(),
-                    result,
-                    hash,
-                    now.as_millis(),
-                    task.to_string(),
-                    link.to_string(),
-                    owner.as_str(),
-                    claim.to_string(),
-                ],
-            )?;
-            if n == 1 {
-                return Ok(SubmitOutcome::Accepted);
-            }
-            let old = get_task_tx(tx, &link.to_string(), &task.to_string())?;
-            Ok(classify_submit(old.as_ref(), owner, link, claim, Some(&hash), now))
+            watch_task(tx, &link.to_string(), &task.to_string(), now, || {
+                let n = tx.execute(
+                    "UPDATE tasks SET status = ?1, result = ?2, result_hash = ?3, finished_at = ?4 \
+                     WHERE task_id = ?5 AND link_id = ?6 AND owner = ?7 AND status = 'claimed' AND claim_id = ?8 AND expires_at > ?4",
+                    params![
+                        TaskStatus::from(*status).as_str(),
+                        result,
+                        hash,
+                        now.as_millis(),
+                        task.to_string(),
+                        link.to_string(),
+                        owner.as_str(),
+                        claim.to_string(),
+                    ],
+                )?;
+                if n == 1 {
+                    return Ok(SubmitOutcome::Accepted);
+                }
+                let old = get_task_tx(tx, &link.to_string(), &task.to_string())?;
+                Ok(classify_submit(old.as_ref(), owner, link, claim, Some(&hash), now))
+            })
         })
         .await
     }
@@ -1173,6 +1259,87 @@ impl OwnerRuns for SqliteStore {
                 "SELECT {RUN_COLS} FROM runs WHERE owner = ?1 AND command_id < ?2 ORDER BY command_id DESC LIMIT ?3"
             ))?;
             st.query_map(params![owner, before, limit as i64], run_row)?.collect()
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl RecordDeliveries for SqliteStore {
+    async fn record_delivery(&self, owner: &OwnerId, link: ChatLinkId, outcome: &DeliveryOutcome) -> StoreResult<()> {
+        let (owner, body) = (owner.as_str().to_owned(), json(outcome));
+        self.write(move |tx, _| {
+            tx.execute(
+                "INSERT INTO deliveries (owner, link_id, body) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (owner, link_id) DO UPDATE SET body = excluded.body",
+                params![owner, link.to_string(), body],
+            )
+            .map(drop)
+        })
+        .await
+    }
+
+    async fn last_deliveries(&self, owner: &OwnerId) -> StoreResult<Vec<(ChatLinkId, DeliveryOutcome)>> {
+        let owner = owner.as_str().to_owned();
+        self.read(move |tx, _| {
+            let mut st = tx.prepare("SELECT link_id, body FROM deliveries WHERE owner = ?1")?;
+            st.query_map([owner], |row| {
+                Ok((
+                    col(row, 0, "link_id", |s| ChatLinkId::parse("chat_link_id", s).ok())?,
+                    col(row, 1, "body", |s| serde_json::from_str(s).ok())?,
+                ))
+            })?
+            .collect()
+        })
+        .await
+    }
+}
+
+fn outbox_row(row: &Row<'_>) -> rusqlite::Result<OutboxEntry> {
+    Ok(OutboxEntry {
+        event: col(row, 0, "body", |s| serde_json::from_str(s).ok())?,
+        attempts: u32::try_from(row.get::<_, i64>(1)?).unwrap_or(u32::MAX),
+    })
+}
+
+#[async_trait]
+impl EventOutbox for SqliteStore {
+    async fn due_events(&self, limit: usize) -> StoreResult<Vec<OutboxEntry>> {
+        self.read(move |tx, now| {
+            let mut st = tx.prepare(
+                "SELECT body, attempts FROM event_outbox WHERE state = 'pending' AND next_attempt_at <= ?1 \
+                 ORDER BY next_attempt_at, created_at, event_id LIMIT ?2",
+            )?;
+            st.query_map(params![now.as_millis(), limit as i64], outbox_row)?.collect()
+        })
+        .await
+    }
+
+    async fn event_delivered(&self, event_id: &str) -> StoreResult<()> {
+        let id = event_id.to_owned();
+        self.write(move |tx, _| tx.execute("DELETE FROM event_outbox WHERE event_id = ?1", [id]).map(drop)).await
+    }
+
+    async fn event_failed(&self, event_id: &str, retry_at: Option<Timestamp>, error: &str) -> StoreResult<()> {
+        let (id, error) = (event_id.to_owned(), error.to_owned());
+        self.write(move |tx, _| {
+            tx.execute(
+                "UPDATE event_outbox SET attempts = attempts + 1, last_error = ?1, \
+                 state = CASE WHEN ?2 IS NULL THEN 'dead' ELSE 'pending' END, \
+                 next_attempt_at = COALESCE(?2, next_attempt_at) WHERE event_id = ?3",
+                params![error, retry_at.map(Timestamp::as_millis), id],
+            )
+            .map(drop)
+        })
+        .await
+    }
+
+    async fn dead_events(&self, limit: usize) -> StoreResult<Vec<OutboxEntry>> {
+        self.read(move |tx, _| {
+            let mut st = tx.prepare(
+                "SELECT body, attempts FROM event_outbox WHERE state = 'dead' ORDER BY created_at DESC LIMIT ?1",
+            )?;
+            st.query_map(params![limit as i64], outbox_row)?.collect()
         })
         .await
     }

@@ -205,6 +205,10 @@ function renderLinks(links) {
   $("subscription-line").textContent = link.subscription
     ? `An event subscription is active for this chat (${link.subscription.url}).`
     : "Open the host conversation to start each task.";
+  const last = link.subscription && link.subscription.last_delivery;
+  $("delivery-line").textContent = last
+    ? `Last delivery: ${last.event_type} at ${when(last.at)} — ${last.ok ? "delivered" : "failed"} (${last.detail}).`
+    : "";
   $("unsubscribe").hidden = !link.subscription;
 }
 

@@ -1,0 +1,105 @@
+//! The `notify` function: SQS events queue → `service::events::Notifier` (signed webhooks to the
+//! chat links' subscriptions), reporting partial batch failures.
+//!
+//! A failed message stays on the queue: it is reported in `batchItemFailures` and its
+//! visibility is set to the backoff of its receive count (5 s doubling to 15 min), so the next
+//! attempt comes later and later; after the queue's `maxReceiveCount` (8, like
+//! `service::events::MAX_ATTEMPTS`) SQS moves it to the dead-letter queue. A message that is not
+//! an event never will be: it fails the same way and ends in the DLQ, inspectable.
+
+use std::sync::Arc;
+
+use domain::clock::{SharedClock, SystemClock};
+use domain::events::Event;
+use lambda_runtime::{LambdaEvent, service_fn};
+use serde_json::{Value, json};
+use service::events::{Delivery, Notifier, SystemResolver, backoff};
+use service::webhook_url::UrlPolicy;
+use store_dynamo::DynamoStore;
+
+use crate::config::NotifierConfig;
+use crate::{Error, aws_config, dynamo_store, env, init_tracing};
+
+/// Changes a failed message's visibility (the backoff); tests use a no-op.
+#[async_trait::async_trait]
+pub trait Visibility: Send + Sync {
+    /// Makes the message visible again after `seconds`.
+    async fn delay(&self, receipt_handle: &str, seconds: i32);
+}
+
+/// The SQS events queue.
+pub struct SqsVisibility {
+    /// The client.
+    pub client: aws_sdk_sqs::Client,
+    /// The queue URL.
+    pub queue_url: String,
+}
+
+#[async_trait::async_trait]
+impl Visibility for SqsVisibility {
+    async fn delay(&self, receipt_handle: &str, seconds: i32) {
+        let res = self
+            .client
+            .change_message_visibility()
+            .queue_url(&self.queue_url)
+            .receipt_handle(receipt_handle)
+            .visibility_timeout(seconds)
+            .send()
+            .await;
+        if let Err(e) = res {
+            // The queue's own visibility timeout still brings the message back.
+            tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), "ChangeMessageVisibility failed");
+        }
+    }
+}
+
+/// One SQS batch: the `batchItemFailures` answer.
+pub async fn handle(notifier: &Notifier<DynamoStore>, visibility: &dyn Visibility, event: &Value) -> Value {
+    let mut failures = Vec::new();
+    for msg in event["Records"].as_array().into_iter().flatten() {
+        let id = msg["messageId"].as_str().unwrap_or_default();
+        let outcome = match serde_json::from_str::<Event>(msg["body"].as_str().unwrap_or_default()) {
+            Err(e) => Err(format!("not an event: {e}")),
+            Ok(ev) => match notifier.deliver(&ev).await {
+                Ok(Delivery::Delivered { .. } | Delivery::NoTarget) => Ok(()),
+                Ok(Delivery::Failed(e)) => Err(e),
+                Err(e) => Err(domain::errors::ErrorChain(&e).to_string()),
+            },
+        };
+        if let Err(error) = outcome {
+            let received: u32 =
+                msg["attributes"]["ApproximateReceiveCount"].as_str().and_then(|c| c.parse().ok()).unwrap_or(1);
+            let wait = i32::try_from(backoff(received).as_secs()).unwrap_or(900);
+            tracing::warn!(message = id, received, retry_in_s = wait, %error, "delivery failed; the message comes back");
+            if let Some(handle) = msg["receiptHandle"].as_str() {
+                visibility.delay(handle, wait).await;
+            }
+            failures.push(json!({ "itemIdentifier": id }));
+        }
+    }
+    json!({ "batchItemFailures": failures })
+}
+
+/// Runs the notifier until the runtime stops it.
+///
+/// # Errors
+/// Bad configuration (every problem at once, before any work), or the runtime failing.
+pub async fn run() -> Result<(), Error> {
+    init_tracing();
+    let config = NotifierConfig::from_env(env)?;
+    let aws = aws_config().await;
+    let clock: SharedClock = Arc::new(SystemClock);
+    let notifier = Notifier {
+        store: Arc::new(dynamo_store(&aws, &config.table, config.policy)),
+        clock,
+        urls: if config.allow_loopback { UrlPolicy::Local } else { UrlPolicy::Cloud },
+        resolver: Arc::new(SystemResolver),
+    };
+    let visibility = SqsVisibility { client: aws_sdk_sqs::Client::new(&aws), queue_url: config.queue_url.clone() };
+    let state = Arc::new((notifier, visibility));
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| {
+        let state = Arc::clone(&state);
+        async move { Ok::<_, Error>(handle(&state.0, &state.1, &event.payload).await) }
+    }))
+    .await
+}
