@@ -10,6 +10,8 @@
 //! wrapper when it is unset; point it at LocalStack or leave it to a real account's endpoint).
 //! Without it the DynamoDB half skips loudly, except under `CI=true`, where it fails.
 
+pub mod receiver;
+
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};

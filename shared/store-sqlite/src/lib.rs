@@ -1308,7 +1308,7 @@ impl EventOutbox for SqliteStore {
         self.read(move |tx, now| {
             let mut st = tx.prepare(
                 "SELECT body, attempts FROM event_outbox WHERE state = 'pending' AND next_attempt_at <= ?1 \
-                 ORDER BY next_attempt_at, created_at, event_id LIMIT ?2",
+                 ORDER BY next_attempt_at, rowid LIMIT ?2",
             )?;
             st.query_map(params![now.as_millis(), limit as i64], outbox_row)?.collect()
         })

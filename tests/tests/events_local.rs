@@ -1,0 +1,365 @@
+//! Events on the embedded store: written in the same transaction as each change (the outbox),
+//! delivered by the local notifier as signed webhooks to a receiver on 127.0.0.1 that verifies
+//! every signature. The notifier is driven pass by pass on a manual clock (no sleeps), except in
+//! the end-to-end test through the running local server.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use domain::clock::{Clock, ManualClock, SharedClock, Timestamp};
+use domain::events::{Event, derive_run, derive_task};
+use domain::ids::{AgentId, ChatLinkId, GraphSessionId, IdempotencyKey, OwnerId};
+use domain::limits::Policy;
+use domain::projects::{ChatLink, Subscription, new_webhook_secret};
+use domain::runs::{Completion, FinalStatus, QueueOutcome, QueueRun, SessionMeta};
+use domain::store::{
+    AssignTasks, CancelRuns, ClaimTasks, EventOutbox, ManageLinks, ManageProjects, QueueRuns, ReadRuns, ReadTasks,
+    RelayRuns, SyncSessions,
+};
+use domain::tasks::{AssignOutcome, AssignTask, ClaimOutcome, SubmitStatus, SubmitTask};
+use foundry_tests::receiver::Receiver;
+use foundry_tests::wait_until;
+use service::events::{MAX_ATTEMPTS, Notifier, Resolve, SystemResolver, deliver_due};
+use service::webhook_url::UrlPolicy;
+use store_sqlite::SqliteStore;
+
+struct World {
+    store: Arc<SqliteStore>,
+    clock: Arc<ManualClock>,
+    owner: OwnerId,
+    path: std::path::PathBuf,
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", self.path.display()));
+        }
+    }
+}
+
+fn world() -> World {
+    let clock = Arc::new(ManualClock::starting_now());
+    let path = std::env::temp_dir().join(format!("fc-events-{}.sqlite3", uuid::Uuid::new_v4()));
+    let store = Arc::new(SqliteStore::open(&path, clock.clone(), Policy::default()).unwrap());
+    World { store, clock, owner: OwnerId::new("alice").unwrap(), path }
+}
+
+impl World {
+    fn notifier(&self, urls: UrlPolicy, resolver: Arc<dyn Resolve>) -> Notifier<SqliteStore> {
+        let clock: SharedClock = self.clock.clone();
+        Notifier { store: self.store.clone(), clock, urls, resolver }
+    }
+
+    async fn link(&self, url: Option<&str>) -> (ChatLink, String) {
+        let p = self.store.create_project(&self.owner, "P").await.unwrap();
+        self.store.set_project_enabled(&self.owner, p.project_id, true).await.unwrap();
+        let l = self.store.create_link(&self.owner, p.project_id, "chat").await.unwrap().unwrap();
+        let secret = new_webhook_secret().unwrap();
+        if let Some(url) = url {
+            let sub = Subscription { url: url.into(), secret: secret.clone(), created_at: self.clock.now() };
+            self.store.set_subscription(&self.owner, l.link_id, Some(&sub)).await.unwrap();
+        }
+        (l, secret)
+    }
+
+    async fn assign(&self, link: ChatLinkId, objective: &str) -> domain::ids::TaskId {
+        let req = AssignTask {
+            owner: self.owner.clone(),
+            link_id: link,
+            objective: objective.into(),
+            idempotency_key: IdempotencyKey::parse(&uuid::Uuid::new_v4().to_string()).unwrap(),
+        };
+        match self.store.assign_task(&req).await.unwrap() {
+            AssignOutcome::Assigned(t) => t.task_id,
+            other => panic!("{other:?}"),
+        }
+    }
+
+    /// Every pending event, in order (a pass of nothing but reading).
+    async fn outbox(&self) -> Vec<Event> {
+        self.store.due_events(1_000).await.unwrap().into_iter().map(|e| e.event).collect()
+    }
+}
+
+fn kinds(events: &[Event]) -> Vec<&'static str> {
+    events.iter().map(|e| e.kind.as_str()).collect()
+}
+
+#[tokio::test]
+async fn every_change_leaves_exactly_its_events_in_the_outbox_and_reads_leave_none() {
+    let w = world();
+    let (link, _) = w.link(None).await;
+    let t = w.assign(link.link_id, "Summarize").await;
+    let ClaimOutcome::Claimed { claim_id, .. } = w.store.claim_task(&w.owner, link.link_id, t).await.unwrap() else {
+        panic!()
+    };
+    // A replayed claim, reads and a failed submit change nothing and emit nothing.
+    w.store.claim_task(&w.owner, link.link_id, t).await.unwrap();
+    w.store.get_task(&w.owner, link.link_id, t).await.unwrap();
+    w.store.list_open_tasks(&w.owner, link.link_id, 50).await.unwrap();
+    let wrong = SubmitTask {
+        owner: w.owner.clone(),
+        link_id: link.link_id,
+        task_id: t,
+        claim_id: domain::ids::ClaimId::generate(),
+        status: SubmitStatus::Completed,
+        result: "x".into(),
+    };
+    w.store.submit_task(&wrong).await.unwrap();
+    let submit = SubmitTask { claim_id, ..wrong };
+    w.store.submit_task(&submit).await.unwrap();
+    w.store.submit_task(&submit).await.unwrap(); // the identical retry: a replay, no event
+    let t2 = w.assign(link.link_id, "Second").await;
+    w.store.cancel_task(&w.owner, link.link_id, t2).await.unwrap();
+    let t3 = w.assign(link.link_id, "Third").await;
+    w.store.delete_link(&w.owner, link.link_id).await.unwrap();
+
+    // Runs: queue, start, heartbeat, complete; queue and cancel.
+    let gs = GraphSessionId::parse("g", &format!("gs_{}", "b".repeat(32))).unwrap();
+    let meta = SessionMeta {
+        graph_session_id: gs.clone(),
+        name: "G".into(),
+        description: String::new(),
+        slug: "g".into(),
+        version: "1".into(),
+        status: "ready".into(),
+    };
+    w.store.sync_sessions(&w.owner, link.project_id, &[meta]).await.unwrap();
+    let agent = AgentId::new("claude", "alice").unwrap();
+    let queue = |key: &str| QueueRun {
+        owner: w.owner.clone(),
+        agent: agent.clone(),
+        project_id: None,
+        graph_session_id: gs.clone(),
+        arguments: serde_json::json!({}),
+        idempotency_key: IdempotencyKey::parse(key).unwrap(),
+    };
+    let QueueOutcome::Queued(run) = w.store.queue_run(&queue("events-run-1")).await.unwrap() else { panic!() };
+    w.store.queue_run(&queue("events-run-1")).await.unwrap(); // replay
+    w.store.start_run(&w.owner, run.command_id, "exec-1").await.unwrap();
+    w.store.control_run(&w.owner, run.command_id).await.unwrap();
+    w.store.get_run(&agent, run.command_id).await.unwrap();
+    let done = Completion {
+        execution_id: "exec-1".into(),
+        status: FinalStatus::Completed,
+        result: Some("r".into()),
+        result_truncated: false,
+        error: None,
+        total_tokens: None,
+        reported_cost: None,
+    };
+    w.store.complete_run(&w.owner, run.command_id, &done).await.unwrap();
+    w.store.complete_run(&w.owner, run.command_id, &done).await.unwrap(); // replay
+    let QueueOutcome::Queued(run2) = w.store.queue_run(&queue("events-run-2")).await.unwrap() else { panic!() };
+    w.store.cancel_run(&agent, run2.command_id).await.unwrap();
+
+    let events = w.outbox().await;
+    assert_eq!(
+        kinds(&events),
+        [
+            "task.assigned",
+            "task.claimed",
+            "task.completed",
+            "task.assigned",
+            "task.cancelled",
+            "task.assigned",
+            "task.cancelled",
+            "run.queued",
+            "run.started",
+            "run.completed",
+            "run.queued",
+            "run.cancelled",
+        ],
+    );
+    // Ids are the domain's, for exactly these changes (the cloud's publisher derives the same).
+    let final_task = |id| {
+        let store = w.store.clone();
+        let owner = w.owner.clone();
+        async move {
+            store
+                .list_link_tasks(&owner, link.link_id, 50, None)
+                .await
+                .unwrap()
+                .tasks
+                .into_iter()
+                .find(|x| x.task_id == id)
+        }
+    };
+    let t3_now = final_task(t3).await.unwrap();
+    let cancelled = events.iter().filter(|e| e.kind.as_str() == "task.cancelled").nth(1).unwrap();
+    let old = domain::tasks::Task {
+        status: domain::tasks::TaskStatus::Queued,
+        finished_at: None,
+        link_deleted: false,
+        ..t3_now.clone()
+    };
+    assert_eq!(derive_task(Some(&old), Some(&t3_now))[0].id, cancelled.id);
+    let assigned_run = &events[7];
+    assert_eq!(derive_run(None, Some(&run))[0].id, assigned_run.id);
+    let _ = t;
+}
+
+/// A resolver that sends every name to fixed addresses (as a DNS record would).
+struct Fixed(HashMap<String, Vec<std::net::IpAddr>>);
+
+#[async_trait::async_trait]
+impl Resolve for Fixed {
+    async fn resolve(&self, host: &str, port: u16) -> std::io::Result<Vec<SocketAddr>> {
+        Ok(self.0.get(host).into_iter().flatten().map(|ip| SocketAddr::new(*ip, port)).collect())
+    }
+}
+
+#[tokio::test]
+async fn a_receiver_down_at_first_gets_each_event_later_exactly_once() {
+    let w = world();
+    let receiver = Receiver::start().await;
+    let (link, secret) = w.link(Some(&receiver.url)).await;
+    receiver.set_secret(&secret);
+    let notifier = w.notifier(UrlPolicy::Local, Arc::new(SystemResolver));
+    receiver.fail_first(3);
+    let t = w.assign(link.link_id, "Summarize").await;
+    let ClaimOutcome::Claimed { .. } = w.store.claim_task(&w.owner, link.link_id, t).await.unwrap() else { panic!() };
+    // Pass 1: both events fail (2 of the 3 failures); nothing is due until the backoff passes.
+    deliver_due(&notifier).await.unwrap();
+    assert_eq!((receiver.hits(), receiver.accepted().len()), (2, 0));
+    assert_eq!(deliver_due(&notifier).await.unwrap(), 0, "an event came back before its backoff");
+    // After the first backoff (5 s) one more failure, then both get through.
+    for _ in 0..6 {
+        w.clock.advance(Duration::from_secs(60));
+        deliver_due(&notifier).await.unwrap();
+    }
+    let got = receiver.accepted();
+    assert_eq!(kinds_of(&got), ["task.assigned", "task.claimed"], "{got:?}");
+    assert!(got.iter().all(|r| r.signature_ok), "a signature did not verify");
+    let distinct: std::collections::HashSet<_> = got.iter().map(|r| r.id.clone()).collect();
+    assert_eq!(distinct.len(), 2, "one webhook-id per event");
+    assert!(w.outbox().await.is_empty());
+    assert_eq!(receiver.hits(), 5, "3 refused + 2 accepted");
+    // The outcome the panel shows.
+    let last = service_last_delivery(&w, link.link_id).await;
+    assert!(last.ok && last.detail == "HTTP 204", "{last:?}");
+}
+
+fn kinds_of(r: &[foundry_tests::receiver::Received]) -> Vec<String> {
+    let mut v: Vec<String> = r.iter().map(|x| x.kind.clone()).collect();
+    v.sort();
+    v
+}
+
+async fn service_last_delivery(w: &World, link: ChatLinkId) -> domain::events::DeliveryOutcome {
+    use domain::store::RecordDeliveries;
+    w.store.last_deliveries(&w.owner).await.unwrap().into_iter().find(|(l, _)| *l == link).unwrap().1
+}
+
+#[tokio::test]
+async fn a_receiver_that_always_fails_ends_in_the_dead_letters_and_holds_nothing_up() {
+    let w = world();
+    let (broken, good) = (Receiver::start().await, Receiver::start().await);
+    broken.fail_first(usize::MAX);
+    let (bad_link, _) = w.link(Some(&broken.url)).await;
+    let (good_link, secret) = w.link(Some(&good.url)).await;
+    good.set_secret(&secret);
+    let notifier = w.notifier(UrlPolicy::Local, Arc::new(SystemResolver));
+    w.assign(bad_link.link_id, "to the broken receiver").await;
+    for i in 0..3 {
+        w.assign(good_link.link_id, &format!("to the good one {i}")).await;
+        deliver_due(&notifier).await.unwrap();
+        w.clock.advance(Duration::from_secs(1_000));
+    }
+    for _ in 0..MAX_ATTEMPTS * 2 {
+        deliver_due(&notifier).await.unwrap();
+        w.clock.advance(Duration::from_secs(1_000));
+    }
+    assert_eq!(good.accepted().len(), 3, "the good receiver was held up");
+    assert_eq!(broken.hits(), MAX_ATTEMPTS as usize, "attempts before giving up");
+    let dead = w.store.dead_events(10).await.unwrap();
+    assert_eq!(dead.len(), 1);
+    assert_eq!((dead[0].event.kind.as_str(), dead[0].attempts), ("task.assigned", MAX_ATTEMPTS));
+    assert!(w.outbox().await.is_empty());
+    let last = service_last_delivery(&w, bad_link.link_id).await;
+    assert!(!last.ok && last.detail == "HTTP 503", "{last:?}");
+}
+
+#[tokio::test]
+async fn subscriptions_pointing_inside_the_network_are_never_called() {
+    let w = world();
+    let receiver = Receiver::start().await;
+    let port = receiver.url.split(':').nth(2).unwrap().split('/').next().unwrap().to_owned();
+    // Names whose DNS answers point at loopback, a private network and the metadata service;
+    // the cloud rules refuse them all at delivery time, though a name passes when it is saved.
+    let resolver = Arc::new(Fixed(HashMap::from([
+        ("loopback.example.test".to_owned(), vec!["127.0.0.1".parse().unwrap()]),
+        ("private.example.test".to_owned(), vec!["10.0.0.7".parse().unwrap()]),
+        ("metadata.example.test".to_owned(), vec!["169.254.169.254".parse().unwrap()]),
+        ("mixed.example.test".to_owned(), vec!["93.184.216.34".parse().unwrap(), "192.168.1.9".parse().unwrap()]),
+    ])));
+    let notifier = w.notifier(UrlPolicy::Cloud, resolver);
+    let mut links = Vec::new();
+    for host in ["loopback", "private", "metadata", "mixed"] {
+        let url = format!("https://{host}.example.test:{port}/hook");
+        assert!(service::webhook_url::check(&url, UrlPolicy::Cloud).is_ok(), "{url} is refused already when saved");
+        let (l, _) = w.link(Some(&url)).await;
+        w.assign(l.link_id, "x").await;
+        links.push((host, l.link_id));
+    }
+    deliver_due(&notifier).await.unwrap();
+    assert_eq!(receiver.hits(), 0, "a subscription inside the network was called");
+    for (host, link) in links {
+        let last = service_last_delivery(&w, link).await;
+        assert!(!last.ok && last.detail.starts_with(&format!("refused: {host}.example.test resolves to")), "{last:?}");
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_local_server_delivers_claimed_and_completed_once_each_signed() {
+    let dir = std::env::temp_dir().join(format!("foundry-events-{}", uuid::Uuid::new_v4()));
+    let running = local::start(local::LocalConfig::at(dir.clone())).await.unwrap();
+    let receiver = Receiver::start().await;
+    let http = reqwest::Client::new();
+    let link = running.demo.chat_link_id;
+    let sub: serde_json::Value = http
+        .put(format!("{}/owner/links/{link}/subscription", running.base_url))
+        .bearer_auth(&running.owner_token)
+        .json(&serde_json::json!({"url": receiver.url}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    receiver.set_secret(sub["subscription"]["secret"].as_str().unwrap());
+    let owner = running.demo.owner.clone();
+    let t = running.demo.task_id.unwrap();
+    let ClaimOutcome::Claimed { claim_id, .. } = running.store.claim_task(&owner, link, t).await.unwrap() else {
+        panic!()
+    };
+    let submit = SubmitTask {
+        owner: owner.clone(),
+        link_id: link,
+        task_id: t,
+        claim_id,
+        status: SubmitStatus::Completed,
+        result: "done".into(),
+    };
+    running.store.submit_task(&submit).await.unwrap();
+    let got = wait_until("task.claimed and task.completed", Duration::from_secs(10), || {
+        let r = receiver.clone();
+        async move { (r.accepted().len() >= 2).then(|| r.accepted()) }
+    })
+    .await;
+    assert_eq!(got.iter().map(|r| r.kind.as_str()).collect::<Vec<_>>(), ["task.claimed", "task.completed"]);
+    assert!(got.iter().all(|r| r.signature_ok));
+    assert_eq!(got[0].body["data"]["task_id"], t.to_string());
+    assert!(!got[1].body.to_string().contains("done"), "an event carried the result");
+    // Nothing more arrives (no duplicates): the outbox is empty.
+    assert!(running.store.due_events(10).await.unwrap().is_empty());
+    assert_eq!(receiver.hits(), 2);
+    let _: Timestamp = running.store.get_task(&owner, link, t).await.unwrap().unwrap().created_at;
+    running.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
