@@ -15,7 +15,7 @@ use lambda_runtime::{LambdaEvent, service_fn};
 use serde_json::{Value, json};
 use service::events::{Delivery, Notifier, SystemResolver, backoff};
 use service::webhook_url::UrlPolicy;
-use store_dynamo::DynamoStore;
+use domain::store::{ManageLinks, RecordDeliveries};
 
 use crate::config::NotifierConfig;
 use crate::{Error, aws_config, dynamo_store, env, init_tracing};
@@ -54,7 +54,10 @@ impl Visibility for SqsVisibility {
 }
 
 /// One SQS batch: the `batchItemFailures` answer.
-pub async fn handle(notifier: &Notifier<DynamoStore>, visibility: &dyn Visibility, event: &Value) -> Value {
+pub async fn handle<S>(notifier: &Notifier<S>, visibility: &dyn Visibility, event: &Value) -> Value
+where
+    S: ManageLinks + RecordDeliveries + ?Sized,
+{
     let mut failures = Vec::new();
     for msg in event["Records"].as_array().into_iter().flatten() {
         let id = msg["messageId"].as_str().unwrap_or_default();
@@ -96,7 +99,7 @@ pub async fn run() -> Result<(), Error> {
         resolver: Arc::new(SystemResolver),
     };
     let visibility = SqsVisibility { client: aws_sdk_sqs::Client::new(&aws), queue_url: config.queue_url.clone() };
-    let state = Arc::new((notifier, visibility));
+    let state: Arc<(Notifier<store_dynamo::DynamoStore>, SqsVisibility)> = Arc::new((notifier, visibility));
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| {
         let state = Arc::clone(&state);
         async move { Ok::<_, Error>(handle(&state.0, &state.1, &event.payload).await) }

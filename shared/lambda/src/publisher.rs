@@ -129,3 +129,83 @@ pub async fn run() -> Result<(), Error> {
     }))
     .await
 }
+
+#[cfg(test)]
+mod tests {
+    use std::sync::Mutex;
+
+    use super::*;
+
+    /// A sink that records what it got and fails for chosen event types.
+    #[derive(Default)]
+    struct Sink {
+        got: Mutex<Vec<String>>,
+        fail_on: Option<&'static str>,
+    }
+
+    #[async_trait::async_trait]
+    impl EventSink for Sink {
+        async fn send(&self, events: &[Event]) -> Result<(), PublishError> {
+            if events.iter().any(|e| Some(e.kind.as_str()) == self.fail_on) {
+                return Err(PublishError::Partial(events.len()));
+            }
+            self.got.lock().unwrap().extend(events.iter().map(|e| e.kind.as_str().to_owned()));
+            Ok(())
+        }
+    }
+
+    /// A stream record for a task item of `status` (and, with `old`, the change from it).
+    fn record(seq: &str, task: &str, old: Option<&str>, status: &str) -> Value {
+        let image = |status: &str| {
+            json!({
+                "pk": {"S": "LINK#0190b3c4-5d6e-4f80-9a1b-2c3d4e5f6a7b"},
+                "sk": {"S": format!("TASK#{task}")},
+                "task_id": {"S": task},
+                "link_id": {"S": "0190b3c4-5d6e-4f80-9a1b-2c3d4e5f6a7b"},
+                "owner": {"S": "alice"},
+                "objective": {"S": "o"},
+                "status": {"S": status},
+                "created_at": {"N": "1800000000000"},
+                "expires_at": {"N": "1800086400000"},
+                "finished_at": {"N": "1800000060000"},
+            })
+        };
+        let mut change = json!({"SequenceNumber": seq, "Keys": {}, "NewImage": image(status)});
+        if let Some(o) = old {
+            change["OldImage"] = image(o);
+        }
+        json!({"eventName": if old.is_some() { "MODIFY" } else { "INSERT" }, "dynamodb": change})
+    }
+
+    const T1: &str = "0190b3c4-5d6e-7f80-9a1b-2c3d4e5f6a71";
+    const T2: &str = "0190b3c4-5d6e-7f80-9a1b-2c3d4e5f6a72";
+    const T3: &str = "0190b3c4-5d6e-7f80-9a1b-2c3d4e5f6a73";
+
+    #[tokio::test]
+    async fn a_failed_send_reports_that_record_and_every_later_one() {
+        let sink = Sink { fail_on: Some("task.cancelled"), ..Sink::default() };
+        let batch = json!({"Records": [
+            record("100", T1, None, "queued"),
+            record("200", T2, Some("queued"), "cancelled"),
+            record("300", T3, None, "queued"),
+        ]});
+        let out = handle(&sink, &batch).await;
+        assert_eq!(out, json!({"batchItemFailures": [{"itemIdentifier": "200"}, {"itemIdentifier": "300"}]}));
+        assert_eq!(*sink.got.lock().unwrap(), ["task.assigned"]);
+    }
+
+    #[tokio::test]
+    async fn an_undecodable_record_is_skipped_and_never_blocks_the_others() {
+        let sink = Sink::default();
+        let mut broken = record("100", T1, None, "queued");
+        broken["dynamodb"]["NewImage"]["status"] = json!({"S": "exploded"});
+        let batch = json!({"Records": [
+            broken,
+            {"eventName": "MODIFY", "dynamodb": {"SequenceNumber": "150", "NewImage": {"pk": {"S": "OWNER#a"}, "sk": {"S": "PROJECT#p"}}}},
+            record("200", T2, Some("queued"), "cancelled"),
+        ]});
+        let out = handle(&sink, &batch).await;
+        assert_eq!(out, json!({"batchItemFailures": []}));
+        assert_eq!(*sink.got.lock().unwrap(), ["task.cancelled"]);
+    }
+}

@@ -1,0 +1,322 @@
+//! The cloud's events pipeline on the emulator (moto's DynamoDB Streams and SQS), with the real
+//! handlers of the two functions: table changes → the stream → `lambda::publisher::handle` →
+//! SQS → `lambda::notifier::handle` → a webhook receiver on 127.0.0.1 that verifies signatures.
+//! The test plays the Lambda event source mappings: it reads the stream and the queue, builds
+//! the events Lambda would, and deletes the messages the notifier did not report as failed.
+//! A failed message is made visible again at once (the backoff itself is unit-tested), so the
+//! queue's redrive policy moves it to the DLQ after its receive count, as in the cloud.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::collections::{BTreeSet, HashSet};
+use std::sync::Arc;
+
+use aws_sdk_sqs::types::QueueAttributeName;
+use domain::clock::SharedClock;
+use domain::events::{derive_run, derive_task};
+use domain::ids::{AgentId, ChatLinkId, GraphSessionId, IdempotencyKey, OwnerId};
+use domain::projects::{ChatLink, Subscription, new_webhook_secret};
+use domain::runs::{Completion, FinalStatus, QueueOutcome, QueueRun, SessionMeta};
+use domain::store::Store;
+use domain::tasks::{AssignOutcome, AssignTask, ClaimOutcome, SubmitStatus, SubmitTask};
+use foundry_tests::receiver::Receiver;
+use foundry_tests::{Backend, Harness, test_policy};
+use lambda::notifier::Visibility;
+use lambda::publisher::SqsSink;
+use serde_json::{Value, json};
+use service::events::{MAX_ATTEMPTS, Notifier, SystemResolver};
+use service::webhook_url::UrlPolicy;
+
+/// Makes a failed message visible again at once, through the real API call.
+struct Immediately(aws_sdk_sqs::Client, String);
+
+#[async_trait::async_trait]
+impl Visibility for Immediately {
+    async fn delay(&self, receipt_handle: &str, _seconds: i32) {
+        self.0.change_message_visibility().queue_url(&self.1).receipt_handle(receipt_handle).visibility_timeout(0).send().await.unwrap();
+    }
+}
+
+struct Cloud {
+    h: Harness,
+    sqs: aws_sdk_sqs::Client,
+    queue: String,
+    dlq: String,
+    stream: String,
+    iterators: Vec<String>,
+    owner: OwnerId,
+}
+
+/// One DynamoDB Streams call (moto serves the streams API on the same endpoint).
+async fn streams(target: &str, body: Value) -> Value {
+    let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap();
+    reqwest::Client::new()
+        .post(endpoint)
+        .header("x-amz-target", format!("DynamoDBStreams_20120810.{target}"))
+        .header("content-type", "application/x-amz-json-1.0")
+        .header("authorization", "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0")
+        .body(body.to_string())
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap()
+}
+
+async fn cloud() -> Option<Cloud> {
+    let h = Harness::dynamo(test_policy()).await?;
+    let Backend::Dynamo { store, .. } = &h.backend else { unreachable!() };
+    let table = store.client().describe_table().table_name(store.table()).send().await.unwrap();
+    let stream = table.table().and_then(|t| t.latest_stream_arn()).expect("the table has a stream").to_owned();
+    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
+    let sqs = aws_sdk_sqs::Client::new(&aws);
+    let name = format!("fc-events-{}", uuid::Uuid::new_v4().simple());
+    let dlq = sqs.create_queue().queue_name(format!("{name}-dlq")).send().await.unwrap().queue_url.unwrap();
+    let dlq_arn = sqs
+        .get_queue_attributes()
+        .queue_url(&dlq)
+        .attribute_names(QueueAttributeName::QueueArn)
+        .send()
+        .await
+        .unwrap()
+        .attributes
+        .unwrap()[&QueueAttributeName::QueueArn]
+        .clone();
+    let redrive = json!({"deadLetterTargetArn": dlq_arn, "maxReceiveCount": MAX_ATTEMPTS.to_string()}).to_string();
+    let queue = sqs
+        .create_queue()
+        .queue_name(name)
+        .attributes(QueueAttributeName::RedrivePolicy, redrive)
+        .send()
+        .await
+        .unwrap()
+        .queue_url
+        .unwrap();
+    Some(Cloud { h, sqs, queue, dlq, stream, iterators: Vec::new(), owner: OwnerId::new("alice").unwrap() })
+}
+
+impl Cloud {
+    fn notifier(&self) -> Notifier<dyn Store> {
+        let clock: SharedClock = self.h.clock.clone();
+        Notifier { store: self.h.store.clone(), clock, urls: UrlPolicy::Local, resolver: Arc::new(SystemResolver) }
+    }
+
+    async fn link(&self, receiver: &Receiver) -> ChatLink {
+        let p = self.h.store.create_project(&self.owner, "P").await.unwrap();
+        self.h.store.set_project_enabled(&self.owner, p.project_id, true).await.unwrap();
+        let l = self.h.store.create_link(&self.owner, p.project_id, "chat").await.unwrap().unwrap();
+        let secret = new_webhook_secret().unwrap();
+        let sub = Subscription { url: receiver.url.clone(), secret: secret.clone(), created_at: self.h.now() };
+        receiver.set_secret(&secret);
+        self.h.store.set_subscription(&self.owner, l.link_id, Some(&sub)).await.unwrap().unwrap()
+    }
+
+    /// The stream's new records through the publisher (as the DynamoDB event source would).
+    async fn pump_stream(&mut self) -> usize {
+        if self.iterators.is_empty() {
+            let desc = streams("DescribeStream", json!({"StreamArn": self.stream})).await;
+            for shard in desc["StreamDescription"]["Shards"].as_array().unwrap() {
+                let it = streams(
+                    "GetShardIterator",
+                    json!({"StreamArn": self.stream, "ShardId": shard["ShardId"], "ShardIteratorType": "TRIM_HORIZON"}),
+                )
+                .await;
+                self.iterators.push(it["ShardIterator"].as_str().unwrap().to_owned());
+            }
+        }
+        let mut records = Vec::new();
+        for it in &mut self.iterators {
+            let out = streams("GetRecords", json!({"ShardIterator": it})).await;
+            records.extend(out["Records"].as_array().cloned().unwrap_or_default());
+            *it = out["NextShardIterator"].as_str().unwrap().to_owned();
+        }
+        let sink = SqsSink { client: self.sqs.clone(), queue_url: self.queue.clone() };
+        let answer = lambda::publisher::handle(&sink, &json!({ "Records": records })).await;
+        assert_eq!(answer, json!({"batchItemFailures": []}), "the publisher failed records");
+        records.len()
+    }
+
+    /// One receive from the events queue through the notifier (as the SQS event source would):
+    /// the messages it did not report failed are deleted. Returns (handled, failed).
+    async fn pump_queue(&self) -> (usize, usize) {
+        let out = self
+            .sqs
+            .receive_message()
+            .queue_url(&self.queue)
+            .max_number_of_messages(10)
+            .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount)
+            .send()
+            .await
+            .unwrap();
+        let msgs = out.messages.unwrap_or_default();
+        let records: Vec<Value> = msgs
+            .iter()
+            .map(|m| {
+                let count = m
+                    .attributes()
+                    .and_then(|a| a.get(&aws_sdk_sqs::types::MessageSystemAttributeName::ApproximateReceiveCount))
+                    .cloned()
+                    .unwrap_or_else(|| "1".into());
+                json!({"messageId": m.message_id(), "receiptHandle": m.receipt_handle(), "body": m.body(),
+                       "attributes": {"ApproximateReceiveCount": count}})
+            })
+            .collect();
+        let visibility = Immediately(self.sqs.clone(), self.queue.clone());
+        let answer = lambda::notifier::handle(&self.notifier(), &visibility, &json!({ "Records": records })).await;
+        let failed: HashSet<String> = answer["batchItemFailures"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|f| f["itemIdentifier"].as_str().unwrap().to_owned())
+            .collect();
+        for m in &msgs {
+            if !failed.contains(m.message_id().unwrap_or_default()) {
+                self.sqs.delete_message().queue_url(&self.queue).receipt_handle(m.receipt_handle().unwrap()).send().await.unwrap();
+            }
+        }
+        (msgs.len(), failed.len())
+    }
+
+    async fn assign(&self, link: ChatLinkId, objective: &str) -> domain::tasks::Task {
+        let req = AssignTask {
+            owner: self.owner.clone(),
+            link_id: link,
+            objective: objective.into(),
+            idempotency_key: IdempotencyKey::parse(&uuid::Uuid::new_v4().to_string()).unwrap(),
+        };
+        let AssignOutcome::Assigned(t) = self.h.store.assign_task(&req).await.unwrap() else { panic!() };
+        t
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn claim_and_submit_reach_the_webhook_once_each_signed_through_stream_and_queue() {
+    let Some(mut c) = cloud().await else { return };
+    let receiver = Receiver::start().await;
+    let link = c.link(&receiver).await;
+    let task = c.assign(link.link_id, "Summarize the quarter").await;
+    let ClaimOutcome::Claimed { claim_id, .. } = c.h.store.claim_task(&c.owner, link.link_id, task.task_id).await.unwrap()
+    else {
+        panic!()
+    };
+    let submit = SubmitTask {
+        owner: c.owner.clone(),
+        link_id: link.link_id,
+        task_id: task.task_id,
+        claim_id,
+        status: SubmitStatus::Completed,
+        result: "secret result text".into(),
+    };
+    c.h.store.submit_task(&submit).await.unwrap();
+    c.h.store.submit_task(&submit).await.unwrap(); // a replay writes nothing: no stream record
+    let records = c.pump_stream().await;
+    assert!(records >= 3, "{records} stream records");
+    let Backend::Dynamo { log, .. } = &c.h.backend else { unreachable!() };
+    let log = log.clone();
+    log.take();
+    while c.pump_queue().await.0 > 0 {}
+    let used: BTreeSet<String> = log.take().iter().map(|op| format!("dynamodb:{}", op.split(':').next().unwrap())).collect();
+    let got = receiver.accepted();
+    assert_eq!(got.iter().map(|r| r.kind.as_str()).collect::<Vec<_>>(), ["task.assigned", "task.claimed", "task.completed"]);
+    assert!(got.iter().all(|r| r.signature_ok), "a signature did not verify");
+    assert!(!got.iter().any(|r| r.body.to_string().contains("secret result") || r.body.to_string().contains("quarter")));
+    // The ids are the domain's for these changes: the local outbox gives the same ones.
+    let done = c.h.store.get_task(&c.owner, link.link_id, task.task_id).await.unwrap().unwrap();
+    let claimed = domain::tasks::Task { status: domain::tasks::TaskStatus::Claimed, finished_at: None, ..done.clone() };
+    assert_eq!(got[0].id, derive_task(None, Some(&task))[0].id);
+    assert_eq!(got[1].id, derive_task(Some(&task), Some(&claimed))[0].id);
+    assert_eq!(got[2].id, derive_task(Some(&claimed), Some(&done))[0].id);
+    // What the notifier needed on the table is what its IAM policy grants.
+    let declared: BTreeSet<String> = service::events::NOTIFIER_DYNAMODB_ACTIONS.iter().map(|s| (*s).to_owned()).collect();
+    assert!(used.is_subset(&declared), "the notifier used {used:?}, its policy grants {declared:?}");
+    let last = c.h.store.last_deliveries(&c.owner).await.unwrap();
+    assert_eq!(last.len(), 1);
+    assert!(last[0].1.ok);
+
+    // Runs: to every subscribed link of the run's project.
+    let gs = GraphSessionId::parse("g", &format!("gs_{}", "c".repeat(32))).unwrap();
+    let meta = SessionMeta {
+        graph_session_id: gs.clone(),
+        name: "G".into(),
+        description: String::new(),
+        slug: "g".into(),
+        version: "1".into(),
+        status: "ready".into(),
+    };
+    c.h.store.sync_sessions(&c.owner, link.project_id, &[meta]).await.unwrap();
+    let req = QueueRun {
+        owner: c.owner.clone(),
+        agent: AgentId::new("claude", "alice").unwrap(),
+        project_id: Some(link.project_id),
+        graph_session_id: gs,
+        arguments: json!({}),
+        idempotency_key: IdempotencyKey::parse("cloud-run-1").unwrap(),
+    };
+    let QueueOutcome::Queued(run) = c.h.store.queue_run(&req).await.unwrap() else { panic!() };
+    c.h.store.start_run(&c.owner, run.command_id, "e1").await.unwrap();
+    c.h.store.control_run(&c.owner, run.command_id).await.unwrap();
+    let completion = Completion {
+        execution_id: "e1".into(),
+        status: FinalStatus::Completed,
+        result: Some("r".into()),
+        result_truncated: false,
+        error: None,
+        total_tokens: None,
+        reported_cost: None,
+    };
+    c.h.store.complete_run(&c.owner, run.command_id, &completion).await.unwrap();
+    c.pump_stream().await;
+    log.take();
+    while c.pump_queue().await.0 > 0 {}
+    let used: BTreeSet<String> = log.take().iter().map(|op| format!("dynamodb:{}", op.split(':').next().unwrap())).collect();
+    let kinds: Vec<String> = receiver.accepted().iter().skip(3).map(|r| r.kind.clone()).collect();
+    assert_eq!(kinds, ["run.queued", "run.started", "run.completed"]);
+    assert_eq!(receiver.accepted()[3].id, derive_run(None, Some(&run))[0].id);
+    let all_used: BTreeSet<String> = used.union(&declared).cloned().collect();
+    assert_eq!(all_used, declared, "the notifier used more than its policy grants");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_down_at_first_gets_the_event_later_with_one_webhook_id() {
+    let Some(mut c) = cloud().await else { return };
+    let receiver = Receiver::start().await;
+    let link = c.link(&receiver).await;
+    receiver.fail_first(2);
+    c.assign(link.link_id, "x").await;
+    c.pump_stream().await;
+    assert_eq!(c.pump_queue().await, (1, 1));
+    assert_eq!(c.pump_queue().await, (1, 1));
+    assert_eq!(c.pump_queue().await, (1, 0));
+    assert_eq!(c.pump_queue().await, (0, 0), "the delivered message came back");
+    let got = receiver.accepted();
+    assert_eq!(got.len(), 1);
+    assert_eq!(receiver.hits(), 3, "the same event, three attempts");
+    assert!(got[0].signature_ok);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receiver_that_always_fails_ends_in_the_dlq_and_holds_nothing_up() {
+    let Some(mut c) = cloud().await else { return };
+    let (broken, good) = (Receiver::start().await, Receiver::start().await);
+    broken.fail_first(usize::MAX);
+    let bad_link = c.link(&broken).await;
+    let good_link = c.link(&good).await;
+    let doomed = c.assign(bad_link.link_id, "to the broken receiver").await;
+    c.pump_stream().await;
+    for i in 0..(MAX_ATTEMPTS + 2) {
+        if i % 3 == 0 {
+            c.assign(good_link.link_id, &format!("good {i}")).await;
+            c.pump_stream().await;
+        }
+        c.pump_queue().await;
+    }
+    while c.pump_queue().await.0 > 0 {}
+    assert_eq!(good.accepted().len(), 4, "the good receiver was held up");
+    assert_eq!(broken.hits(), MAX_ATTEMPTS as usize, "attempts before the DLQ");
+    let dead = c.sqs.receive_message().queue_url(&c.dlq).max_number_of_messages(10).send().await.unwrap();
+    let dead = dead.messages.unwrap_or_default();
+    assert_eq!(dead.len(), 1, "the DLQ holds the undeliverable event");
+    let event: domain::events::Event = serde_json::from_str(dead[0].body().unwrap()).unwrap();
+    assert_eq!(event.id, derive_task(None, Some(&doomed))[0].id);
+}
