@@ -150,8 +150,8 @@ struct AppState {
     base_url: String,
 }
 
-/// How often the local notifier looks for due events.
-pub const NOTIFIER_POLL: Duration = Duration::from_millis(100);
+/// How often the local notifier looks for due events without a wake-up (retries come due with time).
+pub const NOTIFIER_POLL: Duration = Duration::from_secs(1);
 
 /// Name of the device the local server creates for the relay on each start.
 pub const LOCAL_DEVICE: &str = "local relay";
@@ -230,15 +230,11 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
     // The local notifier delivers the outbox the store fills in the same transactions as the
     // changes (the cloud's stream publisher and notify function do the same job).
     let (notifier_stop, notifier_rx) = oneshot::channel::<()>();
-    let notifier = Notifier {
-        store: Arc::clone(&store),
-        clock: clock.clone(),
-        urls: UrlPolicy::Local,
-        resolver: Arc::new(SystemResolver),
-    };
-    let notifier_task = tokio::spawn(service::events::run_local(notifier, NOTIFIER_POLL, async move {
-        let _ = notifier_rx.await;
-    }));
+    let notifier = Notifier::new(Arc::clone(&store), clock.clone(), UrlPolicy::Local, Arc::new(SystemResolver));
+    let notifier_task =
+        tokio::spawn(service::events::run_local(notifier, store.write_signal(), NOTIFIER_POLL, async move {
+            let _ = notifier_rx.await;
+        }));
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         let shutdown = async move {

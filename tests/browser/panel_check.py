@@ -180,6 +180,22 @@ async def main():
         await expect(page.locator("#tasks tr", has_text="Reply to the supplier")).to_have_count(1, timeout=TIMEOUT)
         await expect(page.locator("#assign-error")).to_be_hidden()
 
+        # ---- an event subscription: the secret once, then the line and the last delivery ----
+        hook = start_receiver()
+        await page.fill("#subscription-url", hook)
+        await page.click("#subscription-form button[type=submit]")
+        await expect(page.locator("#subscription-secret-value")).to_contain_text("whsec_", timeout=TIMEOUT)
+        await expect(page.locator("#subscription-line")).to_contain_text(
+            "An event subscription is active for this chat", timeout=TIMEOUT)
+        await page.fill("#objective", "Ping the webhook")
+        await page.click("#assign")
+        await expect(page.locator("#delivery-line")).to_contain_text(
+            "Last delivery: task.assigned", timeout=TIMEOUT)
+        await expect(page.locator("#delivery-line")).to_contain_text("delivered (HTTP 204)")
+        await page.click("#unsubscribe")
+        await expect(page.locator("#subscription-line")).to_have_text(
+            "Open the host conversation to start each task.", timeout=TIMEOUT)
+
         # ---- refresh: while visible, paused while hidden, at once when shown again ----
         await page.wait_for_timeout(500)
         overview_requests.clear()
@@ -205,6 +221,25 @@ async def main():
         await page.screenshot(path=ENV["FC_SCREENSHOT"], full_page=True)
         await browser.close()
     print(json.dumps(metrics))
+
+
+def start_receiver():
+    """A webhook receiver on 127.0.0.1 that answers 204 (the local server may call loopback)."""
+    import http.server
+    import threading
+
+    class Hook(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("content-length", 0)))
+            self.send_response(204)
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}/hook"
 
 
 async def set_visibility(page, state):

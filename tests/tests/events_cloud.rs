@@ -33,7 +33,14 @@ struct Immediately(aws_sdk_sqs::Client, String);
 #[async_trait::async_trait]
 impl Visibility for Immediately {
     async fn delay(&self, receipt_handle: &str, _seconds: i32) {
-        self.0.change_message_visibility().queue_url(&self.1).receipt_handle(receipt_handle).visibility_timeout(0).send().await.unwrap();
+        self.0
+            .change_message_visibility()
+            .queue_url(&self.1)
+            .receipt_handle(receipt_handle)
+            .visibility_timeout(0)
+            .send()
+            .await
+            .unwrap();
     }
 }
 
@@ -99,7 +106,7 @@ async fn cloud() -> Option<Cloud> {
 impl Cloud {
     fn notifier(&self) -> Notifier<dyn Store> {
         let clock: SharedClock = self.h.clock.clone();
-        Notifier { store: self.h.store.clone(), clock, urls: UrlPolicy::Local, resolver: Arc::new(SystemResolver) }
+        Notifier::new(self.h.store.clone(), clock, UrlPolicy::Local, Arc::new(SystemResolver))
     }
 
     async fn link(&self, receiver: &Receiver) -> ChatLink {
@@ -172,7 +179,13 @@ impl Cloud {
             .collect();
         for m in &msgs {
             if !failed.contains(m.message_id().unwrap_or_default()) {
-                self.sqs.delete_message().queue_url(&self.queue).receipt_handle(m.receipt_handle().unwrap()).send().await.unwrap();
+                self.sqs
+                    .delete_message()
+                    .queue_url(&self.queue)
+                    .receipt_handle(m.receipt_handle().unwrap())
+                    .send()
+                    .await
+                    .unwrap();
             }
         }
         (msgs.len(), failed.len())
@@ -196,7 +209,8 @@ async fn claim_and_submit_reach_the_webhook_once_each_signed_through_stream_and_
     let receiver = Receiver::start().await;
     let link = c.link(&receiver).await;
     let task = c.assign(link.link_id, "Summarize the quarter").await;
-    let ClaimOutcome::Claimed { claim_id, .. } = c.h.store.claim_task(&c.owner, link.link_id, task.task_id).await.unwrap()
+    let ClaimOutcome::Claimed { claim_id, .. } =
+        c.h.store.claim_task(&c.owner, link.link_id, task.task_id).await.unwrap()
     else {
         panic!()
     };
@@ -216,11 +230,17 @@ async fn claim_and_submit_reach_the_webhook_once_each_signed_through_stream_and_
     let log = log.clone();
     log.take();
     while c.pump_queue().await.0 > 0 {}
-    let used: BTreeSet<String> = log.take().iter().map(|op| format!("dynamodb:{}", op.split(':').next().unwrap())).collect();
+    let used: BTreeSet<String> =
+        log.take().iter().map(|op| format!("dynamodb:{}", op.split(':').next().unwrap())).collect();
     let got = receiver.accepted();
-    assert_eq!(got.iter().map(|r| r.kind.as_str()).collect::<Vec<_>>(), ["task.assigned", "task.claimed", "task.completed"]);
+    assert_eq!(
+        got.iter().map(|r| r.kind.as_str()).collect::<Vec<_>>(),
+        ["task.assigned", "task.claimed", "task.completed"]
+    );
     assert!(got.iter().all(|r| r.signature_ok), "a signature did not verify");
-    assert!(!got.iter().any(|r| r.body.to_string().contains("secret result") || r.body.to_string().contains("quarter")));
+    assert!(
+        !got.iter().any(|r| r.body.to_string().contains("secret result") || r.body.to_string().contains("quarter"))
+    );
     // The ids are the domain's for these changes: the local outbox gives the same ones.
     let done = c.h.store.get_task(&c.owner, link.link_id, task.task_id).await.unwrap().unwrap();
     let claimed = domain::tasks::Task { status: domain::tasks::TaskStatus::Claimed, finished_at: None, ..done.clone() };
@@ -228,7 +248,8 @@ async fn claim_and_submit_reach_the_webhook_once_each_signed_through_stream_and_
     assert_eq!(got[1].id, derive_task(Some(&task), Some(&claimed))[0].id);
     assert_eq!(got[2].id, derive_task(Some(&claimed), Some(&done))[0].id);
     // What the notifier needed on the table is what its IAM policy grants.
-    let declared: BTreeSet<String> = service::events::NOTIFIER_DYNAMODB_ACTIONS.iter().map(|s| (*s).to_owned()).collect();
+    let declared: BTreeSet<String> =
+        service::events::NOTIFIER_DYNAMODB_ACTIONS.iter().map(|s| (*s).to_owned()).collect();
     assert!(used.is_subset(&declared), "the notifier used {used:?}, its policy grants {declared:?}");
     let last = c.h.store.last_deliveries(&c.owner).await.unwrap();
     assert_eq!(last.len(), 1);
@@ -269,7 +290,8 @@ async fn claim_and_submit_reach_the_webhook_once_each_signed_through_stream_and_
     c.pump_stream().await;
     log.take();
     while c.pump_queue().await.0 > 0 {}
-    let used: BTreeSet<String> = log.take().iter().map(|op| format!("dynamodb:{}", op.split(':').next().unwrap())).collect();
+    let used: BTreeSet<String> =
+        log.take().iter().map(|op| format!("dynamodb:{}", op.split(':').next().unwrap())).collect();
     let kinds: Vec<String> = receiver.accepted().iter().skip(3).map(|r| r.kind.clone()).collect();
     assert_eq!(kinds, ["run.queued", "run.started", "run.completed"]);
     assert_eq!(receiver.accepted()[3].id, derive_run(None, Some(&run))[0].id);

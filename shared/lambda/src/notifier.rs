@@ -11,11 +11,11 @@ use std::sync::Arc;
 
 use domain::clock::{SharedClock, SystemClock};
 use domain::events::Event;
+use domain::store::{ManageLinks, RecordDeliveries};
 use lambda_runtime::{LambdaEvent, service_fn};
 use serde_json::{Value, json};
 use service::events::{Delivery, Notifier, SystemResolver, backoff};
 use service::webhook_url::UrlPolicy;
-use domain::store::{ManageLinks, RecordDeliveries};
 
 use crate::config::NotifierConfig;
 use crate::{Error, aws_config, dynamo_store, env, init_tracing};
@@ -92,12 +92,13 @@ pub async fn run() -> Result<(), Error> {
     let config = NotifierConfig::from_env(env)?;
     let aws = aws_config().await;
     let clock: SharedClock = Arc::new(SystemClock);
-    let notifier = Notifier {
-        store: Arc::new(dynamo_store(&aws, &config.table, config.policy)),
+    let urls = if config.allow_loopback { UrlPolicy::Local } else { UrlPolicy::Cloud };
+    let notifier = Notifier::new(
+        Arc::new(dynamo_store(&aws, &config.table, config.policy)),
         clock,
-        urls: if config.allow_loopback { UrlPolicy::Local } else { UrlPolicy::Cloud },
-        resolver: Arc::new(SystemResolver),
-    };
+        urls,
+        Arc::new(SystemResolver),
+    );
     let visibility = SqsVisibility { client: aws_sdk_sqs::Client::new(&aws), queue_url: config.queue_url.clone() };
     let state: Arc<(Notifier<store_dynamo::DynamoStore>, SqsVisibility)> = Arc::new((notifier, visibility));
     lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| {

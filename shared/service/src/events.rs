@@ -161,6 +161,44 @@ pub struct Notifier<S: ?Sized> {
     pub urls: UrlPolicy,
     /// Host names to addresses.
     pub resolver: Arc<dyn Resolve>,
+    /// HTTP clients pinned to checked addresses, by (host, addresses): connections are reused
+    /// across deliveries, and a host whose addresses change gets a fresh, re-checked client.
+    pub clients: ClientCache,
+}
+
+/// See [`Notifier::clients`].
+#[derive(Default)]
+pub struct ClientCache(std::sync::Mutex<std::collections::HashMap<(String, Vec<SocketAddr>), reqwest::Client>>);
+
+impl ClientCache {
+    /// The client for `host` pinned to `addrs` (built once).
+    fn get(&self, host: &str, addrs: &[SocketAddr]) -> Result<reqwest::Client, String> {
+        let key = (host.to_owned(), addrs.to_vec());
+        if let Some(c) = self.0.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return Ok(c);
+        }
+        let _ = rustls::crypto::ring::default_provider().install_default();
+        let client = reqwest::Client::builder()
+            .redirect(reqwest::redirect::Policy::none())
+            .timeout(DELIVERY_TIMEOUT)
+            .resolve_to_addrs(host, addrs)
+            .build()
+            .map_err(|e| format!("HTTP client: {e}"))?;
+        if let Ok(mut m) = self.0.lock() {
+            if m.len() > 256 {
+                m.clear();
+            }
+            m.insert(key, client.clone());
+        }
+        Ok(client)
+    }
+}
+
+impl<S: ?Sized> Notifier<S> {
+    /// A notifier over `store`.
+    pub fn new(store: Arc<S>, clock: SharedClock, urls: UrlPolicy, resolver: Arc<dyn Resolve>) -> Self {
+        Self { store, clock, urls, resolver, clients: ClientCache::default() }
+    }
 }
 
 impl<S: ManageLinks + RecordDeliveries + ?Sized> Notifier<S> {
@@ -238,13 +276,9 @@ impl<S: ManageLinks + RecordDeliveries + ?Sized> Notifier<S> {
             webhook_url::check_address(a.ip(), self.urls)
                 .map_err(|why| format!("refused: {host} resolves to {why}"))?;
         }
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let client = reqwest::Client::builder()
-            .redirect(reqwest::redirect::Policy::none())
-            .timeout(DELIVERY_TIMEOUT)
-            .resolve_to_addrs(&host, &addrs)
-            .build()
-            .map_err(|e| format!("HTTP client: {e}"))?;
+        let mut addrs = addrs;
+        addrs.sort();
+        let client = self.clients.get(&host, &addrs)?;
         let timestamp = self.clock.now().as_epoch_seconds();
         let signature = sign(secret, id, timestamp, body).map_err(|e| e.to_string())?;
         let res = client
@@ -274,10 +308,15 @@ fn short(e: &reqwest::Error) -> String {
     cause.to_string()
 }
 
-/// The local notifier: delivers the embedded store's outbox until `shutdown` resolves,
-/// checking every `poll` for due events.
-pub async fn run_local<S>(notifier: Notifier<S>, poll: Duration, shutdown: impl std::future::Future<Output = ()>)
-where
+/// The local notifier: delivers the embedded store's outbox until `shutdown` resolves — at once
+/// when `wake` is notified (the store signals every committed write), and every `poll` anyway
+/// (retries come due with time, not with writes).
+pub async fn run_local<S>(
+    notifier: Notifier<S>,
+    wake: Arc<tokio::sync::Notify>,
+    poll: Duration,
+    shutdown: impl std::future::Future<Output = ()>,
+) where
     S: ManageLinks + RecordDeliveries + EventOutbox + ?Sized,
 {
     tokio::pin!(shutdown);
@@ -286,6 +325,7 @@ where
     loop {
         tokio::select! {
             _ = tick.tick() => {}
+            () = wake.notified() => {}
             () = &mut shutdown => return,
         }
         if let Err(e) = deliver_due(&notifier).await {

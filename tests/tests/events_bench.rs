@@ -1,0 +1,103 @@
+//! Event measurements on the local server (ignored by default: they time things, so they are a
+//! benchmark, not a test). Run with
+//! `cargo test -p foundry-tests --test events_bench -- --ignored --nocapture`.
+//!
+//! - end-to-end latency from a state change (the store call returning) to the webhook's
+//!   arrival at a receiver on 127.0.0.1, over 200 changes: p50 / p95 / max;
+//! - notifier throughput: 1,000 queued events delivered, events per second;
+//! - the bytes of an event body.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::time::{Duration, Instant};
+
+use domain::ids::IdempotencyKey;
+use domain::store::{AssignTasks, ClaimTasks};
+use domain::tasks::{AssignOutcome, AssignTask};
+use foundry_tests::receiver::Receiver;
+use foundry_tests::wait_until;
+
+fn pct(sorted: &[Duration], p: f64) -> f64 {
+    let i = ((sorted.len() as f64 - 1.0) * p).round() as usize;
+    sorted[i].as_secs_f64() * 1000.0
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark: run with --ignored --nocapture"]
+async fn local_event_latency_and_throughput() {
+    let dir = std::env::temp_dir().join(format!("foundry-evbench-{}", uuid::Uuid::new_v4()));
+    let running = local::start(local::LocalConfig::at(dir.clone())).await.unwrap();
+    let receiver = Receiver::start().await;
+    let http = reqwest::Client::new();
+    let link = running.demo.chat_link_id;
+    let sub: serde_json::Value = http
+        .put(format!("{}/owner/links/{link}/subscription", running.base_url))
+        .bearer_auth(&running.owner_token)
+        .json(&serde_json::json!({"url": receiver.url}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    receiver.set_secret(sub["subscription"]["secret"].as_str().unwrap());
+    let owner = running.demo.owner.clone();
+    let assign = |i: usize| AssignTask {
+        owner: owner.clone(),
+        link_id: link,
+        objective: format!("task {i}"),
+        idempotency_key: IdempotencyKey::parse(&format!("bench-key-{i:06}")).unwrap(),
+    };
+
+    // Latency: one change at a time, waiting for its webhook before the next.
+    let mut latencies = Vec::new();
+    for i in 0..200 {
+        let before = receiver.accepted().len();
+        let changed = Instant::now();
+        let AssignOutcome::Assigned(t) = running.store.assign_task(&assign(i)).await.unwrap() else { panic!() };
+        let arrived = wait_until("the webhook", Duration::from_secs(10), || {
+            let r = receiver.clone();
+            async move { (r.accepted().len() > before).then(Instant::now) }
+        })
+        .await;
+        latencies.push(arrived - changed);
+        let _ = t;
+    }
+    latencies.sort();
+    println!(
+        "change → webhook, 200 changes: p50 {:.0} ms, p95 {:.0} ms, max {:.0} ms (notifier poll {} ms)",
+        pct(&latencies, 0.5),
+        pct(&latencies, 0.95),
+        pct(&latencies, 1.0),
+        local::NOTIFIER_POLL.as_millis()
+    );
+
+    // Throughput: 1,000 events queued at once, then delivered.
+    let base = receiver.accepted().len();
+    for i in 1_000..2_000 {
+        running.store.assign_task(&assign(i)).await.unwrap();
+    }
+    let started = Instant::now();
+    wait_until("1,000 webhooks", Duration::from_secs(120), || {
+        let r = receiver.clone();
+        async move { (r.accepted().len() >= base + 1_000).then_some(()) }
+    })
+    .await;
+    let took = started.elapsed();
+    println!(
+        "notifier throughput: 1,000 events in {:.2} s = {:.0} events/s",
+        took.as_secs_f64(),
+        1_000.0 / took.as_secs_f64()
+    );
+
+    let t = running.demo.task_id.unwrap();
+    running.store.claim_task(&owner, link, t).await.unwrap();
+    let claimed = wait_until("task.claimed", Duration::from_secs(10), || {
+        let r = receiver.clone();
+        async move { r.accepted().into_iter().find(|x| x.kind == "task.claimed") }
+    })
+    .await;
+    println!("event body bytes: task.claimed {} (body: {})", claimed.body.to_string().len(), claimed.body);
+    running.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
