@@ -279,13 +279,16 @@ impl SqliteStore {
         Arc::clone(&self.write_signal)
     }
 
-    /// Transactions that changed at least one row since the store opened. The suite uses it
-    /// to prove that reads never write.
+    /// Transactions that changed at least one row since the store opened (the notifier's own
+    /// bookkeeping of deliveries excluded). The suite uses it to prove that reads never write.
     pub fn write_transactions(&self) -> u64 {
         self.writes.load(Ordering::SeqCst)
     }
 
-    async fn run<T, F>(&self, behavior: TransactionBehavior, f: F) -> StoreResult<T>
+    /// Runs `f` in a transaction on a pooled connection. `tracked` writes count in
+    /// [`SqliteStore::write_transactions`] and wake the outbox's consumer; the notifier's own
+    /// bookkeeping (delivered, failed, last outcome) is untracked: it changes no task or run.
+    async fn run<T, F>(&self, behavior: TransactionBehavior, tracked: bool, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>, Timestamp) -> rusqlite::Result<T> + Send + 'static,
@@ -303,7 +306,7 @@ impl SqliteStore {
                 tx.commit()?;
                 Ok(v)
             })();
-            if conn.total_changes() != before {
+            if tracked && conn.total_changes() != before {
                 writes.fetch_add(1, Ordering::SeqCst);
                 if out.is_ok() {
                     signal.notify_one();
@@ -321,7 +324,7 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>, Timestamp) -> rusqlite::Result<T> + Send + 'static,
     {
-        self.run(TransactionBehavior::Deferred, f).await
+        self.run(TransactionBehavior::Deferred, true, f).await
     }
 
     async fn write<T, F>(&self, f: F) -> StoreResult<T>
@@ -329,7 +332,16 @@ impl SqliteStore {
         T: Send + 'static,
         F: FnOnce(&Transaction<'_>, Timestamp) -> rusqlite::Result<T> + Send + 'static,
     {
-        self.run(TransactionBehavior::Immediate, f).await
+        self.run(TransactionBehavior::Immediate, true, f).await
+    }
+
+    /// A write of the notifier's bookkeeping (see [`SqliteStore::run`]).
+    async fn bookkeeping<T, F>(&self, f: F) -> StoreResult<T>
+    where
+        T: Send + 'static,
+        F: FnOnce(&Transaction<'_>, Timestamp) -> rusqlite::Result<T> + Send + 'static,
+    {
+        self.run(TransactionBehavior::Immediate, false, f).await
     }
 }
 
@@ -1286,7 +1298,7 @@ impl OwnerRuns for SqliteStore {
 impl RecordDeliveries for SqliteStore {
     async fn record_delivery(&self, owner: &OwnerId, link: ChatLinkId, outcome: &DeliveryOutcome) -> StoreResult<()> {
         let (owner, body) = (owner.as_str().to_owned(), json(outcome));
-        self.write(move |tx, _| {
+        self.bookkeeping(move |tx, _| {
             tx.execute(
                 "INSERT INTO deliveries (owner, link_id, body) VALUES (?1, ?2, ?3) \
                  ON CONFLICT (owner, link_id) DO UPDATE SET body = excluded.body",
@@ -1335,12 +1347,12 @@ impl EventOutbox for SqliteStore {
 
     async fn event_delivered(&self, event_id: &str) -> StoreResult<()> {
         let id = event_id.to_owned();
-        self.write(move |tx, _| tx.execute("DELETE FROM event_outbox WHERE event_id = ?1", [id]).map(drop)).await
+        self.bookkeeping(move |tx, _| tx.execute("DELETE FROM event_outbox WHERE event_id = ?1", [id]).map(drop)).await
     }
 
     async fn event_failed(&self, event_id: &str, retry_at: Option<Timestamp>, error: &str) -> StoreResult<()> {
         let (id, error) = (event_id.to_owned(), error.to_owned());
-        self.write(move |tx, _| {
+        self.bookkeeping(move |tx, _| {
             tx.execute(
                 "UPDATE event_outbox SET attempts = attempts + 1, last_error = ?1, \
                  state = CASE WHEN ?2 IS NULL THEN 'dead' ELSE 'pending' END, \
