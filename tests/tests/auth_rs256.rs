@@ -17,12 +17,17 @@ const ISSUER: &str = "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_TEST
 struct Fixture {
     fetches: AtomicUsize,
     set: JwkSet,
+    /// Fetches after the first one fail (the issuer is down).
+    down: std::sync::atomic::AtomicBool,
 }
 
 #[async_trait::async_trait]
 impl FetchJwks for Fixture {
     async fn fetch(&self) -> Result<JwkSet, service::auth::JwksError> {
         self.fetches.fetch_add(1, Ordering::SeqCst);
+        if self.down.load(Ordering::SeqCst) {
+            return Err(service::auth::JwksError::Status { url: "https://issuer/jwks.json".into(), status: 503 });
+        }
         Ok(self.set.clone())
     }
 }
@@ -33,6 +38,10 @@ fn fixture(name: &str) -> String {
 
 /// A Cognito-style access token: no `aud`, `client_id` instead.
 fn cognito_token(kid: &str, iss: &str, client: &str, now: i64) -> String {
+    cognito_token_of(kid, iss, client, now, "access")
+}
+
+fn cognito_token_of(kid: &str, iss: &str, client: &str, now: i64, token_use: &str) -> String {
     let claims = Claims {
         iss: iss.into(),
         sub: "owner-sub".into(),
@@ -43,6 +52,7 @@ fn cognito_token(kid: &str, iss: &str, client: &str, now: i64) -> String {
         scope: Some("osfoundry/read osfoundry/run".into()),
         exp: now + 3600,
         nbf: None,
+        token_use: Some(token_use.into()),
     };
     let mut header = Header::new(Algorithm::RS256);
     header.kid = Some(kid.into());
@@ -52,7 +62,7 @@ fn cognito_token(kid: &str, iss: &str, client: &str, now: i64) -> String {
 
 fn setup() -> (Authenticator, Arc<Fixture>, Arc<ManualClock>) {
     let set: JwkSet = serde_json::from_str(&fixture("rs256-test-jwks.json")).unwrap();
-    let f = Arc::new(Fixture { fetches: AtomicUsize::new(0), set });
+    let f = Arc::new(Fixture { fetches: AtomicUsize::new(0), set, down: Default::default() });
     let clock = Arc::new(ManualClock::starting_now());
     let auth = Authenticator {
         issuer: ISSUER.into(),
@@ -78,6 +88,42 @@ async fn cognito_access_tokens_verify_and_the_key_set_is_cached() {
     clock.advance(JWKS_MIN_REFETCH + Duration::from_secs(1));
     assert!(auth.verify(&cognito_token("rotated-key", ISSUER, "claude-client", now)).await.is_err());
     assert_eq!(f.fetches.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn id_tokens_are_refused() {
+    let (auth, _, clock) = setup();
+    let now = clock.now().as_epoch_seconds();
+    let id_token = cognito_token_of("test-key-1", ISSUER, "claude-client", now, "id");
+    assert!(
+        matches!(auth.verify(&id_token).await, Err(AuthError::Invalid(m)) if m.contains("only access tokens")),
+        "an ID token was accepted"
+    );
+}
+
+#[tokio::test]
+async fn an_issuer_outage_keeps_verifying_with_cached_keys_for_a_bounded_time() {
+    let (auth, f, clock) = setup();
+    let token = |clock: &ManualClock| cognito_token("test-key-1", ISSUER, "claude-client", clock.now().as_epoch_seconds());
+    auth.verify(&token(&clock)).await.unwrap();
+    f.down.store(true, Ordering::SeqCst);
+    // The cache lifetime passes and every refresh fails: the cached keys still verify…
+    clock.advance(service::auth::JWKS_TTL + Duration::from_secs(1));
+    auth.verify(&token(&clock)).await.expect("an issuer outage locked clients out");
+    let fetches = f.fetches.load(Ordering::SeqCst);
+    // …without a refetch on every request…
+    auth.verify(&token(&clock)).await.unwrap();
+    assert_eq!(f.fetches.load(Ordering::SeqCst), fetches, "a failed refresh is retried on every request");
+    // …and not forever.
+    clock.advance(service::auth::JWKS_MAX_STALE);
+    assert!(
+        matches!(auth.verify(&token(&clock)).await, Err(AuthError::KeysUnavailable(_))),
+        "day-old keys still verify during an outage (or the refusal is not a retryable 503)"
+    );
+    // The issuer is back: fresh keys, verification resumes.
+    f.down.store(false, Ordering::SeqCst);
+    clock.advance(JWKS_MIN_REFETCH);
+    auth.verify(&token(&clock)).await.unwrap();
 }
 
 #[tokio::test]

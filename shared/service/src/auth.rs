@@ -24,8 +24,11 @@ use domain::ids::{AgentId, OwnerId};
 pub const LEEWAY: Duration = Duration::from_secs(60);
 /// How long a fetched JWKS is trusted before it is fetched again.
 pub const JWKS_TTL: Duration = Duration::from_secs(3600);
-/// Shortest time between two fetches forced by an unknown key id.
+/// Shortest time between two fetches forced by an unknown key id (or after a failed refresh).
 pub const JWKS_MIN_REFETCH: Duration = Duration::from_secs(60);
+/// How long fetched keys keep verifying when every refresh fails (the issuer is down): long
+/// enough to ride out an outage, short enough that a removed key does not live on.
+pub const JWKS_MAX_STALE: Duration = Duration::from_secs(24 * 3600);
 
 /// Who is calling, as proven by the token.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -65,6 +68,9 @@ pub enum JwksError {
         /// The HTTP status.
         status: u16,
     },
+    /// Refreshes keep failing and the cached keys are older than [`JWKS_MAX_STALE`].
+    #[error("the key set could not be refreshed and the cached one is too old to trust")]
+    TooOld,
     /// The answer is not a JWKS document.
     #[error("{url} did not answer a JWKS document")]
     Parse {
@@ -114,6 +120,9 @@ pub struct Claims {
     /// Not before (epoch seconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub nbf: Option<i64>,
+    /// Cognito's `access` / `id`: ID tokens prove who signed in, not what a client may do.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub token_use: Option<String>,
 }
 
 /// Fetches a JWKS document (an HTTPS GET in the Lambda; a fixture in tests).
@@ -130,7 +139,14 @@ pub trait FetchJwks: Send + Sync {
 /// most once per [`JWKS_MIN_REFETCH`]).
 pub struct JwksCache {
     fetcher: Arc<dyn FetchJwks>,
-    state: tokio::sync::RwLock<Option<(Timestamp, JwkSet)>>,
+    state: tokio::sync::RwLock<Option<Fetched>>,
+}
+
+/// The key set and when it was fetched (and when a refresh last failed).
+struct Fetched {
+    at: Timestamp,
+    set: JwkSet,
+    failed_at: Option<Timestamp>,
 }
 
 impl JwksCache {
@@ -139,32 +155,49 @@ impl JwksCache {
         Self { fetcher, state: tokio::sync::RwLock::new(None) }
     }
 
+    /// The key `kid`: from the cache while it is fresh; otherwise fetched again. When a refresh
+    /// fails, keys fetched less than [`JWKS_MAX_STALE`] ago keep verifying (an issuer outage
+    /// must not lock every client out), and the next refresh is tried after
+    /// [`JWKS_MIN_REFETCH`], not on every request.
     async fn key(&self, kid: &str, now: Timestamp) -> Result<DecodingKey, AuthError> {
+        let decode = |jwk: &jsonwebtoken::jwk::Jwk| DecodingKey::from_jwk(jwk).map_err(|e| AuthError::Invalid(e.to_string()));
         {
             let st = self.state.read().await;
-            if let Some((at, set)) = &*st
-                && now < at.plus(JWKS_TTL)
-                && let Some(jwk) = set.find(kid)
+            if let Some(f) = &*st
+                && now < f.at.plus(JWKS_TTL)
+                && let Some(jwk) = f.set.find(kid)
             {
-                return DecodingKey::from_jwk(jwk).map_err(|e| AuthError::Invalid(e.to_string()));
+                return decode(jwk);
             }
         }
         let mut st = self.state.write().await;
-        let stale = match &*st {
+        let refresh = match &*st {
             None => true,
-            Some((at, set)) => {
-                now >= at.plus(JWKS_TTL) || (set.find(kid).is_none() && now >= at.plus(JWKS_MIN_REFETCH))
+            Some(f) => {
+                let failed_recently = f.failed_at.is_some_and(|t| now < t.plus(JWKS_MIN_REFETCH));
+                let expired = now >= f.at.plus(JWKS_TTL);
+                let unknown = f.set.find(kid).is_none() && now >= f.at.plus(JWKS_MIN_REFETCH);
+                (expired || unknown) && !failed_recently
             }
         };
-        if stale {
-            let set = self.fetcher.fetch().await.map_err(|e| AuthError::KeysUnavailable(Arc::new(e)))?;
-            *st = Some((now, set));
+        if refresh {
+            match self.fetcher.fetch().await {
+                Ok(set) => *st = Some(Fetched { at: now, set, failed_at: None }),
+                Err(e) => match st.as_mut().filter(|f| now < f.at.plus(JWKS_MAX_STALE)) {
+                    Some(f) => {
+                        tracing::warn!(error = %domain::errors::ErrorChain(&e), "JWKS refresh failed; verifying with the cached keys");
+                        f.failed_at = Some(now);
+                    }
+                    None => return Err(AuthError::KeysUnavailable(Arc::new(e))),
+                },
+            }
         }
-        let jwk = st
-            .as_ref()
-            .and_then(|(_, set)| set.find(kid))
-            .ok_or_else(|| AuthError::Invalid(format!("unknown key id {kid}")))?;
-        DecodingKey::from_jwk(jwk).map_err(|e| AuthError::Invalid(e.to_string()))
+        match &*st {
+            Some(f) if now < f.at.plus(JWKS_MAX_STALE) => {
+                decode(f.set.find(kid).ok_or_else(|| AuthError::Invalid(format!("unknown key id {kid}")))?)
+            }
+            _ => Err(AuthError::KeysUnavailable(Arc::new(JwksError::TooOld))),
+        }
     }
 }
 
@@ -241,6 +274,9 @@ impl Authenticator {
         if c.nbf.is_some_and(|nbf| nbf - leeway > now) {
             return Err(AuthError::Invalid("token not yet valid".into()));
         }
+        if c.token_use.as_deref().is_some_and(|u| u != "access") {
+            return Err(AuthError::Invalid("only access tokens are accepted (token_use is not access)".into()));
+        }
         let auds: Vec<&str> = match &c.aud {
             Some(serde_json::Value::String(a)) => vec![a.as_str()],
             Some(serde_json::Value::Array(a)) => a.iter().filter_map(|v| v.as_str()).collect(),
@@ -287,6 +323,7 @@ pub fn mint_hs256(
         scope: Some(scopes.join(" ")),
         exp: now.plus(ttl).as_epoch_seconds(),
         nbf: None,
+        token_use: None,
     };
     jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &EncodingKey::from_secret(secret))
 }
