@@ -104,7 +104,8 @@ async fn id_tokens_are_refused() {
 #[tokio::test]
 async fn an_issuer_outage_keeps_verifying_with_cached_keys_for_a_bounded_time() {
     let (auth, f, clock) = setup();
-    let token = |clock: &ManualClock| cognito_token("test-key-1", ISSUER, "claude-client", clock.now().as_epoch_seconds());
+    let token =
+        |clock: &ManualClock| cognito_token("test-key-1", ISSUER, "claude-client", clock.now().as_epoch_seconds());
     auth.verify(&token(&clock)).await.unwrap();
     f.down.store(true, Ordering::SeqCst);
     // The cache lifetime passes and every refresh fails: the cached keys still verify…

@@ -27,6 +27,8 @@ fn iam(op: &str) -> Vec<String> {
                 other => format!("dynamodb:{other}Item"),
             })
             .collect(),
+        // A transactional read needs GetItem on each item it reads.
+        _ if op == "TransactGetItems" => vec!["dynamodb:GetItem".to_owned()],
         _ => vec![format!("dynamodb:{op}")],
     }
 }

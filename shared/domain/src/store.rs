@@ -26,8 +26,8 @@ use crate::runs::{
     StartOutcome,
 };
 use crate::tasks::{
-    ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignTask, CancelTaskOutcome, ClaimOutcome, SubmitOutcome,
-    SubmitTask, Task, TaskPage,
+    ArtifactCheck, ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignTask, CancelTaskOutcome, ClaimOutcome,
+    SubmitOutcome, SubmitTask, Task, TaskPage,
 };
 
 /// A boxed error cause, kept for the logs.
@@ -214,6 +214,9 @@ pub trait ClaimTasks: Send + Sync {
 pub trait RecordArtifacts: Send + Sync {
     /// Records the artifact if the claim still holds the task.
     async fn record_artifact(&self, owner: &OwnerId, record: &ArtifactRecord) -> StoreResult<ArtifactOutcome>;
+    /// Before the bytes are stored: reads the artifact's record and the task together (one
+    /// consistent read, no write) and decides with [`crate::tasks::check_artifact`].
+    async fn check_artifact(&self, owner: &OwnerId, record: &ArtifactRecord) -> StoreResult<ArtifactCheck>;
 }
 
 /// Owner: device tokens of desktop relays.

@@ -389,6 +389,45 @@ pub struct ArtifactRecord {
     pub object_key: String,
 }
 
+/// Whether an upload may store its bytes, decided before it does (so a refused upload leaves
+/// no object behind).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ArtifactCheck {
+    /// The claim holds the task and the artifact id is new: store the bytes, then record them.
+    Proceed,
+    /// The same artifact id with the same bytes is recorded already: nothing to store.
+    Replayed,
+    /// The artifact id is recorded with other bytes.
+    DifferentContent,
+    /// Fencing refuses it.
+    Rejected(SubmitRejection),
+}
+
+/// Decides an upload from the artifact's record (if any) and the task as they are now.
+pub fn check_artifact(
+    existing_sha: Option<&str>,
+    task: Option<&Task>,
+    owner: &OwnerId,
+    record: &ArtifactRecord,
+    now: Timestamp,
+) -> ArtifactCheck {
+    let visible = task.filter(|t| t.visible_to(owner, &record.link_id));
+    match existing_sha {
+        Some(sha) if visible.is_some() => {
+            return if sha == record.sha256 { ArtifactCheck::Replayed } else { ArtifactCheck::DifferentContent };
+        }
+        _ => {}
+    }
+    let holds = visible.is_some_and(|t| t.status_at(now) == TaskStatus::Claimed && t.claim_id == Some(record.claim_id));
+    if holds {
+        return ArtifactCheck::Proceed;
+    }
+    match classify_submit(visible, owner, &record.link_id, &record.claim_id, None, now) {
+        SubmitOutcome::Rejected(why) => ArtifactCheck::Rejected(why),
+        _ => ArtifactCheck::Rejected(SubmitRejection::StaleClaim),
+    }
+}
+
 /// Outcome of recording an artifact.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum ArtifactOutcome {

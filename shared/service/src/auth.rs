@@ -160,7 +160,8 @@ impl JwksCache {
     /// must not lock every client out), and the next refresh is tried after
     /// [`JWKS_MIN_REFETCH`], not on every request.
     async fn key(&self, kid: &str, now: Timestamp) -> Result<DecodingKey, AuthError> {
-        let decode = |jwk: &jsonwebtoken::jwk::Jwk| DecodingKey::from_jwk(jwk).map_err(|e| AuthError::Invalid(e.to_string()));
+        let decode =
+            |jwk: &jsonwebtoken::jwk::Jwk| DecodingKey::from_jwk(jwk).map_err(|e| AuthError::Invalid(e.to_string()));
         {
             let st = self.state.read().await;
             if let Some(f) = &*st

@@ -34,9 +34,10 @@ use aws_sdk_dynamodb::error::{DisplayErrorContext, ProvideErrorMetadata, SdkErro
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::{
-    AttributeDefinition, AttributeValue, BillingMode, CancellationReason, ConditionCheck, GlobalSecondaryIndex,
+    AttributeDefinition, AttributeValue, BillingMode, CancellationReason, ConditionCheck, Get, GlobalSecondaryIndex,
     KeySchemaElement, KeyType, Projection, ProjectionType, Put, ReturnValue, ReturnValuesOnConditionCheckFailure,
-    ScalarAttributeType, StreamSpecification, StreamViewType, TimeToLiveSpecification, TransactWriteItem,
+    ScalarAttributeType, StreamSpecification, StreamViewType, TimeToLiveSpecification, TransactGetItem,
+    TransactWriteItem,
 };
 
 use domain::clock::{SharedClock, Timestamp};
@@ -58,9 +59,9 @@ use domain::store::{
     StoreError, StoreResult, SyncSessions,
 };
 use domain::tasks::{
-    ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome, ClaimOutcome,
-    SubmitOutcome, SubmitRejection, SubmitTask, Task, TaskPage, TaskStatus, classify_cancel_task, classify_claim,
-    classify_submit,
+    ArtifactCheck, ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome,
+    ClaimOutcome, SubmitOutcome, SubmitRejection, SubmitTask, Task, TaskPage, TaskStatus, check_artifact,
+    classify_cancel_task, classify_claim, classify_submit,
 };
 
 /// Name of the queued-commands index.
@@ -1399,7 +1400,7 @@ impl ClaimTasks for DynamoStore {
 impl RecordArtifacts for DynamoStore {
     async fn record_artifact(&self, owner: &OwnerId, r: &ArtifactRecord) -> StoreResult<ArtifactOutcome> {
         let now = self.clock.now();
-        let mut item = key(format!("LINK#{}", r.link_id), format!("ARTIFACT#{}#{}", r.task_id, r.artifact_id));
+        let mut item = artifact_key(r);
         item.extend(values([
             ("owner", s(owner.as_str())),
             ("task_id", s(r.task_id.to_string())),
@@ -1450,6 +1451,34 @@ impl RecordArtifacts for DynamoStore {
         }
         Err(unexpected("artifact transaction", &reasons))
     }
+
+    /// One `TransactGetItems` (a consistent snapshot of the artifact's record and the task).
+    async fn check_artifact(&self, owner: &OwnerId, record: &ArtifactRecord) -> StoreResult<ArtifactCheck> {
+        let now = self.clock.now();
+        let get = |k: Item| -> StoreResult<TransactGetItem> {
+            let g = Get::builder().table_name(&self.table).set_key(Some(k)).build().map_err(build)?;
+            Ok(TransactGetItem::builder().get(g).build())
+        };
+        let out = self
+            .client
+            .transact_get_items()
+            .transact_items(get(artifact_key(record))?)
+            .transact_items(get(task_key(record.link_id, record.task_id))?)
+            .send()
+            .await
+            .map_err(sdk)?;
+        let responses = out.responses();
+        let item = |i: usize| responses.get(i).and_then(|r| r.item.as_ref()).filter(|i| !i.is_empty());
+        let existing = item(0)
+            .filter(|a| Read(a).opt_s("owner") == Some(owner.as_str()))
+            .and_then(|a| Read(a).opt_s("sha256").map(str::to_owned));
+        let task = opt_from(item(1), task_from)?;
+        Ok(check_artifact(existing.as_deref(), task.as_ref(), owner, record, now))
+    }
+}
+
+fn artifact_key(r: &ArtifactRecord) -> Item {
+    key(format!("LINK#{}", r.link_id), format!("ARTIFACT#{}#{}", r.task_id, r.artifact_id))
 }
 
 fn device_key(owner: &OwnerId, device: uuid::Uuid) -> Item {

@@ -35,8 +35,9 @@ use domain::store::{
     RelayRuns, StoreError, StoreResult, SyncSessions,
 };
 use domain::tasks::{
-    ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome, ClaimOutcome,
-    SubmitOutcome, SubmitTask, Task, TaskPage, TaskStatus, classify_cancel_task, classify_claim, classify_submit,
+    ArtifactCheck, ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome,
+    ClaimOutcome, SubmitOutcome, SubmitTask, Task, TaskPage, TaskStatus, check_artifact, classify_cancel_task,
+    classify_claim, classify_submit,
 };
 
 /// Schema migrations, numbered by position: `MIGRATIONS[i]` takes a database from schema
@@ -1186,6 +1187,23 @@ impl RecordArtifacts for SqliteStore {
                 params![link, task, r.artifact_id, r.claim_id.to_string(), r.name, r.content_type, r.sha256, r.size as i64, r.object_key, now.as_millis()],
             )?;
             Ok(ArtifactOutcome::Recorded)
+        })
+        .await
+    }
+
+    async fn check_artifact(&self, owner: &OwnerId, record: &ArtifactRecord) -> StoreResult<ArtifactCheck> {
+        let (owner, r) = (owner.clone(), record.clone());
+        self.read(move |tx, now| {
+            let (link, task) = (r.link_id.to_string(), r.task_id.to_string());
+            let existing: Option<String> = tx
+                .query_row(
+                    "SELECT sha256 FROM artifacts WHERE link_id = ?1 AND task_id = ?2 AND artifact_id = ?3",
+                    [&link, &task, &r.artifact_id],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            let t = get_task_tx(tx, &link, &task)?;
+            Ok(check_artifact(existing.as_deref(), t.as_ref(), &owner, &r, now))
         })
         .await
     }

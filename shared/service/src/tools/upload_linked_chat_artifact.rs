@@ -5,7 +5,7 @@ use domain::ids::{ChatLinkId, ClaimId, TaskId};
 use domain::limits::char_len;
 use domain::runs::sha256_hex;
 use domain::store::RecordArtifacts;
-use domain::tasks::{ArtifactOutcome, ArtifactRecord};
+use domain::tasks::{ArtifactCheck, ArtifactOutcome, ArtifactRecord};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -27,7 +27,8 @@ impl Tool for UploadLinkedChatArtifact {
         scope: SCOPE_RUN,
         description: "Attach a file (base64, at most 3 MiB) to a task you claimed, before submitting the result. artifact_id is yours to choose and must stay the same across retries: the same artifact_id with the same bytes is a safe replay, with different bytes it is rejected. The same claim rules as submit apply.",
         annotations: Annotations { read_only: false, destructive: false, idempotent: true, open_world: false },
-        dynamodb_actions: &["dynamodb:PutItem", "dynamodb:ConditionCheckItem"],
+        // The check before storing bytes is a transactional read (GetItem on both items).
+        dynamodb_actions: &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:ConditionCheckItem"],
         queries_index: false,
         stores_blobs: true,
     };
@@ -48,8 +49,8 @@ pub struct UploadInput {
     /// The claim_id from claim_linked_chat_task.
     #[schemars(extend("format" = "uuid"))]
     pub claim_id: String,
-    /// Your id for this file, stable across retries: 1 to 128 of A-Z a-z 0-9 . _ -
-    #[schemars(extend("pattern" = "^[A-Za-z0-9._-]{1,128}$"))]
+    /// Your id for this file, stable across retries: 1 to 128 of A-Z a-z 0-9 . _ - (not only dots)
+    #[schemars(extend("pattern" = "^[A-Za-z0-9._-]*[A-Za-z0-9_-][A-Za-z0-9._-]*$"), length(min = 1, max = 128))]
     pub artifact_id: String,
     /// File name, 1 to 200 characters.
     #[schemars(length(min = 1, max = 200))]
@@ -75,10 +76,12 @@ pub struct UploadArgs {
 impl ToolInput for UploadInput {
     type Args = UploadArgs;
     fn check(self) -> Result<UploadArgs, String> {
+        // Part of the object key (a path segment locally): never `.` or `..`.
         let id_ok = (1..=128).contains(&self.artifact_id.len())
-            && self.artifact_id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b));
+            && self.artifact_id.bytes().all(|b| b.is_ascii_alphanumeric() || b"._-".contains(&b))
+            && !self.artifact_id.bytes().all(|b| b == b'.');
         if !id_ok {
-            return Err("artifact_id: must be 1 to 128 of A-Z a-z 0-9 . _ -".into());
+            return Err("artifact_id: must be 1 to 128 of A-Z a-z 0-9 . _ - (and not only dots)".into());
         }
         let n = char_len(&self.name);
         if n == 0 || n > 200 || self.name.chars().any(char::is_control) {
@@ -137,10 +140,8 @@ impl<S: RecordArtifacts + ?Sized> Handler<S> for UploadLinkedChatArtifact {
         let blobs = deps.blobs.as_ref().ok_or(BlobError::NotConfigured)?;
         let sha = sha256_hex(&a.bytes);
         let size = a.bytes.len() as u64;
-        // Content-addressed key: a retry writes the same object; a rejected upload leaves
-        // at most an unreferenced object (the bucket's lifecycle rule removes it).
+        // Content-addressed key: a retry writes the same object.
         let object_key = format!("artifacts/{}/{}/{}/{sha}", a.link, a.task, a.artifact_id);
-        blobs.put(&object_key, a.bytes, &a.content_type).await?;
         let record = ArtifactRecord {
             link_id: a.link,
             task_id: a.task,
@@ -152,7 +153,18 @@ impl<S: RecordArtifacts + ?Sized> Handler<S> for UploadLinkedChatArtifact {
             size,
             object_key,
         };
-        let outcome = deps.store.record_artifact(caller.owner, &record).await?;
+        // Fencing first, bytes second: a refused upload stores nothing. (Only a claim taken
+        // over between this check and the record can leave an unreferenced object, which the
+        // bucket's lifecycle rule removes.)
+        let outcome = match deps.store.check_artifact(caller.owner, &record).await? {
+            ArtifactCheck::Proceed => {
+                blobs.put(&record.object_key, a.bytes, &record.content_type).await?;
+                deps.store.record_artifact(caller.owner, &record).await?
+            }
+            ArtifactCheck::Replayed => ArtifactOutcome::Replayed,
+            ArtifactCheck::DifferentContent => ArtifactOutcome::DifferentContent,
+            ArtifactCheck::Rejected(why) => ArtifactOutcome::Rejected(why),
+        };
         let out = |replayed| {
             Ok(ArtifactOutput {
                 ok: true,
