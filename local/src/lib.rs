@@ -211,6 +211,7 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
         authorization_servers: vec![public_url.clone()],
         allowed_hosts: Some(Vec::new()),
         max_body_bytes: service::mcp::DEFAULT_MAX_BODY_BYTES,
+        scopes: service::auth::ScopeSpelling::local(),
     };
     let endpoint = McpEndpoint::new(Arc::new(InProcess(deps)), Arc::clone(&auth), endpoint_config);
     let relay = RelayApi { store: Arc::clone(&store), clock: clock.clone(), policy };

@@ -150,7 +150,7 @@ async fn wrong_issuer_client_and_algorithm_confusion_are_refused() {
 
 #[tokio::test]
 async fn the_mcp_lambda_router_answers_http_api_events() {
-    use service::mcp::{EndpointConfig, InProcess, McpEndpoint};
+    use service::mcp::{InProcess, McpEndpoint};
     use service::tools::ToolDeps;
     use store_sqlite::SqliteStore;
     let (auth, _, clock) = setup();
@@ -161,13 +161,21 @@ async fn the_mcp_lambda_router_answers_http_api_events() {
         policy: Default::default(),
         blobs: Some(foundry_tests::temp_blobs(clock.clone())),
     };
-    let config = EndpointConfig {
-        public_url: None,
-        mcp_path: "/mcp".into(),
-        authorization_servers: vec![ISSUER.into()],
-        allowed_hosts: None,
-        max_body_bytes: service::mcp::DEFAULT_MAX_BODY_BYTES,
-    };
+    // As the mcp function configures itself from the template's environment.
+    let config = lambda::config::McpConfig::from_env(|k| {
+        let v = match k {
+            "OAUTH_ISSUER" => ISSUER.to_owned(),
+            "JWKS_URL" => format!("{ISSUER}/.well-known/jwks.json"),
+            "OAUTH_AUDIENCES" => "claude-client".into(),
+            "PUBLIC_URL" => "https://abc.execute-api.eu-west-1.amazonaws.com".into(),
+            "OAUTH_SCOPE_PREFIX" => "osfoundry/".into(),
+            k if k.starts_with("TOOL_FUNCTION_") => "unused".into(),
+            _ => return None,
+        };
+        Some(v)
+    })
+    .unwrap()
+    .endpoint;
     let endpoint = McpEndpoint::new(Arc::new(InProcess(deps)), Arc::new(auth), config);
     let token = cognito_token("test-key-1", ISSUER, "claude-client", clock.now().as_epoch_seconds());
     let event = serde_json::json!({
@@ -201,4 +209,54 @@ async fn the_mcp_lambda_router_answers_http_api_events() {
         res.headers()["www-authenticate"],
         "Bearer resource_metadata=\"https://abc.execute-api.eu-west-1.amazonaws.com/.well-known/oauth-protected-resource\""
     );
+    // The metadata and the 403 challenge name the scopes the way Cognito issues them.
+    let mut meta = event.clone();
+    meta["rawPath"] = serde_json::json!("/.well-known/oauth-protected-resource");
+    meta["requestContext"]["http"]["method"] = serde_json::json!("GET");
+    meta["requestContext"]["http"]["path"] = serde_json::json!("/.well-known/oauth-protected-resource");
+    meta["body"] = serde_json::Value::Null;
+    let res = lambda::mcp::route(&endpoint, lambda_http::request::from_str(&meta.to_string()).unwrap()).await;
+    let doc: serde_json::Value = serde_json::from_slice(res.body().as_ref()).unwrap();
+    assert_eq!(doc["scopes_supported"], serde_json::json!(["osfoundry/read", "osfoundry/run"]));
+    let read_only = {
+        let claims = Claims {
+            iss: ISSUER.into(),
+            sub: "owner-sub".into(),
+            aud: None,
+            client_id: Some("claude-client".into()),
+            azp: None,
+            scope: Some("osfoundry/read".into()),
+            exp: clock.now().as_epoch_seconds() + 3600,
+            nbf: None,
+            token_use: Some("access".into()),
+        };
+        let mut header = Header::new(Algorithm::RS256);
+        header.kid = Some("test-key-1".into());
+        let key = EncodingKey::from_rsa_pem(fixture("rs256-test-key.pem").as_bytes()).unwrap();
+        jsonwebtoken::encode(&header, &claims, &key).unwrap()
+    };
+    let mut call = event.clone();
+    call["headers"]["authorization"] = serde_json::json!(format!("Bearer {read_only}"));
+    call["body"] = serde_json::json!(
+        serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call",
+        "params": {"name": "claim_linked_chat_task", "arguments": {}}})
+        .to_string()
+    );
+    let res = lambda::mcp::route(&endpoint, lambda_http::request::from_str(&call.to_string()).unwrap()).await;
+    assert_eq!(res.status(), 403);
+    let challenge = res.headers()["www-authenticate"].to_str().unwrap();
+    assert!(challenge.contains("scope=\"osfoundry/run\""), "{challenge}");
+    let listed: serde_json::Value = serde_json::from_slice(
+        lambda::mcp::route(&endpoint, lambda_http::request::from_str(&event.to_string()).unwrap())
+            .await
+            .body()
+            .as_ref(),
+    )
+    .unwrap();
+    assert_eq!(listed["result"]["tools"][0]["securitySchemes"][0]["scopes"], serde_json::json!(["osfoundry/read"]));
+    // The Host check is on by default: a request for another host is refused.
+    let mut foreign = event.clone();
+    foreign["headers"]["host"] = serde_json::json!("evil.example");
+    let res = lambda::mcp::route(&endpoint, lambda_http::request::from_str(&foreign.to_string()).unwrap()).await;
+    assert_eq!(res.status(), 403, "a foreign Host was served");
 }

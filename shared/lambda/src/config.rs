@@ -8,6 +8,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use domain::limits::Policy;
+use service::auth::ScopeSpelling;
 use service::mcp::{DEFAULT_MAX_BODY_BYTES, EndpointConfig};
 use service::panel::{DEFAULT_REFRESH_SECONDS, PanelConfig, SignIn};
 use service::tools::{ToolName, ToolSpec};
@@ -36,16 +37,19 @@ pub const OAUTH_ISSUER: &str = "OAUTH_ISSUER";
 pub const JWKS_URL: &str = "JWKS_URL";
 /// Accepted audiences / app client ids, comma-separated.
 pub const OAUTH_AUDIENCES: &str = "OAUTH_AUDIENCES";
-/// Optional: the public base URL (the MCP URL is this + `/mcp`), e.g. a custom domain. Unset:
-/// `https://` + the request's `Host` (the API Gateway URL, which the function cannot be given
-/// without a dependency cycle in the template).
+/// The stack's public base URL (the API's own `https://<id>.execute-api.<region>.amazonaws.com`;
+/// the MCP URL is this + `/mcp`). Its host is always an accepted `Host`.
 pub const PUBLIC_URL: &str = "PUBLIC_URL";
+/// How the authorization server prefixes the product's scopes: `osfoundry/` with Cognito (the
+/// resource server's identifier and a slash), `osfoundry:` locally. Everything advertised is
+/// spelled with it.
+pub const OAUTH_SCOPE_PREFIX: &str = "OAUTH_SCOPE_PREFIX";
 /// The hosted sign-in domain of the user pool (the owner panel signs in there).
 pub const HOSTED_AUTH_URL: &str = "HOSTED_AUTH_URL";
 /// Optional: seconds between owner-panel refreshes (default 15).
 pub const PANEL_REFRESH_SECONDS: &str = "PANEL_REFRESH_SECONDS";
-/// Optional: accepted `Host` values, comma-separated. Unset: no `Host` check (API Gateway only
-/// routes requests for its own domains, and every request needs a bearer token).
+/// Optional: more accepted `Host` values (custom domains), comma-separated. The host of
+/// [`PUBLIC_URL`] is always accepted; any other `Host` gets 403 (DNS-rebinding protection).
 pub const ALLOWED_HOSTS: &str = "ALLOWED_HOSTS";
 
 /// The environment key naming the Lambda function of `tool`, e.g. `TOOL_FUNCTION_CLAIM_LINKED_CHAT_TASK`.
@@ -56,7 +60,8 @@ pub fn tool_function_key(tool: ToolName) -> String {
 /// The keys a function cannot start without, by function (crate) name.
 pub fn required_keys(function: &str) -> Option<Vec<String>> {
     if function == "mcp" {
-        let mut keys: Vec<String> = [OAUTH_ISSUER, JWKS_URL, OAUTH_AUDIENCES].map(str::to_owned).to_vec();
+        let mut keys: Vec<String> =
+            [OAUTH_ISSUER, JWKS_URL, OAUTH_AUDIENCES, PUBLIC_URL, OAUTH_SCOPE_PREFIX].map(str::to_owned).to_vec();
         keys.extend(ToolName::ALL.iter().map(|&t| tool_function_key(t)));
         return Some(keys);
     }
@@ -350,13 +355,12 @@ impl McpConfig {
         let issuer = r.required(OAUTH_ISSUER);
         let jwks_url = r.required(JWKS_URL);
         let audiences = list(&r.required(OAUTH_AUDIENCES));
-        let public_url = (r.get)(PUBLIC_URL).map(|u| u.trim_end_matches('/').to_owned());
-        if let Some(u) = &public_url
-            && !(u.starts_with("https://") || u.starts_with("http://"))
-        {
-            r.errors.push(format!("{PUBLIC_URL}: must be an http(s) URL (got {u:?})"));
-        }
-        let allowed_hosts = (r.get)(ALLOWED_HOSTS).map(|v| list(&v));
+        let public_url = r.url(PUBLIC_URL);
+        let scopes = ScopeSpelling::with_prefix(&r.required(OAUTH_SCOPE_PREFIX));
+        // The API's own host always; custom domains when listed.
+        let mut allowed_hosts: Vec<String> =
+            public_url.as_deref().and_then(|u| u.split_once("://")).map(|(_, h)| h.to_owned()).into_iter().collect();
+        allowed_hosts.extend((r.get)(ALLOWED_HOSTS).map(|v| list(&v)).unwrap_or_default());
         let mut functions = HashMap::new();
         for &tool in ToolName::ALL {
             if let Some(name) = r.get_required(&tool_function_key(tool)) {
@@ -367,8 +371,9 @@ impl McpConfig {
             public_url,
             mcp_path: "/mcp".into(),
             authorization_servers: vec![issuer.clone()],
-            allowed_hosts,
+            allowed_hosts: Some(allowed_hosts),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
+            scopes,
         };
         r.finish(Self { endpoint, issuer, jwks_url, audiences, functions })
     }
@@ -407,13 +412,15 @@ mod tests {
     #[test]
     fn mcp_config_needs_every_tool_function() {
         let e = McpConfig::from_env(map(&[])).unwrap_err();
-        assert_eq!(e.problems.len(), 3 + ToolName::ALL.len());
+        assert_eq!(e.problems.len(), 5 + ToolName::ALL.len());
         assert!(e.to_string().starts_with("bad configuration:\nOAUTH_ISSUER: required\n"), "{e}");
         let mut pairs: Vec<(String, &str)> = vec![
             (OAUTH_ISSUER.into(), "https://cognito-idp.eu-west-1.amazonaws.com/pool"),
             (JWKS_URL.into(), "https://cognito-idp.eu-west-1.amazonaws.com/pool/.well-known/jwks.json"),
             (OAUTH_AUDIENCES.into(), "claude-client, chatgpt-client"),
-            (ALLOWED_HOSTS.into(), "abc.execute-api.eu-west-1.amazonaws.com, mcp.example.com"),
+            (PUBLIC_URL.into(), "https://abc.execute-api.eu-west-1.amazonaws.com"),
+            (OAUTH_SCOPE_PREFIX.into(), "osfoundry/"),
+            (ALLOWED_HOSTS.into(), "mcp.example.com"),
         ];
         let names: Vec<String> = ToolName::ALL.iter().map(|t| format!("fc-{}", t.as_str())).collect();
         for (t, n) in ToolName::ALL.iter().zip(&names) {
@@ -431,8 +438,20 @@ mod tests {
             c.endpoint.resource(&c.endpoint.base_url(&headers)),
             "https://abc.execute-api.eu-west-1.amazonaws.com/mcp"
         );
+        // A custom domain: the metadata names the URL the client used.
+        headers.insert("host", http::HeaderValue::from_static("mcp.example.com"));
+        assert_eq!(c.endpoint.resource(&c.endpoint.base_url(&headers)), "https://mcp.example.com/mcp");
+        // Any other Host is not trusted for URLs (and rmcp refuses it).
+        headers.insert("host", http::HeaderValue::from_static("evil.example"));
+        assert_eq!(
+            c.endpoint.resource(&c.endpoint.base_url(&headers)),
+            "https://abc.execute-api.eu-west-1.amazonaws.com/mcp"
+        );
+        // Scopes are advertised as Cognito issues them.
+        let meta = c.endpoint.resource_metadata("https://x");
+        assert_eq!(meta["scopes_supported"], serde_json::json!(["osfoundry/read", "osfoundry/run"]));
         assert_eq!(c.functions.len(), 9);
-        assert_eq!(required_keys("mcp").unwrap().len(), 12);
+        assert_eq!(required_keys("mcp").unwrap().len(), 14);
         assert_eq!(required_keys("upload_linked_chat_artifact").unwrap(), vec!["TABLE_NAME", "ARTIFACT_BUCKET"]);
         assert_eq!(required_keys("nope"), None);
     }

@@ -29,7 +29,7 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{ErrorData as McpError, ServerHandler};
 
-use crate::auth::{AuthError, Authenticator, Identity, bearer};
+use crate::auth::{AuthError, Authenticator, Identity, ScopeSpelling, bearer};
 use crate::tools::{ToolCall, ToolDeps, ToolFault, ToolName, ToolReply, ToolStore, catalogue, handle};
 
 /// Default largest request body: an artifact of 3 MiB is 4 MiB of base64 plus JSON.
@@ -67,8 +67,8 @@ impl<D: ?Sized> Clone for McpHandler<D> {
     }
 }
 
-fn rmcp_tools() -> Vec<Tool> {
-    catalogue().into_iter().filter_map(|t| serde_json::from_value(t).ok()).collect()
+fn rmcp_tools(scopes: &ScopeSpelling) -> Vec<Tool> {
+    catalogue(scopes).into_iter().filter_map(|t| serde_json::from_value(t).ok()).collect()
 }
 
 const INSTRUCTIONS: &str = "foundry-connect hands work to the owner's desktop and to linked chats. \
@@ -145,17 +145,27 @@ pub struct EndpointConfig {
     pub allowed_hosts: Option<Vec<String>>,
     /// Largest request body.
     pub max_body_bytes: usize,
+    /// How the authorization server spells the scopes (what the endpoint advertises).
+    pub scopes: ScopeSpelling,
 }
 
 impl EndpointConfig {
-    /// The base URL for a request: the configured one, or `https://` + its `Host`.
+    /// The base URL for a request: `https://` + its `Host` when that is one of the accepted
+    /// hosts other than the configured URL's (a custom domain), else the configured URL, else
+    /// `https://` + the `Host`.
     pub fn base_url(&self, headers: &http::HeaderMap) -> String {
-        match &self.public_url {
-            Some(u) => u.trim_end_matches('/').to_owned(),
-            None => {
-                let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or("localhost");
-                format!("https://{host}")
+        let host = headers.get(header::HOST).and_then(|h| h.to_str().ok());
+        let configured = self.public_url.as_deref().map(|u| u.trim_end_matches('/').to_owned());
+        let configured_host = configured.as_deref().and_then(|u| u.split_once("://")).map(|(_, h)| h.to_owned());
+        match (host, configured) {
+            (Some(h), Some(_))
+                if Some(h) != configured_host.as_deref()
+                    && self.allowed_hosts.as_ref().is_some_and(|a| a.iter().any(|x| x == h)) =>
+            {
+                format!("https://{h}")
             }
+            (_, Some(u)) => u,
+            (h, None) => format!("https://{}", h.unwrap_or("localhost")),
         }
     }
 
@@ -174,7 +184,7 @@ impl EndpointConfig {
         serde_json::json!({
             "resource": self.resource(base),
             "authorization_servers": self.authorization_servers,
-            "scopes_supported": [crate::tools::SCOPE_READ, crate::tools::SCOPE_RUN],
+            "scopes_supported": [self.scopes.spell(crate::tools::SCOPE_READ), self.scopes.spell(crate::tools::SCOPE_RUN)],
             "bearer_methods_supported": ["header"],
             "resource_name": "foundry-connect",
         })
@@ -191,7 +201,7 @@ pub struct McpEndpoint<D: ?Sized> {
 impl<D: Dispatch + ?Sized> McpEndpoint<D> {
     /// An endpoint dispatching to `dispatch`, verifying tokens with `auth`.
     pub fn new(dispatch: Arc<D>, auth: Arc<Authenticator>, config: EndpointConfig) -> Self {
-        let handler = McpHandler { dispatch, tools: Arc::new(rmcp_tools()) };
+        let handler = McpHandler { dispatch, tools: Arc::new(rmcp_tools(&config.scopes)) };
         let mut rmcp_config = StreamableHttpServerConfig::default()
             .with_legacy_session_mode(false)
             .with_json_response(true)
@@ -273,7 +283,7 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
         {
             let challenge = format!(
                 "Bearer error=\"insufficient_scope\", scope=\"{}\", resource_metadata=\"{}\"",
-                tool.spec().scope,
+                self.config.scopes.spell(tool.spec().scope),
                 self.config.metadata_url(&base)
             );
             return respond(

@@ -385,14 +385,15 @@ impl ToolName {
     }
 }
 
-/// The `tools/list` entries, generated from the specs and types.
-pub fn catalogue() -> Vec<serde_json::Value> {
+/// The `tools/list` entries, generated from the specs and types, with the scopes spelled the
+/// way the authorization server issues them.
+pub fn catalogue(scopes: &crate::auth::ScopeSpelling) -> Vec<serde_json::Value> {
     ToolName::ALL
         .iter()
         .map(|&t| {
             let spec = t.spec();
             let a = spec.annotations;
-            let schemes = serde_json::json!([{ "type": "oauth2", "scopes": [spec.scope] }]);
+            let schemes = serde_json::json!([{ "type": "oauth2", "scopes": [scopes.spell(spec.scope)] }]);
             serde_json::json!({
                 "name": t.as_str(),
                 "description": spec.description,
