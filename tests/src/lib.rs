@@ -10,6 +10,7 @@
 //! wrapper when it is unset; point it at LocalStack or leave it to a real account's endpoint).
 //! Without it the DynamoDB half skips loudly, except under `CI=true`, where it fails.
 
+pub mod cloud;
 pub mod receiver;
 
 use std::path::PathBuf;
@@ -394,4 +395,43 @@ where
 pub fn temp_blobs(clock: domain::clock::SharedClock) -> Arc<dyn service::blobs::BlobStore> {
     let dir = std::env::temp_dir().join(format!("fc-blobs-{}", uuid::Uuid::new_v4()));
     Arc::new(service::blobs::DirBlobStore::new(dir, "http://127.0.0.1:0", b"test blob-link secret, 32 bytes.", clock))
+}
+
+/// One DynamoDB Streams call on the emulator (moto serves the streams API on its endpoint).
+///
+/// # Panics
+/// When the emulator cannot be reached.
+pub async fn streams_call(target: &str, body: serde_json::Value) -> serde_json::Value {
+    #[allow(clippy::expect_used)]
+    let endpoint = std::env::var("AWS_ENDPOINT_URL").expect("AWS_ENDPOINT_URL");
+    let res = reqwest::Client::new()
+        .post(endpoint)
+        .header("x-amz-target", format!("DynamoDBStreams_20120810.{target}"))
+        .header("content-type", "application/x-amz-json-1.0")
+        .header(
+            "authorization",
+            "AWS4-HMAC-SHA256 Credential=test/20260101/us-east-1/dynamodb/aws4_request, SignedHeaders=host, Signature=0",
+        )
+        .body(body.to_string())
+        .send()
+        .await;
+    #[allow(clippy::expect_used)]
+    let res = res.expect("DynamoDB Streams request");
+    res.json().await.unwrap_or_default()
+}
+
+/// Every record of the stream so far, from the start of each shard.
+pub async fn stream_records(stream_arn: &str) -> Vec<serde_json::Value> {
+    let desc = streams_call("DescribeStream", serde_json::json!({"StreamArn": stream_arn})).await;
+    let mut records = Vec::new();
+    for shard in desc["StreamDescription"]["Shards"].as_array().into_iter().flatten() {
+        let it = streams_call(
+            "GetShardIterator",
+            serde_json::json!({"StreamArn": stream_arn, "ShardId": shard["ShardId"], "ShardIteratorType": "TRIM_HORIZON"}),
+        )
+        .await;
+        let out = streams_call("GetRecords", serde_json::json!({"ShardIterator": it["ShardIterator"]})).await;
+        records.extend(out["Records"].as_array().cloned().unwrap_or_default());
+    }
+    records
 }

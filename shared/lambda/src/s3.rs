@@ -12,7 +12,10 @@ pub struct S3Blobs {
 impl S3Blobs {
     /// Artifact storage in `bucket`.
     pub fn new(aws: &aws_config::SdkConfig, bucket: &str) -> Self {
-        Self { client: aws_sdk_s3::Client::new(aws), bucket: bucket.to_owned() }
+        // With an endpoint override (an emulator, LocalStack) bucket names cannot be host names:
+        // address buckets by path there. Deployments set no override and keep virtual hosts.
+        let conf = aws_sdk_s3::config::Builder::from(aws).force_path_style(aws.endpoint_url().is_some()).build();
+        Self { client: aws_sdk_s3::Client::from_conf(conf), bucket: bucket.to_owned() }
     }
 }
 

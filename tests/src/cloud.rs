@@ -1,0 +1,617 @@
+//! The deployed shape on one machine: the real function binaries, run by a small Lambda emulator
+//! of our own, behind an API Gateway HTTP API shim, configured only from `template.yaml`.
+//!
+//! - **Runtime API** (one port per function): `GET …/runtime/invocation/next` long-polls the
+//!   function's queue; `…/response` and `…/error` answer the waiting invoke; `…/init/error`
+//!   records a failed start (bad configuration fails the test with the function's message).
+//! - **Invoke API** (`POST /2015-03-31/functions/{name}/invocations`, what `aws-sdk-lambda`
+//!   calls): the `mcp` function's dispatch reaches the tool functions through it, exactly as in
+//!   the cloud; an error answer carries `X-Amz-Function-Error`.
+//! - **API Gateway**: HTTP requests become payload-v2 events for the function the template's
+//!   `AWS::ApiGatewayV2::Route`s name, and the function's answer becomes the HTTP response.
+//! - **Configuration**: every function gets exactly the environment variables its template
+//!   resource declares (names from the template, so drift fails), with CloudFormation's
+//!   intrinsics resolved to the emulated resources: the moto table, bucket and queue, the
+//!   gateway's URL for the API's own, a JWKS served on 127.0.0.1 for Cognito's. An intrinsic the
+//!   resolver does not know panics, naming it.
+
+use std::collections::{BTreeMap, HashMap};
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Path, State};
+use axum::http::{HeaderMap, HeaderValue, Method, StatusCode};
+use serde_json::{Value, json};
+use serde_norway::Value as Yaml;
+use tokio::sync::{Mutex as AsyncMutex, mpsc, oneshot};
+
+/// What the emulated AWS resources are called.
+#[derive(Debug, Clone)]
+pub struct Resources {
+    /// The DynamoDB table (moto).
+    pub table: String,
+    /// The artifact bucket (moto).
+    pub bucket: String,
+    /// The events queue URL (moto).
+    pub events_queue: String,
+    /// The Cognito user pool id the issuer names.
+    pub user_pool: String,
+    /// App client ids by logical id (`ClaudeClient`, `ChatGptClient`, `OwnerClient`).
+    pub clients: BTreeMap<String, String>,
+    /// The JWKS URL served on 127.0.0.1 (replaces Cognito's).
+    pub jwks_url: String,
+}
+
+/// The stack name functions are named after.
+pub const STACK: &str = "fc";
+/// The region everything claims to be in.
+pub const REGION: &str = "us-east-1";
+
+/// One function resource of the template.
+#[derive(Debug, Clone)]
+pub struct FunctionDef {
+    /// Logical id (`McpFunction`).
+    pub logical_id: String,
+    /// Crate / binary name (`mcp`).
+    pub binary: String,
+    /// Deployed name (`fc-mcp`).
+    pub name: String,
+    /// Environment as the template declares it, resolved.
+    pub env: BTreeMap<String, String>,
+}
+
+/// A route of the HTTP API: method (`ANY` too), path pattern, function logical id.
+#[derive(Debug, Clone)]
+pub struct Route {
+    /// `POST`, `GET`, `ANY`.
+    pub method: String,
+    /// `/mcp`, `/owner/{proxy+}`.
+    pub path: String,
+    /// The function serving it.
+    pub function: String,
+}
+
+/// The template, read.
+pub struct Template {
+    yaml: Yaml,
+}
+
+fn tag_name(t: &serde_norway::value::TaggedValue) -> String {
+    t.tag.to_string().trim_start_matches('!').to_owned()
+}
+
+impl Template {
+    /// Reads `template.yaml` (or `FOUNDRY_TEMPLATE`, to try a modified copy).
+    ///
+    /// # Panics
+    /// When the file cannot be read or parsed.
+    pub fn load() -> Template {
+        let path = std::env::var("FOUNDRY_TEMPLATE")
+            .map(PathBuf::from)
+            .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../template.yaml"));
+        #[allow(clippy::expect_used)]
+        let text = std::fs::read_to_string(&path).expect("read template.yaml");
+        #[allow(clippy::expect_used)]
+        Template { yaml: serde_norway::from_str(&text).expect("parse template.yaml") }
+    }
+
+    fn resources(&self) -> impl Iterator<Item = (String, &Yaml)> {
+        self.yaml["Resources"]
+            .as_mapping()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.as_str().unwrap_or_default().to_owned(), v))
+    }
+
+    /// Resolves an intrinsic (or a plain value) to the emulated world.
+    fn resolve(&self, v: &Yaml, r: &Resources, gateway: &str) -> String {
+        match v {
+            Yaml::String(s) => s.clone(),
+            Yaml::Number(n) => n.to_string(),
+            Yaml::Bool(b) => b.to_string(),
+            Yaml::Tagged(t) => match tag_name(t).as_str() {
+                "Ref" => self.reference(t.value.as_str().unwrap_or_default(), r, gateway),
+                "Sub" => self.substitute(t.value.as_str().unwrap_or_default(), r, gateway),
+                "Join" => {
+                    let parts = t.value.as_sequence().cloned().unwrap_or_default();
+                    let sep = parts.first().and_then(|s| s.as_str()).unwrap_or_default().to_owned();
+                    let items: Vec<String> = parts
+                        .get(1)
+                        .and_then(|l| l.as_sequence())
+                        .into_iter()
+                        .flatten()
+                        .map(|x| self.resolve(x, r, gateway))
+                        .collect();
+                    items.join(&sep)
+                }
+                other => panic!("the cloud harness cannot resolve !{other} {:?}", t.value),
+            },
+            other => panic!("the cloud harness cannot resolve {other:?}"),
+        }
+    }
+
+    fn reference(&self, name: &str, r: &Resources, gateway: &str) -> String {
+        match name {
+            "Table" => r.table.clone(),
+            "ArtifactBucket" => r.bucket.clone(),
+            "EventsQueue" => r.events_queue.clone(),
+            "UserPool" => r.user_pool.clone(),
+            "ResourceServer" => "osfoundry".into(),
+            "CustomDomainHosts" => String::new(),
+            "AuthDomainPrefix" => "fc-test".into(),
+            "HttpApi" => gateway.into(),
+            n if r.clients.contains_key(n) => r.clients[n].clone(),
+            // A parameter: its default, as `sam deploy` would take it.
+            n if !self.yaml["Parameters"][n].is_null() => {
+                let d = &self.yaml["Parameters"][n]["Default"];
+                d.as_str().map(str::to_owned).or_else(|| d.as_u64().map(|n| n.to_string())).unwrap_or_default()
+            }
+            n if n.ends_with("Function") => self.function_name(n),
+            other => panic!("the cloud harness cannot resolve !Ref {other}"),
+        }
+    }
+
+    fn substitute(&self, s: &str, r: &Resources, gateway: &str) -> String {
+        // The API's own URL is the gateway's; Cognito's key set is the local one.
+        let own = "https://${HttpApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}";
+        let jwks = "https://cognito-idp.${AWS::Region}.amazonaws.com/${UserPool}/.well-known/jwks.json";
+        if s == jwks {
+            return r.jwks_url.clone();
+        }
+        let s = s.replace(own, gateway);
+        let mut out = String::new();
+        let mut rest = s.as_str();
+        while let Some(i) = rest.find("${") {
+            out.push_str(&rest[..i]);
+            let Some(j) = rest[i..].find('}') else { break };
+            let var = &rest[i + 2..i + j];
+            out.push_str(&match var {
+                "AWS::Region" => REGION.to_owned(),
+                "AWS::URLSuffix" => "amazonaws.com".to_owned(),
+                "AWS::StackName" => STACK.to_owned(),
+                "AWS::AccountId" => "123456789012".to_owned(),
+                "AWS::Partition" => "aws".to_owned(),
+                other => self.reference(other, r, gateway),
+            });
+            rest = &rest[i + j + 1..];
+        }
+        out.push_str(rest);
+        out
+    }
+
+    /// The deployed name of a function resource.
+    fn function_name(&self, logical_id: &str) -> String {
+        let f = &self.yaml["Resources"][logical_id]["Properties"]["FunctionName"];
+        match f {
+            Yaml::Tagged(t) if tag_name(t) == "Sub" => {
+                t.value.as_str().unwrap_or_default().replace("${AWS::StackName}", STACK)
+            }
+            _ => logical_id.to_owned(),
+        }
+    }
+
+    /// Every function resource, its environment resolved (globals included).
+    pub fn functions(&self, r: &Resources, gateway: &str) -> Vec<FunctionDef> {
+        let globals: Vec<(String, String)> = self.yaml["Globals"]["Function"]["Environment"]["Variables"]
+            .as_mapping()
+            .into_iter()
+            .flatten()
+            .map(|(k, v)| (k.as_str().unwrap_or_default().to_owned(), self.resolve(v, r, gateway)))
+            .collect();
+        self.resources()
+            .filter(|(_, v)| v["Type"].as_str() == Some("AWS::Serverless::Function"))
+            .map(|(id, v)| {
+                let mut env: BTreeMap<String, String> = globals.iter().cloned().collect();
+                for (k, val) in v["Properties"]["Environment"]["Variables"].as_mapping().into_iter().flatten() {
+                    env.insert(k.as_str().unwrap_or_default().to_owned(), self.resolve(val, r, gateway));
+                }
+                let code = v["Properties"]["CodeUri"].as_str().unwrap_or_default();
+                FunctionDef {
+                    binary: code.trim_start_matches("functions/").to_owned(),
+                    name: self.function_name(&id),
+                    logical_id: id,
+                    env,
+                }
+            })
+            .collect()
+    }
+
+    /// The HTTP API's routes.
+    pub fn routes(&self) -> Vec<Route> {
+        let integration_fn = |name: &str| -> String {
+            let uri = &self.yaml["Resources"][name]["Properties"]["IntegrationUri"];
+            match uri {
+                Yaml::Tagged(t) => t.value.as_str().unwrap_or_default().trim_end_matches(".Arn").to_owned(),
+                _ => String::new(),
+            }
+        };
+        self.resources()
+            .filter(|(_, v)| v["Type"].as_str() == Some("AWS::ApiGatewayV2::Route"))
+            .filter_map(|(_, v)| {
+                let key = v["Properties"]["RouteKey"].as_str()?.to_owned();
+                let target = match &v["Properties"]["Target"] {
+                    Yaml::Tagged(t) => t.value.as_str().unwrap_or_default().to_owned(),
+                    _ => return None,
+                };
+                let integration = target.trim_start_matches("integrations/${").trim_end_matches('}');
+                let (method, path) = key.split_once(' ')?;
+                Some(Route { method: method.into(), path: path.into(), function: integration_fn(integration) })
+            })
+            .collect()
+    }
+}
+
+/// Whether `path` matches the route pattern (`{name}` one segment, `{proxy+}` the rest).
+fn matches(pattern: &str, path: &str) -> Option<HashMap<String, String>> {
+    let (ps, xs): (Vec<&str>, Vec<&str>) = (pattern.split('/').collect(), path.split('/').collect());
+    let mut params = HashMap::new();
+    for (i, p) in ps.iter().enumerate() {
+        if let Some(name) = p.strip_prefix('{').and_then(|p| p.strip_suffix("+}")) {
+            let rest = xs.get(i..)?.join("/");
+            if rest.is_empty() {
+                return None;
+            }
+            params.insert(name.to_owned(), rest);
+            return Some(params);
+        }
+        let x = xs.get(i)?;
+        if let Some(name) = p.strip_prefix('{').and_then(|p| p.strip_suffix('}')) {
+            params.insert(name.to_owned(), (*x).to_owned());
+        } else if p != x {
+            return None;
+        }
+    }
+    (ps.len() == xs.len()).then_some(params)
+}
+
+/// An invocation waiting for its function.
+struct Pending {
+    id: String,
+    event: Bytes,
+    reply: oneshot::Sender<Result<Bytes, Bytes>>,
+}
+
+/// One running function.
+pub struct Slot {
+    /// Deployed name.
+    pub name: String,
+    queue: mpsc::UnboundedSender<Pending>,
+    next: AsyncMutex<mpsc::UnboundedReceiver<Pending>>,
+    inflight: Mutex<HashMap<String, oneshot::Sender<Result<Bytes, Bytes>>>>,
+    /// When the process was started.
+    pub spawned_at: Instant,
+    /// When it first asked for an invocation (end of its init).
+    pub first_next: Mutex<Option<Instant>>,
+    /// What it reported to `init/error`.
+    pub init_error: Mutex<Option<String>>,
+    child: Mutex<Option<std::process::Child>>,
+}
+
+impl Drop for Slot {
+    fn drop(&mut self) {
+        if let Ok(mut c) = self.child.lock()
+            && let Some(mut child) = c.take()
+        {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
+
+async fn next(State(slot): State<Arc<Slot>>) -> axum::response::Response {
+    {
+        let mut first = slot.first_next.lock().unwrap_or_else(|e| e.into_inner());
+        first.get_or_insert_with(Instant::now);
+    }
+    let mut rx = slot.next.lock().await;
+    let Some(p) = rx.recv().await else { return StatusCode::GONE.into_response() };
+    drop(rx);
+    if let Ok(mut m) = slot.inflight.lock() {
+        m.insert(p.id.clone(), p.reply);
+    }
+    let deadline = (std::time::SystemTime::now() + Duration::from_secs(30))
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_millis())
+        .unwrap_or_default();
+    let mut res = axum::response::Response::new(Body::from(p.event));
+    let h = res.headers_mut();
+    let mut set = |k: &'static str, v: String| {
+        if let Ok(v) = HeaderValue::from_str(&v) {
+            h.insert(k, v);
+        }
+    };
+    set("lambda-runtime-aws-request-id", p.id);
+    set("lambda-runtime-deadline-ms", deadline.to_string());
+    set("lambda-runtime-invoked-function-arn", format!("arn:aws:lambda:{REGION}:123456789012:function:{}", slot.name));
+    set("lambda-runtime-trace-id", "Root=1-00000000-000000000000000000000000".into());
+    res
+}
+
+use axum::response::IntoResponse;
+
+async fn respond(State(slot): State<Arc<Slot>>, Path((id, kind)): Path<(String, String)>, body: Bytes) -> StatusCode {
+    let reply = slot.inflight.lock().ok().and_then(|mut m| m.remove(&id));
+    if let Some(r) = reply {
+        let _ = r.send(if kind == "response" { Ok(body) } else { Err(body) });
+    }
+    StatusCode::ACCEPTED
+}
+
+async fn init_error(State(slot): State<Arc<Slot>>, body: Bytes) -> StatusCode {
+    if let Ok(mut e) = slot.init_error.lock() {
+        *e = Some(String::from_utf8_lossy(&body).into_owned());
+    }
+    StatusCode::ACCEPTED
+}
+
+/// The emulator: functions by deployed name, the invoke API and the gateway.
+pub struct Emulator {
+    /// Running functions by deployed name.
+    pub functions: HashMap<String, Arc<Slot>>,
+    /// The API Gateway shim's URL (`http://127.0.0.1:<port>`).
+    pub gateway: String,
+    routes: Vec<Route>,
+    logical: HashMap<String, String>,
+}
+
+/// Where a function's stderr (its JSON logs) goes: `$TMPDIR/foundry-cloud-logs/<name>.log`.
+pub fn log_path(name: &str) -> PathBuf {
+    std::env::temp_dir().join("foundry-cloud-logs").join(format!("{name}.log"))
+}
+
+fn log_file(name: &str) -> std::process::Stdio {
+    let path = log_path(name);
+    let _ = std::fs::create_dir_all(path.parent().unwrap_or(&path));
+    match std::fs::File::create(&path) {
+        Ok(f) => f.into(),
+        Err(_) => std::process::Stdio::null(),
+    }
+}
+
+async fn bind() -> (tokio::net::TcpListener, SocketAddr) {
+    #[allow(clippy::expect_used)]
+    let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    #[allow(clippy::expect_used)]
+    let a = l.local_addr().expect("addr");
+    (l, a)
+}
+
+impl Emulator {
+    /// Starts every function of the template as a process on its own Runtime API port, the
+    /// invoke API and the gateway. `base_env` adds what the Lambda service itself provides
+    /// (credentials, region, the emulated AWS endpoint).
+    ///
+    /// # Panics
+    /// When a binary is missing (build with `cargo build --workspace --bins`).
+    pub async fn start(template: &Template, r: &Resources, base_env: &[(String, String)]) -> Arc<Emulator> {
+        let (gw_listener, gw_addr) = bind().await;
+        let gateway = format!("http://{gw_addr}");
+        let (invoke_listener, invoke_addr) = bind().await;
+        let defs = template.functions(r, &gateway);
+        let mut functions = HashMap::new();
+        let mut logical = HashMap::new();
+        for def in &defs {
+            let (listener, addr) = bind().await;
+            let (tx, rx) = mpsc::unbounded_channel();
+            let bin = crate::built_binary(&def.binary, &["shared", &format!("functions/{}", def.binary)]);
+            let mut cmd = std::process::Command::new(bin);
+            cmd.env_clear()
+                .env("PATH", std::env::var("PATH").unwrap_or_default())
+                .env("AWS_LAMBDA_RUNTIME_API", addr.to_string())
+                .env("AWS_LAMBDA_FUNCTION_NAME", &def.name)
+                .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
+                .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
+                .env("AWS_ENDPOINT_URL_LAMBDA", format!("http://{invoke_addr}"))
+                .envs(base_env.iter().cloned())
+                .envs(def.env.iter())
+                .stdout(std::process::Stdio::null())
+                .stderr(log_file(&def.name));
+            let slot = Arc::new(Slot {
+                name: def.name.clone(),
+                queue: tx,
+                next: AsyncMutex::new(rx),
+                inflight: Mutex::new(HashMap::new()),
+                spawned_at: Instant::now(),
+                first_next: Mutex::new(None),
+                init_error: Mutex::new(None),
+                // Killed and waited for when the slot is dropped.
+                #[allow(clippy::expect_used)]
+                child: Mutex::new(Some(cmd.spawn().expect("spawn function"))),
+            });
+            let app = axum::Router::new()
+                .route("/2018-06-01/runtime/invocation/next", axum::routing::get(next))
+                .route("/2018-06-01/runtime/invocation/{id}/{kind}", axum::routing::post(respond))
+                .route("/2018-06-01/runtime/init/error", axum::routing::post(init_error))
+                .with_state(slot.clone());
+            tokio::spawn(async move {
+                let _ = axum::serve(listener, app).await;
+            });
+            logical.insert(def.logical_id.clone(), def.name.clone());
+            functions.insert(def.name.clone(), slot);
+        }
+        let emulator = Arc::new(Emulator { functions, gateway, routes: template.routes(), logical });
+        let invoke_app = axum::Router::new()
+            .route("/2015-03-31/functions/{name}/invocations", axum::routing::post(invoke_api))
+            .with_state(emulator.clone());
+        tokio::spawn(async move {
+            let _ = axum::serve(invoke_listener, invoke_app).await;
+        });
+        let gw_app = axum::Router::new().fallback(gateway_handler).with_state(emulator.clone());
+        tokio::spawn(async move {
+            let _ = axum::serve(gw_listener, gw_app).await;
+        });
+        emulator
+    }
+
+    /// Invokes `name` with `event`; `Err` carries the function's error payload.
+    ///
+    /// # Errors
+    /// The function answered an error, or is not running.
+    pub async fn invoke(&self, name: &str, event: Bytes) -> Result<Bytes, Bytes> {
+        let Some(slot) = self.functions.get(name) else {
+            return Err(Bytes::from(format!("{{\"errorMessage\":\"no function {name}\"}}")));
+        };
+        if let Some(e) = slot.init_error.lock().ok().and_then(|e| e.clone()) {
+            return Err(Bytes::from(e));
+        }
+        let (tx, rx) = oneshot::channel();
+        let id = uuid::Uuid::new_v4().to_string();
+        let _ = slot.queue.send(Pending { id, event, reply: tx });
+        match tokio::time::timeout(Duration::from_secs(30), rx).await {
+            Ok(Ok(r)) => r,
+            _ => Err(Bytes::from_static(b"{\"errorMessage\":\"timed out\"}")),
+        }
+    }
+
+    /// The deployed name of a function by logical id.
+    pub fn name_of(&self, logical_id: &str) -> Option<&str> {
+        self.logical.get(logical_id).map(String::as_str)
+    }
+
+    /// Waits until every function asked for its first invocation; panics with the first init
+    /// error (a configuration the template got wrong).
+    ///
+    /// # Panics
+    /// When a function fails to start or does not start within 20 s.
+    pub async fn wait_ready(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            let mut waiting = Vec::new();
+            for (name, slot) in &self.functions {
+                if let Some(e) = slot.init_error.lock().ok().and_then(|e| e.clone()) {
+                    panic!("{name} failed to start: {e}");
+                }
+                let exited =
+                    slot.child.lock().ok().and_then(|mut c| c.as_mut().and_then(|c| c.try_wait().ok().flatten()));
+                if let Some(status) = exited {
+                    let log = std::fs::read_to_string(log_path(name)).unwrap_or_default();
+                    panic!("{name} exited during start-up ({status}):\n{log}");
+                }
+                if slot.first_next.lock().map(|f| f.is_none()).unwrap_or(true) {
+                    waiting.push(name.clone());
+                }
+            }
+            if waiting.is_empty() {
+                return;
+            }
+            assert!(Instant::now() < deadline, "functions did not start: {waiting:?}");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+async fn invoke_api(
+    State(emu): State<Arc<Emulator>>,
+    Path(name): Path<String>,
+    body: Bytes,
+) -> axum::response::Response {
+    // The SDK may send the name or an ARN.
+    let name = name.rsplit(':').next().unwrap_or(&name).to_owned();
+    match emu.invoke(&name, body).await {
+        Ok(b) => (StatusCode::OK, [("x-amz-executed-version", "$LATEST")], b).into_response(),
+        Err(b) => (StatusCode::OK, [("x-amz-function-error", "Unhandled")], b).into_response(),
+    }
+}
+
+/// The API Gateway shim: an HTTP request → a payload-v2 event → the route's function → HTTP.
+async fn gateway_handler(
+    State(emu): State<Arc<Emulator>>,
+    method: Method,
+    uri: axum::http::Uri,
+    headers: HeaderMap,
+    body: Bytes,
+) -> axum::response::Response {
+    let path = uri.path().to_owned();
+    let route = emu.routes.iter().find_map(|r| {
+        let method_ok = r.method == "ANY" || r.method == method.as_str();
+        matches(&r.path, &path).filter(|_| method_ok).map(|p| (r, p))
+    });
+    let Some((route, params)) = route else {
+        return (StatusCode::NOT_FOUND, "{\"message\":\"Not Found\"}").into_response();
+    };
+    let Some(function) = emu.name_of(&route.function).map(str::to_owned) else {
+        return (StatusCode::INTERNAL_SERVER_ERROR, "route without a function").into_response();
+    };
+    let mut hs = serde_json::Map::new();
+    for (k, v) in &headers {
+        let v = v.to_str().unwrap_or_default().to_owned();
+        let k = k.as_str().to_owned();
+        let joined = match hs.get(&k).and_then(|x| x.as_str()) {
+            Some(prev) => format!("{prev},{v}"),
+            None => v,
+        };
+        hs.insert(k, json!(joined));
+    }
+    let text = std::str::from_utf8(&body).ok();
+    let (body_field, b64) = match text {
+        _ if body.is_empty() => (Value::Null, false),
+        Some(t) => (json!(t), false),
+        None => {
+            use base64::Engine;
+            (json!(base64::engine::general_purpose::STANDARD.encode(&body)), true)
+        }
+    };
+    let query = uri.query().unwrap_or_default().to_owned();
+    let route_key = format!("{} {}", route.method, route.path);
+    let host = headers.get("host").and_then(|h| h.to_str().ok()).unwrap_or_default().to_owned();
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_millis()).unwrap_or(0);
+    let mut event = json!({
+        "version": "2.0",
+        "routeKey": route_key,
+        "rawPath": path,
+        "rawQueryString": query,
+        "headers": hs,
+        "requestContext": {
+            "accountId": "123456789012", "apiId": "emulated", "domainName": host,
+            "domainPrefix": host.split('.').next().unwrap_or_default(),
+            "http": {"method": method.as_str(), "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1",
+                     "userAgent": headers.get("user-agent").and_then(|h| h.to_str().ok()).unwrap_or_default()},
+            "requestId": uuid::Uuid::new_v4().to_string(), "routeKey": route_key, "stage": "$default",
+            "time": "30/Nov/2026:00:00:00 +0000", "timeEpoch": now,
+        },
+        "isBase64Encoded": b64,
+    });
+    if !body_field.is_null() {
+        event["body"] = body_field;
+    }
+    if !params.is_empty() {
+        event["pathParameters"] = json!(params);
+    }
+    if !query.is_empty() {
+        let q: HashMap<String, String> = url::form_urlencoded::parse(query.as_bytes()).into_owned().collect();
+        event["queryStringParameters"] = json!(q);
+    }
+    let answer = match emu.invoke(&function, Bytes::from(event.to_string())).await {
+        Ok(b) => b,
+        Err(e) => {
+            return (
+                StatusCode::INTERNAL_SERVER_ERROR,
+                format!("{{\"message\":\"Internal Server Error\",\"error\":{}}}", String::from_utf8_lossy(&e)),
+            )
+                .into_response();
+        }
+    };
+    let v: Value = serde_json::from_slice(&answer).unwrap_or_default();
+    let status = StatusCode::from_u16(v["statusCode"].as_u64().unwrap_or(200) as u16).unwrap_or(StatusCode::OK);
+    let body = match (v["body"].as_str(), v["isBase64Encoded"].as_bool()) {
+        (Some(b), Some(true)) => {
+            use base64::Engine;
+            base64::engine::general_purpose::STANDARD.decode(b).unwrap_or_default()
+        }
+        (Some(b), _) => b.as_bytes().to_vec(),
+        (None, _) => Vec::new(),
+    };
+    let mut res = axum::response::Response::new(Body::from(body));
+    *res.status_mut() = status;
+    for (k, val) in v["headers"].as_object().into_iter().flatten() {
+        if let (Ok(k), Some(Ok(val))) =
+            (axum::http::HeaderName::from_bytes(k.as_bytes()), val.as_str().map(HeaderValue::from_str))
+        {
+            res.headers_mut().insert(k, val);
+        }
+    }
+    res
+}

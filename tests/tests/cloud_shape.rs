@@ -1,0 +1,382 @@
+//! The deployed shape, run for real: every function binary of the template under the Lambda
+//! emulator (`foundry_tests::cloud`), behind the API Gateway shim, configured only from
+//! `template.yaml`, on moto's DynamoDB, S3 and SQS, with Cognito-shaped RS256 access tokens
+//! checked against a JWKS on 127.0.0.1. Driven by real clients: the owner API over HTTP, the
+//! real relay binary through `graph_relay`, the Python MCP SDKs 1.x and 2.x calling all nine
+//! tools through `mcp` → Lambda Invoke → the tool functions, and the events pipeline through the
+//! `publish_events` and `notify` binaries.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::collections::BTreeMap;
+use std::time::Duration;
+
+use aws_sdk_sqs::types::QueueAttributeName;
+use foundry_tests::cloud::{Emulator, REGION, Resources, Template};
+use foundry_tests::receiver::Receiver;
+use foundry_tests::{built_binary, wait_until};
+use jsonwebtoken::{Algorithm, EncodingKey, Header};
+use serde_json::{Value, json};
+use service::auth::Claims;
+
+const POOL: &str = "us-east-1_TESTPOOL";
+
+fn issuer() -> String {
+    format!("https://cognito-idp.{REGION}.amazonaws.com/{POOL}")
+}
+
+fn fixture(name: &str) -> String {
+    std::fs::read_to_string(format!("{}/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
+}
+
+/// An access token the way Cognito issues it: no `aud`, `client_id`, `token_use: access`.
+fn token(client: &str, scope: &str) -> String {
+    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
+    let claims = Claims {
+        iss: issuer(),
+        sub: "owner-sub".into(),
+        aud: None,
+        client_id: Some(client.into()),
+        azp: None,
+        scope: Some(scope.into()),
+        exp: now + 3600,
+        nbf: None,
+        token_use: Some("access".into()),
+    };
+    let mut header = Header::new(Algorithm::RS256);
+    header.kid = Some("test-key-1".into());
+    jsonwebtoken::encode(
+        &header,
+        &claims,
+        &EncodingKey::from_rsa_pem(fixture("rs256-test-key.pem").as_bytes()).unwrap(),
+    )
+    .unwrap()
+}
+
+struct World {
+    emu: std::sync::Arc<Emulator>,
+    http: reqwest::Client,
+    owner: String,
+    agent: String,
+    sqs: aws_sdk_sqs::Client,
+    queue: String,
+    table: String,
+    dir: std::path::PathBuf,
+}
+
+impl World {
+    async fn owner(&self, method: &str, path: &str, body: Value) -> Value {
+        let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
+        let mut req = self.http.request(m, format!("{}/owner{path}", self.emu.gateway)).bearer_auth(&self.owner);
+        if !body.is_null() {
+            req = req.json(&body);
+        }
+        let res = req.send().await.unwrap();
+        let status = res.status();
+        let v: Value = res.json().await.unwrap_or_default();
+        assert!(status.is_success(), "{method} /owner{path}: {status} {v}");
+        v
+    }
+
+    /// One `tools/call` through the gateway and the `mcp` function (2025-11-25).
+    async fn tool(&self, name: &str, args: Value) -> Value {
+        let body =
+            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": args}});
+        let res = self
+            .http
+            .post(format!("{}/mcp", self.emu.gateway))
+            .bearer_auth(&self.agent)
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        let v: Value = res.json().await.unwrap();
+        v["result"].clone()
+    }
+}
+
+async fn world() -> Option<World> {
+    if std::env::var_os("AWS_ENDPOINT_URL").is_none() {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "AWS_ENDPOINT_URL is not set under CI=true");
+        eprintln!(
+            "\n*** SKIPPING the cloud-shape test: AWS_ENDPOINT_URL is not set (./infra/test.sh starts moto). ***\n"
+        );
+        return None;
+    }
+    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    let table = format!("fc-cloud-{suffix}");
+    store_dynamo::create_table(&aws_sdk_dynamodb::Client::new(&aws), &table).await.unwrap();
+    let bucket = format!("fc-artifacts-{suffix}");
+    let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&aws).force_path_style(true).build());
+    s3.create_bucket().bucket(&bucket).send().await.unwrap();
+    let sqs = aws_sdk_sqs::Client::new(&aws);
+    let queue = sqs.create_queue().queue_name(format!("fc-events-{suffix}")).send().await.unwrap().queue_url.unwrap();
+    let _ = QueueAttributeName::QueueArn;
+    // The issuer's key set, on 127.0.0.1.
+    let jwks = fixture("rs256-test-jwks.json");
+    let app = axum::Router::new().route("/jwks.json", axum::routing::get(move || async move { jwks }));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let jwks_url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
+    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
+    let clients: BTreeMap<String, String> = [
+        ("ClaudeClient", "claude-client-id"),
+        ("ChatGptClient", "chatgpt-client-id"),
+        ("OwnerClient", "owner-client-id"),
+    ]
+    .into_iter()
+    .map(|(a, b)| (a.to_owned(), b.to_owned()))
+    .collect();
+    let resources = Resources {
+        table: table.clone(),
+        bucket,
+        events_queue: queue.clone(),
+        user_pool: POOL.into(),
+        clients,
+        jwks_url,
+    };
+    let var = |k: &str| std::env::var(k).unwrap_or_default();
+    // What the Lambda service gives every function, plus the emulated AWS endpoint and the one
+    // test-only switch (the notifier may call the receiver on loopback; the template test makes
+    // sure the template never sets it).
+    let base_env: Vec<(String, String)> = vec![
+        ("AWS_ENDPOINT_URL".into(), var("AWS_ENDPOINT_URL")),
+        ("AWS_ACCESS_KEY_ID".into(), var("AWS_ACCESS_KEY_ID")),
+        ("AWS_SECRET_ACCESS_KEY".into(), var("AWS_SECRET_ACCESS_KEY")),
+        ("AWS_REGION".into(), REGION.into()),
+        (lambda::config::ALLOW_LOOPBACK_WEBHOOKS.into(), "true".into()),
+    ];
+    let emu = Emulator::start(&Template::load(), &resources, &base_env).await;
+    emu.wait_ready().await;
+    let dir = std::env::temp_dir().join(format!("fc-cloud-{suffix}"));
+    std::fs::create_dir_all(&dir).unwrap();
+    Some(World {
+        emu,
+        http: reqwest::Client::new(),
+        owner: token("owner-client-id", "openid osfoundry/owner"),
+        agent: token("claude-client-id", "osfoundry/read osfoundry/run"),
+        sqs,
+        queue,
+        table,
+        dir,
+    })
+}
+
+fn relay_config(w: &World, project: &str, device_token: &str, gs: &str) -> std::path::PathBuf {
+    let path = w.dir.join("relay.toml");
+    let text = format!(
+        "server_url = \"{}\"\ndevice_token = \"{device_token}\"\nstate_dir = \"{}\"\ncontrol_poll_ms = 300\npoll_s = 1\n\
+         [[sessions]]\ngraph_session_id = \"{gs}\"\nname = \"Echo\"\nslug = \"echo\"\nversion = \"1\"\nprojects = [\"{project}\"]\ncommand = [\"cat\"]\n",
+        w.emu.gateway,
+        w.dir.join("relay-state").display()
+    );
+    std::fs::write(&path, text).unwrap();
+    path
+}
+
+fn start_relay(config: &std::path::Path) -> std::process::Child {
+    std::process::Command::new(built_binary("relay", &["relay/src", "shared/domain/src"]))
+        .args(["--config", config.to_str().unwrap(), "run"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_real_binaries_serve_owners_relays_and_both_python_sdks() {
+    let Some(w) = world().await else { return };
+
+    // The owner: project, device, two chat links (one per SDK run), a task each, the panel.
+    let project =
+        w.owner("POST", "/projects", json!({"name": "Cloud project"})).await["project_id"].as_str().unwrap().to_owned();
+    w.owner("PUT", &format!("/projects/{project}"), json!({"enabled": true})).await;
+    let device = w.owner("POST", "/devices", json!({"name": "Desktop"})).await["token"].as_str().unwrap().to_owned();
+    let mut links = Vec::new();
+    for name in ["Chat 1", "Chat 2"] {
+        let l = w.owner("POST", "/links", json!({"project_id": project, "name": name})).await["chat_link_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        let t = w
+            .owner(
+                "POST",
+                &format!("/links/{l}/tasks"),
+                json!({"objective": format!("Work for {name}"), "idempotency_key": format!("cloud-{l}")}),
+            )
+            .await["task_id"]
+            .as_str()
+            .unwrap()
+            .to_owned();
+        links.push((l, t));
+    }
+    let panel = w.http.get(format!("{}/panel", w.emu.gateway)).send().await.unwrap();
+    assert_eq!(panel.status(), 200);
+    assert!(panel.headers()["content-security-policy"].to_str().unwrap().contains("script-src 'self'"));
+
+    // The relay shares a session (its first sync), then — restarted after a run is queued —
+    // picks the run up at once and completes it through graph_relay.
+    let gs = format!("gs_{}", "d".repeat(32));
+    let config = relay_config(&w, &project, &device, &gs);
+    let mut relay = start_relay(&config);
+    wait_until("the relay's first sync", Duration::from_secs(20), || async {
+        let v = w.owner("GET", "/projects", Value::Null).await;
+        (v["projects"][0]["shared_sessions"] == 1).then_some(())
+    })
+    .await;
+    relay.kill().unwrap();
+    relay.wait().unwrap();
+    let queued = w
+        .tool(
+            "run_graph_session",
+            json!({"graph_session_id": gs, "idempotency_key": "cloud-run-0001", "arguments": {"week": 48}}),
+        )
+        .await;
+    let command = queued["structuredContent"]["command_id"].as_str().unwrap_or_else(|| panic!("{queued}")).to_owned();
+    let mut relay = start_relay(&config);
+    let done = wait_until("the run to complete", Duration::from_secs(30), || async {
+        let r = w.tool("get_graph_run", json!({"command_id": command})).await;
+        (r["structuredContent"]["status"] == "completed").then_some(r)
+    })
+    .await;
+    assert_eq!(done["structuredContent"]["result"], "{\"week\":48}");
+    relay.kill().unwrap();
+    relay.wait().unwrap();
+
+    // Both Python SDKs, all nine tools, through mcp → Lambda Invoke → the tool functions.
+    for (i, var) in ["FOUNDRY_PYTHON_MCP2", "FOUNDRY_PYTHON_MCP1"].iter().enumerate() {
+        let Some(python) = std::env::var_os(var) else {
+            assert!(std::env::var("CI").as_deref() != Ok("true"), "{var} is not set under CI=true");
+            continue;
+        };
+        let (link, task) = &links[i];
+        let out = tokio::process::Command::new(&python)
+            .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/python/mcp_client_check.py"))
+            .env("FC_URL", format!("{}/mcp", w.emu.gateway))
+            .env("FC_TOKEN", &w.agent)
+            .env("FC_PROJECT", &project)
+            .env("FC_LINK", link)
+            .env("FC_TASK", task)
+            .env("FC_SESSION", &gs)
+            .env("FC_KEY", format!("cloud-py-{i}-{}", uuid::Uuid::new_v4()))
+            .output()
+            .await
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{var} against the cloud shape:\n{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        );
+        // The artifact it uploaded is in the bucket, and the owner's presigned link fetches it.
+        let detail = w.owner("GET", &format!("/links/{link}/tasks/{task}"), Value::Null).await;
+        assert_eq!(detail["label"], "Completed");
+        let url = detail["artifacts"][0]["download_url"].as_str().unwrap();
+        let bytes = w.http.get(url).send().await.unwrap().bytes().await.unwrap();
+        assert_eq!(bytes.as_ref(), b"# notes", "the artifact from S3");
+    }
+    let _ = (&w.sqs, &w.queue, &w.table);
+    let _ = std::fs::remove_dir_all(&w.dir);
+}
+
+/// The events functions as binaries: the stream's records to `publish_events`, the queue's
+/// messages to `notify` (the test plays the event source mappings), and the receiver gets
+/// `task.claimed` and `task.completed`, signed, once each.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_events_binaries_deliver_claimed_and_completed_once_each() {
+    let Some(w) = world().await else { return };
+    let receiver = Receiver::start().await;
+    let project =
+        w.owner("POST", "/projects", json!({"name": "Events"})).await["project_id"].as_str().unwrap().to_owned();
+    w.owner("PUT", &format!("/projects/{project}"), json!({"enabled": true})).await;
+    let link = w.owner("POST", "/links", json!({"project_id": project, "name": "Chat"})).await["chat_link_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    // The cloud's owner API accepts only public https receivers; the subscription to the local
+    // receiver goes straight into the table (the notifier checks URLs again at delivery).
+    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
+    let store = store_dynamo::DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(&aws),
+        &w.table,
+        std::sync::Arc::new(domain::clock::SystemClock),
+        Default::default(),
+    );
+    let secret = domain::projects::new_webhook_secret().unwrap();
+    receiver.set_secret(&secret);
+    let owner = domain::ids::OwnerId::new("owner-sub").unwrap();
+    let link_id = domain::ids::ChatLinkId::parse("l", &link).unwrap();
+    use domain::clock::Clock;
+    let sub = domain::projects::Subscription {
+        url: receiver.url.clone(),
+        secret,
+        created_at: domain::clock::SystemClock.now(),
+    };
+    use domain::store::ManageLinks;
+    store.set_subscription(&owner, link_id, Some(&sub)).await.unwrap().unwrap();
+    let task = w
+        .owner(
+            "POST",
+            &format!("/links/{link}/tasks"),
+            json!({"objective": "Ping", "idempotency_key": "events-cloud-1"}),
+        )
+        .await["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let claim = w.tool("claim_linked_chat_task", json!({"chat_link_id": link, "task_id": task})).await;
+    let claim_id = claim["structuredContent"]["claim_id"].as_str().unwrap_or_else(|| panic!("{claim}")).to_owned();
+    let submit =
+        json!({"chat_link_id": link, "task_id": task, "claim_id": claim_id, "status": "completed", "result": "done"});
+    w.tool("submit_linked_chat_result", submit.clone()).await;
+    w.tool("submit_linked_chat_result", submit).await; // a replay: no change, no event
+
+    // The stream → publish_events (the binary) → SQS.
+    let stream = aws_sdk_dynamodb::Client::new(&aws)
+        .describe_table()
+        .table_name(&w.table)
+        .send()
+        .await
+        .unwrap()
+        .table()
+        .and_then(|t| t.latest_stream_arn())
+        .unwrap()
+        .to_owned();
+    let records = foundry_tests::stream_records(&stream).await;
+    let publisher = w.emu.name_of("PublishEventsFunction").unwrap().to_owned();
+    let answer = w.emu.invoke(&publisher, json!({"Records": records}).to_string().into()).await.unwrap();
+    assert_eq!(serde_json::from_slice::<Value>(&answer).unwrap(), json!({"batchItemFailures": []}));
+
+    // SQS → notify (the binary) → the receiver.
+    let notify = w.emu.name_of("NotifyFunction").unwrap().to_owned();
+    loop {
+        let out = w.sqs.receive_message().queue_url(&w.queue).max_number_of_messages(10).send().await.unwrap();
+        let msgs = out.messages.unwrap_or_default();
+        if msgs.is_empty() {
+            break;
+        }
+        let records: Vec<Value> = msgs
+            .iter()
+            .map(|m| json!({"messageId": m.message_id(), "receiptHandle": m.receipt_handle(), "body": m.body(), "attributes": {"ApproximateReceiveCount": "1"}}))
+            .collect();
+        let answer = w.emu.invoke(&notify, json!({"Records": records}).to_string().into()).await.unwrap();
+        assert_eq!(serde_json::from_slice::<Value>(&answer).unwrap(), json!({"batchItemFailures": []}));
+        for m in &msgs {
+            w.sqs
+                .delete_message()
+                .queue_url(&w.queue)
+                .receipt_handle(m.receipt_handle().unwrap())
+                .send()
+                .await
+                .unwrap();
+        }
+    }
+    let got = receiver.accepted();
+    let kinds: Vec<&str> = got.iter().map(|r| r.kind.as_str()).collect();
+    assert_eq!(kinds, ["task.assigned", "task.claimed", "task.completed"]);
+    assert!(got.iter().all(|r| r.signature_ok));
+    assert_eq!(receiver.hits(), 3, "a duplicate delivery");
+    let _ = std::fs::remove_dir_all(&w.dir);
+}
