@@ -295,7 +295,7 @@ impl Authenticator {
 /// locally, `<resource server>/read` with Cognito (`osfoundry/read`). Everything the endpoint
 /// advertises — the protected-resource metadata, the 403 challenge, the tools' security schemes
 /// — is spelled with it, so a client asks for scopes the server actually issues. (Checks accept
-/// either spelling: [`normalize_scope`].)
+/// either spelling.)
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ScopeSpelling {
     prefix: String,
