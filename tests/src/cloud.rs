@@ -387,10 +387,23 @@ impl Emulator {
     /// # Panics
     /// When a binary is missing (build with `cargo build --workspace --bins`).
     pub async fn start(template: &Template, r: &Resources, base_env: &[(String, String)]) -> Arc<Emulator> {
+        Self::start_only(template, r, base_env, |_| true).await
+    }
+
+    /// Like [`Emulator::start`], with only the functions `keep` selects.
+    ///
+    /// # Panics
+    /// When a binary is missing.
+    pub async fn start_only(
+        template: &Template,
+        r: &Resources,
+        base_env: &[(String, String)],
+        keep: impl Fn(&FunctionDef) -> bool,
+    ) -> Arc<Emulator> {
         let (gw_listener, gw_addr) = bind().await;
         let gateway = format!("http://{gw_addr}");
         let (invoke_listener, invoke_addr) = bind().await;
-        let defs = template.functions(r, &gateway);
+        let defs: Vec<FunctionDef> = template.functions(r, &gateway).into_iter().filter(|d| keep(d)).collect();
         let mut functions = HashMap::new();
         let mut logical = HashMap::new();
         for def in &defs {
@@ -614,4 +627,115 @@ async fn gateway_handler(
         }
     }
     res
+}
+
+/// The user pool id the emulated issuer names.
+pub const POOL: &str = "us-east-1_TESTPOOL";
+
+/// The issuer of the emulated Cognito pool.
+pub fn issuer() -> String {
+    format!("https://cognito-idp.{REGION}.amazonaws.com/{POOL}")
+}
+
+fn fixture(name: &str) -> String {
+    std::fs::read_to_string(format!("{}/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap_or_default()
+}
+
+/// An access token the way Cognito issues it: no `aud`, `client_id`, `token_use: access`,
+/// RS256 with the fixture key the local JWKS serves.
+///
+/// # Panics
+/// When the fixture key cannot sign (a broken checkout).
+pub fn access_token(client: &str, scope: &str) -> String {
+    let now =
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0) as i64;
+    let claims = service::auth::Claims {
+        iss: issuer(),
+        sub: "owner-sub".into(),
+        aud: None,
+        client_id: Some(client.into()),
+        azp: None,
+        scope: Some(scope.into()),
+        exp: now + 3600,
+        nbf: None,
+        token_use: Some("access".into()),
+    };
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
+    header.kid = Some("test-key-1".into());
+    #[allow(clippy::expect_used)]
+    let key = jsonwebtoken::EncodingKey::from_rsa_pem(fixture("rs256-test-key.pem").as_bytes()).expect("fixture key");
+    #[allow(clippy::expect_used)]
+    jsonwebtoken::encode(&header, &claims, &key).expect("sign")
+}
+
+/// The emulated AWS account: a fresh table, bucket and events queue on the emulator at
+/// `AWS_ENDPOINT_URL`, the issuer's key set on 127.0.0.1, and what the Lambda service gives
+/// every function. `None` (skipped loudly) without an endpoint, except under `CI=true`.
+pub struct Account {
+    /// Names of the emulated resources.
+    pub resources: Resources,
+    /// The functions' base environment.
+    pub base_env: Vec<(String, String)>,
+    /// SDK configuration for the test's own calls.
+    pub aws: aws_config::SdkConfig,
+}
+
+/// See [`Account`].
+///
+/// # Panics
+/// Under `CI=true` without `AWS_ENDPOINT_URL`, or when a resource cannot be created.
+pub async fn account() -> Option<Account> {
+    if std::env::var_os("AWS_ENDPOINT_URL").is_none() {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "AWS_ENDPOINT_URL is not set under CI=true");
+        eprintln!(
+            "\n*** SKIPPING a cloud-shape test: AWS_ENDPOINT_URL is not set (./infra/test.sh starts moto). ***\n"
+        );
+        return None;
+    }
+    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
+    let suffix = uuid::Uuid::new_v4().simple().to_string();
+    let table = format!("fc-cloud-{suffix}");
+    #[allow(clippy::expect_used)]
+    store_dynamo::create_table(&aws_sdk_dynamodb::Client::new(&aws), &table).await.expect("create table");
+    let bucket = format!("fc-artifacts-{suffix}");
+    let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&aws).force_path_style(true).build());
+    #[allow(clippy::expect_used)]
+    s3.create_bucket().bucket(&bucket).send().await.expect("create bucket");
+    let sqs = aws_sdk_sqs::Client::new(&aws);
+    #[allow(clippy::expect_used)]
+    let queue = sqs.create_queue().queue_name(format!("fc-events-{suffix}")).send().await.expect("create queue");
+    let jwks = fixture("rs256-test-jwks.json");
+    let app = axum::Router::new().route("/jwks.json", axum::routing::get(move || async move { jwks }));
+    let (listener, addr) = bind().await;
+    tokio::spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    let clients = [
+        ("ClaudeClient", "claude-client-id"),
+        ("ChatGptClient", "chatgpt-client-id"),
+        ("OwnerClient", "owner-client-id"),
+    ]
+    .into_iter()
+    .map(|(a, b)| (a.to_owned(), b.to_owned()))
+    .collect();
+    let resources = Resources {
+        table,
+        bucket,
+        events_queue: queue.queue_url.unwrap_or_default(),
+        user_pool: POOL.into(),
+        clients,
+        jwks_url: format!("http://{addr}/jwks.json"),
+    };
+    let var = |k: &str| std::env::var(k).unwrap_or_default();
+    // What the Lambda service gives every function, the emulated endpoint, and one test-only
+    // switch (the notifier may call a receiver on loopback; the template test makes sure the
+    // template never sets it).
+    let base_env = vec![
+        ("AWS_ENDPOINT_URL".to_owned(), var("AWS_ENDPOINT_URL")),
+        ("AWS_ACCESS_KEY_ID".to_owned(), var("AWS_ACCESS_KEY_ID")),
+        ("AWS_SECRET_ACCESS_KEY".to_owned(), var("AWS_SECRET_ACCESS_KEY")),
+        ("AWS_REGION".to_owned(), REGION.to_owned()),
+        (lambda::config::ALLOW_LOOPBACK_WEBHOOKS.to_owned(), "true".to_owned()),
+    ];
+    Some(Account { resources, base_env, aws })
 }

@@ -333,8 +333,11 @@ pub async fn dynamo_client_with_log() -> Option<(aws_sdk_dynamodb::Client, Reque
 /// workspace root) — a stale binary would test old code.
 pub fn built_binary(name: &str, crates: &[&str]) -> PathBuf {
     let exe = std::env::current_exe().unwrap_or_default();
-    // target/<profile>/deps/<test binary>
-    let dir = exe.parent().and_then(|d| d.parent()).map(PathBuf::from).unwrap_or_default();
+    // target/<profile>/deps/<test binary>, or FOUNDRY_BIN_DIR (e.g. target/release for the
+    // cold-start benchmark).
+    let dir = std::env::var_os("FOUNDRY_BIN_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| exe.parent().and_then(|d| d.parent()).map(PathBuf::from).unwrap_or_default());
     let bin = dir.join(name);
     let build = "cargo build --workspace --bins --locked (infra/test.sh does this) and run the test again";
     let built = std::fs::metadata(&bin).and_then(|m| m.modified());

@@ -8,50 +8,12 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::collections::BTreeMap;
 use std::time::Duration;
 
-use aws_sdk_sqs::types::QueueAttributeName;
-use foundry_tests::cloud::{Emulator, REGION, Resources, Template};
+use foundry_tests::cloud::{Emulator, Template, access_token};
 use foundry_tests::receiver::Receiver;
 use foundry_tests::{built_binary, wait_until};
-use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use serde_json::{Value, json};
-use service::auth::Claims;
-
-const POOL: &str = "us-east-1_TESTPOOL";
-
-fn issuer() -> String {
-    format!("https://cognito-idp.{REGION}.amazonaws.com/{POOL}")
-}
-
-fn fixture(name: &str) -> String {
-    std::fs::read_to_string(format!("{}/fixtures/{name}", env!("CARGO_MANIFEST_DIR"))).unwrap()
-}
-
-/// An access token the way Cognito issues it: no `aud`, `client_id`, `token_use: access`.
-fn token(client: &str, scope: &str) -> String {
-    let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_secs() as i64;
-    let claims = Claims {
-        iss: issuer(),
-        sub: "owner-sub".into(),
-        aud: None,
-        client_id: Some(client.into()),
-        azp: None,
-        scope: Some(scope.into()),
-        exp: now + 3600,
-        nbf: None,
-        token_use: Some("access".into()),
-    };
-    let mut header = Header::new(Algorithm::RS256);
-    header.kid = Some("test-key-1".into());
-    jsonwebtoken::encode(
-        &header,
-        &claims,
-        &EncodingKey::from_rsa_pem(fixture("rs256-test-key.pem").as_bytes()).unwrap(),
-    )
-    .unwrap()
-}
 
 struct World {
     emu: std::sync::Arc<Emulator>,
@@ -98,68 +60,19 @@ impl World {
 }
 
 async fn world() -> Option<World> {
-    if std::env::var_os("AWS_ENDPOINT_URL").is_none() {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "AWS_ENDPOINT_URL is not set under CI=true");
-        eprintln!(
-            "\n*** SKIPPING the cloud-shape test: AWS_ENDPOINT_URL is not set (./infra/test.sh starts moto). ***\n"
-        );
-        return None;
-    }
-    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
-    let suffix = uuid::Uuid::new_v4().simple().to_string();
-    let table = format!("fc-cloud-{suffix}");
-    store_dynamo::create_table(&aws_sdk_dynamodb::Client::new(&aws), &table).await.unwrap();
-    let bucket = format!("fc-artifacts-{suffix}");
-    let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&aws).force_path_style(true).build());
-    s3.create_bucket().bucket(&bucket).send().await.unwrap();
-    let sqs = aws_sdk_sqs::Client::new(&aws);
-    let queue = sqs.create_queue().queue_name(format!("fc-events-{suffix}")).send().await.unwrap().queue_url.unwrap();
-    let _ = QueueAttributeName::QueueArn;
-    // The issuer's key set, on 127.0.0.1.
-    let jwks = fixture("rs256-test-jwks.json");
-    let app = axum::Router::new().route("/jwks.json", axum::routing::get(move || async move { jwks }));
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let jwks_url = format!("http://{}/jwks.json", listener.local_addr().unwrap());
-    tokio::spawn(async move { axum::serve(listener, app).await.unwrap() });
-    let clients: BTreeMap<String, String> = [
-        ("ClaudeClient", "claude-client-id"),
-        ("ChatGptClient", "chatgpt-client-id"),
-        ("OwnerClient", "owner-client-id"),
-    ]
-    .into_iter()
-    .map(|(a, b)| (a.to_owned(), b.to_owned()))
-    .collect();
-    let resources = Resources {
-        table: table.clone(),
-        bucket,
-        events_queue: queue.clone(),
-        user_pool: POOL.into(),
-        clients,
-        jwks_url,
-    };
-    let var = |k: &str| std::env::var(k).unwrap_or_default();
-    // What the Lambda service gives every function, plus the emulated AWS endpoint and the one
-    // test-only switch (the notifier may call the receiver on loopback; the template test makes
-    // sure the template never sets it).
-    let base_env: Vec<(String, String)> = vec![
-        ("AWS_ENDPOINT_URL".into(), var("AWS_ENDPOINT_URL")),
-        ("AWS_ACCESS_KEY_ID".into(), var("AWS_ACCESS_KEY_ID")),
-        ("AWS_SECRET_ACCESS_KEY".into(), var("AWS_SECRET_ACCESS_KEY")),
-        ("AWS_REGION".into(), REGION.into()),
-        (lambda::config::ALLOW_LOOPBACK_WEBHOOKS.into(), "true".into()),
-    ];
-    let emu = Emulator::start(&Template::load(), &resources, &base_env).await;
+    let account = foundry_tests::cloud::account().await?;
+    let emu = Emulator::start(&Template::load(), &account.resources, &account.base_env).await;
     emu.wait_ready().await;
-    let dir = std::env::temp_dir().join(format!("fc-cloud-{suffix}"));
+    let dir = std::env::temp_dir().join(format!("fc-cloud-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
     Some(World {
         emu,
         http: reqwest::Client::new(),
-        owner: token("owner-client-id", "openid osfoundry/owner"),
-        agent: token("claude-client-id", "osfoundry/read osfoundry/run"),
-        sqs,
-        queue,
-        table,
+        owner: access_token("owner-client-id", "openid osfoundry/owner"),
+        agent: access_token("claude-client-id", "osfoundry/read osfoundry/run"),
+        sqs: aws_sdk_sqs::Client::new(&account.aws),
+        queue: account.resources.events_queue.clone(),
+        table: account.resources.table.clone(),
         dir,
     })
 }

@@ -1,0 +1,147 @@
+//! Cold start of every function under the Lambda emulator (a benchmark: ignored by default).
+//!
+//! ```sh
+//! for f in functions/*/; do cargo build --release -p "$(basename "$f")"; done   # each alone, as sam build does
+//! FOUNDRY_BIN_DIR=target/release ./infra/test.sh cold_start -- --ignored --nocapture
+//! ```
+//!
+//! For each function, 20 times: start the process alone, measure its init (process start → its
+//! first `next` request to the Runtime API), then the first invocation (a request that reaches
+//! DynamoDB, or the JWKS for token-checking functions) and a second, warm one. Then the `mcp` →
+//! tool hop: `tools/call` through `mcp` and Lambda Invoke, cold (both just started) and warm.
+//! Prints medians.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use foundry_tests::cloud::{Emulator, Template, access_token, account};
+use serde_json::{Value, json};
+
+const RUNS: usize = 20;
+
+fn median(mut v: Vec<Duration>) -> f64 {
+    v.sort();
+    v[v.len() / 2].as_secs_f64() * 1000.0
+}
+
+fn uuid() -> String {
+    uuid::Uuid::new_v4().to_string()
+}
+
+/// An HTTP API v2 event.
+fn http_event(method: &str, path: &str, token: Option<&str>, body: Option<Value>) -> Value {
+    let mut headers = json!({"host": "127.0.0.1", "content-type": "application/json",
+        "accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25"});
+    if let Some(t) = token {
+        headers["authorization"] = json!(format!("Bearer {t}"));
+    }
+    let mut e = json!({"version": "2.0", "routeKey": format!("{method} {path}"), "rawPath": path, "rawQueryString": "",
+        "headers": headers, "isBase64Encoded": false,
+        "requestContext": {"accountId": "1", "apiId": "a", "domainName": "127.0.0.1", "domainPrefix": "a",
+            "http": {"method": method, "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1", "userAgent": "bench"},
+            "requestId": uuid(), "routeKey": format!("{method} {path}"), "stage": "$default", "time": "30/Nov/2026:00:00:00 +0000", "timeEpoch": 0}});
+    if let Some(b) = body {
+        e["body"] = json!(b.to_string());
+    }
+    e
+}
+
+/// A first invocation that does real work for each function.
+fn probe(binary: &str) -> Value {
+    let tool = |args: Value| json!({"tool": binary, "owner": "owner-sub", "agent": "c:owner-sub", "arguments": args});
+    let agent = access_token("claude-client-id", "osfoundry/read osfoundry/run");
+    let owner = access_token("owner-client-id", "openid osfoundry/owner");
+    match binary {
+        "list_graph_sessions" => tool(json!({"project_id": uuid()})),
+        "run_graph_session" => {
+            tool(json!({"graph_session_id": format!("gs_{}", "e".repeat(32)), "idempotency_key": uuid()}))
+        }
+        "get_graph_run" | "cancel_graph_run" => tool(json!({"command_id": uuid()})),
+        "list_linked_chat_tasks" => tool(json!({"chat_link_id": uuid()})),
+        "get_linked_chat_task" | "claim_linked_chat_task" => tool(json!({"chat_link_id": uuid(), "task_id": uuid()})),
+        "submit_linked_chat_result" => tool(
+            json!({"chat_link_id": uuid(), "task_id": uuid(), "claim_id": uuid(), "status": "completed", "result": "r"}),
+        ),
+        "upload_linked_chat_artifact" => tool(json!({"chat_link_id": uuid(), "task_id": uuid(), "claim_id": uuid(),
+            "artifact_id": "a", "name": "a.txt", "content_type": "text/plain", "content_base64": "eA=="})),
+        "mcp" => {
+            http_event("POST", "/mcp", Some(&agent), Some(json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"})))
+        }
+        "graph_relay" => {
+            let mut e =
+                http_event("POST", "/external-assistants/graph-relays/sync", Some("fcd_unknown"), Some(json!({})));
+            e["routeKey"] = json!("POST /external-assistants/graph-relays/sync");
+            e
+        }
+        "owner_api" => http_event("GET", "/owner/projects", Some(&owner), None),
+        _ => json!({"Records": []}),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "a benchmark: run with --ignored --nocapture (release binaries: FOUNDRY_BIN_DIR=target/release)"]
+async fn cold_start_of_every_function() {
+    let Some(acct) = account().await else { return };
+    let template = Template::load();
+    let defs = template.functions(&acct.resources, "http://127.0.0.1");
+    println!(
+        "| function | size (bytes) | init median (ms) | first invocation median (ms) | warm invocation median (ms) |"
+    );
+    println!("|---|---|---|---|---|");
+    for def in &defs {
+        let (mut init, mut first, mut warm) = (Vec::new(), Vec::new(), Vec::new());
+        for _ in 0..RUNS {
+            let emu = Emulator::start_only(&template, &acct.resources, &acct.base_env, |d| d.name == def.name).await;
+            emu.wait_ready().await;
+            let slot = &emu.functions[&def.name];
+            init.push(slot.first_next.lock().unwrap().unwrap() - slot.spawned_at);
+            for sink in [&mut first, &mut warm] {
+                let t = Instant::now();
+                let answer = emu.invoke(&def.name, Bytes::from(probe(&def.binary).to_string())).await;
+                sink.push(t.elapsed());
+                assert!(
+                    answer.is_ok(),
+                    "{}: {:?}",
+                    def.name,
+                    answer.map_err(|e| String::from_utf8_lossy(&e).into_owned())
+                );
+            }
+        }
+        let size = std::fs::metadata(foundry_tests::built_binary(&def.binary, &[])).map(|m| m.len()).unwrap_or(0);
+        println!("| {} | {size} | {:.1} | {:.1} | {:.1} |", def.binary, median(init), median(first), median(warm));
+    }
+
+    // The hop: tools/call through mcp and Lambda Invoke, against the tool's own invocation.
+    let (mut cold, mut hop_warm) = (Vec::new(), Vec::new());
+    let agent = access_token("claude-client-id", "osfoundry/read osfoundry/run");
+    let call = |id: u64| {
+        http_event(
+            "POST",
+            "/mcp",
+            Some(&agent),
+            Some(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+            "params": {"name": "get_linked_chat_task", "arguments": {"chat_link_id": uuid(), "task_id": uuid()}}})),
+        )
+    };
+    for _ in 0..RUNS {
+        let emu = Emulator::start_only(&template, &acct.resources, &acct.base_env, |d| {
+            d.binary == "mcp" || d.binary == "get_linked_chat_task"
+        })
+        .await;
+        emu.wait_ready().await;
+        let mcp = emu.name_of("McpFunction").unwrap().to_owned();
+        let t = Instant::now();
+        emu.invoke(&mcp, Bytes::from(call(1).to_string())).await.unwrap();
+        cold.push(t.elapsed());
+        let t = Instant::now();
+        emu.invoke(&mcp, Bytes::from(call(2).to_string())).await.unwrap();
+        hop_warm.push(t.elapsed());
+    }
+    println!(
+        "\nmcp → get_linked_chat_task tools/call: cold (both just started) {:.1} ms, warm {:.1} ms (medians of {RUNS})",
+        median(cold),
+        median(hop_warm)
+    );
+}
