@@ -33,10 +33,12 @@ use domain::ids::{ChatLinkId, IdempotencyKey, OwnerId, ProjectId, TaskId};
 use domain::store::{AssignTasks, ManageDevices, ManageLinks, ManageProjects};
 use domain::tasks::{AssignOutcome, AssignTask};
 use http_body_util::{BodyExt, Limited};
-use service::auth::{Authenticator, Keys, mint_hs256};
+use service::auth::{Audience, Authenticator, Keys, ScopeSpelling, mint_hs256};
 use service::blobs::DirBlobStore;
 use service::events::{Notifier, SystemResolver};
 use service::mcp::{EndpointConfig, InProcess, McpEndpoint, resource_metadata_response};
+use service::oauth::local::{AUTHORIZE_PATH, LocalAuthServer, TOKEN_PATH};
+use service::oauth::{AuthServerConfig, RedirectPolicy, Registrar};
 use service::owner_api::OwnerApi;
 use service::panel::{PanelConfig, SignIn};
 use service::relay_api::RelayApi;
@@ -148,6 +150,9 @@ struct AppState {
     panel: PanelConfig,
     blobs: DirBlobStore,
     base_url: String,
+    auth_server: AuthServerConfig,
+    registrar: Registrar<SqliteStore>,
+    authorize: LocalAuthServer<SqliteStore>,
 }
 
 /// How often the local notifier looks for due events without a wake-up (retries come due with time).
@@ -177,7 +182,7 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
     let public_url = config.public_url.clone().unwrap_or_else(|| format!("http://{addr}"));
     let auth = Arc::new(Authenticator {
         issuer: public_url.clone(),
-        audiences: vec![LOCAL_AUDIENCE.to_owned()],
+        audience: Audience::Only(vec![LOCAL_AUDIENCE.to_owned()]),
         keys: Keys::Hs256(secret.clone()),
         clock: clock.clone(),
     });
@@ -208,7 +213,6 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
     let endpoint_config = EndpointConfig {
         public_url: Some(public_url.clone()),
         mcp_path: "/mcp".into(),
-        authorization_servers: vec![public_url.clone()],
         allowed_hosts: Some(Vec::new()),
         max_body_bytes: service::mcp::DEFAULT_MAX_BODY_BYTES,
         scopes: service::auth::ScopeSpelling::local(),
@@ -225,7 +229,44 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
     };
     let panel = PanelConfig { sign_in: SignIn::Local, refresh_seconds: config.panel_refresh_seconds };
     let panel_url = format!("{public_url}{}#token={owner_token}", service::panel::PATH);
-    let state = AppState { endpoint, relay, owner, panel, blobs, base_url: public_url.clone() };
+    // OAuth for clients that are given only the URL: the same metadata and registration as
+    // the cloud, with a consent page of our own in front of the local tokens.
+    let auth_server = AuthServerConfig {
+        authorization_endpoint: AUTHORIZE_PATH.into(),
+        token_endpoint: TOKEN_PATH.into(),
+        revocation_endpoint: None,
+        jwks_uri: None,
+        scopes: ScopeSpelling::local(),
+        iss_in_response: true,
+    };
+    let registrar = Registrar {
+        registry: Arc::clone(&store),
+        redirects: RedirectPolicy::local(),
+        scopes: ScopeSpelling::local(),
+        clock: clock.clone(),
+        per_hour: service::oauth::DEFAULT_REGISTRATIONS_PER_HOUR,
+        cap: service::oauth::DEFAULT_REGISTRATION_CAP,
+    };
+    let authorize = LocalAuthServer::new(
+        Arc::clone(&store),
+        secret.clone(),
+        &public_url,
+        LOCAL_AUDIENCE,
+        DEMO_OWNER,
+        &format!("{public_url}/mcp"),
+        clock.clone(),
+    );
+    let state = AppState {
+        endpoint,
+        relay,
+        owner,
+        panel,
+        blobs,
+        base_url: public_url.clone(),
+        auth_server,
+        registrar,
+        authorize,
+    };
     let app = router(Arc::new(state));
 
     // The local notifier delivers the outbox the store fills in the same transactions as the
@@ -268,6 +309,11 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/mcp", axum::routing::any(mcp))
         .route("/.well-known/oauth-protected-resource", axum::routing::get(metadata))
         .route("/.well-known/oauth-protected-resource/mcp", axum::routing::get(metadata))
+        .route(service::oauth::AS_METADATA_PATH, axum::routing::get(as_metadata))
+        .route(service::oauth::OPENID_CONFIGURATION_PATH, axum::routing::get(as_metadata))
+        .route(service::oauth::REGISTER_PATH, axum::routing::any(register))
+        .route(AUTHORIZE_PATH, axum::routing::any(oauth))
+        .route(TOKEN_PATH, axum::routing::any(oauth))
         .route("/external-assistants/graph-relays/{*rest}", axum::routing::any(relay))
         .route("/owner/{*rest}", axum::routing::any(owner))
         .route("/panel", axum::routing::any(panel))
@@ -326,6 +372,20 @@ async fn mcp(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> ax
 
 async fn metadata(State(state): State<Arc<AppState>>, headers: http::HeaderMap) -> axum::response::Response {
     resource_metadata_response(state.endpoint.config(), &headers).map(Body::from).into_response()
+}
+
+async fn as_metadata(State(state): State<Arc<AppState>>, uri: http::Uri) -> axum::response::Response {
+    service::oauth::metadata_response(&state.auth_server, &state.base_url, uri.path()).map(Body::from).into_response()
+}
+
+async fn register(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {
+    let req = read_body(req, service::oauth::MAX_REGISTRATION_BYTES).await;
+    state.registrar.handle(req).await.map(Body::from).into_response()
+}
+
+async fn oauth(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {
+    let req = read_body(req, service::oauth::MAX_REGISTRATION_BYTES).await;
+    state.authorize.handle(req).await.map(Body::from).into_response()
 }
 
 /// The local signing secret (tokens, download links): 64 random bytes in a file only its

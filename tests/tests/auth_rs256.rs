@@ -10,7 +10,9 @@ use std::time::Duration;
 use domain::clock::{Clock, ManualClock};
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
-use service::auth::{AuthError, Authenticator, Claims, FetchJwks, JWKS_MIN_REFETCH, JwksCache, Keys, mint_hs256};
+use service::auth::{
+    Audience, AuthError, Authenticator, Claims, FetchJwks, JWKS_MIN_REFETCH, JwksCache, Keys, mint_hs256,
+};
 
 const ISSUER: &str = "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_TEST";
 
@@ -66,7 +68,7 @@ fn setup() -> (Authenticator, Arc<Fixture>, Arc<ManualClock>) {
     let clock = Arc::new(ManualClock::starting_now());
     let auth = Authenticator {
         issuer: ISSUER.into(),
-        audiences: vec!["claude-client".into()],
+        audience: Audience::Only(vec!["claude-client".into()]),
         keys: Keys::Jwks(JwksCache::new(f.clone())),
         clock: clock.clone(),
     };
@@ -153,7 +155,9 @@ async fn the_mcp_lambda_router_answers_http_api_events() {
     use service::mcp::{InProcess, McpEndpoint};
     use service::tools::ToolDeps;
     use store_sqlite::SqliteStore;
-    let (auth, _, clock) = setup();
+    let (mut auth, _, clock) = setup();
+    // As the mcp function verifies: any app client of the pool.
+    auth.audience = Audience::AnyClient;
     let store = Arc::new(SqliteStore::in_memory(clock.clone(), Default::default()).unwrap());
     let deps = ToolDeps {
         store,
@@ -166,7 +170,7 @@ async fn the_mcp_lambda_router_answers_http_api_events() {
         let v = match k {
             "OAUTH_ISSUER" => ISSUER.to_owned(),
             "JWKS_URL" => format!("{ISSUER}/.well-known/jwks.json"),
-            "OAUTH_AUDIENCES" => "claude-client".into(),
+            "HOSTED_AUTH_URL" => "https://fc.auth.eu-west-1.amazoncognito.com".into(),
             "PUBLIC_URL" => "https://abc.execute-api.eu-west-1.amazonaws.com".into(),
             "OAUTH_SCOPE_PREFIX" => "osfoundry/".into(),
             k if k.starts_with("TOOL_FUNCTION_") => "unused".into(),
@@ -174,9 +178,9 @@ async fn the_mcp_lambda_router_answers_http_api_events() {
         };
         Some(v)
     })
-    .unwrap()
-    .endpoint;
-    let endpoint = McpEndpoint::new(Arc::new(InProcess(deps)), Arc::new(auth), config);
+    .unwrap();
+    let auth_server = config.auth_server.clone();
+    let endpoint = McpEndpoint::new(Arc::new(InProcess(deps)), Arc::new(auth), config.endpoint);
     let token = cognito_token("test-key-1", ISSUER, "claude-client", clock.now().as_epoch_seconds());
     let event = serde_json::json!({
         "version": "2.0", "routeKey": "POST /mcp", "rawPath": "/mcp", "rawQueryString": "",
@@ -196,14 +200,15 @@ async fn the_mcp_lambda_router_answers_http_api_events() {
         "isBase64Encoded": false
     });
     let req = lambda_http::request::from_str(&event.to_string()).unwrap();
-    let res = lambda::mcp::route(&endpoint, req).await;
+    let res = lambda::mcp::route(&endpoint, &auth_server, req).await;
     assert_eq!(res.status(), 200);
     let body: serde_json::Value = serde_json::from_slice(res.body().as_ref()).unwrap();
     assert_eq!(body["result"]["tools"].as_array().unwrap().len(), 9);
     // Without a token: 401 pointing at the metadata.
     let mut unauth = event.clone();
     unauth["headers"].as_object_mut().unwrap().remove("authorization");
-    let res = lambda::mcp::route(&endpoint, lambda_http::request::from_str(&unauth.to_string()).unwrap()).await;
+    let res =
+        lambda::mcp::route(&endpoint, &auth_server, lambda_http::request::from_str(&unauth.to_string()).unwrap()).await;
     assert_eq!(res.status(), 401);
     assert_eq!(
         res.headers()["www-authenticate"],
@@ -215,7 +220,8 @@ async fn the_mcp_lambda_router_answers_http_api_events() {
     meta["requestContext"]["http"]["method"] = serde_json::json!("GET");
     meta["requestContext"]["http"]["path"] = serde_json::json!("/.well-known/oauth-protected-resource");
     meta["body"] = serde_json::Value::Null;
-    let res = lambda::mcp::route(&endpoint, lambda_http::request::from_str(&meta.to_string()).unwrap()).await;
+    let res =
+        lambda::mcp::route(&endpoint, &auth_server, lambda_http::request::from_str(&meta.to_string()).unwrap()).await;
     let doc: serde_json::Value = serde_json::from_slice(res.body().as_ref()).unwrap();
     assert_eq!(doc["scopes_supported"], serde_json::json!(["osfoundry/read", "osfoundry/run"]));
     let read_only = {
@@ -242,12 +248,13 @@ async fn the_mcp_lambda_router_answers_http_api_events() {
         "params": {"name": "claim_linked_chat_task", "arguments": {}}})
         .to_string()
     );
-    let res = lambda::mcp::route(&endpoint, lambda_http::request::from_str(&call.to_string()).unwrap()).await;
+    let res =
+        lambda::mcp::route(&endpoint, &auth_server, lambda_http::request::from_str(&call.to_string()).unwrap()).await;
     assert_eq!(res.status(), 403);
     let challenge = res.headers()["www-authenticate"].to_str().unwrap();
     assert!(challenge.contains("scope=\"osfoundry/run\""), "{challenge}");
     let listed: serde_json::Value = serde_json::from_slice(
-        lambda::mcp::route(&endpoint, lambda_http::request::from_str(&event.to_string()).unwrap())
+        lambda::mcp::route(&endpoint, &auth_server, lambda_http::request::from_str(&event.to_string()).unwrap())
             .await
             .body()
             .as_ref(),
@@ -257,6 +264,53 @@ async fn the_mcp_lambda_router_answers_http_api_events() {
     // The Host check is on by default: a request for another host is refused.
     let mut foreign = event.clone();
     foreign["headers"]["host"] = serde_json::json!("evil.example");
-    let res = lambda::mcp::route(&endpoint, lambda_http::request::from_str(&foreign.to_string()).unwrap()).await;
+    let res =
+        lambda::mcp::route(&endpoint, &auth_server, lambda_http::request::from_str(&foreign.to_string()).unwrap())
+            .await;
     assert_eq!(res.status(), 403, "a foreign Host was served");
+    // A token of another app client of the pool (a chat that registered itself) is accepted…
+    let mut registered = event.clone();
+    let other = cognito_token("test-key-1", ISSUER, "dcr-client-7", clock.now().as_epoch_seconds());
+    registered["headers"]["authorization"] = serde_json::json!(format!("Bearer {other}"));
+    let res =
+        lambda::mcp::route(&endpoint, &auth_server, lambda_http::request::from_str(&registered.to_string()).unwrap())
+            .await;
+    assert_eq!(res.status(), 200);
+    // …but not the owner's token (the panel's client), even from the same pool.
+    let owner = {
+        let claims = Claims {
+            iss: ISSUER.into(),
+            sub: "owner-sub".into(),
+            aud: None,
+            client_id: Some("owner-client".into()),
+            azp: None,
+            scope: Some("openid osfoundry/owner".into()),
+            exp: clock.now().as_epoch_seconds() + 3600,
+            nbf: None,
+            token_use: Some("access".into()),
+        };
+        let mut header = Header::new(Algorithm::RS256);
+        header.kid = Some("test-key-1".into());
+        let key = EncodingKey::from_rsa_pem(fixture("rs256-test-key.pem").as_bytes()).unwrap();
+        jsonwebtoken::encode(&header, &claims, &key).unwrap()
+    };
+    registered["headers"]["authorization"] = serde_json::json!(format!("Bearer {owner}"));
+    let res =
+        lambda::mcp::route(&endpoint, &auth_server, lambda_http::request::from_str(&registered.to_string()).unwrap())
+            .await;
+    assert_eq!(res.status(), 401, "an owner token reached the MCP endpoint");
+    assert!(res.headers()["www-authenticate"].to_str().unwrap().contains("invalid_token"));
+    // The stack's own authorization-server metadata, at both discovery locations.
+    for path in ["/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"] {
+        let mut m = meta.clone();
+        m["rawPath"] = serde_json::json!(path);
+        m["requestContext"]["http"]["path"] = serde_json::json!(path);
+        let res =
+            lambda::mcp::route(&endpoint, &auth_server, lambda_http::request::from_str(&m.to_string()).unwrap()).await;
+        assert_eq!(res.status(), 200, "{path}");
+        let doc: serde_json::Value = serde_json::from_slice(res.body().as_ref()).unwrap();
+        assert_eq!(doc["issuer"], "https://abc.execute-api.eu-west-1.amazonaws.com", "{path}");
+        assert_eq!(doc["code_challenge_methods_supported"], serde_json::json!(["S256"]));
+        assert_eq!(doc["authorization_endpoint"], "https://fc.auth.eu-west-1.amazoncognito.com/oauth2/authorize");
+    }
 }

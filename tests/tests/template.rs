@@ -168,6 +168,10 @@ fn problems(template: &str) -> Vec<String> {
                         expected.insert("sqs:ChangeMessageVisibility".into());
                         (service::events::NOTIFIER_DYNAMODB_ACTIONS, None)
                     }
+                    "register_client" => {
+                        expected.extend(lambda::config::REGISTER_COGNITO_ACTIONS.iter().map(|a| (*a).to_owned()));
+                        (&[][..], None)
+                    }
                     other => {
                         p.push(format!("{other}: a function the checker does not know"));
                         (&[][..], None)
@@ -180,6 +184,7 @@ fn problems(template: &str) -> Vec<String> {
                             || (action.starts_with("sqs:") && (r == "EventsQueue.Arn" || r == "StreamFailureQueue.Arn"))
                             || index.is_some_and(|i| action == "dynamodb:Query" && r.ends_with(&format!("/index/{i}")))
                             || (action == "s3:GetObject" && r.contains("ArtifactBucket.Arn}/artifacts/"))
+                            || (action.starts_with("cognito-idp:") && r == "UserPool.Arn")
                     });
                     if !ok {
                         p.push(format!(
@@ -217,6 +222,29 @@ fn problems(template: &str) -> Vec<String> {
         p.push("table must be on-demand".into());
     }
     p.extend(event_problems(&t));
+    // Connecting with only the URL: the discovery documents on the mcp function, registration
+    // on its own.
+    let routes: BTreeMap<String, String> = t["Resources"]
+        .as_mapping()
+        .unwrap()
+        .values()
+        .filter(|r| r["Type"].as_str() == Some("AWS::ApiGatewayV2::Route"))
+        .filter_map(|r| {
+            let mut target = Vec::new();
+            strings(&r["Properties"]["Target"], &mut target);
+            Some((r["Properties"]["RouteKey"].as_str()?.to_owned(), target.concat()))
+        })
+        .collect();
+    for (key, integration) in [
+        ("GET /.well-known/oauth-protected-resource", "McpIntegration"),
+        ("GET /.well-known/oauth-authorization-server", "McpIntegration"),
+        ("GET /.well-known/openid-configuration", "McpIntegration"),
+        ("POST /register", "RegisterIntegration"),
+    ] {
+        if !routes.get(key).is_some_and(|t| t.contains(integration)) {
+            p.push(format!("route {key} must go to {integration}"));
+        }
+    }
     // The panel signs in with the owner client and is its own callback: the client's callback
     // must be exactly the PanelUrl output (the panel sends `<origin>/panel` as redirect_uri).
     let mut callback = Vec::new();
@@ -299,7 +327,11 @@ fn template() -> String {
 fn template_matches_the_code() {
     let p = problems(&template());
     assert!(p.is_empty(), "template.yaml disagrees with the code:\n{}", p.join("\n"));
-    assert_eq!(function_crates().len(), 14, "mcp + nine tools + graph_relay + owner_api + publish_events + notify");
+    assert_eq!(
+        function_crates().len(),
+        15,
+        "mcp + nine tools + graph_relay + owner_api + publish_events + notify + register_client"
+    );
 }
 
 #[test]
@@ -323,6 +355,9 @@ fn the_checker_catches_broken_templates() {
         ("notifier write widened", t.replacen("                  dynamodb:LeadingKeys: [\"DELIVERY#*\"]\n", "                  dynamodb:LeadingKeys: [\"*\"]\n", 1)),
         ("DLQ count drifted", t.replacen("maxReceiveCount: 8", "maxReceiveCount: 5", 1)),
         ("stream partial failures off", t.replacen("            BisectBatchOnFunctionError: true\n", "", 1)),
+        ("registration widened", t.replacen("                - cognito-idp:DescribeUserPoolClient\n", "                - cognito-idp:DescribeUserPoolClient\n                - cognito-idp:DeleteUserPoolClient\n", 1)),
+        ("registration on every pool", t.replacen("                - cognito-idp:DescribeUserPoolClient\n              Resource:\n                - !GetAtt UserPool.Arn", "                - cognito-idp:DescribeUserPoolClient\n              Resource:\n                - \"*\"", 1)),
+        ("discovery route dropped", t.replacen("RouteKey: \"GET /.well-known/oauth-authorization-server\"", "RouteKey: \"GET /.well-known/oauth-authorization-serverx\"", 1)),
         ("panel callback changed", t.replacen("${AWS::URLSuffix}/panel\"]\n      LogoutURLs", "${AWS::URLSuffix}/callback\"]\n      LogoutURLs", 1)),
     ];
     for (what, broken) in cases {

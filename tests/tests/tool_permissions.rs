@@ -155,7 +155,7 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
     let secret = b"an owner-api test secret of 32 b".to_vec();
     let auth = Arc::new(Authenticator {
         issuer: "iss".into(),
-        audiences: vec!["aud".into()],
+        audience: service::auth::Audience::Only(vec!["aud".into()]),
         keys: Keys::Hs256(secret.clone()),
         clock: h.clock.clone(),
     });

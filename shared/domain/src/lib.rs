@@ -7,6 +7,7 @@
 //!
 //! | module | what it holds |
 //! |---|---|
+//! | [`clients`] | OAuth app clients registered by chats (RFC 7591): the registry trait, names that carry reuse and rate limits |
 //! | [`clock`] | [`clock::Timestamp`] and the injected [`clock::Clock`] (system or manual) |
 //! | [`ids`] | validated ids: UUIDv7 command/task ids, `gs_` session ids, agent ids, keys |
 //! | [`errors`] | the exact error strings of the contract, [`errors::InputError`], [`errors::ErrorChain`] |
@@ -23,6 +24,7 @@
 //! write to the pure classifiers in [`runs`] and [`tasks`], so both stores decide outcomes
 //! with the same code.
 
+pub mod clients;
 pub mod clock;
 pub mod devices;
 pub mod errors;

@@ -10,6 +10,7 @@ use std::time::Duration;
 use domain::limits::Policy;
 use service::auth::ScopeSpelling;
 use service::mcp::{DEFAULT_MAX_BODY_BYTES, EndpointConfig};
+use service::oauth::AuthServerConfig;
 use service::panel::{DEFAULT_REFRESH_SECONDS, PanelConfig, SignIn};
 use service::tools::{ToolName, ToolSpec};
 
@@ -48,6 +49,17 @@ pub const OAUTH_SCOPE_PREFIX: &str = "OAUTH_SCOPE_PREFIX";
 pub const HOSTED_AUTH_URL: &str = "HOSTED_AUTH_URL";
 /// Optional: seconds between owner-panel refreshes (default 15).
 pub const PANEL_REFRESH_SECONDS: &str = "PANEL_REFRESH_SECONDS";
+/// The Cognito user pool id (the registration function creates app clients in it).
+pub const USER_POOL_ID: &str = "USER_POOL_ID";
+/// What the `register_client` function may do, on its own user pool only.
+pub const REGISTER_COGNITO_ACTIONS: &[&str] =
+    &["cognito-idp:CreateUserPoolClient", "cognito-idp:ListUserPoolClients", "cognito-idp:DescribeUserPoolClient"];
+/// Optional: extra hosts whose `https` redirect URIs clients may register, comma-separated.
+pub const ALLOWED_REDIRECT_HOSTS: &str = "ALLOWED_REDIRECT_HOSTS";
+/// Optional: new app clients per UTC hour (default 20).
+pub const REGISTRATIONS_PER_HOUR: &str = "REGISTRATIONS_PER_HOUR";
+/// Optional: most dynamically registered app clients (default 200).
+pub const REGISTRATION_CAP: &str = "REGISTRATION_CAP";
 /// Optional: more accepted `Host` values (custom domains), comma-separated. The host of
 /// [`PUBLIC_URL`] is always accepted; any other `Host` gets 403 (DNS-rebinding protection).
 pub const ALLOWED_HOSTS: &str = "ALLOWED_HOSTS";
@@ -61,12 +73,13 @@ pub fn tool_function_key(tool: ToolName) -> String {
 pub fn required_keys(function: &str) -> Option<Vec<String>> {
     if function == "mcp" {
         let mut keys: Vec<String> =
-            [OAUTH_ISSUER, JWKS_URL, OAUTH_AUDIENCES, PUBLIC_URL, OAUTH_SCOPE_PREFIX].map(str::to_owned).to_vec();
+            [OAUTH_ISSUER, JWKS_URL, HOSTED_AUTH_URL, PUBLIC_URL, OAUTH_SCOPE_PREFIX].map(str::to_owned).to_vec();
         keys.extend(ToolName::ALL.iter().map(|&t| tool_function_key(t)));
         return Some(keys);
     }
     match function {
         "graph_relay" => return Some(vec![TABLE_NAME.to_owned()]),
+        "register_client" => return Some(vec![USER_POOL_ID.to_owned(), OAUTH_SCOPE_PREFIX.to_owned()]),
         "publish_events" => return Some(vec![EVENTS_QUEUE_URL.to_owned()]),
         "notify" => return Some(vec![TABLE_NAME.to_owned(), EVENTS_QUEUE_URL.to_owned()]),
         "owner_api" => {
@@ -112,6 +125,16 @@ impl<F: Fn(&str) -> Option<String>> Reader<F> {
         } else {
             self.errors.push(format!("{key}: must be an http(s) URL (got {v:?})"));
             None
+        }
+    }
+
+    fn count(&mut self, key: &str, default: usize) -> usize {
+        match (self.get)(key) {
+            None => default,
+            Some(v) => v.parse::<usize>().ok().filter(|n| *n > 0).unwrap_or_else(|| {
+                self.errors.push(format!("{key}: must be a whole number > 0 (got {v:?})"));
+                default
+            }),
         }
     }
 
@@ -335,8 +358,8 @@ pub struct McpConfig {
     pub issuer: String,
     /// JWKS URL.
     pub jwks_url: String,
-    /// Accepted audiences.
-    pub audiences: Vec<String>,
+    /// The authorization server the stack's own metadata describes (Cognito's endpoints).
+    pub auth_server: AuthServerConfig,
     /// Function name per tool.
     pub functions: HashMap<ToolName, String>,
 }
@@ -354,9 +377,17 @@ impl McpConfig {
         let mut r = Reader { get, errors: Vec::new() };
         let issuer = r.required(OAUTH_ISSUER);
         let jwks_url = r.required(JWKS_URL);
-        let audiences = list(&r.required(OAUTH_AUDIENCES));
+        let hosted = r.url(HOSTED_AUTH_URL).unwrap_or_default();
         let public_url = r.url(PUBLIC_URL);
         let scopes = ScopeSpelling::with_prefix(&r.required(OAUTH_SCOPE_PREFIX));
+        let auth_server = AuthServerConfig {
+            authorization_endpoint: format!("{hosted}/oauth2/authorize"),
+            token_endpoint: format!("{hosted}/oauth2/token"),
+            revocation_endpoint: Some(format!("{hosted}/oauth2/revoke")),
+            jwks_uri: Some(jwks_url.clone()),
+            scopes: scopes.clone(),
+            iss_in_response: false,
+        };
         // The API's own host always; custom domains when listed.
         let mut allowed_hosts: Vec<String> =
             public_url.as_deref().and_then(|u| u.split_once("://")).map(|(_, h)| h.to_owned()).into_iter().collect();
@@ -370,12 +401,44 @@ impl McpConfig {
         let endpoint = EndpointConfig {
             public_url,
             mcp_path: "/mcp".into(),
-            authorization_servers: vec![issuer.clone()],
             allowed_hosts: Some(allowed_hosts),
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             scopes,
         };
-        r.finish(Self { endpoint, issuer, jwks_url, audiences, functions })
+        r.finish(Self { endpoint, issuer, jwks_url, auth_server, functions })
+    }
+}
+
+/// Settings of the `register_client` function.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegisterConfig {
+    /// The user pool whose app clients it creates.
+    pub user_pool_id: String,
+    /// How the pool spells the scopes (`osfoundry/`).
+    pub scope_prefix: String,
+    /// Extra redirect hosts.
+    pub extra_redirect_hosts: Vec<String>,
+    /// New clients per UTC hour.
+    pub per_hour: usize,
+    /// Most registered clients.
+    pub cap: usize,
+}
+
+impl RegisterConfig {
+    /// Reads the settings through `get`.
+    ///
+    /// # Errors
+    /// [`ConfigError`] with every problem.
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let mut r = Reader { get, errors: Vec::new() };
+        let user_pool_id = r.required(USER_POOL_ID);
+        let scope_prefix = r.required(OAUTH_SCOPE_PREFIX);
+        let extra_redirect_hosts = (r.get)(ALLOWED_REDIRECT_HOSTS)
+            .map(|v| list(&v).into_iter().map(|h| h.to_ascii_lowercase()).collect())
+            .unwrap_or_default();
+        let per_hour = r.count(REGISTRATIONS_PER_HOUR, service::oauth::DEFAULT_REGISTRATIONS_PER_HOUR);
+        let cap = r.count(REGISTRATION_CAP, service::oauth::DEFAULT_REGISTRATION_CAP);
+        r.finish(Self { user_pool_id, scope_prefix, extra_redirect_hosts, per_hour, cap })
     }
 }
 
@@ -417,7 +480,7 @@ mod tests {
         let mut pairs: Vec<(String, &str)> = vec![
             (OAUTH_ISSUER.into(), "https://cognito-idp.eu-west-1.amazonaws.com/pool"),
             (JWKS_URL.into(), "https://cognito-idp.eu-west-1.amazonaws.com/pool/.well-known/jwks.json"),
-            (OAUTH_AUDIENCES.into(), "claude-client, chatgpt-client"),
+            (HOSTED_AUTH_URL.into(), "https://fc.auth.eu-west-1.amazoncognito.com"),
             (PUBLIC_URL.into(), "https://abc.execute-api.eu-west-1.amazonaws.com"),
             (OAUTH_SCOPE_PREFIX.into(), "osfoundry/"),
             (ALLOWED_HOSTS.into(), "mcp.example.com"),
@@ -427,7 +490,7 @@ mod tests {
             pairs.push((tool_function_key(*t), n));
         }
         let c = McpConfig::from_env(map(&pairs)).unwrap();
-        assert_eq!(c.audiences, vec!["claude-client", "chatgpt-client"]);
+        assert_eq!(c.auth_server.token_endpoint, "https://fc.auth.eu-west-1.amazoncognito.com/oauth2/token");
         assert_eq!(
             c.endpoint.allowed_hosts,
             Some(vec!["abc.execute-api.eu-west-1.amazonaws.com".to_owned(), "mcp.example.com".to_owned()])

@@ -14,6 +14,7 @@
 //! | [`jwks::HttpJwks`] | `jwks` | fetches the OAuth issuer's JWKS over HTTPS (cached by `service::auth::JwksCache`) |
 //! | [`mcp::run`] | `mcp` | the `mcp` function: HTTP API events through `service::mcp::McpEndpoint`, tools invoked as Lambdas |
 //! | [`relay_api::run`] | `relay-api` | the `graph_relay` function |
+//! | [`register::run`] | `register` | the `register_client` function: RFC 7591 registration as Cognito app clients |
 //! | [`owner_api::run`] | `owner-api` | the `owner_api` function (and the owner's panel) |
 //! | [`publisher::run`] | `publisher` | the `publish_events` function: table stream → events → SQS |
 //! | [`notifier::run`] | `notifier` | the `notify` function: SQS → signed webhooks |
@@ -34,6 +35,8 @@ pub mod notifier;
 pub mod owner_api;
 #[cfg(feature = "publisher")]
 pub mod publisher;
+#[cfg(feature = "register")]
+pub mod register;
 #[cfg(feature = "relay-api")]
 pub mod relay_api;
 #[cfg(feature = "s3")]

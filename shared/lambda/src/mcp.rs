@@ -6,8 +6,9 @@ use std::sync::Arc;
 
 use aws_sdk_lambda::primitives::Blob;
 use domain::clock::{SharedClock, SystemClock};
-use service::auth::{Authenticator, JwksCache, Keys};
+use service::auth::{Audience, Authenticator, JwksCache, Keys};
 use service::mcp::{Dispatch, McpEndpoint, RESOURCE_METADATA_PATH, resource_metadata_response};
+use service::oauth::{AS_METADATA_PATH, AuthServerConfig, OPENID_CONFIGURATION_PATH, metadata_response};
 use service::tools::{DispatchError, ToolCall, ToolFault, ToolName, ToolReply};
 
 use crate::config::McpConfig;
@@ -61,27 +62,34 @@ pub async fn run() -> Result<(), Error> {
     let clock: SharedClock = Arc::new(SystemClock);
     let auth = Authenticator {
         issuer: config.issuer.clone(),
-        audiences: config.audiences.clone(),
+        // Any app client of the pool: chats register their own (RFC 7591, register_client).
+        audience: Audience::AnyClient,
         keys: Keys::Jwks(JwksCache::new(Arc::new(HttpJwks::new(&config.jwks_url)?))),
         clock,
     };
     let dispatch = LambdaDispatch::new(&aws, config.functions.clone());
     let endpoint = Arc::new(McpEndpoint::new(Arc::new(dispatch), Arc::new(auth), config.endpoint.clone()));
+    let auth_server = Arc::new(config.auth_server);
     lambda_http::run(lambda_http::service_fn(move |req: lambda_http::Request| {
-        let endpoint = Arc::clone(&endpoint);
-        async move { Ok::<_, Error>(route(&endpoint, req).await) }
+        let (endpoint, auth_server) = (Arc::clone(&endpoint), Arc::clone(&auth_server));
+        async move { Ok::<_, Error>(route(&endpoint, &auth_server, req).await) }
     }))
     .await
 }
 
-/// Routes one HTTP API request: the MCP path, or the protected-resource metadata.
+/// Routes one HTTP API request: the MCP path, the protected-resource metadata, or the
+/// authorization-server metadata (both discovery locations).
 pub async fn route<D: Dispatch + ?Sized>(
     endpoint: &McpEndpoint<D>,
+    auth_server: &AuthServerConfig,
     req: lambda_http::Request,
 ) -> http::Response<lambda_http::Body> {
     let req = http_request(req);
-    let res = if req.uri().path().starts_with(RESOURCE_METADATA_PATH) {
+    let path = req.uri().path();
+    let res = if path.starts_with(RESOURCE_METADATA_PATH) {
         resource_metadata_response(endpoint.config(), req.headers())
+    } else if path.starts_with(AS_METADATA_PATH) || path.starts_with(OPENID_CONFIGURATION_PATH) {
+        metadata_response(auth_server, &endpoint.config().base_url(req.headers()), path)
     } else {
         endpoint.handle(req).await
     };

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use domain::clock::{SharedClock, SystemClock};
-use service::auth::{Authenticator, JwksCache, Keys};
+use service::auth::{Audience, Authenticator, JwksCache, Keys};
 use service::blobs::BlobStore;
 use service::owner_api::OwnerApi;
 use service::panel::{PATH, PanelConfig};
@@ -28,7 +28,7 @@ pub async fn run() -> Result<(), Error> {
     let clock: SharedClock = Arc::new(SystemClock);
     let auth = Authenticator {
         issuer: config.issuer.clone(),
-        audiences: config.audiences.clone(),
+        audience: Audience::Only(config.audiences.clone()),
         keys: Keys::Jwks(JwksCache::new(Arc::new(HttpJwks::new(&config.jwks_url)?))),
         clock: clock.clone(),
     };

@@ -2,9 +2,10 @@
 //!
 //! Deployments verify RS256 JWTs against the issuer's JWKS (Amazon Cognito or any OpenID
 //! provider), cached and refreshed when an unknown key id appears; local mode verifies HS256
-//! tokens it minted itself with a generated secret. Both check the issuer, the audience
-//! (`aud`, or `client_id` for Cognito access tokens, which carry no `aud`), and expiry against
-//! the injected clock.
+//! tokens it minted itself with a generated secret. Both check the issuer, expiry against the
+//! injected clock, that the token is an access token, and the [`Audience`]: a fixed list
+//! (`aud`, or `client_id` for Cognito access tokens, which carry no `aud`) or, for the cloud
+//! MCP endpoint, any app client of the deployment's own pool — chats register their own.
 //!
 //! The agent id is the token's client (`azp` or `client_id`) plus its subject; the owner is the
 //! subject (one owner per deployment signs in through the connector's OAuth flow).
@@ -210,12 +211,24 @@ pub enum Keys {
     Jwks(JwksCache),
 }
 
+/// Which clients' tokens are accepted.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Audience {
+    /// Only these (`aud`, or `client_id` for Cognito access tokens): the owner API accepts
+    /// the owner client only; local tokens name the local audience.
+    Only(Vec<String>),
+    /// Any client of the issuer (the token must still name one): the MCP endpoint in the
+    /// cloud, where every chat registers its own app client (RFC 7591). The issuer is this
+    /// deployment's own user pool, and the endpoint checks the scopes.
+    AnyClient,
+}
+
 /// Verifies bearer tokens.
 pub struct Authenticator {
     /// Expected `iss`.
     pub issuer: String,
-    /// Accepted audiences (`aud` or `client_id`).
-    pub audiences: Vec<String>,
+    /// Accepted clients.
+    pub audience: Audience,
     /// Signature keys.
     pub keys: Keys,
     /// "Now" for `exp`/`nbf`.
@@ -278,12 +291,13 @@ impl Authenticator {
         if c.token_use.as_deref().is_some_and(|u| u != "access") {
             return Err(AuthError::Invalid("only access tokens are accepted (token_use is not access)".into()));
         }
+        let Audience::Only(accepted) = &self.audience else { return Ok(()) };
         let auds: Vec<&str> = match &c.aud {
             Some(serde_json::Value::String(a)) => vec![a.as_str()],
             Some(serde_json::Value::Array(a)) => a.iter().filter_map(|v| v.as_str()).collect(),
             _ => Vec::new(),
         };
-        let matches = auds.iter().chain(c.client_id.as_deref().iter()).any(|a| self.audiences.iter().any(|x| x == a));
+        let matches = auds.iter().chain(c.client_id.as_deref().iter()).any(|a| accepted.iter().any(|x| x == a));
         if !matches {
             return Err(AuthError::Invalid("audience not accepted".into()));
         }
@@ -380,7 +394,7 @@ mod tests {
     fn auth(clock: Arc<ManualClock>) -> Authenticator {
         Authenticator {
             issuer: "http://127.0.0.1:8787".into(),
-            audiences: vec!["foundry-connect".into()],
+            audience: Audience::Only(vec!["foundry-connect".into()]),
             keys: Keys::Hs256(b"0123456789abcdef0123456789abcdef".to_vec()),
             clock,
         }
@@ -416,6 +430,18 @@ mod tests {
         clock.advance(Duration::from_secs(3600) + LEEWAY);
         assert!(matches!(a.verify(&t).await, Err(AuthError::Invalid(m)) if m == "token expired"));
         assert!(a.verify("not.a.jwt").await.is_err());
+    }
+
+    #[tokio::test]
+    async fn any_client_accepts_other_clients_of_the_issuer_only() {
+        let clock = Arc::new(ManualClock::starting_now());
+        let mut a = auth(clock.clone());
+        let secret = b"0123456789abcdef0123456789abcdef";
+        let other_client = token(&clock, "registered-client-7", &a.issuer, secret);
+        assert!(matches!(a.verify(&other_client).await, Err(AuthError::Invalid(m)) if m == "audience not accepted"));
+        a.audience = Audience::AnyClient;
+        assert_eq!(a.verify(&other_client).await.unwrap().agent.as_str(), "claude:owner-1");
+        assert!(a.verify(&token(&clock, "registered-client-7", "https://evil", secret)).await.is_err());
     }
 
     #[test]

@@ -11,6 +11,7 @@
 //! | [`tools`] | the nine MCP tools: one module per tool (spec, wire types, handler) and the catalogue |
 //! | [`events`] | delivering events as signed webhooks (Standard Webhooks), with backoff; the local notifier loop |
 //! | [`mcp`] | the MCP endpoint: rmcp (stateless JSON) behind auth, scope and size checks |
+//! | [`oauth`] | connecting with only the URL: the stack's own authorization-server metadata, dynamic client registration, the local authorize/token endpoints |
 //! | [`relay_api`] | the desktop relay's HTTP API (sync, start, control, complete) |
 //! | [`owner_api`] | the owner's HTTP API: projects, devices, chat links, tasks, runs, subscriptions |
 //! | [`panel`] | the owner's web panel: static assets embedded in the binary, served with a strict CSP |
@@ -25,6 +26,7 @@ pub mod blobs;
 pub mod events;
 pub mod http_json;
 pub mod mcp;
+pub mod oauth;
 pub mod owner_api;
 pub mod panel;
 pub mod relay_api;

@@ -7,7 +7,8 @@
 //! 1. `GET`/`DELETE` → `405 Allow: POST` at once (clients hang or loop on anything slower);
 //! 2. bodies over the limit → `413`, bodies that are not JSON → `400` with `-32700` (rmcp
 //!    would answer a plain-text 415);
-//! 3. bearer token → [`Identity`], or `401` with `WWW-Authenticate: Bearer resource_metadata=…`;
+//! 3. bearer token → [`Identity`], or `401` with `WWW-Authenticate: Bearer resource_metadata=…`
+//!    (also for a token carrying the owner scope, or neither connector scope);
 //! 4. `tools/call` of a tool whose scope the token lacks → `403 insufficient_scope`;
 //! 5. rmcp answers the protocol (both `2025-11-25` and `2026-07-28`), and [`McpHandler`]
 //!    validates arguments and hands the call to a [`Dispatch`] — a synchronous Lambda invoke in
@@ -30,7 +31,10 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{ErrorData as McpError, ServerHandler};
 
 use crate::auth::{AuthError, Authenticator, Identity, ScopeSpelling, bearer};
-use crate::tools::{ToolCall, ToolDeps, ToolFault, ToolName, ToolReply, ToolStore, catalogue, handle};
+use crate::tools::{
+    SCOPE_OWNER, SCOPE_READ, SCOPE_RUN, ToolCall, ToolDeps, ToolFault, ToolName, ToolReply, ToolStore, catalogue,
+    handle,
+};
 
 /// Default largest request body: an artifact of 3 MiB is 4 MiB of base64 plus JSON.
 pub const DEFAULT_MAX_BODY_BYTES: usize = 5 * 1024 * 1024;
@@ -137,8 +141,6 @@ pub struct EndpointConfig {
     pub public_url: Option<String>,
     /// The MCP path, e.g. `/mcp`.
     pub mcp_path: String,
-    /// Authorization servers named in the metadata (the OAuth issuer).
-    pub authorization_servers: Vec<String>,
     /// `Host` values accepted (rmcp's DNS-rebinding protection): `Some(empty)` = loopback only
     /// (the local server), `Some(list)` = those, `None` = no check (API Gateway routes only
     /// requests for its own domains, and every request needs a bearer token).
@@ -183,7 +185,8 @@ impl EndpointConfig {
     pub fn resource_metadata(&self, base: &str) -> serde_json::Value {
         serde_json::json!({
             "resource": self.resource(base),
-            "authorization_servers": self.authorization_servers,
+            // The stack's own authorization-server metadata (crate::oauth), at the same base.
+            "authorization_servers": [base],
             "scopes_supported": [self.scopes.spell(crate::tools::SCOPE_READ), self.scopes.spell(crate::tools::SCOPE_RUN)],
             "bearer_methods_supported": ["header"],
             "resource_name": "foundry-connect",
@@ -264,6 +267,21 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
                 );
             }
         };
+        // Tokens for the owner (the panel's client) or without any connector scope are not
+        // for this resource, even from this deployment's issuer.
+        let connector = identity.has_scope(SCOPE_READ) || identity.has_scope(SCOPE_RUN);
+        if identity.has_scope(SCOPE_OWNER) || !connector {
+            tracing::info!(agent = identity.agent.as_str(), "token without connector scopes, or with the owner's");
+            let challenge = format!(
+                "Bearer error=\"invalid_token\", error_description=\"not a connector token\", resource_metadata=\"{}\"",
+                self.config.metadata_url(&base)
+            );
+            return respond(
+                StatusCode::UNAUTHORIZED,
+                &[(header::WWW_AUTHENTICATE, &challenge)],
+                Bytes::from_static(b"Unauthorized"),
+            );
+        }
         let message: serde_json::Value = match serde_json::from_slice(req.body()) {
             Ok(m) => m,
             Err(e) => {

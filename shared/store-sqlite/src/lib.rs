@@ -18,6 +18,7 @@ use async_trait::async_trait;
 use rusqlite::types::Type;
 use rusqlite::{Connection, OptionalExtension, Row, Transaction, TransactionBehavior, params};
 
+use domain::clients::{ClientSummary, RegisterClients, RegisteredClient};
 use domain::clock::{SharedClock, Timestamp};
 use domain::devices::Device;
 use domain::events::{DeliveryOutcome, Event, OutboxEntry, derive_run, derive_task};
@@ -46,7 +47,15 @@ use domain::tasks::{
 ///
 /// Version 1 is the layout the first builds wrote without a version number; its statements
 /// use `IF NOT EXISTS`, so such a database (version 0 with tables) is adopted as it is.
-const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3];
+const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4];
+
+/// Version 4: OAuth clients that MCP clients registered for themselves (the local
+/// authorization server's registry; Cognito keeps them in the cloud).
+const SCHEMA_V4: &str = r"
+CREATE TABLE oauth_clients (
+    client_id TEXT PRIMARY KEY, name TEXT NOT NULL, redirect_uris TEXT NOT NULL, scopes TEXT NOT NULL,
+    created_at INTEGER NOT NULL);
+";
 
 /// Version 3: tasks remember when their current claim was made, and every state change of a
 /// task or a run leaves its events in an outbox, in the same transaction (delivered by the
@@ -528,6 +537,60 @@ fn json(v: &impl serde::Serialize) -> String {
 }
 
 // ---- capabilities ------------------------------------------------------------------------
+
+#[async_trait]
+impl RegisterClients for SqliteStore {
+    async fn list_clients(&self) -> StoreResult<Vec<ClientSummary>> {
+        self.read(|tx, _| {
+            let mut st = tx.prepare("SELECT client_id, name FROM oauth_clients ORDER BY created_at, client_id")?;
+            st.query_map([], |r| Ok(ClientSummary { client_id: r.get(0)?, name: r.get(1)? }))?.collect()
+        })
+        .await
+    }
+
+    async fn get_client(&self, client_id: &str) -> StoreResult<Option<RegisteredClient>> {
+        let id = client_id.to_owned();
+        self.read(move |tx, _| {
+            tx.query_row(
+                "SELECT client_id, name, redirect_uris, scopes FROM oauth_clients WHERE client_id = ?1",
+                [id],
+                |r| {
+                    Ok(RegisteredClient {
+                        client_id: r.get(0)?,
+                        name: r.get(1)?,
+                        redirect_uris: col(r, 2, "redirect_uris", |s| serde_json::from_str(s).ok())?,
+                        scopes: col(r, 3, "scopes", |s| serde_json::from_str(s).ok())?,
+                    })
+                },
+            )
+            .optional()
+        })
+        .await
+    }
+
+    async fn create_client(
+        &self,
+        name: &str,
+        redirect_uris: &[String],
+        scopes: &[String],
+    ) -> StoreResult<RegisteredClient> {
+        let client = RegisteredClient {
+            client_id: format!("local-{}", uuid::Uuid::new_v4().simple()),
+            name: name.to_owned(),
+            redirect_uris: redirect_uris.to_vec(),
+            scopes: scopes.to_vec(),
+        };
+        let row = client.clone();
+        self.write(move |tx, now| {
+            tx.execute(
+                "INSERT INTO oauth_clients (client_id, name, redirect_uris, scopes, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![row.client_id, row.name, json(&row.redirect_uris), json(&row.scopes), now.as_millis()],
+            )
+        })
+        .await?;
+        Ok(client)
+    }
+}
 
 #[async_trait]
 impl ManageProjects for SqliteStore {

@@ -1,0 +1,128 @@
+//! OAuth app clients that chats register for themselves (RFC 7591 dynamic client registration).
+//!
+//! A chat (Claude, ChatGPT, a desktop MCP client) is connected by pasting the connector URL:
+//! it discovers the authorization server and registers a public client with its redirect URIs.
+//! Where the clients live is the registry's business — Cognito app clients in the cloud, a
+//! table of the embedded store locally — so the registration rules (allow-listed redirects,
+//! reuse, rate limit, cap; `service::oauth`) are written once over [`RegisterClients`].
+//!
+//! Reuse and the limits are read from client *names*: a registration's name is
+//! `dcr-<16 hex of sha256(client name, redirect URIs)>-<UTC hour YYYYMMDDHH>`, so the registry
+//! needs no other state than the clients themselves (Cognito has nothing else to keep it in).
+
+use async_trait::async_trait;
+use sha2::{Digest, Sha256};
+
+use crate::clock::Timestamp;
+use crate::store::StoreResult;
+
+/// Prefix of the names of dynamically registered clients (pre-created clients never use it).
+pub const NAME_PREFIX: &str = "dcr-";
+
+/// A registered client, as the registry keeps it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegisteredClient {
+    /// The OAuth `client_id`.
+    pub client_id: String,
+    /// The registry name (see [`registry_name`]).
+    pub name: String,
+    /// Exactly the redirect URIs it may use.
+    pub redirect_uris: Vec<String>,
+    /// The scopes it may ask for, in the authorization server's spelling.
+    pub scopes: Vec<String>,
+}
+
+/// A client as a listing shows it (Cognito lists ids and names only).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientSummary {
+    /// The OAuth `client_id`.
+    pub client_id: String,
+    /// The registry name.
+    pub name: String,
+}
+
+/// Where registered clients are kept.
+#[async_trait]
+pub trait RegisterClients: Send + Sync {
+    /// Every client of the registry (pre-created ones too; callers filter by [`NAME_PREFIX`]).
+    async fn list_clients(&self) -> StoreResult<Vec<ClientSummary>>;
+    /// One client, or `None` if there is none with that id.
+    async fn get_client(&self, client_id: &str) -> StoreResult<Option<RegisteredClient>>;
+    /// Creates a public client (authorization code + PKCE, refresh tokens, no secret) that may
+    /// use exactly `redirect_uris` and ask for exactly `scopes`.
+    async fn create_client(
+        &self,
+        name: &str,
+        redirect_uris: &[String],
+        scopes: &[String],
+    ) -> StoreResult<RegisteredClient>;
+}
+
+/// The stable part of a registration's name: the same client name and redirect URIs (in any
+/// order) give the same fingerprint, so registering again finds the client made the first time.
+pub fn fingerprint(client_name: &str, redirect_uris: &[String]) -> String {
+    let mut uris: Vec<&str> = redirect_uris.iter().map(String::as_str).collect();
+    uris.sort_unstable();
+    uris.dedup();
+    let mut h = Sha256::new();
+    h.update(client_name.as_bytes());
+    for u in uris {
+        h.update([0u8]);
+        h.update(u.as_bytes());
+    }
+    h.finalize().iter().take(8).map(|b| format!("{b:02x}")).collect()
+}
+
+/// The UTC hour of `at` as `YYYYMMDDHH` (the rate limit's window).
+pub fn hour_of(at: Timestamp) -> String {
+    // `2026-11-29T10:18:26.000Z` → `2026112910`
+    at.rfc3339().chars().take(13).filter(char::is_ascii_digit).collect()
+}
+
+/// The registry name of a registration made at `at`.
+pub fn registry_name(fingerprint: &str, at: Timestamp) -> String {
+    format!("{NAME_PREFIX}{fingerprint}-{}", hour_of(at))
+}
+
+/// The fingerprint and hour of a registry name, if it is a registration's.
+pub fn parse_registry_name(name: &str) -> Option<(&str, &str)> {
+    let rest = name.strip_prefix(NAME_PREFIX)?;
+    let (fp, hour) = rest.split_once('-')?;
+    let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    (hex(fp, 16) && hour.len() == 10 && hour.bytes().all(|b| b.is_ascii_digit())).then_some((fp, hour))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn hours_are_utc_calendar_hours() {
+        assert_eq!(hour_of(Timestamp::from_millis(0)), "1970010100");
+        // 2026-11-30T06:59:59Z and the next second.
+        assert_eq!(hour_of(Timestamp::from_millis(1_796_021_999_000)), "2026113006");
+        assert_eq!(hour_of(Timestamp::from_millis(1_796_022_000_000)), "2026113007");
+        // A leap day.
+        assert_eq!(hour_of(Timestamp::from_millis(1_709_164_800_000)), "2024022900");
+    }
+
+    #[test]
+    fn fingerprints_ignore_order_and_depend_on_name_and_uris() {
+        let a = vec!["https://a/cb".to_owned(), "https://b/cb".to_owned()];
+        let b = vec!["https://b/cb".to_owned(), "https://a/cb".to_owned()];
+        assert_eq!(fingerprint("Claude", &a), fingerprint("Claude", &b));
+        assert_ne!(fingerprint("Claude", &a), fingerprint("ChatGPT", &a));
+        assert_ne!(fingerprint("Claude", &a), fingerprint("Claude", &a[..1]));
+        assert_eq!(fingerprint("Claude", &a).len(), 16);
+    }
+
+    #[test]
+    fn names_round_trip_and_others_are_not_registrations() {
+        let fp = fingerprint("x", &["https://a/cb".to_owned()]);
+        let name = registry_name(&fp, Timestamp::from_millis(1_796_021_999_000));
+        assert_eq!(parse_registry_name(&name), Some((fp.as_str(), "2026113006")));
+        assert_eq!(parse_registry_name("claude-connector"), None);
+        assert_eq!(parse_registry_name("dcr-nothex-2026113006"), None);
+        assert_eq!(parse_registry_name(&format!("dcr-{fp}-2026")), None);
+    }
+}

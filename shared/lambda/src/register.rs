@@ -1,0 +1,172 @@
+//! The `register_client` function: dynamic client registration (RFC 7591, `POST /register`)
+//! backed by Cognito app clients of the deployment's own user pool.
+//!
+//! The rules (redirect allowlist, reuse, rate limit, cap, RFC 7591 errors) are
+//! `service::oauth::Registrar`'s; this module is the [`CognitoClients`] registry it runs over.
+//! IAM lets this function create, list and describe app clients of this one pool, nothing else.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use aws_sdk_cognitoidentityprovider::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_cognitoidentityprovider::operation::describe_user_pool_client::DescribeUserPoolClientError;
+use aws_sdk_cognitoidentityprovider::types::{
+    ExplicitAuthFlowsType, OAuthFlowType, PreventUserExistenceErrorTypes, TimeUnitsType, TokenValidityUnitsType,
+};
+use domain::clients::{ClientSummary, RegisterClients, RegisteredClient};
+use domain::clock::{SharedClock, SystemClock};
+use domain::store::{StoreError, StoreResult};
+use service::auth::ScopeSpelling;
+use service::oauth::{RedirectPolicy, Registrar};
+
+use crate::config::RegisterConfig;
+use crate::http_glue::{http_request, lambda_response};
+use crate::{Error, aws_config, env, init_tracing};
+
+/// Access tokens of registered clients live this many minutes (Cognito's default).
+pub const ACCESS_TOKEN_MINUTES: i32 = 60;
+/// Refresh tokens of registered clients live this many days.
+pub const REFRESH_TOKEN_DAYS: i32 = 30;
+
+/// App clients of one Cognito user pool.
+pub struct CognitoClients {
+    client: aws_sdk_cognitoidentityprovider::Client,
+    pool: String,
+}
+
+impl CognitoClients {
+    /// The app clients of `pool`.
+    pub fn new(aws: &aws_config::SdkConfig, pool: &str) -> Self {
+        Self { client: aws_sdk_cognitoidentityprovider::Client::new(aws), pool: pool.to_owned() }
+    }
+}
+
+/// Cognito's throttling and server errors are retryable; anything else is a refusal.
+fn sdk<E>(e: SdkError<E, aws_sdk_cognitoidentityprovider::config::http::HttpResponse>) -> StoreError
+where
+    E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+{
+    let retryable = match &e {
+        SdkError::ServiceError(se) => {
+            se.raw().status().is_server_error()
+                || matches!(se.err().code(), Some("TooManyRequestsException" | "InternalErrorException"))
+        }
+        SdkError::ConstructionFailure(_) => false,
+        _ => true,
+    };
+    tracing::warn!(error = %DisplayErrorContext(&e), retryable, "Cognito request failed");
+    if retryable { StoreError::unavailable(e) } else { StoreError::refused(e) }
+}
+
+#[async_trait]
+impl RegisterClients for CognitoClients {
+    async fn list_clients(&self) -> StoreResult<Vec<ClientSummary>> {
+        let mut out = Vec::new();
+        let mut next: Option<String> = None;
+        loop {
+            let page = self
+                .client
+                .list_user_pool_clients()
+                .user_pool_id(&self.pool)
+                .max_results(60)
+                .set_next_token(next.take())
+                .send()
+                .await
+                .map_err(sdk)?;
+            out.extend(page.user_pool_clients().iter().map(|c| ClientSummary {
+                client_id: c.client_id().unwrap_or_default().to_owned(),
+                name: c.client_name().unwrap_or_default().to_owned(),
+            }));
+            match page.next_token() {
+                Some(t) if !t.is_empty() => next = Some(t.to_owned()),
+                _ => return Ok(out),
+            }
+        }
+    }
+
+    async fn get_client(&self, client_id: &str) -> StoreResult<Option<RegisteredClient>> {
+        let out =
+            match self.client.describe_user_pool_client().user_pool_id(&self.pool).client_id(client_id).send().await {
+                Ok(o) => o,
+                Err(SdkError::ServiceError(se))
+                    if matches!(se.err(), DescribeUserPoolClientError::ResourceNotFoundException(_)) =>
+                {
+                    return Ok(None);
+                }
+                Err(e) => return Err(sdk(e)),
+            };
+        Ok(out.user_pool_client().map(|c| RegisteredClient {
+            client_id: c.client_id().unwrap_or(client_id).to_owned(),
+            name: c.client_name().unwrap_or_default().to_owned(),
+            redirect_uris: c.callback_urls().to_vec(),
+            scopes: c.allowed_o_auth_scopes().to_vec(),
+        }))
+    }
+
+    async fn create_client(
+        &self,
+        name: &str,
+        redirect_uris: &[String],
+        scopes: &[String],
+    ) -> StoreResult<RegisteredClient> {
+        let units = TokenValidityUnitsType::builder()
+            .access_token(TimeUnitsType::Minutes)
+            .id_token(TimeUnitsType::Minutes)
+            .refresh_token(TimeUnitsType::Days)
+            .build();
+        let out = self
+            .client
+            .create_user_pool_client()
+            .user_pool_id(&self.pool)
+            .client_name(name)
+            .generate_secret(false)
+            .allowed_o_auth_flows_user_pool_client(true)
+            .allowed_o_auth_flows(OAuthFlowType::Code)
+            .set_allowed_o_auth_scopes(Some(scopes.to_vec()))
+            .set_callback_urls(Some(redirect_uris.to_vec()))
+            .supported_identity_providers("COGNITO")
+            .explicit_auth_flows(ExplicitAuthFlowsType::AllowRefreshTokenAuth)
+            .prevent_user_existence_errors(PreventUserExistenceErrorTypes::Enabled)
+            .enable_token_revocation(true)
+            .access_token_validity(ACCESS_TOKEN_MINUTES)
+            .id_token_validity(ACCESS_TOKEN_MINUTES)
+            .refresh_token_validity(REFRESH_TOKEN_DAYS)
+            .token_validity_units(units)
+            .send()
+            .await
+            .map_err(sdk)?;
+        let c = out
+            .user_pool_client()
+            .ok_or_else(|| StoreError::Corrupt("CreateUserPoolClient returned no client".into()))?;
+        Ok(RegisteredClient {
+            client_id: c.client_id().unwrap_or_default().to_owned(),
+            name: name.to_owned(),
+            redirect_uris: redirect_uris.to_vec(),
+            scopes: scopes.to_vec(),
+        })
+    }
+}
+
+/// Runs the `register_client` function until the runtime stops it.
+///
+/// # Errors
+/// Bad configuration (every problem at once, before any work), or the runtime failing.
+pub async fn run() -> Result<(), Error> {
+    init_tracing();
+    let config = RegisterConfig::from_env(env)?;
+    let aws = aws_config().await;
+    let clock: SharedClock = Arc::new(SystemClock);
+    let registrar = Arc::new(Registrar {
+        registry: Arc::new(CognitoClients::new(&aws, &config.user_pool_id)),
+        redirects: RedirectPolicy::cloud(config.extra_redirect_hosts.clone()),
+        scopes: ScopeSpelling::with_prefix(&config.scope_prefix),
+        clock,
+        per_hour: config.per_hour,
+        cap: config.cap,
+    });
+    lambda_http::run(lambda_http::service_fn(move |req: lambda_http::Request| {
+        let registrar = Arc::clone(&registrar);
+        async move { Ok::<_, Error>(lambda_response(registrar.handle(http_request(req)).await)) }
+    }))
+    .await
+}

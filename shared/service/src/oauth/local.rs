@@ -1,0 +1,525 @@
+//! The local server's own authorization endpoint and token endpoint, so OAuth-only MCP clients
+//! connect to the local stack with nothing pasted but the URL.
+//!
+//! - `GET /oauth/authorize`: checks the client and its exact redirect URI (errors before that
+//!   are shown on a page, never redirected — RFC 6749 §4.1.2.1), requires PKCE `S256`, and
+//!   shows a one-click consent page for the local owner. The form carries a single-use
+//!   anti-forgery token bound to this request (10 minutes).
+//! - `POST /oauth/authorize`: Allow → `303` to the redirect URI with a code (single use, 60 s)
+//!   plus `state` and `iss` (RFC 9207); Deny → `error=access_denied`.
+//! - `POST /oauth/token`: `authorization_code` (client, redirect URI and the PKCE verifier
+//!   checked; the code is spent even when a check fails) and `refresh_token`. Access tokens are
+//!   the local HS256 tokens (1 hour) naming the registered client; refresh tokens are HS256 too
+//!   (30 days), marked `token_use: refresh` so the MCP endpoint never accepts one.
+//!
+//! Codes and consent requests live in memory: the local server is one process, and losing
+//! them on a restart only means clicking Connect again.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use bytes::Bytes;
+use domain::clients::{RegisterClients, RegisteredClient};
+use domain::clock::{SharedClock, Timestamp};
+use http::{HeaderValue, Method, StatusCode, header};
+use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+use super::oauth_error;
+use crate::auth::{Claims, mint_hs256};
+use crate::tools::{SCOPE_OWNER, SCOPE_READ, SCOPE_RUN};
+
+/// The authorization endpoint's path.
+pub const AUTHORIZE_PATH: &str = "/oauth/authorize";
+/// The token endpoint's path.
+pub const TOKEN_PATH: &str = "/oauth/token";
+/// How long a consent page stays usable.
+pub const CONSENT_TTL: Duration = Duration::from_secs(600);
+/// How long an authorization code is valid.
+pub const CODE_TTL: Duration = Duration::from_secs(60);
+/// Access token lifetime.
+pub const ACCESS_TTL: Duration = Duration::from_secs(3600);
+/// Refresh token lifetime.
+pub const REFRESH_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
+/// Most consent requests and codes kept at once (older ones are dropped first).
+pub const MAX_PENDING: usize = 1000;
+
+/// A consent request waiting for the owner's click.
+#[derive(Debug, Clone)]
+struct Pending {
+    client_id: String,
+    redirect_uri: String,
+    challenge: String,
+    scopes: Vec<String>,
+    state: Option<String>,
+    expires: Timestamp,
+}
+
+/// The local authorization server.
+pub struct LocalAuthServer<R: ?Sized> {
+    /// Registered clients (the same registry `/register` writes).
+    pub registry: Arc<R>,
+    /// The HS256 secret of local tokens.
+    pub secret: Vec<u8>,
+    /// The issuer: the local base URL.
+    pub issuer: String,
+    /// The audience of access tokens (what the local [`crate::auth::Authenticator`] accepts).
+    pub audience: String,
+    /// The owner every consent is given as.
+    pub owner: String,
+    /// The MCP URL, the only `resource` (RFC 8707) tokens are issued for.
+    pub resource: String,
+    /// "Now".
+    pub clock: SharedClock,
+    consents: Mutex<HashMap<String, Pending>>,
+    codes: Mutex<HashMap<String, Pending>>,
+}
+
+impl<R: RegisterClients + ?Sized> LocalAuthServer<R> {
+    /// A server issuing tokens as `issuer` for `owner`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        registry: Arc<R>,
+        secret: Vec<u8>,
+        issuer: &str,
+        audience: &str,
+        owner: &str,
+        resource: &str,
+        clock: SharedClock,
+    ) -> Self {
+        Self {
+            registry,
+            secret,
+            issuer: issuer.to_owned(),
+            audience: audience.to_owned(),
+            owner: owner.to_owned(),
+            resource: resource.to_owned(),
+            clock,
+            consents: Mutex::new(HashMap::new()),
+            codes: Mutex::new(HashMap::new()),
+        }
+    }
+
+    /// Answers a request to [`AUTHORIZE_PATH`] or [`TOKEN_PATH`].
+    pub async fn handle(&self, req: http::Request<Bytes>) -> http::Response<Bytes> {
+        match (req.method(), req.uri().path()) {
+            (&Method::GET, AUTHORIZE_PATH) => self.authorize(req.uri().query().unwrap_or_default()).await,
+            (&Method::POST, AUTHORIZE_PATH) => self.consent(req.body()),
+            (&Method::POST, TOKEN_PATH) => self.token(req.body()).await,
+            _ => page(StatusCode::METHOD_NOT_ALLOWED, "Not allowed", "This address does not answer that method.", None),
+        }
+    }
+
+    async fn authorize(&self, query: &str) -> http::Response<Bytes> {
+        let q = form(query.as_bytes());
+        let get = |k: &str| q.get(k).map(String::as_str);
+        let Some(client_id) = get("client_id") else {
+            return bad_page("The request names no client (client_id is missing).");
+        };
+        let client = match self.registry.get_client(client_id).await {
+            Ok(Some(c)) => c,
+            Ok(None) => return bad_page("This client is not registered here. Remove the connector and add it again."),
+            Err(e) => {
+                tracing::error!(error = %domain::errors::ErrorChain(&e), "reading a registered client");
+                return page(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    "Try again",
+                    "The server could not read its clients.",
+                    None,
+                );
+            }
+        };
+        let redirect_uri = match get("redirect_uri") {
+            Some(u) if client.redirect_uris.iter().any(|r| r == u) => u.to_owned(),
+            Some(_) => return bad_page("redirect_uri is not one this client registered."),
+            None if client.redirect_uris.len() == 1 => client.redirect_uris[0].clone(),
+            None => return bad_page("redirect_uri is required: this client registered several."),
+        };
+        let state = get("state").map(str::to_owned);
+        let fail = |code: &str, description: &str| {
+            redirect(
+                &redirect_uri,
+                &[("error", code), ("error_description", description)],
+                state.as_deref(),
+                &self.issuer,
+            )
+        };
+        if get("response_type") != Some("code") {
+            return fail("unsupported_response_type", "response_type must be code");
+        }
+        let challenge = match (get("code_challenge"), get("code_challenge_method")) {
+            (Some(c), Some("S256")) if (43..=128).contains(&c.len()) => c.to_owned(),
+            _ => return fail("invalid_request", "PKCE is required: code_challenge with code_challenge_method S256"),
+        };
+        if let Some(r) = get("resource")
+            && r.trim_end_matches('/') != self.resource
+        {
+            return fail("invalid_target", "resource must be this server's MCP URL");
+        }
+        let scopes = match granted_scopes(get("scope")) {
+            Ok(s) => s,
+            Err(m) => return fail("invalid_scope", &m),
+        };
+        let now = self.clock.now();
+        let pending = Pending {
+            client_id: client.client_id.clone(),
+            redirect_uri,
+            challenge,
+            scopes,
+            state,
+            expires: now.plus(CONSENT_TTL),
+        };
+        let csrf = random_token();
+        insert_bounded(&self.consents, csrf.clone(), pending.clone(), now);
+        consent_page(&client, &pending, &csrf, &self.owner)
+    }
+
+    fn consent(&self, body: &[u8]) -> http::Response<Bytes> {
+        let f = form(body);
+        let now = self.clock.now();
+        let pending = f.get("csrf").and_then(|c| lock(&self.consents).remove(c)).filter(|p| p.expires > now);
+        let Some(p) = pending else {
+            return bad_page(
+                "This sign-in request has expired or was already answered. Start again from your MCP client.",
+            );
+        };
+        if f.get("decision").map(String::as_str) != Some("allow") {
+            return redirect(&p.redirect_uri, &[("error", "access_denied")], p.state.as_deref(), &self.issuer);
+        }
+        let code = random_token();
+        let mut granted = p.clone();
+        granted.expires = now.plus(CODE_TTL);
+        insert_bounded(&self.codes, code.clone(), granted, now);
+        redirect(&p.redirect_uri, &[("code", &code)], p.state.as_deref(), &self.issuer)
+    }
+
+    async fn token(&self, body: &[u8]) -> http::Response<Bytes> {
+        let f = form(body);
+        let get = |k: &str| f.get(k).map(String::as_str);
+        let Some(client_id) = get("client_id") else {
+            return oauth_error(StatusCode::UNAUTHORIZED, "invalid_client", "client_id is required");
+        };
+        match get("grant_type") {
+            Some("authorization_code") => {
+                let spent = get("code").and_then(|c| lock(&self.codes).remove(c));
+                let Some(p) = spent.filter(|p| p.expires > self.clock.now()) else {
+                    return oauth_error(
+                        StatusCode::BAD_REQUEST,
+                        "invalid_grant",
+                        "the code is unknown, used or expired",
+                    );
+                };
+                if p.client_id != client_id {
+                    return oauth_error(
+                        StatusCode::BAD_REQUEST,
+                        "invalid_grant",
+                        "the code was issued to another client",
+                    );
+                }
+                if get("redirect_uri").is_some_and(|u| u != p.redirect_uri) {
+                    return oauth_error(
+                        StatusCode::BAD_REQUEST,
+                        "invalid_grant",
+                        "redirect_uri does not match the authorization request",
+                    );
+                }
+                let Some(verifier) = get("code_verifier").filter(|v| valid_verifier(v)) else {
+                    return oauth_error(
+                        StatusCode::BAD_REQUEST,
+                        "invalid_request",
+                        "code_verifier is required (43-128 unreserved characters)",
+                    );
+                };
+                if URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes())) != p.challenge {
+                    return oauth_error(
+                        StatusCode::BAD_REQUEST,
+                        "invalid_grant",
+                        "code_verifier does not match the code_challenge",
+                    );
+                }
+                self.issue(client_id, &p.scopes)
+            }
+            Some("refresh_token") => {
+                let Some(claims) = get("refresh_token").and_then(|t| self.verify_refresh(t)) else {
+                    return oauth_error(
+                        StatusCode::BAD_REQUEST,
+                        "invalid_grant",
+                        "the refresh token is invalid or expired",
+                    );
+                };
+                if claims.client_id.as_deref() != Some(client_id) {
+                    return oauth_error(
+                        StatusCode::BAD_REQUEST,
+                        "invalid_grant",
+                        "the refresh token was issued to another client",
+                    );
+                }
+                match self.registry.get_client(client_id).await {
+                    Ok(Some(_)) => {}
+                    Ok(None) => {
+                        return oauth_error(
+                            StatusCode::BAD_REQUEST,
+                            "invalid_grant",
+                            "the client is no longer registered",
+                        );
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %domain::errors::ErrorChain(&e), "reading a registered client");
+                        return oauth_error(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable", "retry later");
+                    }
+                }
+                let scopes: Vec<String> =
+                    claims.scope.unwrap_or_default().split_whitespace().map(str::to_owned).collect();
+                self.issue(client_id, &scopes)
+            }
+            _ => oauth_error(
+                StatusCode::BAD_REQUEST,
+                "unsupported_grant_type",
+                "grant_type must be authorization_code or refresh_token",
+            ),
+        }
+    }
+
+    fn issue(&self, client_id: &str, scopes: &[String]) -> http::Response<Bytes> {
+        let now = self.clock.now();
+        let scope_refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
+        let access = mint_hs256(
+            &self.secret,
+            &self.issuer,
+            &self.audience,
+            &self.owner,
+            client_id,
+            &scope_refs,
+            now,
+            ACCESS_TTL,
+        );
+        let refresh_claims = Claims {
+            iss: self.issuer.clone(),
+            sub: self.owner.clone(),
+            aud: Some(json!(self.refresh_audience())),
+            client_id: Some(client_id.to_owned()),
+            azp: None,
+            scope: Some(scopes.join(" ")),
+            exp: now.plus(REFRESH_TTL).as_epoch_seconds(),
+            nbf: None,
+            token_use: Some("refresh".into()),
+        };
+        let refresh = jsonwebtoken::encode(
+            &Header::new(Algorithm::HS256),
+            &refresh_claims,
+            &EncodingKey::from_secret(&self.secret),
+        );
+        match (access, refresh) {
+            (Ok(access), Ok(refresh)) => {
+                let mut r = crate::http_json::response(
+                    StatusCode::OK,
+                    json!({
+                        "access_token": access,
+                        "token_type": "Bearer",
+                        "expires_in": ACCESS_TTL.as_secs(),
+                        "refresh_token": refresh,
+                        "scope": scopes.join(" "),
+                    }),
+                );
+                r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+                r
+            }
+            (Err(e), _) | (_, Err(e)) => {
+                tracing::error!(error = %e, "signing a local token");
+                oauth_error(StatusCode::INTERNAL_SERVER_ERROR, "server_error", "could not sign the token")
+            }
+        }
+    }
+
+    fn refresh_audience(&self) -> String {
+        format!("{}#refresh", self.audience)
+    }
+
+    fn verify_refresh(&self, token: &str) -> Option<Claims> {
+        let mut v = Validation::new(Algorithm::HS256);
+        v.validate_exp = false;
+        v.set_issuer(&[&self.issuer]);
+        v.set_audience(&[self.refresh_audience()]);
+        let claims = jsonwebtoken::decode::<Claims>(token, &DecodingKey::from_secret(&self.secret), &v).ok()?.claims;
+        (claims.token_use.as_deref() == Some("refresh") && claims.exp > self.clock.now().as_epoch_seconds())
+            .then_some(claims)
+    }
+}
+
+/// The scopes a request may be granted: read and run (either spelling) from `scope`, or both
+/// when it asks for none; the owner scope and unknown scopes are refused, OpenID's ignored.
+fn granted_scopes(scope: Option<&str>) -> Result<Vec<String>, String> {
+    let mut out = Vec::new();
+    for s in scope.unwrap_or_default().split_whitespace() {
+        let product = s.replacen("osfoundry/", "osfoundry:", 1);
+        if product == SCOPE_OWNER {
+            return Err(format!("{s} is the owner's and cannot be granted to a connected client"));
+        }
+        if product == SCOPE_READ || product == SCOPE_RUN {
+            if !out.contains(&product) {
+                out.push(product);
+            }
+        } else if !super::IGNORED_SCOPES.contains(&s) {
+            return Err(format!("{s} is not supported (the read and run scopes)"));
+        }
+    }
+    if out.is_empty() {
+        out = vec![SCOPE_READ.to_owned(), SCOPE_RUN.to_owned()];
+    }
+    Ok(out)
+}
+
+/// RFC 7636 §4.1: 43–128 characters of `[A-Za-z0-9-._~]`.
+fn valid_verifier(v: &str) -> bool {
+    (43..=128).contains(&v.len()) && v.bytes().all(|b| b.is_ascii_alphanumeric() || b"-._~".contains(&b))
+}
+
+fn form(body: &[u8]) -> HashMap<String, String> {
+    url::form_urlencoded::parse(body).into_owned().collect()
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// Inserts, first dropping expired entries and, past [`MAX_PENDING`], the oldest.
+fn insert_bounded(m: &Mutex<HashMap<String, Pending>>, key: String, value: Pending, now: Timestamp) {
+    let mut m = lock(m);
+    m.retain(|_, p| p.expires > now);
+    while m.len() >= MAX_PENDING {
+        let Some(oldest) = m.iter().min_by_key(|(_, p)| p.expires).map(|(k, _)| k.clone()) else { break };
+        m.remove(&oldest);
+    }
+    m.insert(key, value);
+}
+
+fn random_token() -> String {
+    let mut b = [0u8; 32];
+    if getrandom::fill(&mut b).is_err() {
+        // No randomness: a UUIDv4 (also from the OS) is the fallback; it never happens on Linux.
+        return uuid::Uuid::new_v4().simple().to_string();
+    }
+    URL_SAFE_NO_PAD.encode(b)
+}
+
+/// `303` to `uri` with `params`, `state` and `iss` appended to its query.
+fn redirect(uri: &str, params: &[(&str, &str)], state: Option<&str>, issuer: &str) -> http::Response<Bytes> {
+    let Ok(mut u) = url::Url::parse(uri) else {
+        return bad_page("The registered redirect URI cannot be used.");
+    };
+    {
+        let mut q = u.query_pairs_mut();
+        for (k, v) in params {
+            q.append_pair(k, v);
+        }
+        if let Some(s) = state {
+            q.append_pair("state", s);
+        }
+        q.append_pair("iss", issuer);
+    }
+    let mut r = http::Response::new(Bytes::new());
+    *r.status_mut() = StatusCode::SEE_OTHER;
+    if let Ok(v) = HeaderValue::from_str(u.as_str()) {
+        r.headers_mut().insert(header::LOCATION, v);
+    }
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+fn bad_page(message: &str) -> http::Response<Bytes> {
+    page(StatusCode::BAD_REQUEST, "Cannot connect", message, None)
+}
+
+fn escape(s: &str) -> String {
+    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#39;")
+}
+
+/// An HTML page with a strict CSP: no scripts, forms only to this server (and, after Allow,
+/// the redirect's origin — CSP `form-action` applies to the redirect too), no framing.
+fn page(status: StatusCode, title: &str, body_html: &str, form_target: Option<&str>) -> http::Response<Bytes> {
+    let html = format!(
+        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
+         <title>{t} · foundry-connect</title><style>body{{font:16px system-ui,sans-serif;max-width:34em;margin:4em auto;padding:0 1em;color:#222}}\
+         button{{font:inherit;padding:.5em 1.4em;margin-right:.6em;border-radius:6px;border:1px solid #888;cursor:pointer}}\
+         button.allow{{background:#1b5e20;color:#fff;border-color:#1b5e20}}code{{background:#f2f2f2;padding:0 .3em}}</style></head>\
+         <body><h1>{t}</h1>{body_html}</body></html>",
+        t = escape(title)
+    );
+    let mut r = http::Response::new(Bytes::from(html));
+    *r.status_mut() = status;
+    let form_action = match form_target {
+        Some(origin) => format!("'self' {origin}"),
+        None => "'none'".to_owned(),
+    };
+    let csp = format!(
+        "default-src 'none'; style-src 'unsafe-inline'; form-action {form_action}; frame-ancestors 'none'; base-uri 'none'"
+    );
+    let h = r.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    if let Ok(v) = HeaderValue::from_str(&csp) {
+        h.insert(header::CONTENT_SECURITY_POLICY, v);
+    }
+    r
+}
+
+fn consent_page(client: &RegisteredClient, p: &Pending, csrf: &str, owner: &str) -> http::Response<Bytes> {
+    let (origin, shown) = match url::Url::parse(&p.redirect_uri) {
+        Ok(u) => (
+            u.origin().ascii_serialization(),
+            format!("{}{}", u.host_str().unwrap_or_default(), u.port().map(|p| format!(":{p}")).unwrap_or_default()),
+        ),
+        Err(_) => (String::new(), p.redirect_uri.clone()),
+    };
+    let scopes: Vec<String> = p
+        .scopes
+        .iter()
+        .map(|s| match s.as_str() {
+            SCOPE_READ => "read your graph sessions, runs and linked chat tasks".to_owned(),
+            SCOPE_RUN => "queue and cancel graph runs, claim and complete linked chat tasks".to_owned(),
+            other => escape(other),
+        })
+        .map(|s| format!("<li>{s}</li>"))
+        .collect();
+    let body = format!(
+        "<p>An MCP client wants to use this local foundry-connect as <code>{owner}</code>. It will return to \
+         <code>{shown}</code> (client <code>{client}</code>).</p><p>It will be able to:</p><ul>{scopes}</ul>\
+         <form method=\"post\" action=\"{AUTHORIZE_PATH}\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
+         <button class=\"allow\" name=\"decision\" value=\"allow\" type=\"submit\">Allow</button>\
+         <button name=\"decision\" value=\"deny\" type=\"submit\">Deny</button></form>",
+        owner = escape(owner),
+        shown = escape(&shown),
+        client = escape(&client.client_id),
+        scopes = scopes.join(""),
+        csrf = escape(csrf),
+    );
+    page(StatusCode::OK, "Connect an MCP client", &body, Some(&origin))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn scopes_default_to_read_and_run_and_never_include_owner() {
+        assert_eq!(granted_scopes(None).unwrap(), vec![SCOPE_READ, SCOPE_RUN]);
+        assert_eq!(granted_scopes(Some("osfoundry/read openid")).unwrap(), vec![SCOPE_READ]);
+        assert!(granted_scopes(Some("osfoundry:owner")).unwrap_err().contains("owner"));
+        assert!(granted_scopes(Some("admin")).unwrap_err().contains("admin"));
+    }
+
+    #[test]
+    fn verifiers_follow_rfc_7636() {
+        assert!(valid_verifier(&"a".repeat(43)));
+        assert!(valid_verifier(&"A-._~9".repeat(20)));
+        assert!(!valid_verifier(&"a".repeat(42)));
+        assert!(!valid_verifier(&"a".repeat(129)));
+        assert!(!valid_verifier(&format!("{}+", "a".repeat(43))));
+    }
+}
