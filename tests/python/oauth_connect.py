@@ -1,0 +1,150 @@
+"""Connect to foundry-connect with nothing but its MCP URL, using the official Python MCP SDK's
+own OAuth client (1.x or 2.x): discovery (401 → protected-resource metadata → authorization-server
+metadata), dynamic client registration, authorization code + PKCE, the token exchange — then
+tools/list and a tool call with the token it got.
+
+Run by tests/tests/oauth_local.rs against the local server, which passes FC_URL (the MCP URL) and
+FC_LINK (the demo chat link). The person's part is scripted: the consent page is fetched as a
+browser would and its Allow button submitted; the redirect back to the client is read from the
+303 (nothing listens on the redirect URI). Prints one JSON line with what happened; exits non-zero
+on the first failed check.
+"""
+
+import asyncio
+import json
+import os
+import re
+import sys
+import urllib.error
+import urllib.parse
+import urllib.request
+from importlib.metadata import version
+
+MAJOR = int(version("mcp").split(".")[0])
+URL = os.environ["FC_URL"]
+LINK = os.environ["FC_LINK"]
+REDIRECT = "http://127.0.0.1:49151/callback"
+seen = {}
+
+
+def check(cond, what):
+    if not cond:
+        print(f"FAILED: {what}", file=sys.stderr)
+        sys.exit(1)
+
+
+class Storage:
+    """In-memory token and client storage (the SDK's TokenStorage protocol)."""
+
+    def __init__(self):
+        self.tokens = None
+        self.client = None
+
+    async def get_tokens(self):
+        return self.tokens
+
+    async def set_tokens(self, tokens):
+        self.tokens = tokens
+
+    async def get_client_info(self):
+        return self.client
+
+    async def set_client_info(self, client_info):
+        self.client = client_info
+
+
+class NoRedirect(urllib.request.HTTPRedirectHandler):
+    def redirect_request(self, req, fp, code, msg, headers, newurl):
+        return None
+
+
+def click_allow(authorize_url):
+    """What the person does: open the consent page, press Allow. Returns the redirect target."""
+    with urllib.request.urlopen(authorize_url) as page:
+        html = page.read().decode()
+    csrf = re.search(r'name="csrf" value="([^"]+)"', html)
+    check(csrf, "the consent page has its anti-forgery token")
+    action = re.search(r'<form method="post" action="([^"]+)"', html)
+    check(action, "the consent page has a form")
+    u = urllib.parse.urlparse(authorize_url)
+    target = f"{u.scheme}://{u.netloc}{action.group(1)}"
+    data = urllib.parse.urlencode({"csrf": csrf.group(1), "decision": "allow"}).encode()
+    try:
+        urllib.request.build_opener(NoRedirect).open(urllib.request.Request(target, data=data))
+    except urllib.error.HTTPError as e:
+        check(e.code == 303, f"Allow answers 303, got {e.code}")
+        return e.headers["Location"]
+    check(False, "Allow did not redirect")
+
+
+answer = {}
+
+
+async def redirect_handler(authorize_url):
+    q = urllib.parse.parse_qs(urllib.parse.urlparse(authorize_url).query)
+    seen["code_challenge_method"] = q.get("code_challenge_method", [None])[0]
+    seen["resource"] = q.get("resource", [None])[0]
+    seen["scope"] = q.get("scope", [None])[0]
+    location = await asyncio.to_thread(click_allow, authorize_url)
+    back = urllib.parse.parse_qs(urllib.parse.urlparse(location).query)
+    check(location.startswith(REDIRECT), f"sent back to the registered redirect, got {location}")
+    check("code" in back, f"a code came back: {location}")
+    answer.update({k: v[0] for k, v in back.items()})
+
+
+async def callback_handler():
+    if MAJOR >= 2:
+        from mcp.shared.auth import AuthorizationCodeResult
+
+        return AuthorizationCodeResult(code=answer["code"], state=answer.get("state"), iss=answer.get("iss"))
+    return answer["code"], answer.get("state")
+
+
+async def exercise(session, storage):
+    tools = await session.list_tools()
+    names = {t.name for t in tools.tools}
+    result = await session.call_tool("list_linked_chat_tasks", {"chat_link_id": LINK})
+    data = getattr(result, "structured_content", None) or getattr(result, "structuredContent", None)
+    check(data is not None and "tasks" in data, f"list_linked_chat_tasks answered: {result}")
+    client = storage.client
+    print(json.dumps({
+        "sdk": version("mcp"),
+        "tools": len(names),
+        "tasks": len(data["tasks"]),
+        "client_id": client.client_id,
+        "redirect_uri": str(client.redirect_uris[0]),
+        **seen,
+    }))
+
+
+async def main():
+    from mcp.client.auth import OAuthClientProvider
+    from mcp.shared.auth import OAuthClientMetadata
+
+    storage = Storage()
+    metadata = OAuthClientMetadata(
+        client_name="foundry-connect test client",
+        redirect_uris=[REDIRECT],
+        grant_types=["authorization_code", "refresh_token"],
+        response_types=["code"],
+    )
+    provider = OAuthClientProvider(URL, metadata, storage, redirect_handler, callback_handler)
+    if MAJOR >= 2:
+        from mcp import Client
+        from mcp.client.streamable_http import streamable_http_client
+        from mcp.shared._httpx_utils import create_mcp_http_client
+
+        http = create_mcp_http_client(auth=provider)
+        async with Client(streamable_http_client(URL, http_client=http), mode="auto") as client:
+            await exercise(client, storage)
+    else:
+        from mcp import ClientSession
+        from mcp.client.streamable_http import streamablehttp_client
+
+        async with streamablehttp_client(URL, auth=provider) as (read, write, _):
+            async with ClientSession(read, write) as session:
+                await session.initialize()
+                await exercise(session, storage)
+
+
+asyncio.run(main())

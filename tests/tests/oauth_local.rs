@@ -1,0 +1,316 @@
+//! Connecting to the local server with only its URL, the way an MCP client does it: 401 →
+//! protected-resource metadata → authorization-server metadata → registration → the consent
+//! page → code + PKCE → tokens → `tools/list`; refresh; and everything that must be refused
+//! (unlisted redirect hosts, the owner scope, a wrong verifier, a reused code, floods).
+//! Then the official Python MCP SDK's own OAuth client does the whole flow by itself.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::collections::HashMap;
+
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use domain::clients::RegisterClients;
+use local::LocalConfig;
+use serde_json::{Value, json};
+use sha2::{Digest, Sha256};
+
+struct Client {
+    http: reqwest::Client,
+    base: String,
+}
+
+impl Client {
+    async fn json(&self, res: reqwest::Response) -> (u16, Value) {
+        let status = res.status().as_u16();
+        (status, res.json().await.unwrap_or(Value::Null))
+    }
+
+    async fn get(&self, path: &str) -> (u16, Value) {
+        self.json(self.http.get(format!("{}{path}", self.base)).send().await.unwrap()).await
+    }
+
+    async fn register(&self, body: Value) -> (u16, Value) {
+        self.json(self.http.post(format!("{}/register", self.base)).json(&body).send().await.unwrap()).await
+    }
+
+    async fn token(&self, form: &[(&str, &str)]) -> (u16, Value) {
+        self.json(self.http.post(format!("{}/oauth/token", self.base)).form(form).send().await.unwrap()).await
+    }
+
+    /// The authorization request, the consent page, and the click: the redirect's query.
+    async fn authorize(&self, query: &[(&str, &str)], decision: &str) -> HashMap<String, String> {
+        let page = self.http.get(format!("{}/oauth/authorize", self.base)).query(query).send().await.unwrap();
+        assert_eq!(page.status(), 200, "the consent page");
+        let csp = page.headers()["content-security-policy"].to_str().unwrap().to_owned();
+        assert!(csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"), "{csp}");
+        let html = page.text().await.unwrap();
+        assert!(!html.contains("<script"), "the consent page runs no script");
+        let csrf = html.split("name=\"csrf\" value=\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
+        let res = self
+            .http
+            .post(format!("{}/oauth/authorize", self.base))
+            .form(&[("csrf", csrf.as_str()), ("decision", decision)])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 303);
+        let location = url::Url::parse(res.headers()["location"].to_str().unwrap()).unwrap();
+        // The same anti-forgery token cannot answer twice.
+        let again = self
+            .http
+            .post(format!("{}/oauth/authorize", self.base))
+            .form(&[("csrf", csrf.as_str()), ("decision", "allow")])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(again.status(), 400, "a consent answered twice");
+        location.query_pairs().into_owned().collect()
+    }
+
+    async fn exchange(&self, code: &str, verifier: &str, redirect: &str, client_id: &str) -> (u16, Value) {
+        self.token(&[
+            ("grant_type", "authorization_code"),
+            ("code", code),
+            ("redirect_uri", redirect),
+            ("client_id", client_id),
+            ("code_verifier", verifier),
+        ])
+        .await
+    }
+
+    async fn mcp(&self, token: &str, body: Value) -> reqwest::Response {
+        self.http
+            .post(format!("{}/mcp", self.base))
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await
+            .unwrap()
+    }
+}
+
+fn pkce() -> (String, String) {
+    let verifier = format!("v-{}-{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
+    let challenge = URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()));
+    (verifier, challenge)
+}
+
+async fn start() -> (local::Running, Client, std::path::PathBuf) {
+    let dir = std::env::temp_dir().join(format!("foundry-oauth-{}", uuid::Uuid::new_v4()));
+    let running = local::start(LocalConfig::at(dir.clone())).await.unwrap();
+    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let client = Client { http, base: running.base_url.clone() };
+    (running, client, dir)
+}
+
+#[tokio::test]
+async fn an_mcp_client_connects_to_the_local_server_from_nothing_but_the_url() {
+    let (running, c, dir) = start().await;
+    let base = c.base.clone();
+    // 1. An unauthenticated call: 401 pointing at the protected-resource metadata.
+    let res = c
+        .http
+        .post(&running.mcp_url)
+        .header("accept", "application/json, text/event-stream")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 401);
+    let challenge = res.headers()["www-authenticate"].to_str().unwrap().to_owned();
+    let prm_url = challenge.split("resource_metadata=\"").nth(1).unwrap().trim_end_matches('"').to_owned();
+    // 2. The protected-resource metadata names this server as the authorization server.
+    let prm: Value = c.http.get(&prm_url).send().await.unwrap().json().await.unwrap();
+    assert_eq!(prm["resource"], running.mcp_url);
+    assert_eq!(prm["authorization_servers"], json!([base]));
+    // 3. Its metadata, at both locations clients try: S256, the scopes it issues, registration.
+    let as_url = prm["authorization_servers"][0].as_str().unwrap();
+    for path in ["/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"] {
+        let (status, m) = c.get(path).await;
+        assert_eq!(status, 200, "{path}");
+        assert_eq!(m["issuer"], as_url);
+        assert_eq!(m["code_challenge_methods_supported"], json!(["S256"]));
+        assert_eq!(m["scopes_supported"], prm["scopes_supported"]);
+        assert_eq!(m["token_endpoint_auth_methods_supported"], json!(["none"]));
+        assert_eq!(m["registration_endpoint"], format!("{base}/register"));
+    }
+    // 4. Registration with a loopback redirect (a desktop client), reused when repeated.
+    let redirect = "http://127.0.0.1:50123/callback";
+    let reg = json!({"client_name": "Desktop client", "redirect_uris": [redirect], "token_endpoint_auth_method": "none",
+                     "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"]});
+    let (status, client) = c.register(reg.clone()).await;
+    assert_eq!(status, 201, "{client}");
+    assert_eq!(client["token_endpoint_auth_method"], "none");
+    assert_eq!(client["redirect_uris"], json!([redirect]));
+    let client_id = client["client_id"].as_str().unwrap().to_owned();
+    assert_eq!(c.register(reg).await.1["client_id"], client_id, "the same registration made a second client");
+    let stored = running.store.get_client(&client_id).await.unwrap().unwrap();
+    assert_eq!(stored.redirect_uris, vec![redirect]);
+    assert_eq!(stored.scopes, vec!["osfoundry:read", "osfoundry:run"]);
+    // 5. Authorization code with PKCE, through the consent page.
+    let (verifier, challenge) = pkce();
+    let query = [
+        ("response_type", "code"),
+        ("client_id", client_id.as_str()),
+        ("redirect_uri", redirect),
+        ("code_challenge", challenge.as_str()),
+        ("code_challenge_method", "S256"),
+        ("state", "st-1"),
+        ("scope", "osfoundry:read osfoundry:run"),
+        ("resource", running.mcp_url.as_str()),
+    ];
+    let back = c.authorize(&query, "allow").await;
+    assert_eq!(back["state"], "st-1");
+    assert_eq!(back["iss"], base, "RFC 9207 issuer in the response");
+    let code = back["code"].clone();
+    // A wrong verifier is refused, and spends the code.
+    let (_, other) = pkce();
+    let (status, err) = c.exchange(&code, &other, redirect, &client_id).await;
+    assert_eq!((status, err["error"].as_str()), (400, Some("invalid_grant")), "{err}");
+    let (_, err) = c.exchange(&code, &verifier, redirect, &client_id).await;
+    assert_eq!(err["error"], "invalid_grant", "a code worked after a failed exchange");
+    // Again, properly.
+    let back = c.authorize(&query, "allow").await;
+    let (status, tokens) = c.exchange(&back["code"], &verifier, redirect, &client_id).await;
+    assert_eq!(status, 200, "{tokens}");
+    assert_eq!(tokens["token_type"], "Bearer");
+    let (_, err) = c.exchange(&back["code"], &verifier, redirect, &client_id).await;
+    assert_eq!(err["error"], "invalid_grant", "a code was used twice");
+    // 6. The token works on the MCP endpoint, as this client.
+    let access = tokens["access_token"].as_str().unwrap();
+    let res = c.mcp(access, json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})).await;
+    assert_eq!(res.status(), 200);
+    let listed: Value = res.json().await.unwrap();
+    assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 9);
+    // The refresh token is not an access token…
+    let refresh = tokens["refresh_token"].as_str().unwrap();
+    assert_eq!(c.mcp(refresh, json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"})).await.status(), 401);
+    // …but gets a new one.
+    let (status, renewed) =
+        c.token(&[("grant_type", "refresh_token"), ("refresh_token", refresh), ("client_id", &client_id)]).await;
+    assert_eq!(status, 200, "{renewed}");
+    let res = c
+        .mcp(renewed["access_token"].as_str().unwrap(), json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}))
+        .await;
+    assert_eq!(res.status(), 200);
+    // Another client cannot use this client's refresh token.
+    let (_, other_client) = c.register(json!({"redirect_uris": ["http://localhost:7777/cb"]})).await;
+    let (status, _) = c
+        .token(&[
+            ("grant_type", "refresh_token"),
+            ("refresh_token", refresh),
+            ("client_id", other_client["client_id"].as_str().unwrap()),
+        ])
+        .await;
+    assert_eq!(status, 400);
+    // Deny sends the user back with access_denied; the owner scope is never granted.
+    assert_eq!(c.authorize(&query, "deny").await["error"], "access_denied");
+    let mut owner_query = query.to_vec();
+    owner_query.retain(|(k, _)| *k != "scope");
+    owner_query.push(("scope", "osfoundry:owner"));
+    let res = c.http.get(format!("{base}/oauth/authorize")).query(&owner_query).send().await.unwrap();
+    assert_eq!(res.status(), 303);
+    assert!(res.headers()["location"].to_str().unwrap().contains("error=invalid_scope"));
+    // Without PKCE: refused, back at the client.
+    let no_pkce: Vec<(&str, &str)> = query.iter().copied().filter(|(k, _)| !k.starts_with("code_challenge")).collect();
+    let res = c.http.get(format!("{base}/oauth/authorize")).query(&no_pkce).send().await.unwrap();
+    assert!(res.headers()["location"].to_str().unwrap().contains("error=invalid_request"));
+    // A redirect URI the client did not register: shown on a page, never followed.
+    let mut foreign = query.to_vec();
+    foreign.retain(|(k, _)| *k != "redirect_uri");
+    foreign.push(("redirect_uri", "http://127.0.0.1:9/evil"));
+    let res = c.http.get(format!("{base}/oauth/authorize")).query(&foreign).send().await.unwrap();
+    assert_eq!(res.status(), 400);
+    assert!(res.headers().get("location").is_none());
+    running.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn registrations_are_checked_and_floods_are_refused() {
+    let (running, c, dir) = start().await;
+    for (body, code, field) in [
+        (json!({"redirect_uris": ["https://evil.example/callback"]}), "invalid_redirect_uri", "redirect_uris[0]"),
+        (json!({"redirect_uris": ["http://192.168.1.5/cb"]}), "invalid_redirect_uri", "redirect_uris[0]"),
+        (json!({"redirect_uris": []}), "invalid_redirect_uri", "redirect_uris"),
+        (
+            json!({"redirect_uris": ["http://localhost:1/cb"], "scope": "osfoundry:owner"}),
+            "invalid_client_metadata",
+            "scope",
+        ),
+        (
+            json!({"redirect_uris": ["http://localhost:1/cb"], "grant_types": ["client_credentials"]}),
+            "invalid_client_metadata",
+            "grant_types",
+        ),
+    ] {
+        let (status, err) = c.register(body.clone()).await;
+        assert_eq!(status, 400, "{body}");
+        assert_eq!(err["error"], code, "{body}");
+        assert!(err["error_description"].as_str().unwrap().starts_with(field), "{err}");
+    }
+    assert!(running.store.list_clients().await.unwrap().is_empty(), "a refused registration left a client");
+    // Claude's and ChatGPT's callbacks register (the local server accepts what the cloud does).
+    for cb in ["https://claude.ai/api/mcp/auth_callback", "https://chatgpt.com/connector/oauth/abc123"] {
+        assert_eq!(c.register(json!({"redirect_uris": [cb]})).await.0, 201, "{cb}");
+    }
+    // A flood: new clients stop at the hourly limit; registering an existing one still works.
+    let limit = service::oauth::DEFAULT_REGISTRATIONS_PER_HOUR;
+    let mut statuses = Vec::new();
+    for port in 0..limit + 3 {
+        statuses.push(c.register(json!({"redirect_uris": [format!("http://localhost:{}/cb", 20000 + port)]})).await);
+    }
+    let created = statuses.iter().filter(|(s, _)| *s == 201).count();
+    assert_eq!(created, limit - 2, "two of this hour's registrations were Claude's and ChatGPT's");
+    let (status, err) = statuses.last().unwrap();
+    assert_eq!((*status, err["error"].as_str()), (429, Some("temporarily_unavailable")));
+    assert_eq!(running.store.list_clients().await.unwrap().len(), limit);
+    let (status, _) = c.register(json!({"redirect_uris": ["https://claude.ai/api/mcp/auth_callback"]})).await;
+    assert_eq!(status, 201, "reusing a client is not a new registration");
+    running.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+async fn python_oauth(python_var: &str) {
+    let Some(python) = std::env::var_os(python_var) else {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{python_var} is not set under CI=true");
+        eprintln!("\n*** SKIPPING: {python_var} is not set; ./infra/test.sh installs the pinned Python MCP SDKs. ***\n");
+        return;
+    };
+    let (running, _, dir) = start().await;
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/oauth_connect.py");
+    let out = tokio::process::Command::new(&python)
+        .arg(script)
+        .env("FC_URL", &running.mcp_url)
+        .env("FC_LINK", running.demo.chat_link_id.to_string())
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{python_var} OAuth client failed:\n{stdout}\n{stderr}");
+    let seen: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    eprintln!("{python_var}: {seen}");
+    assert_eq!(seen["tools"], 9);
+    assert_eq!(seen["code_challenge_method"], "S256");
+    assert_eq!(seen["resource"], running.mcp_url);
+    assert!(seen["tasks"].as_u64().unwrap() >= 1, "the demo task is visible through the link");
+    // The client it registered is in the registry, with exactly its redirect URI.
+    let client = running.store.get_client(seen["client_id"].as_str().unwrap()).await.unwrap().unwrap();
+    assert_eq!(client.redirect_uris, vec![seen["redirect_uri"].as_str().unwrap()]);
+    running.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn the_python_sdk_2x_oauth_client_connects_with_only_the_url() {
+    python_oauth("FOUNDRY_PYTHON_MCP2").await;
+}
+
+#[tokio::test]
+async fn the_python_sdk_1x_oauth_client_connects_with_only_the_url() {
+    python_oauth("FOUNDRY_PYTHON_MCP1").await;
+}
