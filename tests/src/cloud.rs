@@ -219,6 +219,21 @@ impl Template {
             .collect()
     }
 
+    /// A stack output, resolved as CloudFormation would (the gateway's URL for the API's own).
+    ///
+    /// # Panics
+    /// When the template has no such output.
+    pub fn output(&self, name: &str, r: &Resources, gateway: &str) -> String {
+        let v = &self.yaml["Outputs"][name]["Value"];
+        assert!(!v.is_null(), "template.yaml has no output {name}");
+        self.resolve(v, r, gateway)
+    }
+
+    /// A value anywhere in the template, by path (`["Resources", "ResourceServer", …]`).
+    pub fn value(&self, path: &[&str]) -> Yaml {
+        path.iter().fold(self.yaml.clone(), |v, k| v[*k].clone())
+    }
+
     /// The HTTP API's routes.
     pub fn routes(&self) -> Vec<Route> {
         let integration_fn = |name: &str| -> String {
@@ -629,12 +644,18 @@ async fn gateway_handler(
     res
 }
 
-/// The user pool id the emulated issuer names.
-pub const POOL: &str = "us-east-1_TESTPOOL";
+/// The user pool of this test process: created once on the emulator (its app-client API is
+/// what the registration function calls), named by the tokens' issuer.
+static POOL: tokio::sync::OnceCell<String> = tokio::sync::OnceCell::const_new();
 
 /// The issuer of the emulated Cognito pool.
+///
+/// # Panics
+/// Before [`account`] created the pool.
 pub fn issuer() -> String {
-    format!("https://cognito-idp.{REGION}.amazonaws.com/{POOL}")
+    #[allow(clippy::expect_used)]
+    let pool = POOL.get().expect("account() creates the user pool first");
+    format!("https://cognito-idp.{REGION}.amazonaws.com/{pool}")
 }
 
 fn fixture(name: &str) -> String {
@@ -704,6 +725,20 @@ pub async fn account() -> Option<Account> {
     let sqs = aws_sdk_sqs::Client::new(&aws);
     #[allow(clippy::expect_used)]
     let queue = sqs.create_queue().queue_name(format!("fc-events-{suffix}")).send().await.expect("create queue");
+    let cognito = aws_sdk_cognitoidentityprovider::Client::new(&aws);
+    let pool = POOL
+        .get_or_init(|| async {
+            #[allow(clippy::expect_used)]
+            let out = cognito
+                .create_user_pool()
+                .pool_name(format!("fc-owners-{suffix}"))
+                .send()
+                .await
+                .expect("create user pool");
+            out.user_pool().and_then(|p| p.id()).unwrap_or_default().to_owned()
+        })
+        .await
+        .clone();
     let jwks = fixture("rs256-test-jwks.json");
     let app = axum::Router::new().route("/jwks.json", axum::routing::get(move || async move { jwks }));
     let (listener, addr) = bind().await;
@@ -722,7 +757,7 @@ pub async fn account() -> Option<Account> {
         table,
         bucket,
         events_queue: queue.queue_url.unwrap_or_default(),
-        user_pool: POOL.into(),
+        user_pool: pool,
         clients,
         jwks_url: format!("http://{addr}/jwks.json"),
     };

@@ -277,7 +277,9 @@ async fn registrations_are_checked_and_floods_are_refused() {
 async fn python_oauth(python_var: &str) {
     let Some(python) = std::env::var_os(python_var) else {
         assert!(std::env::var("CI").as_deref() != Ok("true"), "{python_var} is not set under CI=true");
-        eprintln!("\n*** SKIPPING: {python_var} is not set; ./infra/test.sh installs the pinned Python MCP SDKs. ***\n");
+        eprintln!(
+            "\n*** SKIPPING: {python_var} is not set; ./infra/test.sh installs the pinned Python MCP SDKs. ***\n"
+        );
         return;
     };
     let (running, _, dir) = start().await;

@@ -1,0 +1,176 @@
+//! Connecting Claude or ChatGPT to the deployed shape with nothing but the connector URL, step
+//! by step as an MCP client does it, against the real binaries (`mcp`, `register_client`, the
+//! tools) under the Lambda emulator, with moto's Cognito user-pool client API behind
+//! registration — and every URL checked against the template's outputs:
+//!
+//! unauthenticated call → 401 → protected-resource metadata → the stack's authorization-server
+//! metadata (both discovery locations; S256; Cognito's scope spelling) → registration with
+//! Claude's callback → the app client exists in the pool with exactly that callback and the
+//! read/run scopes → a Cognito-shaped token for that client → `tools/list` and a tool call.
+//! Also: ChatGPT's per-app callback registers, registering again reuses the client, and an
+//! unlisted host, a loopback IP (Cognito allows plain HTTP only for `localhost`), the owner
+//! scope and a registration flood are refused; an owner token never reaches the tools.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use foundry_tests::cloud::{Emulator, Template, access_token, account};
+use serde_json::{Value, json};
+
+const CLAUDE: &str = "https://claude.ai/api/mcp/auth_callback";
+
+async fn get_json(http: &reqwest::Client, url: &str) -> Value {
+    let res = http.get(url).send().await.unwrap();
+    assert_eq!(res.status(), 200, "GET {url}");
+    res.json().await.unwrap()
+}
+
+async fn register(http: &reqwest::Client, url: &str, body: Value) -> (u16, Value) {
+    let res = http.post(url).json(&body).send().await.unwrap();
+    (res.status().as_u16(), res.json().await.unwrap_or(Value::Null))
+}
+
+async fn mcp(http: &reqwest::Client, url: &str, token: Option<&str>, body: Value) -> reqwest::Response {
+    let mut req = http
+        .post(url)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&body);
+    if let Some(t) = token {
+        req = req.bearer_auth(t);
+    }
+    req.send().await.unwrap()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn claude_and_chatgpt_connect_with_only_the_connector_url() {
+    let Some(acct) = account().await else { return };
+    let template = Template::load();
+    let emu = Emulator::start(&template, &acct.resources, &acct.base_env).await;
+    emu.wait_ready().await;
+    let out = |name: &str| template.output(name, &acct.resources, &emu.gateway);
+    let http = reqwest::Client::new();
+    let connector = out("McpConnectorUrl");
+
+    // 1. From nothing: the connector URL answers 401 and names the resource metadata.
+    let res = mcp(&http, &connector, None, json!({"jsonrpc": "2.0", "id": 1, "method": "initialize"})).await;
+    assert_eq!(res.status(), 401);
+    let challenge = res.headers()["www-authenticate"].to_str().unwrap().to_owned();
+    assert_eq!(challenge, format!("Bearer resource_metadata=\"{}\"", out("ProtectedResourceMetadataUrl")));
+
+    // 2. The protected-resource metadata: this resource, and the stack's own authorization
+    // server (not Cognito's issuer, whose discovery lacks S256), with Cognito's scope spelling.
+    let prm = get_json(&http, &out("ProtectedResourceMetadataUrl")).await;
+    assert_eq!(prm["resource"], connector);
+    let issued: Vec<String> = {
+        let rs = template.value(&["Resources", "ResourceServer", "Properties"]);
+        let id = rs["Identifier"].as_str().unwrap().to_owned();
+        rs["Scopes"]
+            .as_sequence()
+            .unwrap()
+            .iter()
+            .map(|s| format!("{id}/{}", s["ScopeName"].as_str().unwrap()))
+            .filter(|s| !s.ends_with("/owner"))
+            .collect()
+    };
+    assert_eq!(prm["scopes_supported"], json!(issued), "advertised scopes must be the ones Cognito issues");
+    let as_base = prm["authorization_servers"][0].as_str().unwrap().to_owned();
+    assert_eq!(format!("{as_base}/.well-known/oauth-authorization-server"), out("AuthorizationServerMetadataUrl"));
+
+    // 3. Its metadata at both locations clients try (RFC 8414 and OpenID discovery).
+    let hosted = out("HostedSignInDomain");
+    for path in ["/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"] {
+        let m = get_json(&http, &format!("{as_base}{path}")).await;
+        assert_eq!(m["issuer"], as_base, "{path}: issuer must be the URL it is served from");
+        assert_eq!(m["code_challenge_methods_supported"], json!(["S256"]), "{path}");
+        assert_eq!(m["authorization_endpoint"], format!("{hosted}/oauth2/authorize"), "{path}");
+        assert_eq!(m["token_endpoint"], format!("{hosted}/oauth2/token"), "{path}");
+        assert_eq!(m["registration_endpoint"], out("RegistrationEndpoint"), "{path}");
+        assert_eq!(m["scopes_supported"], json!(issued), "{path}");
+        assert_eq!(m["token_endpoint_auth_methods_supported"], json!(["none"]), "{path}");
+        assert_eq!(m["grant_types_supported"], json!(["authorization_code", "refresh_token"]), "{path}");
+    }
+
+    // 4. Registration with Claude's callback creates a public app client in the pool.
+    let register_url = out("RegistrationEndpoint");
+    let claude = json!({"client_name": "Claude", "redirect_uris": [CLAUDE], "token_endpoint_auth_method": "none",
+                        "grant_types": ["authorization_code", "refresh_token"], "response_types": ["code"],
+                        "scope": "osfoundry/read osfoundry/run"});
+    let (status, client) = register(&http, &register_url, claude.clone()).await;
+    assert_eq!(status, 201, "{client}");
+    let client_id = client["client_id"].as_str().unwrap().to_owned();
+    assert_eq!(client["token_endpoint_auth_method"], "none");
+    let cognito = aws_sdk_cognitoidentityprovider::Client::new(&acct.aws);
+    let described = cognito
+        .describe_user_pool_client()
+        .user_pool_id(&acct.resources.user_pool)
+        .client_id(&client_id)
+        .send()
+        .await
+        .unwrap();
+    let c = described.user_pool_client().unwrap();
+    assert_eq!(c.callback_urls(), [CLAUDE]);
+    assert_eq!(c.allowed_o_auth_scopes(), issued.as_slice());
+    assert_eq!(c.allowed_o_auth_flows().iter().map(|f| f.as_str()).collect::<Vec<_>>(), ["code"]);
+    assert!(c.client_secret().is_none(), "a public client has no secret");
+    // Registering again reuses it.
+    assert_eq!(register(&http, &register_url, claude).await.1["client_id"], client_id);
+
+    // 5. A token Cognito would issue to that client: tools/list and a tool call go through.
+    let token = access_token(&client_id, &issued.join(" "));
+    let res = mcp(&http, &connector, Some(&token), json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"})).await;
+    assert_eq!(res.status(), 200);
+    let listed: Value = res.json().await.unwrap();
+    assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 9);
+    let call = json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+                      "params": {"name": "list_graph_sessions", "arguments": {"project_id": uuid::Uuid::now_v7().to_string()}}});
+    let res = mcp(&http, &connector, Some(&token), call.clone()).await;
+    assert_eq!(res.status(), 200);
+    let answer: Value = res.json().await.unwrap();
+    assert!(answer["result"]["content"][0]["text"].is_string(), "the tool function answered: {answer}");
+    // The owner's token is not a connector token, even from the same pool.
+    let owner = access_token("owner-client-id", "openid osfoundry/owner");
+    assert_eq!(mcp(&http, &connector, Some(&owner), call).await.status(), 401);
+
+    // 6. ChatGPT's per-app callback registers; what is not allowed is refused with RFC 7591 errors.
+    let (status, chatgpt) = register(
+        &http,
+        &register_url,
+        json!({"client_name": "ChatGPT", "redirect_uris": ["https://chatgpt.com/connector/oauth/app_7Hq2"]}),
+    )
+    .await;
+    assert_eq!(status, 201, "{chatgpt}");
+    for (body, code) in [
+        (json!({"redirect_uris": ["https://evil.example/api/mcp/auth_callback"]}), "invalid_redirect_uri"),
+        (json!({"redirect_uris": ["http://127.0.0.1:5000/callback"]}), "invalid_redirect_uri"),
+        (json!({"redirect_uris": [CLAUDE], "scope": "osfoundry/owner"}), "invalid_client_metadata"),
+    ] {
+        let (status, err) = register(&http, &register_url, body.clone()).await;
+        assert_eq!((status, err["error"].as_str()), (400, Some(code)), "{body}: {err}");
+    }
+    // A desktop client on http://localhost is fine.
+    assert_eq!(
+        register(&http, &register_url, json!({"redirect_uris": ["http://localhost:33418/callback"]})).await.0,
+        201
+    );
+
+    // 7. A flood stops at the template's hourly limit.
+    let limit: usize =
+        template.value(&["Parameters", "ClientRegistrationsPerHour", "Default"]).as_u64().unwrap().try_into().unwrap();
+    let mut last = (0, Value::Null);
+    let mut created = 3; // Claude, ChatGPT, localhost
+    for port in 0..limit {
+        last =
+            register(&http, &register_url, json!({"redirect_uris": [format!("http://localhost:{}/cb", 40000 + port)]}))
+                .await;
+        if last.0 == 201 {
+            created += 1;
+        }
+    }
+    assert_eq!(created, limit, "new clients beyond this hour's limit");
+    assert_eq!((last.0, last.1["error"].as_str()), (429, Some("temporarily_unavailable")));
+    let listed =
+        cognito.list_user_pool_clients().user_pool_id(&acct.resources.user_pool).max_results(60).send().await.unwrap();
+    let registered =
+        listed.user_pool_clients().iter().filter(|c| c.client_name().unwrap_or_default().starts_with("dcr-")).count();
+    assert_eq!(registered, limit, "the pool holds exactly the allowed registrations");
+}
