@@ -3,13 +3,20 @@
 //! 1. every poll interval (20 s, or the server's `poll_interval_s`); ticks that come while a
 //!    pass is still busy collapse into one pass right after it, never a burst
 //!    (`MissedTickBehavior::Skip`);
-//! 2. re-send completions from the outbox;
+//! 2. re-send completions from the outbox; retry every `start` that never got an answer (same
+//!    execution id: the server replays it), and run the command if it is running for us;
 //! 3. for each project a session is shared in: `sync` with those sessions' metadata (≤ 100);
+//!    a project that dropped out of the config gets one empty sync (its sessions are no longer
+//!    offered); a refusal (4xx) for one project is that project's state in `relay status`, not
+//!    a failed pass;
 //! 4. for each returned command: re-check that the project is still enabled, the session still
 //!    marked for it and its slug unchanged — otherwise complete it `cancelled` with
 //!    `Graph session is no longer shared with this project`;
-//! 5. otherwise journal → `start` → run it (one at a time) while polling `control`; stop the
-//!    process group on cancel; write the bounded completion to the outbox, then post it.
+//! 5. otherwise journal → `start` → run it (one at a time) while polling `control` and syncing
+//!    on schedule (the server keeps seeing the desktop during long runs); stop the process group
+//!    on cancel; write the bounded completion to the outbox, then post it. Optional fields the
+//!    server would refuse are dropped before sending; if the server still refuses a completion,
+//!    the run is reported `failed` with the reason instead — a result is never silently lost.
 //!
 //! Network failures end the pass and the next one waits an exponentially growing, jittered
 //! delay (reset by the next successful pass). Shutdown stops waiting at once; a run cut short
@@ -22,7 +29,7 @@ use std::time::Duration;
 use domain::clock::{Clock, SystemClock};
 use domain::errors::SESSION_NO_LONGER_SHARED;
 use domain::ids::{CommandId, ProjectId};
-use domain::runs::{Completion, FinalStatus};
+use domain::runs::{Completion, FinalStatus, SessionMeta};
 use serde::Serialize;
 use tokio::time::MissedTickBehavior;
 
@@ -51,6 +58,22 @@ pub struct Status {
     pub poll_interval_s: u64,
     /// Projects the owner has disabled (as of the last sync).
     pub disabled_projects: Vec<String>,
+    /// Per project: the last sync and its outcome.
+    #[serde(default)]
+    pub projects: std::collections::BTreeMap<String, ProjectStatus>,
+}
+
+/// What `relay status` shows for one project.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
+pub struct ProjectStatus {
+    /// When it was last synced (RFC 3339), whatever the outcome.
+    pub last_sync_at: Option<String>,
+    /// `ok`, `disabled by the owner`, or the server's refusal.
+    pub outcome: String,
+    /// The sessions offered (slugs).
+    pub sessions: Vec<String>,
+    /// Queued commands seen at the last sync.
+    pub queued: usize,
 }
 
 /// Exponential backoff with ±25 % jitter, reset on success.
@@ -191,14 +214,81 @@ impl<S: RelayServer> Relay<S> {
         Ok(())
     }
 
+    fn project_status(&self, project: ProjectId, outcome: &str, sessions: &[SessionMeta], queued: usize) {
+        self.set_status(|s| {
+            s.projects.insert(
+                project.to_string(),
+                ProjectStatus {
+                    last_sync_at: Some(SystemClock.now().rfc3339()),
+                    outcome: outcome.to_owned(),
+                    sessions: sessions.iter().map(|m| m.slug.clone()).collect(),
+                    queued,
+                },
+            );
+        });
+    }
+
+    /// Retries every `start` that never got a definite answer (see [`disk`]).
+    async fn resume_starts(&self) -> Result<(), PassError> {
+        for (id, started) in self.state.journal.list::<disk::Started>() {
+            if started.running || self.state.outbox.contains(id) {
+                continue;
+            }
+            if let Some((project, command)) = started.command {
+                tracing::info!(command = %id, "retrying a start whose answer was lost");
+                self.handle(project, command).await?;
+            }
+        }
+        Ok(())
+    }
+
+    /// One empty sync for each project that was synced with sessions before but has none in
+    /// the config now, then remembers the config's projects.
+    async fn retire_projects(&self) -> Result<(), PassError> {
+        let current = self.config.projects();
+        let mut remembered = self.state.synced_projects();
+        let gone: Vec<ProjectId> = remembered.iter().copied().filter(|p| !current.contains(p)).collect();
+        for project in gone {
+            match self.client.sync(project, &[]).await {
+                Ok(_) | Err(ClientError::Refused { .. }) => {
+                    tracing::info!(%project, "no session is shared in this project any more; told the server");
+                    remembered.retain(|p| *p != project);
+                    self.set_status(|s| {
+                        s.projects.remove(&project.to_string());
+                    });
+                }
+                Err(e) => {
+                    self.state.set_synced_projects(&remembered)?;
+                    return Err(e.into());
+                }
+            }
+        }
+        self.state.set_synced_projects(&current)?;
+        Ok(())
+    }
+
     /// One pass; returns the server's poll interval.
     async fn pass(&self) -> Result<Duration, PassError> {
         self.flush_outbox().await?;
+        self.resume_starts().await?;
+        self.retire_projects().await?;
         let mut poll = self.config.poll;
         for project in self.config.projects() {
             let sessions = self.config.sessions_for(project);
-            match self.client.sync(project, &sessions).await? {
+            let synced = match self.client.sync(project, &sessions).await {
+                Ok(s) => s,
+                Err(ClientError::Refused { status, body }) => {
+                    // This project's problem (deleted, not this owner's, a bad session): the
+                    // other projects go on.
+                    tracing::warn!(%project, status, %body, "the server refused this project's sync");
+                    self.project_status(project, &format!("refused: HTTP {status} {body}"), &sessions, 0);
+                    continue;
+                }
+                Err(e) => return Err(e.into()),
+            };
+            match synced {
                 Synced::Disabled => {
+                    self.project_status(project, "disabled by the owner", &sessions, 0);
                     tracing::info!(%project, "project is disabled for connected agents; skipping");
                     self.set_status(|s| {
                         if !s.disabled_projects.contains(&project.to_string()) {
@@ -209,6 +299,7 @@ impl<S: RelayServer> Relay<S> {
                 Synced::Commands { commands, poll_interval } => {
                     poll = poll_interval;
                     tracing::info!(%project, sessions = sessions.len(), queued = commands.len(), "synced");
+                    self.project_status(project, "ok", &sessions, commands.len());
                     self.set_status(|s| {
                         s.last_sync_at = Some(SystemClock.now().rfc3339());
                         s.disabled_projects.retain(|p| p != &project.to_string());
@@ -240,8 +331,15 @@ impl<S: RelayServer> Relay<S> {
                 tracing::warn!(command = %id, %status, "the server has this run ended otherwise; dropping the completion");
                 self.state.outbox.remove(id)?;
             }
+            Err(ClientError::Refused { status, body }) if !completion.is_refusal_report() => {
+                // Never lose a run to one bad field: report it failed, saying why.
+                tracing::error!(command = %id, status, %body, "the server rejected the completion; reporting the run failed");
+                let report = completion.refusal_report(&format!("HTTP {status} {body}"));
+                self.state.outbox.put(id, &report)?;
+                return Box::pin(self.post_completion(id, &report)).await;
+            }
             Err(ClientError::Refused { status, body }) => {
-                tracing::error!(command = %id, status, %body, "the server rejected the completion; dropping it");
+                tracing::error!(command = %id, status, %body, "the server refused even the failure report; dropping it");
                 self.state.outbox.remove(id)?;
             }
             Err(e) => {
@@ -282,36 +380,72 @@ impl<S: RelayServer> Relay<S> {
             };
             return self.deliver(id, refusal).await;
         };
-        let execution_id = match self.state.journal.list::<disk::Started>().into_iter().find(|(j, _)| *j == id) {
+        let journaled = self.state.journal.list::<disk::Started>().into_iter().find(|(j, _)| *j == id);
+        if journaled.as_ref().is_some_and(|(_, s)| s.running) {
+            // Spawned once already (this process died or lost track): never run it twice.
+            return Ok(());
+        }
+        let execution_id = match journaled {
             // A start whose answer was lost: reuse its execution id, so the retry is a replay.
             Some((_, s)) => s.execution_id,
             None => uuid::Uuid::new_v4().to_string(),
         };
-        self.state.journal.put(id, &disk::Started { execution_id: execution_id.clone() })?;
-        match self.client.start(id, &execution_id).await? {
-            Started::Refused(status) => {
+        let mut entry = disk::Started {
+            execution_id: execution_id.clone(),
+            running: false,
+            command: Some((project, command.clone())),
+        };
+        self.state.journal.put(id, &entry)?;
+        match self.client.start(id, &execution_id).await {
+            Ok(Started::Refused(status)) => {
                 tracing::info!(command = %id, %status, "not starting: the server refused");
                 self.state.journal.remove(id)?;
                 return Ok(());
             }
-            Started::Running => tracing::info!(command = %id, session = %session.meta.slug, "started"),
+            Err(ClientError::Refused { status, body }) => {
+                tracing::warn!(command = %id, status, %body, "not starting: the server refused the start");
+                self.state.journal.remove(id)?;
+                return Ok(());
+            }
+            // No answer: the journal keeps the command, the next pass asks again.
+            Err(e) => return Err(e.into()),
+            Ok(Started::Running) => tracing::info!(command = %id, session = %session.meta.slug, "started"),
         }
+        // Marked before spawning: from here on this command is never spawned again.
+        entry.running = true;
+        self.state.journal.put(id, &entry)?;
         self.set_status(|s| s.current_run = Some(id.to_string()));
         let client = &self.client;
         let control_poll = self.config.control_poll;
+        let sync_every = self.config.poll;
+        let projects: Vec<(ProjectId, Vec<SessionMeta>)> =
+            self.config.projects().into_iter().map(|p| (p, self.config.sessions_for(p))).collect();
         let cancelled = async move {
-            let mut iv = tokio::time::interval(control_poll);
-            iv.set_missed_tick_behavior(MissedTickBehavior::Skip);
-            iv.tick().await;
+            let mut control = tokio::time::interval(control_poll);
+            control.set_missed_tick_behavior(MissedTickBehavior::Skip);
+            control.tick().await;
+            let mut sync = tokio::time::interval(sync_every);
+            sync.set_missed_tick_behavior(MissedTickBehavior::Skip);
+            sync.tick().await;
             loop {
-                iv.tick().await;
-                match client.control(id).await {
-                    Ok(true) => {
-                        tracing::info!(command = %id, "cancel requested; stopping the run");
-                        return;
+                tokio::select! {
+                    _ = control.tick() => match client.control(id).await {
+                        Ok(true) => {
+                            tracing::info!(command = %id, "cancel requested; stopping the run");
+                            return;
+                        }
+                        Ok(false) => {}
+                        Err(e) => tracing::warn!(command = %id, error = %e, "control poll failed; the run goes on"),
+                    },
+                    // Keep syncing on schedule so the server keeps seeing this desktop; what is
+                    // queued meanwhile waits for the next pass (one run at a time).
+                    _ = sync.tick() => {
+                        for (project, sessions) in &projects {
+                            if let Err(e) = client.sync(*project, sessions).await {
+                                tracing::debug!(%project, error = %e, "sync during a run failed");
+                            }
+                        }
                     }
-                    Ok(false) => {}
-                    Err(e) => tracing::warn!(command = %id, error = %e, "control poll failed; the run goes on"),
                 }
             }
         };
@@ -322,7 +456,7 @@ impl<S: RelayServer> Relay<S> {
             execution_id,
             status: outcome.status,
             result: outcome.result,
-            result_truncated: false,
+            result_truncated: outcome.truncated,
             error: outcome.error,
             total_tokens: outcome.total_tokens,
             reported_cost: outcome.reported_cost,
@@ -491,5 +625,257 @@ mod tests {
         assert!(b.next_delay() < BACKOFF_MAX.mul_f64(1.25));
         b.reset();
         assert!(b.next_delay() < Duration::from_millis(1250));
+    }
+
+    // ---- the hardening cases: a scripted server, real processes, real time (short polls) ----
+
+    /// A server that keeps queued commands per project and can lose start responses, refuse a
+    /// project's sync, and refuse completions the way the real server does (validate).
+    #[derive(Default)]
+    struct Script {
+        queued: Mutex<Vec<(ProjectId, Command)>>,
+        started: Mutex<std::collections::HashMap<CommandId, String>>,
+        lose_start_responses: AtomicUsize,
+        refused_projects: Mutex<Vec<ProjectId>>,
+        refuse_results_containing: Mutex<Option<String>>,
+        completed: Mutex<Vec<(CommandId, Completion)>>,
+        syncs: Mutex<Vec<(ProjectId, usize)>>,
+    }
+
+    impl RelayServer for Arc<Script> {
+        async fn sync(&self, project: ProjectId, sessions: &[SessionMeta]) -> Result<Synced, ClientError> {
+            self.syncs.lock().unwrap().push((project, sessions.len()));
+            if self.refused_projects.lock().unwrap().contains(&project) {
+                return Err(ClientError::Refused { status: 404, body: "project not found".into() });
+            }
+            let started = self.started.lock().unwrap().clone();
+            let commands = self
+                .queued
+                .lock()
+                .unwrap()
+                .iter()
+                .filter(|(p, c)| *p == project && !started.contains_key(&c.command_id))
+                .map(|(_, c)| c.clone())
+                .collect();
+            Ok(Synced::Commands { commands, poll_interval: Duration::from_millis(100) })
+        }
+        async fn start(&self, id: CommandId, execution_id: &str) -> Result<Started, ClientError> {
+            let mut started = self.started.lock().unwrap();
+            match started.get(&id) {
+                Some(e) if e == execution_id => return Ok(Started::Running),
+                Some(_) => return Ok(Started::Refused("running".into())),
+                None => {}
+            }
+            started.insert(id, execution_id.to_owned());
+            if self.lose_start_responses.load(Ordering::SeqCst) > 0 {
+                self.lose_start_responses.fetch_sub(1, Ordering::SeqCst);
+                return Err(ClientError::Retryable("the response was lost".into()));
+            }
+            Ok(Started::Running)
+        }
+        async fn control(&self, _id: CommandId) -> Result<bool, ClientError> {
+            Ok(false)
+        }
+        async fn complete(&self, id: CommandId, c: &Completion) -> Result<Completed, ClientError> {
+            if let Err(e) = c.validate() {
+                return Err(ClientError::Refused { status: 400, body: e.to_string() });
+            }
+            if let Some(bad) = self.refuse_results_containing.lock().unwrap().as_deref()
+                && c.result.as_deref().is_some_and(|r| r.contains(bad))
+            {
+                return Err(ClientError::Refused { status: 400, body: "result: not accepted".into() });
+            }
+            self.completed.lock().unwrap().push((id, c.clone()));
+            Ok(Completed::Recorded("completed".into()))
+        }
+    }
+
+    fn session_in(projects: Vec<ProjectId>, script: &str) -> Session {
+        let gs = GraphSessionId::parse("g", &format!("gs_{}", "2".repeat(32))).unwrap();
+        let meta = SessionMeta {
+            graph_session_id: gs,
+            name: "n".into(),
+            description: String::new(),
+            slug: "s".into(),
+            version: "1".into(),
+            status: "ready".into(),
+        };
+        Session { meta, projects, command: vec!["sh".into(), "-c".into(), script.into()] }
+    }
+
+    fn fast_config(state_dir: &std::path::Path, sessions: Vec<Session>) -> Config {
+        Config {
+            server_url: "http://unused.invalid".into(),
+            device_token: "fcd_test".into(),
+            state_dir: state_dir.to_path_buf(),
+            control_poll: Duration::from_millis(50),
+            poll: Duration::from_millis(100),
+            cancel_grace: Duration::from_millis(500),
+            sessions,
+        }
+    }
+
+    fn queue(script: &Script, project: ProjectId, session: &Session) -> CommandId {
+        let id = CommandId::generate();
+        let command = Command {
+            command_id: id,
+            graph_session_id: session.meta.graph_session_id.clone(),
+            slug: session.meta.slug.clone(),
+            arguments: serde_json::json!({}),
+            queued_at: "2026-11-30T00:00:00.000Z".into(),
+        };
+        script.queued.lock().unwrap().push((project, command));
+        id
+    }
+
+    /// Runs the relay (real time) until `done` holds, at most 30 s; returns whether it held.
+    async fn run_until(script: Arc<Script>, config: Config, done: impl Fn(&Script) -> bool) -> bool {
+        let relay = Relay::with_server(config, Arc::clone(&script)).unwrap();
+        let stop = Arc::new(tokio::sync::Notify::new());
+        let stopped = Arc::clone(&stop);
+        let task = tokio::spawn(async move { relay.run(async move { stopped.notified().await }).await });
+        let deadline = std::time::Instant::now() + Duration::from_secs(30);
+        let mut held = false;
+        while std::time::Instant::now() < deadline {
+            if done(&script) {
+                held = true;
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        stop.notify_one();
+        task.await.unwrap().unwrap();
+        held
+    }
+
+    fn temp_state() -> std::path::PathBuf {
+        std::env::temp_dir().join(format!("relay-hard-{}", uuid::Uuid::new_v4()))
+    }
+
+    #[tokio::test]
+    async fn a_lost_start_response_is_retried_and_the_run_executes_once() {
+        let dir = temp_state();
+        let project = ProjectId::generate();
+        let count = dir.join("executions");
+        let session = session_in(vec![project], &format!("echo x >> {}; echo ran", count.display()));
+        let script = Arc::new(Script::default());
+        script.lose_start_responses.store(1, Ordering::SeqCst);
+        let id = queue(&script, project, &session);
+        let done = run_until(Arc::clone(&script), fast_config(&dir, vec![session]), |s| {
+            s.completed.lock().unwrap().iter().any(|(c, _)| *c == id)
+        })
+        .await;
+        assert!(done, "the run whose start response was lost never completed");
+        let completed = script.completed.lock().unwrap().clone();
+        assert_eq!(completed[0].1.result.as_deref(), Some("ran"));
+        assert_eq!(completed[0].1.execution_id, script.started.lock().unwrap()[&id], "the retried start was a replay");
+        assert_eq!(std::fs::read_to_string(&count).unwrap().lines().count(), 1, "executed more than once");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
+    async fn a_refused_project_does_not_stall_the_others() {
+        let dir = temp_state();
+        let (bad, good) = (ProjectId::generate(), ProjectId::generate());
+        let session = session_in(vec![bad, good], "echo ok");
+        let script = Arc::new(Script::default());
+        script.refused_projects.lock().unwrap().push(bad);
+        let id = queue(&script, good, &session);
+        let done = run_until(Arc::clone(&script), fast_config(&dir, vec![session]), |s| {
+            s.completed.lock().unwrap().iter().any(|(c, _)| *c == id)
+        })
+        .await;
+        assert!(done, "one refused project stalled the others");
+        let status: Status = serde_json::from_slice(&std::fs::read(dir.join("status.json")).unwrap()).unwrap();
+        assert!(status.projects[&bad.to_string()].outcome.starts_with("refused: HTTP 404"), "{status:?}");
+        assert_eq!(status.projects[&good.to_string()].outcome, "ok");
+        assert_eq!(status.last_error, None, "a project's refusal is not a failed pass");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
+    async fn a_project_dropped_from_the_config_gets_one_empty_sync() {
+        let dir = temp_state();
+        let (kept, dropped) = (ProjectId::generate(), ProjectId::generate());
+        let script = Arc::new(Script::default());
+        let first = fast_config(&dir, vec![session_in(vec![kept, dropped], "true")]);
+        assert!(run_until(Arc::clone(&script), first, |s| s.syncs.lock().unwrap().len() >= 2).await);
+        // Restarted with the session no longer shared in `dropped`.
+        script.syncs.lock().unwrap().clear();
+        let second = fast_config(&dir, vec![session_in(vec![kept], "true")]);
+        let told = run_until(Arc::clone(&script), second, |s| s.syncs.lock().unwrap().contains(&(dropped, 0))).await;
+        assert!(
+            told,
+            "the server was never told the project has no shared session: {:?}",
+            script.syncs.lock().unwrap()
+        );
+        // Once: later passes sync only the kept project.
+        let before = script.syncs.lock().unwrap().iter().filter(|(p, _)| *p == dropped).count();
+        let third = fast_config(&dir, vec![session_in(vec![kept], "true")]);
+        script.syncs.lock().unwrap().clear();
+        assert!(run_until(Arc::clone(&script), third, |s| s.syncs.lock().unwrap().len() >= 3).await);
+        assert!(script.syncs.lock().unwrap().iter().all(|(p, _)| *p == kept), "dropped project synced again");
+        assert_eq!(before, 1);
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
+    async fn one_bad_optional_field_never_loses_a_result() {
+        let dir = temp_state();
+        let project = ProjectId::generate();
+        let script = Arc::new(Script::default());
+        // A negative cost: dropped by the relay, the result arrives.
+        let costly = session_in(vec![project], r#"echo '{"result":"r1","reported_cost":-1}'"#);
+        let id = queue(&script, project, &costly);
+        let done = run_until(Arc::clone(&script), fast_config(&dir, vec![costly]), |s| {
+            s.completed.lock().unwrap().iter().any(|(c, _)| *c == id)
+        })
+        .await;
+        assert!(done, "a negative reported_cost lost the result");
+        let c = script.completed.lock().unwrap()[0].1.clone();
+        assert_eq!((c.result.as_deref(), c.reported_cost), (Some("r1"), None));
+        // A completion the server refuses anyway: reported failed with the reason, not dropped.
+        *script.refuse_results_containing.lock().unwrap() = Some("poison".into());
+        let poisoned = session_in(vec![project], "echo poison");
+        let id = queue(&script, project, &poisoned);
+        let done = run_until(Arc::clone(&script), fast_config(&dir, vec![poisoned]), |s| {
+            s.completed.lock().unwrap().iter().any(|(c, _)| *c == id)
+        })
+        .await;
+        assert!(done, "a refused completion was dropped");
+        let c = script.completed.lock().unwrap().iter().find(|(c, _)| *c == id).unwrap().1.clone();
+        assert_eq!(c.status, FinalStatus::Failed);
+        assert!(c.error.as_deref().unwrap().contains("result: not accepted"), "{c:?}");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
+    async fn the_relay_keeps_syncing_while_a_graph_runs() {
+        let dir = temp_state();
+        let project = ProjectId::generate();
+        let marker = dir.join("running");
+        let session = session_in(vec![project], &format!("touch {}; sleep 2; echo done", marker.display()));
+        let script = Arc::new(Script::default());
+        let id = queue(&script, project, &session);
+        let syncs_during = Arc::new(Mutex::new((false, 0usize)));
+        let seen = Arc::clone(&syncs_during);
+        let m = marker.clone();
+        let done = run_until(Arc::clone(&script), fast_config(&dir, vec![session]), move |s| {
+            let finished = s.completed.lock().unwrap().iter().any(|(c, _)| *c == id);
+            let mut seen = seen.lock().unwrap();
+            if m.exists() && !finished {
+                if !seen.0 {
+                    *seen = (true, s.syncs.lock().unwrap().len());
+                }
+            } else if finished && seen.0 {
+                seen.1 = s.syncs.lock().unwrap().len() - seen.1;
+            }
+            finished
+        })
+        .await;
+        assert!(done);
+        let during = syncs_during.lock().unwrap().1;
+        assert!(during >= 2, "{during} syncs during a 2 s run at a 100 ms poll interval");
+        let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -3,15 +3,24 @@
 //! - **Outbox** (`outbox/<command_id>.json`): a completion is written and fsynced *before* it
 //!   is posted, and removed only after the server answered (2xx, or a 409 that says the run is
 //!   already over).
-//! - **Start journal** (`journal/<command_id>.json`): written before `start` is posted and
-//!   removed once the completion is in the outbox. An entry found at start-up means the relay
-//!   died mid-run: it becomes a `failed` completion with `relay restarted during run`.
+//! - **Start journal** (`journal/<command_id>.json`): written before `start` is posted (with
+//!   the command, so the start can be retried), marked `running` once the server said so and
+//!   *before* the graph is spawned, and removed once the completion is in the outbox. An entry
+//!   not yet `running` is retried with the same execution id (the server replays it) until a
+//!   definite answer: a lost `start` response never orphans a run. A `running` entry found at
+//!   start-up means the relay died mid-run: it becomes a `failed` completion with `relay
+//!   restarted during run` — a graph is never executed twice.
+//! - **Synced projects** (`synced-projects.json`): the projects this relay last sent sessions
+//!   for, so a project that dropped out of the config gets one last, empty sync.
+//! - **Lock** (`lock`): held for the life of the process; a second relay on the same state
+//!   folder refuses to start.
 //!
 //! Writes go to a temporary file, are fsynced, renamed into place, and the directory is fsynced.
 
 use std::path::{Path, PathBuf};
 
-use domain::ids::CommandId;
+use domain::ids::{CommandId, ProjectId};
+use domain::relay::QueuedCommand;
 use domain::runs::Completion;
 use serde::{Deserialize, Serialize};
 
@@ -103,10 +112,21 @@ impl Dir {
 }
 
 /// A start-journal entry.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Started {
     /// The execution id sent with `start`.
     pub execution_id: String,
+    /// The server answered `running` and the graph may have been spawned: never run it again.
+    /// (Entries written by older relays have no field: treated as running.)
+    #[serde(default = "yes")]
+    pub running: bool,
+    /// The project and command, to retry an unanswered `start`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub command: Option<(ProjectId, QueuedCommand)>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 /// The outbox and the journal under one state directory.
@@ -118,29 +138,80 @@ pub struct State {
     pub journal: Dir,
     /// `status.json` lives here.
     pub root: PathBuf,
+    /// The exclusive lock on the folder, held while this value lives.
+    _lock: Option<std::sync::Arc<std::fs::File>>,
 }
 
 impl State {
-    /// Opens (creating) the state directory.
+    /// Opens (creating) the state directory and takes its exclusive lock: one relay per state
+    /// folder (the login agent and a manual `relay run` would corrupt each other's journal).
     ///
     /// # Errors
-    /// When it cannot be created.
+    /// When it cannot be created, or another process holds the lock (the message says which).
     pub fn open(root: &Path) -> std::io::Result<Self> {
+        std::fs::create_dir_all(root)?;
+        let path = root.join("lock");
+        let mut file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
+        if let Err(e) = file.try_lock() {
+            let holder = std::fs::read_to_string(&path).unwrap_or_default();
+            let holder = holder.trim();
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::WouldBlock,
+                format!(
+                    "another relay is already running with the state folder {}{} ({e}); stop it first (relay uninstall, or its terminal)",
+                    root.display(),
+                    if holder.is_empty() { String::new() } else { format!(" (pid {holder})") }
+                ),
+            ));
+        }
+        {
+            use std::io::{Seek, Write};
+            file.set_len(0)?;
+            file.seek(std::io::SeekFrom::Start(0))?;
+            write!(file, "{}", std::process::id())?;
+        }
         Ok(Self {
             outbox: Dir::open(root.join("outbox"))?,
             journal: Dir::open(root.join("journal"))?,
             root: root.to_path_buf(),
+            _lock: Some(std::sync::Arc::new(file)),
         })
     }
 
-    /// Turns journal entries left by a relay that died mid-run into `failed` completions
-    /// (`relay restarted during run`) in the outbox. Returns how many.
+    /// The projects last synced with sessions (see the module docs).
+    pub fn synced_projects(&self) -> Vec<ProjectId> {
+        std::fs::read(self.root.join("synced-projects.json"))
+            .ok()
+            .and_then(|b| serde_json::from_slice(&b).ok())
+            .unwrap_or_default()
+    }
+
+    /// Records the projects last synced with sessions, durably.
+    ///
+    /// # Errors
+    /// I/O errors.
+    pub fn set_synced_projects(&self, projects: &[ProjectId]) -> std::io::Result<()> {
+        use std::io::Write;
+        let tmp = self.root.join(".synced-projects.tmp");
+        let mut f = std::fs::File::create(&tmp)?;
+        f.write_all(&serde_json::to_vec(projects).map_err(std::io::Error::other)?)?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, self.root.join("synced-projects.json"))?;
+        sync_dir(&self.root)
+    }
+
+    /// Turns journal entries of runs that were running when the relay died into `failed`
+    /// completions (`relay restarted during run`) in the outbox; entries whose start was never
+    /// answered stay, to be retried. Returns how many became failed.
     ///
     /// # Errors
     /// I/O errors.
     pub fn recover(&self) -> std::io::Result<usize> {
         let mut n = 0;
         for (id, started) in self.journal.list::<Started>() {
+            if !started.running && started.command.is_some() && !self.outbox.contains(id) {
+                continue;
+            }
             if !self.outbox.contains(id) {
                 let c = Completion {
                     execution_id: started.execution_id,
@@ -169,8 +240,8 @@ mod tests {
         let root = std::env::temp_dir().join(format!("relay-state-{}", uuid::Uuid::new_v4()));
         let state = State::open(&root).unwrap();
         let (a, b) = (CommandId::generate(), CommandId::generate());
-        state.journal.put(a, &Started { execution_id: "e-a".into() }).unwrap();
-        state.journal.put(b, &Started { execution_id: "e-b".into() }).unwrap();
+        state.journal.put(a, &Started { execution_id: "e-a".into(), running: true, command: None }).unwrap();
+        state.journal.put(b, &Started { execution_id: "e-b".into(), running: true, command: None }).unwrap();
         // b finished and reached the outbox before the crash; its real result must survive.
         let done = Completion {
             execution_id: "e-b".into(),
@@ -188,6 +259,18 @@ mod tests {
         let failed = out.iter().find(|(id, _)| *id == a).unwrap();
         assert_eq!(failed.1.error.as_deref(), Some("relay restarted during run"));
         assert_eq!(out.iter().find(|(id, _)| *id == b).unwrap().1, done);
+        let _ = std::fs::remove_dir_all(root);
+    }
+
+    #[test]
+    fn a_second_opener_of_a_state_folder_is_refused_until_the_first_lets_go() {
+        let root = std::env::temp_dir().join(format!("relay-lock-{}", uuid::Uuid::new_v4()));
+        let first = State::open(&root).unwrap();
+        let e = State::open(&root).unwrap_err();
+        assert!(e.to_string().contains("another relay is already running"), "{e}");
+        assert!(e.to_string().contains(&format!("pid {}", std::process::id())), "{e}");
+        drop(first);
+        State::open(&root).expect("the lock is released with the first relay");
         let _ = std::fs::remove_dir_all(root);
     }
 }

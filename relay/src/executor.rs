@@ -5,15 +5,29 @@
 //! stdout may be plain text (the result) or a JSON object
 //! `{"result": …, "total_tokens": n, "reported_cost": x}`. A non-zero exit is a failure whose
 //! error is the end of stderr.
+//!
+//! Bounded in memory and in time: at most [`MAX_STDOUT_BYTES`] of stdout are kept (the rest is
+//! read and dropped, so the graph never blocks on a full pipe, and the result is reported
+//! truncated); once the main process exits, its output readers get [`DRAIN`] to see the end,
+//! then the whole process group is killed (a background child holding stdout open must not hang
+//! the relay). A cancel sends SIGTERM to the group and, after the grace period, SIGKILL to the
+//! group — always, even when the leader already exited.
 
 use std::future::Future;
 use std::process::Stdio;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use domain::runs::FinalStatus;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+/// Most stdout bytes kept: a 100,000-character result is at most 400,000 UTF-8 bytes, twice
+/// that leaves room for a JSON envelope with escapes.
+pub const MAX_STDOUT_BYTES: usize = 800_000;
+/// How long output readers may take to reach the end once the main process exited.
+pub const DRAIN: Duration = Duration::from_secs(2);
 
 /// How a run ended, before bounding.
 #[derive(Debug, Clone, PartialEq)]
@@ -28,11 +42,51 @@ pub struct Outcome {
     pub total_tokens: Option<u64>,
     /// Reported cost.
     pub reported_cost: Option<f64>,
+    /// stdout went past [`MAX_STDOUT_BYTES`]: the result is not sent.
+    pub truncated: bool,
 }
 
 impl Outcome {
     fn failed(error: String) -> Self {
-        Self { status: FinalStatus::Failed, result: None, error: Some(error), total_tokens: None, reported_cost: None }
+        Self {
+            status: FinalStatus::Failed,
+            result: None,
+            error: Some(error),
+            total_tokens: None,
+            reported_cost: None,
+            truncated: false,
+        }
+    }
+}
+
+/// Reads `from` to its end, keeping at most `keep` bytes in `into` (the rest is read and
+/// dropped); returns whether anything was dropped. The buffer is shared, so what was read so
+/// far survives if the reader is abandoned.
+async fn read_bounded<R: tokio::io::AsyncRead + Unpin>(
+    mut from: R,
+    into: Arc<Mutex<Vec<u8>>>,
+    keep: usize,
+    tail: bool,
+) -> bool {
+    let mut chunk = vec![0u8; 64 * 1024];
+    let mut dropped = false;
+    loop {
+        match from.read(&mut chunk).await {
+            Ok(0) | Err(_) => return dropped,
+            Ok(n) => {
+                let mut buf = into.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                buf.extend_from_slice(&chunk[..n]);
+                if buf.len() > keep {
+                    dropped = true;
+                    if tail {
+                        let cut = buf.len() - keep;
+                        buf.drain(..cut);
+                    } else {
+                        buf.truncate(keep);
+                    }
+                }
+            }
+        }
     }
 }
 
@@ -69,39 +123,65 @@ pub async fn run(
             let _ = stdin.shutdown().await;
         });
     }
-    let mut stdout = child.stdout.take();
-    let mut stderr = child.stderr.take();
-    let out_task = tokio::spawn(async move {
-        let mut buf = Vec::new();
-        if let Some(s) = stdout.as_mut() {
-            let _ = s.read_to_end(&mut buf).await;
-        }
-        buf
-    });
-    let err_task = tokio::spawn(async move {
-        let mut buf = Vec::new();
-        if let Some(s) = stderr.as_mut() {
-            let _ = s.read_to_end(&mut buf).await;
-        }
-        buf
-    });
+    let (out_buf, err_buf) = (Arc::new(Mutex::new(Vec::new())), Arc::new(Mutex::new(Vec::new())));
+    let mut readers = tokio::task::JoinSet::new();
+    if let Some(s) = child.stdout.take() {
+        readers.spawn(read_bounded(s, Arc::clone(&out_buf), MAX_STDOUT_BYTES, false));
+    }
+    if let Some(s) = child.stderr.take() {
+        readers.spawn(read_bounded(s, Arc::clone(&err_buf), STDERR_TAIL, true));
+    }
     tokio::pin!(cancel);
     let status = tokio::select! {
         s = child.wait() => s,
         () = &mut cancel => {
             stop_group(pid, &mut child, grace).await;
+            readers.abort_all();
             return Outcome {
                 status: FinalStatus::Cancelled,
                 result: None,
                 error: Some("cancelled on request; the process was stopped".into()),
                 total_tokens: None,
                 reported_cost: None,
+                truncated: false,
             };
         }
     };
-    let out = out_task.await.unwrap_or_default();
-    let err = err_task.await.unwrap_or_default();
+    // The main process is gone. Its output ends when every holder of the pipes is gone too; a
+    // background child that keeps them open gets DRAIN, then the group is killed.
+    let mut truncated = false;
+    let drained = tokio::time::timeout(DRAIN, async {
+        while let Some(r) = readers.join_next().await {
+            truncated |= r.unwrap_or(false);
+        }
+    })
+    .await;
+    if drained.is_err() {
+        tracing::warn!("the graph exited but a process it started still holds its output; stopping its process group");
+        kill_group(pid, Signal::SIGKILL);
+        if tokio::time::timeout(DRAIN, async {
+            while let Some(r) = readers.join_next().await {
+                truncated |= r.unwrap_or(false);
+            }
+        })
+        .await
+        .is_err()
+        {
+            // A process that left the group (setsid) still holds the pipe: stop reading.
+            readers.abort_all();
+        }
+    }
+    let out = std::mem::take(&mut *out_buf.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    let err = std::mem::take(&mut *err_buf.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
     match status {
+        Ok(s) if s.success() && truncated => Outcome {
+            status: FinalStatus::Completed,
+            result: None,
+            error: None,
+            total_tokens: None,
+            reported_cost: None,
+            truncated: true,
+        },
         Ok(s) if s.success() => parse_output(&out),
         Ok(s) => {
             let tail = &err[err.len().saturating_sub(STDERR_TAIL)..];
@@ -116,17 +196,33 @@ pub async fn run(
     }
 }
 
+fn kill_group(pid: Option<u32>, signal: Signal) {
+    if let Some(g) = pid.and_then(|p| i32::try_from(p).ok()).map(Pid::from_raw) {
+        // ESRCH (the group is already gone) is fine.
+        let _ = killpg(g, signal);
+    }
+}
+
+/// SIGTERM to the group; after `grace` (or as soon as the leader exits, plus what is left of
+/// `grace` for the rest of the group), SIGKILL to the group — always: children that ignored
+/// SIGTERM must not outlive a cancel just because the leader obeyed it.
 async fn stop_group(pid: Option<u32>, child: &mut tokio::process::Child, grace: Duration) {
-    let group = pid.and_then(|p| i32::try_from(p).ok()).map(Pid::from_raw);
-    if let Some(g) = group {
-        let _ = killpg(g, Signal::SIGTERM);
+    kill_group(pid, Signal::SIGTERM);
+    let deadline = tokio::time::Instant::now() + grace;
+    let _ = tokio::time::timeout_at(deadline, child.wait()).await;
+    // The leader is gone (or the grace is over): wait out the grace only while other members
+    // of the group live, then SIGKILL whatever is left.
+    while group_alive(pid) && tokio::time::Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    if tokio::time::timeout(grace, child.wait()).await.is_err() {
-        if let Some(g) = group {
-            let _ = killpg(g, Signal::SIGKILL);
-        }
-        let _ = child.kill().await;
-    }
+    kill_group(pid, Signal::SIGKILL);
+    let _ = child.kill().await;
+    let _ = child.wait().await;
+}
+
+/// Whether any process of the group is left (signal 0 probes without signalling).
+fn group_alive(pid: Option<u32>) -> bool {
+    pid.and_then(|p| i32::try_from(p).ok()).is_some_and(|g| killpg(Pid::from_raw(g), None).is_ok())
 }
 
 /// Plain text, or `{"result", "total_tokens", "reported_cost"}`.
@@ -144,9 +240,17 @@ fn parse_output(out: &[u8]) -> Outcome {
             error: None,
             total_tokens: o.get("total_tokens").and_then(serde_json::Value::as_u64),
             reported_cost: o.get("reported_cost").and_then(serde_json::Value::as_f64),
+            truncated: false,
         };
     }
-    Outcome { status: FinalStatus::Completed, result: Some(text), error: None, total_tokens: None, reported_cost: None }
+    Outcome {
+        status: FinalStatus::Completed,
+        result: Some(text),
+        error: None,
+        total_tokens: None,
+        reported_cost: None,
+        truncated: false,
+    }
 }
 
 #[cfg(test)]
@@ -233,6 +337,71 @@ mod tests {
             }
             assert!(!alive(pid), "process {pid} survived the cancel");
         }
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
+    async fn a_background_child_holding_stdout_does_not_hang_the_run() {
+        let dir = std::env::temp_dir().join(format!("relay-bg-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let bg = dir.join("bg.pid");
+        // The graph prints its result and exits, leaving a child that keeps stdout open.
+        let script = format!("sh -c 'echo $$ > {}; exec sleep 300' & echo done", bg.display());
+        let o = tokio::time::timeout(
+            Duration::from_secs(60),
+            run(&sh(&script), &serde_json::json!({}), std::future::pending(), Duration::from_secs(1)),
+        )
+        .await
+        .expect("the run hung on a background child's open stdout");
+        assert_eq!((o.status, o.result.as_deref()), (FinalStatus::Completed, Some("done")));
+        let pid = pid_in(&bg).await;
+        let mut tries = 0;
+        while alive(pid) && tries < 500 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            tries += 1;
+        }
+        assert!(!alive(pid), "the background child outlived the run");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
+    async fn stdout_is_bounded_and_an_oversized_result_is_reported_truncated() {
+        let o = run(
+            &sh("head -c 5000000 /dev/zero | tr '\\0' a"),
+            &serde_json::json!({}),
+            std::future::pending(),
+            Duration::from_secs(1),
+        )
+        .await;
+        assert_eq!(o.status, FinalStatus::Completed);
+        assert!(o.truncated && o.result.is_none(), "{:?}", (o.truncated, o.result.as_ref().map(String::len)));
+    }
+
+    #[tokio::test]
+    async fn cancel_kills_children_that_ignore_sigterm_even_when_the_leader_obeys() {
+        let dir = std::env::temp_dir().join(format!("relay-term-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let (child, grandchild) = (dir.join("child.pid"), dir.join("grandchild.pid"));
+        // The grandchild ignores SIGTERM; the leader exits on it.
+        let script = format!(
+            "sh -c 'trap \"\" TERM; echo $$ > {}; while :; do sleep 1; done' & echo $$ > {}; wait",
+            grandchild.display(),
+            child.display()
+        );
+        let (c, g) = (child.clone(), grandchild.clone());
+        let cancel = async move {
+            pid_in(&c).await;
+            pid_in(&g).await;
+        };
+        let o = run(&sh(&script), &serde_json::json!({}), cancel, Duration::from_millis(500)).await;
+        assert_eq!(o.status, FinalStatus::Cancelled);
+        let pid = pid_in(&grandchild).await;
+        let mut tries = 0;
+        while alive(pid) && tries < 500 {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+            tries += 1;
+        }
+        assert!(!alive(pid), "a child that ignored SIGTERM survived the cancel");
         let _ = std::fs::remove_dir_all(dir);
     }
 }

@@ -264,6 +264,9 @@ struct BoundedPart<'a> {
     reported_cost: Option<f64>,
 }
 
+/// How a [`Completion::refusal_report`]'s error begins.
+pub const COMPLETION_REFUSED_PREFIX: &str = "the server refused this run's result: ";
+
 impl Completion {
     /// Characters in the JSON text of `{execution_id,status,result,total_tokens,reported_cost}`
     /// (absent fields left out), the measure bounded by [`MAX_COMPLETION_CHARS`].
@@ -284,16 +287,42 @@ impl Completion {
     }
 
     /// The relay's bounding step: all or nothing for the result, errors cut to 2,000
-    /// characters. The server runs [`Completion::validate`] on what arrives.
+    /// characters, optional fields the server would refuse dropped (a negative or non-finite
+    /// `reported_cost`): one bad optional field must not cost the whole result. The server
+    /// runs [`Completion::validate`] on what arrives.
     pub fn bounded(mut self) -> Self {
         if let Some(e) = &self.error {
             self.error = Some(cut_chars(e, MAX_ERROR_CHARS).to_owned());
+        }
+        if self.reported_cost.is_some_and(|c| !c.is_finite() || c < 0.0) {
+            self.reported_cost = None;
         }
         if !self.result_fits() {
             self.result = None;
             self.result_truncated = true;
         }
         self
+    }
+
+    /// What the relay sends when the server refused this completion: the run `failed`, with
+    /// the refusal as the error (same execution id, nothing else), so the run is never lost.
+    pub fn refusal_report(&self, refusal: &str) -> Self {
+        Self {
+            execution_id: self.execution_id.clone(),
+            status: FinalStatus::Failed,
+            result: None,
+            result_truncated: false,
+            error: Some(cut_chars(&format!("{COMPLETION_REFUSED_PREFIX}{refusal}"), MAX_ERROR_CHARS).to_owned()),
+            total_tokens: None,
+            reported_cost: None,
+        }
+    }
+
+    /// Whether this is a [`Completion::refusal_report`] (not reported again if refused too).
+    pub fn is_refusal_report(&self) -> bool {
+        self.status == FinalStatus::Failed
+            && self.result.is_none()
+            && self.error.as_deref().is_some_and(|e| e.starts_with(COMPLETION_REFUSED_PREFIX))
     }
 
     /// The server's check of a completion. Nothing is cut here: a client that sends too much
