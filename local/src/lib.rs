@@ -83,6 +83,8 @@ pub struct Running {
     pub owner_token: String,
     /// A device token for the relay, created on this start (earlier local ones are revoked).
     pub device_token: String,
+    /// That device's id.
+    pub device_id: uuid::Uuid,
     /// The base URL (for the relay's `server_url`).
     pub base_url: String,
     /// The owner's panel, signed in: `<base>/panel#token=<owner token>` (the fragment never
@@ -206,7 +208,7 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
         clock.now(),
         TOKEN_TTL,
     )?;
-    let device_token = fresh_device_token(&store, &demo.owner).await?;
+    let (device_token, device_id) = fresh_device_token(&store, &demo.owner).await?;
     let blobs = DirBlobStore::new(config.data_dir.join("blobs"), &public_url, &secret, clock.clone());
     let deps =
         ToolDeps { store: Arc::clone(&store), clock: clock.clone(), policy, blobs: Some(Arc::new(blobs.clone())) };
@@ -294,6 +296,7 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
         token,
         owner_token,
         device_token,
+        device_id,
         base_url: public_url,
         panel_url,
         demo,
@@ -354,15 +357,15 @@ async fn owner(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> 
 }
 
 /// Revokes earlier local relay devices and creates a fresh one (tokens are shown once).
-async fn fresh_device_token(store: &SqliteStore, owner: &OwnerId) -> anyhow::Result<String> {
+async fn fresh_device_token(store: &SqliteStore, owner: &OwnerId) -> anyhow::Result<(String, uuid::Uuid)> {
     for d in store.list_devices(owner).await? {
         if d.name == LOCAL_DEVICE && d.revoked_at.is_none() {
             store.revoke_device(owner, d.device_id).await?;
         }
     }
     let (token, hash) = domain::devices::new_token()?;
-    store.create_device(owner, LOCAL_DEVICE, &hash).await?;
-    Ok(token)
+    let device = store.create_device(owner, LOCAL_DEVICE, &hash).await?;
+    Ok((token, device.device_id))
 }
 
 async fn mcp(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {

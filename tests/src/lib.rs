@@ -438,3 +438,6 @@ pub async fn stream_records(stream_arn: &str) -> Vec<serde_json::Value> {
     }
     records
 }
+
+/// The device tests share sessions as when they play the relay's sync through the store.
+pub const TEST_DEVICE: uuid::Uuid = uuid::Uuid::from_u128(0x00000000_0000_4000_8000_0000000000d1);

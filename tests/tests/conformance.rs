@@ -57,7 +57,7 @@ async fn project(h: &Harness, o: &OwnerId, sessions: &[u8]) -> Project {
     let p = h.store.create_project(o, "Reports").await.unwrap();
     h.store.set_project_enabled(o, p.project_id, true).await.unwrap().unwrap();
     let metas: Vec<_> = sessions.iter().map(|n| session(*n)).collect();
-    match h.store.sync_sessions(o, p.project_id, &metas).await.unwrap() {
+    match h.store.sync_sessions(o, p.project_id, foundry_tests::TEST_DEVICE, &metas).await.unwrap() {
         SyncOutcome::Synced(p) => p,
         other => panic!("sync failed: {other:?}"),
     }
@@ -732,6 +732,95 @@ fn out_text(o: &QueueOutcome) -> String {
     }
 }
 
+fn device(n: u128) -> uuid::Uuid {
+    uuid::Uuid::from_u128(0x1000 + n)
+}
+
+async fn sync_as(h: &Harness, o: &OwnerId, p: &Project, d: uuid::Uuid, sessions: &[u8]) -> Project {
+    let metas: Vec<_> = sessions.iter().map(|n| session(*n)).collect();
+    match h.store.sync_sessions(o, p.project_id, d, &metas).await.unwrap() {
+        SyncOutcome::Synced(p) => p,
+        other => panic!("sync failed: {other:?}"),
+    }
+}
+
+fn ids_of(p: &Project) -> Vec<GraphSessionId> {
+    let mut v: Vec<_> = p.sessions.iter().map(|s| s.graph_session_id.clone()).collect();
+    v.sort();
+    v
+}
+
+async fn two_devices_sharing_one_project_keep_their_own_lists(h: Harness) {
+    let o = owner("alice");
+    let a = agent("claude");
+    let p = project(&h, &o, &[]).await;
+    sync_as(&h, &o, &p, device(1), &[1, 2]).await;
+    let both = sync_as(&h, &o, &p, device(2), &[3]).await;
+    assert_eq!(ids_of(&both), vec![gs(1), gs(2), gs(3)], "one device's sync replaced the other's list");
+    // Each device replaces only its own list.
+    let after = sync_as(&h, &o, &p, device(1), &[2]).await;
+    assert_eq!(ids_of(&after), vec![gs(2), gs(3)]);
+    let ok = h.store.queue_run(&queue_req(&o, &a, 3, "key-three", serde_json::json!({}))).await.unwrap();
+    assert!(matches!(ok, QueueOutcome::Queued(_)), "the other device's session must stay queueable: {ok:?}");
+    let gone = sync_as(&h, &o, &p, device(2), &[]).await;
+    assert_eq!(ids_of(&gone), vec![gs(2)]);
+    let out = h.store.queue_run(&queue_req(&o, &a, 3, "key-three-b", serde_json::json!({}))).await.unwrap();
+    assert_eq!(out, QueueOutcome::Rejected(QueueRejection::SessionNotShared(gs(3))));
+    assert_eq!(ids_of(&h.store.get_project(&o, p.project_id).await.unwrap().unwrap()), vec![gs(2)]);
+}
+
+async fn revoking_a_device_withdraws_its_shares(h: Harness) {
+    let o = owner("alice");
+    let p = project(&h, &o, &[]).await;
+    let (_, hash_a) = domain::devices::new_token().unwrap();
+    let (_, hash_b) = domain::devices::new_token().unwrap();
+    let da = h.store.create_device(&o, "Mac", &hash_a).await.unwrap();
+    let db = h.store.create_device(&o, "Linux", &hash_b).await.unwrap();
+    sync_as(&h, &o, &p, da.device_id, &[1]).await;
+    sync_as(&h, &o, &p, db.device_id, &[2]).await;
+    assert!(h.store.revoke_device(&o, db.device_id).await.unwrap());
+    assert_eq!(ids_of(&h.store.get_project(&o, p.project_id).await.unwrap().unwrap()), vec![gs(1)]);
+    // Even in a project the owner has switched off meanwhile.
+    sync_as(&h, &o, &p, da.device_id, &[1, 3]).await;
+    h.store.set_project_enabled(&o, p.project_id, false).await.unwrap();
+    assert!(h.store.revoke_device(&o, da.device_id).await.unwrap());
+    assert!(h.store.get_project(&o, p.project_id).await.unwrap().unwrap().sessions.is_empty());
+}
+
+/// Eight devices sync one project at the same moment, ten times each, each with its own list
+/// (a barrier releases every round): at the end the union holds every device's last list.
+async fn concurrent_syncs_of_many_devices_never_lose_a_list(h: Harness) {
+    let o = owner("alice");
+    let p = project(&h, &o, &[]).await;
+    let store = h.store.clone();
+    let devices = 8u8;
+    let rounds = 10u8;
+    let barrier = Arc::new(Barrier::new(usize::from(devices)));
+    let mut tasks = Vec::new();
+    for d in 0..devices {
+        let (store, o, barrier) = (store.clone(), o.clone(), Arc::clone(&barrier));
+        tasks.push(tokio::spawn(async move {
+            for r in 0..rounds {
+                barrier.wait().await;
+                // Device d shares session 10·d + round (its list changes every round).
+                let metas = vec![session(10 * d + r + 1)];
+                let out = store.sync_sessions(&o, p.project_id, device(u128::from(d)), &metas).await.unwrap();
+                assert!(matches!(out, SyncOutcome::Synced(_)), "{out:?}");
+            }
+        }));
+    }
+    for t in tasks {
+        t.await.unwrap();
+    }
+    let want: Vec<GraphSessionId> = {
+        let mut v: Vec<_> = (0..devices).map(|d| gs(10 * d + rounds)).collect();
+        v.sort();
+        v
+    };
+    let got = ids_of(&h.store.get_project(&o, p.project_id).await.unwrap().unwrap());
+    assert_eq!(got, want, "a device's list was lost to a concurrent sync");
+}
+
 async fn sync_replaces_the_shared_set(h: Harness) {
     let o = owner("alice");
     let a = agent("claude");
@@ -739,7 +828,9 @@ async fn sync_replaces_the_shared_set(h: Harness) {
     assert_eq!(p.sessions.len(), 2);
     assert_eq!(p.last_sync_at, Some(h.now()));
     h.advance(Duration::from_secs(20));
-    let SyncOutcome::Synced(p) = h.store.sync_sessions(&o, p.project_id, &[session(2)]).await.unwrap() else {
+    let SyncOutcome::Synced(p) =
+        h.store.sync_sessions(&o, p.project_id, foundry_tests::TEST_DEVICE, &[session(2)]).await.unwrap()
+    else {
         panic!()
     };
     assert_eq!(p.sessions, vec![session(2)]);
@@ -747,15 +838,25 @@ async fn sync_replaces_the_shared_set(h: Harness) {
     let out = h.store.queue_run(&queue_req(&o, &a, 1, "unshared-key", serde_json::json!({}))).await.unwrap();
     assert_eq!(out, QueueOutcome::Rejected(QueueRejection::SessionNotShared(gs(1))));
     // An empty set is a valid set.
-    let SyncOutcome::Synced(p) = h.store.sync_sessions(&o, p.project_id, &[]).await.unwrap() else { panic!() };
+    let SyncOutcome::Synced(p) =
+        h.store.sync_sessions(&o, p.project_id, foundry_tests::TEST_DEVICE, &[]).await.unwrap()
+    else {
+        panic!()
+    };
     assert!(p.sessions.is_empty());
     let out = h.store.queue_run(&queue_req(&o, &a, 2, "unshared-key-2", serde_json::json!({}))).await.unwrap();
     assert_eq!(out, QueueOutcome::Rejected(QueueRejection::SessionNotShared(gs(2))));
     // Disabled and foreign projects change nothing.
     h.store.set_project_enabled(&o, p.project_id, false).await.unwrap();
-    assert_eq!(h.store.sync_sessions(&o, p.project_id, &[session(1)]).await.unwrap(), SyncOutcome::Disabled);
     assert_eq!(
-        h.store.sync_sessions(&owner("mallory"), p.project_id, &[session(1)]).await.unwrap(),
+        h.store.sync_sessions(&o, p.project_id, foundry_tests::TEST_DEVICE, &[session(1)]).await.unwrap(),
+        SyncOutcome::Disabled
+    );
+    assert_eq!(
+        h.store
+            .sync_sessions(&owner("mallory"), p.project_id, foundry_tests::TEST_DEVICE, &[session(1)])
+            .await
+            .unwrap(),
         SyncOutcome::NotFound
     );
     assert!(h.store.get_project(&o, p.project_id).await.unwrap().unwrap().sessions.is_empty());
@@ -1118,6 +1219,9 @@ suite! {
     deleting_a_link_cancels_its_open_tasks_and_hides_all_of_them,
     subscriptions_are_stored_on_the_link,
     the_owner_sees_every_agents_runs_newest_first,
+    two_devices_sharing_one_project_keep_their_own_lists,
+    revoking_a_device_withdraws_its_shares,
+    concurrent_syncs_of_many_devices_never_lose_a_list,
 }
 
 /// A submit request (the store takes one struct).

@@ -265,7 +265,7 @@ async fn claim_and_submit_reach_the_webhook_once_each_signed_through_stream_and_
         version: "1".into(),
         status: "ready".into(),
     };
-    c.h.store.sync_sessions(&c.owner, link.project_id, &[meta]).await.unwrap();
+    c.h.store.sync_sessions(&c.owner, link.project_id, foundry_tests::TEST_DEVICE, &[meta]).await.unwrap();
     let req = QueueRun {
         owner: c.owner.clone(),
         agent: AgentId::new("claude", "alice").unwrap(),

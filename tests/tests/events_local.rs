@@ -129,7 +129,7 @@ async fn every_change_leaves_exactly_its_events_in_the_outbox_and_reads_leave_no
         version: "1".into(),
         status: "ready".into(),
     };
-    w.store.sync_sessions(&w.owner, link.project_id, &[meta]).await.unwrap();
+    w.store.sync_sessions(&w.owner, link.project_id, foundry_tests::TEST_DEVICE, &[meta]).await.unwrap();
     let agent = AgentId::new("claude", "alice").unwrap();
     let queue = |key: &str| QueueRun {
         owner: w.owner.clone(),

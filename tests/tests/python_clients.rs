@@ -35,7 +35,7 @@ async fn drive(python_var: &str, expected_protocol: &str) {
         version: "3".into(),
         status: "ready".into(),
     };
-    running.store.sync_sessions(&demo.owner, demo.project_id, &[meta]).await.unwrap();
+    running.store.sync_sessions(&demo.owner, demo.project_id, foundry_tests::TEST_DEVICE, &[meta]).await.unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/mcp_client_check.py");
     let out = tokio::process::Command::new(&python)
         .arg(script)

@@ -180,3 +180,62 @@ async fn relay_and_owner_apis_refuse_bad_input_clearly_and_write_nothing() {
     running.stop().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Two desktops share one project: each sync replaces only that desktop's list, and each gets
+/// only the commands for sessions it shares (a desktop is never handed — and so never refuses —
+/// another desktop's run); a command whose session nobody shares any more goes to whoever
+/// syncs, whose consent re-check ends it with the exact error.
+#[tokio::test]
+async fn two_desktops_on_one_project_get_only_their_own_runs() {
+    use domain::ids::{AgentId, GraphSessionId, IdempotencyKey};
+    use domain::runs::{QueueOutcome, QueueRun};
+    use domain::store::{ManageDevices, QueueRuns};
+    let dir = std::env::temp_dir().join(format!("foundry-two-desktops-{}", uuid::Uuid::new_v4()));
+    let running = local::start(LocalConfig::at(dir.clone())).await.unwrap();
+    let http = reqwest::Client::new();
+    let base = format!("{}{}", running.base_url, service::relay_api::PREFIX);
+    let owner = running.demo.owner.clone();
+    let (token_b, hash_b) = domain::devices::new_token().unwrap();
+    running.store.create_device(&owner, "second desktop", &hash_b).await.unwrap();
+    let project = running.demo.project_id;
+    let gs = |n: usize| format!("gs_{n:032x}");
+    let session = |n: usize| json!({"graph_session_id": gs(n), "name": "G", "slug": format!("g{n}")});
+    let sync = |token: String, sessions: Vec<Value>| {
+        let (http, url) = (http.clone(), format!("{base}/sync"));
+        async move {
+            call(&http, reqwest::Method::POST, url, &token, json!({"project_id": project, "sessions": sessions})).await
+        }
+    };
+    let a = running.device_token.clone();
+    assert_eq!(sync(a.clone(), vec![session(1)]).await.0, 200);
+    assert_eq!(sync(token_b.clone(), vec![session(2)]).await.0, 200);
+    // Both lists are shared: runs of either session can be queued.
+    let agent = AgentId::new("c", local::DEMO_OWNER).unwrap();
+    let mut ids = Vec::new();
+    for n in [1usize, 2] {
+        let req = QueueRun {
+            owner: owner.clone(),
+            agent: agent.clone(),
+            project_id: Some(project),
+            graph_session_id: GraphSessionId::parse("g", &gs(n)).unwrap(),
+            arguments: json!({}),
+            idempotency_key: IdempotencyKey::parse(&format!("two-desktops-{n}")).unwrap(),
+        };
+        match running.store.queue_run(&req).await.unwrap() {
+            QueueOutcome::Queued(r) => ids.push(r.command_id.to_string()),
+            other => panic!("session {n} was not queueable: {other:?}"),
+        }
+    }
+    let commands = |v: &Value| -> Vec<String> {
+        v["commands"].as_array().unwrap().iter().map(|c| c["command_id"].as_str().unwrap().to_owned()).collect()
+    };
+    assert_eq!(commands(&sync(a.clone(), vec![session(1)]).await.1), vec![ids[0].clone()]);
+    assert_eq!(commands(&sync(token_b.clone(), vec![session(2)]).await.1), vec![ids[1].clone()]);
+    // The second desktop stops sharing session 2: nobody shares it, so its queued run goes to
+    // whoever syncs next (to be ended with the exact error by the relay's re-check).
+    assert_eq!(sync(token_b, vec![]).await.0, 200);
+    let got = commands(&sync(a, vec![session(1)]).await.1);
+    assert_eq!(got, ids, "the orphaned run must be handed out to be ended");
+    running.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -44,9 +44,13 @@ type SessionSpec<'a> = (u8, &'a str, &'a str);
 
 impl Env {
     fn config(&self, sessions: &[SessionSpec<'_>], state: &str) -> (String, PathBuf) {
+        self.config_polling(sessions, state, 200)
+    }
+
+    fn config_polling(&self, sessions: &[SessionSpec<'_>], state: &str, control_poll_ms: u64) -> (String, PathBuf) {
         let project = self.running.demo.project_id;
         let mut text = format!(
-            "server_url = \"{}\"\ndevice_token = \"{}\"\nstate_dir = \"{}\"\ncontrol_poll_ms = 200\npoll_s = 1\ncancel_grace_ms = 1000\n",
+            "server_url = \"{}\"\ndevice_token = \"{}\"\nstate_dir = \"{}\"\ncontrol_poll_ms = {control_poll_ms}\npoll_s = 1\ncancel_grace_ms = 1000\n",
             self.running.base_url,
             self.running.device_token,
             self.dir.join(state).display()
@@ -85,7 +89,8 @@ impl Env {
         (tx, handle)
     }
 
-    /// What an earlier relay sync would have left: the sessions shared in the demo project.
+    /// What an earlier sync of this desktop's relay would have left: the sessions it shares in
+    /// the demo project.
     async fn share(&self, sessions: &[(u8, &str)]) {
         let metas: Vec<SessionMeta> = sessions
             .iter()
@@ -98,7 +103,11 @@ impl Env {
                 status: "ready".into(),
             })
             .collect();
-        self.running.store.sync_sessions(&self.running.demo.owner, self.running.demo.project_id, &metas).await.unwrap();
+        self.running
+            .store
+            .sync_sessions(&self.running.demo.owner, self.running.demo.project_id, self.running.device_id, &metas)
+            .await
+            .unwrap();
     }
 
     async fn queue(&self, session: u8, args: serde_json::Value) -> CommandId {
@@ -454,6 +463,9 @@ async fn a_rejected_device_token_keeps_completions_in_the_outbox() {
         reported_cost: None,
     };
     state.outbox.put(CommandId::generate(), &pending).unwrap();
+    // The relay takes the state folder's lock: let go of it first.
+    drop(state);
+    let outbox = relay::disk::Dir::open(config.state_dir.join("outbox")).unwrap();
     let status_file = config.state_dir.join("status.json");
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
@@ -471,8 +483,81 @@ async fn a_rejected_device_token_keeps_completions_in_the_outbox() {
     })
     .await;
     assert!(status.last_error.unwrap().contains("device token rejected (401)"));
-    assert_eq!(state.outbox.len(), 1, "a completion was dropped because the token was rejected");
+    assert_eq!(outbox.len(), 1, "a completion was dropped because the token was rejected");
     drop(tx);
     task.await.unwrap();
+    e.finish().await;
+}
+
+/// Cancel latency at the relay's default 3 s control poll: from the agent's cancel to the run
+/// reading `cancelled` on the server (process stopped, completion recorded), cancelled at a
+/// random moment of a running graph, n = 20. A benchmark (printed, not asserted).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark: cargo test -p foundry-tests --test relay_e2e cancel_latency -- --ignored --nocapture"]
+async fn cancel_latency_at_the_default_control_poll() {
+    let e = env(Duration::from_secs(600)).await;
+    let (_, path) = e.config_polling(&[(1, "slow", "sleep 60 & wait")], "state", 3000);
+    let config = Config::load(&path).unwrap();
+    assert_eq!(config.control_poll, relay::config::DEFAULT_CONTROL_POLL);
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let task = tokio::spawn(async move {
+        Relay::new(config)
+            .unwrap()
+            .run(async move {
+                let _ = rx.await;
+            })
+            .await
+            .unwrap();
+    });
+    e.wait_shared().await;
+    let mut ms = Vec::new();
+    for _ in 0..20 {
+        let id = e.queue(1, serde_json::json!({})).await;
+        e.wait_status(id, RunStatus::Running, Duration::from_secs(30)).await;
+        let wait = u64::from(uuid::Uuid::new_v4().as_bytes()[0]) * 3000 / 256;
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+        let asked = Instant::now();
+        e.running.store.cancel_run(&e.agent, id).await.unwrap();
+        e.wait_status(id, RunStatus::Cancelled, Duration::from_secs(30)).await;
+        ms.push(asked.elapsed().as_millis() as u64);
+    }
+    let mut sorted = ms.clone();
+    sorted.sort_unstable();
+    let mean = ms.iter().sum::<u64>() as f64 / ms.len() as f64;
+    let p95 = sorted[(sorted.len() * 95).div_ceil(100) - 1];
+    println!(
+        "cancel latency, control poll 3 s, n = {}: mean {mean:.0} ms, p95 {p95} ms, max {} ms; all {ms:?}",
+        ms.len(),
+        sorted[sorted.len() - 1]
+    );
+    drop(tx);
+    task.await.unwrap();
+    e.finish().await;
+}
+
+/// Two relay processes on one state folder (the login agent plus a manual `relay run`): the
+/// second refuses to start, saying why, and the first keeps working.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_relay_on_the_same_state_folder_refuses_to_start() {
+    let e = env(Duration::from_secs(600)).await;
+    let (_, path) = e.config(&[(1, "report", "echo ok")], "state");
+    let bin = built_binary("relay", &["relay/src", "shared/domain/src"]);
+    let mut first = std::process::Command::new(&bin)
+        .args(["--config", path.to_str().unwrap(), "run"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    e.wait_shared().await;
+    let second =
+        tokio::process::Command::new(&bin).args(["--config", path.to_str().unwrap(), "run"]).output().await.unwrap();
+    let stderr = String::from_utf8_lossy(&second.stderr);
+    assert!(!second.status.success(), "a second relay started on the same state folder");
+    assert!(stderr.contains("another relay is already running"), "{stderr}");
+    assert!(stderr.contains(&format!("pid {}", first.id())), "{stderr}");
+    let id = e.queue(1, serde_json::json!({})).await;
+    e.wait_status(id, RunStatus::Completed, Duration::from_secs(20)).await;
+    first.kill().unwrap();
+    first.wait().unwrap();
     e.finish().await;
 }

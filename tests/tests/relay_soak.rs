@@ -138,7 +138,7 @@ async fn runs_survive_random_kills_and_a_lossy_network() {
         version: "1".into(),
         status: "ready".into(),
     };
-    running.store.sync_sessions(&running.demo.owner, project, &[meta]).await.unwrap();
+    running.store.sync_sessions(&running.demo.owner, project, foundry_tests::TEST_DEVICE, &[meta]).await.unwrap();
 
     let agent = AgentId::new("soak-client", local::DEMO_OWNER).unwrap();
     let relay_log = dir.join("relay.log");

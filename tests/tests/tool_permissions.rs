@@ -50,7 +50,7 @@ async fn every_tool_uses_exactly_its_declared_dynamodb_actions() {
         version: "1".into(),
         status: "ready".into(),
     };
-    h.store.sync_sessions(&owner, project.project_id, &[meta]).await.unwrap();
+    h.store.sync_sessions(&owner, project.project_id, foundry_tests::TEST_DEVICE, &[meta]).await.unwrap();
     let link = h.store.create_link(&owner, project.project_id, "L").await.unwrap().unwrap().link_id;
     let assign = AssignTask {
         owner: owner.clone(),

@@ -1,7 +1,9 @@
 //! Projects and chat links: the owner's consent boundaries.
 //!
-//! A project is enabled (or not) for connected agents and carries the set of graph sessions
-//! the desktop last shared in it. A chat link binds one host conversation to one project.
+//! A project is enabled (or not) for connected agents and carries the graph sessions its
+//! desktops share in it — per device ([`DeviceShares`]), so two desktops sharing one project
+//! never overwrite each other's list; what agents see and the queue-time consent check use
+//! the union ([`Project::sessions`]). A chat link binds one host conversation to one project.
 
 use crate::clock::Timestamp;
 use crate::errors::InputError;
@@ -20,7 +22,8 @@ pub struct Project {
     pub name: String,
     /// Whether connected agents may use it.
     pub enabled: bool,
-    /// Graph sessions shared in it, as of the last relay sync.
+    /// Graph sessions shared in it by any device, as of each device's last sync (the union of
+    /// the per-device lists, kept by the stores in the same write as the device's list).
     pub sessions: Vec<SessionMeta>,
     /// When a relay last synced it.
     pub last_sync_at: Option<Timestamp>,
@@ -46,6 +49,34 @@ impl Project {
     pub fn session(&self, id: &GraphSessionId) -> Option<&SessionMeta> {
         self.sessions.iter().find(|s| &s.graph_session_id == id)
     }
+}
+
+/// The sessions each device shares in one project: device id → its list (the whole set it
+/// sent in its last sync). Ordered by device id, so the union is deterministic.
+pub type DeviceShares = std::collections::BTreeMap<uuid::Uuid, Vec<SessionMeta>>;
+
+/// The union of every device's shared sessions: each session once (the first device's
+/// description wins when two desktops describe the same session differently).
+pub fn union_of(shares: &DeviceShares) -> Vec<SessionMeta> {
+    let mut out: Vec<SessionMeta> = Vec::new();
+    for list in shares.values() {
+        for s in list {
+            if !out.iter().any(|o| o.graph_session_id == s.graph_session_id) {
+                out.push(s.clone());
+            }
+        }
+    }
+    out
+}
+
+/// Replaces `device`'s list in `shares` (an empty list removes the device).
+pub fn with_device_share(mut shares: DeviceShares, device: uuid::Uuid, sessions: &[SessionMeta]) -> DeviceShares {
+    if sessions.is_empty() {
+        shares.remove(&device);
+    } else {
+        shares.insert(device, sessions.to_vec());
+    }
+    shares
 }
 
 /// A chat link's event subscription: where its events are delivered as signed webhooks

@@ -89,14 +89,17 @@ pub trait ManageProjects: Send + Sync {
     async fn list_projects(&self, owner: &OwnerId) -> StoreResult<Vec<Project>>;
 }
 
-/// Relay: replace a project's shared-session set and record the sync time.
+/// Relay: replace one device's shared-session set in a project and record the sync time.
 #[async_trait]
 pub trait SyncSessions: Send + Sync {
-    /// Replaces the set (already validated, ≤ 100) in one conditional write.
+    /// Replaces `device`'s set (already validated, ≤ 100) and the project's union in one
+    /// conditional write (SQLite: one transaction; DynamoDB: a read and a versioned write,
+    /// retried when another device's sync won the race). Other devices' sets are untouched.
     async fn sync_sessions(
         &self,
         owner: &OwnerId,
         project: ProjectId,
+        device: uuid::Uuid,
         sessions: &[SessionMeta],
     ) -> StoreResult<SyncOutcome>;
 }
@@ -226,7 +229,8 @@ pub trait ManageDevices: Send + Sync {
     async fn create_device(&self, owner: &OwnerId, name: &str, token_hash: &str) -> StoreResult<Device>;
     /// The owner's devices (revoked ones included), oldest first.
     async fn list_devices(&self, owner: &OwnerId) -> StoreResult<Vec<Device>>;
-    /// Revokes a device; `false` if it is not the owner's.
+    /// Revokes a device and withdraws the sessions it shared in the owner's projects (a
+    /// revoked desktop will never run them); `false` if it is not the owner's.
     async fn revoke_device(&self, owner: &OwnerId, device: uuid::Uuid) -> StoreResult<bool>;
 }
 

@@ -86,7 +86,7 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
         let method = req.method().clone();
         match (method, segments.as_slice()) {
             (Method::POST, ["sync"]) => {
-                let res = self.sync(&owner, req.body()).await;
+                let res = self.sync(&owner, device.device_id, req.body()).await;
                 if res.status() == StatusCode::OK
                     && let Err(e) = self.store.record_device_seen(&device).await
                 {
@@ -114,7 +114,10 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
         }
     }
 
-    async fn sync(&self, owner: &OwnerId, body: &[u8]) -> http::Response<Bytes> {
+    /// `POST /sync`: this device's sessions replace its own list (other desktops sharing the
+    /// project keep theirs), and only commands for sessions this device shares are handed to it
+    /// — a desktop is never given another desktop's run, so it never refuses (cancels) one.
+    async fn sync(&self, owner: &OwnerId, device: uuid::Uuid, body: &[u8]) -> http::Response<Bytes> {
         let b: SyncRequest = match http_json::parse(body) {
             Ok(b) => b,
             Err(m) => return http_json::error(StatusCode::BAD_REQUEST, m),
@@ -123,20 +126,27 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
         if let Err(e) = validate_sessions(&b.sessions) {
             return http_json::error(StatusCode::BAD_REQUEST, e.to_string());
         }
-        match self.store.sync_sessions(owner, project, &b.sessions).await {
+        match self.store.sync_sessions(owner, project, device, &b.sessions).await {
             Err(e) => internal(&e),
             Ok(SyncOutcome::NotFound) => http_json::error(StatusCode::NOT_FOUND, "project_id: no such project"),
             Ok(SyncOutcome::Disabled) => http_json::response(
                 StatusCode::CONFLICT,
                 ErrorResponse { error: "project is not enabled for connected agents".into(), enabled: Some(false) },
             ),
-            Ok(SyncOutcome::Synced(_)) => match self.store.list_queued(owner, project, MAX_COMMANDS_PER_SYNC).await {
+            Ok(SyncOutcome::Synced(p)) => match self.store.list_queued(owner, project, MAX_COMMANDS_PER_SYNC).await {
                 Err(e) => internal(&e),
                 Ok(runs) => http_json::response(
                     StatusCode::OK,
                     SyncResponse {
                         commands: runs
                             .into_iter()
+                            // This device's sessions; and sessions nobody shares any more, so the
+                            // desktop's consent re-check ends them with the exact error instead of
+                            // leaving them queued for a day.
+                            .filter(|r| {
+                                b.sessions.iter().any(|s| s.graph_session_id == r.graph_session_id)
+                                    || p.session(&r.graph_session_id).is_none()
+                            })
                             .map(|r| QueuedCommand {
                                 command_id: r.command_id,
                                 graph_session_id: r.graph_session_id,

@@ -687,37 +687,96 @@ impl ManageProjects for DynamoStore {
     }
 }
 
+/// Versioned writes of a project's shares retry this often when other devices' syncs keep
+/// winning the race, then give up as retryable.
+const SHARE_WRITE_ATTEMPTS: usize = 8;
+
 #[async_trait]
 impl SyncSessions for DynamoStore {
     async fn sync_sessions(
         &self,
         owner: &OwnerId,
         project: ProjectId,
+        device: uuid::Uuid,
         sessions: &[SessionMeta],
     ) -> StoreResult<SyncOutcome> {
-        let now = self.clock.now();
-        let json = serde_json::to_string(sessions).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        let ids: Vec<String> = sessions.iter().map(|s| s.graph_session_id.to_string()).collect();
-        let mut vals = values([(":s", s(json)), (":now", n(now.as_millis())), (":t", b(true))]);
-        // DynamoDB has no empty sets: an empty share list removes the attribute.
-        let update = if ids.is_empty() {
-            "SET #sessions = :s, #last_sync_at = :now REMOVE #session_ids"
-        } else {
-            vals.insert(":ids".into(), AttributeValue::Ss(ids));
-            "SET #sessions = :s, #last_sync_at = :now, #session_ids = :ids"
-        };
-        let out = self
-            .update(project_key(owner, project), update, "attribute_exists(#pk) AND #enabled = :t", vals)
-            .send(true)
-            .await?;
-        Ok(match out {
-            Updated::Applied(item) => match opt_from(item.as_ref(), project_from)? {
-                Some(p) => SyncOutcome::Synced(p),
-                None => SyncOutcome::NotFound,
-            },
-            Updated::Rejected(Some(old)) if !old.is_empty() => SyncOutcome::Disabled,
-            Updated::Rejected(_) => SyncOutcome::NotFound,
-        })
+        self.set_device_share(owner, project, device, sessions, true).await
+    }
+}
+
+impl DynamoStore {
+    /// Replaces `device`'s list in the project's shares and rewrites the union (`sessions`,
+    /// `session_ids`) in one write conditioned on the version read (`share_ver`): a concurrent
+    /// sync of another device makes the write fail and it is redone on the new state, so no
+    /// device's list is ever overwritten by another's. `sync` also requires the project to be
+    /// enabled and records the sync time; a revoke withdraws shares whatever the switch says.
+    async fn set_device_share(
+        &self,
+        owner: &OwnerId,
+        project: ProjectId,
+        device: uuid::Uuid,
+        sessions: &[SessionMeta],
+        sync: bool,
+    ) -> StoreResult<SyncOutcome> {
+        for _ in 0..SHARE_WRITE_ATTEMPTS {
+            let Some(item) = self.get(project_key(owner, project)).await? else { return Ok(SyncOutcome::NotFound) };
+            if sync && !Read(&item).bool("enabled") {
+                return Ok(SyncOutcome::Disabled);
+            }
+            let version = Read(&item).opt_n("share_ver")?.unwrap_or(0);
+            let shares: domain::projects::DeviceShares =
+                Read(&item).opt_parse("device_shares", |v| serde_json::from_str(v).ok())?.unwrap_or_default();
+            let shares = domain::projects::with_device_share(shares, device, sessions);
+            let union = domain::projects::union_of(&shares);
+            let union_json = serde_json::to_string(&union).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let shares_json = serde_json::to_string(&shares).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let mut vals = values([
+                (":s", s(union_json)),
+                (":ds", s(shares_json)),
+                (":v", n(version)),
+                (":next", n(version + 1)),
+                (":now", n(self.clock.now().as_millis())),
+                (":t", b(true)),
+            ]);
+            let ids: Vec<String> = union.iter().map(|m| m.graph_session_id.to_string()).collect();
+            let mut set = "SET #sessions = :s, #device_shares = :ds, #share_ver = :next".to_owned();
+            if sync {
+                set += ", #last_sync_at = :now";
+            }
+            // DynamoDB has no empty sets: an empty union removes the attribute.
+            let update = if ids.is_empty() {
+                format!("{set} REMOVE #session_ids")
+            } else {
+                vals.insert(":ids".into(), AttributeValue::Ss(ids));
+                format!("{set}, #session_ids = :ids")
+            };
+            let mut condition =
+                "attribute_exists(#pk) AND (attribute_not_exists(#share_ver) OR #share_ver = :v)".to_owned();
+            if sync {
+                condition += " AND #enabled = :t";
+            } else {
+                vals.remove(":t");
+                vals.remove(":now");
+            }
+            match self.update(project_key(owner, project), &update, &condition, vals).send(true).await? {
+                Updated::Applied(item) => {
+                    return Ok(match opt_from(item.as_ref(), project_from)? {
+                        Some(p) => SyncOutcome::Synced(p),
+                        None => SyncOutcome::NotFound,
+                    });
+                }
+                Updated::Rejected(Some(old)) if !old.is_empty() => {
+                    if sync && !Read(&old).bool("enabled") {
+                        return Ok(SyncOutcome::Disabled);
+                    }
+                    // Another device's sync won: redo on the new state.
+                }
+                Updated::Rejected(_) => return Ok(SyncOutcome::NotFound),
+            }
+        }
+        Err(StoreError::unavailable(format!(
+            "project {project}: {SHARE_WRITE_ATTEMPTS} versioned writes of its shares lost to concurrent syncs"
+        )))
     }
 }
 
@@ -1558,7 +1617,19 @@ impl ManageDevices for DynamoStore {
             Ok(TransactWriteItem::builder().update(u).build())
         };
         let items = vec![update(device_key(owner, device))?, update(token_key(&d.token_hash))?];
-        Ok(self.transact(items).await?.is_none())
+        if self.transact(items).await?.is_some() {
+            return Ok(false);
+        }
+        // Its shares go with it: one versioned write per project it shared in.
+        let needle = device.to_string();
+        for item in self.query_all(format!("OWNER#{owner}"), "PROJECT#").await? {
+            let shares = Read(&item).opt_parse("device_shares", |v| Some(v.to_owned()))?.unwrap_or_default();
+            if shares.contains(&needle) {
+                let project = project_from(&item)?.project_id;
+                self.set_device_share(owner, project, device, &[], false).await?;
+            }
+        }
+        Ok(true)
     }
 }
 

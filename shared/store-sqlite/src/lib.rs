@@ -47,7 +47,16 @@ use domain::tasks::{
 ///
 /// Version 1 is the layout the first builds wrote without a version number; its statements
 /// use `IF NOT EXISTS`, so such a database (version 0 with tables) is adopted as it is.
-const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4];
+const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5];
+
+/// Version 5: each device's shared sessions per project (`projects.sessions` stays, as their
+/// union, rewritten in the same transaction as a device's list).
+const SCHEMA_V5: &str = r"
+CREATE TABLE device_sessions (
+    project_id TEXT NOT NULL, device_id TEXT NOT NULL, sessions TEXT NOT NULL,
+    PRIMARY KEY (project_id, device_id));
+CREATE INDEX device_sessions_by_device ON device_sessions(device_id);
+";
 
 /// Version 4: OAuth clients that MCP clients registered for themselves (the local
 /// authorization server's registry; Cognito keeps them in the cloud).
@@ -518,6 +527,42 @@ fn watch_task<T>(
     Ok(out)
 }
 
+/// Replaces one device's shared sessions in a project (empty = none) and rewrites the
+/// project's union from every device's list, in the caller's transaction.
+fn set_device_share_tx(
+    tx: &Transaction<'_>,
+    project: &str,
+    device: &str,
+    sessions: &[SessionMeta],
+) -> rusqlite::Result<()> {
+    if sessions.is_empty() {
+        tx.execute("DELETE FROM device_sessions WHERE project_id = ?1 AND device_id = ?2", params![project, device])?;
+    } else {
+        tx.execute(
+            "INSERT INTO device_sessions (project_id, device_id, sessions) VALUES (?1, ?2, ?3) \
+             ON CONFLICT (project_id, device_id) DO UPDATE SET sessions = excluded.sessions",
+            params![project, device, json(&sessions)],
+        )?;
+    }
+    let mut shares = domain::projects::DeviceShares::new();
+    let mut st = tx.prepare("SELECT device_id, sessions FROM device_sessions WHERE project_id = ?1")?;
+    let rows = st.query_map([project], |r| {
+        let id: String = r.get(0)?;
+        let list: Vec<SessionMeta> = col(r, 1, "sessions", |s| serde_json::from_str(s).ok())?;
+        Ok((id, list))
+    })?;
+    for row in rows {
+        let (id, list) = row?;
+        let id = uuid::Uuid::parse_str(&id).map_err(|_| corrupt(0, "device_id"))?;
+        shares.insert(id, list);
+    }
+    tx.execute(
+        "UPDATE projects SET sessions = ?1 WHERE project_id = ?2",
+        params![json(&domain::projects::union_of(&shares)), project],
+    )?;
+    Ok(())
+}
+
 /// A live idempotency record: (request hash, target id).
 fn get_idempotency_tx(tx: &Transaction<'_>, key: &str, now: Timestamp) -> rusqlite::Result<Option<(String, String)>> {
     tx.query_row(
@@ -649,26 +694,26 @@ impl SyncSessions for SqliteStore {
         &self,
         owner: &OwnerId,
         project: ProjectId,
+        device: uuid::Uuid,
         sessions: &[SessionMeta],
     ) -> StoreResult<SyncOutcome> {
         let owner = owner.as_str().to_owned();
-        let sessions = json(&sessions);
+        let sessions = sessions.to_vec();
         self.write(move |tx, now| {
-            let updated = tx
-                .query_row(
-                    &format!(
-                        "UPDATE projects SET sessions = ?1, last_sync_at = ?2 \
-                         WHERE project_id = ?3 AND owner = ?4 AND enabled = 1 RETURNING {PROJECT_COLS}"
-                    ),
-                    params![sessions, now.as_millis(), project.to_string(), owner],
-                    project_row,
-                )
-                .optional()?;
-            Ok(match updated {
-                Some(p) => SyncOutcome::Synced(p),
-                None if get_project_tx(tx, &owner, &project.to_string())?.is_some() => SyncOutcome::Disabled,
-                None => SyncOutcome::NotFound,
-            })
+            let enabled = tx.execute(
+                "UPDATE projects SET last_sync_at = ?1 WHERE project_id = ?2 AND owner = ?3 AND enabled = 1",
+                params![now.as_millis(), project.to_string(), owner],
+            )?;
+            if enabled == 0 {
+                return Ok(if get_project_tx(tx, &owner, &project.to_string())?.is_some() {
+                    SyncOutcome::Disabled
+                } else {
+                    SyncOutcome::NotFound
+                });
+            }
+            set_device_share_tx(tx, &project.to_string(), &device.to_string(), &sessions)?;
+            let p = get_project_tx(tx, &owner, &project.to_string())?.ok_or_else(missing_target)?;
+            Ok(SyncOutcome::Synced(p))
         })
         .await
     }
@@ -1321,11 +1366,21 @@ impl ManageDevices for SqliteStore {
     async fn revoke_device(&self, owner: &OwnerId, device: uuid::Uuid) -> StoreResult<bool> {
         let owner = owner.as_str().to_owned();
         self.write(move |tx, now| {
-            tx.execute(
+            let revoked = tx.execute(
                 "UPDATE devices SET revoked_at = COALESCE(revoked_at, ?1) WHERE device_id = ?2 AND owner = ?3",
                 params![now.as_millis(), device.to_string(), owner],
-            )
-            .map(|n| n == 1)
+            )? == 1;
+            if revoked {
+                // Its shares go with it, in the same transaction.
+                let projects: Vec<String> = tx
+                    .prepare("SELECT project_id FROM device_sessions WHERE device_id = ?1")?
+                    .query_map([device.to_string()], |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()?;
+                for p in projects {
+                    set_device_share_tx(tx, &p, &device.to_string(), &[])?;
+                }
+            }
+            Ok(revoked)
         })
         .await
     }
