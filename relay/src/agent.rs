@@ -107,7 +107,9 @@ impl Backoff {
 
 /// The relay, over a [`RelayServer`] (the HTTPS [`Client`] unless a test gives another).
 pub struct Relay<S = Client> {
-    config: Config,
+    config: std::sync::RwLock<Arc<Config>>,
+    /// The config file and its modification time when read, when it is watched for changes.
+    source: Option<(std::path::PathBuf, Mutex<Option<std::time::SystemTime>>)>,
     client: S,
     state: State,
     status: Arc<Mutex<Status>>,
@@ -148,7 +150,62 @@ impl<S: RelayServer> Relay<S> {
     pub fn with_server(config: Config, server: S) -> anyhow::Result<Self> {
         let state = State::open(&config.state_dir)?;
         let status = Status { poll_interval_s: config.poll.as_secs(), ..Status::default() };
-        Ok(Self { config, client: server, state, status: Arc::new(Mutex::new(status)) })
+        Ok(Self {
+            config: std::sync::RwLock::new(Arc::new(config)),
+            source: None,
+            client: server,
+            state,
+            status: Arc::new(Mutex::new(status)),
+        })
+    }
+
+    /// Re-reads `path` before a pass whenever it changed: sessions added, removed or moved
+    /// between projects take effect without a restart (a removed project gets its empty sync).
+    /// A file that no longer parses keeps the last good config (the error is in `relay
+    /// status`); the server, token and state folder are read at start only.
+    pub fn watching(mut self, path: std::path::PathBuf) -> Self {
+        let modified = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
+        self.source = Some((path, Mutex::new(modified)));
+        self
+    }
+
+    fn config(&self) -> Arc<Config> {
+        Arc::clone(&self.config.read().unwrap_or_else(std::sync::PoisonError::into_inner))
+    }
+
+    fn reload_if_changed(&self) {
+        let Some((path, seen)) = &self.source else { return };
+        let modified = std::fs::metadata(path).and_then(|m| m.modified()).ok();
+        let mut seen = seen.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if modified == *seen {
+            return;
+        }
+        *seen = modified;
+        let old = self.config();
+        match Config::load(path) {
+            Ok(new)
+                if new.server_url != old.server_url
+                    || new.device_token != old.device_token
+                    || new.state_dir != old.state_dir =>
+            {
+                tracing::warn!("the server, device token or state folder changed: restart the relay to use them");
+                let merged = Config {
+                    server_url: old.server_url.clone(),
+                    device_token: old.device_token.clone(),
+                    state_dir: old.state_dir.clone(),
+                    ..new
+                };
+                *self.config.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(merged);
+            }
+            Ok(new) => {
+                tracing::info!(sessions = new.sessions.len(), "config changed; reloaded");
+                *self.config.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(new);
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "config changed but does not load; keeping the last good one");
+                self.set_status(|s| s.last_error = Some(format!("config: {e}")));
+            }
+        }
     }
 
     fn set_status(&self, f: impl FnOnce(&mut Status)) {
@@ -174,7 +231,7 @@ impl<S: RelayServer> Relay<S> {
             tracing::warn!(count = recovered, "runs were cut short by a restart; reporting them as failed");
         }
         tokio::pin!(shutdown);
-        let mut poll = self.config.poll;
+        let mut poll = self.config().poll;
         let mut backoff = Backoff::default();
         let mut ticker = tokio::time::interval(poll);
         ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
@@ -245,7 +302,7 @@ impl<S: RelayServer> Relay<S> {
     /// One empty sync for each project that was synced with sessions before but has none in
     /// the config now, then remembers the config's projects.
     async fn retire_projects(&self) -> Result<(), PassError> {
-        let current = self.config.projects();
+        let current = self.config().projects();
         let mut remembered = self.state.synced_projects();
         let gone: Vec<ProjectId> = remembered.iter().copied().filter(|p| !current.contains(p)).collect();
         for project in gone {
@@ -269,12 +326,14 @@ impl<S: RelayServer> Relay<S> {
 
     /// One pass; returns the server's poll interval.
     async fn pass(&self) -> Result<Duration, PassError> {
+        self.reload_if_changed();
         self.flush_outbox().await?;
         self.resume_starts().await?;
         self.retire_projects().await?;
-        let mut poll = self.config.poll;
-        for project in self.config.projects() {
-            let sessions = self.config.sessions_for(project);
+        let config = self.config();
+        let mut poll = config.poll;
+        for project in config.projects() {
+            let sessions = config.sessions_for(project);
             let synced = match self.client.sync(project, &sessions).await {
                 Ok(s) => s,
                 Err(ClientError::Refused { status, body }) => {
@@ -362,9 +421,9 @@ impl<S: RelayServer> Relay<S> {
 
     async fn handle(&self, project: ProjectId, command: Command) -> Result<(), PassError> {
         let id = command.command_id;
+        let config = self.config();
         // Consent re-check, on this desktop, right before running.
-        let session = self
-            .config
+        let session = config
             .session(&command.graph_session_id)
             .filter(|s| s.projects.contains(&project) && s.meta.slug == command.slug);
         let Some(session) = session else {
@@ -416,10 +475,10 @@ impl<S: RelayServer> Relay<S> {
         self.state.journal.put(id, &entry)?;
         self.set_status(|s| s.current_run = Some(id.to_string()));
         let client = &self.client;
-        let control_poll = self.config.control_poll;
-        let sync_every = self.config.poll;
+        let control_poll = config.control_poll;
+        let sync_every = config.poll;
         let projects: Vec<(ProjectId, Vec<SessionMeta>)> =
-            self.config.projects().into_iter().map(|p| (p, self.config.sessions_for(p))).collect();
+            config.projects().into_iter().map(|p| (p, config.sessions_for(p))).collect();
         let cancelled = async move {
             let mut control = tokio::time::interval(control_poll);
             control.set_missed_tick_behavior(MissedTickBehavior::Skip);
@@ -449,7 +508,7 @@ impl<S: RelayServer> Relay<S> {
                 }
             }
         };
-        let outcome = executor::run(&session.command, &command.arguments, cancelled, self.config.cancel_grace).await;
+        let outcome = executor::run(&session.command, &command.arguments, cancelled, config.cancel_grace).await;
         tracing::info!(command = %id, status = ?outcome.status, "run finished");
         self.set_status(|s| s.current_run = None);
         let completion = Completion {
@@ -876,6 +935,54 @@ mod tests {
         assert!(done);
         let during = syncs_during.lock().unwrap().1;
         assert!(during >= 2, "{during} syncs during a 2 s run at a 100 ms poll interval");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[tokio::test]
+    async fn sessions_added_or_moved_in_the_config_file_take_effect_without_a_restart() {
+        let dir = temp_state();
+        let (first, second) = (ProjectId::generate(), ProjectId::generate());
+        let file = dir.join("relay.toml");
+        let write = |project: ProjectId| {
+            std::fs::create_dir_all(&dir).unwrap();
+            let text = format!(
+                "server_url = \"http://unused.invalid\"\ndevice_token = \"fcd_test\"\nstate_dir = \"{}\"\npoll_s = 1\n\
+                 [[sessions]]\ngraph_session_id = \"gs_{}\"\nname = \"n\"\nslug = \"s\"\nprojects = [\"{project}\"]\ncommand = [\"true\"]\n",
+                dir.join("state").display(),
+                "3".repeat(32)
+            );
+            // A new inode and a later mtime, as editors save.
+            let tmp = dir.join("relay.toml.tmp");
+            std::fs::write(&tmp, text).unwrap();
+            std::fs::rename(&tmp, &file).unwrap();
+        };
+        write(first);
+        let script = Arc::new(Script::default());
+        let relay =
+            Relay::with_server(Config::load(&file).unwrap(), Arc::clone(&script)).unwrap().watching(file.clone());
+        let stop = Arc::new(tokio::sync::Notify::new());
+        let stopped = Arc::clone(&stop);
+        let task = tokio::spawn(async move { relay.run(async move { stopped.notified().await }).await });
+        let wait = |want: (ProjectId, usize)| {
+            let script = Arc::clone(&script);
+            async move {
+                for _ in 0..500 {
+                    if script.syncs.lock().unwrap().contains(&want) {
+                        return true;
+                    }
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
+                false
+            }
+        };
+        assert!(wait((first, 1)).await, "the first project was never synced");
+        // Let the file's mtime move past the first one's (coarse file-system clocks).
+        tokio::time::sleep(Duration::from_millis(1100)).await;
+        write(second);
+        assert!(wait((second, 1)).await, "a session moved to another project never reached the server");
+        assert!(wait((first, 0)).await, "the project it left was never told");
+        stop.notify_one();
+        task.await.unwrap().unwrap();
         let _ = std::fs::remove_dir_all(dir);
     }
 }

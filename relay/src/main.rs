@@ -6,7 +6,7 @@ use anyhow::{Context, bail};
 use relay::agent::{Relay, Status};
 use relay::client::{Client, RelayServer};
 use relay::config::{CONFIG_ENV, Config, default_config_path};
-use relay::service;
+use relay::service::{self, Platform};
 
 const USAGE: &str = "usage: relay [--config PATH] <run|status|check|install|uninstall>
   run        poll the server and run shared Graph sessions (Ctrl-C / SIGTERM stop it)
@@ -41,7 +41,7 @@ async fn main() -> anyhow::Result<()> {
         Some("run") => {
             let config = load()?;
             tracing::info!(server = %config.server_url, sessions = config.sessions.len(), "relay starting");
-            Relay::new(config)?.run(shutdown_signal()).await
+            Relay::new(config)?.watching(config_path.clone()).run(shutdown_signal()).await
         }
         Some("status") => {
             let config = load()?;
@@ -61,6 +61,15 @@ async fn main() -> anyhow::Result<()> {
                     println!("running:   {}", s.current_run.as_deref().unwrap_or("nothing"));
                     if let Some(e) = s.last_error {
                         println!("last error: {e}");
+                    }
+                    for (project, p) in &s.projects {
+                        println!(
+                            "project {project}: {} at {}; sessions: {}; queued seen: {}",
+                            p.outcome,
+                            p.last_sync_at.as_deref().unwrap_or("never"),
+                            if p.sessions.is_empty() { "none".to_owned() } else { p.sessions.join(", ") },
+                            p.queued
+                        );
                     }
                 }
                 None => println!("status:   the relay has not run yet"),
@@ -87,28 +96,57 @@ async fn main() -> anyhow::Result<()> {
         Some("install") => {
             let home = PathBuf::from(std::env::var_os("HOME").context("HOME is not set")?);
             load()?;
-            let file = service::service_file(&home);
-            let log_dir = home.join(if cfg!(target_os = "macos") { "Library/Logs" } else { ".local/state" });
+            let platform = Platform::current();
+            let file = service::service_file(platform, &home);
+            let log_dir = home.join(if platform == Platform::MacOs { "Library/Logs" } else { ".local/state" });
             std::fs::create_dir_all(file.parent().context("service path")?)?;
+            std::fs::create_dir_all(&log_dir)?;
             let exe = std::env::current_exe()?;
-            std::fs::write(&file, service::service_text(&exe, &std::fs::canonicalize(&config_path)?, &log_dir))?;
-            println!("wrote {}\nload it with: {}", file.display(), service::load_hint(&file));
-            Ok(())
+            let text = service::service_text(platform, &exe, &std::fs::canonicalize(&config_path)?, &log_dir);
+            std::fs::write(&file, text)?;
+            println!("wrote {}", file.display());
+            let commands = service::load_commands(platform, &file, &uid());
+            match service::run_commands(&commands) {
+                Ok(()) => {
+                    println!("loaded: the relay runs now and at every login");
+                    Ok(())
+                }
+                Err(e) => bail!(
+                    "wrote {} but could not load it: {e}\nload it yourself with: {}",
+                    file.display(),
+                    commands.iter().map(|c| c.join(" ")).collect::<Vec<_>>().join(" && ")
+                ),
+            }
         }
         Some("uninstall") => {
             let home = PathBuf::from(std::env::var_os("HOME").context("HOME is not set")?);
-            let file = service::service_file(&home);
-            match std::fs::remove_file(&file) {
-                Ok(()) => println!("removed {}", file.display()),
-                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-                    println!("nothing installed at {}", file.display())
-                }
-                Err(e) => return Err(e.into()),
+            let platform = Platform::current();
+            let file = service::service_file(platform, &home);
+            if !file.exists() {
+                println!("nothing installed at {}", file.display());
+                return Ok(());
             }
+            if let Err(e) = service::run_commands(&service::unload_commands(platform, &uid())) {
+                // Not loaded (or no service manager): removing the file is still right.
+                eprintln!("unloading: {e}");
+            }
+            std::fs::remove_file(&file)?;
+            println!("unloaded and removed {}", file.display());
             Ok(())
         }
         _ => bail!("{USAGE}"),
     }
+}
+
+/// The user's numeric id (launchd's `gui/<uid>` domain).
+fn uid() -> String {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "501".into())
 }
 
 /// Resolves on Ctrl-C or SIGTERM.

@@ -561,3 +561,57 @@ async fn a_second_relay_on_the_same_state_folder_refuses_to_start() {
     first.wait().unwrap();
     e.finish().await;
 }
+
+/// `relay install` writes the login service and loads it; `uninstall` unloads and removes it.
+/// The service manager is a stub on `PATH` that records how it was called (this machine has
+/// no user session manager); when loading fails, install says so and how to do it by hand.
+#[tokio::test]
+async fn install_loads_the_service_and_uninstall_unloads_it() {
+    let e = env(Duration::from_secs(600)).await;
+    let (_, config) = e.config(&[(1, "report", "echo ok")], "state");
+    let home = e.dir.join("home");
+    let stubs = e.dir.join("stubs");
+    std::fs::create_dir_all(&stubs).unwrap();
+    let calls = e.dir.join("calls.log");
+    let stub = |exit: u8| {
+        let path = stubs.join(if cfg!(target_os = "macos") { "launchctl" } else { "systemctl" });
+        std::fs::write(&path, format!("#!/bin/sh\necho \"$*\" >> {}\nexit {exit}\n", calls.display())).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+    };
+    let relay = |args: &[&str]| {
+        std::process::Command::new(built_binary("relay", &["relay/src", "shared/domain/src"]))
+            .args(["--config", config.to_str().unwrap()])
+            .args(args)
+            .env("HOME", &home)
+            .env("PATH", format!("{}:{}", stubs.display(), std::env::var("PATH").unwrap_or_default()))
+            .output()
+            .unwrap()
+    };
+    stub(0);
+    let out = relay(&["install"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let file = relay::service::service_file(relay::service::Platform::current(), &home);
+    assert!(file.exists());
+    let log = std::fs::read_to_string(&calls).unwrap();
+    let expected = relay::service::load_commands(relay::service::Platform::current(), &file, "UID");
+    for c in &expected {
+        let args = c[1..].join(" ");
+        let pattern = args.split("gui/UID").next().unwrap().to_owned();
+        assert!(log.contains(pattern.trim()), "{pattern:?} was not run: {log}");
+    }
+    let out = relay(&["uninstall"]);
+    assert!(out.status.success());
+    assert!(!file.exists(), "uninstall left the service file");
+    let log = std::fs::read_to_string(&calls).unwrap();
+    assert!(log.contains("disable --now") || log.contains("bootout"), "{log}");
+    // A service manager that refuses: install fails and says what to run.
+    stub(1);
+    let out = relay(&["install"]);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && stderr.contains("could not load it") && stderr.contains("load it yourself with"),
+        "{stderr}"
+    );
+    e.finish().await;
+}
