@@ -80,21 +80,44 @@ pub struct ProjectStatus {
 #[derive(Debug, Clone)]
 pub struct Backoff {
     next: Duration,
+    /// Jitter from the OS (`None`), or from a seeded generator (the simulation: same seed,
+    /// same delays).
+    seeded: Option<u64>,
 }
 
 impl Default for Backoff {
     fn default() -> Self {
-        Self { next: BACKOFF_START }
+        Self { next: BACKOFF_START, seeded: None }
     }
 }
 
 impl Backoff {
+    /// Backoff whose jitter comes from `seed` (deterministic).
+    pub fn seeded(seed: u64) -> Self {
+        Self { next: BACKOFF_START, seeded: Some(seed | 1) }
+    }
+
+    fn jitter_bits(&mut self) -> u16 {
+        match &mut self.seeded {
+            // xorshift64
+            Some(x) => {
+                *x ^= *x << 13;
+                *x ^= *x >> 7;
+                *x ^= *x << 17;
+                (*x >> 16) as u16
+            }
+            None => {
+                let mut b = [0u8; 2];
+                if getrandom::fill(&mut b).is_ok() { u16::from_le_bytes(b) } else { 32768 }
+            }
+        }
+    }
+
     /// The delay before the next try (and doubles the one after, up to [`BACKOFF_MAX`]).
     pub fn next_delay(&mut self) -> Duration {
         let base = self.next;
         self.next = (self.next * 2).min(BACKOFF_MAX);
-        let mut b = [0u8; 2];
-        let r = if getrandom::fill(&mut b).is_ok() { u16::from_le_bytes(b) } else { 32768 };
+        let r = self.jitter_bits();
         // factor in [0.75, 1.25)
         base.mul_f64(0.75 + f64::from(r) / 131_072.0)
     }
@@ -106,7 +129,9 @@ impl Backoff {
 }
 
 /// The relay, over a [`RelayServer`] (the HTTPS [`Client`] unless a test gives another).
-pub struct Relay<S = Client> {
+pub struct Relay<S = Client, E = executor::Processes> {
+    executor: E,
+    jitter_seed: Option<u64>,
     config: std::sync::RwLock<Arc<Config>>,
     /// The config file and its modification time when read, when it is watched for changes.
     source: Option<(std::path::PathBuf, Mutex<Option<std::time::SystemTime>>)>,
@@ -148,15 +173,34 @@ impl<S: RelayServer> Relay<S> {
     /// # Errors
     /// When the state directory cannot be set up.
     pub fn with_server(config: Config, server: S) -> anyhow::Result<Self> {
+        Relay::with_parts(config, server, executor::Processes)
+    }
+}
+
+impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
+    /// A relay for `config` talking to `server`, running graphs with `executor` (the
+    /// simulation's runs take virtual time instead of processes).
+    ///
+    /// # Errors
+    /// When the state directory cannot be set up.
+    pub fn with_parts(config: Config, server: S, executor: E) -> anyhow::Result<Self> {
         let state = State::open(&config.state_dir)?;
         let status = Status { poll_interval_s: config.poll.as_secs(), ..Status::default() };
         Ok(Self {
+            executor,
+            jitter_seed: None,
             config: std::sync::RwLock::new(Arc::new(config)),
             source: None,
             client: server,
             state,
             status: Arc::new(Mutex::new(status)),
         })
+    }
+
+    /// Backoff jitter from `seed` instead of the OS (a deterministic simulation).
+    pub fn with_jitter_seed(mut self, seed: u64) -> Self {
+        self.jitter_seed = Some(seed);
+        self
     }
 
     /// Re-reads `path` before a pass whenever it changed: sessions added, removed or moved
@@ -232,7 +276,7 @@ impl<S: RelayServer> Relay<S> {
         }
         tokio::pin!(shutdown);
         let mut poll = self.config().poll;
-        let mut backoff = Backoff::default();
+        let mut backoff = self.jitter_seed.map_or_else(Backoff::default, Backoff::seeded);
         let mut ticker = tokio::time::interval(poll);
         ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
         loop {
@@ -508,7 +552,7 @@ impl<S: RelayServer> Relay<S> {
                 }
             }
         };
-        let outcome = executor::run(&session.command, &command.arguments, cancelled, config.cancel_grace).await;
+        let outcome = self.executor.execute(&session.command, &command.arguments, cancelled, config.cancel_grace).await;
         tracing::info!(command = %id, status = ?outcome.status, "run finished");
         self.set_status(|s| s.current_run = None);
         let completion = Completion {

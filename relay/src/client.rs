@@ -80,12 +80,54 @@ pub trait RelayServer: Send + Sync {
     ) -> impl Future<Output = Result<Completed, ClientError>> + Send;
 }
 
-/// The relay API client.
+/// How the client's requests reach the server: [`Https`] in the product; the simulation
+/// answers them in process with the real relay API handler. The client's reading of answers
+/// (what is retryable, what is final) is the same either way.
+pub trait Transport: Send + Sync {
+    /// Sends `method path` (relative to the relay API prefix) with an optional JSON body;
+    /// returns the status and the body text, or a network failure.
+    fn request(
+        &self,
+        method: &'static str,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> impl Future<Output = Result<(u16, String), ClientError>> + Send;
+}
+
+/// HTTPS to the server, with the device token.
 #[derive(Clone)]
-pub struct Client {
+pub struct Https {
     http: reqwest::Client,
     base: String,
     token: String,
+}
+
+impl Transport for Https {
+    async fn request(
+        &self,
+        method: &'static str,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<(u16, String), ClientError> {
+        let url = format!("{}{path}", self.base);
+        let mut req = match method {
+            "GET" => self.http.get(url),
+            _ => self.http.post(url),
+        };
+        if let Some(b) = body {
+            req = req.header("content-type", "application/json").body(b);
+        }
+        let res = req.bearer_auth(&self.token).send().await.map_err(|e| ClientError::Retryable(e.to_string()))?;
+        let status = res.status().as_u16();
+        let text = res.text().await.map_err(|e| ClientError::Retryable(e.to_string()))?;
+        Ok((status, text))
+    }
+}
+
+/// The relay API client.
+#[derive(Clone)]
+pub struct Client<T = Https> {
+    transport: T,
 }
 
 /// Reads a response body the server documents; a body that does not parse means the server
@@ -101,7 +143,7 @@ fn status_of(text: &str) -> String {
         .unwrap_or_else(|_| "missing".into())
 }
 
-impl Client {
+impl Client<Https> {
     /// A client for `server_url` with `token`.
     ///
     /// # Errors
@@ -114,13 +156,23 @@ impl Client {
             .timeout(Duration::from_secs(30))
             .connect_timeout(Duration::from_secs(10))
             .build()?;
-        Ok(Self { http, base: format!("{server_url}{}", domain::relay::PREFIX), token: token.to_owned() })
+        Ok(Self::over(Https { http, base: format!("{server_url}{}", domain::relay::PREFIX), token: token.to_owned() }))
+    }
+}
+
+impl<T: Transport> Client<T> {
+    /// A client over `transport`.
+    pub fn over(transport: T) -> Self {
+        Self { transport }
     }
 
-    async fn send(&self, req: reqwest::RequestBuilder) -> Result<(u16, String), ClientError> {
-        let res = req.bearer_auth(&self.token).send().await.map_err(|e| ClientError::Retryable(e.to_string()))?;
-        let status = res.status().as_u16();
-        let body = res.text().await.map_err(|e| ClientError::Retryable(e.to_string()))?;
+    async fn send(
+        &self,
+        method: &'static str,
+        path: &str,
+        json: Option<Vec<u8>>,
+    ) -> Result<(u16, String), ClientError> {
+        let (status, body) = self.transport.request(method, path, json).await?;
         if status >= 500 || status == 429 {
             return Err(ClientError::Retryable(format!("{status} {body}")));
         }
@@ -137,10 +189,14 @@ impl Client {
     }
 }
 
-impl RelayServer for Client {
+fn json(v: &impl serde::Serialize) -> Option<Vec<u8>> {
+    serde_json::to_vec(v).ok()
+}
+
+impl<T: Transport> RelayServer for Client<T> {
     async fn sync(&self, project: ProjectId, sessions: &[SessionMeta]) -> Result<Synced, ClientError> {
         let req = SyncRequest { project_id: project, sessions: sessions.to_vec() };
-        let (status, text) = self.send(self.http.post(format!("{}/sync", self.base)).json(&req)).await?;
+        let (status, text) = self.send("POST", "/sync", json(&req)).await?;
         match status {
             200 => {
                 let r: SyncResponse = body(&text)?;
@@ -155,9 +211,8 @@ impl RelayServer for Client {
     }
 
     async fn start(&self, id: CommandId, execution_id: &str) -> Result<Started, ClientError> {
-        let url = format!("{}/commands/{id}/start", self.base);
         let req = StartRequest { execution_id: execution_id.to_owned() };
-        let (status, text) = self.send(self.http.post(url).json(&req)).await?;
+        let (status, text) = self.send("POST", &format!("/commands/{id}/start"), json(&req)).await?;
         match status {
             200 => Ok(Started::Running),
             409 | 404 => Ok(Started::Refused(status_of(&text))),
@@ -166,7 +221,7 @@ impl RelayServer for Client {
     }
 
     async fn control(&self, id: CommandId) -> Result<bool, ClientError> {
-        let (status, text) = self.send(self.http.get(format!("{}/commands/{id}/control", self.base))).await?;
+        let (status, text) = self.send("GET", &format!("/commands/{id}/control"), None).await?;
         match status {
             200 => Ok(body::<ControlResponse>(&text)?.cancel_requested),
             404 => Ok(true),
@@ -175,8 +230,7 @@ impl RelayServer for Client {
     }
 
     async fn complete(&self, id: CommandId, completion: &Completion) -> Result<Completed, ClientError> {
-        let url = format!("{}/commands/{id}/complete", self.base);
-        let (status, text) = self.send(self.http.post(url).json(completion)).await?;
+        let (status, text) = self.send("POST", &format!("/commands/{id}/complete"), json(completion)).await?;
         match status {
             200 => Ok(Completed::Recorded(body::<CompleteResponse>(&text)?.status.as_str().to_owned())),
             409 | 404 => Ok(Completed::Conflict(status_of(&text))),

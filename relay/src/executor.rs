@@ -93,6 +93,61 @@ async fn read_bounded<R: tokio::io::AsyncRead + Unpin>(
 /// Most bytes of stderr kept for the error message (the completion cuts it to 2,000 characters).
 const STDERR_TAIL: usize = 16 * 1024;
 
+/// How the relay runs a graph. [`Processes`] is the product; the simulation substitutes runs
+/// that take virtual time.
+pub trait Execute: Send + Sync {
+    /// Runs `command` with `arguments` until it ends or `cancel` resolves.
+    fn execute(
+        &self,
+        command: &[String],
+        arguments: &serde_json::Value,
+        cancel: impl Future<Output = ()> + Send,
+        grace: Duration,
+    ) -> impl Future<Output = Outcome> + Send;
+}
+
+/// Runs graphs as processes ([`run`]).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Processes;
+
+impl Execute for Processes {
+    fn execute(
+        &self,
+        command: &[String],
+        arguments: &serde_json::Value,
+        cancel: impl Future<Output = ()> + Send,
+        grace: Duration,
+    ) -> impl Future<Output = Outcome> + Send {
+        run(command, arguments, cancel, grace)
+    }
+}
+
+impl Outcome {
+    /// A completed run with `result` (the simulation's virtual graphs).
+    pub fn completed(result: &str) -> Self {
+        Self {
+            status: FinalStatus::Completed,
+            result: Some(result.to_owned()),
+            error: None,
+            total_tokens: None,
+            reported_cost: None,
+            truncated: false,
+        }
+    }
+
+    /// A run stopped on request.
+    pub fn cancelled() -> Self {
+        Self {
+            status: FinalStatus::Cancelled,
+            result: None,
+            error: Some("cancelled on request; the process was stopped".into()),
+            total_tokens: None,
+            reported_cost: None,
+            truncated: false,
+        }
+    }
+}
+
 /// Runs `command` with `arguments` on stdin until it exits or `cancel` resolves.
 pub async fn run(
     command: &[String],
@@ -137,14 +192,7 @@ pub async fn run(
         () = &mut cancel => {
             stop_group(pid, &mut child, grace).await;
             readers.abort_all();
-            return Outcome {
-                status: FinalStatus::Cancelled,
-                result: None,
-                error: Some("cancelled on request; the process was stopped".into()),
-                total_tokens: None,
-                reported_cost: None,
-                truncated: false,
-            };
+            return Outcome::cancelled();
         }
     };
     // The main process is gone. Its output ends when every holder of the pipes is gone too; a

@@ -1,0 +1,386 @@
+//! # sim — the seed reports' figures, reproduced by the real code under a virtual clock
+//!
+//! Everything here is the product's own code except time and the graphs:
+//!
+//! - the **store** is the real embedded store (`store-sqlite`, in memory), on a [`VirtualClock`]
+//!   that reads tokio's paused clock, so leases, expiry and hints run on virtual time;
+//! - the **server** is the real relay API handler (`service::relay_api`) and the real tool
+//!   handlers (`service::tools`), called in process;
+//! - the **desktop** is the real relay loop (`relay::agent::Relay`) with its real HTTP client
+//!   logic over an in-process [`Transport`] (which can lose requests), backoff jitter from the
+//!   seed, and [`VirtualGraphs`] instead of processes: a run takes the virtual time in its
+//!   arguments;
+//! - the **agents** are scripted callers of the tools (polling strategies, cancels, claims).
+//!
+//! One tokio runtime on one thread with paused time: the same seed gives the same output, byte
+//! for byte ([`report`] is checked by a test). Randomness (graph durations, phases, cancel
+//! moments) comes from [`Rng`], seeded.
+
+mod seed000;
+mod seed004;
+
+use std::path::PathBuf;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use bytes::Bytes;
+use domain::clock::{Clock, SharedClock, Timestamp};
+use domain::ids::{AgentId, CommandId, GraphSessionId, OwnerId, ProjectId};
+use domain::limits::Policy;
+use domain::runs::{Run, SessionMeta};
+use domain::store::{ManageDevices, ManageProjects, ReadRuns};
+use relay::agent::Relay;
+use relay::client::{Client, ClientError, Transport};
+use relay::config::{Config, Session};
+use relay::executor::{Execute, Outcome};
+use service::relay_api::RelayApi;
+use service::tools::{ToolCall, ToolDeps, ToolName, ToolReply};
+use store_sqlite::SqliteStore;
+
+/// The whole report for `seed`, `n` runs per row: every table, as text.
+///
+/// # Errors
+/// When the simulated world cannot be set up (a bug, not an outcome).
+pub fn report(seed: u64, n: usize) -> anyhow::Result<String> {
+    let rt = tokio::runtime::Builder::new_current_thread().enable_all().start_paused(true).build()?;
+    rt.block_on(async move {
+        let mut out = String::new();
+        out += &format!("foundry-connect simulation — seed {seed}, {n} runs per row, virtual time\n");
+        out += &seed000::tables(seed, n).await?;
+        out += &seed004::tables(seed, n).await?;
+        Ok(out)
+    })
+}
+
+/// xorshift64* — small, seedable, the same everywhere.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    /// A generator for `seed` (any value; zero is mapped away).
+    pub fn new(seed: u64) -> Self {
+        Self(seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1)
+    }
+
+    /// The next 64 random bits.
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
+    }
+
+    /// Uniform in [0, 1).
+    pub fn unit(&mut self) -> f64 {
+        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
+    }
+
+    /// Uniform duration in [lo, hi).
+    pub fn between(&mut self, lo: Duration, hi: Duration) -> Duration {
+        lo + (hi - lo).mul_f64(self.unit())
+    }
+
+    /// Log-normal with this median and σ of the log, at least `min` (the reports' graph
+    /// durations: median 60 s, minimum 5 s).
+    pub fn lognormal(&mut self, median: Duration, sigma: f64, min: Duration) -> Duration {
+        // Box–Muller.
+        let (u1, u2) = (self.unit().max(f64::MIN_POSITIVE), self.unit());
+        let z = (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos();
+        median.mul_f64((sigma * z).exp()).max(min)
+    }
+}
+
+/// The domain's clock over tokio's (paused) clock: virtual time for the store and the tools.
+#[derive(Debug)]
+pub struct VirtualClock {
+    base: Timestamp,
+    start: tokio::time::Instant,
+}
+
+impl VirtualClock {
+    /// A clock at 2026-11-30T00:00:00Z now.
+    pub fn new() -> Self {
+        Self { base: Timestamp::from_millis(1_795_996_800_000), start: tokio::time::Instant::now() }
+    }
+}
+
+impl Default for VirtualClock {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Clock for VirtualClock {
+    fn now(&self) -> Timestamp {
+        self.base.plus(self.start.elapsed())
+    }
+}
+
+/// Network faults between the simulated desktop and the server.
+#[derive(Debug, Default)]
+pub struct Faults {
+    /// Every request fails (the desktop is offline).
+    pub offline: AtomicBool,
+    /// The next completion POST is lost before it reaches the server.
+    pub lose_next_complete: AtomicBool,
+}
+
+/// The relay client's requests, answered in process by the real relay API handler.
+pub struct InProcess {
+    api: Arc<RelayApi<SqliteStore>>,
+    token: String,
+    faults: Arc<Faults>,
+}
+
+impl Transport for InProcess {
+    async fn request(
+        &self,
+        method: &'static str,
+        path: &str,
+        body: Option<Vec<u8>>,
+    ) -> Result<(u16, String), ClientError> {
+        if self.faults.offline.load(Ordering::SeqCst) {
+            return Err(ClientError::Retryable("offline".into()));
+        }
+        if path.ends_with("/complete") && self.faults.lose_next_complete.swap(false, Ordering::SeqCst) {
+            return Err(ClientError::Retryable("the completion POST was lost".into()));
+        }
+        let req = http::Request::builder()
+            .method(method)
+            .uri(format!("{}{path}", domain::relay::PREFIX))
+            .header("authorization", format!("Bearer {}", self.token))
+            .body(Bytes::from(body.unwrap_or_default()))
+            .map_err(|e| ClientError::Retryable(e.to_string()))?;
+        let res = self.api.handle(req).await;
+        Ok((res.status().as_u16(), String::from_utf8_lossy(res.body()).into_owned()))
+    }
+}
+
+/// Graphs that take virtual time: `duration_ms` from the run's arguments (default 1 s); a
+/// cancel stops them at once.
+pub struct VirtualGraphs;
+
+impl Execute for VirtualGraphs {
+    async fn execute(
+        &self,
+        _command: &[String],
+        arguments: &serde_json::Value,
+        cancel: impl std::future::Future<Output = ()> + Send,
+        _grace: Duration,
+    ) -> Outcome {
+        let d = Duration::from_millis(arguments["duration_ms"].as_u64().unwrap_or(1000));
+        tokio::select! {
+            () = tokio::time::sleep(d) => Outcome::completed("done"),
+            () = cancel => Outcome::cancelled(),
+        }
+    }
+}
+
+/// The graph session every simulated run uses.
+pub fn session_id() -> GraphSessionId {
+    GraphSessionId::parse("graph_session_id", &format!("gs_{}", "5".repeat(32))).unwrap_or_else(|_| unreachable!())
+}
+
+/// One simulated deployment: store, server, one owner with an enabled project, a device, an
+/// agent; the relay started and stopped on demand.
+pub struct World {
+    /// Virtual time.
+    pub clock: SharedClock,
+    /// The real embedded store.
+    pub store: Arc<SqliteStore>,
+    /// What the tool handlers get.
+    pub deps: ToolDeps<SqliteStore>,
+    /// The owner.
+    pub owner: OwnerId,
+    /// The calling agent.
+    pub agent: AgentId,
+    /// The project runs are queued in.
+    pub project: ProjectId,
+    /// The time rules (the server's poll interval is 20 s).
+    pub policy: Policy,
+    /// Network faults of the desktop.
+    pub faults: Arc<Faults>,
+    api: Arc<RelayApi<SqliteStore>>,
+    device_token: String,
+    state_dir: PathBuf,
+    seed: u64,
+    relay: Option<(tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>)>,
+}
+
+impl World {
+    /// A fresh world.
+    ///
+    /// # Errors
+    /// Store set-up failures.
+    pub async fn new(seed: u64, policy: Policy) -> anyhow::Result<Self> {
+        let clock: SharedClock = Arc::new(VirtualClock::new());
+        let store = Arc::new(SqliteStore::in_memory(clock.clone(), policy)?);
+        let owner = OwnerId::new("sim-owner")?;
+        let project = store.create_project(&owner, "Simulated").await?;
+        store.set_project_enabled(&owner, project.project_id, true).await?;
+        let (device_token, hash) = domain::devices::new_token()?;
+        store.create_device(&owner, "simulated desktop", &hash).await?;
+        let api = Arc::new(RelayApi { store: Arc::clone(&store), clock: clock.clone(), policy });
+        let deps = ToolDeps { store: Arc::clone(&store), clock: clock.clone(), policy, blobs: None };
+        let shm = PathBuf::from("/dev/shm");
+        let tmp = if shm.is_dir() { shm } else { std::env::temp_dir() };
+        Ok(Self {
+            clock,
+            store,
+            deps,
+            agent: AgentId::new("sim-agent", owner.as_str())?,
+            owner,
+            project: project.project_id,
+            policy,
+            faults: Arc::new(Faults::default()),
+            api,
+            device_token,
+            state_dir: tmp.join(format!("foundry-sim-{}", uuid::Uuid::new_v4())),
+            seed,
+            relay: None,
+        })
+    }
+
+    /// Starts the relay (first pass at once), with this control poll.
+    ///
+    /// # Errors
+    /// When the relay's state folder cannot be set up.
+    pub fn start_relay(&mut self, control_poll: Duration) -> anyhow::Result<()> {
+        let meta = SessionMeta {
+            graph_session_id: session_id(),
+            name: "Simulated graph".into(),
+            description: String::new(),
+            slug: "simulated".into(),
+            version: "1".into(),
+            status: "ready".into(),
+        };
+        let config = Config {
+            server_url: "http://in-process".into(),
+            device_token: self.device_token.clone(),
+            state_dir: self.state_dir.clone(),
+            control_poll,
+            poll: self.policy.poll_interval,
+            cancel_grace: Duration::from_secs(1),
+            sessions: vec![Session { meta, projects: vec![self.project], command: vec!["virtual".into()] }],
+        };
+        let transport = InProcess {
+            api: Arc::clone(&self.api),
+            token: self.device_token.clone(),
+            faults: Arc::clone(&self.faults),
+        };
+        let relay = Relay::with_parts(config, Client::over(transport), VirtualGraphs)?.with_jitter_seed(self.seed);
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            let _ = relay
+                .run(async move {
+                    let _ = rx.await;
+                })
+                .await;
+        });
+        self.relay = Some((tx, task));
+        Ok(())
+    }
+
+    /// Stops the relay (it finishes nothing: a run in progress is cut short).
+    pub async fn stop_relay(&mut self) {
+        if let Some((tx, task)) = self.relay.take() {
+            let _ = tx.send(());
+            let _ = task.await;
+        }
+    }
+
+    /// Calls a tool as the agent; the structured result, or `{"error": message}`.
+    ///
+    /// # Errors
+    /// Infrastructure faults (never expected here).
+    pub async fn tool(&self, tool: ToolName, arguments: serde_json::Value) -> anyhow::Result<serde_json::Value> {
+        self.tool_as(&self.agent, tool, arguments).await
+    }
+
+    /// Calls a tool as `agent`.
+    ///
+    /// # Errors
+    /// Infrastructure faults.
+    pub async fn tool_as(
+        &self,
+        agent: &AgentId,
+        tool: ToolName,
+        arguments: serde_json::Value,
+    ) -> anyhow::Result<serde_json::Value> {
+        let call = ToolCall { tool, owner: self.owner.clone(), agent: agent.clone(), arguments };
+        Ok(match service::tools::handle(&self.deps, &call).await.map_err(|e| anyhow::anyhow!("{e}"))? {
+            ToolReply::Ok { structured } => structured,
+            ToolReply::Rejected { message } | ToolReply::Invalid { message } => serde_json::json!({ "error": message }),
+        })
+    }
+
+    /// The run as the store has it.
+    ///
+    /// # Errors
+    /// Store failures, or an unknown run.
+    pub async fn run(&self, id: CommandId) -> anyhow::Result<Run> {
+        self.store.get_run(&self.agent, id).await?.ok_or_else(|| anyhow::anyhow!("no run {id}"))
+    }
+}
+
+impl Drop for World {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.state_dir);
+    }
+}
+
+/// Summary statistics of a sample, in seconds.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Stats {
+    /// Mean.
+    pub mean: f64,
+    /// Median.
+    pub median: f64,
+    /// 95th percentile (nearest rank).
+    pub p95: f64,
+    /// Maximum.
+    pub max: f64,
+}
+
+impl Stats {
+    /// Of `xs` (not empty).
+    pub fn of(xs: &[f64]) -> Self {
+        let mut s = xs.to_vec();
+        s.sort_by(f64::total_cmp);
+        let rank = |q: f64| s[((q * s.len() as f64).ceil() as usize).clamp(1, s.len()) - 1];
+        Self { mean: s.iter().sum::<f64>() / s.len() as f64, median: rank(0.5), p95: rank(0.95), max: s[s.len() - 1] }
+    }
+
+    /// `mean 9.8 s, median 9.8 s, p95 18.9 s, max 20.0 s`.
+    pub fn line(&self) -> String {
+        format!("mean {:.1} s, median {:.1} s, p95 {:.1} s, max {:.1} s", self.mean, self.median, self.p95, self.max)
+    }
+}
+
+/// Waits (virtual time, `step` at a time) until `f` gives a value.
+///
+/// # Errors
+/// When `f` fails, or nothing came within `limit`.
+pub async fn wait_for<T, F, Fut>(step: Duration, limit: Duration, mut f: F) -> anyhow::Result<T>
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = anyhow::Result<Option<T>>>,
+{
+    let deadline = tokio::time::Instant::now() + limit;
+    loop {
+        if let Some(v) = f().await? {
+            return Ok(v);
+        }
+        anyhow::ensure!(tokio::time::Instant::now() < deadline, "nothing after {limit:?} (virtual)");
+        tokio::time::sleep(step).await;
+    }
+}
+
+/// Seconds between two timestamps.
+pub fn secs(from: Timestamp, to: Timestamp) -> f64 {
+    (to.as_millis() - from.as_millis()) as f64 / 1000.0
+}
+
+/// Shared mutable note-taking for scenarios (e.g. what a background agent saw).
+pub type Notes<T> = Arc<Mutex<Vec<T>>>;
