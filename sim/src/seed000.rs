@@ -13,6 +13,8 @@ use crate::{Rng, Stats, World, secs, session_id, wait_for};
 
 const MINUTE_MEDIAN: Duration = Duration::from_secs(60);
 const SIGMA: f64 = 0.5;
+/// Run-to-run spread of one recurring graph session (its durations are what hints learn from).
+const SESSION_SIGMA: f64 = 0.15;
 const MIN_RUN: Duration = Duration::from_secs(5);
 const CONTROL_POLL: Duration = Duration::from_secs(3);
 const STEP: Duration = Duration::from_millis(100);
@@ -133,10 +135,12 @@ async fn follow(w: &World, strategy: Strategy, queued: &Value, id: CommandId) ->
 /// Status calls and detection delay per polling strategy, for runs of about a minute.
 async fn polling(seed: u64, n: usize) -> anyhow::Result<String> {
     let mut out = format!(
-        "agent polling get_graph_run, runs log-normal (median 60 s, sigma {SIGMA}, min 5 s), n={n} per row\n  \
+        "agent polling get_graph_run, one recurring graph session of about a minute (log-normal, median 60 s, \
+         sigma {SESSION_SIGMA} run to run, min 5 s), n={n} per row\n  \
          report: fixed 2 s = 47 calls; backoff as many calls as fixed 15 s and detects twice as late\n  \
-         {:<36} {:>10} {:>22}\n",
-        "strategy", "calls", "detection delay"
+         hints learn the session's durations from its completed runs (the first runs of a row have no history)\n  \
+         {:<36} {:>18} {:>22}\n",
+        "strategy", "calls mean (median, p95)", "detection delay"
     );
     for (k, strategy) in
         [Strategy::Fixed(2), Strategy::Fixed(15), Strategy::Backoff, Strategy::Hints].into_iter().enumerate()
@@ -146,7 +150,7 @@ async fn polling(seed: u64, n: usize) -> anyhow::Result<String> {
         let (mut calls, mut delays) = (Vec::new(), Vec::new());
         for i in 0..n {
             tokio::time::sleep(rng.between(Duration::ZERO, w.policy.poll_interval)).await;
-            let d = rng.lognormal(MINUTE_MEDIAN, SIGMA, MIN_RUN);
+            let d = rng.lognormal(MINUTE_MEDIAN, SESSION_SIGMA, MIN_RUN);
             let (id, queued) = queue(&w, d, (k * 100_000 + i) as u64).await?;
             let (c, delay) = follow(&w, strategy, &queued, id).await?;
             calls.push(f64::from(c));
@@ -155,9 +159,10 @@ async fn polling(seed: u64, n: usize) -> anyhow::Result<String> {
         let c = Stats::of(&calls);
         let d = Stats::of(&delays);
         out += &format!(
-            "  {:<36} {:>5.1} (p95 {:>2.0}) {:>7.1} s (p95 {:>4.1} s)\n",
+            "  {:<36} {:>5.1} ({:>2.0}, p95 {:>2.0}) {:>7.1} s (p95 {:>4.1} s)\n",
             strategy.name(),
             c.mean,
+            c.median,
             c.p95,
             d.mean,
             d.p95

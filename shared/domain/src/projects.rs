@@ -29,6 +29,9 @@ pub struct Project {
     pub last_sync_at: Option<Timestamp>,
     /// When it was created.
     pub created_at: Timestamp,
+    /// Recent durations (ms) of completed runs per session, by [`crate::runs::duration_key`]:
+    /// what `check_after_s` of a running run is computed from.
+    pub recent_durations: std::collections::BTreeMap<String, u64>,
 }
 
 impl Project {
@@ -42,7 +45,13 @@ impl Project {
             sessions: Vec::new(),
             last_sync_at: None,
             created_at: now,
+            recent_durations: std::collections::BTreeMap::new(),
         }
+    }
+
+    /// How long a run of `session` is expected to take (median of recent completed runs).
+    pub fn expected_duration(&self, session: &GraphSessionId) -> Option<std::time::Duration> {
+        crate::runs::expected_duration(&self.recent_durations, session)
     }
 
     /// The shared session with this id, if any.

@@ -13,6 +13,8 @@
 //! are computed on read ([`Run::view`]) and enforced inside every write's condition, so no read
 //! ever writes.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
@@ -262,6 +264,32 @@ struct BoundedPart<'a> {
     total_tokens: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     reported_cost: Option<f64>,
+}
+
+/// Slots per graph session in a project's duration summary.
+pub const DURATION_SLOTS: u64 = 8;
+
+/// The summary slot a completed run writes its duration to: `<session>#<0..8>`, chosen from the
+/// millisecond it finished (a random-replacement sample of the session's recent runs — no read
+/// needed to keep it, in either store — and deterministic under a virtual clock).
+pub fn duration_key(session: &GraphSessionId, finished_at: Timestamp) -> String {
+    let slot = finished_at.as_millis().rem_euclid(DURATION_SLOTS as i64);
+    format!("{session}#{slot}")
+}
+
+/// The expected duration of a run of `session`: the median of its recent completed runs
+/// (`None` without history).
+pub fn expected_duration(
+    recent: &std::collections::BTreeMap<String, u64>,
+    session: &GraphSessionId,
+) -> Option<Duration> {
+    let prefix = format!("{session}#");
+    let mut ms: Vec<u64> = recent.iter().filter(|(k, _)| k.starts_with(&prefix)).map(|(_, v)| *v).collect();
+    if ms.is_empty() {
+        return None;
+    }
+    ms.sort_unstable();
+    Some(Duration::from_millis(ms[(ms.len() - 1) / 2]))
 }
 
 /// How a [`Completion::refusal_report`]'s error begins.

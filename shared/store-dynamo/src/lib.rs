@@ -499,6 +499,16 @@ fn project_from(item: &Item) -> StoreResult<Project> {
         sessions: r.parse("sessions", |v| serde_json::from_str::<Vec<SessionMeta>>(v).ok())?,
         last_sync_at: r.opt_ts("last_sync_at")?,
         created_at: r.ts("created_at")?,
+        recent_durations: match item.get("durations") {
+            Some(AttributeValue::M(m)) => m
+                .iter()
+                .filter_map(|(k, v)| match v {
+                    AttributeValue::N(n) => n.parse().ok().map(|ms| (k.clone(), ms)),
+                    _ => None,
+                })
+                .collect(),
+            _ => std::collections::BTreeMap::new(),
+        },
     })
 }
 
@@ -644,6 +654,9 @@ impl ManageProjects for DynamoStore {
             ("enabled", b(false)),
             ("sessions", s("[]")),
             ("created_at", n(p.created_at.as_millis())),
+            // The duration summary's map exists from the start, so a completion records its
+            // duration with one nested SET.
+            ("durations", AttributeValue::M(HashMap::new())),
         ]));
         self.client
             .put_item()
@@ -684,6 +697,45 @@ impl ManageProjects for DynamoStore {
 
     async fn list_projects(&self, owner: &OwnerId) -> StoreResult<Vec<Project>> {
         self.query_all(format!("OWNER#{owner}"), "PROJECT#").await?.iter().map(project_from).collect()
+    }
+}
+
+impl DynamoStore {
+    /// Writes a completed run's duration into its project's summary slot: one `UpdateItem`
+    /// after the completion (two the first time, when the project has no summary map yet).
+    /// Advisory: a failure is logged and the completion stands.
+    async fn record_duration(&self, owner: &OwnerId, run: &Run) {
+        let (Some(started), Some(finished)) = (run.started_at, run.finished_at) else { return };
+        let key = domain::runs::duration_key(&run.graph_session_id, finished);
+        let ms = n(finished.since(started).as_millis() as i64);
+        for first in [true, false, true] {
+            let req = self
+                .client
+                .update_item()
+                .table_name(&self.table)
+                .set_key(Some(project_key(owner, run.project_id)))
+                .expression_attribute_names("#pk", "pk")
+                .expression_attribute_names("#durations", "durations");
+            let req = if first {
+                req.update_expression("SET #durations.#k = :ms")
+                    .condition_expression("attribute_exists(#pk) AND attribute_exists(#durations)")
+                    .expression_attribute_names("#k", key.clone())
+                    .expression_attribute_values(":ms", ms.clone())
+            } else {
+                req.update_expression("SET #durations = :m")
+                    .condition_expression("attribute_exists(#pk) AND attribute_not_exists(#durations)")
+                    .expression_attribute_values(":m", AttributeValue::M([(key.clone(), ms.clone())].into()))
+            };
+            match req.send().await {
+                Ok(_) => return,
+                Err(SdkError::ServiceError(se))
+                    if matches!(se.err(), UpdateItemError::ConditionalCheckFailedException(_)) => {}
+                Err(e) => {
+                    tracing::warn!(error = %DisplayErrorContext(&e), "recording a run's duration failed; hints fall back to 15 s");
+                    return;
+                }
+            }
+        }
     }
 }
 
@@ -1036,8 +1088,16 @@ impl RelayRuns for DynamoStore {
             vals.insert(":queued".into(), s("queued"));
             format!("#owner = :o AND ({running} OR (#status = :queued AND #expires_at > :now))")
         };
-        let Updated::Rejected(old) = self.update(run_key(command), &update, &condition, vals).send(false).await? else {
-            return Ok(CompleteOutcome::Recorded(status));
+        let old = match self.update(run_key(command), &update, &condition, vals).send(true).await? {
+            Updated::Applied(new) => {
+                if status == RunStatus::Completed
+                    && let Some(run) = opt_from(new.as_ref(), run_from)?
+                {
+                    self.record_duration(owner, &run).await;
+                }
+                return Ok(CompleteOutcome::Recorded(status));
+            }
+            Updated::Rejected(old) => old,
         };
         let old = opt_from(old.as_ref(), run_from)?;
         match classify_complete(old.as_ref(), owner, completion, &hash, now, &self.policy) {

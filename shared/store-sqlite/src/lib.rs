@@ -47,7 +47,13 @@ use domain::tasks::{
 ///
 /// Version 1 is the layout the first builds wrote without a version number; its statements
 /// use `IF NOT EXISTS`, so such a database (version 0 with tables) is adopted as it is.
-const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5];
+const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6];
+
+/// Version 6: each project keeps the recent durations of its sessions' completed runs
+/// (`{"<session>#<slot>": ms}`), written by the completion in its own transaction.
+const SCHEMA_V6: &str = r"
+ALTER TABLE projects ADD COLUMN durations TEXT NOT NULL DEFAULT '{}';
+";
 
 /// Version 5: each device's shared sessions per project (`projects.sessions` stays, as their
 /// union, rewritten in the same transaction as a device's list).
@@ -389,7 +395,7 @@ fn opt_col<T>(
     s.map(|s| parse(&s).ok_or_else(|| corrupt(idx, what))).transpose()
 }
 
-const PROJECT_COLS: &str = "project_id, owner, name, enabled, sessions, last_sync_at, created_at";
+const PROJECT_COLS: &str = "project_id, owner, name, enabled, sessions, last_sync_at, created_at, durations";
 
 fn project_row(row: &Row<'_>) -> rusqlite::Result<Project> {
     Ok(Project {
@@ -400,6 +406,7 @@ fn project_row(row: &Row<'_>) -> rusqlite::Result<Project> {
         sessions: col(row, 4, "sessions", |s| serde_json::from_str::<Vec<SessionMeta>>(s).ok())?,
         last_sync_at: opt_ts(row.get(5)?),
         created_at: ts(row.get(6)?),
+        recent_durations: col(row, 7, "durations", |s| serde_json::from_str(s).ok())?,
     })
 }
 
@@ -527,6 +534,18 @@ fn watch_task<T>(
     Ok(out)
 }
 
+/// Writes a just-completed run's duration into its project's summary slot (same transaction).
+fn record_duration_tx(tx: &Transaction<'_>, command: &str, now: Timestamp) -> rusqlite::Result<()> {
+    let Some(run) = get_run_tx(tx, command)? else { return Ok(()) };
+    let Some(started) = run.started_at else { return Ok(()) };
+    let key = domain::runs::duration_key(&run.graph_session_id, now);
+    tx.execute(
+        "UPDATE projects SET durations = json_set(durations, ?1, ?2) WHERE project_id = ?3",
+        params![format!("$.\"{key}\""), now.since(started).as_millis() as i64, run.project_id.to_string()],
+    )?;
+    Ok(())
+}
+
 /// Replaces one device's shared sessions in a project (empty = none) and rewrites the
 /// project's union from every device's list, in the caller's transaction.
 fn set_device_share_tx(
@@ -644,7 +663,7 @@ impl ManageProjects for SqliteStore {
         let row = p.clone();
         self.write(move |tx, _| {
             tx.execute(
-                &format!("INSERT INTO projects ({PROJECT_COLS}) VALUES (?1, ?2, ?3, 0, '[]', NULL, ?4)"),
+                &format!("INSERT INTO projects ({PROJECT_COLS}) VALUES (?1, ?2, ?3, 0, '[]', NULL, ?4, '{{}}')"),
                 params![row.project_id.to_string(), row.owner.as_str(), row.name, row.created_at.as_millis()],
             )
         })
@@ -905,6 +924,9 @@ impl RelayRuns for SqliteStore {
                     params![status.as_str(), now.as_millis(), completion.execution_id, body, hash, id, owner.as_str(), cutoff, allow_queued],
                 )?;
                 if n == 1 {
+                    if status == RunStatus::Completed {
+                        record_duration_tx(tx, &id, now)?;
+                    }
                     return Ok(CompleteOutcome::Recorded(status));
                 }
                 match classify_complete(get_run_tx(tx, &id)?.as_ref(), &owner, &completion, &hash, now, &policy) {

@@ -81,7 +81,7 @@ impl<S: ReadRuns + ManageProjects + ?Sized> Handler<S> for GetGraphRun {
             error: view.error,
             total_tokens: c.and_then(|c| c.total_tokens),
             reported_cost: c.and_then(|c| c.reported_cost),
-            check_after_s: check_after(view.status, project.as_ref(), caller.now, &deps.policy),
+            check_after_s: check_after(view.status, project.as_ref(), &run, caller.now, &deps.policy),
         }))
     }
 }

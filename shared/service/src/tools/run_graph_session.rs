@@ -6,7 +6,7 @@ use domain::clock::Timestamp;
 use domain::ids::{GraphSessionId, IdempotencyKey, ProjectId};
 use domain::limits::{MAX_ARGUMENTS_BYTES, Policy};
 use domain::projects::Project;
-use domain::runs::{QueueOutcome, QueueRun, RunStatus};
+use domain::runs::{QueueOutcome, QueueRun, Run, RunStatus};
 use domain::store::{ManageProjects, QueueRuns};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -18,8 +18,10 @@ use super::{
 
 /// Seconds added to the relay's next expected sync in `check_after_s`.
 pub const CHECK_MARGIN: Duration = Duration::from_secs(2);
-/// `check_after_s` while a run is running (no duration history yet: see docs).
+/// `check_after_s` while a run is running and its session has no completed runs yet.
 pub const RUNNING_CHECK_AFTER: Duration = Duration::from_secs(15);
+/// Shortest `check_after_s` once a run is past its expected end.
+pub const OVERRUN_CHECK_MIN: Duration = Duration::from_secs(2);
 
 /// The tool.
 pub struct RunGraphSession;
@@ -121,7 +123,7 @@ impl<S: QueueRuns + ManageProjects + ?Sized> Handler<S> for RunGraphSession {
             command_id: run.command_id.to_string(),
             status,
             queued_at: run.queued_at.rfc3339(),
-            check_after_s: check_after(status, project.as_ref(), now, &deps.policy).unwrap_or(0),
+            check_after_s: check_after(status, project.as_ref(), &run, now, &deps.policy).unwrap_or(0),
             desktop_last_seen_s: last_seen(project.as_ref(), now),
         }))
     }
@@ -133,9 +135,17 @@ pub(super) fn last_seen(project: Option<&Project>, now: Timestamp) -> Option<u64
 }
 
 /// When a check can first show a change: while queued, the relay's next expected sync (from
-/// its last sync and the poll interval) plus a margin; while running, a fixed interval;
-/// nothing once finished.
-pub fn check_after(status: RunStatus, project: Option<&Project>, now: Timestamp, policy: &Policy) -> Option<u64> {
+/// its last sync and the poll interval) plus a margin; while running, the expected end (start +
+/// the median of the session's recent completed runs, kept on the project — no extra read)
+/// plus the margin, then a tenth of the expected duration (2–15 s) once it overruns, or 15 s
+/// without history; nothing once finished.
+pub fn check_after(
+    status: RunStatus,
+    project: Option<&Project>,
+    run: &Run,
+    now: Timestamp,
+    policy: &Policy,
+) -> Option<u64> {
     let secs = |d: Duration| d.as_secs().max(1);
     match status {
         RunStatus::Queued => {
@@ -147,7 +157,14 @@ pub fn check_after(status: RunStatus, project: Option<&Project>, now: Timestamp,
                 _ => secs(policy.poll_interval + CHECK_MARGIN),
             })
         }
-        RunStatus::Running => Some(secs(RUNNING_CHECK_AFTER)),
+        RunStatus::Running => {
+            let expected = project.and_then(|p| p.expected_duration(&run.graph_session_id));
+            Some(match (expected, run.started_at) {
+                (Some(d), Some(start)) if start.plus(d) > now => secs(start.plus(d).since(now) + CHECK_MARGIN),
+                (Some(d), Some(_)) => secs((d / 10).clamp(OVERRUN_CHECK_MIN, RUNNING_CHECK_AFTER)),
+                _ => secs(RUNNING_CHECK_AFTER),
+            })
+        }
         _ => None,
     }
 }
@@ -164,19 +181,57 @@ mod tests {
         p
     }
 
+    fn run(p: &Project, started: Option<Timestamp>) -> Run {
+        let req = QueueRun {
+            owner: p.owner.clone(),
+            agent: domain::ids::AgentId::new("c", "o").unwrap(),
+            project_id: Some(p.project_id),
+            graph_session_id: GraphSessionId::parse("g", &format!("gs_{}", "a".repeat(32))).unwrap(),
+            arguments: serde_json::json!({}),
+            idempotency_key: IdempotencyKey::parse("check-after-key").unwrap(),
+        };
+        let target = domain::projects::QueueTarget { project_id: p.project_id, slug: "s".into() };
+        let mut r = Run::queued(&req, target, Timestamp::from_millis(0), &Policy::default());
+        r.started_at = started;
+        r
+    }
+
     #[test]
     fn check_after_follows_the_relays_next_sync() {
         let policy = Policy::default();
         let now = Timestamp::from_millis(1_000_000);
         // Synced 5 s ago with a 20 s interval: next sync in 15 s, plus the 2 s margin.
         let p = project(Some(now.minus(Duration::from_secs(5))));
-        assert_eq!(check_after(RunStatus::Queued, Some(&p), now, &policy), Some(17));
+        let r = run(&p, None);
+        assert_eq!(check_after(RunStatus::Queued, Some(&p), &r, now, &policy), Some(17));
         // Never synced, or overdue: one interval plus the margin.
-        assert_eq!(check_after(RunStatus::Queued, Some(&project(None)), now, &policy), Some(22));
+        assert_eq!(check_after(RunStatus::Queued, Some(&project(None)), &r, now, &policy), Some(22));
         let overdue = project(Some(now.minus(Duration::from_secs(600))));
-        assert_eq!(check_after(RunStatus::Queued, Some(&overdue), now, &policy), Some(22));
+        assert_eq!(check_after(RunStatus::Queued, Some(&overdue), &r, now, &policy), Some(22));
         assert_eq!(last_seen(Some(&overdue), now), Some(600));
-        assert_eq!(check_after(RunStatus::Running, Some(&p), now, &policy), Some(15));
-        assert_eq!(check_after(RunStatus::Completed, Some(&p), now, &policy), None);
+        assert_eq!(check_after(RunStatus::Completed, Some(&p), &r, now, &policy), None);
+    }
+
+    #[test]
+    fn a_running_run_is_checked_at_its_expected_end() {
+        let policy = Policy::default();
+        let now = Timestamp::from_millis(1_000_000);
+        let mut p = project(Some(now));
+        let started = now.minus(Duration::from_secs(10));
+        let r = run(&p, Some(started));
+        // No history: a fixed interval.
+        assert_eq!(check_after(RunStatus::Running, Some(&p), &r, now, &policy), Some(15));
+        // History 50, 60, 70 s: median 60 → expected end in 50 s, plus the margin.
+        for (slot, ms) in [(0, 50_000), (1, 60_000), (2, 70_000)] {
+            p.recent_durations.insert(format!("{}#{slot}", r.graph_session_id), ms);
+        }
+        assert_eq!(check_after(RunStatus::Running, Some(&p), &r, now, &policy), Some(52));
+        // Past the expected end: a tenth of it.
+        let late = started.plus(Duration::from_secs(61));
+        assert_eq!(check_after(RunStatus::Running, Some(&p), &r, late, &policy), Some(6));
+        // Another session's history does not count.
+        let mut other = project(Some(now));
+        other.recent_durations.insert(format!("gs_{}#0", "b".repeat(32)), 1_000);
+        assert_eq!(check_after(RunStatus::Running, Some(&other), &r, now, &policy), Some(15));
     }
 }
