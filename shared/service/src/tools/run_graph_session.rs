@@ -30,7 +30,7 @@ impl Tool for RunGraphSession {
     const SPEC: ToolSpec = ToolSpec {
         name: ToolName::RunGraphSession,
         scope: SCOPE_RUN,
-        description: "Queue a Graph run on the owner's desktop. This returns a ticket (command_id, status \"queued\") BEFORE the Graph starts: the desktop picks work up by polling, runs one Graph at a time, and may be offline. Read progress and the result with get_graph_run, first after check_after_s seconds (checking earlier cannot show anything new). idempotency_key is required: if a response is lost, call again with the SAME key and arguments to get the same run back instead of starting a second one; the same key with different arguments is rejected. project_id is needed only when the session is shared in more than one connected project.",
+        description: "Queue a Graph run on the owner's desktop. This returns a ticket (command_id, status \"queued\") BEFORE the Graph starts: the desktop picks work up by polling, runs one Graph at a time, and may be offline. Read progress and the result with get_graph_run, first after check_after_s seconds (when the desktop can have picked it up, or when it is expected to have finished if this session ran before; checking earlier only costs a call). idempotency_key is required: if a response is lost, call again with the SAME key and arguments to get the same run back instead of starting a second one; the same key with different arguments is rejected. project_id is needed only when the session is shared in more than one connected project.",
         // Starts side effects on the desktop (destructive, open world); idempotent only
         // through its key, so not declared idempotent.
         annotations: Annotations { read_only: false, destructive: true, idempotent: false, open_world: true },
@@ -134,11 +134,12 @@ pub(super) fn last_seen(project: Option<&Project>, now: Timestamp) -> Option<u64
     project.and_then(|p| p.last_sync_at).map(|t| now.since(t).as_secs())
 }
 
-/// When a check can first show a change: while queued, the relay's next expected sync (from
-/// its last sync and the poll interval) plus a margin; while running, the expected end (start +
-/// the median of the session's recent completed runs, kept on the project — no extra read)
-/// plus the margin, then a tenth of the expected duration (2–15 s) once it overruns, or 15 s
-/// without history; nothing once finished.
+/// When a check is worth it. The session's expected duration is the median of its recent
+/// completed runs, kept on the project (no extra read). While queued: the relay's next expected
+/// sync (from its last sync and the poll interval) plus a margin — plus the expected duration
+/// when there is one, so the first check usually finds the result; while running: the expected
+/// end plus the margin, then a tenth of the expected duration (2–15 s) once it overruns, or
+/// 15 s without history; nothing once finished.
 pub fn check_after(
     status: RunStatus,
     project: Option<&Project>,
@@ -150,11 +151,12 @@ pub fn check_after(
     match status {
         RunStatus::Queued => {
             let next_sync = project.and_then(|p| p.last_sync_at).map(|t| t.plus(policy.poll_interval));
+            let expected = project.and_then(|p| p.expected_duration(&run.graph_session_id)).unwrap_or_default();
             Some(match next_sync {
-                Some(t) if t > now => secs(t.since(now) + CHECK_MARGIN),
+                Some(t) if t > now => secs(t.since(now) + expected + CHECK_MARGIN),
                 // Never synced or overdue: the desktop may be offline; one interval is the
                 // earliest anything can change.
-                _ => secs(policy.poll_interval + CHECK_MARGIN),
+                _ => secs(policy.poll_interval + expected + CHECK_MARGIN),
             })
         }
         RunStatus::Running => {
@@ -229,6 +231,11 @@ mod tests {
         // Past the expected end: a tenth of it.
         let late = started.plus(Duration::from_secs(61));
         assert_eq!(check_after(RunStatus::Running, Some(&p), &r, late, &policy), Some(6));
+        // Queued with history: the first check is worth it at the expected end.
+        let fresh = project(Some(now.minus(Duration::from_secs(5))));
+        let mut with_history = fresh.clone();
+        with_history.recent_durations = p.recent_durations.clone();
+        assert_eq!(check_after(RunStatus::Queued, Some(&with_history), &run(&fresh, None), now, &policy), Some(77));
         // Another session's history does not count.
         let mut other = project(Some(now));
         other.recent_durations.insert(format!("gs_{}#0", "b".repeat(32)), 1_000);

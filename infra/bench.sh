@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The side-by-side benchmark (issue 14): the local server, release build with auth on, against
+# the seed-004 reconstruction in ../shared/bench, on the same data (10,000 tasks over 500
+# links), list and claim at 1 and 4 connections; then the DynamoDB request counts of the same
+# calls on moto (the conformance suite's asserted counts, printed).
+#
+#   ./infra/bench.sh [seconds per cell, default 10] [path to the bench folder, default ../shared/bench]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+secs="${1:-10}"
+bench="${2:-../shared/bench}"
+[ -f "$bench/seed004_server.py" ] || { echo "no seed004_server.py in $bench" >&2; exit 2; }
+command -v python3 >/dev/null || { echo "python3 is needed for the reconstruction" >&2; exit 2; }
+cargo build --release --locked -p local -p sim
+./target/release/peer_bench ./target/release/local "$bench" "$secs"
+echo
+echo "DynamoDB requests per call on moto (the conformance suite's asserted counts):"
+state=$(mktemp -d "${TMPDIR:-/tmp}/foundry-bench.XXXXXX")
+trap './infra/emulator.sh stop "$state" || true; rm -rf "$state"' EXIT
+if [ -z "${AWS_ENDPOINT_URL:-}" ]; then
+  ./infra/emulator.sh install >/dev/null
+  ./infra/emulator.sh start "$state"
+  AWS_ENDPOINT_URL=$(cat "$state/endpoint")
+  export AWS_ENDPOINT_URL AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
+fi
+cargo test --workspace --locked --test conformance -- dynamodb::request_counts_on_the_common_path --nocapture 2>&1 \
+  | grep -E "\[dynamodb\] (list_open_tasks|claim|get_task):"
