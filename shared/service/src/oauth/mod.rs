@@ -161,7 +161,7 @@ impl RedirectPolicy {
         }
         let host = u.host_str().unwrap_or_default().to_ascii_lowercase();
         match u.scheme() {
-            "http" if self.loopback_hosts.iter().any(|h| *h == host) => Ok(()),
+            "http" if self.loopback_hosts.contains(&host) => Ok(()),
             "http" => Err(format!("plain http is allowed only for {}", self.loopback_hosts.join(", "))),
             "https" => {
                 let path = u.path();
@@ -177,7 +177,7 @@ impl RedirectPolicy {
                     }
                     _ => false,
                 };
-                if (known && u.query().is_none() && u.port().is_none()) || self.extra_hosts.iter().any(|h| *h == host) {
+                if (known && u.query().is_none() && u.port().is_none()) || self.extra_hosts.contains(&host) {
                     Ok(())
                 } else {
                     Err(format!(
