@@ -455,7 +455,7 @@ impl Emulator {
                 .route("/2018-06-01/runtime/init/error", axum::routing::post(init_error))
                 .with_state(slot.clone());
             tokio::spawn(async move {
-                let _ = axum::serve(listener, app).await;
+                let _ = axum::serve(nodelay(listener), app).await;
             });
             logical.insert(def.logical_id.clone(), def.name.clone());
             functions.insert(def.name.clone(), slot);
@@ -465,11 +465,11 @@ impl Emulator {
             .route("/2015-03-31/functions/{name}/invocations", axum::routing::post(invoke_api))
             .with_state(emulator.clone());
         tokio::spawn(async move {
-            let _ = axum::serve(invoke_listener, invoke_app).await;
+            let _ = axum::serve(nodelay(invoke_listener), invoke_app).await;
         });
         let gw_app = axum::Router::new().fallback(gateway_handler).with_state(emulator.clone());
         tokio::spawn(async move {
-            let _ = axum::serve(gw_listener, gw_app).await;
+            let _ = axum::serve(nodelay(gw_listener), gw_app).await;
         });
         emulator
     }
@@ -743,7 +743,7 @@ pub async fn account() -> Option<Account> {
     let app = axum::Router::new().route("/jwks.json", axum::routing::get(move || async move { jwks }));
     let (listener, addr) = bind().await;
     tokio::spawn(async move {
-        let _ = axum::serve(listener, app).await;
+        let _ = axum::serve(nodelay(listener), app).await;
     });
     let clients = [
         ("ClaudeClient", "claude-client-id"),
@@ -773,4 +773,15 @@ pub async fn account() -> Option<Account> {
         (lambda::config::ALLOW_LOOPBACK_WEBHOOKS.to_owned(), "true".to_owned()),
     ];
     Some(Account { resources, base_env, aws })
+}
+
+/// A listener whose connections send small writes at once (no Nagle delay): the emulator must
+/// not add the 40 ms a delayed ACK costs to every invocation it measures.
+fn nodelay(
+    listener: tokio::net::TcpListener,
+) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = SocketAddr> {
+    use axum::serve::ListenerExt;
+    listener.tap_io(|tcp| {
+        let _ = tcp.set_nodelay(true);
+    })
 }
