@@ -208,6 +208,9 @@ impl Pool {
             None => Connection::open_in_memory()?,
         };
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
+        // Every statement is prepared through the cache (`prepare_cached`): parsing SQL was
+        // the largest cost of a read in the profile (docs/results.md).
+        conn.set_prepared_statement_cache_capacity(128);
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.pragma_update(None, "synchronous", "NORMAL")?;
         Ok(conn)
@@ -231,6 +234,11 @@ impl Pool {
             }
             st = self.ready.wait(st).map_err(|_| poisoned())?;
         }
+    }
+
+    /// An idle connection, if one is waiting (never opens one, never waits).
+    fn try_get(&self) -> Option<Connection> {
+        self.state.lock().ok()?.0.pop()
     }
 
     fn put(&self, c: Connection) {
@@ -322,6 +330,27 @@ impl SqliteStore {
         let writes = Arc::clone(&self.writes);
         let signal = Arc::clone(&self.write_signal);
         let now = self.clock.now();
+        // A read on an idle connection runs right here: in WAL mode readers never wait for a
+        // writer, a read takes microseconds, and handing it to the blocking pool (two thread
+        // switches) cost more than the query. Writes may wait on the write lock: they go to
+        // the blocking pool, and so does a read when no connection is idle.
+        if matches!(behavior, TransactionBehavior::Deferred)
+            && let Some(mut conn) = pool.try_get()
+        {
+            let before = conn.total_changes();
+            let out = (|| {
+                let tx = conn.transaction_with_behavior(behavior)?;
+                let v = f(&tx, now)?;
+                tx.commit()?;
+                Ok(v)
+            })();
+            // A "read" that changed rows still counts (the suite proves reads never write).
+            if tracked && conn.total_changes() != before {
+                writes.fetch_add(1, Ordering::SeqCst);
+            }
+            pool.put(conn);
+            return out.map_err(sql_err);
+        }
         tokio::task::spawn_blocking(move || {
             let mut conn = pool.get()?;
             let before = conn.total_changes();
@@ -471,31 +500,31 @@ fn task_row(row: &Row<'_>) -> rusqlite::Result<Task> {
 }
 
 fn get_run_tx(tx: &Transaction<'_>, id: &str) -> rusqlite::Result<Option<Run>> {
-    tx.query_row(&format!("SELECT {RUN_COLS} FROM runs WHERE command_id = ?1"), [id], run_row).optional()
+    tx.prepare_cached(&format!("SELECT {RUN_COLS} FROM runs WHERE command_id = ?1"))?
+        .query_row([id], run_row)
+        .optional()
 }
 
 fn get_task_tx(tx: &Transaction<'_>, link: &str, task: &str) -> rusqlite::Result<Option<Task>> {
-    tx.query_row(&format!("SELECT {TASK_COLS} FROM tasks WHERE task_id = ?1 AND link_id = ?2"), [task, link], task_row)
+    tx.prepare_cached(&format!("SELECT {TASK_COLS} FROM tasks WHERE task_id = ?1 AND link_id = ?2"))?
+        .query_row([task, link], task_row)
         .optional()
 }
 
 fn get_project_tx(tx: &Transaction<'_>, owner: &str, project: &str) -> rusqlite::Result<Option<Project>> {
-    tx.query_row(
-        &format!("SELECT {PROJECT_COLS} FROM projects WHERE project_id = ?1 AND owner = ?2"),
-        [project, owner],
-        project_row,
-    )
-    .optional()
+    tx.prepare_cached(&format!("SELECT {PROJECT_COLS} FROM projects WHERE project_id = ?1 AND owner = ?2"))?
+        .query_row([project, owner], project_row)
+        .optional()
 }
 
 /// Inserts events into the outbox (a redelivered id is ignored: same change, same event).
 fn record_events(tx: &Transaction<'_>, events: &[Event], now: Timestamp) -> rusqlite::Result<()> {
     for e in events {
-        tx.execute(
+        tx.prepare_cached(
             "INSERT OR IGNORE INTO event_outbox (event_id, owner, body, created_at, state, attempts, next_attempt_at) \
              VALUES (?1, ?2, ?3, ?4, 'pending', 0, ?4)",
-            params![e.id, e.data.owner, e.to_json(), now.as_millis()],
-        )?;
+        )?
+        .execute(params![e.id, e.data.owner, e.to_json(), now.as_millis()])?;
     }
     Ok(())
 }
@@ -539,10 +568,8 @@ fn record_duration_tx(tx: &Transaction<'_>, command: &str, now: Timestamp) -> ru
     let Some(run) = get_run_tx(tx, command)? else { return Ok(()) };
     let Some(started) = run.started_at else { return Ok(()) };
     let key = domain::runs::duration_key(&run.graph_session_id, now);
-    tx.execute(
-        "UPDATE projects SET durations = json_set(durations, ?1, ?2) WHERE project_id = ?3",
-        params![format!("$.\"{key}\""), now.since(started).as_millis() as i64, run.project_id.to_string()],
-    )?;
+    tx.prepare_cached("UPDATE projects SET durations = json_set(durations, ?1, ?2) WHERE project_id = ?3")?
+        .execute(params![format!("$.\"{key}\""), now.since(started).as_millis() as i64, run.project_id.to_string()])?;
     Ok(())
 }
 
@@ -555,16 +582,17 @@ fn set_device_share_tx(
     sessions: &[SessionMeta],
 ) -> rusqlite::Result<()> {
     if sessions.is_empty() {
-        tx.execute("DELETE FROM device_sessions WHERE project_id = ?1 AND device_id = ?2", params![project, device])?;
+        tx.prepare_cached("DELETE FROM device_sessions WHERE project_id = ?1 AND device_id = ?2")?
+            .execute(params![project, device])?;
     } else {
-        tx.execute(
+        tx.prepare_cached(
             "INSERT INTO device_sessions (project_id, device_id, sessions) VALUES (?1, ?2, ?3) \
              ON CONFLICT (project_id, device_id) DO UPDATE SET sessions = excluded.sessions",
-            params![project, device, json(&sessions)],
-        )?;
+        )?
+        .execute(params![project, device, json(&sessions)])?;
     }
     let mut shares = domain::projects::DeviceShares::new();
-    let mut st = tx.prepare("SELECT device_id, sessions FROM device_sessions WHERE project_id = ?1")?;
+    let mut st = tx.prepare_cached("SELECT device_id, sessions FROM device_sessions WHERE project_id = ?1")?;
     let rows = st.query_map([project], |r| {
         let id: String = r.get(0)?;
         let list: Vec<SessionMeta> = col(r, 1, "sessions", |s| serde_json::from_str(s).ok())?;
@@ -575,21 +603,16 @@ fn set_device_share_tx(
         let id = uuid::Uuid::parse_str(&id).map_err(|_| corrupt(0, "device_id"))?;
         shares.insert(id, list);
     }
-    tx.execute(
-        "UPDATE projects SET sessions = ?1 WHERE project_id = ?2",
-        params![json(&domain::projects::union_of(&shares)), project],
-    )?;
+    tx.prepare_cached("UPDATE projects SET sessions = ?1 WHERE project_id = ?2")?
+        .execute(params![json(&domain::projects::union_of(&shares)), project])?;
     Ok(())
 }
 
 /// A live idempotency record: (request hash, target id).
 fn get_idempotency_tx(tx: &Transaction<'_>, key: &str, now: Timestamp) -> rusqlite::Result<Option<(String, String)>> {
-    tx.query_row(
-        "SELECT request_hash, target_id FROM idempotency WHERE record_key = ?1 AND expires_at > ?2",
-        params![key, now.as_millis()],
-        |r| Ok((r.get(0)?, r.get(1)?)),
-    )
-    .optional()
+    tx.prepare_cached("SELECT request_hash, target_id FROM idempotency WHERE record_key = ?1 AND expires_at > ?2")?
+        .query_row(params![key, now.as_millis()], |r| Ok((r.get(0)?, r.get(1)?)))
+        .optional()
 }
 
 fn missing_target() -> rusqlite::Error {
@@ -606,7 +629,8 @@ fn json(v: &impl serde::Serialize) -> String {
 impl RegisterClients for SqliteStore {
     async fn list_clients(&self) -> StoreResult<Vec<ClientSummary>> {
         self.read(|tx, _| {
-            let mut st = tx.prepare("SELECT client_id, name FROM oauth_clients ORDER BY created_at, client_id")?;
+            let mut st =
+                tx.prepare_cached("SELECT client_id, name FROM oauth_clients ORDER BY created_at, client_id")?;
             st.query_map([], |r| Ok(ClientSummary { client_id: r.get(0)?, name: r.get(1)? }))?.collect()
         })
         .await
@@ -615,19 +639,16 @@ impl RegisterClients for SqliteStore {
     async fn get_client(&self, client_id: &str) -> StoreResult<Option<RegisteredClient>> {
         let id = client_id.to_owned();
         self.read(move |tx, _| {
-            tx.query_row(
-                "SELECT client_id, name, redirect_uris, scopes FROM oauth_clients WHERE client_id = ?1",
-                [id],
-                |r| {
+            tx.prepare_cached("SELECT client_id, name, redirect_uris, scopes FROM oauth_clients WHERE client_id = ?1")?
+                .query_row([id], |r| {
                     Ok(RegisteredClient {
                         client_id: r.get(0)?,
                         name: r.get(1)?,
                         redirect_uris: col(r, 2, "redirect_uris", |s| serde_json::from_str(s).ok())?,
                         scopes: col(r, 3, "scopes", |s| serde_json::from_str(s).ok())?,
                     })
-                },
-            )
-            .optional()
+                })
+                .optional()
         })
         .await
     }
@@ -646,9 +667,7 @@ impl RegisterClients for SqliteStore {
         };
         let row = client.clone();
         self.write(move |tx, now| {
-            tx.execute(
-                "INSERT INTO oauth_clients (client_id, name, redirect_uris, scopes, created_at) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![row.client_id, row.name, json(&row.redirect_uris), json(&row.scopes), now.as_millis()],
+            tx.prepare_cached("INSERT INTO oauth_clients (client_id, name, redirect_uris, scopes, created_at) VALUES (?1, ?2, ?3, ?4, ?5)")?.execute(params![row.client_id, row.name, json(&row.redirect_uris), json(&row.scopes), now.as_millis()],
             )
         })
         .await?;
@@ -662,10 +681,15 @@ impl ManageProjects for SqliteStore {
         let p = Project::new(owner, name, self.clock.now());
         let row = p.clone();
         self.write(move |tx, _| {
-            tx.execute(
-                &format!("INSERT INTO projects ({PROJECT_COLS}) VALUES (?1, ?2, ?3, 0, '[]', NULL, ?4, '{{}}')"),
-                params![row.project_id.to_string(), row.owner.as_str(), row.name, row.created_at.as_millis()],
-            )
+            tx.prepare_cached(&format!(
+                "INSERT INTO projects ({PROJECT_COLS}) VALUES (?1, ?2, ?3, 0, '[]', NULL, ?4, '{{}}')"
+            ))?
+            .execute(params![
+                row.project_id.to_string(),
+                row.owner.as_str(),
+                row.name,
+                row.created_at.as_millis()
+            ])
         })
         .await?;
         Ok(p)
@@ -679,13 +703,10 @@ impl ManageProjects for SqliteStore {
     ) -> StoreResult<Option<Project>> {
         let owner = owner.as_str().to_owned();
         self.write(move |tx, _| {
-            tx.query_row(
-                &format!(
-                    "UPDATE projects SET enabled = ?1 WHERE project_id = ?2 AND owner = ?3 RETURNING {PROJECT_COLS}"
-                ),
-                params![enabled, project.to_string(), owner],
-                project_row,
-            )
+            tx.prepare_cached(&format!(
+                "UPDATE projects SET enabled = ?1 WHERE project_id = ?2 AND owner = ?3 RETURNING {PROJECT_COLS}"
+            ))?
+            .query_row(params![enabled, project.to_string(), owner], project_row)
             .optional()
         })
         .await
@@ -699,8 +720,8 @@ impl ManageProjects for SqliteStore {
     async fn list_projects(&self, owner: &OwnerId) -> StoreResult<Vec<Project>> {
         let owner = owner.as_str().to_owned();
         self.read(move |tx, _| {
-            let mut st =
-                tx.prepare(&format!("SELECT {PROJECT_COLS} FROM projects WHERE owner = ?1 ORDER BY project_id"))?;
+            let mut st = tx
+                .prepare_cached(&format!("SELECT {PROJECT_COLS} FROM projects WHERE owner = ?1 ORDER BY project_id"))?;
             st.query_map([owner], project_row)?.collect()
         })
         .await
@@ -719,10 +740,11 @@ impl SyncSessions for SqliteStore {
         let owner = owner.as_str().to_owned();
         let sessions = sessions.to_vec();
         self.write(move |tx, now| {
-            let enabled = tx.execute(
-                "UPDATE projects SET last_sync_at = ?1 WHERE project_id = ?2 AND owner = ?3 AND enabled = 1",
-                params![now.as_millis(), project.to_string(), owner],
-            )?;
+            let enabled = tx
+                .prepare_cached(
+                    "UPDATE projects SET last_sync_at = ?1 WHERE project_id = ?2 AND owner = ?3 AND enabled = 1",
+                )?
+                .execute(params![now.as_millis(), project.to_string(), owner])?;
             if enabled == 0 {
                 return Ok(if get_project_tx(tx, &owner, &project.to_string())?.is_some() {
                     SyncOutcome::Disabled
@@ -756,7 +778,7 @@ impl QueueRuns for SqliteStore {
             let target = match req.project_id {
                 Some(p) => check_named_project(get_project_tx(tx, owner, &p.to_string())?.as_ref(), &req.graph_session_id),
                 None => {
-                    let mut st = tx.prepare(&format!("SELECT {PROJECT_COLS} FROM projects WHERE owner = ?1"))?;
+                    let mut st = tx.prepare_cached(&format!("SELECT {PROJECT_COLS} FROM projects WHERE owner = ?1"))?;
                     let projects = st.query_map([owner], project_row)?.collect::<rusqlite::Result<Vec<_>>>()?;
                     resolve_project(&projects, &req.graph_session_id)
                 }
@@ -766,9 +788,7 @@ impl QueueRuns for SqliteStore {
                 Err(rejection) => return Ok(QueueOutcome::Rejected(rejection)),
             };
             let run = Run::queued(&req, target, now, &policy);
-            tx.execute(
-                &format!("INSERT INTO runs ({RUN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?9, NULL, NULL, NULL, 0, NULL, NULL, NULL)"),
-                params![
+            tx.prepare_cached(&format!("INSERT INTO runs ({RUN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, 'queued', ?8, ?9, NULL, NULL, NULL, 0, NULL, NULL, NULL)"))?.execute(params![
                     run.command_id.to_string(),
                     run.owner.as_str(),
                     run.agent.as_str(),
@@ -780,9 +800,7 @@ impl QueueRuns for SqliteStore {
                     run.expires_at.as_millis(),
                 ],
             )?;
-            tx.execute(
-                "INSERT OR REPLACE INTO idempotency (record_key, request_hash, target_id, expires_at) VALUES (?1, ?2, ?3, ?4)",
-                params![key, hash, run.command_id.to_string(), now.plus(policy.idempotency_ttl).as_millis()],
+            tx.prepare_cached("INSERT OR REPLACE INTO idempotency (record_key, request_hash, target_id, expires_at) VALUES (?1, ?2, ?3, ?4)")?.execute(params![key, hash, run.command_id.to_string(), now.plus(policy.idempotency_ttl).as_millis()],
             )?;
             record_events(tx, &derive_run(None, Some(&run)), now)?;
             Ok(QueueOutcome::Queued(run))
@@ -807,11 +825,12 @@ impl CancelRuns for SqliteStore {
         self.write(move |tx, now| {
             let id = command.to_string();
             watch_run(tx, &id, now, || {
-                let n = tx.execute(
-                    "UPDATE runs SET status = 'cancelled', finished_at = ?1 \
+                let n = tx
+                    .prepare_cached(
+                        "UPDATE runs SET status = 'cancelled', finished_at = ?1 \
                      WHERE command_id = ?2 AND agent = ?3 AND status = 'queued' AND expires_at > ?1",
-                    params![now.as_millis(), id, agent.as_str()],
-                )?;
+                    )?
+                    .execute(params![now.as_millis(), id, agent.as_str()])?;
                 if n == 1 {
                     return Ok(CancelRunOutcome::Cancelled);
                 }
@@ -819,11 +838,12 @@ impl CancelRuns for SqliteStore {
                     CancelStep::Done(outcome) => Ok(outcome),
                     CancelStep::FlagRunning => {
                         let cutoff = now.minus(policy.heartbeat_timeout).as_millis();
-                        let n = tx.execute(
-                            "UPDATE runs SET cancel_requested = 1 \
+                        let n = tx
+                            .prepare_cached(
+                                "UPDATE runs SET cancel_requested = 1 \
                              WHERE command_id = ?1 AND agent = ?2 AND status = 'running' AND last_heartbeat_at > ?3",
-                            params![id, agent.as_str(), cutoff],
-                        )?;
+                            )?
+                            .execute(params![id, agent.as_str(), cutoff])?;
                         if n == 1 {
                             return Ok(CancelRunOutcome::CancelRequested);
                         }
@@ -845,7 +865,7 @@ impl RelayRuns for SqliteStore {
     async fn list_queued(&self, owner: &OwnerId, project: ProjectId, limit: usize) -> StoreResult<Vec<Run>> {
         let owner = owner.as_str().to_owned();
         self.read(move |tx, now| {
-            let mut st = tx.prepare(&format!(
+            let mut st = tx.prepare_cached(&format!(
                 "SELECT {RUN_COLS} FROM runs WHERE project_id = ?1 AND owner = ?2 AND status = 'queued' \
                  AND expires_at > ?3 ORDER BY expires_at, command_id LIMIT ?4"
             ))?;
@@ -861,10 +881,8 @@ impl RelayRuns for SqliteStore {
         self.write(move |tx, now| {
             let id = command.to_string();
             watch_run(tx, &id, now, || {
-                let n = tx.execute(
-                    "UPDATE runs SET status = 'running', started_at = ?1, last_heartbeat_at = ?1, execution_id = ?2 \
-                     WHERE command_id = ?3 AND owner = ?4 AND status = 'queued' AND expires_at > ?1",
-                    params![now.as_millis(), execution_id, id, owner.as_str()],
+                let n = tx.prepare_cached("UPDATE runs SET status = 'running', started_at = ?1, last_heartbeat_at = ?1, execution_id = ?2 \
+                     WHERE command_id = ?3 AND owner = ?4 AND status = 'queued' AND expires_at > ?1")?.execute(params![now.as_millis(), execution_id, id, owner.as_str()],
                 )?;
                 if n == 1 {
                     return Ok(StartOutcome::Started);
@@ -916,12 +934,10 @@ impl RelayRuns for SqliteStore {
                 let status = RunStatus::from(completion.status);
                 // A queued command may only be refused (failed/cancelled), never completed unstarted.
                 let allow_queued = status != RunStatus::Completed;
-                let n = tx.execute(
-                    "UPDATE runs SET status = ?1, finished_at = ?2, execution_id = ?3, completion = ?4, completion_hash = ?5 \
+                let n = tx.prepare_cached("UPDATE runs SET status = ?1, finished_at = ?2, execution_id = ?3, completion = ?4, completion_hash = ?5 \
                      WHERE command_id = ?6 AND owner = ?7 AND ( \
                        (status = 'running' AND execution_id = ?3 AND last_heartbeat_at > ?8 AND cancel_requested = 0) \
-                       OR (?9 AND status = 'queued' AND expires_at > ?2))",
-                    params![status.as_str(), now.as_millis(), completion.execution_id, body, hash, id, owner.as_str(), cutoff, allow_queued],
+                       OR (?9 AND status = 'queued' AND expires_at > ?2))")?.execute(params![status.as_str(), now.as_millis(), completion.execution_id, body, hash, id, owner.as_str(), cutoff, allow_queued],
                 )?;
                 if n == 1 {
                     if status == RunStatus::Completed {
@@ -932,11 +948,9 @@ impl RelayRuns for SqliteStore {
                 match classify_complete(get_run_tx(tx, &id)?.as_ref(), &owner, &completion, &hash, now, &policy) {
                     CompleteStep::Done(outcome) => Ok(outcome),
                     CompleteStep::RecordCancelled => {
-                        let n = tx.execute(
-                            "UPDATE runs SET status = 'cancelled', finished_at = ?1, completion = ?2, completion_hash = ?3 \
+                        let n = tx.prepare_cached("UPDATE runs SET status = 'cancelled', finished_at = ?1, completion = ?2, completion_hash = ?3 \
                              WHERE command_id = ?4 AND owner = ?5 AND status = 'running' AND execution_id = ?6 \
-                             AND cancel_requested = 1 AND last_heartbeat_at > ?7",
-                            params![now.as_millis(), body, hash, id, owner.as_str(), completion.execution_id, cutoff],
+                             AND cancel_requested = 1 AND last_heartbeat_at > ?7")?.execute(params![now.as_millis(), body, hash, id, owner.as_str(), completion.execution_id, cutoff],
                         )?;
                         if n == 1 {
                             return Ok(CompleteOutcome::Recorded(RunStatus::Cancelled));
@@ -963,8 +977,7 @@ impl ManageLinks for SqliteStore {
             if get_project_tx(tx, link.owner.as_str(), &project.to_string())?.is_none() {
                 return Ok(None);
             }
-            tx.execute(
-                &format!("INSERT INTO links ({LINK_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, NULL)"),
+            tx.prepare_cached(&format!("INSERT INTO links ({LINK_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, NULL)"))?.execute(
                 params![
                     link.link_id.to_string(),
                     link.owner.as_str(),
@@ -981,11 +994,10 @@ impl ManageLinks for SqliteStore {
     async fn get_link(&self, owner: &OwnerId, link: ChatLinkId) -> StoreResult<Option<ChatLink>> {
         let owner = owner.as_str().to_owned();
         self.read(move |tx, _| {
-            tx.query_row(
-                &format!("SELECT {LINK_COLS} FROM links WHERE link_id = ?1 AND owner = ?2 AND deleted_at IS NULL"),
-                [link.to_string(), owner],
-                link_row,
-            )
+            tx.prepare_cached(&format!(
+                "SELECT {LINK_COLS} FROM links WHERE link_id = ?1 AND owner = ?2 AND deleted_at IS NULL"
+            ))?
+            .query_row([link.to_string(), owner], link_row)
             .optional()
         })
         .await
@@ -994,7 +1006,7 @@ impl ManageLinks for SqliteStore {
     async fn list_links(&self, owner: &OwnerId) -> StoreResult<Vec<ChatLink>> {
         let owner = owner.as_str().to_owned();
         self.read(move |tx, _| {
-            let mut st = tx.prepare(&format!(
+            let mut st = tx.prepare_cached(&format!(
                 "SELECT {LINK_COLS} FROM links WHERE owner = ?1 AND deleted_at IS NULL ORDER BY created_at, link_id"
             ))?;
             st.query_map([owner], link_row)?.collect()
@@ -1014,29 +1026,23 @@ impl ManageLinks for SqliteStore {
             if known.is_none() {
                 return Ok(None);
             }
-            tx.execute(
-                "UPDATE links SET deleted_at = COALESCE(deleted_at, ?1), subscription = NULL WHERE link_id = ?2 AND owner = ?3",
-                params![now.as_millis(), link.to_string(), owner],
+            tx.prepare_cached("UPDATE links SET deleted_at = COALESCE(deleted_at, ?1), subscription = NULL WHERE link_id = ?2 AND owner = ?3")?.execute(params![now.as_millis(), link.to_string(), owner],
             )?;
             let open: Vec<Task> = {
-                let mut st = tx.prepare(&format!(
+                let mut st = tx.prepare_cached(&format!(
                     "SELECT {TASK_COLS} FROM tasks WHERE link_id = ?1 AND owner = ?2 \
                      AND status IN ('queued', 'claimed') AND expires_at > ?3"
                 ))?;
                 st.query_map(params![link.to_string(), owner, now.as_millis()], task_row)?.collect::<rusqlite::Result<_>>()?
             };
-            let cancelled = tx.execute(
-                "UPDATE tasks SET status = 'cancelled', finished_at = ?1, link_deleted = 1 \
-                 WHERE link_id = ?2 AND owner = ?3 AND status IN ('queued', 'claimed') AND expires_at > ?1",
-                params![now.as_millis(), link.to_string(), owner],
+            let cancelled = tx.prepare_cached("UPDATE tasks SET status = 'cancelled', finished_at = ?1, link_deleted = 1 \
+                 WHERE link_id = ?2 AND owner = ?3 AND status IN ('queued', 'claimed') AND expires_at > ?1")?.execute(params![now.as_millis(), link.to_string(), owner],
             )?;
             for old in &open {
                 let new = get_task_tx(tx, &link.to_string(), &old.task_id.to_string())?;
                 record_events(tx, &derive_task(Some(old), new.as_ref()), now)?;
             }
-            tx.execute(
-                "UPDATE tasks SET link_deleted = 1 WHERE link_id = ?1 AND owner = ?2 AND link_deleted = 0",
-                params![link.to_string(), owner],
+            tx.prepare_cached("UPDATE tasks SET link_deleted = 1 WHERE link_id = ?1 AND owner = ?2 AND link_deleted = 0")?.execute(params![link.to_string(), owner],
             )?;
             Ok(Some(cancelled))
         })
@@ -1052,14 +1058,11 @@ impl ManageLinks for SqliteStore {
         let owner = owner.as_str().to_owned();
         let json = subscription.map(json);
         self.write(move |tx, _| {
-            tx.query_row(
-                &format!(
-                    "UPDATE links SET subscription = ?1 WHERE link_id = ?2 AND owner = ?3 AND deleted_at IS NULL \
+            tx.prepare_cached(&format!(
+                "UPDATE links SET subscription = ?1 WHERE link_id = ?2 AND owner = ?3 AND deleted_at IS NULL \
                      RETURNING {LINK_COLS}"
-                ),
-                params![json, link.to_string(), owner],
-                link_row,
-            )
+            ))?
+            .query_row(params![json, link.to_string(), owner], link_row)
             .optional()
         })
         .await
@@ -1093,11 +1096,9 @@ impl AssignTasks for SqliteStore {
                 return Ok(AssignOutcome::Rejected(AssignRejection::LinkNotFound));
             }
             let task = Task::assigned(&req, now, &policy);
-            tx.execute(
-                &format!(
+            tx.prepare_cached(&format!(
                     "INSERT INTO tasks ({TASK_COLS}) VALUES (?1, ?2, ?3, ?4, 'queued', ?5, ?6, NULL, NULL, NULL, NULL, NULL, 0, NULL)"
-                ),
-                params![
+                ))?.execute(params![
                     task.task_id.to_string(),
                     task.link_id.to_string(),
                     task.owner.as_str(),
@@ -1106,9 +1107,7 @@ impl AssignTasks for SqliteStore {
                     task.expires_at.as_millis(),
                 ],
             )?;
-            tx.execute(
-                "INSERT OR REPLACE INTO idempotency (record_key, request_hash, target_id, expires_at) VALUES (?1, ?2, ?3, ?4)",
-                params![key, hash, task.task_id.to_string(), now.plus(policy.idempotency_ttl).as_millis()],
+            tx.prepare_cached("INSERT OR REPLACE INTO idempotency (record_key, request_hash, target_id, expires_at) VALUES (?1, ?2, ?3, ?4)")?.execute(params![key, hash, task.task_id.to_string(), now.plus(policy.idempotency_ttl).as_millis()],
             )?;
             record_events(tx, &derive_task(None, Some(&task)), now)?;
             Ok(AssignOutcome::Assigned(task))
@@ -1120,10 +1119,8 @@ impl AssignTasks for SqliteStore {
         let owner = owner.clone();
         self.write(move |tx, now| {
             watch_task(tx, &link.to_string(), &task.to_string(), now, || {
-                let n = tx.execute(
-                    "UPDATE tasks SET status = 'cancelled', finished_at = ?1 \
-                     WHERE task_id = ?2 AND link_id = ?3 AND owner = ?4 AND status IN ('queued', 'claimed') AND expires_at > ?1",
-                    params![now.as_millis(), task.to_string(), link.to_string(), owner.as_str()],
+                let n = tx.prepare_cached("UPDATE tasks SET status = 'cancelled', finished_at = ?1 \
+                     WHERE task_id = ?2 AND link_id = ?3 AND owner = ?4 AND status IN ('queued', 'claimed') AND expires_at > ?1")?.execute(params![now.as_millis(), task.to_string(), link.to_string(), owner.as_str()],
                 )?;
                 if n == 1 {
                     return Ok(CancelTaskOutcome::Cancelled);
@@ -1146,7 +1143,7 @@ impl AssignTasks for SqliteStore {
         // UUIDv7 text sorts by creation; "~" sorts after every id (the first page).
         let before = before.map_or_else(|| "~".to_owned(), |t| t.to_string());
         self.read(move |tx, _| {
-            let mut st = tx.prepare(&format!(
+            let mut st = tx.prepare_cached(&format!(
                 "SELECT {TASK_COLS} FROM tasks WHERE link_id = ?1 AND owner = ?2 AND task_id < ?3 \
                  ORDER BY task_id DESC LIMIT ?4"
             ))?;
@@ -1172,7 +1169,7 @@ impl AssignTasks for SqliteStore {
     ) -> StoreResult<Vec<ArtifactRecord>> {
         let owner = owner.as_str().to_owned();
         self.read(move |tx, _| {
-            let mut st = tx.prepare(
+            let mut st = tx.prepare_cached(
                 "SELECT a.link_id, a.task_id, a.claim_id, a.artifact_id, a.name, a.content_type, a.sha256, a.size, \
                  a.object_key FROM artifacts a JOIN tasks t ON t.task_id = a.task_id AND t.link_id = a.link_id \
                  WHERE a.link_id = ?1 AND a.task_id = ?2 AND t.owner = ?3 ORDER BY a.created_at, a.artifact_id",
@@ -1201,7 +1198,7 @@ impl ReadTasks for SqliteStore {
     async fn list_open_tasks(&self, owner: &OwnerId, link: ChatLinkId, limit: usize) -> StoreResult<Vec<Task>> {
         let owner = owner.as_str().to_owned();
         self.read(move |tx, now| {
-            let mut st = tx.prepare(&format!(
+            let mut st = tx.prepare_cached(&format!(
                 "SELECT {TASK_COLS} FROM tasks WHERE link_id = ?1 AND owner = ?2 AND status IN ('queued', 'claimed') \
                  AND expires_at > ?3 ORDER BY expires_at, task_id LIMIT ?4"
             ))?;
@@ -1228,19 +1225,20 @@ impl ClaimTasks for SqliteStore {
             watch_task(tx, &link.to_string(), &task.to_string(), now, || {
                 let claim_id = ClaimId::generate();
                 let lease_until = now.plus(lease);
-                let n = tx.execute(
-                    "UPDATE tasks SET status = 'claimed', claim_id = ?1, lease_until = ?2, claimed_at = ?6 \
+                let n = tx
+                    .prepare_cached(
+                        "UPDATE tasks SET status = 'claimed', claim_id = ?1, lease_until = ?2, claimed_at = ?6 \
                      WHERE task_id = ?3 AND link_id = ?4 AND owner = ?5 AND expires_at > ?6 \
                      AND (status = 'queued' OR (status = 'claimed' AND lease_until <= ?6))",
-                    params![
+                    )?
+                    .execute(params![
                         claim_id.to_string(),
                         lease_until.as_millis(),
                         task.to_string(),
                         link.to_string(),
                         owner.as_str(),
                         now.as_millis()
-                    ],
-                )?;
+                    ])?;
                 if n == 1 {
                     return Ok(ClaimOutcome::Claimed { claim_id, lease_until });
                 }
@@ -1257,10 +1255,8 @@ impl ClaimTasks for SqliteStore {
             let hash = req.result_hash();
             let SubmitTask { owner, link_id: link, task_id: task, claim_id: claim, status, result } = &req;
             watch_task(tx, &link.to_string(), &task.to_string(), now, || {
-                let n = tx.execute(
-                    "UPDATE tasks SET status = ?1, result = ?2, result_hash = ?3, finished_at = ?4 \
-                     WHERE task_id = ?5 AND link_id = ?6 AND owner = ?7 AND status = 'claimed' AND claim_id = ?8 AND expires_at > ?4",
-                    params![
+                let n = tx.prepare_cached("UPDATE tasks SET status = ?1, result = ?2, result_hash = ?3, finished_at = ?4 \
+                     WHERE task_id = ?5 AND link_id = ?6 AND owner = ?7 AND status = 'claimed' AND claim_id = ?8 AND expires_at > ?4")?.execute(params![
                         TaskStatus::from(*status).as_str(),
                         result,
                         hash,
@@ -1311,10 +1307,8 @@ impl RecordArtifacts for SqliteStore {
                     _ => ArtifactOutcome::Rejected(domain::tasks::SubmitRejection::StaleClaim),
                 });
             }
-            tx.execute(
-                "INSERT INTO artifacts (link_id, task_id, artifact_id, claim_id, name, content_type, sha256, size, object_key, created_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                params![link, task, r.artifact_id, r.claim_id.to_string(), r.name, r.content_type, r.sha256, r.size as i64, r.object_key, now.as_millis()],
+            tx.prepare_cached("INSERT INTO artifacts (link_id, task_id, artifact_id, claim_id, name, content_type, sha256, size, object_key, created_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)")?.execute(params![link, task, r.artifact_id, r.claim_id.to_string(), r.name, r.content_type, r.sha256, r.size as i64, r.object_key, now.as_millis()],
             )?;
             Ok(ArtifactOutcome::Recorded)
         })
@@ -1359,16 +1353,14 @@ impl ManageDevices for SqliteStore {
         let d = Device::new(owner, name, token_hash, self.clock.now());
         let row = d.clone();
         self.write(move |tx, _| {
-            tx.execute(
-                &format!("INSERT INTO devices ({DEVICE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, NULL, NULL)"),
-                params![
+            tx.prepare_cached(&format!("INSERT INTO devices ({DEVICE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, NULL, NULL)"))?
+                .execute(params![
                     row.device_id.to_string(),
                     row.owner.as_str(),
                     row.name,
                     row.token_hash,
                     row.created_at.as_millis()
-                ],
-            )
+                ])
         })
         .await?;
         Ok(d)
@@ -1377,7 +1369,7 @@ impl ManageDevices for SqliteStore {
     async fn list_devices(&self, owner: &OwnerId) -> StoreResult<Vec<Device>> {
         let owner = owner.as_str().to_owned();
         self.read(move |tx, _| {
-            let mut st = tx.prepare(&format!(
+            let mut st = tx.prepare_cached(&format!(
                 "SELECT {DEVICE_COLS} FROM devices WHERE owner = ?1 ORDER BY created_at, device_id"
             ))?;
             st.query_map([owner], device_row)?.collect()
@@ -1388,10 +1380,12 @@ impl ManageDevices for SqliteStore {
     async fn revoke_device(&self, owner: &OwnerId, device: uuid::Uuid) -> StoreResult<bool> {
         let owner = owner.as_str().to_owned();
         self.write(move |tx, now| {
-            let revoked = tx.execute(
-                "UPDATE devices SET revoked_at = COALESCE(revoked_at, ?1) WHERE device_id = ?2 AND owner = ?3",
-                params![now.as_millis(), device.to_string(), owner],
-            )? == 1;
+            let revoked = tx
+                .prepare_cached(
+                    "UPDATE devices SET revoked_at = COALESCE(revoked_at, ?1) WHERE device_id = ?2 AND owner = ?3",
+                )?
+                .execute(params![now.as_millis(), device.to_string(), owner])?
+                == 1;
             if revoked {
                 // Its shares go with it, in the same transaction.
                 let projects: Vec<String> = tx
@@ -1413,11 +1407,10 @@ impl AuthenticateDevices for SqliteStore {
     async fn device_by_token_hash(&self, token_hash: &str) -> StoreResult<Option<Device>> {
         let hash = token_hash.to_owned();
         self.read(move |tx, _| {
-            tx.query_row(
-                &format!("SELECT {DEVICE_COLS} FROM devices WHERE token_hash = ?1 AND revoked_at IS NULL"),
-                [hash],
-                device_row,
-            )
+            tx.prepare_cached(&format!(
+                "SELECT {DEVICE_COLS} FROM devices WHERE token_hash = ?1 AND revoked_at IS NULL"
+            ))?
+            .query_row([hash], device_row)
             .optional()
         })
         .await
@@ -1427,9 +1420,7 @@ impl AuthenticateDevices for SqliteStore {
         let id = device.device_id.to_string();
         let granularity = i64::try_from(DEVICE_SEEN_GRANULARITY.as_millis()).unwrap_or(i64::MAX);
         self.write(move |tx, now| {
-            tx.execute(
-                "UPDATE devices SET last_seen_at = ?1 WHERE device_id = ?2 AND (last_seen_at IS NULL OR last_seen_at <= ?3)",
-                params![now.as_millis(), id, now.as_millis() - granularity],
+            tx.prepare_cached("UPDATE devices SET last_seen_at = ?1 WHERE device_id = ?2 AND (last_seen_at IS NULL OR last_seen_at <= ?3)")?.execute(params![now.as_millis(), id, now.as_millis() - granularity],
             )
             .map(drop)
         })
@@ -1443,7 +1434,7 @@ impl OwnerRuns for SqliteStore {
         let owner = owner.as_str().to_owned();
         let before = before.map_or_else(|| "~".to_owned(), |c| c.to_string());
         self.read(move |tx, _| {
-            let mut st = tx.prepare(&format!(
+            let mut st = tx.prepare_cached(&format!(
                 "SELECT {RUN_COLS} FROM runs WHERE owner = ?1 AND command_id < ?2 ORDER BY command_id DESC LIMIT ?3"
             ))?;
             st.query_map(params![owner, before, limit as i64], run_row)?.collect()
@@ -1457,11 +1448,11 @@ impl RecordDeliveries for SqliteStore {
     async fn record_delivery(&self, owner: &OwnerId, link: ChatLinkId, outcome: &DeliveryOutcome) -> StoreResult<()> {
         let (owner, body) = (owner.as_str().to_owned(), json(outcome));
         self.bookkeeping(move |tx, _| {
-            tx.execute(
+            tx.prepare_cached(
                 "INSERT INTO deliveries (owner, link_id, body) VALUES (?1, ?2, ?3) \
                  ON CONFLICT (owner, link_id) DO UPDATE SET body = excluded.body",
-                params![owner, link.to_string(), body],
-            )
+            )?
+            .execute(params![owner, link.to_string(), body])
             .map(drop)
         })
         .await
@@ -1470,7 +1461,7 @@ impl RecordDeliveries for SqliteStore {
     async fn last_deliveries(&self, owner: &OwnerId) -> StoreResult<Vec<(ChatLinkId, DeliveryOutcome)>> {
         let owner = owner.as_str().to_owned();
         self.read(move |tx, _| {
-            let mut st = tx.prepare("SELECT link_id, body FROM deliveries WHERE owner = ?1")?;
+            let mut st = tx.prepare_cached("SELECT link_id, body FROM deliveries WHERE owner = ?1")?;
             st.query_map([owner], |row| {
                 Ok((
                     col(row, 0, "link_id", |s| ChatLinkId::parse("chat_link_id", s).ok())?,
@@ -1494,7 +1485,7 @@ fn outbox_row(row: &Row<'_>) -> rusqlite::Result<OutboxEntry> {
 impl EventOutbox for SqliteStore {
     async fn due_events(&self, limit: usize) -> StoreResult<Vec<OutboxEntry>> {
         self.read(move |tx, now| {
-            let mut st = tx.prepare(
+            let mut st = tx.prepare_cached(
                 "SELECT body, attempts FROM event_outbox WHERE state = 'pending' AND next_attempt_at <= ?1 \
                  ORDER BY next_attempt_at, rowid LIMIT ?2",
             )?;
@@ -1505,18 +1496,21 @@ impl EventOutbox for SqliteStore {
 
     async fn event_delivered(&self, event_id: &str) -> StoreResult<()> {
         let id = event_id.to_owned();
-        self.bookkeeping(move |tx, _| tx.execute("DELETE FROM event_outbox WHERE event_id = ?1", [id]).map(drop)).await
+        self.bookkeeping(move |tx, _| {
+            tx.prepare_cached("DELETE FROM event_outbox WHERE event_id = ?1")?.execute([id]).map(drop)
+        })
+        .await
     }
 
     async fn event_failed(&self, event_id: &str, retry_at: Option<Timestamp>, error: &str) -> StoreResult<()> {
         let (id, error) = (event_id.to_owned(), error.to_owned());
         self.bookkeeping(move |tx, _| {
-            tx.execute(
+            tx.prepare_cached(
                 "UPDATE event_outbox SET attempts = attempts + 1, last_error = ?1, \
                  state = CASE WHEN ?2 IS NULL THEN 'dead' ELSE 'pending' END, \
                  next_attempt_at = COALESCE(?2, next_attempt_at) WHERE event_id = ?3",
-                params![error, retry_at.map(Timestamp::as_millis), id],
-            )
+            )?
+            .execute(params![error, retry_at.map(Timestamp::as_millis), id])
             .map(drop)
         })
         .await
@@ -1524,7 +1518,7 @@ impl EventOutbox for SqliteStore {
 
     async fn dead_events(&self, limit: usize) -> StoreResult<Vec<OutboxEntry>> {
         self.read(move |tx, _| {
-            let mut st = tx.prepare(
+            let mut st = tx.prepare_cached(
                 "SELECT body, attempts FROM event_outbox WHERE state = 'dead' ORDER BY created_at DESC LIMIT ?1",
             )?;
             st.query_map(params![limit as i64], outbox_row)?.collect()

@@ -142,6 +142,8 @@ fn rpc(name: &str, args: Value) -> String {
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
+    // reqwest is built without a crypto provider (plain HTTP here, but a client needs one).
+    let _ = rustls::crypto::ring::default_provider().install_default();
     let mut args = std::env::args().skip(1);
     let local_bin = PathBuf::from(args.next().expect("usage: peer_bench <local binary> <bench folder> [seconds]"));
     let bench = PathBuf::from(args.next().expect("the folder with seed004_server.py"));
