@@ -11,8 +11,10 @@ secs="${1:-10}"
 bench="${2:-../shared/bench}"
 [ -f "$bench/seed004_server.py" ] || { echo "no seed004_server.py in $bench" >&2; exit 2; }
 command -v python3 >/dev/null || { echo "python3 is needed for the reconstruction" >&2; exit 2; }
-cargo build --release --locked -p local -p sim
-./target/release/peer_bench ./target/release/local "$bench" "$secs"
+# The `server` profile: release at opt-level 3 (Cargo.toml; the Lambda release profile is tuned
+# for size, which a long-lived server does not need).
+cargo build --profile server --locked -p local -p sim
+./target/server/peer_bench ./target/server/local "$bench" "$secs"
 echo
 echo "DynamoDB requests per call on moto (the conformance suite's asserted counts):"
 state=$(mktemp -d "${TMPDIR:-/tmp}/foundry-bench.XXXXXX")

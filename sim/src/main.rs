@@ -1,5 +1,5 @@
-//! `cargo run -p sim --release -- [--seed N] [--runs N]`: prints every seed table next to the
-//! reports' figures. Same seed, same output.
+//! `cargo run -p sim --profile server -- [--seed N] [--runs N]` (any optimized build): prints
+//! every seed table next to the reports' figures. Same seed, same output.
 
 fn main() -> anyhow::Result<()> {
     let mut seed = 42u64;

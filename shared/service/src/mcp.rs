@@ -15,6 +15,16 @@
 //!    the cloud, [`InProcess`] locally;
 //! 6. `tools/list` responses get the top-level `securitySchemes` field that rmcp's `Tool` type
 //!    cannot carry (copied from each tool's `_meta`).
+//!
+//! **The direct path.** A plain `tools/call` — the hot request of every agent — is answered
+//! without rmcp's per-request machinery (a serve loop spawned per request, the body parsed a
+//! second time, channels between tasks: measured in `docs/results.md`, "Peer benchmark") when
+//! it is unmistakably one rmcp would serve the same way: a protocol version before
+//! `2026-07-28` in the header, no `_meta`, no session or `Origin` header, an accepted `Host`, a
+//! plain `Accept` listing JSON and SSE, a JSON content type, an integer or string `id`. It runs
+//! the same [`McpHandler::call`] and serializes rmcp's own response types with the same legacy
+//! shaping; everything else goes to rmcp. `tests/tests/mcp_direct.rs` sends the same requests
+//! both ways and compares the answers.
 
 use std::sync::Arc;
 
@@ -22,8 +32,9 @@ use bytes::Bytes;
 use http::{HeaderValue, Method, StatusCode, header};
 use http_body_util::{BodyExt, Full};
 use rmcp::model::{
-    CallToolRequestParams, CallToolResult, ContentBlock, Implementation, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, JsonRpcError,
+    JsonRpcResponse, JsonRpcVersion2_0, ListToolsResult, PaginatedRequestParams, RequestId, ServerCapabilities,
+    ServerConfig, ServerJsonRpcMessage, ServerResult, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
@@ -102,16 +113,25 @@ impl<D: Dispatch + ?Sized> ServerHandler for McpHandler<D> {
         &self,
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
-    ) -> Result<rmcp::model::CallToolResponse, McpError> {
+    ) -> Result<CallToolResponse, McpError> {
+        let identity =
+            context.extensions.get::<http::request::Parts>().and_then(|p| p.extensions.get::<Identity>()).cloned();
+        self.call(identity, request).await
+    }
+}
+
+impl<D: Dispatch + ?Sized> McpHandler<D> {
+    /// One `tools/call`, for rmcp's handler and the direct path alike: scope, validation,
+    /// dispatch, and the mapping of the tool's reply to a result or a JSON-RPC error.
+    pub async fn call(
+        &self,
+        identity: Option<Identity>,
+        request: CallToolRequestParams,
+    ) -> Result<CallToolResponse, McpError> {
         let Some(tool) = ToolName::parse(&request.name) else {
             return Err(McpError::invalid_params(format!("Unknown tool: {}", request.name), None));
         };
-        let identity = context
-            .extensions
-            .get::<http::request::Parts>()
-            .and_then(|p| p.extensions.get::<Identity>())
-            .cloned()
-            .ok_or_else(|| McpError::internal_error("request without identity", None))?;
+        let identity = identity.ok_or_else(|| McpError::internal_error("request without identity", None))?;
         if !identity.has_scope(tool.spec().scope) {
             return Err(McpError::invalid_request(
                 format!("insufficient scope: {} needs {}", tool.as_str(), tool.spec().scope),
@@ -197,8 +217,22 @@ impl EndpointConfig {
 /// The MCP endpoint: HTTP in, HTTP out.
 pub struct McpEndpoint<D: ?Sized> {
     service: StreamableHttpService<McpHandler<D>, NeverSessionManager>,
+    handler: McpHandler<D>,
     auth: Arc<Authenticator>,
     config: EndpointConfig,
+    /// `Host` values rmcp accepts, normalized as rmcp does; `None` = no check.
+    hosts: Option<Vec<(String, Option<u16>)>>,
+    direct: bool,
+}
+
+/// Protocol versions whose `tools/call` rmcp serves on its legacy stateless path (no
+/// per-request metadata, no SEP-2243 headers): the only ones the direct path answers.
+const DIRECT_VERSIONS: [&str; 3] = ["2025-11-25", "2025-06-18", "2025-03-26"];
+
+/// rmcp's `Host` normalization: brackets trimmed, lower case, port kept apart.
+fn normalized_authority(s: &str) -> Option<(String, Option<u16>)> {
+    let a = http::uri::Authority::try_from(s.trim()).ok()?;
+    Some((a.host().trim_matches('[').trim_matches(']').to_ascii_lowercase(), a.port_u16()))
 }
 
 impl<D: Dispatch + ?Sized> McpEndpoint<D> {
@@ -215,12 +249,126 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
             Some(hosts) if !hosts.is_empty() => rmcp_config = rmcp_config.with_allowed_hosts(hosts.clone()),
             Some(_) => {}
         }
+        let hosts = match &config.allowed_hosts {
+            None => None,
+            Some(h) if h.is_empty() => {
+                Some(["localhost", "127.0.0.1", "::1"].iter().filter_map(|h| normalized_authority(h)).collect())
+            }
+            Some(h) => Some(h.iter().filter_map(|h| normalized_authority(h)).collect()),
+        };
+        let for_rmcp = handler.clone();
         let service = StreamableHttpService::new(
-            move || Ok(handler.clone()),
+            move || Ok(for_rmcp.clone()),
             Arc::new(NeverSessionManager::default()),
             rmcp_config,
         );
-        Self { service, auth, config }
+        Self { service, handler, auth, config, hosts, direct: true }
+    }
+
+    /// Sends every request through rmcp, even plain `tools/call`s (the direct path off): for
+    /// the tests that compare both paths, and for diagnosis.
+    pub fn without_direct_calls(mut self) -> Self {
+        self.direct = false;
+        self
+    }
+
+    /// Whether [`Self::handle`] would answer `req` on the direct path (once its token checks
+    /// out): for the tests that compare both paths, and for diagnosis.
+    pub fn answers_directly(&self, req: &http::Request<Bytes>) -> bool {
+        self.direct
+            && serde_json::from_slice::<serde_json::Value>(req.body())
+                .is_ok_and(|m| self.direct_call(req.headers(), &m).is_some())
+    }
+
+    /// The call, when `message` is a plain `tools/call` that rmcp would serve on its legacy
+    /// stateless path exactly as [`Self::answer_directly`] does; `None` sends it to rmcp.
+    /// Every check is as strict as rmcp's or stricter (anything unusual goes to rmcp).
+    fn direct_call(
+        &self,
+        headers: &http::HeaderMap,
+        message: &serde_json::Value,
+    ) -> Option<(RequestId, CallToolRequestParams)> {
+        let version = headers.get("mcp-protocol-version")?.to_str().ok()?;
+        if !DIRECT_VERSIONS.contains(&version)
+            || headers.contains_key("mcp-session-id")
+            || headers.contains_key(header::ORIGIN)
+        {
+            return None;
+        }
+        if let Some(allowed) = &self.hosts {
+            let host = normalized_authority(headers.get(header::HOST)?.to_str().ok()?)?;
+            if !allowed.iter().any(|(h, p)| *h == host.0 && p.is_none_or(|p| host.1 == Some(p))) {
+                return None;
+            }
+        }
+        let (mut json, mut sse) = (false, false);
+        for value in headers.get_all(header::ACCEPT) {
+            for entry in value.to_str().ok()?.split(',') {
+                let entry = entry.trim();
+                if entry.contains([';', '"']) {
+                    return None;
+                }
+                json |= entry.eq_ignore_ascii_case("application/json");
+                sse |= entry.eq_ignore_ascii_case("text/event-stream");
+            }
+        }
+        let content_type = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
+        let essence = content_type.split_once(';').map_or(content_type, |(e, _)| e);
+        if !json || !sse || !essence.trim().eq_ignore_ascii_case("application/json") {
+            return None;
+        }
+        let m = message.as_object()?;
+        if m.len() != 4 || m.get("jsonrpc")?.as_str()? != "2.0" || m.get("method")?.as_str()? != "tools/call" {
+            return None;
+        }
+        let id = match m.get("id")? {
+            v @ serde_json::Value::String(_) => v,
+            v @ serde_json::Value::Number(n) if n.is_i64() => v,
+            _ => return None,
+        };
+        let params = m.get("params")?.as_object()?;
+        if params.keys().any(|k| k != "name" && k != "arguments")
+            || !params.get("name")?.is_string()
+            || params.get("arguments").is_some_and(|a| !a.is_object())
+        {
+            return None;
+        }
+        let id = serde_json::from_value::<RequestId>(id.clone()).ok()?;
+        let params = serde_json::from_value::<CallToolRequestParams>(serde_json::Value::Object(params.clone())).ok()?;
+        Some((id, params))
+    }
+
+    /// Runs a call [`Self::direct_call`] accepted and answers it as rmcp's JSON mode does:
+    /// `200`, `application/json`, the result shaped for a peer before `2026-07-28`.
+    async fn answer_directly(
+        &self,
+        identity: Identity,
+        id: RequestId,
+        params: CallToolRequestParams,
+    ) -> http::Response<Bytes> {
+        let message = match self.handler.call(Some(identity), params).await {
+            Ok(response) => {
+                let mut result = ServerResult::from(response);
+                result.strip_result_type_for_legacy_peer();
+                result.strip_non_object_output_for_legacy_peer();
+                ServerJsonRpcMessage::Response(JsonRpcResponse { jsonrpc: JsonRpcVersion2_0, id, result })
+            }
+            Err(error) => ServerJsonRpcMessage::Error(JsonRpcError::new(Some(id), error)),
+        };
+        match serde_json::to_vec(&message) {
+            Ok(body) => {
+                let length = body.len().to_string();
+                respond(
+                    StatusCode::OK,
+                    &[(header::CONTENT_TYPE, "application/json"), (header::CONTENT_LENGTH, &length)],
+                    Bytes::from(body),
+                )
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "cannot serialize a tool result");
+                respond(StatusCode::INTERNAL_SERVER_ERROR, &[], Bytes::from_static(b"Internal Server Error"))
+            }
+        }
     }
 
     /// The configuration.
@@ -309,6 +457,12 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
                 &[(header::WWW_AUTHENTICATE, &challenge)],
                 Bytes::from_static(b"Forbidden"),
             );
+        }
+        if self.direct
+            && let Some(m) = message.as_ref()
+            && let Some((id, params)) = self.direct_call(req.headers(), m)
+        {
+            return self.answer_directly(identity, id, params).await;
         }
         let (mut parts, body) = req.into_parts();
         parts.extensions.insert(identity);
