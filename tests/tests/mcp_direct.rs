@@ -36,6 +36,7 @@ struct Fixture {
     claimed_task: String,
     claim_id: String,
     project: String,
+    clock: Arc<ManualClock>,
     _dir: tempdir::Dir,
 }
 
@@ -51,7 +52,8 @@ mod tempdir {
 async fn fixture() -> Fixture {
     let dir = std::env::temp_dir().join(format!("foundry-direct-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).unwrap();
-    let clock: SharedClock = Arc::new(ManualClock::starting_now());
+    let manual = Arc::new(ManualClock::starting_now());
+    let clock: SharedClock = manual.clone();
     let store = Arc::new(SqliteStore::open(dir.join("store.sqlite"), clock.clone(), Policy::default()).unwrap());
     let owner = OwnerId::new("owner-direct").unwrap();
     let project = store.create_project(&owner, "direct").await.unwrap();
@@ -104,6 +106,7 @@ async fn fixture() -> Fixture {
         claimed_task: tasks[1].to_string(),
         claim_id: claim_id.to_string(),
         project: project.project_id.to_string(),
+        clock: manual,
         _dir: tempdir::Dir(dir),
     }
 }
@@ -245,4 +248,30 @@ async fn anything_unusual_goes_to_rmcp_and_still_gets_the_same_answer() {
     let run = call(json!(1), "run_graph_session", json!({"graph_session_id": "g", "idempotency_key": "k-1"}));
     let (status, _, _) = both(&f, &ro, &run).await;
     assert_eq!(status, 403);
+}
+
+#[tokio::test]
+async fn a_remembered_token_is_refused_once_it_expires() {
+    let f = fixture().await;
+    let mut bearer = String::new();
+    let h = standard(&f.token, &mut bearer);
+    let list = call(json!(1), "list_linked_chat_tasks", json!({"chat_link_id": f.link}));
+    for endpoint in [&f.direct, &f.rmcp] {
+        assert_eq!(endpoint.handle(request(&h, &list)).await.status(), 200);
+    }
+    // The token lives 600 s (plus the 60 s leeway): still good after 630 s, when every
+    // remembered answer has been checked again at least once…
+    for step in [300, 330] {
+        f.clock.advance(Duration::from_secs(step));
+        for endpoint in [&f.direct, &f.rmcp] {
+            assert_eq!(endpoint.handle(request(&h, &list)).await.status(), 200, "after {step} s more");
+        }
+    }
+    // …and refused the moment it expires, though both endpoints verified it a moment ago.
+    f.clock.advance(Duration::from_secs(30));
+    for endpoint in [&f.direct, &f.rmcp] {
+        let r = endpoint.handle(request(&h, &list)).await;
+        assert_eq!(r.status(), 401);
+        assert!(r.headers().get("www-authenticate").is_some());
+    }
 }

@@ -241,6 +241,15 @@ impl Authenticator {
     /// # Errors
     /// [`AuthError`] when the token is not acceptable (or keys cannot be fetched).
     pub async fn verify(&self, token: &str) -> Result<Identity, AuthError> {
+        self.verify_until(token).await.map(|(identity, _)| identity)
+    }
+
+    /// [`Self::verify`], also returning the instant the token stops being accepted (its `exp`
+    /// plus the leeway): how long a caller may remember the answer.
+    ///
+    /// # Errors
+    /// As [`Self::verify`].
+    pub async fn verify_until(&self, token: &str) -> Result<(Identity, Timestamp), AuthError> {
         let header = jsonwebtoken::decode_header(token).map_err(|e| AuthError::Invalid(e.to_string()))?;
         let (key, alg) = match &self.keys {
             Keys::Hs256(secret) => (DecodingKey::from_secret(secret), Algorithm::HS256),
@@ -272,11 +281,13 @@ impl Authenticator {
                 _ => None,
             })
             .ok_or_else(|| AuthError::Invalid("token names no client (azp/client_id)".into()))?;
-        Ok(Identity {
+        let identity = Identity {
             owner: OwnerId::new(claims.sub.clone()).map_err(|e| AuthError::Invalid(e.to_string()))?,
             agent: AgentId::new(client, &claims.sub).map_err(|e| AuthError::Invalid(e.to_string()))?,
             scopes: claims.scope.as_deref().unwrap_or_default().split_whitespace().map(normalize_scope).collect(),
-        })
+        };
+        let until = Timestamp::from_millis((claims.exp + LEEWAY.as_secs() as i64).saturating_mul(1000));
+        Ok((identity, until))
     }
 
     fn check_claims(&self, c: &Claims) -> Result<(), AuthError> {

@@ -223,6 +223,39 @@ pub struct McpEndpoint<D: ?Sized> {
     /// `Host` values rmcp accepts, normalized as rmcp does; `None` = no check.
     hosts: Option<Vec<(String, Option<u16>)>>,
     direct: bool,
+    verified: VerifiedTokens,
+}
+
+/// Tokens this endpoint verified lately, each with the identity it carries: an agent sends
+/// the same token on every call, and verifying it (parse, signature, claims) was 12 % of a
+/// `list_linked_chat_tasks` in the profile. Keyed by the exact token text, so only the same
+/// bytes hit; an entry lasts until the token expires and at most [`VERIFIED_FOR`] (a key
+/// withdrawn from the issuer's set stops being honoured within that time); at most
+/// [`VERIFIED_MAX`] entries (expired ones are dropped first, else all).
+#[derive(Default)]
+struct VerifiedTokens(std::sync::Mutex<std::collections::HashMap<Box<str>, (Identity, domain::clock::Timestamp)>>);
+
+/// How long a verified token is remembered at most.
+pub const VERIFIED_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+/// How many verified tokens are remembered at most.
+pub const VERIFIED_MAX: usize = 1024;
+
+impl VerifiedTokens {
+    fn get(&self, token: &str, now: domain::clock::Timestamp) -> Option<Identity> {
+        let map = self.0.lock().ok()?;
+        map.get(token).filter(|(_, until)| now < *until).map(|(id, _)| id.clone())
+    }
+
+    fn put(&self, token: &str, identity: Identity, until: domain::clock::Timestamp, now: domain::clock::Timestamp) {
+        let Ok(mut map) = self.0.lock() else { return };
+        if map.len() >= VERIFIED_MAX {
+            map.retain(|_, (_, u)| now < *u);
+            if map.len() >= VERIFIED_MAX {
+                map.clear();
+            }
+        }
+        map.insert(token.into(), (identity, until.min(now.plus(VERIFIED_FOR))));
+    }
 }
 
 /// Protocol versions whose `tools/call` rmcp serves on its legacy stateless path (no
@@ -262,7 +295,18 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
             Arc::new(NeverSessionManager::default()),
             rmcp_config,
         );
-        Self { service, handler, auth, config, hosts, direct: true }
+        Self { service, handler, auth, config, hosts, direct: true, verified: VerifiedTokens::default() }
+    }
+
+    /// Who `token` is: remembered from an earlier call while that answer holds, else verified.
+    async fn identity(&self, token: &str) -> Result<Identity, AuthError> {
+        let now = self.auth.clock.now();
+        if let Some(identity) = self.verified.get(token, now) {
+            return Ok(identity);
+        }
+        let (identity, until) = self.auth.verify_until(token).await?;
+        self.verified.put(token, identity.clone(), until, now);
+        Ok(identity)
     }
 
     /// Sends every request through rmcp, even plain `tools/call`s (the direct path off): for
@@ -393,7 +437,7 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
         let token = bearer(req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()));
         let identity = match token {
             None => Err(AuthError::Missing),
-            Some(t) => self.auth.verify(t).await,
+            Some(t) => self.identity(t).await,
         };
         let identity = match identity {
             Ok(id) => id,

@@ -101,13 +101,34 @@ async fn populate_local(dir: &Path) -> (String, String) {
     (links[7].to_string(), t.task_id.to_string())
 }
 
+/// CPU time (user + system, all threads) a process has used so far, from `/proc/<pid>/stat`.
+fn cpu_seconds(pid: u32) -> f64 {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    // Fields after the command name (which may hold spaces) start at the last ')'.
+    let rest = stat.rsplit_once(')').map_or("", |(_, r)| r);
+    let f: Vec<&str> = rest.split_whitespace().collect();
+    let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+    // utime and stime are fields 14 and 15 of the file (11 and 12 after the name), in clock
+    // ticks of 1/100 s on Linux.
+    (ticks(11) + ticks(12)) / 100.0
+}
+
+/// A cell measured with the server's CPU time: microseconds of server CPU per request.
+async fn measured(pid: u32, url: &str, headers: &[(&str, String)], body: &str, c: usize, secs: u64) -> (Cell, f64) {
+    let before = cpu_seconds(pid);
+    let cell = load(url, headers, body, c, secs).await;
+    let cpu = cpu_seconds(pid) - before;
+    let per = cpu * 1e6 / (cell.rps * secs as f64).max(1.0);
+    (cell, per)
+}
+
 struct Cell {
     rps: f64,
     p50: f64,
     p99: f64,
 }
 
-/// `connections` clients POSTing `body` to `url` for `secs`.
+/// `connections` clients POSTing `body` to `url` for `secs` (an empty body: GET).
 async fn load(url: &str, headers: &[(&str, String)], body: &str, connections: usize, secs: u64) -> Cell {
     let until = Instant::now() + Duration::from_secs(secs);
     let mut tasks = Vec::new();
@@ -118,7 +139,7 @@ async fn load(url: &str, headers: &[(&str, String)], body: &str, connections: us
             let http = reqwest::Client::builder().pool_max_idle_per_host(1).tcp_nodelay(true).build().unwrap();
             let mut lat = Vec::new();
             while Instant::now() < until {
-                let mut req = http.post(&url).body(body.clone());
+                let mut req = if body.is_empty() { http.get(&url) } else { http.post(&url).body(body.clone()) };
                 for (k, v) in &headers {
                     req = req.header(k.as_str(), v.as_str());
                 }
@@ -232,9 +253,10 @@ async fn main() {
     let theirs_list = rpc("list_linked_chat_tasks", json!({"chat_link_id": "L7"}));
 
     println!(
-        "| call | connections | local server req/s | p50 ms | p99 ms | reconstruction req/s | p50 ms | p99 ms | ratio | via rmcp's serve loop req/s | p50 ms | p99 ms |"
+        "| call | connections | local server req/s | p50 ms | p99 ms | server CPU µs/req | reconstruction req/s | p50 ms | p99 ms | its CPU µs/req | ratio | via rmcp's serve loop req/s | p50 ms | p99 ms | CPU µs/req |"
     );
-    println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
+    let (local_pid, py_pid) = (_local.0.id(), _py.0.id());
     for (name, ours, theirs) in [
         ("list_linked_chat_tasks", &ours_list, &theirs_list),
         ("claim_linked_chat_task (replay)", &ours_claim, &py_claim),
@@ -243,11 +265,11 @@ async fn main() {
             // Warm both for a second, then measure one after the other.
             load(&format!("{base}/mcp"), &ours_headers, ours, c, 1).await;
             load(&py_url, &theirs_headers, theirs, c, 1).await;
-            let o = load(&format!("{base}/mcp"), &ours_headers, ours, c, secs).await;
-            let t = load(&py_url, &theirs_headers, theirs, c, secs).await;
-            let r = load(&format!("{base}/mcp"), &rmcp_headers, ours, c, secs).await;
+            let (o, o_cpu) = measured(local_pid, &format!("{base}/mcp"), &ours_headers, ours, c, secs).await;
+            let (t, t_cpu) = measured(py_pid, &py_url, &theirs_headers, theirs, c, secs).await;
+            let (r, r_cpu) = measured(local_pid, &format!("{base}/mcp"), &rmcp_headers, ours, c, secs).await;
             println!(
-                "| {name} | {c} | {:.0} | {:.2} | {:.2} | {:.0} | {:.2} | {:.2} | {:.1}x | {:.0} | {:.2} | {:.2} |",
+                "| {name} | {c} | {:.0} | {:.2} | {:.2} | {o_cpu:.0} | {:.0} | {:.2} | {:.2} | {t_cpu:.0} | {:.1}x | {:.0} | {:.2} | {:.2} | {r_cpu:.0} |",
                 o.rps,
                 o.p50,
                 o.p99,
@@ -260,6 +282,22 @@ async fn main() {
                 r.p99
             );
         }
+    }
+    // The floor: what this client and loopback HTTP reach against the same server when the
+    // server does nothing (a static document, no token, no store): no server answers a tool
+    // call faster than this through this client.
+    println!();
+    println!(
+        "| floor: static answer, no work | connections | local server req/s | p50 ms | p99 ms | server CPU µs/req |"
+    );
+    println!("|---|---|---|---|---|---|");
+    for c in [1usize, 4] {
+        let (f, f_cpu) =
+            measured(local_pid, &format!("{base}/.well-known/oauth-protected-resource"), &[], "", c, secs).await;
+        println!(
+            "| GET /.well-known/oauth-protected-resource | {c} | {:.0} | {:.2} | {:.2} | {f_cpu:.0} |",
+            f.rps, f.p50, f.p99
+        );
     }
     let _ = std::fs::remove_dir_all(work);
 }
