@@ -20,6 +20,8 @@ config: --config, else $FOUNDRY_RELAY_CONFIG, else the platform config dir (rela
 async fn main() -> anyhow::Result<()> {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        // Colours only on a terminal: a service manager's log file gets plain text.
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
         .init();
     let mut args = std::env::args().skip(1);
     let mut config_path: Option<PathBuf> = std::env::var_os(CONFIG_ENV).map(PathBuf::from);
