@@ -282,13 +282,10 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
             Some(hosts) if !hosts.is_empty() => rmcp_config = rmcp_config.with_allowed_hosts(hosts.clone()),
             Some(_) => {}
         }
-        let hosts = match &config.allowed_hosts {
-            None => None,
-            Some(h) if h.is_empty() => {
-                Some(["localhost", "127.0.0.1", "::1"].iter().filter_map(|h| normalized_authority(h)).collect())
-            }
-            Some(h) => Some(h.iter().filter_map(|h| normalized_authority(h)).collect()),
-        };
+        // The direct path accepts the `Host` values rmcp was just configured with (an empty
+        // list is rmcp's "no check").
+        let hosts = (!rmcp_config.allowed_hosts.is_empty())
+            .then(|| rmcp_config.allowed_hosts.iter().filter_map(|h| normalized_authority(h)).collect());
         let for_rmcp = handler.clone();
         let service = StreamableHttpService::new(
             move || Ok(for_rmcp.clone()),

@@ -347,23 +347,10 @@ impl SqliteStore {
         // writer, a read takes microseconds, and handing it to the blocking pool (two thread
         // switches) cost more than the query. Writes may wait on the write lock: they go to
         // the blocking pool, and so does a read when no connection is idle.
-        if matches!(behavior, TransactionBehavior::Deferred)
-            && let Some(conn) = pool.try_get()
-        {
-            let before = conn.total_changes();
-            let out = in_transaction(&conn, behavior, |c| f(c, now));
-            // A "read" that changed rows still counts (the suite proves reads never write).
-            if tracked && conn.total_changes() != before {
-                writes.fetch_add(1, Ordering::SeqCst);
-            }
-            pool.put(conn);
-            return out.map_err(sql_err);
-        }
-        tokio::task::spawn_blocking(move || {
-            // The lane guards no data, so a panic of an earlier writer does not matter.
-            let _lane = matches!(behavior, TransactionBehavior::Immediate)
-                .then(|| pool.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
-            let conn = pool.get()?;
+        // One transaction on a connection taken from the pool, given back after. A transaction
+        // that changed rows counts when tracked (a "read" too: the suite proves reads never
+        // write) and, once committed, wakes the outbox's consumer.
+        let transact = move |pool: &Pool, conn: Connection| {
             let before = conn.total_changes();
             let out = in_transaction(&conn, behavior, |c| f(c, now));
             if tracked && conn.total_changes() != before {
@@ -374,6 +361,18 @@ impl SqliteStore {
             }
             pool.put(conn);
             out.map_err(sql_err)
+        };
+        if matches!(behavior, TransactionBehavior::Deferred)
+            && let Some(conn) = pool.try_get()
+        {
+            return transact(&pool, conn);
+        }
+        tokio::task::spawn_blocking(move || {
+            // The lane guards no data, so a panic of an earlier writer does not matter.
+            let _lane = matches!(behavior, TransactionBehavior::Immediate)
+                .then(|| pool.writer.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+            let conn = pool.get()?;
+            transact(&pool, conn)
         })
         .await
         .map_err(StoreError::unavailable)?
