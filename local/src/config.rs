@@ -20,13 +20,12 @@ pub const PANEL_REFRESH_SECONDS: &str = "FOUNDRY_PANEL_REFRESH_SECONDS";
 /// Default for [`PORT`].
 pub const DEFAULT_PORT: u16 = 8787;
 
-/// Every bad setting, one per line.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("bad configuration:\n{}", .problems.join("\n"))]
-pub struct ConfigError {
-    /// `KEY: what is wrong`, in the order the keys are read.
-    pub problems: Vec<String>,
-}
+pub use service::settings::ConfigError;
+use service::settings::{PolicyKeys, Reader};
+
+/// The time policy's keys (the lease is not configurable locally).
+const POLICY: PolicyKeys =
+    PolicyKeys { lease: None, heartbeat_timeout: HEARTBEAT_TIMEOUT_SECONDS, poll_interval: POLL_INTERVAL_SECONDS };
 
 /// The local server's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -60,54 +59,23 @@ impl LocalConfig {
     /// # Errors
     /// [`ConfigError`] with every bad value.
     pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let mut errors = Vec::new();
-        let port = match get(PORT) {
-            None => DEFAULT_PORT,
-            Some(v) => v.parse().unwrap_or_else(|_| {
-                errors.push(format!("{PORT}: must be a port number 0-65535 (got {v:?})"));
-                DEFAULT_PORT
-            }),
-        };
-        let public_url = get(PUBLIC_URL).map(|u| u.trim_end_matches('/').to_owned());
-        if let Some(u) = &public_url
-            && !(u.starts_with("http://") || u.starts_with("https://"))
-        {
-            errors.push(format!("{PUBLIC_URL}: must start with http:// or https:// (got {u:?})"));
-        }
-        let data_dir = match get(DATA_DIR) {
+        let mut r = Reader::new(&get);
+        let port = r.port(PORT, DEFAULT_PORT);
+        let public_url = r.optional_url(PUBLIC_URL);
+        let data_dir = match r.optional(DATA_DIR) {
             Some(d) if !d.is_empty() => PathBuf::from(d),
-            _ => match default_data_dir(&get) {
-                Some(d) => d,
-                None => {
-                    errors.push(format!("{DATA_DIR}: not set and no home folder to default to"));
-                    PathBuf::new()
-                }
-            },
-        };
-        let mut policy = domain::limits::Policy::default();
-        for (key, slot) in [
-            (POLL_INTERVAL_SECONDS, &mut policy.poll_interval),
-            (HEARTBEAT_TIMEOUT_SECONDS, &mut policy.heartbeat_timeout),
-        ] {
-            if let Some(v) = get(key) {
-                match v.parse::<u64>() {
-                    Ok(n) if n > 0 => *slot = std::time::Duration::from_secs(n),
-                    _ => errors.push(format!("{key}: must be a whole number of seconds > 0 (got {v:?})")),
-                }
-            }
-        }
-        let panel_refresh_seconds = match get(PANEL_REFRESH_SECONDS) {
-            None => service::panel::DEFAULT_REFRESH_SECONDS,
-            Some(v) => v.parse().ok().filter(|n| (1..=3600).contains(n)).unwrap_or_else(|| {
-                errors.push(format!("{PANEL_REFRESH_SECONDS}: must be 1 to 3600 seconds (got {v:?})"));
-                service::panel::DEFAULT_REFRESH_SECONDS
+            _ => default_data_dir(&get).unwrap_or_else(|| {
+                r.problem(DATA_DIR, "not set and no home folder to default to");
+                PathBuf::new()
             }),
         };
-        if errors.is_empty() {
-            Ok(Self { data_dir, port, public_url, policy, panel_refresh_seconds })
-        } else {
-            Err(ConfigError { problems: errors })
-        }
+        let policy = r.policy(POLICY);
+        let panel_refresh_seconds = r.seconds_within(
+            PANEL_REFRESH_SECONDS,
+            service::panel::DEFAULT_REFRESH_SECONDS,
+            service::panel::PANEL_REFRESH_RANGE,
+        );
+        r.finish(Self { data_dir, port, public_url, policy, panel_refresh_seconds })
     }
 }
 

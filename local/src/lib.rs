@@ -33,7 +33,7 @@ use domain::ids::{ChatLinkId, IdempotencyKey, OwnerId, ProjectId, TaskId};
 use domain::store::{AssignTasks, ManageDevices, ManageLinks, ManageProjects};
 use domain::tasks::{AssignOutcome, AssignTask};
 use http_body_util::{BodyExt, Limited};
-use service::auth::{Audience, Authenticator, Keys, ScopeSpelling, mint_hs256};
+use service::auth::{Audience, Authenticator, Grant, Hs256Signer, Keys, ScopeSpelling};
 use service::blobs::DirBlobStore;
 use service::events::{Notifier, SystemResolver};
 use service::mcp::{EndpointConfig, InProcess, McpEndpoint, resource_metadata_response};
@@ -145,6 +145,30 @@ impl Running {
 
 type Endpoint = McpEndpoint<InProcess<SqliteStore>>;
 
+/// The MCP path of the local server.
+pub const MCP_PATH: &str = "/mcp";
+
+/// How often the local notifier looks for due events without a wake-up (retries come due with time).
+pub const NOTIFIER_POLL: Duration = Duration::from_secs(1);
+
+/// Name of the device the local server creates for the relay on each start.
+pub const LOCAL_DEVICE: &str = "local relay";
+
+/// What every part of the server is built from.
+struct Wiring {
+    store: Arc<SqliteStore>,
+    clock: SharedClock,
+    policy: domain::limits::Policy,
+    /// The local signing secret (tokens, download links).
+    secret: Vec<u8>,
+    /// The base URL clients use.
+    public_url: String,
+    /// The data folder (database, token secret, artifact files).
+    data_dir: std::path::PathBuf,
+    panel_refresh_seconds: u32,
+}
+
+/// Every handler the router serves.
 struct AppState {
     endpoint: Endpoint,
     relay: RelayApi<SqliteStore>,
@@ -157,11 +181,74 @@ struct AppState {
     authorize: LocalAuthServer<SqliteStore>,
 }
 
-/// How often the local notifier looks for due events without a wake-up (retries come due with time).
-pub const NOTIFIER_POLL: Duration = Duration::from_secs(1);
-
-/// Name of the device the local server creates for the relay on each start.
-pub const LOCAL_DEVICE: &str = "local relay";
+impl AppState {
+    /// The local server: the same handlers as the cloud's functions, on the embedded store,
+    /// tokens signed with the local secret, tools dispatched in process.
+    fn new(w: &Wiring) -> Self {
+        let signer = Hs256Signer::new(&w.secret, &w.public_url, LOCAL_AUDIENCE);
+        let auth = Arc::new(Authenticator {
+            issuer: w.public_url.clone(),
+            audience: Audience::Only(vec![LOCAL_AUDIENCE.to_owned()]),
+            keys: Keys::Hs256(w.secret.clone()),
+            clock: w.clock.clone(),
+        });
+        let blobs = DirBlobStore::new(w.data_dir.join("blobs"), &w.public_url, &w.secret, w.clock.clone());
+        let deps = ToolDeps {
+            store: Arc::clone(&w.store),
+            clock: w.clock.clone(),
+            policy: w.policy,
+            blobs: Some(Arc::new(blobs.clone())),
+        };
+        let endpoint_config = EndpointConfig {
+            public_url: Some(w.public_url.clone()),
+            mcp_path: MCP_PATH.into(),
+            allowed_hosts: Some(Vec::new()),
+            max_body_bytes: service::mcp::DEFAULT_MAX_BODY_BYTES,
+            scopes: ScopeSpelling::local(),
+        };
+        // OAuth for clients that are given only the URL: the same metadata and registration as
+        // the cloud, with a consent page of our own in front of the local tokens.
+        let auth_server = AuthServerConfig {
+            authorization_endpoint: AUTHORIZE_PATH.into(),
+            token_endpoint: TOKEN_PATH.into(),
+            revocation_endpoint: None,
+            jwks_uri: None,
+            scopes: ScopeSpelling::local(),
+            iss_in_response: true,
+        };
+        Self {
+            endpoint: McpEndpoint::new(Arc::new(InProcess(deps)), Arc::clone(&auth), endpoint_config),
+            relay: RelayApi { store: Arc::clone(&w.store), clock: w.clock.clone(), policy: w.policy },
+            owner: OwnerApi {
+                store: Arc::clone(&w.store),
+                auth,
+                clock: w.clock.clone(),
+                policy: w.policy,
+                blobs: Some(Arc::new(blobs.clone())),
+                urls: UrlPolicy::Local,
+            },
+            panel: PanelConfig { sign_in: SignIn::Local, refresh_seconds: w.panel_refresh_seconds },
+            blobs,
+            base_url: w.public_url.clone(),
+            auth_server,
+            registrar: Registrar {
+                registry: Arc::clone(&w.store),
+                redirects: RedirectPolicy::local(),
+                scopes: ScopeSpelling::local(),
+                clock: w.clock.clone(),
+                per_hour: service::oauth::DEFAULT_REGISTRATIONS_PER_HOUR,
+                cap: service::oauth::DEFAULT_REGISTRATION_CAP,
+            },
+            authorize: LocalAuthServer::new(
+                Arc::clone(&w.store),
+                signer,
+                DEMO_OWNER,
+                &format!("{}{MCP_PATH}", w.public_url),
+                w.clock.clone(),
+            ),
+        }
+    }
+}
 
 /// Opens the store, creates the demo data on first start, binds and serves.
 ///
@@ -170,113 +257,63 @@ pub const LOCAL_DEVICE: &str = "local relay";
 pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
     std::fs::create_dir_all(&config.data_dir).with_context(|| format!("creating {}", config.data_dir.display()))?;
     let clock: SharedClock = Arc::new(SystemClock);
-    let policy = config.policy;
     let db = config.data_dir.join("foundry.sqlite3");
-    let store =
-        Arc::new(SqliteStore::open(&db, clock.clone(), policy).with_context(|| format!("opening {}", db.display()))?);
+    let store = Arc::new(
+        SqliteStore::open(&db, clock.clone(), config.policy).with_context(|| format!("opening {}", db.display()))?,
+    );
     let secret = load_or_create_secret(&config.data_dir.join("local-token-secret"))?;
     let demo = ensure_demo(&store).await?;
-
     let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], config.port)))
         .await
         .with_context(|| format!("binding 127.0.0.1:{}", config.port))?;
     let addr = listener.local_addr()?;
     let public_url = config.public_url.clone().unwrap_or_else(|| format!("http://{addr}"));
-    let auth = Arc::new(Authenticator {
-        issuer: public_url.clone(),
-        audience: Audience::Only(vec![LOCAL_AUDIENCE.to_owned()]),
-        keys: Keys::Hs256(secret.clone()),
-        clock: clock.clone(),
-    });
-    let token = mint_hs256(
-        &secret,
-        &public_url,
-        LOCAL_AUDIENCE,
-        DEMO_OWNER,
-        LOCAL_CLIENT,
-        &[SCOPE_READ, SCOPE_RUN],
-        clock.now(),
-        TOKEN_TTL,
-    )?;
-    let owner_token = mint_hs256(
-        &secret,
-        &public_url,
-        LOCAL_AUDIENCE,
-        DEMO_OWNER,
-        LOCAL_CLIENT,
-        &[SCOPE_OWNER],
-        clock.now(),
-        TOKEN_TTL,
-    )?;
+    let signer = Hs256Signer::new(&secret, &public_url, LOCAL_AUDIENCE);
+    let grant = |scopes| Grant { subject: DEMO_OWNER, client: LOCAL_CLIENT, scopes };
+    let token = signer.mint(grant(&[SCOPE_READ, SCOPE_RUN]), clock.now(), TOKEN_TTL)?;
+    let owner_token = signer.mint(grant(&[SCOPE_OWNER]), clock.now(), TOKEN_TTL)?;
     let (device_token, device_id) = fresh_device_token(&store, &demo.owner).await?;
-    let blobs = DirBlobStore::new(config.data_dir.join("blobs"), &public_url, &secret, clock.clone());
-    let deps =
-        ToolDeps { store: Arc::clone(&store), clock: clock.clone(), policy, blobs: Some(Arc::new(blobs.clone())) };
-    let endpoint_config = EndpointConfig {
-        public_url: Some(public_url.clone()),
-        mcp_path: "/mcp".into(),
-        allowed_hosts: Some(Vec::new()),
-        max_body_bytes: service::mcp::DEFAULT_MAX_BODY_BYTES,
-        scopes: service::auth::ScopeSpelling::local(),
-    };
-    let endpoint = McpEndpoint::new(Arc::new(InProcess(deps)), Arc::clone(&auth), endpoint_config);
-    let relay = RelayApi { store: Arc::clone(&store), clock: clock.clone(), policy };
-    let owner = OwnerApi {
+    let wiring = Wiring {
         store: Arc::clone(&store),
-        auth,
         clock: clock.clone(),
-        policy,
-        blobs: Some(Arc::new(blobs.clone())),
-        urls: UrlPolicy::Local,
+        policy: config.policy,
+        secret,
+        public_url: public_url.clone(),
+        data_dir: config.data_dir.clone(),
+        panel_refresh_seconds: config.panel_refresh_seconds,
     };
-    let panel = PanelConfig { sign_in: SignIn::Local, refresh_seconds: config.panel_refresh_seconds };
+    let app = router(Arc::new(AppState::new(&wiring)));
+    let (shutdown, task) = serve(listener, app, &wiring);
     let panel_url = format!("{public_url}{}#token={owner_token}", service::panel::PATH);
-    // OAuth for clients that are given only the URL: the same metadata and registration as
-    // the cloud, with a consent page of our own in front of the local tokens.
-    let auth_server = AuthServerConfig {
-        authorization_endpoint: AUTHORIZE_PATH.into(),
-        token_endpoint: TOKEN_PATH.into(),
-        revocation_endpoint: None,
-        jwks_uri: None,
-        scopes: ScopeSpelling::local(),
-        iss_in_response: true,
-    };
-    let registrar = Registrar {
-        registry: Arc::clone(&store),
-        redirects: RedirectPolicy::local(),
-        scopes: ScopeSpelling::local(),
-        clock: clock.clone(),
-        per_hour: service::oauth::DEFAULT_REGISTRATIONS_PER_HOUR,
-        cap: service::oauth::DEFAULT_REGISTRATION_CAP,
-    };
-    let authorize = LocalAuthServer::new(
-        Arc::clone(&store),
-        secret.clone(),
-        &public_url,
-        LOCAL_AUDIENCE,
-        DEMO_OWNER,
-        &format!("{public_url}/mcp"),
-        clock.clone(),
-    );
-    let state = AppState {
-        endpoint,
-        relay,
-        owner,
-        panel,
-        blobs,
-        base_url: public_url.clone(),
-        auth_server,
-        registrar,
-        authorize,
-    };
-    let app = router(Arc::new(state));
+    Ok(Running {
+        addr,
+        mcp_url: format!("{public_url}{MCP_PATH}"),
+        token,
+        owner_token,
+        device_token,
+        device_id,
+        panel_url,
+        base_url: public_url,
+        demo,
+        store,
+        data_dir: config.data_dir.clone(),
+        shutdown: Some(shutdown),
+        task,
+    })
+}
 
-    // The local notifier delivers the outbox the store fills in the same transactions as the
-    // changes (the cloud's stream publisher and notify function do the same job).
+/// Serves `app` on `listener` until the returned sender fires, with the local notifier beside
+/// it: it delivers the outbox the store fills in the same transactions as the changes (the
+/// cloud's stream publisher and notify function do the same job), and stops after the server.
+fn serve(
+    listener: tokio::net::TcpListener,
+    app: Router,
+    w: &Wiring,
+) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
     let (notifier_stop, notifier_rx) = oneshot::channel::<()>();
-    let notifier = Notifier::new(Arc::clone(&store), clock.clone(), UrlPolicy::Local, Arc::new(SystemResolver));
+    let notifier = Notifier::new(Arc::clone(&w.store), w.clock.clone(), UrlPolicy::Local, Arc::new(SystemResolver));
     let notifier_task =
-        tokio::spawn(service::events::run_local(notifier, store.write_signal(), NOTIFIER_POLL, async move {
+        tokio::spawn(service::events::run_local(notifier, w.store.write_signal(), NOTIFIER_POLL, async move {
             let _ = notifier_rx.await;
         }));
     let (tx, rx) = oneshot::channel::<()>();
@@ -290,38 +327,31 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
         let _ = notifier_stop.send(());
         let _ = notifier_task.await;
     });
-    Ok(Running {
-        addr,
-        mcp_url: format!("{public_url}/mcp"),
-        token,
-        owner_token,
-        device_token,
-        device_id,
-        base_url: public_url,
-        panel_url,
-        demo,
-        store,
-        data_dir: config.data_dir.clone(),
-        shutdown: Some(tx),
-        task,
-    })
+    (tx, task)
 }
 
 fn router(state: Arc<AppState>) -> Router {
+    use axum::routing::{any, get};
+    use service::mcp::RESOURCE_METADATA_PATH;
+    use service::oauth::{AS_METADATA_PATH, OPENID_CONFIGURATION_PATH, REGISTER_PATH};
+    let relay_api = format!("{}/{{*rest}}", domain::relay::PREFIX);
+    let owner_api = format!("{}/{{*rest}}", service::owner_api::PREFIX);
+    let panel_pages = format!("{}/{{*rest}}", service::panel::PATH);
+    let downloads = format!("{}{{*rest}}", service::blobs::LOCAL_DOWNLOAD_PREFIX);
     Router::new()
-        .route("/mcp", axum::routing::any(mcp))
-        .route("/.well-known/oauth-protected-resource", axum::routing::get(metadata))
-        .route("/.well-known/oauth-protected-resource/mcp", axum::routing::get(metadata))
-        .route(service::oauth::AS_METADATA_PATH, axum::routing::get(as_metadata))
-        .route(service::oauth::OPENID_CONFIGURATION_PATH, axum::routing::get(as_metadata))
-        .route(service::oauth::REGISTER_PATH, axum::routing::any(register))
-        .route(AUTHORIZE_PATH, axum::routing::any(oauth))
-        .route(TOKEN_PATH, axum::routing::any(oauth))
-        .route("/external-assistants/graph-relays/{*rest}", axum::routing::any(relay))
-        .route("/owner/{*rest}", axum::routing::any(owner))
-        .route("/panel", axum::routing::any(panel))
-        .route("/panel/{*rest}", axum::routing::any(panel))
-        .route("/blobs/{*rest}", axum::routing::get(blob))
+        .route(MCP_PATH, any(mcp))
+        .route(RESOURCE_METADATA_PATH, get(metadata))
+        .route(&format!("{RESOURCE_METADATA_PATH}{MCP_PATH}"), get(metadata))
+        .route(AS_METADATA_PATH, get(as_metadata))
+        .route(OPENID_CONFIGURATION_PATH, get(as_metadata))
+        .route(REGISTER_PATH, any(register))
+        .route(AUTHORIZE_PATH, any(oauth))
+        .route(TOKEN_PATH, any(oauth))
+        .route(&relay_api, any(relay))
+        .route(&owner_api, any(owner))
+        .route(service::panel::PATH, any(panel))
+        .route(&panel_pages, any(panel))
+        .route(&downloads, get(blob))
         .with_state(state)
 }
 
@@ -352,7 +382,7 @@ async fn blob(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> a
 }
 
 async fn owner(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {
-    let req = read_body(req, service::relay_api::MAX_BODY_BYTES).await;
+    let req = read_body(req, service::owner_api::MAX_BODY_BYTES).await;
     state.owner.handle(req).await.map(Body::from).into_response()
 }
 

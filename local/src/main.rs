@@ -4,11 +4,7 @@ use local::{LocalConfig, start};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        // Colours only on a terminal: a service manager's log file gets plain text.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stdout()))
-        .init();
+    logging::init_terminal();
     let config = LocalConfig::from_env(|k| std::env::var(k).ok())?;
     let running = start(config.clone()).await?;
     println!(

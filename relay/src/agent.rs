@@ -9,14 +9,8 @@
 //!    a project that dropped out of the config gets one empty sync (its sessions are no longer
 //!    offered); a refusal (4xx) for one project is that project's state in `relay status`, not
 //!    a failed pass;
-//! 4. for each returned command: re-check that the project is still enabled, the session still
-//!    marked for it and its slug unchanged — otherwise complete it `cancelled` with
-//!    `Graph session is no longer shared with this project`;
-//! 5. otherwise journal → `start` → run it (one at a time) while polling `control` and syncing
-//!    on schedule (the server keeps seeing the desktop during long runs); stop the process group
-//!    on cancel; write the bounded completion to the outbox, then post it. Optional fields the
-//!    server would refuse are dropped before sending; if the server still refuses a completion,
-//!    the run is reported `failed` with the reason instead — a result is never silently lost.
+//! 4. each returned command, one at a time, through the steps in [`crate::command`]: consent
+//!    re-check, journaled start, supervised run, completion through the outbox.
 //!
 //! Network failures end the pass and the next one waits an exponentially growing, jittered
 //! delay (reset by the next successful pass). Shutdown stops waiting at once; a run cut short
@@ -27,120 +21,33 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use domain::clock::{Clock, SystemClock};
-use domain::errors::SESSION_NO_LONGER_SHARED;
-use domain::ids::{CommandId, ProjectId};
-use domain::runs::{Completion, FinalStatus, SessionMeta};
-use serde::Serialize;
+use domain::ids::ProjectId;
+use domain::runs::{Completion, SessionMeta};
 use tokio::time::MissedTickBehavior;
 
-use crate::client::{Client, ClientError, Command, Completed, RelayServer, Started, Synced};
+use crate::RelayError;
+use crate::backoff::Backoff;
+use crate::client::{Client, ClientError, RelayServer, Synced};
 use crate::config::Config;
 use crate::disk::{self, State};
 use crate::executor;
-
-/// First retry delay after a failed pass.
-pub const BACKOFF_START: Duration = Duration::from_secs(1);
-/// Longest retry delay.
-pub const BACKOFF_MAX: Duration = Duration::from_secs(300);
-
-/// What `relay status` shows (written to `status.json` after every change).
-#[derive(Debug, Clone, Default, Serialize, serde::Deserialize)]
-pub struct Status {
-    /// When the last sync succeeded (RFC 3339).
-    pub last_sync_at: Option<String>,
-    /// The last failure, if the last pass failed.
-    pub last_error: Option<String>,
-    /// Completions waiting to be delivered.
-    pub outbox: usize,
-    /// The command running now.
-    pub current_run: Option<String>,
-    /// The poll interval in use.
-    pub poll_interval_s: u64,
-    /// Projects the owner has disabled (as of the last sync).
-    pub disabled_projects: Vec<String>,
-    /// Per project: the last sync and its outcome.
-    #[serde(default)]
-    pub projects: std::collections::BTreeMap<String, ProjectStatus>,
-}
-
-/// What `relay status` shows for one project.
-#[derive(Debug, Clone, Default, PartialEq, Serialize, serde::Deserialize)]
-pub struct ProjectStatus {
-    /// When it was last synced (RFC 3339), whatever the outcome.
-    pub last_sync_at: Option<String>,
-    /// `ok`, `disabled by the owner`, or the server's refusal.
-    pub outcome: String,
-    /// The sessions offered (slugs).
-    pub sessions: Vec<String>,
-    /// Queued commands seen at the last sync.
-    pub queued: usize,
-}
-
-/// Exponential backoff with ±25 % jitter, reset on success.
-#[derive(Debug, Clone)]
-pub struct Backoff {
-    next: Duration,
-    /// Jitter from the OS (`None`), or from a seeded generator (the simulation: same seed,
-    /// same delays).
-    seeded: Option<u64>,
-}
-
-impl Default for Backoff {
-    fn default() -> Self {
-        Self { next: BACKOFF_START, seeded: None }
-    }
-}
-
-impl Backoff {
-    /// Backoff whose jitter comes from `seed` (deterministic).
-    pub fn seeded(seed: u64) -> Self {
-        Self { next: BACKOFF_START, seeded: Some(seed | 1) }
-    }
-
-    fn jitter_bits(&mut self) -> u16 {
-        match &mut self.seeded {
-            // xorshift64
-            Some(x) => {
-                *x ^= *x << 13;
-                *x ^= *x >> 7;
-                *x ^= *x << 17;
-                (*x >> 16) as u16
-            }
-            None => {
-                let mut b = [0u8; 2];
-                if getrandom::fill(&mut b).is_ok() { u16::from_le_bytes(b) } else { 32768 }
-            }
-        }
-    }
-
-    /// The delay before the next try (and doubles the one after, up to [`BACKOFF_MAX`]).
-    pub fn next_delay(&mut self) -> Duration {
-        let base = self.next;
-        self.next = (self.next * 2).min(BACKOFF_MAX);
-        let r = self.jitter_bits();
-        // factor in [0.75, 1.25)
-        base.mul_f64(0.75 + f64::from(r) / 131_072.0)
-    }
-
-    /// After a success.
-    pub fn reset(&mut self) {
-        self.next = BACKOFF_START;
-    }
-}
+use crate::status::{ProjectStatus, Status};
 
 /// The relay, over a [`RelayServer`] (the HTTPS [`Client`] unless a test gives another).
 pub struct Relay<S = Client, E = executor::Processes> {
-    executor: E,
+    pub(crate) executor: E,
     jitter_seed: Option<u64>,
     config: std::sync::RwLock<Arc<Config>>,
     /// The config file and its modification time when read, when it is watched for changes.
     source: Option<(std::path::PathBuf, Mutex<Option<std::time::SystemTime>>)>,
-    client: S,
-    state: State,
+    pub(crate) client: S,
+    pub(crate) state: State,
     status: Arc<Mutex<Status>>,
 }
 
-enum PassError {
+/// Why a pass ended early (the next one waits a backoff delay).
+pub(crate) enum PassError {
+    /// The server could not be reached or answered 5xx, or the state folder failed.
     Network(String),
 }
 
@@ -161,7 +68,7 @@ impl Relay<Client> {
     ///
     /// # Errors
     /// When the state directory or the HTTP client cannot be set up.
-    pub fn new(config: Config) -> anyhow::Result<Self> {
+    pub fn new(config: Config) -> Result<Self, RelayError> {
         let client = Client::new(&config.server_url, &config.device_token)?;
         Self::with_server(config, client)
     }
@@ -172,7 +79,7 @@ impl<S: RelayServer> Relay<S> {
     ///
     /// # Errors
     /// When the state directory cannot be set up.
-    pub fn with_server(config: Config, server: S) -> anyhow::Result<Self> {
+    pub fn with_server(config: Config, server: S) -> Result<Self, RelayError> {
         Relay::with_parts(config, server, executor::Processes)
     }
 }
@@ -183,8 +90,9 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
     ///
     /// # Errors
     /// When the state directory cannot be set up.
-    pub fn with_parts(config: Config, server: S, executor: E) -> anyhow::Result<Self> {
-        let state = State::open(&config.state_dir)?;
+    pub fn with_parts(config: Config, server: S, executor: E) -> Result<Self, RelayError> {
+        let state = State::open(&config.state_dir)
+            .map_err(|source| RelayError::State { path: config.state_dir.clone(), source })?;
         let status = Status { poll_interval_s: config.poll.as_secs(), ..Status::default() };
         Ok(Self {
             executor,
@@ -213,7 +121,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         self
     }
 
-    fn config(&self) -> Arc<Config> {
+    pub(crate) fn config(&self) -> Arc<Config> {
         Arc::clone(&self.config.read().unwrap_or_else(std::sync::PoisonError::into_inner))
     }
 
@@ -252,7 +160,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         }
     }
 
-    fn set_status(&self, f: impl FnOnce(&mut Status)) {
+    pub(crate) fn set_status(&self, f: impl FnOnce(&mut Status)) {
         if let Ok(mut s) = self.status.lock() {
             f(&mut s);
             s.outbox = self.state.outbox.len();
@@ -269,8 +177,9 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
     ///
     /// # Errors
     /// When recovery of the state directory fails (nothing can be trusted then).
-    pub async fn run(self, shutdown: impl Future<Output = ()>) -> anyhow::Result<()> {
-        let recovered = self.state.recover()?;
+    pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), RelayError> {
+        let recovered =
+            self.state.recover().map_err(|source| RelayError::State { path: self.state.root.clone(), source })?;
         if recovered > 0 {
             tracing::warn!(count = recovered, "runs were cut short by a restart; reporting them as failed");
         }
@@ -423,156 +332,16 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         }
         Ok(())
     }
-
-    async fn post_completion(&self, id: CommandId, completion: &Completion) -> Result<(), PassError> {
-        match self.client.complete(id, completion).await {
-            Ok(Completed::Recorded(status)) => {
-                tracing::info!(command = %id, %status, "completion delivered");
-                self.state.outbox.remove(id)?;
-            }
-            Ok(Completed::Conflict(status)) => {
-                tracing::warn!(command = %id, %status, "the server has this run ended otherwise; dropping the completion");
-                self.state.outbox.remove(id)?;
-            }
-            Err(ClientError::Refused { status, body }) if !completion.is_refusal_report() => {
-                // Never lose a run to one bad field: report it failed, saying why.
-                tracing::error!(command = %id, status, %body, "the server rejected the completion; reporting the run failed");
-                let report = completion.refusal_report(&format!("HTTP {status} {body}"));
-                self.state.outbox.put(id, &report)?;
-                return Box::pin(self.post_completion(id, &report)).await;
-            }
-            Err(ClientError::Refused { status, body }) => {
-                tracing::error!(command = %id, status, %body, "the server refused even the failure report; dropping it");
-                self.state.outbox.remove(id)?;
-            }
-            Err(e) => {
-                tracing::warn!(command = %id, error = %e, "completion not delivered; it stays in the outbox");
-                self.set_status(|_| {});
-                return Err(e.into());
-            }
-        }
-        self.set_status(|_| {});
-        Ok(())
-    }
-
-    /// Writes the completion durably, forgets the journal entry, then posts it.
-    async fn deliver(&self, id: CommandId, completion: Completion) -> Result<(), PassError> {
-        let completion = completion.bounded();
-        self.state.outbox.put(id, &completion)?;
-        self.state.journal.remove(id)?;
-        self.post_completion(id, &completion).await
-    }
-
-    async fn handle(&self, project: ProjectId, command: Command) -> Result<(), PassError> {
-        let id = command.command_id;
-        let config = self.config();
-        // Consent re-check, on this desktop, right before running.
-        let session = config
-            .session(&command.graph_session_id)
-            .filter(|s| s.projects.contains(&project) && s.meta.slug == command.slug);
-        let Some(session) = session else {
-            tracing::warn!(command = %id, session = %command.graph_session_id, "session no longer shared here; refusing the run");
-            let refusal = Completion {
-                execution_id: uuid::Uuid::new_v4().to_string(),
-                status: FinalStatus::Cancelled,
-                result: None,
-                result_truncated: false,
-                error: Some(SESSION_NO_LONGER_SHARED.to_owned()),
-                total_tokens: None,
-                reported_cost: None,
-            };
-            return self.deliver(id, refusal).await;
-        };
-        let journaled = self.state.journal.list::<disk::Started>().into_iter().find(|(j, _)| *j == id);
-        if journaled.as_ref().is_some_and(|(_, s)| s.running) {
-            // Spawned once already (this process died or lost track): never run it twice.
-            return Ok(());
-        }
-        let execution_id = match journaled {
-            // A start whose answer was lost: reuse its execution id, so the retry is a replay.
-            Some((_, s)) => s.execution_id,
-            None => uuid::Uuid::new_v4().to_string(),
-        };
-        let mut entry = disk::Started {
-            execution_id: execution_id.clone(),
-            running: false,
-            command: Some((project, command.clone())),
-        };
-        self.state.journal.put(id, &entry)?;
-        match self.client.start(id, &execution_id).await {
-            Ok(Started::Refused(status)) => {
-                tracing::info!(command = %id, %status, "not starting: the server refused");
-                self.state.journal.remove(id)?;
-                return Ok(());
-            }
-            Err(ClientError::Refused { status, body }) => {
-                tracing::warn!(command = %id, status, %body, "not starting: the server refused the start");
-                self.state.journal.remove(id)?;
-                return Ok(());
-            }
-            // No answer: the journal keeps the command, the next pass asks again.
-            Err(e) => return Err(e.into()),
-            Ok(Started::Running) => tracing::info!(command = %id, session = %session.meta.slug, "started"),
-        }
-        // Marked before spawning: from here on this command is never spawned again.
-        entry.running = true;
-        self.state.journal.put(id, &entry)?;
-        self.set_status(|s| s.current_run = Some(id.to_string()));
-        let client = &self.client;
-        let control_poll = config.control_poll;
-        let sync_every = config.poll;
-        let projects: Vec<(ProjectId, Vec<SessionMeta>)> =
-            config.projects().into_iter().map(|p| (p, config.sessions_for(p))).collect();
-        let cancelled = async move {
-            let mut control = tokio::time::interval(control_poll);
-            control.set_missed_tick_behavior(MissedTickBehavior::Skip);
-            control.tick().await;
-            let mut sync = tokio::time::interval(sync_every);
-            sync.set_missed_tick_behavior(MissedTickBehavior::Skip);
-            sync.tick().await;
-            loop {
-                tokio::select! {
-                    _ = control.tick() => match client.control(id).await {
-                        Ok(true) => {
-                            tracing::info!(command = %id, "cancel requested; stopping the run");
-                            return;
-                        }
-                        Ok(false) => {}
-                        Err(e) => tracing::warn!(command = %id, error = %e, "control poll failed; the run goes on"),
-                    },
-                    // Keep syncing on schedule so the server keeps seeing this desktop; what is
-                    // queued meanwhile waits for the next pass (one run at a time).
-                    _ = sync.tick() => {
-                        for (project, sessions) in &projects {
-                            if let Err(e) = client.sync(*project, sessions).await {
-                                tracing::debug!(%project, error = %e, "sync during a run failed");
-                            }
-                        }
-                    }
-                }
-            }
-        };
-        let outcome = self.executor.execute(&session.command, &command.arguments, cancelled, config.cancel_grace).await;
-        tracing::info!(command = %id, status = ?outcome.status, "run finished");
-        self.set_status(|s| s.current_run = None);
-        let completion = Completion {
-            execution_id,
-            status: outcome.status,
-            result: outcome.result,
-            result_truncated: outcome.truncated,
-            error: outcome.error,
-            total_tokens: outcome.total_tokens,
-            reported_cost: outcome.reported_cost,
-        };
-        self.deliver(id, completion).await
-    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::client::{Command, Completed, Started};
     use crate::config::Session;
+    use domain::ids::CommandId;
     use domain::ids::GraphSessionId;
+    use domain::runs::FinalStatus;
     use domain::runs::SessionMeta;
     use std::sync::atomic::{AtomicUsize, Ordering};
     use tokio::time::Instant;
@@ -713,21 +482,6 @@ mod tests {
         // likewise the tick due at 60 s gives one pass at 100 s.
         let gaps = server.gaps();
         assert_eq!(gaps, vec![50.0, 50.0], "{gaps:?}");
-    }
-
-    #[test]
-    fn backoff_doubles_with_jitter_and_resets() {
-        let mut b = Backoff::default();
-        let d1 = b.next_delay();
-        let d2 = b.next_delay();
-        assert!(d1 >= Duration::from_millis(750) && d1 < Duration::from_millis(1250), "{d1:?}");
-        assert!(d2 >= Duration::from_millis(1500) && d2 < Duration::from_millis(2500), "{d2:?}");
-        for _ in 0..20 {
-            b.next_delay();
-        }
-        assert!(b.next_delay() < BACKOFF_MAX.mul_f64(1.25));
-        b.reset();
-        assert!(b.next_delay() < Duration::from_millis(1250));
     }
 
     // ---- the hardening cases: a scripted server, real processes, real time (short polls) ----

@@ -148,7 +148,7 @@ impl Client<Https> {
     ///
     /// # Errors
     /// When the TLS stack cannot start.
-    pub fn new(server_url: &str, token: &str) -> anyhow::Result<Self> {
+    pub fn new(server_url: &str, token: &str) -> Result<Self, reqwest::Error> {
         // reqwest is built without a crypto provider (see Cargo.toml): use ring. Installing
         // twice is harmless (the second returns the first).
         let _ = rustls::crypto::ring::default_provider().install_default();

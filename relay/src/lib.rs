@@ -10,12 +10,23 @@
 //! | [`client`] | the relay API client (sync, start, control, complete) |
 //! | [`disk`] | the outbox and the start journal, fsynced |
 //! | [`executor`] | runs one Graph in its own process group; cancel = SIGTERM, then SIGKILL |
-//! | [`agent`] | the loop: outbox first, sync per project, consent re-check, start, run, complete |
+//! | [`agent`] | the loop: outbox first, retried starts, sync per project, then each command |
+//! | [`command`] | one command's steps: consent re-check, journaled start, supervised run, completion |
+//! | [`backoff`] | retry delays after a failed pass (exponential, jittered, seedable) |
+//! | [`status`] | what `relay status` shows (`status.json` in the state folder) |
 //! | [`service`] | `install` / `uninstall`: a launchd agent on macOS, a systemd user unit on Linux |
+//! | [`cli`] | the subcommands behind `relay status`, `check`, `install`, `uninstall` |
 
 pub mod agent;
+pub mod backoff;
+pub mod cli;
 pub mod client;
+pub mod command;
 pub mod config;
 pub mod disk;
+mod error;
 pub mod executor;
 pub mod service;
+pub mod status;
+
+pub use error::RelayError;

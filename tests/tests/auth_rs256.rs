@@ -11,7 +11,7 @@ use domain::clock::{Clock, ManualClock};
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
 use service::auth::{
-    Audience, AuthError, Authenticator, Claims, FetchJwks, JWKS_MIN_REFETCH, JwksCache, Keys, mint_hs256,
+    Audience, AuthError, Authenticator, Claims, FetchJwks, Grant, Hs256Signer, JWKS_MIN_REFETCH, JwksCache, Keys,
 };
 
 const ISSUER: &str = "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_TEST";
@@ -136,17 +136,9 @@ async fn wrong_issuer_client_and_algorithm_confusion_are_refused() {
     assert!(auth.verify(&cognito_token("test-key-1", "https://evil.example", "claude-client", now)).await.is_err());
     assert!(auth.verify(&cognito_token("test-key-1", ISSUER, "some-other-app", now)).await.is_err());
     // An HS256 token "signed" with the public key material must not pass an RS256 verifier.
-    let hs = mint_hs256(
-        b"public-key-bytes-as-a-secret....",
-        ISSUER,
-        "claude-client",
-        "s",
-        "claude-client",
-        &[],
-        clock.now(),
-        Duration::from_secs(60),
-    )
-    .unwrap();
+    let hs = Hs256Signer::new(b"public-key-bytes-as-a-secret....", ISSUER, "claude-client")
+        .mint(Grant { subject: "s", client: "claude-client", scopes: &[] }, clock.now(), Duration::from_secs(60))
+        .unwrap();
     assert!(matches!(auth.verify(&hs).await, Err(AuthError::Invalid(_))));
 }
 

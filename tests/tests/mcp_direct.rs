@@ -15,7 +15,7 @@ use domain::limits::Policy;
 use domain::store::{AssignTasks, ClaimTasks, ManageLinks, ManageProjects};
 use domain::tasks::{AssignOutcome, AssignTask};
 use serde_json::{Value, json};
-use service::auth::{Audience, Authenticator, Keys, ScopeSpelling, mint_hs256};
+use service::auth::{Audience, Authenticator, Grant, Hs256Signer, Keys, ScopeSpelling};
 use service::mcp::{EndpointConfig, InProcess, McpEndpoint};
 use service::tools::{SCOPE_READ, SCOPE_RUN, ToolDeps};
 use store_sqlite::SqliteStore;
@@ -93,7 +93,8 @@ async fn fixture() -> Fixture {
         McpEndpoint::new(Arc::new(InProcess(deps)), auth, config)
     };
     let mint = |scopes: &[&str]| {
-        mint_hs256(SECRET, ISSUER, AUDIENCE, "owner-direct", "client-a", scopes, clock.now(), Duration::from_secs(600))
+        Hs256Signer::new(SECRET, ISSUER, AUDIENCE)
+            .mint(Grant { subject: "owner-direct", client: "client-a", scopes }, clock.now(), Duration::from_secs(600))
             .unwrap()
     };
     Fixture {

@@ -10,7 +10,7 @@ use domain::clock::{Clock, SystemClock};
 use domain::store::ReadTasks;
 use local::{LocalConfig, Running};
 use serde_json::{Value, json};
-use service::auth::mint_hs256;
+use service::auth::{Grant, Hs256Signer};
 use store_sqlite::SqliteStore;
 
 const ACCEPT: &str = "application/json, text/event-stream";
@@ -41,17 +41,13 @@ impl Server {
     fn token_with(&self, scopes: &[&str]) -> String {
         let secret = std::fs::read(self.dir.join("local-token-secret")).unwrap();
         let issuer = format!("http://{}", self.running.addr);
-        mint_hs256(
-            &secret,
-            &issuer,
-            local::LOCAL_AUDIENCE,
-            local::DEMO_OWNER,
-            "test-client",
-            scopes,
-            SystemClock.now(),
-            Duration::from_secs(600),
-        )
-        .unwrap()
+        Hs256Signer::new(&secret, &issuer, local::LOCAL_AUDIENCE)
+            .mint(
+                Grant { subject: local::DEMO_OWNER, client: "test-client", scopes },
+                SystemClock.now(),
+                Duration::from_secs(600),
+            )
+            .unwrap()
     }
 
     async fn post_raw(&self, token: Option<&str>, body: impl Into<reqwest::Body>) -> reqwest::Response {

@@ -39,17 +39,17 @@ async fn start() -> (Running, Api, std::path::PathBuf) {
 /// A token for another owner of the same local deployment.
 fn other_owner(running: &Running) -> String {
     let secret = std::fs::read(running.data_dir.join("local-token-secret")).unwrap();
-    service::auth::mint_hs256(
-        &secret,
-        &running.base_url,
-        local::LOCAL_AUDIENCE,
-        "mallory",
-        local::LOCAL_CLIENT,
-        &[service::tools::SCOPE_OWNER],
-        domain::clock::SystemClock.now(),
-        std::time::Duration::from_secs(600),
-    )
-    .unwrap()
+    service::auth::Hs256Signer::new(&secret, &running.base_url, local::LOCAL_AUDIENCE)
+        .mint(
+            service::auth::Grant {
+                subject: "mallory",
+                client: local::LOCAL_CLIENT,
+                scopes: &[service::tools::SCOPE_OWNER],
+            },
+            domain::clock::SystemClock.now(),
+            std::time::Duration::from_secs(600),
+        )
+        .unwrap()
 }
 
 #[tokio::test]

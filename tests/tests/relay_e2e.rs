@@ -477,8 +477,8 @@ async fn a_rejected_device_token_keeps_completions_in_the_outbox() {
             .await
             .unwrap()
     });
-    let status: relay::agent::Status = wait_until("a failed pass", Duration::from_secs(10), || async {
-        let s: relay::agent::Status = serde_json::from_slice(&std::fs::read(&status_file).ok()?).ok()?;
+    let status: relay::status::Status = wait_until("a failed pass", Duration::from_secs(10), || async {
+        let s: relay::status::Status = serde_json::from_slice(&std::fs::read(&status_file).ok()?).ok()?;
         s.last_error.is_some().then_some(s)
     })
     .await;

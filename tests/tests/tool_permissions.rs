@@ -147,7 +147,7 @@ fn request(method: &str, path: &str, token: &str, body: serde_json::Value) -> ht
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
     use domain::clock::Clock;
-    use service::auth::{Authenticator, Keys, mint_hs256};
+    use service::auth::{Authenticator, Grant, Hs256Signer, Keys};
     use service::owner_api::OwnerApi;
     use service::relay_api::RelayApi;
     let Some(h) = Harness::dynamo(test_policy()).await else { return };
@@ -159,17 +159,13 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
         keys: Keys::Hs256(secret.clone()),
         clock: h.clock.clone(),
     });
-    let owner_token = mint_hs256(
-        &secret,
-        "iss",
-        "aud",
-        "api-owner",
-        "panel",
-        &["osfoundry:owner"],
-        h.clock.now(),
-        std::time::Duration::from_secs(600),
-    )
-    .unwrap();
+    let owner_token = Hs256Signer::new(&secret, "iss", "aud")
+        .mint(
+            Grant { subject: "api-owner", client: "panel", scopes: &["osfoundry:owner"] },
+            h.clock.now(),
+            std::time::Duration::from_secs(600),
+        )
+        .unwrap();
     let owner_api = OwnerApi {
         store: Arc::clone(&h.store),
         auth,

@@ -275,7 +275,7 @@ mod tests {
     use super::*;
     use crate::ids::{AgentId, ChatLinkId, ClaimId, GraphSessionId, IdempotencyKey, OwnerId, ProjectId};
     use crate::limits::Policy;
-    use crate::projects::QueueTarget;
+    use crate::runs::QueueTarget;
     use crate::runs::{Completion, FinalStatus, QueueRun};
     use crate::tasks::AssignTask;
 

@@ -9,7 +9,7 @@ use crate::clock::Timestamp;
 use crate::errors::InputError;
 use crate::ids::{ChatLinkId, GraphSessionId, OwnerId, ProjectId};
 use crate::limits::{MAX_NAME_CHARS, char_len};
-use crate::runs::{QueueRejection, SessionMeta};
+use crate::runs::{QueueRejection, QueueTarget, SessionMeta};
 
 /// A project of an owner.
 #[derive(Debug, Clone, PartialEq)]
@@ -167,15 +167,6 @@ pub enum SyncOutcome {
     Disabled,
     /// Not this owner's project.
     NotFound,
-}
-
-/// Where a run goes: the project and the session's slug as of the last sync.
-#[derive(Debug, Clone, PartialEq)]
-pub struct QueueTarget {
-    /// The project.
-    pub project_id: ProjectId,
-    /// The session's slug when queued.
-    pub slug: String,
 }
 
 /// Consent at queue time for a caller-named project: it must be the owner's, enabled, and

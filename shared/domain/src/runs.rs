@@ -25,7 +25,6 @@ use crate::limits::{
     MAX_ARGUMENTS_BYTES, MAX_COMPLETION_CHARS, MAX_DESCRIPTION_CHARS, MAX_ERROR_CHARS, MAX_EXECUTION_ID_CHARS,
     MAX_NAME_CHARS, MAX_RESULT_BYTES, MAX_SHARED_SESSIONS, MAX_SHORT_FIELD_CHARS, Policy, char_len, cut_chars,
 };
-use crate::projects::QueueTarget;
 
 /// Status of a run as a caller sees it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -59,17 +58,13 @@ impl RunStatus {
         }
     }
 
-    /// Parses the stored spelling.
+    /// Every status, in lifecycle order.
+    pub const ALL: [Self; 6] =
+        [Self::Queued, Self::Running, Self::Completed, Self::Failed, Self::Cancelled, Self::Expired];
+
+    /// Parses the stored spelling (the inverse of [`RunStatus::as_str`]).
     pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "queued" => Self::Queued,
-            "running" => Self::Running,
-            "completed" => Self::Completed,
-            "failed" => Self::Failed,
-            "cancelled" => Self::Cancelled,
-            "expired" => Self::Expired,
-            _ => return None,
-        })
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
     }
 
     /// Whether nothing can change this run any more.
@@ -512,6 +507,15 @@ pub enum QueueOutcome {
     Replayed(Run),
     /// Nothing was written.
     Rejected(QueueRejection),
+}
+
+/// Where a run goes: the project and the session's slug as of the last sync.
+#[derive(Debug, Clone, PartialEq)]
+pub struct QueueTarget {
+    /// The project.
+    pub project_id: ProjectId,
+    /// The session's slug when queued.
+    pub slug: String,
 }
 
 /// Why a run was not queued.

@@ -50,17 +50,13 @@ impl TaskStatus {
         }
     }
 
-    /// Parses the stored spelling.
+    /// Every status, in lifecycle order.
+    pub const ALL: [Self; 6] =
+        [Self::Queued, Self::Claimed, Self::Completed, Self::Failed, Self::Cancelled, Self::Expired];
+
+    /// Parses the stored spelling (the inverse of [`TaskStatus::as_str`]).
     pub fn parse(s: &str) -> Option<Self> {
-        Some(match s {
-            "queued" => Self::Queued,
-            "claimed" => Self::Claimed,
-            "completed" => Self::Completed,
-            "failed" => Self::Failed,
-            "cancelled" => Self::Cancelled,
-            "expired" => Self::Expired,
-            _ => return None,
-        })
+        Self::ALL.into_iter().find(|v| v.as_str() == s)
     }
 
     /// The label the owner's panel shows.

@@ -5,22 +5,16 @@
 //! the template sets every one of them (derived from this code, not copied).
 
 use std::collections::HashMap;
-use std::time::Duration;
 
 use domain::limits::Policy;
 use service::auth::ScopeSpelling;
 use service::mcp::{DEFAULT_MAX_BODY_BYTES, EndpointConfig};
 use service::oauth::AuthServerConfig;
-use service::panel::{DEFAULT_REFRESH_SECONDS, PanelConfig, SignIn};
+use service::panel::{DEFAULT_REFRESH_SECONDS, PANEL_REFRESH_RANGE, PanelConfig, SignIn};
+use service::settings::{PolicyKeys, Reader};
 use service::tools::{ToolName, ToolSpec};
 
-/// Every problem found in a function's environment, one per line.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("bad configuration:\n{}", .problems.join("\n"))]
-pub struct ConfigError {
-    /// `KEY: what is wrong`, in the order the keys are read.
-    pub problems: Vec<String>,
-}
+pub use service::settings::ConfigError;
 
 /// The DynamoDB table.
 pub const TABLE_NAME: &str = "TABLE_NAME";
@@ -99,72 +93,12 @@ pub fn required_keys(function: &str) -> Option<Vec<String>> {
     Some(keys)
 }
 
-struct Reader<F> {
-    get: F,
-    errors: Vec<String>,
-}
-
-impl<F: Fn(&str) -> Option<String>> Reader<F> {
-    fn required(&mut self, key: &str) -> String {
-        self.get_required(key).unwrap_or_default()
-    }
-
-    fn get_required(&mut self, key: &str) -> Option<String> {
-        let v = (self.get)(key);
-        if v.is_none() {
-            self.errors.push(format!("{key}: required"));
-        }
-        v
-    }
-
-    /// A required `http(s)` URL, without a trailing slash.
-    fn url(&mut self, key: &str) -> Option<String> {
-        let v = self.get_required(key)?.trim_end_matches('/').to_owned();
-        if v.starts_with("https://") || v.starts_with("http://") {
-            Some(v)
-        } else {
-            self.errors.push(format!("{key}: must be an http(s) URL (got {v:?})"));
-            None
-        }
-    }
-
-    fn count(&mut self, key: &str, default: usize) -> usize {
-        match (self.get)(key) {
-            None => default,
-            Some(v) => v.parse::<usize>().ok().filter(|n| *n > 0).unwrap_or_else(|| {
-                self.errors.push(format!("{key}: must be a whole number > 0 (got {v:?})"));
-                default
-            }),
-        }
-    }
-
-    fn seconds(&mut self, key: &str, default: Duration) -> Duration {
-        match (self.get)(key) {
-            None => default,
-            Some(v) => match v.parse::<u64>() {
-                Ok(n) if n > 0 => Duration::from_secs(n),
-                _ => {
-                    self.errors.push(format!("{key}: must be a whole number of seconds > 0 (got {v:?})"));
-                    default
-                }
-            },
-        }
-    }
-
-    fn policy(&mut self) -> Policy {
-        let d = Policy::default();
-        Policy {
-            lease: self.seconds(LEASE_SECONDS, d.lease),
-            heartbeat_timeout: self.seconds(HEARTBEAT_TIMEOUT_SECONDS, d.heartbeat_timeout),
-            poll_interval: self.seconds(POLL_INTERVAL_SECONDS, d.poll_interval),
-            ..d
-        }
-    }
-
-    fn finish<T>(self, value: T) -> Result<T, ConfigError> {
-        if self.errors.is_empty() { Ok(value) } else { Err(ConfigError { problems: self.errors }) }
-    }
-}
+/// The time policy's keys in a function's environment.
+const POLICY: PolicyKeys = PolicyKeys {
+    lease: Some(LEASE_SECONDS),
+    heartbeat_timeout: HEARTBEAT_TIMEOUT_SECONDS,
+    poll_interval: POLL_INTERVAL_SECONDS,
+};
 
 /// Settings of a tool function.
 #[derive(Debug, Clone, PartialEq)]
@@ -183,9 +117,9 @@ impl ToolConfig {
     /// # Errors
     /// [`ConfigError`] with every problem.
     pub fn from_env(tool: ToolSpec, get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let mut r = Reader { get, errors: Vec::new() };
+        let mut r = Reader::new(get);
         let table = r.required(TABLE_NAME);
-        let policy = r.policy();
+        let policy = r.policy(POLICY);
         let bucket = tool.stores_blobs.then(|| r.required(ARTIFACT_BUCKET));
         r.finish(Self { table, policy, bucket })
     }
@@ -206,9 +140,9 @@ impl RelayConfig {
     /// # Errors
     /// [`ConfigError`] with every problem.
     pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let mut r = Reader { get, errors: Vec::new() };
+        let mut r = Reader::new(get);
         let table = r.required(TABLE_NAME);
-        let policy = r.policy();
+        let policy = r.policy(POLICY);
         r.finish(Self { table, policy })
     }
 }
@@ -244,9 +178,9 @@ impl OwnerConfig {
     /// # Errors
     /// [`ConfigError`] with every problem.
     pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let mut r = Reader { get, errors: Vec::new() };
+        let mut r = Reader::new(get);
         let table = r.required(TABLE_NAME);
-        let policy = r.policy();
+        let policy = r.policy(POLICY);
         let issuer = r.required(OAUTH_ISSUER);
         let jwks_url = r.required(JWKS_URL);
         let audiences = list(&r.required(OAUTH_AUDIENCES));
@@ -254,11 +188,8 @@ impl OwnerConfig {
         let public_url = r.url(PUBLIC_URL).unwrap_or_default();
         let hosted_auth_url = r.url(HOSTED_AUTH_URL).unwrap_or_default();
         let owner_client_id = audiences.first().cloned().unwrap_or_default();
-        let panel_refresh_seconds = r
-            .seconds(PANEL_REFRESH_SECONDS, std::time::Duration::from_secs(u64::from(DEFAULT_REFRESH_SECONDS)))
-            .as_secs()
-            .try_into()
-            .unwrap_or(DEFAULT_REFRESH_SECONDS);
+        let panel_refresh_seconds =
+            r.seconds_within(PANEL_REFRESH_SECONDS, DEFAULT_REFRESH_SECONDS, PANEL_REFRESH_RANGE);
         r.finish(Self {
             table,
             policy,
@@ -308,7 +239,7 @@ impl PublisherConfig {
     /// # Errors
     /// [`ConfigError`] with every problem.
     pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let mut r = Reader { get, errors: Vec::new() };
+        let mut r = Reader::new(get);
         let queue_url = r.required(EVENTS_QUEUE_URL);
         r.finish(Self { queue_url })
     }
@@ -333,18 +264,11 @@ impl NotifierConfig {
     /// # Errors
     /// [`ConfigError`] with every problem.
     pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let mut r = Reader { get, errors: Vec::new() };
+        let mut r = Reader::new(get);
         let table = r.required(TABLE_NAME);
-        let policy = r.policy();
+        let policy = r.policy(POLICY);
         let queue_url = r.required(EVENTS_QUEUE_URL);
-        let allow_loopback = match (r.get)(ALLOW_LOOPBACK_WEBHOOKS).as_deref() {
-            None | Some("false") => false,
-            Some("true") => true,
-            Some(other) => {
-                r.errors.push(format!("{ALLOW_LOOPBACK_WEBHOOKS}: must be true or false (got {other:?})"));
-                false
-            }
-        };
+        let allow_loopback = r.flag(ALLOW_LOOPBACK_WEBHOOKS, false);
         r.finish(Self { table, policy, queue_url, allow_loopback })
     }
 }
@@ -374,7 +298,7 @@ impl McpConfig {
     /// # Errors
     /// [`ConfigError`] with every problem.
     pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let mut r = Reader { get, errors: Vec::new() };
+        let mut r = Reader::new(get);
         let issuer = r.required(OAUTH_ISSUER);
         let jwks_url = r.required(JWKS_URL);
         let hosted = r.url(HOSTED_AUTH_URL).unwrap_or_default();
@@ -391,7 +315,7 @@ impl McpConfig {
         // The API's own host always; custom domains when listed.
         let mut allowed_hosts: Vec<String> =
             public_url.as_deref().and_then(|u| u.split_once("://")).map(|(_, h)| h.to_owned()).into_iter().collect();
-        allowed_hosts.extend((r.get)(ALLOWED_HOSTS).map(|v| list(&v)).unwrap_or_default());
+        allowed_hosts.extend(r.optional(ALLOWED_HOSTS).map(|v| list(&v)).unwrap_or_default());
         let mut functions = HashMap::new();
         for &tool in ToolName::ALL {
             if let Some(name) = r.get_required(&tool_function_key(tool)) {
@@ -430,10 +354,11 @@ impl RegisterConfig {
     /// # Errors
     /// [`ConfigError`] with every problem.
     pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
-        let mut r = Reader { get, errors: Vec::new() };
+        let mut r = Reader::new(get);
         let user_pool_id = r.required(USER_POOL_ID);
         let scope_prefix = r.required(OAUTH_SCOPE_PREFIX);
-        let extra_redirect_hosts = (r.get)(ALLOWED_REDIRECT_HOSTS)
+        let extra_redirect_hosts = r
+            .optional(ALLOWED_REDIRECT_HOSTS)
             .map(|v| list(&v).into_iter().map(|h| h.to_ascii_lowercase()).collect())
             .unwrap_or_default();
         let per_hour = r.count(REGISTRATIONS_PER_HOUR, service::oauth::DEFAULT_REGISTRATIONS_PER_HOUR);
@@ -444,6 +369,8 @@ impl RegisterConfig {
 
 #[cfg(test)]
 mod tests {
+    use std::time::Duration;
+
     use super::*;
 
     fn map(pairs: &[(String, &str)]) -> impl Fn(&str) -> Option<String> {

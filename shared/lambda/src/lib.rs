@@ -47,14 +47,9 @@ pub mod tool;
 /// The error type Lambda entry points return.
 pub type Error = lambda_runtime::Error;
 
-/// JSON logs for CloudWatch, filtered by `RUST_LOG` (default `info`).
+/// JSON logs for CloudWatch, filtered by `RUST_LOG` (default `info`): [`logging::init_json`].
 pub fn init_tracing() {
-    let _ = tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_current_span(false)
-        .without_time()
-        .try_init();
+    logging::init_json();
 }
 
 /// Reads one environment variable; empty counts as unset.

@@ -9,7 +9,7 @@ use domain::clock::{SharedClock, SystemClock};
 use service::auth::{Audience, Authenticator, JwksCache, Keys};
 use service::mcp::{Dispatch, McpEndpoint, RESOURCE_METADATA_PATH, resource_metadata_response};
 use service::oauth::{AS_METADATA_PATH, AuthServerConfig, OPENID_CONFIGURATION_PATH, metadata_response};
-use service::tools::{DispatchError, ToolCall, ToolFault, ToolName, ToolReply};
+use service::tools::{DispatchError, ToolArgs, ToolCall, ToolFault, ToolName, ToolReply};
 
 use crate::config::McpConfig;
 use crate::http_glue::{http_request, lambda_response};
@@ -31,7 +31,8 @@ impl LambdaDispatch {
 
 #[async_trait::async_trait]
 impl Dispatch for LambdaDispatch {
-    async fn dispatch(&self, call: ToolCall) -> Result<ToolReply, ToolFault> {
+    /// Sends the raw call; the tool's function parses its own copy of the arguments.
+    async fn dispatch(&self, call: ToolCall, _args: ToolArgs) -> Result<ToolReply, ToolFault> {
         let name = self.functions.get(&call.tool).ok_or(DispatchError::NoFunction(call.tool.as_str()))?;
         let function = || name.clone();
         let payload =

@@ -361,33 +361,53 @@ fn normalize_scope(s: &str) -> String {
     }
 }
 
-/// Mints an HS256 token (local mode and tests).
-///
-/// # Errors
-/// When signing fails (it does not with HS256 and a non-empty secret).
-#[allow(clippy::too_many_arguments)]
-pub fn mint_hs256(
-    secret: &[u8],
-    issuer: &str,
-    audience: &str,
-    subject: &str,
-    client: &str,
-    scopes: &[&str],
-    now: Timestamp,
-    ttl: Duration,
-) -> Result<String, jsonwebtoken::errors::Error> {
-    let claims = Claims {
-        iss: issuer.to_owned(),
-        sub: subject.to_owned(),
-        aud: Some(serde_json::Value::String(audience.to_owned())),
-        client_id: Some(client.to_owned()),
-        azp: None,
-        scope: Some(scopes.join(" ")),
-        exp: now.plus(ttl).as_epoch_seconds(),
-        nbf: None,
-        token_use: None,
-    };
-    jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &EncodingKey::from_secret(secret))
+/// Signs HS256 tokens (local mode and tests): the secret, and the issuer and audience every
+/// token it mints carries.
+#[derive(Clone)]
+pub struct Hs256Signer {
+    /// The shared secret.
+    pub secret: Vec<u8>,
+    /// `iss`.
+    pub issuer: String,
+    /// `aud`.
+    pub audience: String,
+}
+
+/// What one token grants: to whom, through which client, which scopes.
+#[derive(Debug, Clone, Copy)]
+pub struct Grant<'a> {
+    /// `sub`: the owner.
+    pub subject: &'a str,
+    /// `client_id`.
+    pub client: &'a str,
+    /// The scopes, as they are spelled in `scope`.
+    pub scopes: &'a [&'a str],
+}
+
+impl Hs256Signer {
+    /// A signer with `secret` for tokens of `issuer` to `audience`.
+    pub fn new(secret: &[u8], issuer: &str, audience: &str) -> Self {
+        Self { secret: secret.to_vec(), issuer: issuer.to_owned(), audience: audience.to_owned() }
+    }
+
+    /// Mints a token for `grant`, valid from `now` for `ttl`.
+    ///
+    /// # Errors
+    /// When signing fails (it does not with HS256 and a non-empty secret).
+    pub fn mint(&self, grant: Grant<'_>, now: Timestamp, ttl: Duration) -> Result<String, jsonwebtoken::errors::Error> {
+        let claims = Claims {
+            iss: self.issuer.clone(),
+            sub: grant.subject.to_owned(),
+            aud: Some(serde_json::Value::String(self.audience.clone())),
+            client_id: Some(grant.client.to_owned()),
+            azp: None,
+            scope: Some(grant.scopes.join(" ")),
+            exp: now.plus(ttl).as_epoch_seconds(),
+            nbf: None,
+            token_use: None,
+        };
+        jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &EncodingKey::from_secret(&self.secret))
+    }
 }
 
 /// The bearer token in an `Authorization` header value, if it is one.
@@ -412,7 +432,12 @@ mod tests {
     }
 
     fn token(clock: &ManualClock, aud: &str, iss: &str, secret: &[u8]) -> String {
-        mint_hs256(secret, iss, aud, "owner-1", "claude", &["osfoundry:read"], clock.now(), Duration::from_secs(3600))
+        Hs256Signer::new(secret, iss, aud)
+            .mint(
+                Grant { subject: "owner-1", client: "claude", scopes: &["osfoundry:read"] },
+                clock.now(),
+                Duration::from_secs(3600),
+            )
             .unwrap()
     }
 

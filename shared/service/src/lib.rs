@@ -15,6 +15,7 @@
 //! | [`relay_api`] | the desktop relay's HTTP API (sync, start, control, complete) |
 //! | [`owner_api`] | the owner's HTTP API: projects, devices, chat links, tasks, runs, subscriptions |
 //! | [`panel`] | the owner's web panel: static assets embedded in the binary, served with a strict CSP |
+//! | [`settings`] | the one reader of settings from the environment, and its [`settings::ConfigError`] |
 //! | [`webhook_url`] | which event-subscription URLs are allowed (checked when saved and at delivery) |
 //! | [`http_json`] | the JSON helpers the two HTTP APIs share |
 //!
@@ -30,5 +31,6 @@ pub mod oauth;
 pub mod owner_api;
 pub mod panel;
 pub mod relay_api;
+pub mod settings;
 pub mod tools;
 pub mod webhook_url;

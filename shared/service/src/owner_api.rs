@@ -41,12 +41,15 @@ use serde_json::json;
 use crate::auth::{AuthError, Authenticator, bearer};
 use crate::blobs::{BlobError, BlobStore, Download};
 use crate::http_json;
-use crate::relay_api::MAX_BODY_BYTES;
 use crate::tools::SCOPE_OWNER;
 use crate::webhook_url::{self, UrlPolicy};
 
 /// Path prefix of the owner API.
 pub const PREFIX: &str = "/owner";
+
+/// Largest request body: a task objective at its character limit, a webhook subscription or a
+/// name, with room to spare (the same 1 MiB the relay API allows, kept as its own setting).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 
 /// Tasks per page unless `limit` says otherwise (also the most).
 pub const DEFAULT_PAGE: usize = 50;

@@ -228,17 +228,17 @@ async fn main() {
     let base = format!("http://127.0.0.1:{port}");
     wait_up(&format!("{base}/panel")).await;
     let secret = std::fs::read(data.join("local-token-secret")).unwrap();
-    let token = service::auth::mint_hs256(
-        &secret,
-        &base,
-        local::LOCAL_AUDIENCE,
-        local::DEMO_OWNER,
-        local::LOCAL_CLIENT,
-        &[service::tools::SCOPE_READ, service::tools::SCOPE_RUN],
-        SystemClock.now(),
-        Duration::from_secs(3600),
-    )
-    .unwrap();
+    let token = service::auth::Hs256Signer::new(&secret, &base, local::LOCAL_AUDIENCE)
+        .mint(
+            service::auth::Grant {
+                subject: local::DEMO_OWNER,
+                client: local::LOCAL_CLIENT,
+                scopes: &[service::tools::SCOPE_READ, service::tools::SCOPE_RUN],
+            },
+            SystemClock.now(),
+            Duration::from_secs(3600),
+        )
+        .unwrap();
     let ours_headers = vec![
         ("content-type", "application/json".to_owned()),
         ("accept", "application/json, text/event-stream".to_owned()),

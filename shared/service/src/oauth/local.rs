@@ -30,7 +30,7 @@ use serde_json::json;
 use sha2::{Digest, Sha256};
 
 use super::oauth_error;
-use crate::auth::{Claims, mint_hs256};
+use crate::auth::{Claims, Grant, Hs256Signer};
 use crate::tools::{SCOPE_OWNER, SCOPE_READ, SCOPE_RUN};
 
 /// The authorization endpoint's path.
@@ -63,12 +63,9 @@ struct Pending {
 pub struct LocalAuthServer<R: ?Sized> {
     /// Registered clients (the same registry `/register` writes).
     pub registry: Arc<R>,
-    /// The HS256 secret of local tokens.
-    pub secret: Vec<u8>,
-    /// The issuer: the local base URL.
-    pub issuer: String,
-    /// The audience of access tokens (what the local [`crate::auth::Authenticator`] accepts).
-    pub audience: String,
+    /// Signs local tokens: the secret, the issuer (the local base URL) and the audience of
+    /// access tokens (what the local [`crate::auth::Authenticator`] accepts).
+    pub signer: Hs256Signer,
     /// The owner every consent is given as.
     pub owner: String,
     /// The MCP URL, the only `resource` (RFC 8707) tokens are issued for.
@@ -80,22 +77,11 @@ pub struct LocalAuthServer<R: ?Sized> {
 }
 
 impl<R: RegisterClients + ?Sized> LocalAuthServer<R> {
-    /// A server issuing tokens as `issuer` for `owner`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        registry: Arc<R>,
-        secret: Vec<u8>,
-        issuer: &str,
-        audience: &str,
-        owner: &str,
-        resource: &str,
-        clock: SharedClock,
-    ) -> Self {
+    /// A server issuing tokens with `signer` for `owner`, only for `resource`.
+    pub fn new(registry: Arc<R>, signer: Hs256Signer, owner: &str, resource: &str, clock: SharedClock) -> Self {
         Self {
             registry,
-            secret,
-            issuer: issuer.to_owned(),
-            audience: audience.to_owned(),
+            signer,
             owner: owner.to_owned(),
             resource: resource.to_owned(),
             clock,
@@ -145,7 +131,7 @@ impl<R: RegisterClients + ?Sized> LocalAuthServer<R> {
                 &redirect_uri,
                 &[("error", code), ("error_description", description)],
                 state.as_deref(),
-                &self.issuer,
+                &self.signer.issuer,
             )
         };
         if get("response_type") != Some("code") {
@@ -188,13 +174,13 @@ impl<R: RegisterClients + ?Sized> LocalAuthServer<R> {
             );
         };
         if f.get("decision").map(String::as_str) != Some("allow") {
-            return redirect(&p.redirect_uri, &[("error", "access_denied")], p.state.as_deref(), &self.issuer);
+            return redirect(&p.redirect_uri, &[("error", "access_denied")], p.state.as_deref(), &self.signer.issuer);
         }
         let code = random_token();
         let mut granted = p.clone();
         granted.expires = now.plus(CODE_TTL);
         insert_bounded(&self.codes, code.clone(), granted, now);
-        redirect(&p.redirect_uri, &[("code", &code)], p.state.as_deref(), &self.issuer)
+        redirect(&p.redirect_uri, &[("code", &code)], p.state.as_deref(), &self.signer.issuer)
     }
 
     async fn token(&self, body: &[u8]) -> http::Response<Bytes> {
@@ -287,18 +273,10 @@ impl<R: RegisterClients + ?Sized> LocalAuthServer<R> {
     fn issue(&self, client_id: &str, scopes: &[String]) -> http::Response<Bytes> {
         let now = self.clock.now();
         let scope_refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
-        let access = mint_hs256(
-            &self.secret,
-            &self.issuer,
-            &self.audience,
-            &self.owner,
-            client_id,
-            &scope_refs,
-            now,
-            ACCESS_TTL,
-        );
+        let access =
+            self.signer.mint(Grant { subject: &self.owner, client: client_id, scopes: &scope_refs }, now, ACCESS_TTL);
         let refresh_claims = Claims {
-            iss: self.issuer.clone(),
+            iss: self.signer.issuer.clone(),
             sub: self.owner.clone(),
             aud: Some(json!(self.refresh_audience())),
             client_id: Some(client_id.to_owned()),
@@ -311,7 +289,7 @@ impl<R: RegisterClients + ?Sized> LocalAuthServer<R> {
         let refresh = jsonwebtoken::encode(
             &Header::new(Algorithm::HS256),
             &refresh_claims,
-            &EncodingKey::from_secret(&self.secret),
+            &EncodingKey::from_secret(&self.signer.secret),
         );
         match (access, refresh) {
             (Ok(access), Ok(refresh)) => {
@@ -336,15 +314,16 @@ impl<R: RegisterClients + ?Sized> LocalAuthServer<R> {
     }
 
     fn refresh_audience(&self) -> String {
-        format!("{}#refresh", self.audience)
+        format!("{}#refresh", self.signer.audience)
     }
 
     fn verify_refresh(&self, token: &str) -> Option<Claims> {
         let mut v = Validation::new(Algorithm::HS256);
         v.validate_exp = false;
-        v.set_issuer(&[&self.issuer]);
+        v.set_issuer(&[&self.signer.issuer]);
         v.set_audience(&[self.refresh_audience()]);
-        let claims = jsonwebtoken::decode::<Claims>(token, &DecodingKey::from_secret(&self.secret), &v).ok()?.claims;
+        let claims =
+            jsonwebtoken::decode::<Claims>(token, &DecodingKey::from_secret(&self.signer.secret), &v).ok()?.claims;
         (claims.token_use.as_deref() == Some("refresh") && claims.exp > self.clock.now().as_epoch_seconds())
             .then_some(claims)
     }

@@ -28,6 +28,9 @@ const APP_CSS: &str = include_str!("app.css");
 /// Default seconds between refreshes while the tab is visible.
 pub const DEFAULT_REFRESH_SECONDS: u32 = 15;
 
+/// The refresh intervals a deployment may set (seconds).
+pub const PANEL_REFRESH_RANGE: std::ops::RangeInclusive<u32> = 1..=3600;
+
 /// How the owner signs in.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 #[serde(tag = "mode", rename_all = "snake_case")]

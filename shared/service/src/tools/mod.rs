@@ -251,12 +251,18 @@ pub enum ToolFault {
     Dispatch(#[from] DispatchError),
 }
 
-/// Parses and checks a tool's arguments (`null` reads as `{}`).
+/// Parses and checks a tool's arguments (`null` reads as `{}`), without copying them.
 ///
 /// # Errors
 /// The message for a `-32602` error, naming the field (`arguments.week`) and the rule.
 pub fn parse_args<I: ToolInput>(args: &serde_json::Value) -> Result<I::Args, String> {
-    let args = if args.is_null() { serde_json::Value::Object(Default::default()) } else { args.clone() };
+    let empty;
+    let args = if args.is_null() {
+        empty = serde_json::Value::Object(serde_json::Map::new());
+        &empty
+    } else {
+        args
+    };
     let input: I = serde_path_to_error::deserialize(args).map_err(|e| {
         let path = e.path().to_string();
         if path == "." { format!("arguments: {}", e.inner()) } else { format!("{path}: {}", e.inner()) }
@@ -264,7 +270,8 @@ pub fn parse_args<I: ToolInput>(args: &serde_json::Value) -> Result<I::Args, Str
     input.check()
 }
 
-/// Runs tool `T` for `call` against `deps` (the tool's function calls this for its own type).
+/// Runs tool `T` for `call` against `deps` (the tool's function calls this for its own type):
+/// parses the arguments, then [`run_parsed`].
 ///
 /// # Errors
 /// [`ToolFault`] when the store or blob store fails (retryable; never the caller's fault).
@@ -276,7 +283,21 @@ pub async fn run_tool<T: Handler<S>, S: ?Sized>(deps: &ToolDeps<S>, call: &ToolC
         Ok(a) => a,
         Err(message) => return Ok(ToolReply::Invalid { message }),
     };
-    let caller = Caller { owner: &call.owner, agent: &call.agent, now: deps.clock.now() };
+    run_parsed::<T, S>(deps, &call.owner, &call.agent, args).await
+}
+
+/// Runs tool `T` on arguments parsed already (the in-process path parses them once, in the
+/// `mcp` layer) for the agent `agent` of `owner`.
+///
+/// # Errors
+/// [`ToolFault`] when the store or blob store fails (retryable; never the caller's fault).
+pub async fn run_parsed<T: Handler<S>, S: ?Sized>(
+    deps: &ToolDeps<S>,
+    owner: &OwnerId,
+    agent: &AgentId,
+    args: <T::Input as ToolInput>::Args,
+) -> Result<ToolReply, ToolFault> {
+    let caller = Caller { owner, agent, now: deps.clock.now() };
     Ok(match T::run(deps, caller, args).await? {
         Ok(out) => ToolReply::Ok { structured: serde_json::to_value(&out).unwrap_or_default() },
         Err(Rejected(message)) => ToolReply::Rejected { message },
@@ -346,14 +367,36 @@ macro_rules! tools {
                 match self { $(Self::$variant => schema::<<$variant as Tool>::Output>()),+ }
             }
 
-            /// Parses and validates arguments without running the tool (the `mcp` function
-            /// does this before dispatching).
+            /// Parses and checks arguments once, into the typed value the tool runs on (the
+            /// `mcp` layer does this before dispatching).
             ///
             /// # Errors
             /// The message for a `-32602` error, naming the field and the rule.
-            pub fn validate(self, args: &serde_json::Value) -> Result<(), String> {
-                match self { $(Self::$variant => parse_args::<<$variant as Tool>::Input>(args).map(drop)),+ }
+            pub fn parse_arguments(self, args: &serde_json::Value) -> Result<ToolArgs, String> {
+                match self { $(Self::$variant => parse_args::<<$variant as Tool>::Input>(args).map(ToolArgs::$variant)),+ }
             }
+        }
+
+        /// One tool's parsed and checked arguments, tagged with the tool.
+        pub enum ToolArgs {
+            $(
+                #[doc = concat!("`", stringify!($module), "`'s arguments")]
+                $variant(<<$variant as Tool>::Input as ToolInput>::Args),
+            )+
+        }
+
+        /// Runs one tool in process on arguments [`ToolName::parse_arguments`] parsed (the local
+        /// server and tests).
+        ///
+        /// # Errors
+        /// [`ToolFault`] when the store or blob store fails (retryable; never the caller's fault).
+        pub async fn handle_parsed<S: ToolStore + ?Sized>(
+            deps: &ToolDeps<S>,
+            owner: &OwnerId,
+            agent: &AgentId,
+            args: ToolArgs,
+        ) -> Result<ToolReply, ToolFault> {
+            match args { $(ToolArgs::$variant(a) => run_parsed::<$variant, S>(deps, owner, agent, a).await),+ }
         }
 
         /// Runs one tool call in process, by name (the local server and tests).

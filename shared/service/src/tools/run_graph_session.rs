@@ -192,7 +192,7 @@ mod tests {
             arguments: serde_json::json!({}),
             idempotency_key: IdempotencyKey::parse("check-after-key").unwrap(),
         };
-        let target = domain::projects::QueueTarget { project_id: p.project_id, slug: "s".into() };
+        let target = domain::runs::QueueTarget { project_id: p.project_id, slug: "s".into() };
         let mut r = Run::queued(&req, target, Timestamp::from_millis(0), &Policy::default());
         r.started_at = started;
         r

@@ -1,0 +1,157 @@
+//! The subcommands other than `run`: `status`, `check`, `install`, `uninstall`. Each prints
+//! what it did for the owner and returns an error the binary prints.
+
+use std::path::{Path, PathBuf};
+
+use crate::client::{Client, RelayServer};
+use crate::config::Config;
+use crate::service::{self, Platform};
+use crate::status::Status;
+
+/// A subcommand that failed: the message for the owner.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub struct CliError(pub String);
+
+impl CliError {
+    fn new(msg: impl Into<String>) -> Self {
+        Self(msg.into())
+    }
+}
+
+impl From<std::io::Error> for CliError {
+    fn from(e: std::io::Error) -> Self {
+        Self(e.to_string())
+    }
+}
+
+/// Loads the config at `path`, naming the file in the error.
+///
+/// # Errors
+/// The file's problems, all of them.
+pub fn load(path: &Path) -> Result<Config, CliError> {
+    Config::load(path).map_err(|e| CliError(format!("{}:\n{e}", path.display())))
+}
+
+/// `relay status`: the config, and what the running relay last wrote to `status.json`.
+///
+/// # Errors
+/// When the config does not load.
+pub fn status(config_path: &Path) -> Result<(), CliError> {
+    let config = load(config_path)?;
+    println!("config:   {}", config_path.display());
+    println!("server:   {}", config.server_url);
+    println!("sessions: {}", config.sessions.iter().map(|s| s.meta.slug.as_str()).collect::<Vec<_>>().join(", "));
+    let Some(s) = std::fs::read(config.state_dir.join("status.json"))
+        .ok()
+        .and_then(|b| serde_json::from_slice::<Status>(&b).ok())
+    else {
+        println!("status:   the relay has not run yet");
+        return Ok(());
+    };
+    println!("last sync: {}", s.last_sync_at.as_deref().unwrap_or("never"));
+    println!("outbox:    {} completion(s) waiting", s.outbox);
+    println!("running:   {}", s.current_run.as_deref().unwrap_or("nothing"));
+    if let Some(e) = s.last_error {
+        println!("last error: {e}");
+    }
+    for (project, p) in &s.projects {
+        println!(
+            "project {project}: {} at {}; sessions: {}; queued seen: {}",
+            p.outcome,
+            p.last_sync_at.as_deref().unwrap_or("never"),
+            if p.sessions.is_empty() { "none".to_owned() } else { p.sessions.join(", ") },
+            p.queued
+        );
+    }
+    Ok(())
+}
+
+/// `relay check`: the config loads, the server is reachable and accepts the device token.
+/// A control poll for a command that does not exist answers 404 and writes nothing.
+///
+/// # Errors
+/// When the config does not load or the server cannot be reached or refuses the token.
+pub async fn check(config_path: &Path) -> Result<(), CliError> {
+    let config = load(config_path)?;
+    let client = Client::new(&config.server_url, &config.device_token).map_err(|e| CliError(e.to_string()))?;
+    let nobody = domain::ids::CommandId::parse("c", "00000000-0000-4000-8000-000000000000")
+        .map_err(|e| CliError(e.to_string()))?;
+    match client.control(nobody).await {
+        Ok(_) => {
+            println!(
+                "config OK ({} session(s)); server {} reachable; device token accepted",
+                config.sessions.len(),
+                config.server_url
+            );
+            Ok(())
+        }
+        Err(e) => Err(CliError(format!("server check failed: {e}"))),
+    }
+}
+
+/// `relay install`: writes the login service for this platform and loads it.
+///
+/// # Errors
+/// When `HOME` is unset, the config does not load, or the file cannot be written or loaded.
+pub fn install(config_path: &Path) -> Result<(), CliError> {
+    let home = home()?;
+    load(config_path)?;
+    let platform = Platform::current();
+    let file = service::service_file(platform, &home);
+    let log_dir = home.join(if platform == Platform::MacOs { "Library/Logs" } else { ".local/state" });
+    std::fs::create_dir_all(file.parent().ok_or_else(|| CliError::new("service path has no folder"))?)?;
+    std::fs::create_dir_all(&log_dir)?;
+    let exe = std::env::current_exe()?;
+    let text = service::service_text(platform, &exe, &std::fs::canonicalize(config_path)?, &log_dir);
+    std::fs::write(&file, text)?;
+    println!("wrote {}", file.display());
+    let commands = service::load_commands(platform, &file, &uid());
+    match service::run_commands(&commands) {
+        Ok(()) => {
+            println!("loaded: the relay runs now and at every login");
+            Ok(())
+        }
+        Err(e) => Err(CliError(format!(
+            "wrote {} but could not load it: {e}\nload it yourself with: {}",
+            file.display(),
+            commands.iter().map(|c| c.join(" ")).collect::<Vec<_>>().join(" && ")
+        ))),
+    }
+}
+
+/// `relay uninstall`: unloads the login service and removes its file.
+///
+/// # Errors
+/// When `HOME` is unset or the file cannot be removed.
+pub fn uninstall() -> Result<(), CliError> {
+    let home = home()?;
+    let platform = Platform::current();
+    let file = service::service_file(platform, &home);
+    if !file.exists() {
+        println!("nothing installed at {}", file.display());
+        return Ok(());
+    }
+    if let Err(e) = service::run_commands(&service::unload_commands(platform, &uid())) {
+        // Not loaded (or no service manager): removing the file is still right.
+        eprintln!("unloading: {e}");
+    }
+    std::fs::remove_file(&file)?;
+    println!("unloaded and removed {}", file.display());
+    Ok(())
+}
+
+fn home() -> Result<PathBuf, CliError> {
+    std::env::var_os("HOME").map(PathBuf::from).ok_or_else(|| CliError::new("HOME is not set"))
+}
+
+/// The user's numeric id (launchd's `gui/<uid>` domain).
+fn uid() -> String {
+    std::process::Command::new("id")
+        .arg("-u")
+        .output()
+        .ok()
+        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
+        .filter(|s| !s.is_empty())
+        .unwrap_or_else(|| "501".into())
+}

@@ -1,0 +1,193 @@
+//! One queued command, in the steps the relay takes with it (SPEC §5):
+//!
+//! 1. **consent** — on this desktop, right before running: the session must still be in the
+//!    config, marked for the project, with the slug the command was queued with; otherwise the
+//!    run is completed `cancelled` with `Graph session is no longer shared with this project`;
+//! 2. **journaled start** — the command goes to the start journal before `start` is sent, with
+//!    the execution id a retry reuses (so a lost answer replays instead of starting twice), and
+//!    is marked running before the process is spawned (so it is never spawned twice);
+//! 3. **supervise** — while the graph runs: poll `control` (a cancel stops the process group)
+//!    and keep syncing on schedule, so the server keeps seeing the desktop;
+//! 4. **complete** — the bounded completion goes to the outbox (fsynced) before it is posted;
+//!    a completion the server refuses is reported `failed` with the reason instead.
+
+use domain::errors::SESSION_NO_LONGER_SHARED;
+use domain::ids::{CommandId, ProjectId};
+use domain::runs::{Completion, FinalStatus, SessionMeta};
+use tokio::time::MissedTickBehavior;
+
+use crate::agent::{PassError, Relay};
+use crate::client::{ClientError, Command, Completed, RelayServer, Started};
+use crate::config::{Config, Session};
+use crate::disk;
+use crate::executor;
+
+impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
+    /// Takes one command through consent, the journaled start, supervision and completion.
+    pub(crate) async fn handle(&self, project: ProjectId, command: Command) -> Result<(), PassError> {
+        let id = command.command_id;
+        let config = self.config();
+        let Some(session) = consent(&config, project, &command) else {
+            tracing::warn!(command = %id, session = %command.graph_session_id, "session no longer shared here; refusing the run");
+            return self.complete(id, no_longer_shared()).await;
+        };
+        let Some(execution_id) = self.journaled_start(project, &command, &session.meta.slug).await? else {
+            return Ok(());
+        };
+        self.set_status(|s| s.current_run = Some(id.to_string()));
+        let stop = supervise(&self.client, id, &config);
+        let outcome = self.executor.execute(&session.command, &command.arguments, stop, config.cancel_grace).await;
+        tracing::info!(command = %id, status = ?outcome.status, "run finished");
+        self.set_status(|s| s.current_run = None);
+        let completion = Completion {
+            execution_id,
+            status: outcome.status,
+            result: outcome.result,
+            result_truncated: outcome.truncated,
+            error: outcome.error,
+            total_tokens: outcome.total_tokens,
+            reported_cost: outcome.reported_cost,
+        };
+        self.complete(id, completion).await
+    }
+
+    /// Journals the command, sends `start`, and marks it running: the execution id to run it
+    /// under, or `None` when it must not run here (the server refused, or it was spawned once
+    /// already). A start without an answer stays in the journal for the next pass.
+    async fn journaled_start(
+        &self,
+        project: ProjectId,
+        command: &Command,
+        slug: &str,
+    ) -> Result<Option<String>, PassError> {
+        let id = command.command_id;
+        let journaled = self.state.journal.list::<disk::Started>().into_iter().find(|(j, _)| *j == id);
+        if journaled.as_ref().is_some_and(|(_, s)| s.running) {
+            // Spawned once already (this process died or lost track): never run it twice.
+            return Ok(None);
+        }
+        let execution_id = match journaled {
+            // A start whose answer was lost: reuse its execution id, so the retry is a replay.
+            Some((_, s)) => s.execution_id,
+            None => uuid::Uuid::new_v4().to_string(),
+        };
+        let mut entry = disk::Started {
+            execution_id: execution_id.clone(),
+            running: false,
+            command: Some((project, command.clone())),
+        };
+        self.state.journal.put(id, &entry)?;
+        match self.client.start(id, &execution_id).await {
+            Ok(Started::Refused(status)) => {
+                tracing::info!(command = %id, %status, "not starting: the server refused");
+                self.state.journal.remove(id)?;
+                return Ok(None);
+            }
+            Err(ClientError::Refused { status, body }) => {
+                tracing::warn!(command = %id, status, %body, "not starting: the server refused the start");
+                self.state.journal.remove(id)?;
+                return Ok(None);
+            }
+            // No answer: the journal keeps the command, the next pass asks again.
+            Err(e) => return Err(e.into()),
+            Ok(Started::Running) => tracing::info!(command = %id, session = %slug, "started"),
+        }
+        // Marked before spawning: from here on this command is never spawned again.
+        entry.running = true;
+        self.state.journal.put(id, &entry)?;
+        Ok(Some(execution_id))
+    }
+
+    /// Writes the completion durably, forgets the journal entry, then posts it.
+    pub(crate) async fn complete(&self, id: CommandId, completion: Completion) -> Result<(), PassError> {
+        let completion = completion.bounded();
+        self.state.outbox.put(id, &completion)?;
+        self.state.journal.remove(id)?;
+        self.post_completion(id, &completion).await
+    }
+
+    /// Posts a completion from the outbox and removes it once the server has an answer for it.
+    pub(crate) async fn post_completion(&self, id: CommandId, completion: &Completion) -> Result<(), PassError> {
+        match self.client.complete(id, completion).await {
+            Ok(Completed::Recorded(status)) => {
+                tracing::info!(command = %id, %status, "completion delivered");
+                self.state.outbox.remove(id)?;
+            }
+            Ok(Completed::Conflict(status)) => {
+                tracing::warn!(command = %id, %status, "the server has this run ended otherwise; dropping the completion");
+                self.state.outbox.remove(id)?;
+            }
+            Err(ClientError::Refused { status, body }) if !completion.is_refusal_report() => {
+                // Never lose a run to one bad field: report it failed, saying why.
+                tracing::error!(command = %id, status, %body, "the server rejected the completion; reporting the run failed");
+                let report = completion.refusal_report(&format!("HTTP {status} {body}"));
+                self.state.outbox.put(id, &report)?;
+                return Box::pin(self.post_completion(id, &report)).await;
+            }
+            Err(ClientError::Refused { status, body }) => {
+                tracing::error!(command = %id, status, %body, "the server refused even the failure report; dropping it");
+                self.state.outbox.remove(id)?;
+            }
+            Err(e) => {
+                tracing::warn!(command = %id, error = %e, "completion not delivered; it stays in the outbox");
+                self.set_status(|_| {});
+                return Err(e.into());
+            }
+        }
+        self.set_status(|_| {});
+        Ok(())
+    }
+}
+
+/// The consent re-check: the session the command names, if this desktop still shares it in
+/// `project` with the slug it was queued with.
+fn consent<'c>(config: &'c Config, project: ProjectId, command: &Command) -> Option<&'c Session> {
+    config.session(&command.graph_session_id).filter(|s| s.projects.contains(&project) && s.meta.slug == command.slug)
+}
+
+/// The completion that refuses a command whose session is no longer shared here.
+fn no_longer_shared() -> Completion {
+    Completion {
+        execution_id: uuid::Uuid::new_v4().to_string(),
+        status: FinalStatus::Cancelled,
+        result: None,
+        result_truncated: false,
+        error: Some(SESSION_NO_LONGER_SHARED.to_owned()),
+        total_tokens: None,
+        reported_cost: None,
+    }
+}
+
+/// While a run goes on: polls `control` every control interval and resolves when a cancel is
+/// requested (a failed poll lets the run go on), and syncs every project on the poll interval
+/// so the server keeps seeing this desktop (what is queued meanwhile waits for the next pass:
+/// one run at a time).
+async fn supervise<S: RelayServer>(client: &S, id: CommandId, config: &Config) {
+    let projects: Vec<(ProjectId, Vec<SessionMeta>)> =
+        config.projects().into_iter().map(|p| (p, config.sessions_for(p))).collect();
+    let mut control = tokio::time::interval(config.control_poll);
+    control.set_missed_tick_behavior(MissedTickBehavior::Skip);
+    control.tick().await;
+    let mut sync = tokio::time::interval(config.poll);
+    sync.set_missed_tick_behavior(MissedTickBehavior::Skip);
+    sync.tick().await;
+    loop {
+        tokio::select! {
+            _ = control.tick() => match client.control(id).await {
+                Ok(true) => {
+                    tracing::info!(command = %id, "cancel requested; stopping the run");
+                    return;
+                }
+                Ok(false) => {}
+                Err(e) => tracing::warn!(command = %id, error = %e, "control poll failed; the run goes on"),
+            },
+            _ = sync.tick() => {
+                for (project, sessions) in &projects {
+                    if let Err(e) = client.sync(*project, sessions).await {
+                        tracing::debug!(%project, error = %e, "sync during a run failed");
+                    }
+                }
+            }
+        }
+    }
+}

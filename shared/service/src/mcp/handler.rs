@@ -1,0 +1,131 @@
+//! The rmcp server handler: the catalogue, the one `tools/call` both paths run (arguments
+//! parsed once, then dispatched), and the `tools/list` shaping rmcp's types cannot carry.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
+    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData as McpError, ServerHandler};
+
+use crate::auth::{Identity, ScopeSpelling};
+use crate::tools::{ToolArgs, ToolCall, ToolDeps, ToolFault, ToolName, ToolReply, ToolStore, catalogue, handle_parsed};
+
+/// Where a tool call goes after the `mcp` layer checked it.
+#[async_trait::async_trait]
+pub trait Dispatch: Send + Sync + 'static {
+    /// Runs `call` in the tool's own function, or in process. `args` are its arguments as the
+    /// `mcp` layer parsed them: an in-process dispatch runs the tool on them, a remote one sends
+    /// `call` (the function parses its own copy on the other side).
+    async fn dispatch(&self, call: ToolCall, args: ToolArgs) -> Result<ToolReply, ToolFault>;
+}
+
+/// Dispatch in the same process: the local server and tests.
+pub struct InProcess<S: ?Sized>(pub ToolDeps<S>);
+
+#[async_trait::async_trait]
+impl<S: ToolStore + ?Sized + 'static> Dispatch for InProcess<S> {
+    async fn dispatch(&self, call: ToolCall, args: ToolArgs) -> Result<ToolReply, ToolFault> {
+        handle_parsed(&self.0, &call.owner, &call.agent, args).await
+    }
+}
+
+/// The rmcp server handler: catalogue, validation, dispatch.
+pub struct McpHandler<D: ?Sized> {
+    dispatch: Arc<D>,
+    tools: Arc<Vec<Tool>>,
+}
+
+impl<D: ?Sized> Clone for McpHandler<D> {
+    fn clone(&self) -> Self {
+        Self { dispatch: Arc::clone(&self.dispatch), tools: Arc::clone(&self.tools) }
+    }
+}
+
+impl<D: ?Sized> McpHandler<D> {
+    /// A handler dispatching to `dispatch`, listing the catalogue with `scopes` spelled as the
+    /// authorization server issues them.
+    pub fn new(dispatch: Arc<D>, scopes: &ScopeSpelling) -> Self {
+        let tools = catalogue(scopes).into_iter().filter_map(|t| serde_json::from_value(t).ok()).collect();
+        Self { dispatch, tools: Arc::new(tools) }
+    }
+}
+
+const INSTRUCTIONS: &str = "foundry-connect hands work to the owner's desktop and to linked chats. \
+Graph runs are queued, not run inline: run_graph_session returns a ticket, get_graph_run reads it \
+(first after check_after_s). Linked chat tasks are claimed, worked on, then submitted with the claim_id.";
+
+impl<D: Dispatch + ?Sized> ServerHandler for McpHandler<D> {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new("foundry-connect", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult { tools: self.tools.as_ref().clone(), ..Default::default() })
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let identity =
+            context.extensions.get::<http::request::Parts>().and_then(|p| p.extensions.get::<Identity>()).cloned();
+        self.call(identity, request).await
+    }
+}
+
+impl<D: Dispatch + ?Sized> McpHandler<D> {
+    /// One `tools/call`, for rmcp's handler and the direct path alike: the arguments parsed
+    /// once, dispatch, and the mapping of the tool's reply to a result or a JSON-RPC error.
+    pub async fn call(
+        &self,
+        identity: Option<Identity>,
+        request: CallToolRequestParams,
+    ) -> Result<CallToolResponse, McpError> {
+        let Some(tool) = ToolName::parse(&request.name) else {
+            return Err(McpError::invalid_params(format!("Unknown tool: {}", request.name), None));
+        };
+        let identity = identity.ok_or_else(|| McpError::internal_error("request without identity", None))?;
+        // The scope was checked once, by `McpEndpoint::handle`, before either path.
+        let arguments = request.arguments.map(serde_json::Value::Object).unwrap_or(serde_json::Value::Null);
+        let args = tool.parse_arguments(&arguments).map_err(|m| McpError::invalid_params(m, None))?;
+        let call = ToolCall { tool, owner: identity.owner, agent: identity.agent, arguments };
+        match self.dispatch.dispatch(call, args).await {
+            Ok(ToolReply::Ok { structured }) => Ok(CallToolResult::structured(structured).into()),
+            Ok(ToolReply::Rejected { message }) => Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into()),
+            Ok(ToolReply::Invalid { message }) => Err(McpError::invalid_params(message, None)),
+            Err(fault) => {
+                tracing::error!(tool = tool.as_str(), error = %domain::errors::ErrorChain(&fault), "tool call failed");
+                Err(McpError::internal_error("temporarily unavailable; retry with the same arguments", None))
+            }
+        }
+    }
+}
+
+/// Copies each tool's `_meta.securitySchemes` to a top-level `securitySchemes` field.
+pub(super) fn with_security_schemes(body: Bytes) -> Bytes {
+    let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(&body) else { return body };
+    let Some(tools) = v.pointer_mut("/result/tools").and_then(|t| t.as_array_mut()) else { return body };
+    for t in tools {
+        if let Some(schemes) = t.pointer("/_meta/securitySchemes").cloned()
+            && let Some(o) = t.as_object_mut()
+        {
+            o.insert("securitySchemes".into(), schemes);
+        }
+    }
+    serde_json::to_vec(&v).map(Bytes::from).unwrap_or(body)
+}

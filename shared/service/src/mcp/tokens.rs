@@ -1,0 +1,52 @@
+//! Verified tokens, remembered for a short while: an agent sends the same token on every call.
+
+use crate::auth::{AuthError, Identity};
+
+use super::{Dispatch, McpEndpoint};
+
+/// Tokens this endpoint verified lately, each with the identity it carries: an agent sends
+/// the same token on every call, and verifying it (parse, signature, claims) was 12 % of a
+/// `list_linked_chat_tasks` in the profile. Keyed by the exact token text, so only the same
+/// bytes hit; an entry lasts until the token expires and at most [`VERIFIED_FOR`] (a key
+/// withdrawn from the issuer's set stops being honoured within that time); at most
+/// [`VERIFIED_MAX`] entries (expired ones are dropped first, else all).
+#[derive(Default)]
+pub(super) struct VerifiedTokens(
+    std::sync::Mutex<std::collections::HashMap<Box<str>, (Identity, domain::clock::Timestamp)>>,
+);
+
+/// How long a verified token is remembered at most.
+pub const VERIFIED_FOR: std::time::Duration = std::time::Duration::from_secs(60);
+/// How many verified tokens are remembered at most.
+pub const VERIFIED_MAX: usize = 1024;
+
+impl VerifiedTokens {
+    fn get(&self, token: &str, now: domain::clock::Timestamp) -> Option<Identity> {
+        let map = self.0.lock().ok()?;
+        map.get(token).filter(|(_, until)| now < *until).map(|(id, _)| id.clone())
+    }
+
+    fn put(&self, token: &str, identity: Identity, until: domain::clock::Timestamp, now: domain::clock::Timestamp) {
+        let Ok(mut map) = self.0.lock() else { return };
+        if map.len() >= VERIFIED_MAX {
+            map.retain(|_, (_, u)| now < *u);
+            if map.len() >= VERIFIED_MAX {
+                map.clear();
+            }
+        }
+        map.insert(token.into(), (identity, until.min(now.plus(VERIFIED_FOR))));
+    }
+}
+
+impl<D: Dispatch + ?Sized> McpEndpoint<D> {
+    /// Who `token` is: remembered from an earlier call while that answer holds, else verified.
+    pub(super) async fn identity(&self, token: &str) -> Result<Identity, AuthError> {
+        let now = self.auth.clock.now();
+        if let Some(identity) = self.verified.get(token, now) {
+            return Ok(identity);
+        }
+        let (identity, until) = self.auth.verify_until(token).await?;
+        self.verified.put(token, identity.clone(), until, now);
+        Ok(identity)
+    }
+}

@@ -1,0 +1,108 @@
+//! Relay devices and their tokens: [`ManageDevices`], [`AuthenticateDevices`].
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::types::TransactWriteItem;
+
+use domain::devices::Device;
+use domain::ids::OwnerId;
+use domain::store::{AuthenticateDevices, DEVICE_SEEN_GRANULARITY, ManageDevices, StoreResult};
+
+use crate::DynamoStore;
+use crate::codec::{Item, Read, device_from, n, opt_from, project_from, s, values};
+use crate::error::{build, unexpected};
+use crate::keys::{device_key, token_key};
+use crate::request::{names, put};
+
+#[async_trait]
+impl ManageDevices for DynamoStore {
+    /// Two items in one transaction: the owner's record (for listing) and the token record
+    /// (for the relay's one-read authentication).
+    async fn create_device(&self, owner: &OwnerId, name: &str, token_hash: &str) -> StoreResult<Device> {
+        let d = Device::new(owner, name, token_hash, self.clock.now());
+        let attrs = values([
+            ("device_id", s(d.device_id.to_string())),
+            ("owner", s(owner.as_str())),
+            ("name", s(name)),
+            ("token_hash", s(token_hash)),
+            ("created_at", n(d.created_at.as_millis())),
+        ]);
+        let mut record = device_key(owner, d.device_id);
+        record.extend(attrs.clone());
+        let mut token = token_key(token_hash);
+        token.extend(attrs);
+        let items = vec![
+            put(&self.table, record, "attribute_not_exists(#pk)", Item::new())?,
+            put(&self.table, token, "attribute_not_exists(#pk)", Item::new())?,
+        ];
+        match self.transact(items).await? {
+            None => Ok(d),
+            Some(reasons) => Err(unexpected("device transaction (id or token collision)", &reasons)),
+        }
+    }
+
+    async fn list_devices(&self, owner: &OwnerId) -> StoreResult<Vec<Device>> {
+        let mut v: Vec<Device> = self
+            .query_all(format!("OWNER#{owner}"), "DEVICE#")
+            .await?
+            .iter()
+            .map(device_from)
+            .collect::<StoreResult<_>>()?;
+        v.sort_by_key(|d| (d.created_at, d.device_id));
+        Ok(v)
+    }
+
+    async fn revoke_device(&self, owner: &OwnerId, device: uuid::Uuid) -> StoreResult<bool> {
+        let Some(d) = opt_from(self.get(device_key(owner, device)).await?.as_ref(), device_from)? else {
+            return Ok(false);
+        };
+        let now = self.clock.now();
+        let update = |k: Item| -> StoreResult<TransactWriteItem> {
+            let u = aws_sdk_dynamodb::types::Update::builder()
+                .table_name(&self.table)
+                .set_key(Some(k))
+                .update_expression("SET #revoked_at = if_not_exists(#revoked_at, :now)")
+                .condition_expression("attribute_exists(#pk)")
+                .set_expression_attribute_names(Some(names("#revoked_at #pk")))
+                .expression_attribute_values(":now", n(now.as_millis()))
+                .build()
+                .map_err(build)?;
+            Ok(TransactWriteItem::builder().update(u).build())
+        };
+        let items = vec![update(device_key(owner, device))?, update(token_key(&d.token_hash))?];
+        if self.transact(items).await?.is_some() {
+            return Ok(false);
+        }
+        // Its shares go with it: one versioned write per project it shared in.
+        let needle = device.to_string();
+        for item in self.query_all(format!("OWNER#{owner}"), "PROJECT#").await? {
+            let shares = Read(&item).opt_parse("device_shares", |v| Some(v.to_owned()))?.unwrap_or_default();
+            if shares.contains(&needle) {
+                let project = project_from(&item)?.project_id;
+                self.set_device_share(owner, project, device, &[], false).await?;
+            }
+        }
+        Ok(true)
+    }
+}
+
+#[async_trait]
+impl AuthenticateDevices for DynamoStore {
+    async fn device_by_token_hash(&self, token_hash: &str) -> StoreResult<Option<Device>> {
+        Ok(opt_from(self.get(token_key(token_hash)).await?.as_ref(), device_from)?.filter(|d| d.revoked_at.is_none()))
+    }
+
+    /// One conditional `UpdateItem` on the owner's device record, which fails (harmlessly) when
+    /// the device was seen within the last minute.
+    async fn record_device_seen(&self, device: &Device) -> StoreResult<()> {
+        let now = self.clock.now();
+        self.update(
+            device_key(&device.owner, device.device_id),
+            "SET #last_seen_at = :now",
+            "attribute_exists(#pk) AND (attribute_not_exists(#last_seen_at) OR #last_seen_at <= :cutoff)",
+            values([(":now", n(now.as_millis())), (":cutoff", n(now.minus(DEVICE_SEEN_GRANULARITY).as_millis()))]),
+        )
+        .send(false)
+        .await
+        .map(drop)
+    }
+}

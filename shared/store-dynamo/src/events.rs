@@ -1,0 +1,91 @@
+//! Events: the table stream's images decoded into domain events, and the last webhook
+//! delivery per link ([`RecordDeliveries`]).
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use domain::events::{DeliveryOutcome, Event, derive_run, derive_task};
+use domain::ids::{ChatLinkId, OwnerId};
+use domain::store::{RecordDeliveries, StoreError, StoreResult};
+
+use crate::codec::{Item, Read, bad, opt_from, run_from, s, task_from, values};
+use crate::error::sdk;
+use crate::keys::{key, ttl_at};
+use crate::{DynamoStore, TTL_ATTRIBUTE};
+
+#[async_trait]
+impl RecordDeliveries for DynamoStore {
+    /// One `PutItem` on `DELIVERY#<owner>` / `<link>` (the notifier's only write, which its IAM
+    /// policy limits to `DELIVERY#` partitions).
+    async fn record_delivery(&self, owner: &OwnerId, link: ChatLinkId, outcome: &DeliveryOutcome) -> StoreResult<()> {
+        let body = serde_json::to_string(outcome).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let mut item = key(format!("DELIVERY#{owner}"), link.to_string());
+        item.extend(values([
+            ("outcome", s(body)),
+            (TTL_ATTRIBUTE, ttl_at(self.clock.now().plus(self.policy.retention))),
+        ]));
+        self.client.put_item().table_name(&self.table).set_item(Some(item)).send().await.map_err(sdk)?;
+        Ok(())
+    }
+
+    async fn last_deliveries(&self, owner: &OwnerId) -> StoreResult<Vec<(ChatLinkId, DeliveryOutcome)>> {
+        let items = self.query_all(format!("DELIVERY#{owner}"), "").await?;
+        items
+            .iter()
+            .map(|i| {
+                let r = Read(i);
+                Ok((
+                    r.parse("sk", |v| ChatLinkId::parse("chat_link_id", v).ok())?,
+                    r.parse("outcome", |v| serde_json::from_str(v).ok())?,
+                ))
+            })
+            .collect()
+    }
+}
+
+/// A DynamoDB-JSON image (as the table's stream delivers it, `{"pk":{"S":"…"},…}`) as an item.
+///
+/// # Errors
+/// [`StoreError::Corrupt`] when the JSON is not an image.
+pub fn item_from_stream_json(image: &serde_json::Value) -> StoreResult<Item> {
+    fn value(v: &serde_json::Value) -> Option<AttributeValue> {
+        let (kind, inner) = v.as_object()?.iter().next()?;
+        Some(match kind.as_str() {
+            "S" => AttributeValue::S(inner.as_str()?.to_owned()),
+            "N" => AttributeValue::N(inner.as_str()?.to_owned()),
+            "BOOL" => AttributeValue::Bool(inner.as_bool()?),
+            "NULL" => AttributeValue::Null(true),
+            "SS" => {
+                AttributeValue::Ss(inner.as_array()?.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+            }
+            "NS" => {
+                AttributeValue::Ns(inner.as_array()?.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+            }
+            "L" => AttributeValue::L(inner.as_array()?.iter().map(value).collect::<Option<_>>()?),
+            "M" => AttributeValue::M(
+                inner.as_object()?.iter().map(|(k, v)| Some((k.clone(), value(v)?))).collect::<Option<_>>()?,
+            ),
+            _ => return None,
+        })
+    }
+    let map = image.as_object().ok_or_else(|| StoreError::Corrupt("stream image is not an object".into()))?;
+    map.iter().map(|(k, v)| value(v).map(|v| (k.clone(), v)).ok_or_else(|| bad(k))).collect()
+}
+
+/// The events one stream record means: its old and new images (either may be absent) decoded
+/// as a task or a run and handed to the domain's `derive_*`. Other items mean nothing.
+///
+/// # Errors
+/// [`StoreError::Corrupt`] when a task or run image cannot be decoded.
+pub fn events_of_change(old: Option<&Item>, new: Option<&Item>) -> StoreResult<Vec<Event>> {
+    let sk = new.or(old).and_then(|i| Read(i).opt_s("sk").map(str::to_owned)).unwrap_or_default();
+    if sk.starts_with("TASK#") {
+        let (o, n) = (opt_from(old, task_from)?, opt_from(new, task_from)?);
+        Ok(derive_task(o.as_ref(), n.as_ref()))
+    } else if sk == "RUN" {
+        let (o, n) = (opt_from(old, run_from)?, opt_from(new, run_from)?);
+        Ok(derive_run(o.as_ref(), n.as_ref()))
+    } else {
+        Ok(Vec::new())
+    }
+}

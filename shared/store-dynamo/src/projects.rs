@@ -1,0 +1,283 @@
+//! Projects, their device shares and chat links: [`ManageProjects`], [`SyncSessions`],
+//! [`ManageLinks`].
+
+use std::collections::HashMap;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use domain::ids::{ChatLinkId, OwnerId, ProjectId};
+use domain::projects::{ChatLink, Project, Subscription, SyncOutcome};
+use domain::runs::SessionMeta;
+use domain::store::{ManageLinks, ManageProjects, StoreError, StoreResult, SyncSessions};
+
+use crate::DynamoStore;
+use crate::codec::{Item, Read, b, link_from, live_link, n, opt_from, project_from, s, task_from, values};
+use crate::error::{sdk, unexpected};
+use crate::keys::{link_key, project_key, task_key, ttl_at};
+use crate::request::{Updated, check, failed, names, put};
+
+#[async_trait]
+impl ManageProjects for DynamoStore {
+    async fn create_project(&self, owner: &OwnerId, name: &str) -> StoreResult<Project> {
+        let p = Project::new(owner, name, self.clock.now());
+        let mut item = project_key(owner, p.project_id);
+        item.extend(values([
+            ("project_id", s(p.project_id.to_string())),
+            ("owner", s(owner.as_str())),
+            ("name", s(name)),
+            ("enabled", b(false)),
+            ("sessions", s("[]")),
+            ("created_at", n(p.created_at.as_millis())),
+            // The duration summary's map exists from the start, so a completion records its
+            // duration with one nested SET.
+            ("durations", AttributeValue::M(HashMap::new())),
+        ]));
+        self.client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#pk)")
+            .set_expression_attribute_names(Some(names("#pk")))
+            .send()
+            .await
+            .map_err(sdk)?;
+        Ok(p)
+    }
+
+    async fn set_project_enabled(
+        &self,
+        owner: &OwnerId,
+        project: ProjectId,
+        enabled: bool,
+    ) -> StoreResult<Option<Project>> {
+        let out = self
+            .update(
+                project_key(owner, project),
+                "SET #enabled = :e",
+                "attribute_exists(#pk)",
+                values([(":e", b(enabled))]),
+            )
+            .send(true)
+            .await?;
+        match out {
+            Updated::Applied(item) => opt_from(item.as_ref(), project_from),
+            Updated::Rejected(_) => Ok(None),
+        }
+    }
+
+    async fn get_project(&self, owner: &OwnerId, project: ProjectId) -> StoreResult<Option<Project>> {
+        opt_from(self.get(project_key(owner, project)).await?.as_ref(), project_from)
+    }
+
+    async fn list_projects(&self, owner: &OwnerId) -> StoreResult<Vec<Project>> {
+        self.query_all(format!("OWNER#{owner}"), "PROJECT#").await?.iter().map(project_from).collect()
+    }
+}
+
+/// Versioned writes of a project's shares retry this often when other devices' syncs keep
+/// winning the race, then give up as retryable.
+pub(crate) const SHARE_WRITE_ATTEMPTS: usize = 8;
+
+#[async_trait]
+impl SyncSessions for DynamoStore {
+    async fn sync_sessions(
+        &self,
+        owner: &OwnerId,
+        project: ProjectId,
+        device: uuid::Uuid,
+        sessions: &[SessionMeta],
+    ) -> StoreResult<SyncOutcome> {
+        self.set_device_share(owner, project, device, sessions, true).await
+    }
+}
+
+impl DynamoStore {
+    /// Replaces `device`'s list in the project's shares and rewrites the union (`sessions`,
+    /// `session_ids`) in one write conditioned on the version read (`share_ver`): a concurrent
+    /// sync of another device makes the write fail and it is redone on the new state, so no
+    /// device's list is ever overwritten by another's. `sync` also requires the project to be
+    /// enabled and records the sync time; a revoke withdraws shares whatever the switch says.
+    pub(crate) async fn set_device_share(
+        &self,
+        owner: &OwnerId,
+        project: ProjectId,
+        device: uuid::Uuid,
+        sessions: &[SessionMeta],
+        sync: bool,
+    ) -> StoreResult<SyncOutcome> {
+        for _ in 0..SHARE_WRITE_ATTEMPTS {
+            let Some(item) = self.get(project_key(owner, project)).await? else { return Ok(SyncOutcome::NotFound) };
+            if sync && !Read(&item).bool("enabled") {
+                return Ok(SyncOutcome::Disabled);
+            }
+            let version = Read(&item).opt_n("share_ver")?.unwrap_or(0);
+            let shares: domain::projects::DeviceShares =
+                Read(&item).opt_parse("device_shares", |v| serde_json::from_str(v).ok())?.unwrap_or_default();
+            let shares = domain::projects::with_device_share(shares, device, sessions);
+            let union = domain::projects::union_of(&shares);
+            let union_json = serde_json::to_string(&union).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let shares_json = serde_json::to_string(&shares).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let mut vals = values([
+                (":s", s(union_json)),
+                (":ds", s(shares_json)),
+                (":v", n(version)),
+                (":next", n(version + 1)),
+                (":now", n(self.clock.now().as_millis())),
+                (":t", b(true)),
+            ]);
+            let ids: Vec<String> = union.iter().map(|m| m.graph_session_id.to_string()).collect();
+            let mut set = "SET #sessions = :s, #device_shares = :ds, #share_ver = :next".to_owned();
+            if sync {
+                set += ", #last_sync_at = :now";
+            }
+            // DynamoDB has no empty sets: an empty union removes the attribute.
+            let update = if ids.is_empty() {
+                format!("{set} REMOVE #session_ids")
+            } else {
+                vals.insert(":ids".into(), AttributeValue::Ss(ids));
+                format!("{set}, #session_ids = :ids")
+            };
+            let mut condition =
+                "attribute_exists(#pk) AND (attribute_not_exists(#share_ver) OR #share_ver = :v)".to_owned();
+            if sync {
+                condition += " AND #enabled = :t";
+            } else {
+                vals.remove(":t");
+                vals.remove(":now");
+            }
+            match self.update(project_key(owner, project), &update, &condition, vals).send(true).await? {
+                Updated::Applied(item) => {
+                    return Ok(match opt_from(item.as_ref(), project_from)? {
+                        Some(p) => SyncOutcome::Synced(p),
+                        None => SyncOutcome::NotFound,
+                    });
+                }
+                Updated::Rejected(Some(old)) if !old.is_empty() => {
+                    if sync && !Read(&old).bool("enabled") {
+                        return Ok(SyncOutcome::Disabled);
+                    }
+                    // Another device's sync won: redo on the new state.
+                }
+                Updated::Rejected(_) => return Ok(SyncOutcome::NotFound),
+            }
+        }
+        Err(StoreError::unavailable(format!(
+            "project {project}: {SHARE_WRITE_ATTEMPTS} versioned writes of its shares lost to concurrent syncs"
+        )))
+    }
+}
+
+#[async_trait]
+impl ManageLinks for DynamoStore {
+    async fn create_link(&self, owner: &OwnerId, project: ProjectId, name: &str) -> StoreResult<Option<ChatLink>> {
+        let link = ChatLink::new(owner, project, name, self.clock.now());
+        let mut item = link_key(owner, link.link_id);
+        item.extend(values([
+            ("link_id", s(link.link_id.to_string())),
+            ("owner", s(owner.as_str())),
+            ("project_id", s(project.to_string())),
+            ("name", s(name)),
+            ("created_at", n(link.created_at.as_millis())),
+        ]));
+        let items = vec![
+            check(&self.table, project_key(owner, project), "attribute_exists(#pk)", Item::new())?,
+            put(&self.table, item, "attribute_not_exists(#pk)", Item::new())?,
+        ];
+        match self.transact(items).await? {
+            None => Ok(Some(link)),
+            Some(reasons) if failed(&reasons, 0) => Ok(None),
+            Some(reasons) => Err(unexpected("link transaction", &reasons)),
+        }
+    }
+
+    async fn get_link(&self, owner: &OwnerId, link: ChatLinkId) -> StoreResult<Option<ChatLink>> {
+        opt_from(self.get(link_key(owner, link)).await?.as_ref().filter(|i| live_link(i)), link_from)
+    }
+
+    async fn list_links(&self, owner: &OwnerId) -> StoreResult<Vec<ChatLink>> {
+        let items = self.query_all(format!("OWNER#{owner}"), "LINK#").await?;
+        let mut links = items.iter().filter(|i| live_link(i)).map(link_from).collect::<StoreResult<Vec<_>>>()?;
+        links.sort_by_key(|l| (l.created_at, l.link_id));
+        Ok(links)
+    }
+
+    /// A tombstone on the link (one conditional write), then a sweep over its tasks (one query
+    /// per page, one conditional write per task): open ones become `cancelled`, all are marked
+    /// `link_deleted`. The tombstone expires with the retention period; until then a repeated
+    /// delete finishes a sweep that was cut short.
+    async fn delete_link(&self, owner: &OwnerId, link: ChatLinkId) -> StoreResult<Option<usize>> {
+        let now = self.clock.now();
+        let out = self
+            .update(
+                link_key(owner, link),
+                "SET #deleted_at = if_not_exists(#deleted_at, :now), #ttl = :ttl REMOVE #subscription",
+                "attribute_exists(#pk)",
+                values([(":now", n(now.as_millis())), (":ttl", ttl_at(now.plus(self.policy.retention)))]),
+            )
+            .send(false)
+            .await?;
+        if matches!(out, Updated::Rejected(_)) {
+            return Ok(None);
+        }
+        let mut cancelled = 0;
+        for item in self.query_all(format!("LINK#{link}"), "TASK#").await? {
+            let task = task_from(&item)?;
+            if task.owner != *owner || task.link_deleted {
+                continue;
+            }
+            let cancel = self
+                .update(
+                    task_key(link, task.task_id),
+                    "SET #status = :cancelled, #finished_at = :now, #link_deleted = :t, #ttl = :ttl REMOVE #gsi2pk, #gsi2sk",
+                    "#owner = :o AND #status IN (:queued, :claimed) AND #expires_at > :now",
+                    values([
+                        (":cancelled", s("cancelled")),
+                        (":queued", s("queued")),
+                        (":claimed", s("claimed")),
+                        (":now", n(now.as_millis())),
+                        (":o", s(owner.as_str())),
+                        (":t", b(true)),
+                        (":ttl", ttl_at(now.plus(self.policy.retention))),
+                    ]),
+                )
+                .send(false)
+                .await?;
+            match cancel {
+                Updated::Applied(_) => cancelled += 1,
+                // Finished (or expired) already: only hide it.
+                Updated::Rejected(_) => {
+                    self.update(
+                        task_key(link, task.task_id),
+                        "SET #link_deleted = :t",
+                        "#owner = :o",
+                        values([(":t", b(true)), (":o", s(owner.as_str()))]),
+                    )
+                    .send(false)
+                    .await?;
+                }
+            }
+        }
+        Ok(Some(cancelled))
+    }
+
+    async fn set_subscription(
+        &self,
+        owner: &OwnerId,
+        link: ChatLinkId,
+        subscription: Option<&Subscription>,
+    ) -> StoreResult<Option<ChatLink>> {
+        let (update, vals) = match subscription {
+            Some(sub) => {
+                let json = serde_json::to_string(sub).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+                ("SET #subscription = :s", values([(":s", s(json))]))
+            }
+            None => ("REMOVE #subscription", Item::new()),
+        };
+        let condition = "attribute_exists(#pk) AND attribute_not_exists(#deleted_at)";
+        match self.update(link_key(owner, link), update, condition, vals).send(true).await? {
+            Updated::Applied(item) => opt_from(item.as_ref(), link_from),
+            Updated::Rejected(_) => Ok(None),
+        }
+    }
+}

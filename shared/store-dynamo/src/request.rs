@@ -1,0 +1,267 @@
+//! Requests: consistent reads, paged queries, conditional updates and transactions, with
+//! DynamoDB's failure shapes turned into outcomes ([`Updated`], cancellation reasons).
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
+use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
+use aws_sdk_dynamodb::types::{
+    CancellationReason, ConditionCheck, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+};
+
+use domain::ids::OwnerId;
+use domain::store::{StoreError, StoreResult};
+
+use crate::codec::{Item, s};
+use crate::error::{DynamoError, build, codes, is_transaction_conflict, sdk};
+use crate::keys::unexpired_after;
+use crate::{DynamoStore, QUEUE_INDEX};
+
+/// How often a transaction that lost to a concurrent one is tried again.
+pub(crate) const TRANSACTION_ATTEMPTS: u32 = 6;
+
+impl DynamoStore {
+    pub(crate) fn update(&self, key: Item, update: &str, condition: &str, values: Item) -> UpdateRequest<'_> {
+        UpdateRequest { store: self, key, update: update.to_owned(), condition: condition.to_owned(), values }
+    }
+
+    pub(crate) async fn get(&self, key: Item) -> StoreResult<Option<Item>> {
+        let out = self
+            .client
+            .get_item()
+            .table_name(&self.table)
+            .set_key(Some(key))
+            .consistent_read(true)
+            .send()
+            .await
+            .map_err(sdk)?;
+        Ok(out.item)
+    }
+
+    /// Every item of partition `pk` whose sort key starts with `sk_prefix` (all of them when
+    /// the prefix is empty: DynamoDB refuses an empty key value).
+    pub(crate) async fn query_all(&self, pk: String, sk_prefix: &str) -> StoreResult<Vec<Item>> {
+        let mut items = Vec::new();
+        let mut start = None;
+        loop {
+            let mut q = self.client.query().table_name(&self.table).expression_attribute_values(":pk", s(pk.clone()));
+            q = if sk_prefix.is_empty() {
+                q.key_condition_expression("#pk = :pk").set_expression_attribute_names(Some(names("#pk")))
+            } else {
+                q.key_condition_expression("#pk = :pk AND begins_with(#sk, :prefix)")
+                    .set_expression_attribute_names(Some(names("#pk #sk")))
+                    .expression_attribute_values(":prefix", s(sk_prefix))
+            };
+            let out = q.consistent_read(true).set_exclusive_start_key(start).send().await.map_err(sdk)?;
+            items.extend(out.items.unwrap_or_default());
+            match out.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => return Ok(items),
+            }
+        }
+    }
+
+    /// One `Query` on a sparse index whose sort keys start with the expiry: the owner's
+    /// unexpired items under `partition`, in sort-key order.
+    pub(crate) async fn query_unexpired(
+        &self,
+        index: &str,
+        partition: String,
+        owner: &OwnerId,
+        limit: usize,
+    ) -> StoreResult<Vec<Item>> {
+        let (pk, sk) = if index == QUEUE_INDEX { ("#gsi1pk", "#gsi1sk") } else { ("#gsi2pk", "#gsi2sk") };
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(index)
+            .key_condition_expression(format!("{pk} = :p AND {sk} > :now"))
+            .filter_expression("#owner = :o")
+            .set_expression_attribute_names(Some(names(&format!("{pk} {sk} #owner"))))
+            .expression_attribute_values(":p", s(partition))
+            .expression_attribute_values(":now", s(unexpired_after(self.clock.now())))
+            .expression_attribute_values(":o", s(owner.as_str()))
+            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+            .send()
+            .await
+            .map_err(sdk)?;
+        Ok(out.items.unwrap_or_default())
+    }
+
+    /// Runs a transaction, retrying on `TransactionConflict`. `Ok(None)` = committed;
+    /// `Ok(Some(reasons))` = a condition failed (one reason per item, in order).
+    pub(crate) async fn transact(&self, items: Vec<TransactWriteItem>) -> StoreResult<Option<Vec<CancellationReason>>> {
+        let mut delay = Duration::from_millis(10);
+        for attempt in 1..=TRANSACTION_ATTEMPTS {
+            let result = self.client.transact_write_items().set_transact_items(Some(items.clone())).send().await;
+            let err = match result {
+                Ok(_) => return Ok(None),
+                Err(e) => e,
+            };
+            if let SdkError::ServiceError(se) = &err
+                && let TransactWriteItemsError::TransactionCanceledException(tc) = se.err()
+            {
+                let reasons = tc.cancellation_reasons().to_vec();
+                if reasons.iter().any(|r| r.code() == Some("ConditionalCheckFailed")) {
+                    return Ok(Some(reasons));
+                }
+                // Lost a race with another transaction, or throttled: both retryable.
+                let transient = reasons.iter().all(|r| {
+                    matches!(
+                        r.code(),
+                        None | Some(
+                            "None" | "TransactionConflict" | "ThrottlingError" | "ProvisionedThroughputExceeded"
+                        )
+                    )
+                });
+                if !transient {
+                    return Err(StoreError::refused(DynamoError::Cancelled {
+                        what: "transaction",
+                        reasons: codes(&reasons),
+                    }));
+                }
+                if attempt < TRANSACTION_ATTEMPTS {
+                    tokio::time::sleep(delay).await;
+                    delay *= 2;
+                    continue;
+                }
+                return Err(StoreError::unavailable(DynamoError::Contended {
+                    attempts: TRANSACTION_ATTEMPTS,
+                    reasons: codes(&reasons),
+                }));
+            }
+            if is_transaction_conflict(&err) && attempt < TRANSACTION_ATTEMPTS {
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+                continue;
+            }
+            return Err(sdk(err));
+        }
+        Err(StoreError::unavailable(DynamoError::Contended { attempts: TRANSACTION_ATTEMPTS, reasons: String::new() }))
+    }
+}
+
+/// One conditional `UpdateItem` with `ALL_OLD` on failure.
+pub(crate) struct UpdateRequest<'a> {
+    store: &'a DynamoStore,
+    key: Item,
+    update: String,
+    condition: String,
+    values: Item,
+}
+
+/// Result of a conditional update.
+pub(crate) enum Updated {
+    /// The condition held; the item as asked for in `ReturnValues`.
+    Applied(Option<Item>),
+    /// The condition failed; the item as it was (`None`: no such item).
+    Rejected(Option<Item>),
+}
+
+impl UpdateRequest<'_> {
+    pub(crate) async fn send(self, return_new: bool) -> StoreResult<Updated> {
+        let names = names(&format!("{} {}", self.update, self.condition));
+        let result = self
+            .store
+            .client
+            .update_item()
+            .table_name(&self.store.table)
+            .set_key(Some(self.key))
+            .update_expression(self.update)
+            .condition_expression(self.condition)
+            .set_expression_attribute_names(Some(names))
+            // DynamoDB refuses an empty value map: send none when the expressions use no values.
+            .set_expression_attribute_values(Some(self.values).filter(|v| !v.is_empty()))
+            .return_values(if return_new { ReturnValue::AllNew } else { ReturnValue::None })
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+            .send()
+            .await;
+        match result {
+            Ok(UpdateItemOutput { attributes, .. }) => Ok(Updated::Applied(attributes)),
+            Err(SdkError::ServiceError(se))
+                if matches!(se.err(), UpdateItemError::ConditionalCheckFailedException(_)) =>
+            {
+                match se.into_err() {
+                    UpdateItemError::ConditionalCheckFailedException(c) => Ok(Updated::Rejected(c.item)),
+                    other => Err(StoreError::refused(other)),
+                }
+            }
+            Err(e) => Err(sdk(e)),
+        }
+    }
+}
+
+/// Expression attribute names for every `#name` token in `expr` (each maps to `name`).
+/// Every attribute goes through a placeholder: DynamoDB reserves words such as `status`,
+/// `name`, `owner`, `result`, `size` and `ttl`, and rejects unused placeholders.
+pub(crate) fn names(expr: &str) -> HashMap<String, String> {
+    let mut out = HashMap::new();
+    let bytes = expr.as_bytes();
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'#' {
+            let start = i + 1;
+            let mut end = start;
+            while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_') {
+                end += 1;
+            }
+            if end > start {
+                out.insert(format!("#{}", &expr[start..end]), expr[start..end].to_owned());
+            }
+            i = end;
+        } else {
+            i += 1;
+        }
+    }
+    out
+}
+
+pub(crate) fn put(table: &str, item: Item, condition: &str, condition_values: Item) -> StoreResult<TransactWriteItem> {
+    let mut p = Put::builder()
+        .table_name(table)
+        .set_item(Some(item))
+        .condition_expression(condition)
+        .set_expression_attribute_names(Some(names(condition)))
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+    if !condition_values.is_empty() {
+        p = p.set_expression_attribute_values(Some(condition_values));
+    }
+    Ok(TransactWriteItem::builder().put(p.build().map_err(build)?).build())
+}
+
+pub(crate) fn check(table: &str, key: Item, condition: &str, condition_values: Item) -> StoreResult<TransactWriteItem> {
+    let mut c = ConditionCheck::builder()
+        .table_name(table)
+        .set_key(Some(key))
+        .condition_expression(condition)
+        .set_expression_attribute_names(Some(names(condition)))
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
+    if !condition_values.is_empty() {
+        c = c.set_expression_attribute_values(Some(condition_values));
+    }
+    Ok(TransactWriteItem::builder().condition_check(c.build().map_err(build)?).build())
+}
+
+pub(crate) fn failed(reasons: &[CancellationReason], i: usize) -> bool {
+    reasons.get(i).and_then(CancellationReason::code) == Some("ConditionalCheckFailed")
+}
+
+pub(crate) fn old_image(reasons: &[CancellationReason], i: usize) -> Option<&Item> {
+    reasons.get(i).and_then(|r| r.item.as_ref()).filter(|i| !i.is_empty())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_cover_every_placeholder_once() {
+        let m = names("SET #status = :s, #ttl = :t REMOVE #gsi1pk, #gsi1sk #status");
+        assert_eq!(m.len(), 4);
+        assert_eq!(m.get("#status").map(String::as_str), Some("status"));
+        assert_eq!(m.get("#gsi1sk").map(String::as_str), Some("gsi1sk"));
+    }
+}

@@ -1,0 +1,389 @@
+//! Graph runs: [`QueueRuns`], [`ReadRuns`], [`CancelRuns`], [`RelayRuns`], [`OwnerRuns`].
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
+use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use domain::ids::{AgentId, CommandId, OwnerId, ProjectId};
+use domain::projects::{check_named_project, resolve_project};
+use domain::runs::{
+    CancelRunOutcome, CancelStep, CompleteOutcome, CompleteStep, Completion, ControlOutcome, QueueOutcome,
+    QueueRejection, QueueRun, QueueTarget, Run, RunStatus, StartOutcome, classify_cancel, classify_complete,
+    classify_control, classify_start, idempotency_record_key,
+};
+use domain::store::{CancelRuns, ManageProjects, OwnerRuns, QueueRuns, ReadRuns, RelayRuns, StoreError, StoreResult};
+
+use crate::codec::{Read, b, bad, n, opt_from, project_from, run_from, s, values};
+use crate::error::sdk;
+use crate::idempotency::{Create, Created};
+use crate::keys::{project_key, run_key, ttl_at};
+use crate::request::{Updated, check, names};
+use crate::{DynamoStore, OWNER_RUNS_INDEX, QUEUE_INDEX, TTL_ATTRIBUTE};
+
+impl DynamoStore {
+    /// Writes a completed run's duration into its project's summary slot: one `UpdateItem`
+    /// after the completion (two the first time, when the project has no summary map yet).
+    /// Advisory: a failure is logged and the completion stands.
+    pub(crate) async fn record_duration(&self, owner: &OwnerId, run: &Run) {
+        let (Some(started), Some(finished)) = (run.started_at, run.finished_at) else { return };
+        let key = domain::runs::duration_key(&run.graph_session_id, finished);
+        let ms = n(finished.since(started).as_millis() as i64);
+        for first in [true, false, true] {
+            let req = self
+                .client
+                .update_item()
+                .table_name(&self.table)
+                .set_key(Some(project_key(owner, run.project_id)))
+                .expression_attribute_names("#pk", "pk")
+                .expression_attribute_names("#durations", "durations");
+            let req = if first {
+                req.update_expression("SET #durations.#k = :ms")
+                    .condition_expression("attribute_exists(#pk) AND attribute_exists(#durations)")
+                    .expression_attribute_names("#k", key.clone())
+                    .expression_attribute_values(":ms", ms.clone())
+            } else {
+                req.update_expression("SET #durations = :m")
+                    .condition_expression("attribute_exists(#pk) AND attribute_not_exists(#durations)")
+                    .expression_attribute_values(":m", AttributeValue::M([(key.clone(), ms.clone())].into()))
+            };
+            match req.send().await {
+                Ok(_) => return,
+                Err(SdkError::ServiceError(se))
+                    if matches!(se.err(), UpdateItemError::ConditionalCheckFailedException(_)) => {}
+                Err(e) => {
+                    tracing::warn!(error = %DisplayErrorContext(&e), "recording a run's duration failed; hints fall back to 15 s");
+                    return;
+                }
+            }
+        }
+    }
+}
+
+impl DynamoStore {
+    pub(crate) async fn queue_target(&self, req: &QueueRun) -> StoreResult<Result<QueueTarget, QueueRejection>> {
+        Ok(match req.project_id {
+            Some(p) => check_named_project(self.get_project(&req.owner, p).await?.as_ref(), &req.graph_session_id),
+            None => resolve_project(&self.list_projects(&req.owner).await?, &req.graph_session_id),
+        })
+    }
+
+    /// The answer for a key seen before: the original run, or the mismatch rejection.
+    async fn replay_run(&self, same_request: bool, target: &str) -> StoreResult<QueueOutcome> {
+        if !same_request {
+            return Ok(QueueOutcome::Rejected(QueueRejection::IdempotencyMismatch));
+        }
+        let id = CommandId::parse("command_id", target).map_err(|_| bad("target_id"))?;
+        match opt_from(self.get(run_key(id)).await?.as_ref(), run_from)? {
+            Some(run) => Ok(QueueOutcome::Replayed(run)),
+            None => Err(StoreError::Corrupt("idempotency record points at a missing run".into())),
+        }
+    }
+}
+
+#[async_trait]
+impl QueueRuns for DynamoStore {
+    async fn queue_run(&self, req: &QueueRun) -> StoreResult<QueueOutcome> {
+        let record = idempotency_record_key("run", req.agent.as_str(), &req.idempotency_key);
+        let hash = req.request_hash();
+        let target = match self.queue_target(req).await? {
+            Ok(t) => t,
+            Err(rejection) => {
+                // A retry must still replay even if consent changed since the first call.
+                return match self.live_record(&record, self.clock.now()).await? {
+                    Some((seen, target)) => self.replay_run(seen == hash, &target).await,
+                    None => Ok(QueueOutcome::Rejected(rejection)),
+                };
+            }
+        };
+        let now = self.clock.now();
+        let run = Run::queued(req, target, now, &self.policy);
+        let mut item = run_key(run.command_id);
+        item.extend(values([
+            ("command_id", s(run.command_id.to_string())),
+            ("owner", s(run.owner.as_str())),
+            ("agent", s(run.agent.as_str())),
+            ("project_id", s(run.project_id.to_string())),
+            ("graph_session_id", s(run.graph_session_id.as_str())),
+            ("slug", s(run.slug.clone())),
+            ("arguments", s(run.arguments.to_string())),
+            ("status", s(RunStatus::Queued.as_str())),
+            ("queued_at", n(now.as_millis())),
+            ("expires_at", n(run.expires_at.as_millis())),
+            ("cancel_requested", b(false)),
+            ("gsi1pk", s(format!("QUEUE#{}", run.project_id))),
+            ("gsi1sk", s(format!("{}#{}", run.expires_at.sortable(), run.command_id))),
+            ("gsi3pk", s(format!("RUNS#{}", run.owner))),
+            ("gsi3sk", s(run.command_id.to_string())),
+            (TTL_ATTRIBUTE, ttl_at(run.expires_at.plus(self.policy.retention))),
+        ]));
+        let parent_key = project_key(&req.owner, run.project_id);
+        let create = Create {
+            what: "queue transaction",
+            parent: check(
+                &self.table,
+                parent_key.clone(),
+                "#enabled = :t AND contains(#session_ids, :gs)",
+                values([(":t", b(true)), (":gs", s(req.graph_session_id.as_str()))]),
+            )?,
+            parent_key: Some(parent_key),
+            record: &record,
+            request_hash: &hash,
+            target: run.command_id.to_string(),
+            item,
+        };
+        match self.create_idempotent(create, now).await? {
+            Created::New => Ok(QueueOutcome::Queued(run)),
+            Created::KeyInUse { same_request, target } => self.replay_run(same_request, &target).await,
+            Created::ParentRefused(old) => {
+                // Consent changed between the read and the write: classify on the old image.
+                let project = opt_from(old.as_ref(), project_from)?;
+                let rejection = match check_named_project(project.as_ref(), &req.graph_session_id) {
+                    Err(r) => r,
+                    Ok(_) => QueueRejection::SessionNotShared(req.graph_session_id.clone()),
+                };
+                Ok(QueueOutcome::Rejected(rejection))
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl ReadRuns for DynamoStore {
+    async fn get_run(&self, agent: &AgentId, command: CommandId) -> StoreResult<Option<Run>> {
+        Ok(opt_from(self.get(run_key(command)).await?.as_ref(), run_from)?.filter(|r| &r.agent == agent))
+    }
+}
+
+#[async_trait]
+impl CancelRuns for DynamoStore {
+    async fn cancel_run(&self, agent: &AgentId, command: CommandId) -> StoreResult<CancelRunOutcome> {
+        let now = self.clock.now();
+        let out = self
+            .update(
+                run_key(command),
+                "SET #status = :cancelled, #finished_at = :now, #ttl = :ttl REMOVE #gsi1pk, #gsi1sk",
+                "#agent = :a AND #status = :queued AND #expires_at > :now",
+                values([
+                    (":cancelled", s("cancelled")),
+                    (":queued", s("queued")),
+                    (":now", n(now.as_millis())),
+                    (":a", s(agent.as_str())),
+                    (":ttl", ttl_at(now.plus(self.policy.retention))),
+                ]),
+            )
+            .send(false)
+            .await?;
+        let Updated::Rejected(old) = out else { return Ok(CancelRunOutcome::Cancelled) };
+        match classify_cancel(opt_from(old.as_ref(), run_from)?.as_ref(), agent, now, &self.policy) {
+            CancelStep::Done(outcome) => Ok(outcome),
+            CancelStep::FlagRunning => {
+                let out = self
+                    .update(
+                        run_key(command),
+                        "SET #cancel_requested = :t",
+                        "#agent = :a AND #status = :running AND #last_heartbeat_at > :cutoff",
+                        values([
+                            (":t", b(true)),
+                            (":a", s(agent.as_str())),
+                            (":running", s("running")),
+                            (":cutoff", n(now.minus(self.policy.heartbeat_timeout).as_millis())),
+                        ]),
+                    )
+                    .send(false)
+                    .await?;
+                Ok(match out {
+                    Updated::Applied(_) => CancelRunOutcome::CancelRequested,
+                    // It finished between the two writes: report what it is now.
+                    Updated::Rejected(old) => {
+                        match classify_cancel(opt_from(old.as_ref(), run_from)?.as_ref(), agent, now, &self.policy) {
+                            CancelStep::Done(outcome) => outcome,
+                            CancelStep::FlagRunning => CancelRunOutcome::Unchanged(RunStatus::Running),
+                        }
+                    }
+                })
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl RelayRuns for DynamoStore {
+    async fn list_queued(&self, owner: &OwnerId, project: ProjectId, limit: usize) -> StoreResult<Vec<Run>> {
+        let items = self.query_unexpired(QUEUE_INDEX, format!("QUEUE#{project}"), owner, limit).await?;
+        items.iter().map(run_from).collect()
+    }
+
+    async fn start_run(&self, owner: &OwnerId, command: CommandId, execution_id: &str) -> StoreResult<StartOutcome> {
+        let now = self.clock.now();
+        let out = self
+            .update(
+                run_key(command),
+                "SET #status = :running, #started_at = :now, #last_heartbeat_at = :now, #execution_id = :e REMOVE #gsi1pk, #gsi1sk",
+                "#owner = :o AND #status = :queued AND #expires_at > :now",
+                values([
+                    (":running", s("running")),
+                    (":queued", s("queued")),
+                    (":now", n(now.as_millis())),
+                    (":e", s(execution_id)),
+                    (":o", s(owner.as_str())),
+                ]),
+            )
+            .send(false)
+            .await?;
+        match out {
+            Updated::Applied(_) => Ok(StartOutcome::Started),
+            Updated::Rejected(old) => {
+                Ok(classify_start(opt_from(old.as_ref(), run_from)?.as_ref(), owner, execution_id, now, &self.policy))
+            }
+        }
+    }
+
+    async fn control_run(&self, owner: &OwnerId, command: CommandId) -> StoreResult<ControlOutcome> {
+        let now = self.clock.now();
+        let out = self
+            .update(
+                run_key(command),
+                "SET #last_heartbeat_at = :now",
+                "#owner = :o AND #status = :running AND #last_heartbeat_at > :cutoff",
+                values([
+                    (":now", n(now.as_millis())),
+                    (":o", s(owner.as_str())),
+                    (":running", s("running")),
+                    (":cutoff", n(now.minus(self.policy.heartbeat_timeout).as_millis())),
+                ]),
+            )
+            .send(true)
+            .await?;
+        match out {
+            Updated::Applied(item) => Ok(ControlOutcome::Running {
+                cancel_requested: item.as_ref().is_some_and(|i| Read(i).bool("cancel_requested")),
+            }),
+            Updated::Rejected(old) => {
+                Ok(classify_control(opt_from(old.as_ref(), run_from)?.as_ref(), owner, now, &self.policy))
+            }
+        }
+    }
+
+    async fn complete_run(
+        &self,
+        owner: &OwnerId,
+        command: CommandId,
+        completion: &Completion,
+    ) -> StoreResult<CompleteOutcome> {
+        let now = self.clock.now();
+        let hash = completion.hash();
+        let status = RunStatus::from(completion.status);
+        let meta = Completion { result: None, ..completion.clone() };
+        let meta = serde_json::to_string(&meta).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let cutoff = n(now.minus(self.policy.heartbeat_timeout).as_millis());
+        let mut vals = values([
+            (":status", s(status.as_str())),
+            (":now", n(now.as_millis())),
+            (":e", s(completion.execution_id.clone())),
+            (":c", s(meta.clone())),
+            (":h", s(hash.clone())),
+            (":ttl", ttl_at(now.plus(self.policy.retention))),
+            (":o", s(owner.as_str())),
+            (":running", s("running")),
+            (":cutoff", cutoff.clone()),
+            (":f", b(false)),
+        ]);
+        let (set_result, result_value) = match &completion.result {
+            Some(r) => (", #result = :r", Some(s(r.clone()))),
+            None => ("", None),
+        };
+        if let Some(v) = &result_value {
+            vals.insert(":r".into(), v.clone());
+        }
+        let update = format!(
+            "SET #status = :status, #finished_at = :now, #execution_id = :e, #completion = :c, #completion_hash = :h, #ttl = :ttl{set_result} REMOVE #gsi1pk, #gsi1sk"
+        );
+        let running =
+            "(#status = :running AND #execution_id = :e AND #last_heartbeat_at > :cutoff AND #cancel_requested = :f)";
+        // A queued command may only be refused (failed/cancelled), never completed unstarted.
+        let condition = if status == RunStatus::Completed {
+            format!("#owner = :o AND {running}")
+        } else {
+            vals.insert(":queued".into(), s("queued"));
+            format!("#owner = :o AND ({running} OR (#status = :queued AND #expires_at > :now))")
+        };
+        let old = match self.update(run_key(command), &update, &condition, vals).send(true).await? {
+            Updated::Applied(new) => {
+                if status == RunStatus::Completed
+                    && let Some(run) = opt_from(new.as_ref(), run_from)?
+                {
+                    self.record_duration(owner, &run).await;
+                }
+                return Ok(CompleteOutcome::Recorded(status));
+            }
+            Updated::Rejected(old) => old,
+        };
+        let old = opt_from(old.as_ref(), run_from)?;
+        match classify_complete(old.as_ref(), owner, completion, &hash, now, &self.policy) {
+            CompleteStep::Done(outcome) => Ok(outcome),
+            CompleteStep::RecordCancelled => {
+                let mut vals = values([
+                    (":cancelled", s("cancelled")),
+                    (":now", n(now.as_millis())),
+                    (":c", s(meta)),
+                    (":h", s(hash.clone())),
+                    (":ttl", ttl_at(now.plus(self.policy.retention))),
+                    (":o", s(owner.as_str())),
+                    (":running", s("running")),
+                    (":e", s(completion.execution_id.clone())),
+                    (":t", b(true)),
+                    (":cutoff", cutoff),
+                ]);
+                if let Some(v) = result_value {
+                    vals.insert(":r".into(), v);
+                }
+                let update = format!(
+                    "SET #status = :cancelled, #finished_at = :now, #completion = :c, #completion_hash = :h, #ttl = :ttl{set_result}"
+                );
+                let out = self
+                    .update(
+                        run_key(command),
+                        &update,
+                        "#owner = :o AND #status = :running AND #execution_id = :e AND #cancel_requested = :t AND #last_heartbeat_at > :cutoff",
+                        vals,
+                    )
+                    .send(false)
+                    .await?;
+                Ok(match out {
+                    Updated::Applied(_) => CompleteOutcome::Recorded(RunStatus::Cancelled),
+                    Updated::Rejected(old) => {
+                        let old = opt_from(old.as_ref(), run_from)?;
+                        match classify_complete(old.as_ref(), owner, completion, &hash, now, &self.policy) {
+                            CompleteStep::Done(outcome) => outcome,
+                            CompleteStep::RecordCancelled => CompleteOutcome::Conflict(RunStatus::Running),
+                        }
+                    }
+                })
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl OwnerRuns for DynamoStore {
+    /// One `Query` on the owner-runs index, newest first (command ids are UUIDv7).
+    async fn recent_runs(&self, owner: &OwnerId, limit: usize, before: Option<CommandId>) -> StoreResult<Vec<Run>> {
+        let before = before.map_or_else(|| "~".to_owned(), |c| c.to_string());
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(OWNER_RUNS_INDEX)
+            .key_condition_expression("#gsi3pk = :p AND #gsi3sk < :before")
+            .set_expression_attribute_names(Some(names("#gsi3pk #gsi3sk")))
+            .expression_attribute_values(":p", s(format!("RUNS#{owner}")))
+            .expression_attribute_values(":before", s(before))
+            .scan_index_forward(false)
+            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
+            .send()
+            .await
+            .map_err(sdk)?;
+        out.items().iter().map(run_from).collect()
+    }
+}

@@ -1,0 +1,93 @@
+//! Relay devices and their tokens: [`ManageDevices`], [`AuthenticateDevices`].
+
+use async_trait::async_trait;
+use rusqlite::{OptionalExtension, params};
+
+use domain::devices::Device;
+use domain::ids::OwnerId;
+use domain::store::{AuthenticateDevices, DEVICE_SEEN_GRANULARITY, ManageDevices, StoreResult};
+
+use crate::SqliteStore;
+use crate::codec::{DEVICE_COLS, device_row};
+use crate::projects::set_device_share_tx;
+
+#[async_trait]
+impl ManageDevices for SqliteStore {
+    async fn create_device(&self, owner: &OwnerId, name: &str, token_hash: &str) -> StoreResult<Device> {
+        let d = Device::new(owner, name, token_hash, self.clock.now());
+        let row = d.clone();
+        self.write(move |tx, _| {
+            tx.prepare_cached(&format!("INSERT INTO devices ({DEVICE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, NULL, NULL)"))?
+                .execute(params![
+                    row.device_id.to_string(),
+                    row.owner.as_str(),
+                    row.name,
+                    row.token_hash,
+                    row.created_at.as_millis()
+                ])
+        })
+        .await?;
+        Ok(d)
+    }
+
+    async fn list_devices(&self, owner: &OwnerId) -> StoreResult<Vec<Device>> {
+        let owner = owner.as_str().to_owned();
+        self.read(move |tx, _| {
+            let mut st = tx.prepare_cached(&format!(
+                "SELECT {DEVICE_COLS} FROM devices WHERE owner = ?1 ORDER BY created_at, device_id"
+            ))?;
+            st.query_map([owner], device_row)?.collect()
+        })
+        .await
+    }
+
+    async fn revoke_device(&self, owner: &OwnerId, device: uuid::Uuid) -> StoreResult<bool> {
+        let owner = owner.as_str().to_owned();
+        self.write(move |tx, now| {
+            let revoked = tx
+                .prepare_cached(
+                    "UPDATE devices SET revoked_at = COALESCE(revoked_at, ?1) WHERE device_id = ?2 AND owner = ?3",
+                )?
+                .execute(params![now.as_millis(), device.to_string(), owner])?
+                == 1;
+            if revoked {
+                // Its shares go with it, in the same transaction.
+                let projects: Vec<String> = tx
+                    .prepare("SELECT project_id FROM device_sessions WHERE device_id = ?1")?
+                    .query_map([device.to_string()], |r| r.get(0))?
+                    .collect::<rusqlite::Result<_>>()?;
+                for p in projects {
+                    set_device_share_tx(tx, &p, &device.to_string(), &[])?;
+                }
+            }
+            Ok(revoked)
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl AuthenticateDevices for SqliteStore {
+    async fn device_by_token_hash(&self, token_hash: &str) -> StoreResult<Option<Device>> {
+        let hash = token_hash.to_owned();
+        self.read(move |tx, _| {
+            tx.prepare_cached(&format!(
+                "SELECT {DEVICE_COLS} FROM devices WHERE token_hash = ?1 AND revoked_at IS NULL"
+            ))?
+            .query_row([hash], device_row)
+            .optional()
+        })
+        .await
+    }
+
+    async fn record_device_seen(&self, device: &Device) -> StoreResult<()> {
+        let id = device.device_id.to_string();
+        let granularity = i64::try_from(DEVICE_SEEN_GRANULARITY.as_millis()).unwrap_or(i64::MAX);
+        self.write(move |tx, now| {
+            tx.prepare_cached("UPDATE devices SET last_seen_at = ?1 WHERE device_id = ?2 AND (last_seen_at IS NULL OR last_seen_at <= ?3)")?.execute(params![now.as_millis(), id, now.as_millis() - granularity],
+            )
+            .map(drop)
+        })
+        .await
+    }
+}

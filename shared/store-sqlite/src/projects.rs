@@ -1,0 +1,246 @@
+//! Projects, their device shares and chat links: [`ManageProjects`], [`SyncSessions`],
+//! [`ManageLinks`].
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use domain::events::derive_task;
+use domain::ids::{ChatLinkId, OwnerId, ProjectId};
+use domain::projects::{ChatLink, Project, Subscription, SyncOutcome};
+use domain::runs::SessionMeta;
+use domain::store::{ManageLinks, ManageProjects, StoreResult, SyncSessions};
+use domain::tasks::Task;
+
+use crate::SqliteStore;
+use crate::codec::{LINK_COLS, PROJECT_COLS, TASK_COLS, col, get_project_tx, json, link_row, project_row, task_row};
+use crate::error::{corrupt, missing_target};
+use crate::events::record_events;
+
+/// Replaces one device's shared sessions in a project (empty = none) and rewrites the
+/// project's union from every device's list, in the caller's transaction.
+pub(crate) fn set_device_share_tx(
+    tx: &Connection,
+    project: &str,
+    device: &str,
+    sessions: &[SessionMeta],
+) -> rusqlite::Result<()> {
+    if sessions.is_empty() {
+        tx.prepare_cached("DELETE FROM device_sessions WHERE project_id = ?1 AND device_id = ?2")?
+            .execute(params![project, device])?;
+    } else {
+        tx.prepare_cached(
+            "INSERT INTO device_sessions (project_id, device_id, sessions) VALUES (?1, ?2, ?3) \
+             ON CONFLICT (project_id, device_id) DO UPDATE SET sessions = excluded.sessions",
+        )?
+        .execute(params![project, device, json(&sessions)])?;
+    }
+    let mut shares = domain::projects::DeviceShares::new();
+    let mut st = tx.prepare_cached("SELECT device_id, sessions FROM device_sessions WHERE project_id = ?1")?;
+    let rows = st.query_map([project], |r| {
+        let id: String = r.get(0)?;
+        let list: Vec<SessionMeta> = col(r, 1, "sessions", |s| serde_json::from_str(s).ok())?;
+        Ok((id, list))
+    })?;
+    for row in rows {
+        let (id, list) = row?;
+        let id = uuid::Uuid::parse_str(&id).map_err(|_| corrupt(0, "device_id"))?;
+        shares.insert(id, list);
+    }
+    tx.prepare_cached("UPDATE projects SET sessions = ?1 WHERE project_id = ?2")?
+        .execute(params![json(&domain::projects::union_of(&shares)), project])?;
+    Ok(())
+}
+
+#[async_trait]
+impl ManageProjects for SqliteStore {
+    async fn create_project(&self, owner: &OwnerId, name: &str) -> StoreResult<Project> {
+        let p = Project::new(owner, name, self.clock.now());
+        let row = p.clone();
+        self.write(move |tx, _| {
+            tx.prepare_cached(&format!(
+                "INSERT INTO projects ({PROJECT_COLS}) VALUES (?1, ?2, ?3, 0, '[]', NULL, ?4, '{{}}')"
+            ))?
+            .execute(params![
+                row.project_id.to_string(),
+                row.owner.as_str(),
+                row.name,
+                row.created_at.as_millis()
+            ])
+        })
+        .await?;
+        Ok(p)
+    }
+
+    async fn set_project_enabled(
+        &self,
+        owner: &OwnerId,
+        project: ProjectId,
+        enabled: bool,
+    ) -> StoreResult<Option<Project>> {
+        let owner = owner.as_str().to_owned();
+        self.write(move |tx, _| {
+            tx.prepare_cached(&format!(
+                "UPDATE projects SET enabled = ?1 WHERE project_id = ?2 AND owner = ?3 RETURNING {PROJECT_COLS}"
+            ))?
+            .query_row(params![enabled, project.to_string(), owner], project_row)
+            .optional()
+        })
+        .await
+    }
+
+    async fn get_project(&self, owner: &OwnerId, project: ProjectId) -> StoreResult<Option<Project>> {
+        let owner = owner.as_str().to_owned();
+        self.read(move |tx, _| get_project_tx(tx, &owner, &project.to_string())).await
+    }
+
+    async fn list_projects(&self, owner: &OwnerId) -> StoreResult<Vec<Project>> {
+        let owner = owner.as_str().to_owned();
+        self.read(move |tx, _| {
+            let mut st = tx
+                .prepare_cached(&format!("SELECT {PROJECT_COLS} FROM projects WHERE owner = ?1 ORDER BY project_id"))?;
+            st.query_map([owner], project_row)?.collect()
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl SyncSessions for SqliteStore {
+    async fn sync_sessions(
+        &self,
+        owner: &OwnerId,
+        project: ProjectId,
+        device: uuid::Uuid,
+        sessions: &[SessionMeta],
+    ) -> StoreResult<SyncOutcome> {
+        let owner = owner.as_str().to_owned();
+        let sessions = sessions.to_vec();
+        self.write(move |tx, now| {
+            let enabled = tx
+                .prepare_cached(
+                    "UPDATE projects SET last_sync_at = ?1 WHERE project_id = ?2 AND owner = ?3 AND enabled = 1",
+                )?
+                .execute(params![now.as_millis(), project.to_string(), owner])?;
+            if enabled == 0 {
+                return Ok(if get_project_tx(tx, &owner, &project.to_string())?.is_some() {
+                    SyncOutcome::Disabled
+                } else {
+                    SyncOutcome::NotFound
+                });
+            }
+            set_device_share_tx(tx, &project.to_string(), &device.to_string(), &sessions)?;
+            let p = get_project_tx(tx, &owner, &project.to_string())?.ok_or_else(missing_target)?;
+            Ok(SyncOutcome::Synced(p))
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl ManageLinks for SqliteStore {
+    async fn create_link(&self, owner: &OwnerId, project: ProjectId, name: &str) -> StoreResult<Option<ChatLink>> {
+        let link = ChatLink::new(owner, project, name, self.clock.now());
+        self.write(move |tx, _| {
+            if get_project_tx(tx, link.owner.as_str(), &project.to_string())?.is_none() {
+                return Ok(None);
+            }
+            tx.prepare_cached(&format!("INSERT INTO links ({LINK_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, NULL)"))?.execute(
+                params![
+                    link.link_id.to_string(),
+                    link.owner.as_str(),
+                    project.to_string(),
+                    link.name,
+                    link.created_at.as_millis()
+                ],
+            )?;
+            Ok(Some(link))
+        })
+        .await
+    }
+
+    async fn get_link(&self, owner: &OwnerId, link: ChatLinkId) -> StoreResult<Option<ChatLink>> {
+        let owner = owner.as_str().to_owned();
+        self.read(move |tx, _| {
+            tx.prepare_cached(&format!(
+                "SELECT {LINK_COLS} FROM links WHERE link_id = ?1 AND owner = ?2 AND deleted_at IS NULL"
+            ))?
+            .query_row([link.to_string(), owner], link_row)
+            .optional()
+        })
+        .await
+    }
+
+    async fn list_links(&self, owner: &OwnerId) -> StoreResult<Vec<ChatLink>> {
+        let owner = owner.as_str().to_owned();
+        self.read(move |tx, _| {
+            let mut st = tx.prepare_cached(&format!(
+                "SELECT {LINK_COLS} FROM links WHERE owner = ?1 AND deleted_at IS NULL ORDER BY created_at, link_id"
+            ))?;
+            st.query_map([owner], link_row)?.collect()
+        })
+        .await
+    }
+
+    async fn delete_link(&self, owner: &OwnerId, link: ChatLinkId) -> StoreResult<Option<usize>> {
+        let owner = owner.as_str().to_owned();
+        self.write(move |tx, now| {
+            // A link already deleted (tombstone not yet expired) finishes its sweep again.
+            let known: Option<i64> = tx
+                .query_row("SELECT 1 FROM links WHERE link_id = ?1 AND owner = ?2", [link.to_string(), owner.clone()], |r| {
+                    r.get(0)
+                })
+                .optional()?;
+            if known.is_none() {
+                return Ok(None);
+            }
+            tx.prepare_cached("UPDATE links SET deleted_at = COALESCE(deleted_at, ?1), subscription = NULL WHERE link_id = ?2 AND owner = ?3")?.execute(params![now.as_millis(), link.to_string(), owner],
+            )?;
+            let open: Vec<Task> = {
+                let mut st = tx.prepare_cached(&format!(
+                    "SELECT {TASK_COLS} FROM tasks WHERE link_id = ?1 AND owner = ?2 \
+                     AND status IN ('queued', 'claimed') AND expires_at > ?3"
+                ))?;
+                st.query_map(params![link.to_string(), owner, now.as_millis()], task_row)?
+                    .collect::<rusqlite::Result<_>>()?
+            };
+            // The open tasks become cancelled; `RETURNING` gives each one's new row, so the
+            // events come from the write's own images.
+            let cancelled: Vec<Task> = {
+                let mut st = tx.prepare_cached(&format!(
+                    "UPDATE tasks SET status = 'cancelled', finished_at = ?1, link_deleted = 1 \
+                     WHERE link_id = ?2 AND owner = ?3 AND status IN ('queued', 'claimed') AND expires_at > ?1 \
+                     RETURNING {TASK_COLS}"
+                ))?;
+                st.query_map(params![now.as_millis(), link.to_string(), owner], task_row)?
+                    .collect::<rusqlite::Result<_>>()?
+            };
+            for new in &cancelled {
+                let old = open.iter().find(|t| t.task_id == new.task_id);
+                record_events(tx, &derive_task(old, Some(new)), now)?;
+            }
+            tx.prepare_cached("UPDATE tasks SET link_deleted = 1 WHERE link_id = ?1 AND owner = ?2 AND link_deleted = 0")?.execute(params![link.to_string(), owner],
+            )?;
+            Ok(Some(cancelled.len()))
+        })
+        .await
+    }
+
+    async fn set_subscription(
+        &self,
+        owner: &OwnerId,
+        link: ChatLinkId,
+        subscription: Option<&Subscription>,
+    ) -> StoreResult<Option<ChatLink>> {
+        let owner = owner.as_str().to_owned();
+        let json = subscription.map(json);
+        self.write(move |tx, _| {
+            tx.prepare_cached(&format!(
+                "UPDATE links SET subscription = ?1 WHERE link_id = ?2 AND owner = ?3 AND deleted_at IS NULL \
+                     RETURNING {LINK_COLS}"
+            ))?
+            .query_row(params![json, link.to_string(), owner], link_row)
+            .optional()
+        })
+        .await
+    }
+}

@@ -1,0 +1,289 @@
+//! Graph runs: [`QueueRuns`], [`ReadRuns`], [`CancelRuns`], [`RelayRuns`], [`OwnerRuns`].
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use domain::clock::Timestamp;
+use domain::events::derive_run;
+use domain::ids::{AgentId, CommandId, OwnerId, ProjectId};
+use domain::projects::{check_named_project, resolve_project};
+use domain::runs::{
+    CancelRunOutcome, CancelStep, CompleteOutcome, CompleteStep, Completion, ControlOutcome, QueueOutcome,
+    QueueRejection, QueueRun, Run, RunStatus, StartOutcome, classify_cancel, classify_complete, classify_control,
+    classify_start, idempotency_record_key,
+};
+use domain::store::{CancelRuns, OwnerRuns, QueueRuns, ReadRuns, RelayRuns, StoreResult};
+
+use crate::SqliteStore;
+use crate::codec::{PROJECT_COLS, RUN_COLS, get_project_tx, get_run_tx, json, project_row, run_row};
+use crate::events::{change_run, record_events};
+use crate::idempotency::{Create, Created};
+
+/// Writes a just-completed run's duration into its project's summary slot (same transaction).
+fn record_duration_tx(tx: &Connection, run: &Run, now: Timestamp) -> rusqlite::Result<()> {
+    let Some(started) = run.started_at else { return Ok(()) };
+    let key = domain::runs::duration_key(&run.graph_session_id, now);
+    tx.prepare_cached("UPDATE projects SET durations = json_set(durations, ?1, ?2) WHERE project_id = ?3")?
+        .execute(params![format!("$.\"{key}\""), now.since(started).as_millis() as i64, run.project_id.to_string()])?;
+    Ok(())
+}
+
+#[async_trait]
+impl QueueRuns for SqliteStore {
+    async fn queue_run(&self, req: &QueueRun) -> StoreResult<QueueOutcome> {
+        let req = req.clone();
+        let policy = self.policy;
+        self.write(move |tx, now| {
+            let record = idempotency_record_key("run", req.agent.as_str(), &req.idempotency_key);
+            let hash = req.request_hash();
+            let create = Create { record: &record, request_hash: &hash, ttl: policy.idempotency_ttl };
+            let created = create.run(tx, now, |id| get_run_tx(tx, id), || {
+                let owner = req.owner.as_str();
+                let target = match req.project_id {
+                    Some(p) => {
+                        check_named_project(get_project_tx(tx, owner, &p.to_string())?.as_ref(), &req.graph_session_id)
+                    }
+                    None => {
+                        let mut st =
+                            tx.prepare_cached(&format!("SELECT {PROJECT_COLS} FROM projects WHERE owner = ?1"))?;
+                        let projects = st.query_map([owner], project_row)?.collect::<rusqlite::Result<Vec<_>>>()?;
+                        resolve_project(&projects, &req.graph_session_id)
+                    }
+                };
+                let target = match target {
+                    Ok(t) => t,
+                    Err(rejection) => return Ok(Err(rejection)),
+                };
+                let run = Run::queued(&req, target, now, &policy);
+                tx.prepare_cached(&format!(
+                    "INSERT INTO runs ({RUN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NULL, NULL, NULL, 0, NULL, NULL, NULL)"
+                ))?
+                .execute(params![
+                    run.command_id.to_string(),
+                    run.owner.as_str(),
+                    run.agent.as_str(),
+                    run.project_id.to_string(),
+                    run.graph_session_id.as_str(),
+                    run.slug,
+                    run.arguments.to_string(),
+                    RunStatus::Queued.as_str(),
+                    run.queued_at.as_millis(),
+                    run.expires_at.as_millis(),
+                ])?;
+                record_events(tx, &derive_run(None, Some(&run)), now)?;
+                Ok(Ok((run.command_id.to_string(), run)))
+            })?;
+            Ok(match created {
+                Created::New(run) => QueueOutcome::Queued(run),
+                Created::Replayed(run) => QueueOutcome::Replayed(run),
+                Created::Mismatch => QueueOutcome::Rejected(QueueRejection::IdempotencyMismatch),
+                Created::Refused(rejection) => QueueOutcome::Rejected(rejection),
+            })
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl ReadRuns for SqliteStore {
+    async fn get_run(&self, agent: &AgentId, command: CommandId) -> StoreResult<Option<Run>> {
+        let agent = agent.clone();
+        self.read(move |tx, _| Ok(get_run_tx(tx, &command.to_string())?.filter(|r| r.agent == agent))).await
+    }
+}
+
+#[async_trait]
+impl CancelRuns for SqliteStore {
+    async fn cancel_run(&self, agent: &AgentId, command: CommandId) -> StoreResult<CancelRunOutcome> {
+        let agent = agent.clone();
+        let policy = self.policy;
+        self.write(move |tx, now| {
+            let id = command.to_string();
+            change_run(tx, &id, now, |old| {
+                let new = tx
+                    .prepare_cached(&format!(
+                        "UPDATE runs SET status = 'cancelled', finished_at = ?1 \
+                         WHERE command_id = ?2 AND agent = ?3 AND status = 'queued' AND expires_at > ?1 RETURNING {RUN_COLS}"
+                    ))?
+                    .query_row(params![now.as_millis(), id, agent.as_str()], run_row)
+                    .optional()?;
+                if new.is_some() {
+                    return Ok((CancelRunOutcome::Cancelled, new));
+                }
+                match classify_cancel(old, &agent, now, &policy) {
+                    CancelStep::Done(outcome) => Ok((outcome, None)),
+                    CancelStep::FlagRunning => {
+                        let cutoff = now.minus(policy.heartbeat_timeout).as_millis();
+                        let new = tx
+                            .prepare_cached(&format!(
+                                "UPDATE runs SET cancel_requested = 1 WHERE command_id = ?1 AND agent = ?2 \
+                                 AND status = 'running' AND last_heartbeat_at > ?3 RETURNING {RUN_COLS}"
+                            ))?
+                            .query_row(params![id, agent.as_str(), cutoff], run_row)
+                            .optional()?;
+                        // Inside one IMMEDIATE transaction the run is still the one classified,
+                        // so the flag holds; answer from the image rather than guess if not.
+                        let outcome = if new.is_some() {
+                            CancelRunOutcome::CancelRequested
+                        } else {
+                            CancelRunOutcome::Unchanged(RunStatus::Running)
+                        };
+                        Ok((outcome, new))
+                    }
+                }
+            })
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl RelayRuns for SqliteStore {
+    async fn list_queued(&self, owner: &OwnerId, project: ProjectId, limit: usize) -> StoreResult<Vec<Run>> {
+        let owner = owner.as_str().to_owned();
+        self.read(move |tx, now| {
+            let mut st = tx.prepare_cached(&format!(
+                "SELECT {RUN_COLS} FROM runs WHERE project_id = ?1 AND owner = ?2 AND status = 'queued' \
+                 AND expires_at > ?3 ORDER BY expires_at, command_id LIMIT ?4"
+            ))?;
+            st.query_map(params![project.to_string(), owner, now.as_millis(), limit as i64], run_row)?.collect()
+        })
+        .await
+    }
+
+    async fn start_run(&self, owner: &OwnerId, command: CommandId, execution_id: &str) -> StoreResult<StartOutcome> {
+        let owner = owner.clone();
+        let execution_id = execution_id.to_owned();
+        let policy = self.policy;
+        self.write(move |tx, now| {
+            let id = command.to_string();
+            change_run(tx, &id, now, |old| {
+                let new = tx
+                    .prepare_cached(&format!(
+                        "UPDATE runs SET status = 'running', started_at = ?1, last_heartbeat_at = ?1, execution_id = ?2 \
+                         WHERE command_id = ?3 AND owner = ?4 AND status = 'queued' AND expires_at > ?1 RETURNING {RUN_COLS}"
+                    ))?
+                    .query_row(params![now.as_millis(), execution_id, id, owner.as_str()], run_row)
+                    .optional()?;
+                if new.is_some() {
+                    return Ok((StartOutcome::Started, new));
+                }
+                Ok((classify_start(old, &owner, &execution_id, now, &policy), None))
+            })
+        })
+        .await
+    }
+
+    async fn control_run(&self, owner: &OwnerId, command: CommandId) -> StoreResult<ControlOutcome> {
+        let owner = owner.clone();
+        let policy = self.policy;
+        self.write(move |tx, now| {
+            let id = command.to_string();
+            let cutoff = now.minus(policy.heartbeat_timeout).as_millis();
+            // A heartbeat changes nothing an event reports, so no outbox here.
+            let flag: Option<bool> = tx
+                .prepare_cached(
+                    "UPDATE runs SET last_heartbeat_at = ?1 \
+                     WHERE command_id = ?2 AND owner = ?3 AND status = 'running' AND last_heartbeat_at > ?4 \
+                     RETURNING cancel_requested",
+                )?
+                .query_row(params![now.as_millis(), id, owner.as_str(), cutoff], |r| r.get(0))
+                .optional()?;
+            Ok(match flag {
+                Some(cancel_requested) => ControlOutcome::Running { cancel_requested },
+                None => classify_control(get_run_tx(tx, &id)?.as_ref(), &owner, now, &policy),
+            })
+        })
+        .await
+    }
+
+    async fn complete_run(
+        &self,
+        owner: &OwnerId,
+        command: CommandId,
+        completion: &Completion,
+    ) -> StoreResult<CompleteOutcome> {
+        let owner = owner.clone();
+        let completion = completion.clone();
+        let policy = self.policy;
+        self.write(move |tx, now| {
+            let id = command.to_string();
+            change_run(tx, &id, now, |old| {
+                let hash = completion.hash();
+                let body = json(&completion);
+                let cutoff = now.minus(policy.heartbeat_timeout).as_millis();
+                let status = RunStatus::from(completion.status);
+                // A queued command may only be refused (failed/cancelled), never completed unstarted.
+                let allow_queued = status != RunStatus::Completed;
+                let new = tx
+                    .prepare_cached(&format!(
+                        "UPDATE runs SET status = ?1, finished_at = ?2, execution_id = ?3, completion = ?4, completion_hash = ?5 \
+                         WHERE command_id = ?6 AND owner = ?7 AND ( \
+                           (status = 'running' AND execution_id = ?3 AND last_heartbeat_at > ?8 AND cancel_requested = 0) \
+                           OR (?9 AND status = 'queued' AND expires_at > ?2)) RETURNING {RUN_COLS}"
+                    ))?
+                    .query_row(
+                        params![
+                            status.as_str(),
+                            now.as_millis(),
+                            completion.execution_id,
+                            body,
+                            hash,
+                            id,
+                            owner.as_str(),
+                            cutoff,
+                            allow_queued
+                        ],
+                        run_row,
+                    )
+                    .optional()?;
+                if let Some(run) = &new {
+                    if status == RunStatus::Completed {
+                        record_duration_tx(tx, run, now)?;
+                    }
+                    return Ok((CompleteOutcome::Recorded(status), new));
+                }
+                match classify_complete(old, &owner, &completion, &hash, now, &policy) {
+                    CompleteStep::Done(outcome) => Ok((outcome, None)),
+                    CompleteStep::RecordCancelled => {
+                        let new = tx
+                            .prepare_cached(&format!(
+                                "UPDATE runs SET status = 'cancelled', finished_at = ?1, completion = ?2, completion_hash = ?3 \
+                                 WHERE command_id = ?4 AND owner = ?5 AND status = 'running' AND execution_id = ?6 \
+                                 AND cancel_requested = 1 AND last_heartbeat_at > ?7 RETURNING {RUN_COLS}"
+                            ))?
+                            .query_row(
+                                params![now.as_millis(), body, hash, id, owner.as_str(), completion.execution_id, cutoff],
+                                run_row,
+                            )
+                            .optional()?;
+                        // Inside one IMMEDIATE transaction the run is still the one classified;
+                        // answer from the image rather than guess if the write did not match.
+                        let outcome = if new.is_some() {
+                            CompleteOutcome::Recorded(RunStatus::Cancelled)
+                        } else {
+                            CompleteOutcome::Conflict(RunStatus::Running)
+                        };
+                        Ok((outcome, new))
+                    }
+                }
+            })
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl OwnerRuns for SqliteStore {
+    async fn recent_runs(&self, owner: &OwnerId, limit: usize, before: Option<CommandId>) -> StoreResult<Vec<Run>> {
+        let owner = owner.as_str().to_owned();
+        let before = before.map_or_else(|| "~".to_owned(), |c| c.to_string());
+        self.read(move |tx, _| {
+            let mut st = tx.prepare_cached(&format!(
+                "SELECT {RUN_COLS} FROM runs WHERE owner = ?1 AND command_id < ?2 ORDER BY command_id DESC LIMIT ?3"
+            ))?;
+            st.query_map(params![owner, before, limit as i64], run_row)?.collect()
+        })
+        .await
+    }
+}

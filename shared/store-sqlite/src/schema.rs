@@ -1,0 +1,209 @@
+//! The schema and its migrations, numbered by `PRAGMA user_version`.
+
+use rusqlite::{Connection, TransactionBehavior};
+
+/// Schema migrations, numbered by position: `MIGRATIONS[i]` takes a database from schema
+/// version `i` to `i + 1`, recorded in `PRAGMA user_version` in the same transaction. A new
+/// build appends a migration and never edits an old one.
+///
+/// Version 1 is the layout the first builds wrote without a version number; its statements
+/// use `IF NOT EXISTS`, so such a database (version 0 with tables) is adopted as it is.
+pub(crate) const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6];
+
+/// Version 6: each project keeps the recent durations of its sessions' completed runs
+/// (`{"<session>#<slot>": ms}`), written by the completion in its own transaction.
+pub(crate) const SCHEMA_V6: &str = r"
+ALTER TABLE projects ADD COLUMN durations TEXT NOT NULL DEFAULT '{}';
+";
+
+/// Version 5: each device's shared sessions per project (`projects.sessions` stays, as their
+/// union, rewritten in the same transaction as a device's list).
+pub(crate) const SCHEMA_V5: &str = r"
+CREATE TABLE device_sessions (
+    project_id TEXT NOT NULL, device_id TEXT NOT NULL, sessions TEXT NOT NULL,
+    PRIMARY KEY (project_id, device_id));
+CREATE INDEX device_sessions_by_device ON device_sessions(device_id);
+";
+
+/// Version 4: OAuth clients that MCP clients registered for themselves (the local
+/// authorization server's registry; Cognito keeps them in the cloud).
+pub(crate) const SCHEMA_V4: &str = r"
+CREATE TABLE oauth_clients (
+    client_id TEXT PRIMARY KEY, name TEXT NOT NULL, redirect_uris TEXT NOT NULL, scopes TEXT NOT NULL,
+    created_at INTEGER NOT NULL);
+";
+
+/// Version 3: tasks remember when their current claim was made, and every state change of a
+/// task or a run leaves its events in an outbox, in the same transaction (delivered by the
+/// local notifier, like the table's stream feeds the cloud's).
+pub(crate) const SCHEMA_V3: &str = r"
+ALTER TABLE tasks ADD COLUMN claimed_at INTEGER;
+CREATE TABLE event_outbox (
+    event_id TEXT PRIMARY KEY, owner TEXT NOT NULL, body TEXT NOT NULL, created_at INTEGER NOT NULL,
+    state TEXT NOT NULL, attempts INTEGER NOT NULL, next_attempt_at INTEGER NOT NULL, last_error TEXT);
+CREATE INDEX event_outbox_due ON event_outbox(next_attempt_at, event_id) WHERE state = 'pending';
+CREATE TABLE deliveries (
+    owner TEXT NOT NULL, link_id TEXT NOT NULL, body TEXT NOT NULL, PRIMARY KEY (owner, link_id));
+";
+
+/// Version 2: chat links can be deleted (a tombstone; their tasks are marked) and carry an
+/// event subscription; devices remember when they were last seen; the owner lists recent runs.
+pub(crate) const SCHEMA_V2: &str = r"
+ALTER TABLE links ADD COLUMN deleted_at INTEGER;
+ALTER TABLE links ADD COLUMN subscription TEXT;
+ALTER TABLE tasks ADD COLUMN link_deleted INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE devices ADD COLUMN last_seen_at INTEGER;
+CREATE INDEX runs_by_owner ON runs(owner, command_id);
+";
+
+pub(crate) const SCHEMA_V1: &str = r"
+CREATE TABLE IF NOT EXISTS projects (
+    project_id TEXT PRIMARY KEY, owner TEXT NOT NULL, name TEXT NOT NULL,
+    enabled INTEGER NOT NULL, sessions TEXT NOT NULL, last_sync_at INTEGER, created_at INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS projects_by_owner ON projects(owner);
+CREATE TABLE IF NOT EXISTS runs (
+    command_id TEXT PRIMARY KEY, owner TEXT NOT NULL, agent TEXT NOT NULL, project_id TEXT NOT NULL,
+    graph_session_id TEXT NOT NULL, slug TEXT NOT NULL, arguments TEXT NOT NULL, status TEXT NOT NULL,
+    queued_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, started_at INTEGER, finished_at INTEGER,
+    execution_id TEXT, cancel_requested INTEGER NOT NULL, last_heartbeat_at INTEGER,
+    completion TEXT, completion_hash TEXT);
+CREATE INDEX IF NOT EXISTS runs_queued ON runs(project_id, expires_at, command_id) WHERE status = 'queued';
+CREATE TABLE IF NOT EXISTS idempotency (
+    record_key TEXT PRIMARY KEY, request_hash TEXT NOT NULL, target_id TEXT NOT NULL, expires_at INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS links (
+    link_id TEXT PRIMARY KEY, owner TEXT NOT NULL, project_id TEXT NOT NULL, name TEXT NOT NULL, created_at INTEGER NOT NULL);
+CREATE INDEX IF NOT EXISTS links_by_owner ON links(owner);
+CREATE TABLE IF NOT EXISTS tasks (
+    task_id TEXT PRIMARY KEY, link_id TEXT NOT NULL, owner TEXT NOT NULL, objective TEXT NOT NULL,
+    status TEXT NOT NULL, created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL,
+    claim_id TEXT, lease_until INTEGER, result TEXT, result_hash TEXT, finished_at INTEGER);
+CREATE INDEX IF NOT EXISTS tasks_by_link ON tasks(link_id, task_id);
+CREATE INDEX IF NOT EXISTS tasks_open ON tasks(link_id, expires_at, task_id) WHERE status IN ('queued', 'claimed');
+CREATE TABLE IF NOT EXISTS artifacts (
+    link_id TEXT NOT NULL, task_id TEXT NOT NULL, artifact_id TEXT NOT NULL, claim_id TEXT NOT NULL,
+    name TEXT NOT NULL, content_type TEXT NOT NULL, sha256 TEXT NOT NULL, size INTEGER NOT NULL,
+    object_key TEXT NOT NULL, created_at INTEGER NOT NULL,
+    PRIMARY KEY (link_id, task_id, artifact_id));
+CREATE TABLE IF NOT EXISTS devices (
+    device_id TEXT PRIMARY KEY, owner TEXT NOT NULL, name TEXT NOT NULL, token_hash TEXT NOT NULL UNIQUE,
+    created_at INTEGER NOT NULL, revoked_at INTEGER);
+CREATE INDEX IF NOT EXISTS devices_by_owner ON devices(owner, created_at);
+";
+
+/// The schema version this build writes.
+pub const SCHEMA_VERSION: usize = MIGRATIONS.len();
+
+/// Why a database could not be brought to this build's schema.
+#[derive(Debug, thiserror::Error)]
+pub enum SchemaError {
+    /// Written by a newer build: opening it could lose data, so it is refused.
+    #[error(
+        "the database has schema version {found}, but this build knows versions up to {supported}: \
+         it was written by a newer foundry-connect; upgrade, or use another data folder"
+    )]
+    TooNew {
+        /// `PRAGMA user_version` of the file.
+        found: i64,
+        /// [`SCHEMA_VERSION`].
+        supported: usize,
+    },
+    /// A migration failed; the transaction was rolled back and the file is unchanged.
+    #[error("migrating the database from schema version {from} failed")]
+    Migration {
+        /// The version the failed migration started from.
+        from: usize,
+        /// SQLite's error.
+        #[source]
+        source: rusqlite::Error,
+    },
+}
+
+/// Brings `conn`'s database to [`SCHEMA_VERSION`] in one `IMMEDIATE` transaction (two
+/// processes opening the same new file do not both migrate it).
+pub(crate) fn migrate(conn: &mut Connection) -> Result<(), SchemaError> {
+    let failed = |from: usize| move |source| SchemaError::Migration { from, source };
+    let tx = conn.transaction_with_behavior(TransactionBehavior::Immediate).map_err(failed(0))?;
+    let found: i64 = tx.pragma_query_value(None, "user_version", |r| r.get(0)).map_err(failed(0))?;
+    let from = usize::try_from(found).map_err(|_| SchemaError::TooNew { found, supported: SCHEMA_VERSION })?;
+    if from > SCHEMA_VERSION {
+        return Err(SchemaError::TooNew { found, supported: SCHEMA_VERSION });
+    }
+    for (i, sql) in MIGRATIONS.iter().enumerate().skip(from) {
+        tx.execute_batch(sql).map_err(failed(i))?;
+        tx.pragma_update(None, "user_version", i + 1).map_err(failed(i))?;
+    }
+    tx.commit().map_err(failed(from))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::path::{Path, PathBuf};
+    use std::sync::Arc;
+
+    use domain::clock::{ManualClock, SharedClock};
+    use domain::ids::OwnerId;
+    use domain::limits::Policy;
+    use domain::store::ManageProjects;
+
+    use super::*;
+    use crate::SqliteStore;
+
+    fn temp_db() -> PathBuf {
+        std::env::temp_dir().join(format!("fc-migrate-{}.sqlite3", uuid::Uuid::new_v4()))
+    }
+
+    fn user_version(path: &Path) -> i64 {
+        Connection::open(path).unwrap().pragma_query_value(None, "user_version", |r| r.get(0)).unwrap()
+    }
+
+    #[tokio::test]
+    async fn a_database_from_before_schema_versions_is_adopted_with_its_data() {
+        let path = temp_db();
+        {
+            // What the first builds wrote: the tables, no user_version.
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(SCHEMA_V1).unwrap();
+            conn.execute(
+                "INSERT INTO projects (project_id, owner, name, enabled, sessions, last_sync_at, created_at) \
+                 VALUES ('0190b3c4-5d6e-7f80-9a1b-2c3d4e5f6a7b', 'o', 'Old', 1, '[]', NULL, 1)",
+                [],
+            )
+            .unwrap();
+        }
+        assert_eq!(user_version(&path), 0);
+        let clock = Arc::new(ManualClock::starting_now());
+        let store = SqliteStore::open(&path, clock, Policy::default()).unwrap();
+        let projects = store.list_projects(&OwnerId::new("o").unwrap()).await.unwrap();
+        assert_eq!(projects.iter().map(|p| p.name.as_str()).collect::<Vec<_>>(), ["Old"]);
+        drop(store);
+        assert_eq!(user_version(&path), SCHEMA_VERSION as i64);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn a_database_from_a_newer_build_is_refused_with_a_clear_message_and_left_alone() {
+        let path = temp_db();
+        {
+            let conn = Connection::open(&path).unwrap();
+            conn.execute_batch(SCHEMA_V1).unwrap();
+            conn.pragma_update(None, "user_version", 99).unwrap();
+        }
+        let clock = Arc::new(ManualClock::starting_now());
+        let err = SqliteStore::open(&path, clock, Policy::default()).unwrap_err();
+        let chain = domain::errors::ErrorChain(&err).to_string();
+        assert!(chain.contains("schema version 99") && chain.contains("newer foundry-connect"), "{chain}");
+        assert_eq!(user_version(&path), 99);
+        let _ = std::fs::remove_file(&path);
+    }
+
+    #[test]
+    fn a_new_database_gets_the_latest_version_and_reopening_is_a_no_op() {
+        let path = temp_db();
+        let clock: SharedClock = Arc::new(ManualClock::starting_now());
+        drop(SqliteStore::open(&path, clock.clone(), Policy::default()).unwrap());
+        assert_eq!(user_version(&path), SCHEMA_VERSION as i64);
+        drop(SqliteStore::open(&path, clock, Policy::default()).unwrap());
+        assert_eq!(user_version(&path), SCHEMA_VERSION as i64);
+        let _ = std::fs::remove_file(&path);
+    }
+}
