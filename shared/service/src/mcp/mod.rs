@@ -7,7 +7,7 @@
 //! 1. `GET`/`DELETE` → `405 Allow: POST` at once (clients hang or loop on anything slower);
 //! 2. bodies over the limit → `413`, bodies that are not JSON → `400` with `-32700` (rmcp
 //!    would answer a plain-text 415);
-//! 3. bearer token → [`Identity`], or `401` with `WWW-Authenticate: Bearer resource_metadata=…`
+//! 3. bearer token → [`Identity`](crate::auth::Identity), or `401` with `WWW-Authenticate: Bearer resource_metadata=…`
 //!    (also for a token carrying the owner scope, or neither connector scope);
 //! 4. `tools/call` of a tool whose scope the token lacks → `403 insufficient_scope` — the one
 //!    scope check: every `tools/call` reaches the handler through here (rmcp 3 takes no
