@@ -160,19 +160,21 @@ phase ""
 
 # One closing line for the whole run: nextest's summary plus the doc tests, or cargo's lines
 # added up (cargo prints one per test binary, the last usually a doc-test binary with nothing in it).
+# (Counting never fails the run: a pattern that matches nothing counts 0.)
+set +e
 if $use_nextest; then
   summary=$(grep -E '[0-9]+ tests? run: ' "$log" | tail -1)
-  passed=$(echo "$summary" | grep -Eo '[0-9]+ passed' | awk '{print $1}')
-  failed=$(echo "$summary" | grep -Eo '[0-9]+ failed' | awk '{print $1}')
+  passed=$(echo "$summary" | grep -Eo '[0-9]+ passed' | awk '{s+=$1} END {print s+0}')
+  failed=$(echo "$summary" | grep -Eo '[0-9]+ failed' | awk '{s+=$1} END {print s+0}')
   doc_passed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
   doc_failed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed; [0-9]+ failed' "$log" | awk '{s+=$6} END {print s+0}')
-  passed=$(( ${passed:-0} + doc_passed ))
-  failed=$(( ${failed:-0} + doc_failed ))
-  [ "$status" -ne 0 ] && [ "$failed" -eq 0 ] && failed=1
+  passed=$((passed + doc_passed))
+  failed=$((failed + doc_failed))
 else
   passed=$(grep -Eo '^test result: [a-zA-Z]+\. [0-9]+ passed' "$log" | awk '{s+=$4} END {print s+0}')
   failed=$(grep -Eo '[0-9]+ failed;' "$log" | awk '{s+=$1} END {print s+0}')
 fi
+[ "$status" -ne 0 ] && [ "$failed" -eq 0 ] && failed=1
 echo
 echo "wall time per phase (total $(( $(date +%s) - run_start ))s):"
 cat "$phases"
