@@ -121,14 +121,16 @@ else
   cargo test --workspace --locked --no-run
 fi
 
-# Lints and docs beside the tests, at low priority; their output goes to a file shown at the end.
+# Lints and docs beside the tests, at low priority, in a target folder of their own (cargo locks
+# a target folder for the whole of a build, so sharing one would make the tests wait; check
+# artifacts are never shared with build artifacts anyway). Their output is shown at the end.
 lint_log="$state/lint.log"
 (
   set -e
   echo "== cargo clippy --workspace --all-targets -- -D warnings"
-  nice -n 19 cargo clippy --workspace --all-targets --locked -- -D warnings
+  nice -n 19 cargo clippy --workspace --all-targets --locked --target-dir "$root/target/lint" -- -D warnings
   echo "== cargo doc --no-deps (RUSTDOCFLAGS=-D warnings)"
-  RUSTDOCFLAGS="-D warnings" nice -n 19 cargo doc --workspace --no-deps --locked --quiet
+  RUSTDOCFLAGS="-D warnings" nice -n 19 cargo doc --workspace --no-deps --locked --quiet --target-dir "$root/target/lint"
 ) > "$lint_log" 2>&1 &
 lint_pid=$!
 

@@ -162,6 +162,9 @@ async fn the_real_binaries_serve_owners_relays_and_both_python_sdks() {
     for (i, var) in ["FOUNDRY_PYTHON_MCP2", "FOUNDRY_PYTHON_MCP1"].iter().enumerate() {
         let Some(python) = std::env::var_os(var) else {
             assert!(std::env::var("CI").as_deref() != Ok("true"), "{var} is not set under CI=true");
+            eprintln!(
+                "\n*** SKIPPING the {var} leg of the cloud-shape test: {var} is not set (./infra/test.sh installs the SDKs). ***\n"
+            );
             continue;
         };
         let (link, task) = &links[i];
@@ -190,7 +193,6 @@ async fn the_real_binaries_serve_owners_relays_and_both_python_sdks() {
         let bytes = w.http.get(url).send().await.unwrap().bytes().await.unwrap();
         assert_eq!(bytes.as_ref(), b"# notes", "the artifact from S3");
     }
-    let _ = (&w.sqs, &w.queue, &w.table);
     let _ = std::fs::remove_dir_all(&w.dir);
 }
 

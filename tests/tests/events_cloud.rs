@@ -139,7 +139,9 @@ impl Cloud {
             *it = out["NextShardIterator"].as_str().unwrap().to_owned();
         }
         let sink = SqsSink { client: self.sqs.clone(), queue_url: self.queue.clone() };
-        let answer = lambda::publisher::handle(&sink, &json!({ "Records": records })).await;
+        // The records exactly as the stream gave them, parsed as Lambda's DynamoDB event type.
+        let batch = serde_json::from_value(json!({ "Records": records })).expect("a stream batch");
+        let answer = serde_json::to_value(lambda::publisher::handle(&sink, &batch).await).unwrap();
         assert_eq!(answer, json!({"batchItemFailures": []}), "the publisher failed records");
         records.len()
     }
@@ -170,13 +172,9 @@ impl Cloud {
             })
             .collect();
         let visibility = Immediately(self.sqs.clone(), self.queue.clone());
-        let answer = lambda::notifier::handle(&self.notifier(), &visibility, &json!({ "Records": records })).await;
-        let failed: HashSet<String> = answer["batchItemFailures"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .map(|f| f["itemIdentifier"].as_str().unwrap().to_owned())
-            .collect();
+        let batch = serde_json::from_value(json!({ "Records": records })).expect("an SQS batch");
+        let answer = lambda::notifier::handle(&self.notifier(), &visibility, &batch).await;
+        let failed: HashSet<String> = answer.batch_item_failures.into_iter().map(|f| f.item_identifier).collect();
         for m in &msgs {
             if !failed.contains(m.message_id().unwrap_or_default()) {
                 self.sqs

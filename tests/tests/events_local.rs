@@ -20,7 +20,7 @@ use domain::store::{
     AssignTasks, CancelRuns, ClaimTasks, EventOutbox, ManageLinks, ManageProjects, QueueRuns, ReadRuns, ReadTasks,
     RelayRuns, SyncSessions,
 };
-use domain::tasks::{AssignOutcome, AssignTask, ClaimOutcome, SubmitStatus, SubmitTask};
+use domain::tasks::{AssignOutcome, AssignTask, ClaimOutcome, SubmitOutcome, SubmitStatus, SubmitTask};
 use foundry_tests::receiver::Receiver;
 use foundry_tests::wait_until;
 use service::events::{MAX_ATTEMPTS, Notifier, Resolve, SystemResolver, deliver_due};
@@ -99,7 +99,8 @@ async fn every_change_leaves_exactly_its_events_in_the_outbox_and_reads_leave_no
         panic!()
     };
     // A replayed claim, reads and a failed submit change nothing and emit nothing.
-    w.store.claim_task(&w.owner, link.link_id, t).await.unwrap();
+    let again = w.store.claim_task(&w.owner, link.link_id, t).await.unwrap();
+    assert!(matches!(again, ClaimOutcome::Replayed { claim_id: c, .. } if c == claim_id), "{again:?}");
     w.store.get_task(&w.owner, link.link_id, t).await.unwrap();
     w.store.list_open_tasks(&w.owner, link.link_id, 50).await.unwrap();
     let wrong = SubmitTask {
@@ -110,10 +111,12 @@ async fn every_change_leaves_exactly_its_events_in_the_outbox_and_reads_leave_no
         status: SubmitStatus::Completed,
         result: "x".into(),
     };
-    w.store.submit_task(&wrong).await.unwrap();
+    let refused = w.store.submit_task(&wrong).await.unwrap();
+    assert!(matches!(refused, SubmitOutcome::Rejected(_)), "a claim id that does not hold the task: {refused:?}");
     let submit = SubmitTask { claim_id, ..wrong };
-    w.store.submit_task(&submit).await.unwrap();
-    w.store.submit_task(&submit).await.unwrap(); // the identical retry: a replay, no event
+    assert_eq!(w.store.submit_task(&submit).await.unwrap(), SubmitOutcome::Accepted);
+    // The identical retry: a replay, no event.
+    assert_eq!(w.store.submit_task(&submit).await.unwrap(), SubmitOutcome::Replayed);
     let t2 = w.assign(link.link_id, "Second").await;
     w.store.cancel_task(&w.owner, link.link_id, t2).await.unwrap();
     let t3 = w.assign(link.link_id, "Third").await;
@@ -201,7 +204,6 @@ async fn every_change_leaves_exactly_its_events_in_the_outbox_and_reads_leave_no
     assert_eq!(derive_task(Some(&old), Some(&t3_now))[0].id, cancelled.id);
     let assigned_run = &events[7];
     assert_eq!(derive_run(None, Some(&run))[0].id, assigned_run.id);
-    let _ = t;
 }
 
 /// A resolver that sends every name to fixed addresses (as a DNS record would).

@@ -139,7 +139,6 @@ fn call(id: Value, tool: &str, args: Value) -> String {
 /// direct path took it.
 async fn both(f: &Fixture, headers: &[(&str, &str)], body: &str) -> (http::StatusCode, Value, bool) {
     let direct = f.direct.answers_directly(&request(headers, body));
-    assert!(!f.rmcp.answers_directly(&request(headers, body)), "the rmcp-only endpoint never answers directly");
     let a = f.direct.handle(request(headers, body)).await;
     let b = f.rmcp.handle(request(headers, body)).await;
     assert_eq!(a.status(), b.status(), "status for {body}");
@@ -275,4 +274,51 @@ async fn a_remembered_token_is_refused_once_it_expires() {
         assert_eq!(r.status(), 401);
         assert!(r.headers().get("www-authenticate").is_some());
     }
+}
+
+/// The status of one `tools/list` on `endpoint` with `token`.
+async fn listed_with(endpoint: &Endpoint, token: &str) -> u16 {
+    let mut bearer = String::new();
+    let h = standard(token, &mut bearer);
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list", "params": {}}).to_string();
+    endpoint.handle(request(&h, &body)).await.status().as_u16()
+}
+
+#[tokio::test]
+async fn a_token_is_verified_once_then_remembered_for_at_most_60_s_and_at_most_1024_of_them() {
+    let f = fixture().await;
+    let mint = |subject: &str, clock: &ManualClock| {
+        use domain::clock::Clock;
+        Hs256Signer::new(SECRET, ISSUER, AUDIENCE)
+            .mint(
+                Grant { subject, client: "client-a", scopes: &[SCOPE_READ, SCOPE_RUN] },
+                clock.now(),
+                Duration::from_secs(3600),
+            )
+            .unwrap()
+    };
+    let (e, t) = (&f.direct, mint("owner-direct", &f.clock));
+    for _ in 0..5 {
+        assert_eq!(listed_with(e, &t).await, 200);
+    }
+    assert_eq!(e.token_verifications(), 1, "the same token is verified once, then remembered");
+    // Remembered at most VERIFIED_FOR (60 s), even though the token lives an hour.
+    f.clock.advance(Duration::from_secs(59));
+    assert_eq!(listed_with(e, &t).await, 200);
+    assert_eq!(e.token_verifications(), 1, "still remembered 59 s later");
+    f.clock.advance(Duration::from_secs(2));
+    assert_eq!(listed_with(e, &t).await, 200);
+    assert_eq!(e.token_verifications(), 2, "verified again after 60 s");
+    // Another token is its own entry.
+    let other = mint("owner-other", &f.clock);
+    assert_eq!(listed_with(e, &other).await, 200);
+    assert_eq!(listed_with(e, &t).await, 200);
+    assert_eq!(e.token_verifications(), 3);
+    // At most VERIFIED_MAX live entries: filling the memory with new tokens evicts the old ones.
+    for i in 0..service::mcp::VERIFIED_MAX {
+        assert_eq!(listed_with(e, &mint(&format!("owner-{i}"), &f.clock)).await, 200);
+    }
+    let before = e.token_verifications();
+    assert_eq!(listed_with(e, &t).await, 200);
+    assert_eq!(e.token_verifications(), before + 1, "the first token was evicted and is verified again");
 }

@@ -6,7 +6,6 @@
 
 use base64::Engine;
 use domain::clock::Clock;
-use domain::tasks::TaskStatus;
 use local::{LocalConfig, Running};
 use serde_json::{Value, json};
 
@@ -153,7 +152,6 @@ async fn links_tasks_and_downloads_work_end_to_end() {
     assert_eq!(api.call("GET", &format!("/links/{l}"), Value::Null).await.0, 404);
     use domain::store::ReadTasks;
     assert_eq!(running.store.get_task(&owner, link_id, t).await.unwrap(), None, "MCP still sees the task");
-    let _ = TaskStatus::Cancelled;
 
     let (s, overview) = api.call("GET", "/overview", Value::Null).await;
     assert_eq!(s, 200);

@@ -8,7 +8,7 @@
 //!
 //! | item | feature | what |
 //! |---|---|---|
-//! | [`config`] | — | typed settings from the environment, every key a constant, all problems reported at once |
+//! | [`config`] | — | typed settings from the environment (read with `service::settings`), every key a constant, all problems reported at once |
 //! | [`tool::run`] | `tool` | a tool function: `ToolCall` in, `ToolReply` out, for one tool type |
 //! | [`s3::S3Blobs`] | `s3` | artifact bytes in S3 |
 //! | [`jwks::HttpJwks`] | `jwks` | fetches the OAuth issuer's JWKS over HTTPS (cached by `service::auth::JwksCache`) |
@@ -16,8 +16,8 @@
 //! | [`relay_api::run`] | `relay-api` | the `graph_relay` function |
 //! | [`register::run`] | `register` | the `register_client` function: RFC 7591 registration as Cognito app clients |
 //! | [`owner_api::run`] | `owner-api` | the `owner_api` function (and the owner's panel) |
-//! | [`publisher::run`] | `publisher` | the `publish_events` function: table stream → events → SQS |
-//! | [`notifier::run`] | `notifier` | the `notify` function: SQS → signed webhooks |
+//! | [`publisher::run`] | `publisher` | the `publish_events` function: table stream → events → SQS (`aws_lambda_events`' DynamoDB event in, its partial-batch response out) |
+//! | [`notifier::run`] | `notifier` | the `notify` function: SQS → signed webhooks (`SqsEvent` in, `SqsBatchResponse` out) |
 //!
 //! Errors follow one rule: a domain rejection is a tool result, bad input a `-32602` or a 400,
 //! and an infrastructure fault a Lambda error or a 503 (retryable, details only in the logs).

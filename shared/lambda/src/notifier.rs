@@ -9,11 +9,11 @@
 
 use std::sync::Arc;
 
+use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use domain::clock::{SharedClock, SystemClock};
 use domain::events::Event;
 use domain::store::{ManageLinks, RecordDeliveries};
 use lambda_runtime::{LambdaEvent, service_fn};
-use serde_json::{Value, json};
 use service::events::{Delivery, Notifier, SystemResolver, backoff};
 use service::webhook_url::UrlPolicy;
 
@@ -53,15 +53,16 @@ impl Visibility for SqsVisibility {
     }
 }
 
-/// One SQS batch: the `batchItemFailures` answer.
-pub async fn handle<S>(notifier: &Notifier<S>, visibility: &dyn Visibility, event: &Value) -> Value
+/// One SQS batch: the messages not delivered, as the partial-batch answer (each comes back after
+/// its backoff, set through its visibility).
+pub async fn handle<S>(notifier: &Notifier<S>, visibility: &dyn Visibility, event: &SqsEvent) -> SqsBatchResponse
 where
     S: ManageLinks + RecordDeliveries + ?Sized,
 {
     let mut failures = Vec::new();
-    for msg in event["Records"].as_array().into_iter().flatten() {
-        let id = msg["messageId"].as_str().unwrap_or_default();
-        let outcome = match serde_json::from_str::<Event>(msg["body"].as_str().unwrap_or_default()) {
+    for msg in &event.records {
+        let id = msg.message_id.as_deref().unwrap_or_default();
+        let outcome = match serde_json::from_str::<Event>(msg.body.as_deref().unwrap_or_default()) {
             Err(e) => Err(format!("not an event: {e}")),
             Ok(ev) => match notifier.deliver(&ev).await {
                 Ok(Delivery::Delivered { .. } | Delivery::NoTarget) => Ok(()),
@@ -70,17 +71,20 @@ where
             },
         };
         if let Err(error) = outcome {
-            let received: u32 =
-                msg["attributes"]["ApproximateReceiveCount"].as_str().and_then(|c| c.parse().ok()).unwrap_or(1);
+            let received: u32 = msg.attributes.get("ApproximateReceiveCount").and_then(|c| c.parse().ok()).unwrap_or(1);
             let wait = i32::try_from(backoff(received).as_secs()).unwrap_or(900);
             tracing::warn!(message = id, received, retry_in_s = wait, %error, "delivery failed; the message comes back");
-            if let Some(handle) = msg["receiptHandle"].as_str() {
+            if let Some(handle) = msg.receipt_handle.as_deref() {
                 visibility.delay(handle, wait).await;
             }
-            failures.push(json!({ "itemIdentifier": id }));
+            let mut failure = BatchItemFailure::default();
+            failure.item_identifier = id.to_owned();
+            failures.push(failure);
         }
     }
-    json!({ "batchItemFailures": failures })
+    let mut response = SqsBatchResponse::default();
+    response.batch_item_failures = failures;
+    response
 }
 
 /// Runs the notifier until the runtime stops it.
@@ -101,7 +105,7 @@ pub async fn run() -> Result<(), Error> {
     );
     let visibility = SqsVisibility { client: aws_sdk_sqs::Client::new(&aws), queue_url: config.queue_url.clone() };
     let state: Arc<(Notifier<store_dynamo::DynamoStore>, SqsVisibility)> = Arc::new((notifier, visibility));
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| {
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {
         let state = Arc::clone(&state);
         async move { Ok::<_, Error>(handle(&state.0, &state.1, &event.payload).await) }
     }))

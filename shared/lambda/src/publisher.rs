@@ -9,10 +9,12 @@
 
 use std::sync::Arc;
 
+use aws_lambda_events::event::dynamodb::{Event as StreamEvent, EventRecord};
+use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use domain::events::Event;
+use domain::store::{StoreError, StoreResult};
 use lambda_runtime::{LambdaEvent, service_fn};
-use serde_json::{Value, json};
 use store_dynamo::{events_of_change, item_from_stream_json};
 
 use crate::config::PublisherConfig;
@@ -76,21 +78,15 @@ impl EventSink for SqsSink {
     }
 }
 
-/// One stream batch: the `batchItemFailures` answer.
-pub async fn handle(sink: &dyn EventSink, event: &Value) -> Value {
-    let records = event["Records"].as_array().cloned().unwrap_or_default();
+/// One stream batch: the records whose events could not be queued, as the partial-batch answer.
+pub async fn handle(sink: &dyn EventSink, event: &StreamEvent) -> DynamoDbEventResponse {
     let mut failed_from = None;
-    for (i, record) in records.iter().enumerate() {
-        let change = &record["dynamodb"];
-        let image = |name: &str| change.get(name).map(item_from_stream_json).transpose();
-        let events = match (image("OldImage"), image("NewImage")) {
-            (Ok(old), Ok(new)) => events_of_change(old.as_ref(), new.as_ref()),
-            (Err(e), _) | (_, Err(e)) => Err(e),
-        };
-        let events = match events {
+    for (i, record) in event.records.iter().enumerate() {
+        let events = match events_of_record(record) {
             Ok(events) => events,
             Err(e) => {
-                tracing::error!(error = %domain::errors::ErrorChain(&e), keys = %change["Keys"], "undecodable stream record skipped");
+                let keys = serde_json::to_string(&record.change.keys).unwrap_or_default();
+                tracing::error!(error = %domain::errors::ErrorChain(&e), %keys, "undecodable stream record skipped");
                 continue;
             }
         };
@@ -107,10 +103,34 @@ pub async fn handle(sink: &dyn EventSink, event: &Value) -> Value {
             break;
         }
     }
-    let failures: Vec<Value> = failed_from
-        .map(|i| records[i..].iter().map(|r| json!({"itemIdentifier": r["dynamodb"]["SequenceNumber"]})).collect())
+    let mut response = DynamoDbEventResponse::default();
+    response.batch_item_failures = failed_from
+        .map(|i| {
+            event.records[i..]
+                .iter()
+                .map(|r| {
+                    let mut failure = DynamoDbBatchItemFailure::default();
+                    failure.item_identifier = r.change.sequence_number.clone();
+                    failure
+                })
+                .collect()
+        })
         .unwrap_or_default();
-    json!({ "batchItemFailures": failures })
+    response
+}
+
+/// The events a stream record means: its old and new images (DynamoDB JSON, as the stream
+/// delivers them; an absent image is empty) decoded as the store's items.
+fn events_of_record(record: &EventRecord) -> StoreResult<Vec<Event>> {
+    fn image(item: &impl serde::Serialize) -> StoreResult<Option<store_dynamo::Item>> {
+        let json = serde_json::to_value(item).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        if json.as_object().is_none_or(serde_json::Map::is_empty) {
+            return Ok(None);
+        }
+        item_from_stream_json(&json).map(Some)
+    }
+    let (old, new) = (image(&record.change.old_image)?, image(&record.change.new_image)?);
+    events_of_change(old.as_ref(), new.as_ref())
 }
 
 /// Runs the publisher until the runtime stops it.
@@ -123,7 +143,7 @@ pub async fn run() -> Result<(), Error> {
     let aws = aws_config().await;
     let sink: Arc<dyn EventSink> =
         Arc::new(SqsSink { client: aws_sdk_sqs::Client::new(&aws), queue_url: config.queue_url.clone() });
-    lambda_runtime::run(service_fn(move |event: LambdaEvent<Value>| {
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<StreamEvent>| {
         let sink = Arc::clone(&sink);
         async move { Ok::<_, Error>(handle(sink.as_ref(), &event.payload).await) }
     }))
@@ -134,7 +154,18 @@ pub async fn run() -> Result<(), Error> {
 mod tests {
     use std::sync::Mutex;
 
+    use serde_json::{Value, json};
+
     use super::*;
+
+    /// A batch as the stream delivers it.
+    fn batch(records: Vec<Value>) -> StreamEvent {
+        serde_json::from_value(json!({ "Records": records })).unwrap()
+    }
+
+    fn answer(response: &DynamoDbEventResponse) -> Value {
+        serde_json::to_value(response).unwrap()
+    }
 
     /// A sink that records what it got and fails for chosen event types.
     #[derive(Default)]
@@ -170,11 +201,13 @@ mod tests {
                 "finished_at": {"N": "1800000060000"},
             })
         };
-        let mut change = json!({"SequenceNumber": seq, "Keys": {}, "NewImage": image(status)});
+        let mut change = json!({"SequenceNumber": seq, "Keys": {}, "NewImage": image(status), "SizeBytes": 300,
+                                "ApproximateCreationDateTime": 1800000000.0, "StreamViewType": "NEW_AND_OLD_IMAGES"});
         if let Some(o) = old {
             change["OldImage"] = image(o);
         }
-        json!({"eventName": if old.is_some() { "MODIFY" } else { "INSERT" }, "dynamodb": change})
+        json!({"eventID": format!("e{seq}"), "awsRegion": "us-east-1", "eventSource": "aws:dynamodb",
+               "eventName": if old.is_some() { "MODIFY" } else { "INSERT" }, "dynamodb": change})
     }
 
     const T1: &str = "0190b3c4-5d6e-7f80-9a1b-2c3d4e5f6a71";
@@ -184,12 +217,12 @@ mod tests {
     #[tokio::test]
     async fn a_failed_send_reports_that_record_and_every_later_one() {
         let sink = Sink { fail_on: Some("task.cancelled"), ..Sink::default() };
-        let batch = json!({"Records": [
+        let batch = batch(vec![
             record("100", T1, None, "queued"),
             record("200", T2, Some("queued"), "cancelled"),
             record("300", T3, None, "queued"),
-        ]});
-        let out = handle(&sink, &batch).await;
+        ]);
+        let out = answer(&handle(&sink, &batch).await);
         assert_eq!(out, json!({"batchItemFailures": [{"itemIdentifier": "200"}, {"itemIdentifier": "300"}]}));
         assert_eq!(*sink.got.lock().unwrap(), ["task.assigned"]);
     }
@@ -199,12 +232,10 @@ mod tests {
         let sink = Sink::default();
         let mut broken = record("100", T1, None, "queued");
         broken["dynamodb"]["NewImage"]["status"] = json!({"S": "exploded"});
-        let batch = json!({"Records": [
-            broken,
-            {"eventName": "MODIFY", "dynamodb": {"SequenceNumber": "150", "NewImage": {"pk": {"S": "OWNER#a"}, "sk": {"S": "PROJECT#p"}}}},
-            record("200", T2, Some("queued"), "cancelled"),
-        ]});
-        let out = handle(&sink, &batch).await;
+        let mut project = record("150", T1, None, "queued");
+        project["dynamodb"]["NewImage"] = json!({"pk": {"S": "OWNER#a"}, "sk": {"S": "PROJECT#p"}});
+        let batch = batch(vec![broken, project, record("200", T2, Some("queued"), "cancelled")]);
+        let out = answer(&handle(&sink, &batch).await);
         assert_eq!(out, json!({"batchItemFailures": []}));
         assert_eq!(*sink.got.lock().unwrap(), ["task.cancelled"]);
     }

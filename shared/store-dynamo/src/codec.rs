@@ -12,7 +12,8 @@ use domain::runs::{Completion, Run, RunStatus, SessionMeta};
 use domain::store::{StoreError, StoreResult};
 use domain::tasks::{Task, TaskStatus};
 
-pub(crate) type Item = HashMap<String, AttributeValue>;
+/// An item as the SDK holds it: attribute name → value.
+pub type Item = HashMap<String, AttributeValue>;
 
 pub(crate) fn s(v: impl Into<String>) -> AttributeValue {
     AttributeValue::S(v.into())

@@ -57,6 +57,7 @@ mod runs;
 mod schema;
 mod tasks;
 
+pub use codec::Item;
 pub use error::DynamoError;
 pub use events::{events_of_change, item_from_stream_json};
 pub use schema::create_table;

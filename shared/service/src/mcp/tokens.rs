@@ -11,9 +11,11 @@ use super::{Dispatch, McpEndpoint};
 /// withdrawn from the issuer's set stops being honoured within that time); at most
 /// [`VERIFIED_MAX`] entries (expired ones are dropped first, else all).
 #[derive(Default)]
-pub(super) struct VerifiedTokens(
-    std::sync::Mutex<std::collections::HashMap<Box<str>, (Identity, domain::clock::Timestamp)>>,
-);
+pub(super) struct VerifiedTokens {
+    map: std::sync::Mutex<std::collections::HashMap<Box<str>, (Identity, domain::clock::Timestamp)>>,
+    /// Full verifications made (a remembered answer is not one).
+    verifications: std::sync::atomic::AtomicU64,
+}
 
 /// How long a verified token is remembered at most.
 pub const VERIFIED_FOR: std::time::Duration = std::time::Duration::from_secs(60);
@@ -22,12 +24,12 @@ pub const VERIFIED_MAX: usize = 1024;
 
 impl VerifiedTokens {
     fn get(&self, token: &str, now: domain::clock::Timestamp) -> Option<Identity> {
-        let map = self.0.lock().ok()?;
+        let map = self.map.lock().ok()?;
         map.get(token).filter(|(_, until)| now < *until).map(|(id, _)| id.clone())
     }
 
     fn put(&self, token: &str, identity: Identity, until: domain::clock::Timestamp, now: domain::clock::Timestamp) {
-        let Ok(mut map) = self.0.lock() else { return };
+        let Ok(mut map) = self.map.lock() else { return };
         if map.len() >= VERIFIED_MAX {
             map.retain(|_, (_, u)| now < *u);
             if map.len() >= VERIFIED_MAX {
@@ -45,8 +47,16 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
         if let Some(identity) = self.verified.get(token, now) {
             return Ok(identity);
         }
+        self.verified.verifications.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (identity, until) = self.auth.verify_until(token).await?;
         self.verified.put(token, identity.clone(), until, now);
         Ok(identity)
+    }
+
+    /// How many tokens this endpoint verified in full (parse, signature, claims) since it was
+    /// made; a call answered from a remembered verification does not count. For the tests that
+    /// prove the remembering, and for diagnosis.
+    pub fn token_verifications(&self) -> u64 {
+        self.verified.verifications.load(std::sync::atomic::Ordering::Relaxed)
     }
 }
