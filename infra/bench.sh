@@ -25,5 +25,5 @@ if [ -z "${AWS_ENDPOINT_URL:-}" ]; then
   AWS_ENDPOINT_URL=$(cat "$state/endpoint")
   export AWS_ENDPOINT_URL AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
 fi
-cargo test --workspace --locked --test conformance -- dynamodb::request_counts_on_the_common_path --nocapture 2>&1 \
+cargo test --workspace --locked --test suite -- conformance::dynamodb::request_counts_on_the_common_path --nocapture 2>&1 \
   | grep -E "\[dynamodb\] (list_open_tasks|claim|get_task):"

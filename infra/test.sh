@@ -13,9 +13,11 @@
 # - Python environments and the npm runner are kept outside the checkout, one folder per hash of
 #   their pins ($FOUNDRY_CACHE_DIR, default ~/.cache/foundry-connect): a fresh clone on a machine
 #   that ran the tests before reuses them; changed pins get a new folder.
-# - The binaries and test binaries are built first, then the tests run while clippy and rustdoc
-#   check the workspace at low priority beside them (most tests wait on processes, moto or a
-#   browser, not on a core). A failed lint or doc fails the run like a failed test.
+# - Clippy lints the workspace while it is built (clippy-driver as the workspace wrapper), then
+#   the tests run while rustdoc checks the docs at low priority beside them (most tests wait on
+#   processes, moto or a browser, not on a core). A failed lint or doc fails the run.
+# - The cross-crate tests are one binary (tests/tests/suite.rs), and binaries without tests
+#   have no test harness.
 # - Under CI=true a fresh target folder is built without incremental state or debug info.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -113,7 +115,20 @@ if [ "$#" -eq 0 ] && cargo nextest --version >/dev/null 2>&1; then
   use_nextest=true
 fi
 
-phase "cargo build --workspace --bins and the test binaries (tests run the real relay and function binaries)"
+# Clippy runs inside the build: clippy-driver as the workspace's rustc wrapper, as `cargo clippy`
+# itself sets it up (CLIPPY_ARGS is how cargo-clippy hands it `-D warnings`), so the workspace
+# is compiled once for the lints and the tests instead of a check pass and a build pass. The
+# binaries, the libraries, and every test target are built, which is what `cargo clippy
+# --workspace --all-targets` covers here (there are no benches or examples).
+if clippy_driver=$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver); then
+  export RUSTC_WORKSPACE_WRAPPER="$clippy_driver" CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+  separate_clippy=false
+else
+  echo "   clippy-driver not found: clippy runs on its own beside the tests"
+  separate_clippy=true
+fi
+
+phase "cargo build --workspace --bins and the test binaries, linted by clippy -D warnings (tests run the real relay and function binaries)"
 cargo build --workspace --bins --locked
 if $use_nextest; then
   cargo nextest run --workspace --locked --no-run
@@ -121,14 +136,18 @@ else
   cargo test --workspace --locked --no-run
 fi
 
-# Lints and docs beside the tests, at low priority, in a target folder of their own (cargo locks
-# a target folder for the whole of a build, so sharing one would make the tests wait; check
-# artifacts are never shared with build artifacts anyway). Their output is shown at the end.
+# The docs (and clippy, when it could not run in the build) beside the tests, at low priority,
+# in a target folder of their own: cargo locks a target folder for the whole of a build, so
+# sharing one would make the tests wait, and rustdoc's check artifacts are never shared with
+# build artifacts anyway. The output is shown at the end.
 lint_log="$state/lint.log"
 (
   set -e
-  echo "== cargo clippy --workspace --all-targets -- -D warnings"
-  nice -n 19 cargo clippy --workspace --all-targets --locked --target-dir "$root/target/lint" -- -D warnings
+  unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
+  if $separate_clippy; then
+    echo "== cargo clippy --workspace --all-targets -- -D warnings"
+    nice -n 19 cargo clippy --workspace --all-targets --locked --target-dir "$root/target/lint" -- -D warnings
+  fi
   echo "== cargo doc --no-deps (RUSTDOCFLAGS=-D warnings)"
   RUSTDOCFLAGS="-D warnings" nice -n 19 cargo doc --workspace --no-deps --locked --quiet --target-dir "$root/target/lint"
 ) > "$lint_log" 2>&1 &
@@ -137,25 +156,25 @@ lint_pid=$!
 log="$state/cargo-test.log"
 set +e
 if $use_nextest; then
-  phase "cargo nextest run --workspace (and the doc tests), with clippy and rustdoc beside it"
+  phase "cargo nextest run --workspace (and the doc tests), with rustdoc beside it"
   cargo nextest run --workspace --locked --profile ci 2>&1 | tee "$log"
   status=${PIPESTATUS[0]}
   cargo test --workspace --locked --doc 2>&1 | tee -a "$log"
   doc_status=${PIPESTATUS[0]}
   [ "$status" -eq 0 ] && status=$doc_status
 else
-  phase "cargo test --workspace, with clippy and rustdoc beside it"
+  phase "cargo test --workspace, with rustdoc beside it"
   cargo test --workspace --locked -- "$@" 2>&1 | tee "$log"
   status=${PIPESTATUS[0]}
 fi
-phase "waiting for clippy and rustdoc"
+phase "waiting for rustdoc"
 wait "$lint_pid"
 lint_status=$?
 lint_pid=""
 set -e
 cat "$lint_log"
 if [ "$lint_status" -ne 0 ]; then
-  echo "clippy or rustdoc failed (above)"
+  echo "rustdoc (or clippy) failed (above)"
   [ "$status" -eq 0 ] && status=$lint_status
 fi
 phase ""

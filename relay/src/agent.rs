@@ -42,6 +42,10 @@ pub struct Relay<S = Client, E = executor::Processes> {
     source: Option<(std::path::PathBuf, Mutex<Option<std::time::SystemTime>>)>,
     pub(crate) client: S,
     pub(crate) state: State,
+    /// Test-only mutation: forget the journaled execution id of a start whose answer was lost
+    /// (what the lost-start fix prevents), so the test that guards the fix can show it fails.
+    #[cfg(test)]
+    pub(crate) forget_lost_starts: bool,
     status: Arc<Mutex<Status>>,
 }
 
@@ -97,6 +101,8 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         Ok(Self {
             executor,
             jitter_seed: None,
+            #[cfg(test)]
+            forget_lost_starts: false,
             config: std::sync::RwLock::new(Arc::new(config)),
             source: None,
             client: server,
@@ -493,6 +499,7 @@ mod tests {
         queued: Mutex<Vec<(ProjectId, Command)>>,
         started: Mutex<std::collections::HashMap<CommandId, String>>,
         lose_start_responses: AtomicUsize,
+        start_calls: AtomicUsize,
         refused_projects: Mutex<Vec<ProjectId>>,
         refuse_results_containing: Mutex<Option<String>>,
         completed: Mutex<Vec<(CommandId, Completion)>>,
@@ -517,6 +524,7 @@ mod tests {
             Ok(Synced::Commands { commands, poll_interval: Duration::from_millis(100) })
         }
         async fn start(&self, id: CommandId, execution_id: &str) -> Result<Started, ClientError> {
+            self.start_calls.fetch_add(1, Ordering::SeqCst);
             let mut started = self.started.lock().unwrap();
             match started.get(&id) {
                 Some(e) if e == execution_id => return Ok(Started::Running),
@@ -587,7 +595,18 @@ mod tests {
 
     /// Runs the relay (real time) until `done` holds, at most 30 s; returns whether it held.
     async fn run_until(script: Arc<Script>, config: Config, done: impl Fn(&Script) -> bool) -> bool {
-        let relay = Relay::with_server(config, Arc::clone(&script)).unwrap();
+        run_mutated_until(script, config, false, done).await
+    }
+
+    /// [`run_until`], with the relay's test-only mutation `forget_lost_starts` set as asked.
+    async fn run_mutated_until(
+        script: Arc<Script>,
+        config: Config,
+        forget_lost_starts: bool,
+        done: impl Fn(&Script) -> bool,
+    ) -> bool {
+        let mut relay = Relay::with_server(config, Arc::clone(&script)).unwrap();
+        relay.forget_lost_starts = forget_lost_starts;
         let stop = Arc::new(tokio::sync::Notify::new());
         let stopped = Arc::clone(&stop);
         let task = tokio::spawn(async move { relay.run(async move { stopped.notified().await }).await });
@@ -627,6 +646,29 @@ mod tests {
         assert_eq!(completed[0].1.result.as_deref(), Some("ran"));
         assert_eq!(completed[0].1.execution_id, script.started.lock().unwrap()[&id], "the retried start was a replay");
         assert_eq!(std::fs::read_to_string(&count).unwrap().lines().count(), 1, "executed more than once");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// The mutation the test above guards against, planted in this test build only: a relay
+    /// that forgets the execution id of a start whose answer was lost asks again with a new
+    /// one, the server refuses it (the run is running under the first), and the run is lost —
+    /// the soak's "lost" count (docs/relay.md).
+    #[tokio::test]
+    async fn without_the_journaled_execution_id_a_lost_start_loses_the_run() {
+        let dir = temp_state();
+        let project = ProjectId::generate();
+        let count = dir.join("executions");
+        let session = session_in(vec![project], &format!("echo x >> {}; echo ran", count.display()));
+        let script = Arc::new(Script::default());
+        script.lose_start_responses.store(1, Ordering::SeqCst);
+        queue(&script, project, &session);
+        let retried = run_mutated_until(Arc::clone(&script), fast_config(&dir, vec![session]), true, |s| {
+            s.start_calls.load(Ordering::SeqCst) >= 2
+        })
+        .await;
+        assert!(retried, "the relay never retried the start");
+        assert!(script.completed.lock().unwrap().is_empty(), "the mutated relay still completed the run");
+        assert!(!count.exists(), "the mutated relay still ran the graph");
         let _ = std::fs::remove_dir_all(dir);
     }
 

@@ -68,8 +68,8 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         }
         let execution_id = match journaled {
             // A start whose answer was lost: reuse its execution id, so the retry is a replay.
-            Some((_, s)) => s.execution_id,
-            None => uuid::Uuid::new_v4().to_string(),
+            Some((_, s)) if !self.forgets_lost_starts() => s.execution_id,
+            _ => uuid::Uuid::new_v4().to_string(),
         };
         let mut entry = disk::Started {
             execution_id: execution_id.clone(),
@@ -96,6 +96,18 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         entry.running = true;
         self.state.journal.put(id, &entry)?;
         Ok(Some(execution_id))
+    }
+
+    /// The test-only mutation of the lost-start fix: set only in this crate's tests.
+    #[cfg(test)]
+    fn forgets_lost_starts(&self) -> bool {
+        self.forget_lost_starts
+    }
+
+    /// Never outside this crate's tests.
+    #[cfg(not(test))]
+    fn forgets_lost_starts(&self) -> bool {
+        false
     }
 
     /// Writes the completion durably, forgets the journal entry, then posts it.

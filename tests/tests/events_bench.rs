@@ -1,6 +1,6 @@
 //! Event measurements on the local server (ignored by default: they time things, so they are a
 //! benchmark, not a test). Run with
-//! `cargo test -p foundry-tests --test events_bench -- --ignored --nocapture`.
+//! `cargo test -p foundry-tests --test suite events_bench:: -- --ignored --nocapture`.
 //!
 //! - end-to-end latency from a state change (the store call returning) to the webhook's
 //!   arrival at a receiver on 127.0.0.1, over 200 changes: p50 / p95 / max;

@@ -493,7 +493,7 @@ async fn a_rejected_device_token_keeps_completions_in_the_outbox() {
 /// reading `cancelled` on the server (process stopped, completion recorded), cancelled at a
 /// random moment of a running graph, n = 20. A benchmark (printed, not asserted).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a benchmark: cargo test -p foundry-tests --test relay_e2e cancel_latency -- --ignored --nocapture"]
+#[ignore = "a benchmark: cargo test -p foundry-tests --test suite relay_e2e::cancel_latency -- --ignored --nocapture"]
 async fn cancel_latency_at_the_default_control_poll() {
     let e = env(Duration::from_secs(600)).await;
     let (_, path) = e.config_polling(&[(1, "slow", "sleep 60 & wait")], "state", 3000);

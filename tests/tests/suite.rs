@@ -1,0 +1,29 @@
+//! The cross-crate tests, one binary: each file beside this one is a module (a test binary each
+//! cost a link of the whole stack and its own copies of the generic code, most of the test
+//! command's build time). `cargo nextest` still runs every test in its own process; filters
+//! name the module, e.g. `./infra/test.sh conformance::dynamodb::` or
+//! `cargo test -p foundry-tests --test suite relay_soak -- --nocapture`.
+
+mod auth_rs256;
+mod cloud_connect;
+mod cloud_shape;
+mod cold_start;
+mod conformance;
+mod events_bench;
+mod events_cloud;
+mod events_docs;
+mod events_local;
+mod mcp_conformance;
+mod mcp_direct;
+mod mcp_http;
+mod oauth_local;
+mod owner_api_http;
+mod panel_browser;
+mod python_clients;
+mod readme;
+mod relay_api_http;
+mod relay_e2e;
+mod relay_soak;
+mod template;
+mod tool_permissions;
+mod uploads;
