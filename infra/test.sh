@@ -26,7 +26,10 @@ cd "$root"
 state=$(mktemp -d "${TMPDIR:-/tmp}/foundry-test.XXXXXX")
 lint_pid=""
 cleanup() {
-  [ -n "$lint_pid" ] && kill "$lint_pid" 2>/dev/null || true
+  if [ -n "$lint_pid" ]; then
+    pkill -TERM -P "$lint_pid" 2>/dev/null || true
+    kill "$lint_pid" 2>/dev/null || true
+  fi
   "$root/infra/emulator.sh" stop "$state" || true
   rm -rf "$state"
 }
@@ -128,18 +131,11 @@ else
   separate_clippy=true
 fi
 
-phase "cargo build --workspace --bins and the test binaries, linted by clippy -D warnings (tests run the real relay and function binaries)"
-cargo build --workspace --bins --locked
-if $use_nextest; then
-  cargo nextest run --workspace --locked --no-run
-else
-  cargo test --workspace --locked --no-run
-fi
-
-# The docs (and clippy, when it could not run in the build) beside the tests, at low priority,
-# in a target folder of their own: cargo locks a target folder for the whole of a build, so
-# sharing one would make the tests wait, and rustdoc's check artifacts are never shared with
-# build artifacts anyway. The output is shown at the end.
+# The docs (and clippy, when it could not run in the build) from here on, beside the build and
+# the tests, at low priority (they take what the build's serial stretches and the tests'
+# waiting leave of the cores), in a target folder of their own: cargo locks a target folder for
+# the whole of a build, so sharing one would make the tests wait, and rustdoc's check artifacts
+# are never shared with build artifacts anyway. The output is shown at the end.
 lint_log="$state/lint.log"
 (
   set -e
@@ -152,6 +148,15 @@ lint_log="$state/lint.log"
   RUSTDOCFLAGS="-D warnings" nice -n 19 cargo doc --workspace --no-deps --locked --quiet --target-dir "$root/target/lint"
 ) > "$lint_log" 2>&1 &
 lint_pid=$!
+
+phase "cargo build --workspace --bins and the test binaries, linted by clippy -D warnings (tests run the real relay and function binaries)"
+cargo build --workspace --bins --locked
+if $use_nextest; then
+  cargo nextest run --workspace --locked --no-run
+else
+  cargo test --workspace --locked --no-run
+fi
+
 
 log="$state/cargo-test.log"
 set +e
