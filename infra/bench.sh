@@ -5,6 +5,9 @@
 # calls on moto (the conformance suite's asserted counts, printed).
 #
 #   ./infra/bench.sh [seconds per cell, default 10] [path to the bench folder, default ../shared/bench]
+#   PIN_CORES=1 ./infra/bench.sh     the load client on core 1, the local server on core 0 (taskset;
+#                                    the reconstruction then shares the client's core: compare
+#                                    the local server's cells only)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 secs="${1:-10}"
@@ -14,7 +17,14 @@ command -v python3 >/dev/null || { echo "python3 is needed for the reconstructio
 # The `server` profile: release at opt-level 3 (Cargo.toml; the Lambda release profile is tuned
 # for size, which a long-lived server does not need).
 cargo build --profile server --locked -p local -p sim
-./target/server/peer_bench ./target/server/local "$bench" "$secs"
+if [ "${PIN_CORES:-}" = 1 ]; then
+  pinned="$(mktemp -d "${TMPDIR:-/tmp}/foundry-pin.XXXXXX")/local"
+  printf '#!/bin/sh\nexec taskset -c 0 %s "$@"\n' "$PWD/target/server/local" > "$pinned"
+  chmod +x "$pinned"
+  taskset -c 1 ./target/server/peer_bench "$pinned" "$bench" "$secs"
+else
+  ./target/server/peer_bench ./target/server/local "$bench" "$secs"
+fi
 echo
 echo "DynamoDB requests per call on moto (the conformance suite's asserted counts):"
 state=$(mktemp -d "${TMPDIR:-/tmp}/foundry-bench.XXXXXX")

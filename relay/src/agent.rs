@@ -783,7 +783,10 @@ mod tests {
         let dir = temp_state();
         let (first, second) = (ProjectId::generate(), ProjectId::generate());
         let file = dir.join("relay.toml");
-        let write = |project: ProjectId| {
+        // Each save gets its own modification time, set explicitly (as an editor's save would
+        // move it), so nothing waits for a coarse file-system clock to tick.
+        let saved_at = std::time::SystemTime::now();
+        let write = |project: ProjectId, version: u64| {
             std::fs::create_dir_all(&dir).unwrap();
             let text = format!(
                 "server_url = \"http://unused.invalid\"\ndevice_token = \"fcd_test\"\nstate_dir = \"{}\"\npoll_s = 1\n\
@@ -794,9 +797,15 @@ mod tests {
             // A new inode and a later mtime, as editors save.
             let tmp = dir.join("relay.toml.tmp");
             std::fs::write(&tmp, text).unwrap();
+            std::fs::File::options()
+                .write(true)
+                .open(&tmp)
+                .unwrap()
+                .set_modified(saved_at + Duration::from_secs(version))
+                .unwrap();
             std::fs::rename(&tmp, &file).unwrap();
         };
-        write(first);
+        write(first, 0);
         let script = Arc::new(Script::default());
         let relay =
             Relay::with_server(Config::load(&file).unwrap(), Arc::clone(&script)).unwrap().watching(file.clone());
@@ -816,9 +825,7 @@ mod tests {
             }
         };
         assert!(wait((first, 1)).await, "the first project was never synced");
-        // Let the file's mtime move past the first one's (coarse file-system clocks).
-        tokio::time::sleep(Duration::from_millis(1100)).await;
-        write(second);
+        write(second, 1);
         assert!(wait((second, 1)).await, "a session moved to another project never reached the server");
         assert!(wait((first, 0)).await, "the project it left was never told");
         stop.notify_one();

@@ -23,7 +23,7 @@ fn pct(sorted: &[Duration], p: f64) -> f64 {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "a benchmark: run with --ignored --nocapture"]
+#[ignore = "a benchmark (asserts its goals loosely): run with --ignored --nocapture"]
 async fn local_event_latency_and_throughput() {
     let dir = std::env::temp_dir().join(format!("foundry-evbench-{}", uuid::Uuid::new_v4()));
     let running = local::start(local::LocalConfig::at(dir.clone())).await.unwrap();
@@ -54,14 +54,14 @@ async fn local_event_latency_and_throughput() {
     for i in 0..200 {
         let before = receiver.accepted().len();
         let changed = Instant::now();
-        let AssignOutcome::Assigned(t) = running.store.assign_task(&assign(i)).await.unwrap() else { panic!() };
+        let assigned = running.store.assign_task(&assign(i)).await.unwrap();
+        assert!(matches!(assigned, AssignOutcome::Assigned(_)), "{assigned:?}");
         let arrived = wait_until("the webhook", Duration::from_secs(10), || {
             let r = receiver.clone();
             async move { (r.accepted().len() > before).then(Instant::now) }
         })
         .await;
         latencies.push(arrived - changed);
-        let _ = t;
     }
     latencies.sort();
     println!(
@@ -70,6 +70,13 @@ async fn local_event_latency_and_throughput() {
         pct(&latencies, 0.95),
         pct(&latencies, 1.0),
         local::NOTIFIER_POLL.as_millis()
+    );
+    // The goal docs/events.md reports against, loosely: the notifier wakes on the write, so a
+    // webhook arrives well before its once-a-second poll would bring it.
+    assert!(
+        pct(&latencies, 0.95) < local::NOTIFIER_POLL.as_millis() as f64 / 2.0,
+        "p95 {:.0} ms: not woken by the write",
+        pct(&latencies, 0.95)
     );
 
     // Throughput: 1,000 events queued at once, then delivered.
@@ -89,6 +96,8 @@ async fn local_event_latency_and_throughput() {
         took.as_secs_f64(),
         1_000.0 / took.as_secs_f64()
     );
+    // Loosely: a client per host reused (one per delivery gave 47 events/s).
+    assert!(1_000.0 / took.as_secs_f64() > 200.0, "throughput below 200 events/s");
 
     let t = running.demo.task_id.unwrap();
     running.store.claim_task(&owner, link, t).await.unwrap();

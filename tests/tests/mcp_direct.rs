@@ -302,6 +302,13 @@ async fn a_token_is_verified_once_then_remembered_for_at_most_60_s_and_at_most_1
         assert_eq!(listed_with(e, &t).await, 200);
     }
     assert_eq!(e.token_verifications(), 1, "the same token is verified once, then remembered");
+    // The control: the same calls on an endpoint without the memory are five verifications,
+    // so the count above is the memory's doing.
+    let forgetful = fixture().await.direct.without_token_memory();
+    for _ in 0..5 {
+        assert_eq!(listed_with(&forgetful, &t).await, 200);
+    }
+    assert_eq!(forgetful.token_verifications(), 5, "without the memory every call verifies");
     // Remembered at most VERIFIED_FOR (60 s), even though the token lives an hour.
     f.clock.advance(Duration::from_secs(59));
     assert_eq!(listed_with(e, &t).await, 200);

@@ -491,7 +491,7 @@ async fn a_rejected_device_token_keeps_completions_in_the_outbox() {
 
 /// Cancel latency at the relay's default 3 s control poll: from the agent's cancel to the run
 /// reading `cancelled` on the server (process stopped, completion recorded), cancelled at a
-/// random moment of a running graph, n = 20. A benchmark (printed, not asserted).
+/// random moment of a running graph, n = 20. A benchmark: printed, and its goals asserted loosely.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a benchmark: cargo test -p foundry-tests --test suite relay_e2e::cancel_latency -- --ignored --nocapture"]
 async fn cancel_latency_at_the_default_control_poll() {
@@ -530,6 +530,11 @@ async fn cancel_latency_at_the_default_control_poll() {
         ms.len(),
         sorted[sorted.len() - 1]
     );
+    // Loosely, what the docs report against: within one control poll plus the stop and the
+    // completion on average, and never two polls.
+    let poll = relay::config::DEFAULT_CONTROL_POLL.as_millis() as u64;
+    assert!(mean < (poll + 1_000) as f64, "mean {mean:.0} ms: more than one poll and a second");
+    assert!(sorted[sorted.len() - 1] < 2 * poll, "max {} ms: two polls", sorted[sorted.len() - 1]);
     drop(tx);
     task.await.unwrap();
     e.finish().await;

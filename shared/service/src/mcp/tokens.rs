@@ -15,6 +15,8 @@ pub(super) struct VerifiedTokens {
     map: std::sync::Mutex<std::collections::HashMap<Box<str>, (Identity, domain::clock::Timestamp)>>,
     /// Full verifications made (a remembered answer is not one).
     verifications: std::sync::atomic::AtomicU64,
+    /// Remembering switched off (diagnosis, and the control of the test that counts).
+    pub(super) off: bool,
 }
 
 /// How long a verified token is remembered at most.
@@ -44,13 +46,22 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
     /// Who `token` is: remembered from an earlier call while that answer holds, else verified.
     pub(super) async fn identity(&self, token: &str) -> Result<Identity, AuthError> {
         let now = self.auth.clock.now();
-        if let Some(identity) = self.verified.get(token, now) {
+        if !self.verified.off
+            && let Some(identity) = self.verified.get(token, now)
+        {
             return Ok(identity);
         }
         self.verified.verifications.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let (identity, until) = self.auth.verify_until(token).await?;
         self.verified.put(token, identity.clone(), until, now);
         Ok(identity)
+    }
+
+    /// Verifies every token on every call, remembering none: to measure what the memory saves,
+    /// and for the test that shows its counting would catch an endpoint without it.
+    pub fn without_token_memory(mut self) -> Self {
+        self.verified.off = true;
+        self
     }
 
     /// How many tokens this endpoint verified in full (parse, signature, claims) since it was

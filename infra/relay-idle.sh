@@ -1,0 +1,64 @@
+#!/usr/bin/env bash
+# The relay's idle cost (docs/results.md, "Desktop relay"): the release relay against the
+# release local server, one session shared to the demo project, nothing queued, the default
+# 20 s poll. Prints the relay's resident memory (VmRSS, VmHWM) and CPU time (utime + stime)
+# at 5 s and at the end.
+#
+#   ./infra/relay-idle.sh [seconds, default 300]
+#   PROFILE=dev ./infra/relay-idle.sh 10      a quick check of the script on debug builds
+set -euo pipefail
+root=$(cd "$(dirname "$0")/.." && pwd)
+cd "$root"
+seconds=${1:-300}
+profile=${PROFILE:-release}
+dir=$([ "$profile" = dev ] && echo debug || echo "$profile")
+cargo build --profile "$profile" --locked -p relay -p local
+work=$(mktemp -d "${TMPDIR:-/tmp}/relay-idle.XXXXXX")
+cleanup() {
+  [ -n "${relay_pid:-}" ] && kill "$relay_pid" 2>/dev/null || true
+  [ -n "${local_pid:-}" ] && kill "$local_pid" 2>/dev/null || true
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+FOUNDRY_DATA_DIR="$work/server" FOUNDRY_PORT=0 target/$dir/local > "$work/local.out" 2>&1 &
+local_pid=$!
+for _ in $(seq 1 100); do grep -q "Device token:" "$work/local.out" 2>/dev/null && break; sleep 0.1; done
+field() { sed -n "s/^ *$1: *//p" "$work/local.out" | head -1; }
+server=$(field "Relay server")
+project=$(field "Project id")
+field "Device token" > "$work/device-token"
+cat > "$work/relay.toml" <<TOML
+server_url = "$server"
+device_token_file = "$work/device-token"
+state_dir = "$work/state"
+
+[[sessions]]
+graph_session_id = "gs_0123456789abcdef0123456789abcdef"
+name = "Idle"
+slug = "idle"
+version = "1"
+projects = ["$project"]
+command = ["true"]
+TOML
+target/$dir/relay --config "$work/relay.toml" run > "$work/relay.log" 2>&1 &
+relay_pid=$!
+
+sample() {
+  local status stat ticks
+  status=$(cat "/proc/$relay_pid/status")
+  stat=$(cat "/proc/$relay_pid/stat")
+  ticks=$(echo "$stat" | awk '{print $14 + $15}')
+  printf '| %s | %s | %s | %s |\n' "$1" \
+    "$(echo "$status" | awk '/^VmRSS/ {print $2 " " $3}')" \
+    "$(echo "$status" | awk '/^VmHWM/ {print $2 " " $3}')" \
+    "$((ticks * 1000 / $(getconf CLK_TCK))) ms"
+}
+echo "relay $(stat -c %s target/$dir/relay) bytes; server $server; ${seconds} s idle"
+echo "| after | VmRSS | VmHWM (peak) | CPU time |"
+echo "|---|---|---|---|"
+sleep 5
+sample "5 s"
+sleep "$((seconds - 5))"
+sample "${seconds} s"
+echo "syncs logged: $(grep -c 'synced' "$work/relay.log" || true)"
