@@ -748,33 +748,63 @@ mod tests {
         let _ = std::fs::remove_dir_all(dir);
     }
 
-    #[tokio::test]
+    /// A graph that takes `took` of tokio's (paused) time and counts the syncs the server saw
+    /// while it ran.
+    struct Timed {
+        took: Duration,
+        script: Arc<Script>,
+        syncs_during: Arc<Mutex<Option<usize>>>,
+    }
+
+    impl executor::Execute for Timed {
+        async fn execute(
+            &self,
+            _command: &[String],
+            _arguments: &serde_json::Value,
+            cancel: impl Future<Output = ()> + Send,
+            _grace: Duration,
+        ) -> executor::Outcome {
+            let before = self.script.syncs.lock().unwrap().len();
+            // The relay's supervision (control polls, syncs) runs inside `cancel`, as with a
+            // real process: it is polled for as long as the graph runs.
+            tokio::select! {
+                () = tokio::time::sleep(self.took) => {}
+                () = cancel => panic!("nobody asked to cancel"),
+            }
+            *self.syncs_during.lock().unwrap() = Some(self.script.syncs.lock().unwrap().len() - before);
+            executor::Outcome {
+                status: FinalStatus::Completed,
+                result: Some("done".into()),
+                error: None,
+                total_tokens: None,
+                reported_cost: None,
+                truncated: false,
+            }
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn the_relay_keeps_syncing_while_a_graph_runs() {
         let dir = temp_state();
         let project = ProjectId::generate();
-        let marker = dir.join("running");
-        let session = session_in(vec![project], &format!("touch {}; sleep 2; echo done", marker.display()));
+        let session = session_in(vec![project], "unused: the graph is virtual");
         let script = Arc::new(Script::default());
         let id = queue(&script, project, &session);
-        let syncs_during = Arc::new(Mutex::new((false, 0usize)));
-        let seen = Arc::clone(&syncs_during);
-        let m = marker.clone();
-        let done = run_until(Arc::clone(&script), fast_config(&dir, vec![session]), move |s| {
-            let finished = s.completed.lock().unwrap().iter().any(|(c, _)| *c == id);
-            let mut seen = seen.lock().unwrap();
-            if m.exists() && !finished {
-                if !seen.0 {
-                    *seen = (true, s.syncs.lock().unwrap().len());
-                }
-            } else if finished && seen.0 {
-                seen.1 = s.syncs.lock().unwrap().len() - seen.1;
-            }
-            finished
-        })
-        .await;
-        assert!(done);
-        let during = syncs_during.lock().unwrap().1;
-        assert!(during >= 2, "{during} syncs during a 2 s run at a 100 ms poll interval");
+        let syncs_during = Arc::new(Mutex::new(None));
+        let graph = Timed { took: Duration::from_secs(2), script: Arc::clone(&script), syncs_during: Arc::clone(&syncs_during) };
+        let relay = Relay::with_parts(fast_config(&dir, vec![session]), Arc::clone(&script), graph).unwrap();
+        let stop = Arc::new(tokio::sync::Notify::new());
+        let stopped = Arc::clone(&stop);
+        let task = tokio::spawn(async move { relay.run(async move { stopped.notified().await }).await });
+        // Virtual time: each wait here lets the relay's timers run, nothing waits on the wall clock.
+        while !script.completed.lock().unwrap().iter().any(|(c, _)| *c == id) {
+            tokio::time::sleep(Duration::from_millis(10)).await;
+        }
+        stop.notify_one();
+        task.await.unwrap().unwrap();
+        let during = syncs_during.lock().unwrap().expect("the graph ran");
+        // A 2 s run at a 100 ms poll interval: the sync schedule goes on during the run.
+        assert!(during >= 15, "{during} syncs during a 2 s run at a 100 ms poll interval");
         let _ = std::fs::remove_dir_all(dir);
     }
 
