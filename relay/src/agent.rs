@@ -791,7 +791,11 @@ mod tests {
         let script = Arc::new(Script::default());
         let id = queue(&script, project, &session);
         let syncs_during = Arc::new(Mutex::new(None));
-        let graph = Timed { took: Duration::from_secs(2), script: Arc::clone(&script), syncs_during: Arc::clone(&syncs_during) };
+        let graph = Timed {
+            took: Duration::from_secs(2),
+            script: Arc::clone(&script),
+            syncs_during: Arc::clone(&syncs_during),
+        };
         let relay = Relay::with_parts(fast_config(&dir, vec![session]), Arc::clone(&script), graph).unwrap();
         let stop = Arc::new(tokio::sync::Notify::new());
         let stopped = Arc::clone(&stop);

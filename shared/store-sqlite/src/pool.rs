@@ -239,6 +239,48 @@ mod tests {
         assert!(re_prepares(&conn) > 0, "without QPSG SQLite should re-plan on new bindings");
     }
 
+    fn temp_store() -> (crate::SqliteStore, std::path::PathBuf) {
+        let path = std::env::temp_dir().join(format!("fc-pool-{}.sqlite3", uuid::Uuid::new_v4()));
+        let clock = std::sync::Arc::new(domain::clock::ManualClock::starting_now());
+        (crate::SqliteStore::open(&path, clock, domain::limits::Policy::default()).unwrap(), path)
+    }
+
+    /// Inline reads: with a connection idle, a read runs on the calling thread; with none idle
+    /// it goes to the blocking pool (the control: the same read, another thread).
+    #[tokio::test(flavor = "current_thread")]
+    async fn a_read_runs_on_the_calling_thread_when_a_connection_is_idle() {
+        let (store, path) = temp_store();
+        let here = std::thread::current().id();
+        let ran_on = store.read(|_, _| Ok(std::thread::current().id())).await.unwrap();
+        assert_eq!(ran_on, here, "a read with an idle connection left the calling thread");
+        let held = store.pool.try_get().expect("the store opened with an idle connection");
+        let ran_on = store.read(|_, _| Ok(std::thread::current().id())).await.unwrap();
+        assert_ne!(ran_on, here, "with no idle connection the read should wait on the blocking pool");
+        store.pool.put(held);
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+    }
+
+    /// The writer lane: every write transaction of this process runs holding it, so a second
+    /// writer waits on the lane, not in SQLite's busy handler.
+    #[tokio::test]
+    async fn every_write_transaction_holds_the_writer_lane() {
+        let (store, path) = temp_store();
+        let pool = Arc::clone(&store.pool);
+        let lane_free = store
+            .write(move |tx, _| {
+                tx.execute_batch("CREATE TABLE IF NOT EXISTS lane (x INTEGER)")?;
+                Ok(pool.writer.try_lock().is_ok())
+            })
+            .await
+            .unwrap();
+        assert!(!lane_free, "a write transaction ran outside the writer lane");
+        for suffix in ["", "-wal", "-shm"] {
+            let _ = std::fs::remove_file(format!("{}{suffix}", path.display()));
+        }
+    }
+
     #[test]
     fn a_failed_transaction_leaves_nothing_and_the_connection_ready() {
         let conn = Pool::open_connection(None).unwrap();
