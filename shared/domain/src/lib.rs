@@ -20,9 +20,10 @@
 //! | [`store`] | the store capability traits (`ClaimTasks`, `QueueRuns`, …) and [`store::StoreError`] |
 //! | [`relay`] | the relay protocol's wire types, shared by the relay API and the relay |
 //!
-//! Stores do one conditional write per state change and hand the old image of a failed
-//! write to the pure classifiers in [`runs`] and [`tasks`], so both stores decide outcomes
-//! with the same code.
+//! A store changes a run or a task with one conditional write and hands the old image of a
+//! failed write to the pure classifiers in [`runs`] and [`tasks`], so both stores decide
+//! outcomes with the same code (`docs/architecture.md` names the few changes that are not one
+//! conditional write).
 
 pub mod clients;
 pub mod clock;

@@ -1,0 +1,514 @@
+//! Tests of the module above.
+
+use super::*;
+use crate::client::{Command, Completed, Started};
+use crate::config::Session;
+use domain::ids::CommandId;
+use domain::ids::GraphSessionId;
+use domain::runs::FinalStatus;
+use domain::runs::SessionMeta;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use tokio::time::Instant;
+
+/// An in-memory server: records when each sync arrived (in virtual time) and answers
+/// from a script — `fail_first` failed syncs, then empty queues with `poll_interval`.
+struct FakeServer {
+    syncs: Mutex<Vec<Instant>>,
+    fail_first: usize,
+    calls: AtomicUsize,
+    poll_interval: Duration,
+    /// How long each sync takes (a slow server or a long pass).
+    sync_takes: Duration,
+}
+
+impl FakeServer {
+    fn new(fail_first: usize, poll_interval: Duration) -> Self {
+        Self {
+            syncs: Mutex::new(Vec::new()),
+            fail_first,
+            calls: AtomicUsize::new(0),
+            poll_interval,
+            sync_takes: Duration::ZERO,
+        }
+    }
+
+    /// Seconds (virtual) between consecutive syncs.
+    fn gaps(&self) -> Vec<f64> {
+        let at = self.syncs.lock().unwrap().clone();
+        at.windows(2).map(|w| (w[1] - w[0]).as_secs_f64()).collect()
+    }
+}
+
+impl RelayServer for FakeServer {
+    async fn sync(&self, _project: ProjectId, _sessions: &[SessionMeta]) -> Result<Synced, ClientError> {
+        self.syncs.lock().unwrap().push(Instant::now());
+        tokio::time::sleep(self.sync_takes).await;
+        if self.calls.fetch_add(1, Ordering::SeqCst) < self.fail_first {
+            return Err(ClientError::Retryable("503 scripted".into()));
+        }
+        Ok(Synced::Commands { commands: Vec::new(), poll_interval: self.poll_interval })
+    }
+    async fn start(&self, _id: CommandId, _execution_id: &str) -> Result<Started, ClientError> {
+        Ok(Started::Refused("cancelled".into()))
+    }
+    async fn control(&self, _id: CommandId) -> Result<bool, ClientError> {
+        Ok(false)
+    }
+    async fn complete(&self, _id: CommandId, _c: &Completion) -> Result<Completed, ClientError> {
+        Ok(Completed::Recorded("completed".into()))
+    }
+}
+
+fn config(poll: Duration) -> Config {
+    let gs = GraphSessionId::parse("g", &format!("gs_{}", "1".repeat(32))).unwrap();
+    let meta = SessionMeta {
+        graph_session_id: gs,
+        name: "n".into(),
+        description: String::new(),
+        slug: "s".into(),
+        version: "1".into(),
+        status: "ready".into(),
+    };
+    Config {
+        server_url: "http://unused.invalid".into(),
+        device_token: "fcd_test".into(),
+        state_dir: std::env::temp_dir().join(format!("relay-loop-{}", uuid::Uuid::new_v4())),
+        control_poll: Duration::from_secs(3),
+        poll,
+        cancel_grace: Duration::from_secs(1),
+        sessions: vec![Session { meta, projects: vec![ProjectId::generate()], command: vec!["true".into()] }],
+    }
+}
+
+/// Runs the loop on `server` for `virtual_time`, then stops it.
+async fn run_for(server: Arc<FakeServer>, poll: Duration, virtual_time: Duration) {
+    let config = config(poll);
+    let dir = config.state_dir.clone();
+    let relay = Relay::with_server(config, ArcServer(server)).unwrap();
+    relay.run(tokio::time::sleep(virtual_time)).await.unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+struct ArcServer(Arc<FakeServer>);
+
+impl RelayServer for ArcServer {
+    fn sync(&self, p: ProjectId, s: &[SessionMeta]) -> impl Future<Output = Result<Synced, ClientError>> + Send {
+        self.0.sync(p, s)
+    }
+    fn start(&self, id: CommandId, e: &str) -> impl Future<Output = Result<Started, ClientError>> + Send {
+        self.0.start(id, e)
+    }
+    fn control(&self, id: CommandId) -> impl Future<Output = Result<bool, ClientError>> + Send {
+        self.0.control(id)
+    }
+    fn complete(&self, id: CommandId, c: &Completion) -> impl Future<Output = Result<Completed, ClientError>> + Send {
+        self.0.complete(id, c)
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn failed_passes_back_off_exponentially_and_a_success_resets_to_the_poll_interval() {
+    let server = Arc::new(FakeServer::new(4, Duration::from_secs(20)));
+    run_for(server.clone(), Duration::from_secs(20), Duration::from_secs(100)).await;
+    let gaps = server.gaps();
+    // Four failures: retries after ~1, 2, 4, 8 s (±25 % jitter); then the fifth sync
+    // succeeds and the next ones follow the 20 s poll.
+    assert!(gaps.len() >= 6, "{gaps:?}");
+    for (gap, base) in gaps.iter().zip([1.0, 2.0, 4.0, 8.0]) {
+        assert!(*gap >= base * 0.75 && *gap < base * 1.25 + 0.01, "backoff gap {gap} for base {base}: {gaps:?}");
+    }
+    for gap in &gaps[4..] {
+        assert!((gap - 20.0).abs() < 0.01, "after a success the poll interval applies: {gaps:?}");
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_servers_poll_interval_replaces_the_configured_one() {
+    let server = Arc::new(FakeServer::new(0, Duration::from_secs(5)));
+    run_for(server.clone(), Duration::from_secs(20), Duration::from_secs(31)).await;
+    let gaps = server.gaps();
+    assert_eq!(gaps.len(), 6, "syncs at 0, 5, 10, 15, 20, 25, 30: {gaps:?}");
+    assert!(gaps.iter().all(|g| (g - 5.0).abs() < 0.01), "{gaps:?}");
+}
+
+#[tokio::test(start_paused = true)]
+async fn ticks_missed_during_a_long_pass_collapse_into_one_pass_right_after_it() {
+    let mut fake = FakeServer::new(0, Duration::from_secs(20));
+    fake.sync_takes = Duration::from_secs(50);
+    let server = Arc::new(fake);
+    run_for(server.clone(), Duration::from_secs(20), Duration::from_secs(115)).await;
+    // Passes take 50 s. The ticks due at 20 and 40 s collapse into one pass at 50 s (work
+    // queued meanwhile is picked up at once, and there is no burst of catch-up passes);
+    // likewise the tick due at 60 s gives one pass at 100 s.
+    let gaps = server.gaps();
+    assert_eq!(gaps, vec![50.0, 50.0], "{gaps:?}");
+}
+
+// ---- the hardening cases: a scripted server, real processes, real time (short polls) ----
+
+/// A server that keeps queued commands per project and can lose start responses, refuse a
+/// project's sync, and refuse completions the way the real server does (validate).
+#[derive(Default)]
+struct Script {
+    queued: Mutex<Vec<(ProjectId, Command)>>,
+    started: Mutex<std::collections::HashMap<CommandId, String>>,
+    lose_start_responses: AtomicUsize,
+    start_calls: AtomicUsize,
+    refused_projects: Mutex<Vec<ProjectId>>,
+    refuse_results_containing: Mutex<Option<String>>,
+    completed: Mutex<Vec<(CommandId, Completion)>>,
+    syncs: Mutex<Vec<(ProjectId, usize)>>,
+}
+
+impl RelayServer for Arc<Script> {
+    async fn sync(&self, project: ProjectId, sessions: &[SessionMeta]) -> Result<Synced, ClientError> {
+        self.syncs.lock().unwrap().push((project, sessions.len()));
+        if self.refused_projects.lock().unwrap().contains(&project) {
+            return Err(ClientError::Refused { status: 404, body: "project not found".into() });
+        }
+        let started = self.started.lock().unwrap().clone();
+        let commands = self
+            .queued
+            .lock()
+            .unwrap()
+            .iter()
+            .filter(|(p, c)| *p == project && !started.contains_key(&c.command_id))
+            .map(|(_, c)| c.clone())
+            .collect();
+        Ok(Synced::Commands { commands, poll_interval: Duration::from_millis(100) })
+    }
+    async fn start(&self, id: CommandId, execution_id: &str) -> Result<Started, ClientError> {
+        self.start_calls.fetch_add(1, Ordering::SeqCst);
+        let mut started = self.started.lock().unwrap();
+        match started.get(&id) {
+            Some(e) if e == execution_id => return Ok(Started::Running),
+            Some(_) => return Ok(Started::Refused("running".into())),
+            None => {}
+        }
+        started.insert(id, execution_id.to_owned());
+        if self.lose_start_responses.load(Ordering::SeqCst) > 0 {
+            self.lose_start_responses.fetch_sub(1, Ordering::SeqCst);
+            return Err(ClientError::Retryable("the response was lost".into()));
+        }
+        Ok(Started::Running)
+    }
+    async fn control(&self, _id: CommandId) -> Result<bool, ClientError> {
+        Ok(false)
+    }
+    async fn complete(&self, id: CommandId, c: &Completion) -> Result<Completed, ClientError> {
+        if let Err(e) = c.validate() {
+            return Err(ClientError::Refused { status: 400, body: e.to_string() });
+        }
+        if let Some(bad) = self.refuse_results_containing.lock().unwrap().as_deref()
+            && c.result.as_deref().is_some_and(|r| r.contains(bad))
+        {
+            return Err(ClientError::Refused { status: 400, body: "result: not accepted".into() });
+        }
+        self.completed.lock().unwrap().push((id, c.clone()));
+        Ok(Completed::Recorded("completed".into()))
+    }
+}
+
+fn session_in(projects: Vec<ProjectId>, script: &str) -> Session {
+    let gs = GraphSessionId::parse("g", &format!("gs_{}", "2".repeat(32))).unwrap();
+    let meta = SessionMeta {
+        graph_session_id: gs,
+        name: "n".into(),
+        description: String::new(),
+        slug: "s".into(),
+        version: "1".into(),
+        status: "ready".into(),
+    };
+    Session { meta, projects, command: vec!["sh".into(), "-c".into(), script.into()] }
+}
+
+fn fast_config(state_dir: &std::path::Path, sessions: Vec<Session>) -> Config {
+    Config {
+        server_url: "http://unused.invalid".into(),
+        device_token: "fcd_test".into(),
+        state_dir: state_dir.to_path_buf(),
+        control_poll: Duration::from_millis(50),
+        poll: Duration::from_millis(100),
+        cancel_grace: Duration::from_millis(500),
+        sessions,
+    }
+}
+
+fn queue(script: &Script, project: ProjectId, session: &Session) -> CommandId {
+    let id = CommandId::generate();
+    let command = Command {
+        command_id: id,
+        graph_session_id: session.meta.graph_session_id.clone(),
+        slug: session.meta.slug.clone(),
+        arguments: serde_json::json!({}),
+        queued_at: "2026-11-30T00:00:00.000Z".into(),
+    };
+    script.queued.lock().unwrap().push((project, command));
+    id
+}
+
+/// Runs the relay (real time) until `done` holds, at most 30 s; returns whether it held.
+async fn run_until(script: Arc<Script>, config: Config, done: impl Fn(&Script) -> bool) -> bool {
+    run_mutated_until(script, config, false, done).await
+}
+
+/// [`run_until`], with the relay's test-only mutation `forget_lost_starts` set as asked.
+async fn run_mutated_until(
+    script: Arc<Script>,
+    config: Config,
+    forget_lost_starts: bool,
+    done: impl Fn(&Script) -> bool,
+) -> bool {
+    let mut relay = Relay::with_server(config, Arc::clone(&script)).unwrap();
+    relay.forget_lost_starts = forget_lost_starts;
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let stopped = Arc::clone(&stop);
+    let task = tokio::spawn(async move { relay.run(async move { stopped.notified().await }).await });
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut held = false;
+    while std::time::Instant::now() < deadline {
+        if done(&script) {
+            held = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.notify_one();
+    task.await.unwrap().unwrap();
+    held
+}
+
+fn temp_state() -> std::path::PathBuf {
+    std::env::temp_dir().join(format!("relay-hard-{}", uuid::Uuid::new_v4()))
+}
+
+#[tokio::test]
+async fn a_lost_start_response_is_retried_and_the_run_executes_once() {
+    let dir = temp_state();
+    let project = ProjectId::generate();
+    let count = dir.join("executions");
+    let session = session_in(vec![project], &format!("echo x >> {}; echo ran", count.display()));
+    let script = Arc::new(Script::default());
+    script.lose_start_responses.store(1, Ordering::SeqCst);
+    let id = queue(&script, project, &session);
+    let done = run_until(Arc::clone(&script), fast_config(&dir, vec![session]), |s| {
+        s.completed.lock().unwrap().iter().any(|(c, _)| *c == id)
+    })
+    .await;
+    assert!(done, "the run whose start response was lost never completed");
+    let completed = script.completed.lock().unwrap().clone();
+    assert_eq!(completed[0].1.result.as_deref(), Some("ran"));
+    assert_eq!(completed[0].1.execution_id, script.started.lock().unwrap()[&id], "the retried start was a replay");
+    assert_eq!(std::fs::read_to_string(&count).unwrap().lines().count(), 1, "executed more than once");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The mutation the test above guards against, planted in this test build only: a relay
+/// that forgets the execution id of a start whose answer was lost asks again with a new
+/// one, the server refuses it (the run is running under the first), and the run is lost —
+/// the soak's "lost" count (docs/relay.md).
+#[tokio::test]
+async fn without_the_journaled_execution_id_a_lost_start_loses_the_run() {
+    let dir = temp_state();
+    let project = ProjectId::generate();
+    let count = dir.join("executions");
+    let session = session_in(vec![project], &format!("echo x >> {}; echo ran", count.display()));
+    let script = Arc::new(Script::default());
+    script.lose_start_responses.store(1, Ordering::SeqCst);
+    queue(&script, project, &session);
+    let retried = run_mutated_until(Arc::clone(&script), fast_config(&dir, vec![session]), true, |s| {
+        s.start_calls.load(Ordering::SeqCst) >= 2
+    })
+    .await;
+    assert!(retried, "the relay never retried the start");
+    assert!(script.completed.lock().unwrap().is_empty(), "the mutated relay still completed the run");
+    assert!(!count.exists(), "the mutated relay still ran the graph");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn a_refused_project_does_not_stall_the_others() {
+    let dir = temp_state();
+    let (bad, good) = (ProjectId::generate(), ProjectId::generate());
+    let session = session_in(vec![bad, good], "echo ok");
+    let script = Arc::new(Script::default());
+    script.refused_projects.lock().unwrap().push(bad);
+    let id = queue(&script, good, &session);
+    let done = run_until(Arc::clone(&script), fast_config(&dir, vec![session]), |s| {
+        s.completed.lock().unwrap().iter().any(|(c, _)| *c == id)
+    })
+    .await;
+    assert!(done, "one refused project stalled the others");
+    let status: Status = serde_json::from_slice(&std::fs::read(dir.join("status.json")).unwrap()).unwrap();
+    assert!(status.projects[&bad.to_string()].outcome.starts_with("refused: HTTP 404"), "{status:?}");
+    assert_eq!(status.projects[&good.to_string()].outcome, "ok");
+    assert_eq!(status.last_error, None, "a project's refusal is not a failed pass");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn a_project_dropped_from_the_config_gets_one_empty_sync() {
+    let dir = temp_state();
+    let (kept, dropped) = (ProjectId::generate(), ProjectId::generate());
+    let script = Arc::new(Script::default());
+    let first = fast_config(&dir, vec![session_in(vec![kept, dropped], "true")]);
+    assert!(run_until(Arc::clone(&script), first, |s| s.syncs.lock().unwrap().len() >= 2).await);
+    // Restarted with the session no longer shared in `dropped`.
+    script.syncs.lock().unwrap().clear();
+    let second = fast_config(&dir, vec![session_in(vec![kept], "true")]);
+    let told = run_until(Arc::clone(&script), second, |s| s.syncs.lock().unwrap().contains(&(dropped, 0))).await;
+    assert!(told, "the server was never told the project has no shared session: {:?}", script.syncs.lock().unwrap());
+    // Once: later passes sync only the kept project.
+    let before = script.syncs.lock().unwrap().iter().filter(|(p, _)| *p == dropped).count();
+    let third = fast_config(&dir, vec![session_in(vec![kept], "true")]);
+    script.syncs.lock().unwrap().clear();
+    assert!(run_until(Arc::clone(&script), third, |s| s.syncs.lock().unwrap().len() >= 3).await);
+    assert!(script.syncs.lock().unwrap().iter().all(|(p, _)| *p == kept), "dropped project synced again");
+    assert_eq!(before, 1);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn one_bad_optional_field_never_loses_a_result() {
+    let dir = temp_state();
+    let project = ProjectId::generate();
+    let script = Arc::new(Script::default());
+    // A negative cost: dropped by the relay, the result arrives.
+    let costly = session_in(vec![project], r#"echo '{"result":"r1","reported_cost":-1}'"#);
+    let id = queue(&script, project, &costly);
+    let done = run_until(Arc::clone(&script), fast_config(&dir, vec![costly]), |s| {
+        s.completed.lock().unwrap().iter().any(|(c, _)| *c == id)
+    })
+    .await;
+    assert!(done, "a negative reported_cost lost the result");
+    let c = script.completed.lock().unwrap()[0].1.clone();
+    assert_eq!((c.result.as_deref(), c.reported_cost), (Some("r1"), None));
+    // A completion the server refuses anyway: reported failed with the reason, not dropped.
+    *script.refuse_results_containing.lock().unwrap() = Some("poison".into());
+    let poisoned = session_in(vec![project], "echo poison");
+    let id = queue(&script, project, &poisoned);
+    let done = run_until(Arc::clone(&script), fast_config(&dir, vec![poisoned]), |s| {
+        s.completed.lock().unwrap().iter().any(|(c, _)| *c == id)
+    })
+    .await;
+    assert!(done, "a refused completion was dropped");
+    let c = script.completed.lock().unwrap().iter().find(|(c, _)| *c == id).unwrap().1.clone();
+    assert_eq!(c.status, FinalStatus::Failed);
+    assert!(c.error.as_deref().unwrap().contains("result: not accepted"), "{c:?}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A graph that takes `took` of tokio's (paused) time and counts the syncs the server saw
+/// while it ran.
+struct Timed {
+    took: Duration,
+    script: Arc<Script>,
+    syncs_during: Arc<Mutex<Option<usize>>>,
+}
+
+impl executor::Execute for Timed {
+    async fn execute(
+        &self,
+        _command: &[String],
+        _arguments: &serde_json::Value,
+        cancel: impl Future<Output = ()> + Send,
+        _grace: Duration,
+    ) -> executor::Outcome {
+        let before = self.script.syncs.lock().unwrap().len();
+        // The relay's supervision (control polls, syncs) runs inside `cancel`, as with a
+        // real process: it is polled for as long as the graph runs.
+        tokio::select! {
+            () = tokio::time::sleep(self.took) => {}
+            () = cancel => panic!("nobody asked to cancel"),
+        }
+        *self.syncs_during.lock().unwrap() = Some(self.script.syncs.lock().unwrap().len() - before);
+        executor::Outcome {
+            status: FinalStatus::Completed,
+            result: Some("done".into()),
+            error: None,
+            total_tokens: None,
+            reported_cost: None,
+            truncated: false,
+        }
+    }
+}
+
+#[tokio::test(start_paused = true)]
+async fn the_relay_keeps_syncing_while_a_graph_runs() {
+    let dir = temp_state();
+    let project = ProjectId::generate();
+    let session = session_in(vec![project], "unused: the graph is virtual");
+    let script = Arc::new(Script::default());
+    let id = queue(&script, project, &session);
+    let syncs_during = Arc::new(Mutex::new(None));
+    let graph =
+        Timed { took: Duration::from_secs(2), script: Arc::clone(&script), syncs_during: Arc::clone(&syncs_during) };
+    let relay = Relay::with_parts(fast_config(&dir, vec![session]), Arc::clone(&script), graph).unwrap();
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let stopped = Arc::clone(&stop);
+    let task = tokio::spawn(async move { relay.run(async move { stopped.notified().await }).await });
+    // Virtual time: each wait here lets the relay's timers run, nothing waits on the wall clock.
+    while !script.completed.lock().unwrap().iter().any(|(c, _)| *c == id) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    stop.notify_one();
+    task.await.unwrap().unwrap();
+    let during = syncs_during.lock().unwrap().expect("the graph ran");
+    // A 2 s run at a 100 ms poll interval: the sync schedule goes on during the run.
+    assert!(during >= 15, "{during} syncs during a 2 s run at a 100 ms poll interval");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn sessions_added_or_moved_in_the_config_file_take_effect_without_a_restart() {
+    let dir = temp_state();
+    let (first, second) = (ProjectId::generate(), ProjectId::generate());
+    let file = dir.join("relay.toml");
+    // Each save gets its own modification time, set explicitly (as an editor's save would
+    // move it), so nothing waits for a coarse file-system clock to tick.
+    let saved_at = std::time::SystemTime::now();
+    let write = |project: ProjectId, version: u64| {
+        std::fs::create_dir_all(&dir).unwrap();
+        let text = format!(
+            "server_url = \"http://unused.invalid\"\ndevice_token = \"fcd_test\"\nstate_dir = \"{}\"\npoll_s = 1\n\
+             [[sessions]]\ngraph_session_id = \"gs_{}\"\nname = \"n\"\nslug = \"s\"\nprojects = [\"{project}\"]\ncommand = [\"true\"]\n",
+            dir.join("state").display(),
+            "3".repeat(32)
+        );
+        // A new inode and a later mtime, as editors save.
+        let tmp = dir.join("relay.toml.tmp");
+        std::fs::write(&tmp, text).unwrap();
+        std::fs::File::options()
+            .write(true)
+            .open(&tmp)
+            .unwrap()
+            .set_modified(saved_at + Duration::from_secs(version))
+            .unwrap();
+        std::fs::rename(&tmp, &file).unwrap();
+    };
+    write(first, 0);
+    let script = Arc::new(Script::default());
+    let relay = Relay::with_server(Config::load(&file).unwrap(), Arc::clone(&script)).unwrap().watching(file.clone());
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let stopped = Arc::clone(&stop);
+    let task = tokio::spawn(async move { relay.run(async move { stopped.notified().await }).await });
+    let wait = |want: (ProjectId, usize)| {
+        let script = Arc::clone(&script);
+        async move {
+            for _ in 0..500 {
+                if script.syncs.lock().unwrap().contains(&want) {
+                    return true;
+                }
+                tokio::time::sleep(Duration::from_millis(20)).await;
+            }
+            false
+        }
+    };
+    assert!(wait((first, 1)).await, "the first project was never synced");
+    write(second, 1);
+    assert!(wait((second, 1)).await, "a session moved to another project never reached the server");
+    assert!(wait((first, 0)).await, "the project it left was never told");
+    stop.notify_one();
+    task.await.unwrap().unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+}
