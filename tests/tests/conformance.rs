@@ -1069,6 +1069,65 @@ async fn big_results_round_trip(h: Harness) {
     assert_eq!(h.store.complete_run(&o, id, &c).await.unwrap(), CompleteOutcome::Replayed(RunStatus::Completed));
 }
 
+/// Lists read past DynamoDB's 1 MB query pages: with every item near the 400 KB item limit a page
+/// holds about three, and a list of eight must still hold all eight (the owner's runs, a link's
+/// tasks, through the cursor too), and the queue must hold every queued run whatever the size of
+/// their arguments.
+async fn lists_hold_every_item_whatever_their_size(h: Harness) {
+    let o = owner("alice");
+    let a = agent("claude");
+    project(&h, &o, &[1]).await;
+    // 99,899 characters of three bytes each: about 300 KB per item.
+    let big = "日".repeat(99_899);
+    let mut runs = Vec::new();
+    for i in 0..8 {
+        let (id, exec) = started(&h, &o, &a, &format!("big-page-run-{i}")).await;
+        let c = Completion {
+            total_tokens: None,
+            reported_cost: None,
+            ..completion(&exec, FinalStatus::Completed, Some(&big))
+        };
+        assert_eq!(h.store.complete_run(&o, id, &c).await.unwrap(), CompleteOutcome::Recorded(RunStatus::Completed));
+        runs.push(id);
+    }
+    runs.reverse();
+    let listed: Vec<CommandId> =
+        h.store.recent_runs(&o, 50, None).await.unwrap().into_iter().map(|r| r.command_id).collect();
+    assert_eq!(listed, runs, "the owner's runs, newest first, all of them");
+
+    let l = link(&h, &o).await;
+    let mut tasks = Vec::new();
+    for i in 0..8 {
+        let t = assign(&h, &o, l, &format!("big task {i}")).await;
+        let c = claim(&h, &o, l, t).await;
+        let done = h.store.submit_task(&submit_req(&o, l, t, c, SubmitStatus::Completed, &big)).await.unwrap();
+        assert_eq!(done, SubmitOutcome::Accepted);
+        tasks.push(t);
+    }
+    tasks.reverse();
+    let page = h.store.list_link_tasks(&o, l, 50, None).await.unwrap();
+    assert_eq!(page.tasks.iter().map(|t| t.task_id).collect::<Vec<_>>(), tasks, "every task of the link");
+    assert_eq!(page.next, None);
+    let first = h.store.list_link_tasks(&o, l, 5, None).await.unwrap();
+    assert_eq!(first.tasks.len(), 5);
+    let rest = h.store.list_link_tasks(&o, l, 5, first.next).await.unwrap();
+    let paged: Vec<TaskId> = first.tasks.iter().chain(&rest.tasks).map(|t| t.task_id).collect();
+    assert_eq!((paged, rest.next), (tasks, None), "the cursor reaches every task");
+
+    // 40 queued runs with arguments of 30,000 characters: more than a page of the queue index.
+    let p = project(&h, &o, &[2]).await;
+    let mut queued = Vec::new();
+    for i in 0..40 {
+        let args = serde_json::json!({ "notes": "x".repeat(30_000) });
+        match h.store.queue_run(&queue_req(&o, &a, 2, &format!("big-queue-{i}"), args)).await.unwrap() {
+            QueueOutcome::Queued(r) => queued.push(r.command_id),
+            other => panic!("queue failed: {other:?}"),
+        }
+    }
+    let listed = h.store.list_queued(&o, p.project_id, 100).await.unwrap();
+    assert_eq!(listed.len(), 40, "every queued run of the project");
+}
+
 // ---- devices ---------------------------------------------------------------------------------
 
 async fn device_tokens_authenticate_until_revoked(h: Harness) {
@@ -1262,6 +1321,7 @@ suite! {
     revoking_a_device_withdraws_its_shares,
     concurrent_syncs_of_many_devices_never_lose_a_list,
     completed_runs_keep_the_sessions_recent_durations,
+    lists_hold_every_item_whatever_their_size,
 }
 
 /// A submit request (the store takes one struct).

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::{
@@ -63,8 +64,9 @@ impl DynamoStore {
         }
     }
 
-    /// One `Query` on a sparse index whose sort keys start with the expiry: the owner's
-    /// unexpired items under `partition`, in sort-key order.
+    /// A `Query` on a sparse index whose sort keys start with the expiry: the owner's first
+    /// `limit` unexpired items under `partition`, in sort-key order (paged: see
+    /// [`Self::query_until`]).
     pub(crate) async fn query_unexpired(
         &self,
         index: &str,
@@ -73,22 +75,51 @@ impl DynamoStore {
         limit: usize,
     ) -> StoreResult<Vec<Item>> {
         let (pk, sk) = if index == QUEUE_INDEX { ("#gsi1pk", "#gsi1sk") } else { ("#gsi2pk", "#gsi2sk") };
-        let out = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .index_name(index)
-            .key_condition_expression(format!("{pk} = :p AND {sk} > :now"))
-            .filter_expression("#owner = :o")
-            .set_expression_attribute_names(Some(names(&format!("{pk} {sk} #owner"))))
-            .expression_attribute_values(":p", s(partition))
-            .expression_attribute_values(":now", s(unexpired_after(self.clock.now())))
-            .expression_attribute_values(":o", s(owner.as_str()))
-            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
-            .send()
-            .await
-            .map_err(sdk)?;
-        Ok(out.items.unwrap_or_default())
+        let now = s(unexpired_after(self.clock.now()));
+        let query = || {
+            self.client
+                .query()
+                .table_name(&self.table)
+                .index_name(index)
+                .key_condition_expression(format!("{pk} = :p AND {sk} > :now"))
+                .filter_expression("#owner = :o")
+                .set_expression_attribute_names(Some(names(&format!("{pk} {sk} #owner"))))
+                .expression_attribute_values(":p", s(partition.clone()))
+                .expression_attribute_values(":now", now.clone())
+                .expression_attribute_values(":o", s(owner.as_str()))
+        };
+        self.query_until(query, limit, 0, |item| Ok(Some(item.clone()))).await
+    }
+
+    /// Runs `query` page after page — DynamoDB ends a page at 1 MB of items read (and `Limit`
+    /// counts items before any filter), so a short page is not the end — keeping what `keep`
+    /// returns, until `want` are kept or the query has no more pages. Each page asks for the
+    /// items still wanted plus `skipped`, the items the caller knows `keep` will refuse (the
+    /// cursor's own item), so the common case stays one request.
+    pub(crate) async fn query_until<T>(
+        &self,
+        query: impl Fn() -> QueryFluentBuilder,
+        want: usize,
+        skipped: usize,
+        mut keep: impl FnMut(&Item) -> StoreResult<Option<T>>,
+    ) -> StoreResult<Vec<T>> {
+        let mut kept = Vec::new();
+        let mut start = None;
+        while kept.len() < want {
+            let remaining = i32::try_from(want - kept.len() + skipped).unwrap_or(i32::MAX);
+            let out = query().limit(remaining).set_exclusive_start_key(start).send().await.map_err(sdk)?;
+            for item in out.items() {
+                if let Some(t) = keep(item)? {
+                    kept.push(t);
+                }
+            }
+            match out.last_evaluated_key {
+                Some(k) if !k.is_empty() => start = Some(k),
+                _ => break,
+            }
+        }
+        kept.truncate(want);
+        Ok(kept)
     }
 
     /// Runs a transaction, retrying on `TransactionConflict`. `Ok(None)` = committed;

@@ -15,7 +15,6 @@ use domain::runs::{
 use domain::store::{CancelRuns, ManageProjects, OwnerRuns, QueueRuns, ReadRuns, RelayRuns, StoreError, StoreResult};
 
 use crate::codec::{Read, b, bad, n, opt_from, project_from, run_from, s, values};
-use crate::error::sdk;
 use crate::idempotency::{Create, Created};
 use crate::keys::{project_key, run_key, ttl_at};
 use crate::request::{Updated, check, names};
@@ -367,23 +366,21 @@ impl RelayRuns for DynamoStore {
 
 #[async_trait]
 impl OwnerRuns for DynamoStore {
-    /// One `Query` on the owner-runs index, newest first (command ids are UUIDv7).
+    /// `Query` pages on the owner-runs index, newest first (command ids are UUIDv7), until
+    /// `limit` runs are read.
     async fn recent_runs(&self, owner: &OwnerId, limit: usize, before: Option<CommandId>) -> StoreResult<Vec<Run>> {
         let before = before.map_or_else(|| "~".to_owned(), |c| c.to_string());
-        let out = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .index_name(OWNER_RUNS_INDEX)
-            .key_condition_expression("#gsi3pk = :p AND #gsi3sk < :before")
-            .set_expression_attribute_names(Some(names("#gsi3pk #gsi3sk")))
-            .expression_attribute_values(":p", s(format!("RUNS#{owner}")))
-            .expression_attribute_values(":before", s(before))
-            .scan_index_forward(false)
-            .limit(i32::try_from(limit).unwrap_or(i32::MAX))
-            .send()
-            .await
-            .map_err(sdk)?;
-        out.items().iter().map(run_from).collect()
+        let query = || {
+            self.client
+                .query()
+                .table_name(&self.table)
+                .index_name(OWNER_RUNS_INDEX)
+                .key_condition_expression("#gsi3pk = :p AND #gsi3sk < :before")
+                .set_expression_attribute_names(Some(names("#gsi3pk #gsi3sk")))
+                .expression_attribute_values(":p", s(format!("RUNS#{owner}")))
+                .expression_attribute_values(":before", s(before.clone()))
+                .scan_index_forward(false)
+        };
+        self.query_until(query, limit, 0, |item| run_from(item).map(Some)).await
     }
 }

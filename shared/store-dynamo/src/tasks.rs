@@ -101,9 +101,10 @@ impl AssignTasks for DynamoStore {
         }
     }
 
-    /// One `Query` on the link's partition, newest first: `sk BETWEEN "TASK#" AND "TASK#<before>"`
-    /// (inclusive, so the `before` task itself is skipped here), one item more than asked to know
-    /// whether a next page exists.
+    /// A `Query` on the link's partition, newest first: `sk BETWEEN "TASK#" AND "TASK#<before>"`
+    /// (inclusive, so the `before` task itself is skipped here), one task more than asked to know
+    /// whether a next page exists, page after page until that many are read (tasks near the
+    /// item size limit fit three to a 1 MB page).
     async fn list_link_tasks(
         &self,
         owner: &OwnerId,
@@ -112,28 +113,25 @@ impl AssignTasks for DynamoStore {
         before: Option<TaskId>,
     ) -> StoreResult<TaskPage> {
         let hi = before.map_or_else(|| "TASK#~".to_owned(), |t| format!("TASK#{t}"));
-        let out = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .key_condition_expression("#pk = :pk AND #sk BETWEEN :lo AND :hi")
-            .set_expression_attribute_names(Some(names("#pk #sk")))
-            .expression_attribute_values(":pk", s(format!("LINK#{link}")))
-            .expression_attribute_values(":lo", s("TASK#"))
-            .expression_attribute_values(":hi", s(hi))
-            .scan_index_forward(false)
-            .consistent_read(true)
-            .limit(i32::try_from(limit + 2).unwrap_or(i32::MAX))
-            .send()
-            .await
-            .map_err(sdk)?;
-        let mut tasks = Vec::new();
-        for item in out.items() {
-            let t = task_from(item)?;
-            if Some(t.task_id) != before && &t.owner == owner {
-                tasks.push(t);
-            }
-        }
+        let query = || {
+            self.client
+                .query()
+                .table_name(&self.table)
+                .key_condition_expression("#pk = :pk AND #sk BETWEEN :lo AND :hi")
+                .set_expression_attribute_names(Some(names("#pk #sk")))
+                .expression_attribute_values(":pk", s(format!("LINK#{link}")))
+                .expression_attribute_values(":lo", s("TASK#"))
+                .expression_attribute_values(":hi", s(hi.clone()))
+                .scan_index_forward(false)
+                .consistent_read(true)
+        };
+        // One task more than asked tells whether there is a next page.
+        let mut tasks = self
+            .query_until(query, limit + 1, usize::from(before.is_some()), |item| {
+                let t = task_from(item)?;
+                Ok((Some(t.task_id) != before && &t.owner == owner).then_some(t))
+            })
+            .await?;
         let next = if tasks.len() > limit {
             tasks.truncate(limit);
             tasks.last().map(|t| t.task_id)
