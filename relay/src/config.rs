@@ -144,8 +144,8 @@ impl Config {
     pub fn parse(text: &str, base: &Path) -> Result<Self, String> {
         let raw: RawConfig = toml::from_str(text).map_err(|e| format!("config: {e}"))?;
         let mut errors = Vec::new();
-        if !(raw.server_url.starts_with("https://") || raw.server_url.starts_with("http://")) {
-            errors.push(format!("server_url: must be an http(s) URL (got {:?})", raw.server_url));
+        if let Some(problem) = server_url_problem(&raw.server_url) {
+            errors.push(format!("server_url: {problem} (got {:?})", raw.server_url));
         }
         let resolve = |p: &Path| if p.is_absolute() { p.to_path_buf() } else { base.join(p) };
         let device_token = match (&raw.device_token, &raw.device_token_file) {
@@ -240,9 +240,55 @@ fn default_state_dir() -> Option<PathBuf> {
     })
 }
 
+/// Why `url` cannot be the server: the device token goes with every request, so it must be
+/// `https://`, or plain `http://` to this machine only (the local server).
+fn server_url_problem(url: &str) -> Option<&'static str> {
+    if let Some(rest) = url.strip_prefix("https://") {
+        return rest.is_empty().then_some("has no host");
+    }
+    let Some(rest) = url.strip_prefix("http://") else { return Some("must be an https:// URL") };
+    let authority = rest.split(['/', '?', '#']).next().unwrap_or_default();
+    let host = match authority.strip_prefix('[') {
+        Some(v6) => v6.split(']').next().unwrap_or_default(),
+        None => authority.rsplit_once(':').map_or(authority, |(h, _)| h),
+    };
+    let loopback =
+        host.eq_ignore_ascii_case("localhost") || host.parse::<std::net::IpAddr>().is_ok_and(|ip| ip.is_loopback());
+    (!loopback).then_some(
+        "plain http:// is allowed only to this machine (127.0.0.1, ::1, localhost): the device token would cross the network unencrypted; use https://",
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_device_token_never_goes_over_plain_http_to_another_machine() {
+        for ok in [
+            "https://abc.execute-api.eu-west-1.amazonaws.com",
+            "http://127.0.0.1:8787",
+            "http://127.0.0.2",
+            "http://localhost:8787/",
+            "http://[::1]:8787",
+        ] {
+            assert_eq!(server_url_problem(ok), None, "{ok}");
+        }
+        for refused in [
+            "http://10.0.0.5:8787",
+            "http://example.com",
+            "http://127.0.0.1.example.com",
+            "http://localhost.example.com:8787",
+            "http://[2001:db8::1]:8787",
+            "ftp://127.0.0.1",
+            "https://",
+        ] {
+            assert!(server_url_problem(refused).is_some(), "{refused} was accepted");
+        }
+        let text = "server_url = \"http://192.168.1.20:8787\"\ndevice_token = \"fcd_abc\"\n";
+        let e = Config::parse(text, Path::new("/tmp")).unwrap_err();
+        assert!(e.contains("server_url: plain http:// is allowed only to this machine"), "{e}");
+    }
 
     #[test]
     fn reports_every_problem_with_its_key() {

@@ -470,7 +470,7 @@ async fn sessions_added_or_moved_in_the_config_file_take_effect_without_a_restar
     let write = |project: ProjectId, version: u64| {
         std::fs::create_dir_all(&dir).unwrap();
         let text = format!(
-            "server_url = \"http://unused.invalid\"\ndevice_token = \"fcd_test\"\nstate_dir = \"{}\"\npoll_s = 1\n\
+            "server_url = \"http://127.0.0.1:9\"\ndevice_token = \"fcd_test\"\nstate_dir = \"{}\"\npoll_s = 1\n\
              [[sessions]]\ngraph_session_id = \"gs_{}\"\nname = \"n\"\nslug = \"s\"\nprojects = [\"{project}\"]\ncommand = [\"true\"]\n",
             dir.join("state").display(),
             "3".repeat(32)
