@@ -44,16 +44,13 @@ impl BlobStore for S3Blobs {
             |e: Box<dyn std::error::Error + Send + Sync>| BlobError::Backend { key: what.key.to_owned(), source: e };
         let config =
             aws_sdk_s3::presigning::PresigningConfig::expires_in(DOWNLOAD_LINK_TTL).map_err(|e| failed(e.into()))?;
-        let encoded: String = url::form_urlencoded::byte_serialize(what.name.as_bytes()).collect();
-        let ascii: String =
-            what.name.chars().map(|c| if c.is_ascii_graphic() && c != '"' && c != '\\' { c } else { '_' }).collect();
         let presigned = self
             .client
             .get_object()
             .bucket(&self.bucket)
             .key(what.key)
             .response_content_type(what.content_type)
-            .response_content_disposition(format!("attachment; filename=\"{ascii}\"; filename*=UTF-8''{encoded}"))
+            .response_content_disposition(service::blobs::content_disposition(what.name))
             .presigned(config)
             .await
             .map_err(|e| failed(e.into()))?;

@@ -133,16 +133,35 @@ impl DirBlobStore {
         if let Ok(v) = HeaderValue::from_str(content_type) {
             headers.insert(header::CONTENT_TYPE, v);
         }
-        let ascii: String =
-            name.chars().map(|c| if c.is_ascii_graphic() && c != '"' && c != '\\' { c } else { '_' }).collect();
-        let encoded: String = url::form_urlencoded::byte_serialize(name.as_bytes()).collect();
-        if let Ok(v) = HeaderValue::from_str(&format!("attachment; filename=\"{ascii}\"; filename*=UTF-8''{encoded}")) {
+        if let Ok(v) = HeaderValue::from_str(&content_disposition(name)) {
             headers.insert(header::CONTENT_DISPOSITION, v);
         }
+        // Whatever the file is, it never runs as a page of this origin if a browser renders it.
+        headers.insert(header::CONTENT_SECURITY_POLICY, HeaderValue::from_static("sandbox"));
         headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("private, no-store"));
         r
     }
+}
+
+/// `Content-Disposition` for a download saved as `name` (RFC 6266): an ASCII `filename` for
+/// old clients (other characters as `_`) and the exact name as `filename*`, UTF-8
+/// percent-encoded per RFC 5987 (a space is `%20`, never `+`).
+pub fn content_disposition(name: &str) -> String {
+    let ascii: String = name
+        .chars()
+        .map(|c| if (c.is_ascii_graphic() || c == ' ') && c != '"' && c != '\\' { c } else { '_' })
+        .collect();
+    let mut encoded = String::with_capacity(name.len() * 3);
+    for b in name.bytes() {
+        // RFC 5987 attr-char: ALPHA / DIGIT / "!" / "#" / "$" / "&" / "+" / "-" / "." / "^" / "_" / "`" / "|" / "~"
+        if b.is_ascii_alphanumeric() || b"!#$&+-.^_`|~".contains(&b) {
+            encoded.push(char::from(b));
+        } else {
+            encoded.push_str(&format!("%{b:02X}"));
+        }
+    }
+    format!("attachment; filename=\"{ascii}\"; filename*=UTF-8''{encoded}")
 }
 
 /// An HMAC-SHA256 keyed with `key`. HMAC takes keys of any length, so the fallback (a zero
@@ -201,9 +220,12 @@ mod tests {
         let ok = store.serve(path, Some(query)).await;
         assert_eq!(ok.status(), StatusCode::OK);
         assert_eq!(ok.body().as_ref(), b"hello");
-        assert!(
-            ok.headers()[header::CONTENT_DISPOSITION].to_str().unwrap().contains("filename*=UTF-8''notes+%C3%A9.txt")
+        assert_eq!(
+            ok.headers()[header::CONTENT_DISPOSITION],
+            "attachment; filename=\"notes _.txt\"; filename*=UTF-8''notes%20%C3%A9.txt",
+            "RFC 6266 with the RFC 5987 name: a space is %20"
         );
+        assert_eq!(ok.headers()[header::CONTENT_SECURITY_POLICY], "sandbox");
         // Another key with the same signature, a changed name, a forged signature: refused.
         let other = store.serve("/blobs/artifacts/l/t/b/sha", Some(query)).await;
         assert_eq!(other.status(), StatusCode::FORBIDDEN);
