@@ -179,6 +179,9 @@ impl ClientCache {
         }
         let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder()
+            // A proxy from the environment (HTTPS_PROXY …) would connect to the URL's host by
+            // itself, past the addresses checked and pinned here.
+            .no_proxy()
             .redirect(reqwest::redirect::Policy::none())
             .timeout(DELIVERY_TIMEOUT)
             .resolve_to_addrs(host, addrs)

@@ -71,8 +71,9 @@ pub fn check(raw: &str, policy: UrlPolicy) -> Result<url::Url, InputError> {
 /// A short description of the refused range (`a private address`, …).
 pub fn check_address(ip: IpAddr, policy: UrlPolicy) -> Result<(), &'static str> {
     let ip = match ip {
-        // ::ffff:10.0.0.1 is 10.0.0.1.
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
+        // An IPv4 address inside an IPv6 one is judged as that IPv4 address: ::ffff:10.0.0.1
+        // (mapped), ::10.0.0.1 (the deprecated compatible form), 64:ff9b::a.b.c.d (NAT64).
+        IpAddr::V6(v6) => embedded_v4(v6).map_or(IpAddr::V6(v6), IpAddr::V4),
         v4 => v4,
     };
     if ip.is_loopback() {
@@ -84,39 +85,89 @@ pub fn check_address(ip: IpAddr, policy: UrlPolicy) -> Result<(), &'static str> 
     }
 }
 
+/// The IPv4 address an IPv6 address carries, in the forms that reach it: mapped
+/// (`::ffff:0:0/96`), compatible (`::/96`, not `::` or `::1`) and the NAT64 well-known prefix
+/// (`64:ff9b::/96`).
+fn embedded_v4(ip: Ipv6Addr) -> Option<Ipv4Addr> {
+    let seg = ip.segments();
+    let tail = Ipv4Addr::new((seg[6] >> 8) as u8, seg[6] as u8, (seg[7] >> 8) as u8, seg[7] as u8);
+    match seg {
+        [0, 0, 0, 0, 0, 0xffff, _, _] => Some(tail),
+        [0, 0, 0, 0, 0, 0, _, _] if !ip.is_unspecified() && !ip.is_loopback() => Some(tail),
+        [0x64, 0xff9b, 0, 0, 0, 0, _, _] => Some(tail),
+        _ => None,
+    }
+}
+
+/// `ip` is inside `net`/`len`.
+fn in_v4(ip: Ipv4Addr, net: [u8; 4], len: u32) -> bool {
+    let mask = u32::MAX.checked_shl(32 - len).unwrap_or(0);
+    (u32::from(ip) & mask) == (u32::from(Ipv4Addr::from(net)) & mask)
+}
+
+/// `ip` is inside `net`/`len`.
+fn in_v6(ip: Ipv6Addr, net: [u16; 8], len: u32) -> bool {
+    let mask = u128::MAX.checked_shl(128 - len).unwrap_or(0);
+    (u128::from(ip) & mask) == (u128::from(Ipv6Addr::from(net)) & mask)
+}
+
+/// The IPv4 special-purpose ranges (IANA's registry) that are not globally reachable, with why.
+const V4_REFUSED: &[([u8; 4], u32, &str)] = &[
+    ([0, 0, 0, 0], 8, "a reserved address"),
+    ([10, 0, 0, 0], 8, "a private address"),
+    ([100, 64, 0, 0], 10, "a private address"),
+    ([169, 254, 0, 0], 16, "a link-local address"),
+    ([172, 16, 0, 0], 12, "a private address"),
+    ([192, 0, 0, 0], 24, "a reserved address"),
+    ([192, 0, 2, 0], 24, "a documentation address"),
+    ([192, 88, 99, 0], 24, "a reserved address"),
+    ([192, 168, 0, 0], 16, "a private address"),
+    ([198, 18, 0, 0], 15, "a benchmarking address"),
+    ([198, 51, 100, 0], 24, "a documentation address"),
+    ([203, 0, 113, 0], 24, "a documentation address"),
+    ([224, 0, 0, 0], 4, "a multicast address"),
+    ([240, 0, 0, 0], 4, "a reserved address"),
+];
+
+/// The IPv6 special-purpose ranges (IANA's registry) that are not globally reachable, with why
+/// (the forms that carry an IPv4 address were judged as that address before).
+const V6_REFUSED: &[([u16; 8], u32, &str)] = &[
+    ([0, 0, 0, 0, 0, 0, 0, 0], 128, "a reserved address"),
+    ([0x64, 0xff9b, 1, 0, 0, 0, 0, 0], 48, "a private address"),
+    ([0x100, 0, 0, 0, 0, 0, 0, 0], 64, "a reserved address"),
+    ([0x2001, 0, 0, 0, 0, 0, 0, 0], 23, "a reserved address"),
+    ([0x2001, 0xdb8, 0, 0, 0, 0, 0, 0], 32, "a documentation address"),
+    ([0x2002, 0, 0, 0, 0, 0, 0, 0], 16, "a reserved address"),
+    ([0x3fff, 0, 0, 0, 0, 0, 0, 0], 20, "a documentation address"),
+    ([0x5f00, 0, 0, 0, 0, 0, 0, 0], 16, "a reserved address"),
+    ([0xfc00, 0, 0, 0, 0, 0, 0, 0], 7, "a private address"),
+    ([0xfe80, 0, 0, 0, 0, 0, 0, 0], 10, "a link-local address"),
+    ([0xfec0, 0, 0, 0, 0, 0, 0, 0], 10, "a private address"),
+    ([0xff00, 0, 0, 0, 0, 0, 0, 0], 8, "a multicast address"),
+];
+
 fn check_v4(ip: Ipv4Addr) -> Result<(), &'static str> {
-    let [a, b, ..] = ip.octets();
     if ip == Ipv4Addr::new(169, 254, 169, 254) || ip == Ipv4Addr::new(169, 254, 170, 2) {
         return Err("the instance metadata service");
     }
-    if ip.is_private() || (a == 100 && (64..128).contains(&b)) {
-        return Err("a private address");
-    }
-    if ip.is_link_local() {
-        return Err("a link-local address");
-    }
-    if ip.is_unspecified() || ip.is_broadcast() || ip.is_multicast() || a == 0 || a >= 240 {
+    if ip.is_broadcast() {
         return Err("a reserved address");
     }
-    Ok(())
+    match V4_REFUSED.iter().find(|(net, len, _)| in_v4(ip, *net, *len)) {
+        Some((_, _, why)) => Err(why),
+        None => Ok(()),
+    }
 }
 
 fn check_v6(ip: Ipv6Addr) -> Result<(), &'static str> {
-    let seg = ip.segments();
     // fd00:ec2::254 is the EC2 metadata service over IPv6.
-    if seg == [0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254] {
+    if ip.segments() == [0xfd00, 0xec2, 0, 0, 0, 0, 0, 0x254] {
         return Err("the instance metadata service");
     }
-    if (seg[0] & 0xfe00) == 0xfc00 {
-        return Err("a private address");
+    match V6_REFUSED.iter().find(|(net, len, _)| in_v6(ip, *net, *len)) {
+        Some((_, _, why)) => Err(why),
+        None => Ok(()),
     }
-    if (seg[0] & 0xffc0) == 0xfe80 {
-        return Err("a link-local address");
-    }
-    if ip.is_unspecified() || ip.is_multicast() {
-        return Err("a reserved address");
-    }
-    Ok(())
 }
 
 #[cfg(test)]
@@ -142,6 +193,57 @@ mod tests {
             let e = check(url, UrlPolicy::Cloud).unwrap_err();
             assert_eq!(e.field, "url");
             assert!(e.rule.starts_with(rule), "{url}: {}", e.rule);
+        }
+    }
+
+    /// Every IANA special-purpose range that is not globally reachable, v4 and v6, including the
+    /// ones that carry an IPv4 address inside an IPv6 one.
+    #[test]
+    fn every_special_purpose_range_that_is_not_globally_reachable_is_refused() {
+        for ip in [
+            "0.1.2.3",
+            "10.0.0.1",
+            "100.64.0.1",
+            "127.0.0.2",
+            "169.254.169.254",
+            "172.16.5.4",
+            "192.0.0.8",
+            "192.0.2.1",
+            "192.88.99.1",
+            "192.168.1.1",
+            "198.18.0.1",
+            "198.19.255.254",
+            "198.51.100.7",
+            "203.0.113.9",
+            "224.0.0.1",
+            "240.0.0.1",
+            "255.255.255.255",
+            "::",
+            "::1",
+            "::10.0.0.1",
+            "::ffff:10.0.0.1",
+            "64:ff9b::a9fe:a9fe",
+            "64:ff9b::10.1.2.3",
+            "64:ff9b:1::1",
+            "100::1",
+            "2001::1",
+            "2001:2::1",
+            "2001:db8::1",
+            "2002:c000:0201::1",
+            "3fff::1",
+            "5f00::1",
+            "fc00::1",
+            "fd00:ec2::254",
+            "fe80::1",
+            "fec0::1",
+            "ff02::1",
+        ] {
+            let addr: IpAddr = ip.parse().unwrap();
+            assert!(check_address(addr, UrlPolicy::Cloud).is_err(), "{ip} was accepted");
+        }
+        for ip in ["93.184.216.34", "1.1.1.1", "192.0.1.1", "198.20.0.1", "2606:4700::1111", "64:ff9b::5db8:d822"] {
+            let addr: IpAddr = ip.parse().unwrap();
+            assert_eq!(check_address(addr, UrlPolicy::Cloud), Ok(()), "{ip} was refused");
         }
     }
 
