@@ -255,9 +255,13 @@ impl AppState {
 /// # Errors
 /// When the data folder, the store or the port cannot be used.
 pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
-    std::fs::create_dir_all(&config.data_dir).with_context(|| format!("creating {}", config.data_dir.display()))?;
+    // Folder 0700, files 0600: the database and its WAL hold webhook signing secrets and task
+    // results in plain text, the secret file signs every token.
+    private_files::create_dir_all(&config.data_dir)
+        .with_context(|| format!("creating {}", config.data_dir.display()))?;
     let clock: SharedClock = Arc::new(SystemClock);
     let db = config.data_dir.join("foundry.sqlite3");
+    private_db_files(&db)?;
     let store = Arc::new(
         SqliteStore::open(&db, clock.clone(), config.policy).with_context(|| format!("opening {}", db.display()))?,
     );
@@ -421,11 +425,29 @@ async fn oauth(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> 
     state.authorize.handle(req).await.map(Body::from).into_response()
 }
 
+/// Creates the database file as 0600 before SQLite opens it (SQLite makes its WAL and shared
+/// memory files with the database file's mode), and narrows the files an older build left 0644.
+fn private_db_files(db: &Path) -> anyhow::Result<()> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .mode(private_files::FILE_MODE)
+        .open(db)
+        .with_context(|| format!("creating {}", db.display()))?;
+    for suffix in ["", "-wal", "-shm"] {
+        let file = std::path::PathBuf::from(format!("{}{suffix}", db.display()));
+        private_files::narrow(&file, private_files::FILE_MODE)
+            .with_context(|| format!("narrowing {}", file.display()))?;
+    }
+    Ok(())
+}
+
 /// The local signing secret (tokens, download links): 64 random bytes in a file only its
 /// owner can read (mode 0600, set when the file is created, never widened later).
 fn load_or_create_secret(path: &Path) -> anyhow::Result<Vec<u8>> {
     use std::io::Write;
-    use std::os::unix::fs::OpenOptionsExt;
     if let Ok(s) = std::fs::read(path)
         && s.len() >= 32
     {
@@ -433,13 +455,7 @@ fn load_or_create_secret(path: &Path) -> anyhow::Result<Vec<u8>> {
     }
     let mut secret = vec![0u8; 64];
     getrandom::fill(&mut secret).map_err(|e| anyhow::anyhow!("no randomness for the token secret: {e}"))?;
-    let mut file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(path)
-        .with_context(|| format!("creating {}", path.display()))?;
+    let mut file = private_files::options().open(path).with_context(|| format!("creating {}", path.display()))?;
     file.write_all(&secret).and_then(|()| file.sync_all()).with_context(|| format!("writing {}", path.display()))?;
     Ok(secret)
 }

@@ -172,7 +172,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
             s.outbox = self.state.outbox.len();
             if let Ok(json) = serde_json::to_vec_pretty(&*s) {
                 let tmp = self.state.root.join(".status.tmp");
-                if std::fs::write(&tmp, json).is_ok() {
+                if private_files::write(&tmp, &json).is_ok() {
                     let _ = std::fs::rename(tmp, self.state.root.join("status.json"));
                 }
             }

@@ -40,7 +40,7 @@ impl Dir {
     /// # Errors
     /// When the directory cannot be created.
     pub fn open(path: PathBuf) -> std::io::Result<Self> {
-        std::fs::create_dir_all(&path)?;
+        private_files::create_dir_all(&path)?;
         Ok(Self { path })
     }
 
@@ -55,7 +55,7 @@ impl Dir {
     pub fn put<T: Serialize>(&self, id: CommandId, value: &T) -> std::io::Result<()> {
         use std::io::Write;
         let tmp = self.path.join(format!(".{id}.tmp"));
-        let mut f = std::fs::File::create(&tmp)?;
+        let mut f = private_files::options().open(&tmp)?;
         f.write_all(&serde_json::to_vec(value).map_err(std::io::Error::other)?)?;
         f.sync_all()?;
         std::fs::rename(&tmp, self.file(id))?;
@@ -149,9 +149,18 @@ impl State {
     /// # Errors
     /// When it cannot be created, or another process holds the lock (the message says which).
     pub fn open(root: &Path) -> std::io::Result<Self> {
-        std::fs::create_dir_all(root)?;
+        private_files::create_dir_all(root)?;
         let path = root.join("lock");
-        let mut file = std::fs::OpenOptions::new().read(true).write(true).create(true).truncate(false).open(&path)?;
+        let mut file = {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(false)
+                .mode(private_files::FILE_MODE)
+                .open(&path)?
+        };
         if let Err(e) = file.try_lock() {
             let holder = std::fs::read_to_string(&path).unwrap_or_default();
             let holder = holder.trim();
@@ -193,7 +202,7 @@ impl State {
     pub fn set_synced_projects(&self, projects: &[ProjectId]) -> std::io::Result<()> {
         use std::io::Write;
         let tmp = self.root.join(".synced-projects.tmp");
-        let mut f = std::fs::File::create(&tmp)?;
+        let mut f = private_files::options().open(&tmp)?;
         f.write_all(&serde_json::to_vec(projects).map_err(std::io::Error::other)?)?;
         f.sync_all()?;
         std::fs::rename(&tmp, self.root.join("synced-projects.json"))?;
@@ -234,6 +243,35 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn mode(p: &Path) -> u32 {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::metadata(p).unwrap().permissions().mode() & 0o777
+    }
+
+    /// The journal holds run arguments and the outbox results: only the owner may read them.
+    #[test]
+    fn the_state_folder_and_its_files_are_the_owners_only() {
+        let root = std::env::temp_dir().join(format!("relay-private-{}", uuid::Uuid::new_v4()));
+        let state = State::open(&root).unwrap();
+        let id = CommandId::generate();
+        state.outbox.put(id, &serde_json::json!({"result": "secret"})).unwrap();
+        state.journal.put(id, &serde_json::json!({"arguments": "secret"})).unwrap();
+        state.set_synced_projects(&[]).unwrap();
+        for dir in [root.clone(), root.join("outbox"), root.join("journal")] {
+            assert_eq!(mode(&dir), 0o700, "{}", dir.display());
+        }
+        for file in [
+            root.join("lock"),
+            root.join("synced-projects.json"),
+            root.join("outbox").join(format!("{id}.json")),
+            root.join("journal").join(format!("{id}.json")),
+        ] {
+            assert_eq!(mode(&file), 0o600, "{}", file.display());
+        }
+        drop(state);
+        let _ = std::fs::remove_dir_all(root);
+    }
 
     #[test]
     fn journal_entries_become_failed_completions_on_recovery() {

@@ -338,6 +338,29 @@ async fn a_restart_keeps_data_and_tokens() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// The data folder holds the database and its WAL (webhook secrets, results in plain text) and
+/// the token secret: the folder is 0700 and every file in it 0600.
+#[tokio::test]
+async fn the_data_folder_is_the_owners_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let s = server().await;
+    let v = s.rpc("tools/call", json!({"name": "list_linked_chat_tasks", "arguments": {"chat_link_id": s.running.demo.chat_link_id.to_string()}})).await;
+    assert_eq!(v["result"]["isError"], false, "{v}");
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode(&s.dir), 0o700, "the data folder");
+    let mut files = 0;
+    for entry in std::fs::read_dir(&s.dir).unwrap() {
+        let path = entry.unwrap().path();
+        if path.is_file() {
+            assert_eq!(mode(&path), 0o600, "{}", path.display());
+            files += 1;
+        }
+    }
+    assert!(s.dir.join("foundry.sqlite3-wal").exists() && files >= 3, "the database, its WAL and the secret");
+    s.running.stop().await;
+    let _ = std::fs::remove_dir_all(&s.dir);
+}
+
 #[tokio::test]
 async fn ping_answers_and_a_foreign_host_is_refused() {
     let s = server().await;

@@ -176,10 +176,11 @@ impl BlobStore for DirBlobStore {
         let path = self.dir.join(key);
         let failed = |source: BoxError| BlobError::Backend { key: key.to_owned(), source };
         tokio::task::spawn_blocking(move || {
+            // The blob folder and each file only the owner can read (0700 / 0600).
             if let Some(parent) = path.parent() {
-                std::fs::create_dir_all(parent)?;
+                private_files::create_dir_all(parent)?;
             }
-            std::fs::write(path, bytes)
+            private_files::write(&path, &bytes)
         })
         .await
         .map_err(|e| failed(e.into()))?
@@ -213,6 +214,12 @@ mod tests {
             DirBlobStore::new(dir.clone(), "http://127.0.0.1:8787", b"0123456789abcdef0123456789abcdef", clock.clone());
         store.put("artifacts/l/t/a/sha", b"hello".to_vec(), "text/plain").await.unwrap();
         store.put("artifacts/l/t/b/sha", b"secret".to_vec(), "text/plain").await.unwrap();
+        {
+            use std::os::unix::fs::PermissionsExt;
+            let mode = |p: std::path::PathBuf| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+            assert_eq!(mode(dir.join("artifacts/l/t/a")), 0o700, "blob folders are the owner's only");
+            assert_eq!(mode(dir.join("artifacts/l/t/a/sha")), 0o600, "blob files are the owner's only");
+        }
         let what = Download { key: "artifacts/l/t/a/sha", name: "notes é.txt", content_type: "text/plain" };
         let link = store.download_url(&what).await.unwrap();
         let rest = link.strip_prefix("http://127.0.0.1:8787").unwrap();
