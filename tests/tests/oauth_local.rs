@@ -316,3 +316,48 @@ async fn the_python_sdk_2x_oauth_client_connects_with_only_the_url() {
 async fn the_python_sdk_1x_oauth_client_connects_with_only_the_url() {
     python_oauth("FOUNDRY_PYTHON_MCP1").await;
 }
+
+/// A flood of authorization requests (unauthenticated, for the same client or others) never
+/// evicts a pending consent: the owner's *Allow* on the page they opened first still works, and
+/// past the bound for one client new requests are refused instead.
+#[tokio::test]
+async fn a_flood_of_authorization_requests_never_evicts_the_owners_pending_consent() {
+    let (running, c, dir) = start().await;
+    let redirect = "http://127.0.0.1:33418/callback";
+    let (_, reg) = c.register(json!({"client_name": "Claude", "redirect_uris": [redirect]})).await;
+    let client_id = reg["client_id"].as_str().unwrap().to_owned();
+    let (_, challenge) = pkce();
+    let query = [
+        ("response_type", "code"),
+        ("client_id", client_id.as_str()),
+        ("redirect_uri", redirect),
+        ("code_challenge", challenge.as_str()),
+        ("code_challenge_method", "S256"),
+        ("state", "owner"),
+    ];
+    // The owner opens the consent page…
+    let page = c.http.get(format!("{}/oauth/authorize", c.base)).query(&query).send().await.unwrap();
+    let html = page.text().await.unwrap();
+    let csrf = html.split("name=\"csrf\" value=\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
+    // …then someone who reaches the port sends 1,100 requests for the same client.
+    let mut refused = 0;
+    for _ in 0..1_100 {
+        let r = c.http.get(format!("{}/oauth/authorize", c.base)).query(&query).send().await.unwrap();
+        if r.status() != 200 {
+            refused += 1;
+        }
+    }
+    assert!(refused > 0, "the flood was never bounded");
+    let res = c
+        .http
+        .post(format!("{}/oauth/authorize", c.base))
+        .form(&[("csrf", csrf.as_str()), ("decision", "allow")])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 303, "the owner's Allow after the flood");
+    let location = res.headers()["location"].to_str().unwrap().to_owned();
+    assert!(location.contains("code=") && location.contains("state=owner"), "{location}");
+    running.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}

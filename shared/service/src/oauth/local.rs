@@ -45,8 +45,12 @@ pub const CODE_TTL: Duration = Duration::from_secs(60);
 pub const ACCESS_TTL: Duration = Duration::from_secs(3600);
 /// Refresh token lifetime.
 pub const REFRESH_TTL: Duration = Duration::from_secs(30 * 24 * 3600);
-/// Most consent requests and codes kept at once (older ones are dropped first).
+/// Most consent requests (and, apart, codes) kept at once. A live one is never dropped to make
+/// room: past the bound new requests are refused until some are answered or expire.
 pub const MAX_PENDING: usize = 1000;
+/// Most consent requests waiting at once for one client: a flood for one client (its id is
+/// public) is refused past this, and cannot crowd out the owner's page or other clients'.
+pub const MAX_PENDING_PER_CLIENT: usize = 20;
 
 /// A consent request waiting for the owner's click.
 #[derive(Debug, Clone)]
@@ -160,7 +164,14 @@ impl<R: RegisterClients + ?Sized> LocalAuthServer<R> {
             expires: now.plus(CONSENT_TTL),
         };
         let csrf = random_token();
-        insert_bounded(&self.consents, csrf.clone(), pending.clone(), now);
+        if !insert_bounded(&self.consents, csrf.clone(), pending.clone(), now) {
+            return page(
+                StatusCode::TOO_MANY_REQUESTS,
+                "Too many sign-in requests",
+                "Too many sign-in requests for this application are waiting. Answer one, or try again when they expire (10 minutes).",
+                None,
+            );
+        }
         consent_page(&client, &pending, &csrf, &self.owner)
     }
 
@@ -179,7 +190,14 @@ impl<R: RegisterClients + ?Sized> LocalAuthServer<R> {
         let code = random_token();
         let mut granted = p.clone();
         granted.expires = now.plus(CODE_TTL);
-        insert_bounded(&self.codes, code.clone(), granted, now);
+        if !insert_bounded(&self.codes, code.clone(), granted, now) {
+            return redirect(
+                &p.redirect_uri,
+                &[("error", "temporarily_unavailable")],
+                p.state.as_deref(),
+                &self.signer.issuer,
+            );
+        }
         redirect(&p.redirect_uri, &[("code", &code)], p.state.as_deref(), &self.signer.issuer)
     }
 
@@ -365,15 +383,17 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
-/// Inserts, first dropping expired entries and, past [`MAX_PENDING`], the oldest.
-fn insert_bounded(m: &Mutex<HashMap<String, Pending>>, key: String, value: Pending, now: Timestamp) {
+/// Inserts after dropping expired entries — never a live one: `false` (nothing inserted) when
+/// [`MAX_PENDING`] live entries are kept, or [`MAX_PENDING_PER_CLIENT`] for this client.
+fn insert_bounded(m: &Mutex<HashMap<String, Pending>>, key: String, value: Pending, now: Timestamp) -> bool {
     let mut m = lock(m);
     m.retain(|_, p| p.expires > now);
-    while m.len() >= MAX_PENDING {
-        let Some(oldest) = m.iter().min_by_key(|(_, p)| p.expires).map(|(k, _)| k.clone()) else { break };
-        m.remove(&oldest);
+    let same_client = m.values().filter(|p| p.client_id == value.client_id).count();
+    if m.len() >= MAX_PENDING || same_client >= MAX_PENDING_PER_CLIENT {
+        return false;
     }
     m.insert(key, value);
+    true
 }
 
 fn random_token() -> String {
