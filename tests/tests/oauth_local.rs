@@ -361,3 +361,61 @@ async fn a_flood_of_authorization_requests_never_evicts_the_owners_pending_conse
     running.stop().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// RFC 6749 §4.1.3 and RFC 8707 at the token endpoint: a code from a request that named its
+/// `redirect_uri` is exchanged only with the same one repeated, a `resource` other than this
+/// server's MCP URL is `invalid_target`, and the access token names the resource in `aud`.
+#[tokio::test]
+async fn the_code_exchange_is_bound_to_the_redirect_uri_and_the_token_to_the_resource() {
+    let (running, c, dir) = start().await;
+    let redirect = "http://127.0.0.1:33419/callback";
+    let (_, reg) = c.register(json!({"client_name": "Claude", "redirect_uris": [redirect]})).await;
+    let client_id = reg["client_id"].as_str().unwrap().to_owned();
+    let new_code = |challenge: String| {
+        let (c, client_id) = (&c, client_id.clone());
+        async move {
+            let query = [
+                ("response_type", "code"),
+                ("client_id", client_id.as_str()),
+                ("redirect_uri", redirect),
+                ("code_challenge", challenge.as_str()),
+                ("code_challenge_method", "S256"),
+            ];
+            c.authorize(&query, "allow").await["code"].clone()
+        }
+    };
+    let (verifier, challenge) = pkce();
+    let code = new_code(challenge).await;
+    let without_redirect = [
+        ("grant_type", "authorization_code"),
+        ("code", code.as_str()),
+        ("client_id", client_id.as_str()),
+        ("code_verifier", verifier.as_str()),
+    ];
+    let (status, e) = c.token(&without_redirect).await;
+    assert_eq!((status, e["error"].as_str()), (400, Some("invalid_grant")), "{e}");
+    assert!(e["error_description"].as_str().unwrap().contains("redirect_uri is required"), "{e}");
+
+    let (verifier, challenge) = pkce();
+    let code = new_code(challenge).await;
+    let mut other_resource = vec![
+        ("grant_type", "authorization_code"),
+        ("code", code.as_str()),
+        ("redirect_uri", redirect),
+        ("client_id", client_id.as_str()),
+        ("code_verifier", verifier.as_str()),
+    ];
+    other_resource.push(("resource", "https://elsewhere.example/mcp"));
+    let (status, e) = c.token(&other_resource).await;
+    assert_eq!((status, e["error"].as_str()), (400, Some("invalid_target")), "{e}");
+
+    let (verifier, challenge) = pkce();
+    let code = new_code(challenge).await;
+    let (status, t) = c.exchange(&code, &verifier, redirect, &client_id).await;
+    assert_eq!(status, 200, "{t}");
+    let payload = t["access_token"].as_str().unwrap().split('.').nth(1).unwrap().to_owned();
+    let claims: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap();
+    assert!(claims["aud"].as_array().unwrap().iter().any(|a| a == running.mcp_url.as_str()), "{claims}");
+    running.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -395,10 +395,28 @@ impl Hs256Signer {
     /// # Errors
     /// When signing fails (it does not with HS256 and a non-empty secret).
     pub fn mint(&self, grant: Grant<'_>, now: Timestamp, ttl: Duration) -> Result<String, jsonwebtoken::errors::Error> {
+        self.mint_for(grant, None, now, ttl)
+    }
+
+    /// [`Self::mint`], with `resource` (RFC 8707) beside the audience in `aud` when given.
+    ///
+    /// # Errors
+    /// When signing fails (it does not with HS256 and a non-empty secret).
+    pub fn mint_for(
+        &self,
+        grant: Grant<'_>,
+        resource: Option<&str>,
+        now: Timestamp,
+        ttl: Duration,
+    ) -> Result<String, jsonwebtoken::errors::Error> {
+        let aud = match resource {
+            Some(r) => serde_json::json!([self.audience, r]),
+            None => serde_json::Value::String(self.audience.clone()),
+        };
         let claims = Claims {
             iss: self.issuer.clone(),
             sub: grant.subject.to_owned(),
-            aud: Some(serde_json::Value::String(self.audience.clone())),
+            aud: Some(aud),
             client_id: Some(grant.client.to_owned()),
             azp: None,
             scope: Some(grant.scopes.join(" ")),

@@ -57,6 +57,9 @@ pub const MAX_PENDING_PER_CLIENT: usize = 20;
 struct Pending {
     client_id: String,
     redirect_uri: String,
+    /// The authorization request named `redirect_uri` (then the token request must repeat it,
+    /// RFC 6749 §4.1.3).
+    redirect_given: bool,
     challenge: String,
     scopes: Vec<String>,
     state: Option<String>,
@@ -157,6 +160,7 @@ impl<R: RegisterClients + ?Sized> LocalAuthServer<R> {
         let now = self.clock.now();
         let pending = Pending {
             client_id: client.client_id.clone(),
+            redirect_given: get("redirect_uri").is_some(),
             redirect_uri,
             challenge,
             scopes,
@@ -207,6 +211,12 @@ impl<R: RegisterClients + ?Sized> LocalAuthServer<R> {
         let Some(client_id) = get("client_id") else {
             return oauth_error(StatusCode::UNAUTHORIZED, "invalid_client", "client_id is required");
         };
+        // RFC 8707: a token is only ever for this server's MCP URL.
+        if let Some(r) = get("resource")
+            && r.trim_end_matches('/') != self.resource
+        {
+            return oauth_error(StatusCode::BAD_REQUEST, "invalid_target", "resource must be this server's MCP URL");
+        }
         match get("grant_type") {
             Some("authorization_code") => {
                 let spent = get("code").and_then(|c| lock(&self.codes).remove(c));
@@ -224,12 +234,22 @@ impl<R: RegisterClients + ?Sized> LocalAuthServer<R> {
                         "the code was issued to another client",
                     );
                 }
-                if get("redirect_uri").is_some_and(|u| u != p.redirect_uri) {
-                    return oauth_error(
-                        StatusCode::BAD_REQUEST,
-                        "invalid_grant",
-                        "redirect_uri does not match the authorization request",
-                    );
+                match get("redirect_uri") {
+                    Some(u) if u != p.redirect_uri => {
+                        return oauth_error(
+                            StatusCode::BAD_REQUEST,
+                            "invalid_grant",
+                            "redirect_uri does not match the authorization request",
+                        );
+                    }
+                    None if p.redirect_given => {
+                        return oauth_error(
+                            StatusCode::BAD_REQUEST,
+                            "invalid_grant",
+                            "redirect_uri is required: the authorization request had one",
+                        );
+                    }
+                    _ => {}
                 }
                 let Some(verifier) = get("code_verifier").filter(|v| valid_verifier(v)) else {
                     return oauth_error(
@@ -291,8 +311,13 @@ impl<R: RegisterClients + ?Sized> LocalAuthServer<R> {
     fn issue(&self, client_id: &str, scopes: &[String]) -> http::Response<Bytes> {
         let now = self.clock.now();
         let scope_refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
-        let access =
-            self.signer.mint(Grant { subject: &self.owner, client: client_id, scopes: &scope_refs }, now, ACCESS_TTL);
+        // The access token names the resource it is for (RFC 8707) beside the local audience.
+        let access = self.signer.mint_for(
+            Grant { subject: &self.owner, client: client_id, scopes: &scope_refs },
+            Some(&self.resource),
+            now,
+            ACCESS_TTL,
+        );
         let refresh_claims = Claims {
             iss: self.signer.issuer.clone(),
             sub: self.owner.clone(),
