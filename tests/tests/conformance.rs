@@ -1128,6 +1128,29 @@ async fn lists_hold_every_item_whatever_their_size(h: Harness) {
     assert_eq!(listed.len(), 40, "every queued run of the project");
 }
 
+/// Racing deliveries: the last delivery a link shows is the latest by time, whatever order the
+/// outcomes are written in.
+async fn the_last_delivery_is_the_latest_whatever_the_order_of_the_writes(h: Harness) {
+    use domain::events::{DeliveryOutcome, EventType};
+    use domain::store::RecordDeliveries;
+    let o = owner("alice");
+    let l = link(&h, &o).await;
+    let at = domain::clock::Timestamp::from_millis(1_800_000_000_000);
+    let outcome = |ms: i64, ok: bool| DeliveryOutcome {
+        event_id: format!("evt-{ms}"),
+        event_type: EventType::TaskClaimed,
+        at: at.plus(Duration::from_millis(ms as u64)),
+        ok,
+        detail: if ok { "HTTP 204".into() } else { "timed out".into() },
+    };
+    h.store.record_delivery(&o, l, &outcome(2_000, true)).await.unwrap();
+    h.store.record_delivery(&o, l, &outcome(1_000, false)).await.unwrap();
+    let shown = h.store.last_deliveries(&o).await.unwrap();
+    assert_eq!(shown, vec![(l, outcome(2_000, true))], "an older outcome replaced the newer one");
+    h.store.record_delivery(&o, l, &outcome(3_000, false)).await.unwrap();
+    assert_eq!(h.store.last_deliveries(&o).await.unwrap(), vec![(l, outcome(3_000, false))]);
+}
+
 // ---- devices ---------------------------------------------------------------------------------
 
 async fn device_tokens_authenticate_until_revoked(h: Harness) {
@@ -1322,6 +1345,7 @@ suite! {
     concurrent_syncs_of_many_devices_never_lose_a_list,
     completed_runs_keep_the_sessions_recent_durations,
     lists_hold_every_item_whatever_their_size,
+    the_last_delivery_is_the_latest_whatever_the_order_of_the_writes,
 }
 
 /// A submit request (the store takes one struct).

@@ -249,7 +249,8 @@ pub trait AuthenticateDevices: Send + Sync {
 /// owner API for the panel).
 #[async_trait]
 pub trait RecordDeliveries: Send + Sync {
-    /// Remembers how the latest delivery to `link`'s subscription went.
+    /// Remembers how the latest delivery to `link`'s subscription went: an outcome older (by
+    /// its `at`) than the one kept is ignored, so racing deliveries never show an older one.
     async fn record_delivery(&self, owner: &OwnerId, link: ChatLinkId, outcome: &DeliveryOutcome) -> StoreResult<()>;
     /// The latest outcome of every link of the owner that had a delivery (one query).
     async fn last_deliveries(&self, owner: &OwnerId) -> StoreResult<Vec<(ChatLinkId, DeliveryOutcome)>>;

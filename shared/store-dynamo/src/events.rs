@@ -8,24 +8,47 @@ use domain::events::{DeliveryOutcome, Event, derive_run, derive_task};
 use domain::ids::{ChatLinkId, OwnerId};
 use domain::store::{RecordDeliveries, StoreError, StoreResult};
 
-use crate::codec::{Item, Read, bad, opt_from, run_from, s, task_from, values};
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+
+use crate::codec::{Item, Read, bad, n, opt_from, run_from, s, task_from, values};
 use crate::error::sdk;
 use crate::keys::{key, ttl_at};
+use crate::request::names;
 use crate::{DynamoStore, TTL_ATTRIBUTE};
 
 #[async_trait]
 impl RecordDeliveries for DynamoStore {
-    /// One `PutItem` on `DELIVERY#<owner>` / `<link>` (the notifier's only write, which its IAM
-    /// policy limits to `DELIVERY#` partitions).
+    /// One conditional `PutItem` on `DELIVERY#<owner>` / `<link>` (the notifier's only write,
+    /// which its IAM policy limits to `DELIVERY#` partitions), kept only if it is not older
+    /// than the outcome stored (`at`).
     async fn record_delivery(&self, owner: &OwnerId, link: ChatLinkId, outcome: &DeliveryOutcome) -> StoreResult<()> {
         let body = serde_json::to_string(outcome).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let at = n(outcome.at.as_millis());
         let mut item = key(format!("DELIVERY#{owner}"), link.to_string());
         item.extend(values([
             ("outcome", s(body)),
+            ("at", at.clone()),
             (TTL_ATTRIBUTE, ttl_at(self.clock.now().plus(self.policy.retention))),
         ]));
-        self.client.put_item().table_name(&self.table).set_item(Some(item)).send().await.map_err(sdk)?;
-        Ok(())
+        let result = self
+            .client
+            .put_item()
+            .table_name(&self.table)
+            .set_item(Some(item))
+            .condition_expression("attribute_not_exists(#pk) OR attribute_not_exists(#at) OR #at <= :at")
+            .set_expression_attribute_names(Some(names("#pk #at")))
+            .expression_attribute_values(":at", at)
+            .send()
+            .await;
+        match result {
+            Ok(_) => Ok(()),
+            // A later outcome is kept already: this one is older and changes nothing.
+            Err(SdkError::ServiceError(se)) if matches!(se.err(), PutItemError::ConditionalCheckFailedException(_)) => {
+                Ok(())
+            }
+            Err(e) => Err(sdk(e)),
+        }
     }
 
     async fn last_deliveries(&self, owner: &OwnerId) -> StoreResult<Vec<(ChatLinkId, DeliveryOutcome)>> {

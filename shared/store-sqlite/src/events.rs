@@ -64,13 +64,15 @@ pub(crate) fn change_task<T>(
 #[async_trait]
 impl RecordDeliveries for SqliteStore {
     async fn record_delivery(&self, owner: &OwnerId, link: ChatLinkId, outcome: &DeliveryOutcome) -> StoreResult<()> {
-        let (owner, body) = (owner.as_str().to_owned(), json(outcome));
+        let (owner, body, at) = (owner.as_str().to_owned(), json(outcome), outcome.at.as_millis());
         self.bookkeeping(move |tx, _| {
+            // An older outcome than the one kept (racing deliveries) changes nothing.
             tx.prepare_cached(
-                "INSERT INTO deliveries (owner, link_id, body) VALUES (?1, ?2, ?3) \
-                 ON CONFLICT (owner, link_id) DO UPDATE SET body = excluded.body",
+                "INSERT INTO deliveries (owner, link_id, body, at) VALUES (?1, ?2, ?3, ?4) \
+                 ON CONFLICT (owner, link_id) DO UPDATE SET body = excluded.body, at = excluded.at \
+                 WHERE excluded.at >= deliveries.at",
             )?
-            .execute(params![owner, link.to_string(), body])
+            .execute(params![owner, link.to_string(), body, at])
             .map(drop)
         })
         .await

@@ -8,7 +8,13 @@ use rusqlite::{Connection, TransactionBehavior};
 ///
 /// Version 1 is the layout the first builds wrote without a version number; its statements
 /// use `IF NOT EXISTS`, so such a database (version 0 with tables) is adopted as it is.
-pub(crate) const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6];
+pub(crate) const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7];
+
+/// Version 7: the last delivery per link keeps its time, so an older outcome (racing
+/// deliveries) never replaces a newer one.
+pub(crate) const SCHEMA_V7: &str = r"
+ALTER TABLE deliveries ADD COLUMN at INTEGER NOT NULL DEFAULT 0;
+";
 
 /// Version 6: each project keeps the recent durations of its sessions' completed runs
 /// (`{"<session>#<slot>": ms}`), written by the completion in its own transaction.
