@@ -64,6 +64,24 @@ impl Receiver {
         Receiver { url, state }
     }
 
+    /// A receiver that accepts connections and never answers (a hanging webhook): its URL.
+    ///
+    /// # Panics
+    /// When no port can be bound.
+    pub async fn hanging() -> String {
+        #[allow(clippy::expect_used)]
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        #[allow(clippy::expect_used)]
+        let url = format!("http://{}/hook", listener.local_addr().expect("addr"));
+        tokio::spawn(async move {
+            let mut held = Vec::new();
+            while let Ok((socket, _)) = listener.accept().await {
+                held.push(socket);
+            }
+        });
+        url
+    }
+
     /// Requests answered 2xx so far.
     pub fn accepted(&self) -> Vec<Received> {
         self.state.accepted.lock().map(|v| v.clone()).unwrap_or_default()

@@ -1132,7 +1132,6 @@ async fn lists_hold_every_item_whatever_their_size(h: Harness) {
 /// outcomes are written in.
 async fn the_last_delivery_is_the_latest_whatever_the_order_of_the_writes(h: Harness) {
     use domain::events::{DeliveryOutcome, EventType};
-    use domain::store::RecordDeliveries;
     let o = owner("alice");
     let l = link(&h, &o).await;
     let at = domain::clock::Timestamp::from_millis(1_800_000_000_000);

@@ -340,3 +340,30 @@ async fn a_receiver_that_always_fails_ends_in_the_dlq_and_holds_nothing_up() {
     let event: domain::events::Event = serde_json::from_str(dead[0].body().unwrap()).unwrap();
     assert_eq!(event.id, derive_task(None, Some(&doomed))[0].id);
 }
+
+/// One batch with eight events for receivers that hang (accept, never answer) and one for a good
+/// receiver: the good one is delivered, the eight are reported failed, and the batch answers
+/// well inside the function's timeout (one after another it took eight delivery timeouts).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn hanging_receivers_cost_no_other_event_its_delivery_and_the_batch_answers_in_time() {
+    let Some(mut c) = cloud().await else { return };
+    let stuck = Receiver { url: Receiver::hanging().await, state: Default::default() };
+    let good = Receiver::start().await;
+    for i in 0..8 {
+        let l = c.link(&stuck).await;
+        c.assign(l.link_id, &format!("to a hanging receiver {i}")).await;
+    }
+    let good_link = c.link(&good).await;
+    c.assign(good_link.link_id, "to the good receiver").await;
+    c.pump_stream().await;
+    let started = std::time::Instant::now();
+    let (handled, failed) = c.pump_queue().await;
+    let took = started.elapsed();
+    assert_eq!((handled, failed), (9, 8), "one batch of nine, the eight hanging ones failed");
+    assert_eq!(good.accepted().len(), 1, "the good receiver's event waited for the hanging ones");
+    // Within the batch deadline (20 s) and room for the answer; one after another: 40 s.
+    assert!(
+        took < std::time::Duration::from_secs(23),
+        "the batch took {took:?}: past its deadline, the function would time out without an answer"
+    );
+}

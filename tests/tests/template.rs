@@ -287,6 +287,15 @@ fn event_problems(t: &Value) -> Vec<String> {
     if sqs["FunctionResponseTypes"][0].as_str() != Some("ReportBatchItemFailures") {
         p.push("notify's queue mapping needs ReportBatchItemFailures".into());
     }
+    // A batch's deliveries run side by side under BATCH_DEADLINE: the function must outlive it
+    // (with room for the answer) and a batch stay small enough to run side by side.
+    let timeout = res["NotifyFunction"]["Properties"]["Timeout"].as_u64().unwrap_or(3);
+    if timeout < lambda::notifier::BATCH_DEADLINE.as_secs() + 5 {
+        p.push(format!("notify's timeout ({timeout} s) must exceed its batch deadline by 5 s"));
+    }
+    if sqs["BatchSize"].as_u64().is_none_or(|b| b > 10) {
+        p.push("notify's batches must be at most 10 messages".into());
+    }
     let redrive = &res["EventsQueue"]["Properties"]["RedrivePolicy"];
     if redrive["maxReceiveCount"].as_u64() != Some(u64::from(service::events::MAX_ATTEMPTS)) {
         p.push(format!("the events queue must give up after {} attempts", service::events::MAX_ATTEMPTS));
@@ -354,6 +363,8 @@ fn the_checker_catches_broken_templates() {
         ("index renamed", t.replacen("IndexName: gsi2", "IndexName: open", 1)),
         ("notifier write widened", t.replacen("                  dynamodb:LeadingKeys: [\"DELIVERY#*\"]\n", "                  dynamodb:LeadingKeys: [\"*\"]\n", 1)),
         ("DLQ count drifted", t.replacen("maxReceiveCount: 8", "maxReceiveCount: 5", 1)),
+        ("notify times out before its batch deadline", t.replacen("      CodeUri: functions/notify\n      Timeout: 30\n", "      CodeUri: functions/notify\n      Timeout: 15\n", 1)),
+        ("notify batches too large", t.replacen("            BatchSize: 10\n            FunctionResponseTypes: [ReportBatchItemFailures]", "            BatchSize: 100\n            FunctionResponseTypes: [ReportBatchItemFailures]", 1)),
         ("stream partial failures off", t.replacen("            BisectBatchOnFunctionError: true\n", "", 1)),
         ("registration widened", t.replacen("                - cognito-idp:DescribeUserPoolClient\n", "                - cognito-idp:DescribeUserPoolClient\n                - cognito-idp:DeleteUserPoolClient\n", 1)),
         ("registration on every pool", t.replacen("                - cognito-idp:DescribeUserPoolClient\n              Resource:\n                - !GetAtt UserPool.Arn", "                - cognito-idp:DescribeUserPoolClient\n              Resource:\n                - \"*\"", 1)),

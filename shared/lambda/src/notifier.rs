@@ -8,6 +8,7 @@
 //! an event never will be: it fails the same way and ends in the DLQ, inspectable.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use domain::clock::{SharedClock, SystemClock};
@@ -53,34 +54,84 @@ impl Visibility for SqsVisibility {
     }
 }
 
+/// How long one batch may take: below the function's 30 s timeout (`template.yaml`, checked by
+/// the template test), so the partial-batch answer always gets back to Lambda. A message not
+/// delivered by then counts as failed and comes back after its backoff; it is never held up
+/// by another message's receiver.
+pub const BATCH_DEADLINE: Duration = Duration::from_secs(20);
+
 /// One SQS batch: the messages not delivered, as the partial-batch answer (each comes back after
-/// its backoff, set through its visibility).
+/// its backoff, set through its visibility). Messages for different receivers are delivered side
+/// by side (a batch is at most 10, and each attempt is bounded by the delivery timeout), those
+/// for the same link (a task's events) or project (a run's) one after another in the queue's
+/// order, all under [`BATCH_DEADLINE`]: one slow receiver costs no other message its delivery.
 pub async fn handle<S>(notifier: &Notifier<S>, visibility: &dyn Visibility, event: &SqsEvent) -> SqsBatchResponse
 where
     S: ManageLinks + RecordDeliveries + ?Sized,
 {
-    let mut failures = Vec::new();
-    for msg in &event.records {
-        let id = msg.message_id.as_deref().unwrap_or_default();
-        let outcome = match serde_json::from_str::<Event>(msg.body.as_deref().unwrap_or_default()) {
-            Err(e) => Err(format!("not an event: {e}")),
-            Ok(ev) => match notifier.deliver(&ev).await {
-                Ok(Delivery::Delivered { .. } | Delivery::NoTarget) => Ok(()),
-                Ok(Delivery::Failed(e)) => Err(e),
-                Err(e) => Err(domain::errors::ErrorChain(&e).to_string()),
-            },
-        };
-        if let Err(error) = outcome {
-            let received: u32 = msg.attributes.get("ApproximateReceiveCount").and_then(|c| c.parse().ok()).unwrap_or(1);
-            let wait = i32::try_from(backoff(received).as_secs()).unwrap_or(900);
-            tracing::warn!(message = id, received, retry_in_s = wait, %error, "delivery failed; the message comes back");
-            if let Some(handle) = msg.receipt_handle.as_deref() {
-                visibility.delay(handle, wait).await;
-            }
-            let mut failure = BatchItemFailure::default();
-            failure.item_identifier = id.to_owned();
-            failures.push(failure);
+    let deadline = tokio::time::Instant::now() + BATCH_DEADLINE;
+    let parsed: Vec<Result<Event, String>> = event
+        .records
+        .iter()
+        .map(|m| {
+            serde_json::from_str::<Event>(m.body.as_deref().unwrap_or_default())
+                .map_err(|e| format!("not an event: {e}"))
+        })
+        .collect();
+    // The receivers' order: messages grouped by where they go, each group in the batch's order.
+    let mut groups: Vec<(Option<String>, Vec<usize>)> = Vec::new();
+    for (i, ev) in parsed.iter().enumerate() {
+        let key = ev
+            .as_ref()
+            .ok()
+            .map(|e| e.data.chat_link_id.clone().or_else(|| e.data.project_id.clone()).unwrap_or_default());
+        match groups.iter_mut().find(|(k, _)| key.is_some() && *k == key) {
+            Some((_, members)) => members.push(i),
+            None => groups.push((key, vec![i])),
         }
+    }
+    let deliver_group = |members: Vec<usize>| {
+        let parsed = &parsed;
+        async move {
+            let mut done = Vec::with_capacity(members.len());
+            for i in members {
+                let attempt = async {
+                    match &parsed[i] {
+                        Err(e) => Err(e.clone()),
+                        Ok(ev) => match notifier.deliver(ev).await {
+                            Ok(Delivery::Delivered { .. } | Delivery::NoTarget) => Ok(()),
+                            Ok(Delivery::Failed(e)) => Err(e),
+                            Err(e) => Err(domain::errors::ErrorChain(&e).to_string()),
+                        },
+                    }
+                };
+                let outcome = tokio::time::timeout_at(deadline, attempt)
+                    .await
+                    .unwrap_or_else(|_| Err("not delivered within the batch's deadline".into()));
+                done.push((i, outcome));
+            }
+            done
+        }
+    };
+    let mut outcomes: Vec<Result<(), String>> = vec![Ok(()); parsed.len()];
+    for (i, outcome) in
+        futures_util::future::join_all(groups.into_iter().map(|(_, m)| deliver_group(m))).await.into_iter().flatten()
+    {
+        outcomes[i] = outcome;
+    }
+    let outcomes = event.records.iter().zip(outcomes).map(|(m, o)| (m.message_id.clone().unwrap_or_default(), o));
+    let mut failures = Vec::new();
+    for (msg, (id, outcome)) in event.records.iter().zip(outcomes) {
+        let Err(error) = outcome else { continue };
+        let received: u32 = msg.attributes.get("ApproximateReceiveCount").and_then(|c| c.parse().ok()).unwrap_or(1);
+        let wait = i32::try_from(backoff(received).as_secs()).unwrap_or(900);
+        tracing::warn!(message = id.as_str(), received, retry_in_s = wait, %error, "delivery failed; the message comes back");
+        if let Some(handle) = msg.receipt_handle.as_deref() {
+            visibility.delay(handle, wait).await;
+        }
+        let mut failure = BatchItemFailure::default();
+        failure.item_identifier = id;
+        failures.push(failure);
     }
     let mut response = SqsBatchResponse::default();
     response.batch_item_failures = failures;
