@@ -166,6 +166,9 @@ struct Wiring {
     /// The data folder (database, token secret, artifact files).
     data_dir: std::path::PathBuf,
     panel_refresh_seconds: u32,
+    /// `Host` values the OAuth endpoints and `/register` accept: the public URL's, and loopback
+    /// with the bound port.
+    hosts: Vec<String>,
 }
 
 /// Every handler the router serves.
@@ -245,7 +248,8 @@ impl AppState {
                 DEMO_OWNER,
                 &format!("{}{MCP_PATH}", w.public_url),
                 w.clock.clone(),
-            ),
+            )
+            .with_allowed_hosts(w.hosts.clone()),
         }
     }
 }
@@ -285,6 +289,7 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
         public_url: public_url.clone(),
         data_dir: config.data_dir.clone(),
         panel_refresh_seconds: config.panel_refresh_seconds,
+        hosts: accepted_hosts(&public_url, addr.port()),
     };
     let app = router(Arc::new(AppState::new(&wiring)));
     let (shutdown, task) = serve(listener, app, &wiring);
@@ -304,6 +309,15 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
         shutdown: Some(shutdown),
         task,
     })
+}
+
+/// The `Host` values of this server: the public URL's authority, and loopback with `port`.
+fn accepted_hosts(public_url: &str, port: u16) -> Vec<String> {
+    let mut hosts = vec![format!("127.0.0.1:{port}"), format!("localhost:{port}"), format!("[::1]:{port}")];
+    if let Some(authority) = public_url.split_once("://").map(|(_, rest)| rest.split('/').next().unwrap_or(rest)) {
+        hosts.push(authority.to_owned());
+    }
+    hosts
 }
 
 /// Serves `app` on `listener` until the returned sender fires, with the local notifier beside
@@ -351,6 +365,7 @@ fn router(state: Arc<AppState>) -> Router {
         .route(REGISTER_PATH, any(register))
         .route(AUTHORIZE_PATH, any(oauth))
         .route(TOKEN_PATH, any(oauth))
+        .route(service::oauth::local::SESSION_PATH, any(oauth))
         .route(&relay_api, any(relay))
         .route(&owner_api, any(owner))
         .route(service::panel::PATH, any(panel))
@@ -416,6 +431,9 @@ async fn as_metadata(State(state): State<Arc<AppState>>, uri: http::Uri) -> axum
 }
 
 async fn register(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {
+    if !state.authorize.host_allowed(req.headers()) {
+        return http::StatusCode::MISDIRECTED_REQUEST.into_response();
+    }
     let req = read_body(req, service::oauth::MAX_REGISTRATION_BYTES).await;
     state.registrar.handle(req).await.map(Body::from).into_response()
 }

@@ -58,9 +58,21 @@ class NoRedirect(urllib.request.HTTPRedirectHandler):
         return None
 
 
+def owner_cookie(authorize_url):
+    """The owner's session, opened the way their panel does (POST /oauth/session with the
+    owner's token): only a browser holding it can answer a consent page."""
+    u = urllib.parse.urlparse(authorize_url)
+    req = urllib.request.Request(f"{u.scheme}://{u.netloc}/oauth/session", data=b"", method="POST",
+                                 headers={"Authorization": f"Bearer {os.environ['FC_OWNER_TOKEN']}"})
+    with urllib.request.urlopen(req) as res:
+        check(res.status == 204, f"the owner's session: {res.status}")
+        return res.headers["Set-Cookie"].split(";")[0]
+
+
 def click_allow(authorize_url):
     """What the person does: open the consent page, press Allow. Returns the redirect target."""
-    with urllib.request.urlopen(authorize_url) as page:
+    cookie = owner_cookie(authorize_url)
+    with urllib.request.urlopen(urllib.request.Request(authorize_url, headers={"Cookie": cookie})) as page:
         html = page.read().decode()
     csrf = re.search(r'name="csrf" value="([^"]+)"', html)
     check(csrf, "the consent page has its anti-forgery token")
@@ -70,7 +82,7 @@ def click_allow(authorize_url):
     target = f"{u.scheme}://{u.netloc}{action.group(1)}"
     data = urllib.parse.urlencode({"csrf": csrf.group(1), "decision": "allow"}).encode()
     try:
-        urllib.request.build_opener(NoRedirect).open(urllib.request.Request(target, data=data))
+        urllib.request.build_opener(NoRedirect).open(urllib.request.Request(target, data=data, headers={"Cookie": cookie}))
     except urllib.error.HTTPError as e:
         check(e.code == 303, f"Allow answers 303, got {e.code}")
         return e.headers["Location"]

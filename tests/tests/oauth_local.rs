@@ -18,6 +18,8 @@ use sha2::{Digest, Sha256};
 struct Client {
     http: reqwest::Client,
     base: String,
+    /// The owner's session cookie (`fc_owner=…`), opened with the owner's token.
+    owner: String,
 }
 
 impl Client {
@@ -38,9 +40,16 @@ impl Client {
         self.json(self.http.post(format!("{}/oauth/token", self.base)).form(form).send().await.unwrap()).await
     }
 
-    /// The authorization request, the consent page, and the click: the redirect's query.
+    /// The authorization request, the consent page, and the owner's click: the redirect's query.
     async fn authorize(&self, query: &[(&str, &str)], decision: &str) -> HashMap<String, String> {
-        let page = self.http.get(format!("{}/oauth/authorize", self.base)).query(query).send().await.unwrap();
+        let page = self
+            .http
+            .get(format!("{}/oauth/authorize", self.base))
+            .header("cookie", &self.owner)
+            .query(query)
+            .send()
+            .await
+            .unwrap();
         assert_eq!(page.status(), 200, "the consent page");
         let csp = page.headers()["content-security-policy"].to_str().unwrap().to_owned();
         assert!(csp.contains("default-src 'none'") && csp.contains("frame-ancestors 'none'"), "{csp}");
@@ -50,6 +59,7 @@ impl Client {
         let res = self
             .http
             .post(format!("{}/oauth/authorize", self.base))
+            .header("cookie", &self.owner)
             .form(&[("csrf", csrf.as_str()), ("decision", decision)])
             .send()
             .await
@@ -60,6 +70,7 @@ impl Client {
         let again = self
             .http
             .post(format!("{}/oauth/authorize", self.base))
+            .header("cookie", &self.owner)
             .form(&[("csrf", csrf.as_str()), ("decision", "allow")])
             .send()
             .await
@@ -98,11 +109,25 @@ fn pkce() -> (String, String) {
     (verifier, challenge)
 }
 
+/// Opens the owner's session the way the panel does (`POST /oauth/session` with the owner's
+/// token): the `Cookie` header value.
+async fn owner_session(http: &reqwest::Client, base: &str, owner_token: &str) -> String {
+    let res = http.post(format!("{base}/oauth/session")).bearer_auth(owner_token).send().await.unwrap();
+    assert_eq!(res.status(), 204, "the owner's session");
+    let cookie = res.headers()["set-cookie"].to_str().unwrap().to_owned();
+    assert!(
+        cookie.contains("HttpOnly") && cookie.contains("SameSite=Strict") && cookie.contains("Path=/oauth"),
+        "{cookie}"
+    );
+    cookie.split(';').next().unwrap().to_owned()
+}
+
 async fn start() -> (local::Running, Client, std::path::PathBuf) {
     let dir = std::env::temp_dir().join(format!("foundry-oauth-{}", uuid::Uuid::new_v4()));
     let running = local::start(LocalConfig::at(dir.clone())).await.unwrap();
     let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
-    let client = Client { http, base: running.base_url.clone() };
+    let owner = owner_session(&http, &running.base_url, &running.owner_token).await;
+    let client = Client { http, base: running.base_url.clone(), owner };
     (running, client, dir)
 }
 
@@ -288,6 +313,7 @@ async fn python_oauth(python_var: &str) {
         .arg(script)
         .env("FC_URL", &running.mcp_url)
         .env("FC_LINK", running.demo.chat_link_id.to_string())
+        .env("FC_OWNER_TOKEN", &running.owner_token)
         .output()
         .await
         .unwrap();
@@ -336,13 +362,28 @@ async fn a_flood_of_authorization_requests_never_evicts_the_owners_pending_conse
         ("state", "owner"),
     ];
     // The owner opens the consent page…
-    let page = c.http.get(format!("{}/oauth/authorize", c.base)).query(&query).send().await.unwrap();
+    let page = c
+        .http
+        .get(format!("{}/oauth/authorize", c.base))
+        .header("cookie", &c.owner)
+        .query(&query)
+        .send()
+        .await
+        .unwrap();
     let html = page.text().await.unwrap();
     let csrf = html.split("name=\"csrf\" value=\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
-    // …then someone who reaches the port sends 1,100 requests for the same client.
+    // …then 1,100 more requests for the same client arrive (here even with the owner's session,
+    // the worst case: without it each is refused at once).
     let mut refused = 0;
     for _ in 0..1_100 {
-        let r = c.http.get(format!("{}/oauth/authorize", c.base)).query(&query).send().await.unwrap();
+        let r = c
+            .http
+            .get(format!("{}/oauth/authorize", c.base))
+            .header("cookie", &c.owner)
+            .query(&query)
+            .send()
+            .await
+            .unwrap();
         if r.status() != 200 {
             refused += 1;
         }
@@ -351,6 +392,7 @@ async fn a_flood_of_authorization_requests_never_evicts_the_owners_pending_conse
     let res = c
         .http
         .post(format!("{}/oauth/authorize", c.base))
+        .header("cookie", &c.owner)
         .form(&[("csrf", csrf.as_str()), ("decision", "allow")])
         .send()
         .await
@@ -416,6 +458,62 @@ async fn the_code_exchange_is_bound_to_the_redirect_uri_and_the_token_to_the_res
     let payload = t["access_token"].as_str().unwrap().split('.').nth(1).unwrap().to_owned();
     let claims: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap();
     assert!(claims["aud"].as_array().unwrap().iter().any(|a| a == running.mcp_url.as_str()), "{claims}");
+    running.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The attack the consent page must stop: whoever reaches the port (a local process, or anyone
+/// through a tunnel) registers a client, opens the authorization request, and tries to press
+/// Allow. Without the owner's session there is no form to answer and a forged answer is
+/// refused; a foreign `Host` gets nothing at all; an owner token is what opens a session.
+#[tokio::test]
+async fn without_the_owners_session_nobody_can_approve_a_client() {
+    let (running, c, dir) = start().await;
+    let redirect = "http://127.0.0.1:33420/callback";
+    let (status, reg) = c.register(json!({"client_name": "Not Claude", "redirect_uris": [redirect]})).await;
+    assert_eq!(status, 201, "{reg}");
+    let client_id = reg["client_id"].as_str().unwrap().to_owned();
+    let (_, challenge) = pkce();
+    let query = [
+        ("response_type", "code"),
+        ("client_id", client_id.as_str()),
+        ("redirect_uri", redirect),
+        ("code_challenge", challenge.as_str()),
+        ("code_challenge_method", "S256"),
+    ];
+    let page = c.http.get(format!("{}/oauth/authorize", c.base)).query(&query).send().await.unwrap();
+    assert_eq!(page.status(), 403, "a consent page without the owner's session");
+    let html = page.text().await.unwrap();
+    assert!(!html.contains("name=\"csrf\"") && html.contains("Panel"), "{html}");
+    // A guessed or replayed answer, with no session or a forged one.
+    for cookie in ["", "fc_owner=forged"] {
+        let res = c
+            .http
+            .post(format!("{}/oauth/authorize", c.base))
+            .header("cookie", cookie)
+            .form(&[("csrf", "guessed"), ("decision", "allow")])
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 403, "an answer with cookie {cookie:?}");
+        assert!(res.headers().get("location").is_none());
+    }
+    // A session needs the owner's token: an agent's token (read and run) opens none.
+    let res = c.http.post(format!("{}/oauth/session", c.base)).bearer_auth(&running.token).send().await.unwrap();
+    assert_eq!(res.status(), 401, "an agent's token opened an owner session");
+    // A foreign Host (DNS rebinding, a page on another origin): refused before any work.
+    for path in ["/oauth/authorize", "/register"] {
+        let res = c
+            .http
+            .post(format!("{}{path}", c.base))
+            .header("host", "evil.example")
+            .header("content-type", "application/json")
+            .body("{}")
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 421, "{path} with a foreign Host");
+    }
     running.stop().await;
     let _ = std::fs::remove_dir_all(dir);
 }

@@ -37,6 +37,15 @@ use crate::tools::{SCOPE_OWNER, SCOPE_READ, SCOPE_RUN};
 pub const AUTHORIZE_PATH: &str = "/oauth/authorize";
 /// The token endpoint's path.
 pub const TOKEN_PATH: &str = "/oauth/token";
+/// Where the owner's panel opens an owner session (`POST` with the owner's bearer token): only
+/// a browser holding one may answer a consent request.
+pub const SESSION_PATH: &str = "/oauth/session";
+/// The owner-session cookie.
+pub const SESSION_COOKIE: &str = "fc_owner";
+/// How long an owner session lasts (the panel opens a new one whenever it loads).
+pub const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
+/// Most owner sessions kept at once.
+pub const MAX_SESSIONS: usize = 64;
 /// How long a consent page stays usable.
 pub const CONSENT_TTL: Duration = Duration::from_secs(600);
 /// How long an authorization code is valid.
@@ -79,8 +88,14 @@ pub struct LocalAuthServer<R: ?Sized> {
     pub resource: String,
     /// "Now".
     pub clock: SharedClock,
+    /// `Host` values requests may carry (the issuer's, and loopback with the server's port):
+    /// anything else is refused before any work, so a page on another origin that resolves to
+    /// this machine (DNS rebinding) cannot drive the flow.
+    pub allowed_hosts: Vec<String>,
     consents: Mutex<HashMap<String, Pending>>,
     codes: Mutex<HashMap<String, Pending>>,
+    /// Owner sessions: the cookie's value → until when.
+    sessions: Mutex<HashMap<String, Timestamp>>,
 }
 
 impl<R: RegisterClients + ?Sized> LocalAuthServer<R> {
@@ -92,22 +107,111 @@ impl<R: RegisterClients + ?Sized> LocalAuthServer<R> {
             owner: owner.to_owned(),
             resource: resource.to_owned(),
             clock,
+            allowed_hosts: Vec::new(),
             consents: Mutex::new(HashMap::new()),
             codes: Mutex::new(HashMap::new()),
+            sessions: Mutex::new(HashMap::new()),
         }
     }
 
-    /// Answers a request to [`AUTHORIZE_PATH`] or [`TOKEN_PATH`].
+    /// Accepts requests whose `Host` is one of `hosts` only (an empty list accepts any).
+    pub fn with_allowed_hosts(mut self, hosts: Vec<String>) -> Self {
+        self.allowed_hosts = hosts;
+        self
+    }
+
+    /// Whether `headers` carry an accepted `Host` (also used for `/register` by the local server).
+    pub fn host_allowed(&self, headers: &http::HeaderMap) -> bool {
+        if self.allowed_hosts.is_empty() {
+            return true;
+        }
+        let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
+        self.allowed_hosts.iter().any(|h| h.eq_ignore_ascii_case(host))
+    }
+
+    /// Answers a request to [`AUTHORIZE_PATH`], [`TOKEN_PATH`] or [`SESSION_PATH`].
     pub async fn handle(&self, req: http::Request<Bytes>) -> http::Response<Bytes> {
+        if !self.host_allowed(req.headers()) {
+            return page(
+                StatusCode::MISDIRECTED_REQUEST,
+                "Wrong address",
+                "This server does not answer for that host name.",
+                None,
+            );
+        }
+        let owner_session = self.owner_session(req.headers());
         match (req.method(), req.uri().path()) {
-            (&Method::GET, AUTHORIZE_PATH) => self.authorize(req.uri().query().unwrap_or_default()).await,
-            (&Method::POST, AUTHORIZE_PATH) => self.consent(req.body()),
+            (&Method::GET, AUTHORIZE_PATH) => {
+                self.authorize(req.uri().query().unwrap_or_default(), owner_session).await
+            }
+            (&Method::POST, AUTHORIZE_PATH) if owner_session => self.consent(req.body()),
+            (&Method::POST, AUTHORIZE_PATH) => not_the_owner(),
             (&Method::POST, TOKEN_PATH) => self.token(req.body()).await,
+            (&Method::POST, SESSION_PATH) => self.open_session(req.headers()),
             _ => page(StatusCode::METHOD_NOT_ALLOWED, "Not allowed", "This address does not answer that method.", None),
         }
     }
 
-    async fn authorize(&self, query: &str) -> http::Response<Bytes> {
+    /// Opens an owner session for a request carrying the owner's own token (the panel's): the
+    /// answer sets the session cookie, `HttpOnly`, `SameSite=Strict`, for `/oauth` only.
+    fn open_session(&self, headers: &http::HeaderMap) -> http::Response<Bytes> {
+        let token = crate::auth::bearer(headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()));
+        if !token.is_some_and(|t| self.is_owner_token(t)) {
+            return oauth_error(StatusCode::UNAUTHORIZED, "invalid_token", "an owner token is required");
+        }
+        let now = self.clock.now();
+        let id = random_token();
+        {
+            let mut sessions = lock(&self.sessions);
+            sessions.retain(|_, until| *until > now);
+            while sessions.len() >= MAX_SESSIONS {
+                let Some(oldest) = sessions.iter().min_by_key(|(_, u)| **u).map(|(k, _)| k.clone()) else { break };
+                sessions.remove(&oldest);
+            }
+            sessions.insert(id.clone(), now.plus(SESSION_TTL));
+        }
+        let secure = if self.signer.issuer.starts_with("https://") { "; Secure" } else { "" };
+        let cookie = format!(
+            "{SESSION_COOKIE}={id}; Path=/oauth; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
+            SESSION_TTL.as_secs()
+        );
+        let mut r = http::Response::new(Bytes::new());
+        *r.status_mut() = StatusCode::NO_CONTENT;
+        if let Ok(v) = HeaderValue::from_str(&cookie) {
+            r.headers_mut().insert(header::SET_COOKIE, v);
+        }
+        r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        r
+    }
+
+    /// `token` is one of this server's tokens for the owner with the owner scope.
+    fn is_owner_token(&self, token: &str) -> bool {
+        let mut v = Validation::new(Algorithm::HS256);
+        v.set_issuer(&[&self.signer.issuer]);
+        v.set_audience(&[&self.signer.audience]);
+        let Ok(data) = jsonwebtoken::decode::<Claims>(token, &DecodingKey::from_secret(&self.signer.secret), &v) else {
+            return false;
+        };
+        let c = data.claims;
+        c.sub == self.owner
+            && c.token_use.is_none()
+            && c.scope.unwrap_or_default().split_whitespace().any(|s| s == SCOPE_OWNER)
+    }
+
+    /// The request carries a live owner session.
+    fn owner_session(&self, headers: &http::HeaderMap) -> bool {
+        let now = self.clock.now();
+        let sessions = lock(&self.sessions);
+        headers
+            .get_all(header::COOKIE)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .flat_map(|v| v.split(';'))
+            .filter_map(|c| c.trim().strip_prefix(SESSION_COOKIE).and_then(|rest| rest.strip_prefix('=')))
+            .any(|id| sessions.get(id).is_some_and(|until| *until > now))
+    }
+
+    async fn authorize(&self, query: &str, owner_session: bool) -> http::Response<Bytes> {
         let q = form(query.as_bytes());
         let get = |k: &str| q.get(k).map(String::as_str);
         let Some(client_id) = get("client_id") else {
@@ -157,6 +261,9 @@ impl<R: RegisterClients + ?Sized> LocalAuthServer<R> {
             Ok(s) => s,
             Err(m) => return fail("invalid_scope", &m),
         };
+        if !owner_session {
+            return not_the_owner();
+        }
         let now = self.clock.now();
         let pending = Pending {
             client_id: client.client_id.clone(),
@@ -464,6 +571,17 @@ fn escape(s: &str) -> String {
 
 /// An HTML page with a strict CSP: no scripts, forms only to this server (and, after Allow,
 /// the redirect's origin — CSP `form-action` applies to the redirect too), no framing.
+/// The answer to a consent request from a browser without the owner's session.
+fn not_the_owner() -> http::Response<Bytes> {
+    page(
+        StatusCode::FORBIDDEN,
+        "Approve from your own browser",
+        "<p>Only the owner can connect an application. Open the <strong>Panel</strong> link the local server \
+         printed when it started, in this browser (it signs you in), then reload this page.</p>",
+        None,
+    )
+}
+
 fn page(status: StatusCode, title: &str, body_html: &str, form_target: Option<&str>) -> http::Response<Bytes> {
     let html = format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\

@@ -82,6 +82,11 @@ async function signIn() {
       if (exp) store.setItem("fc.expires", String(exp * 1000));
       history.replaceState(null, "", "/panel");
     }
+    // The owner's session for consent pages: only a browser holding it can approve an
+    // application that asks to connect (the cookie is HttpOnly, for /oauth only).
+    if (store.getItem("fc.token")) {
+      await fetch("/oauth/session", { method: "POST", headers: { Authorization: `Bearer ${store.getItem("fc.token")}` } }).catch(() => {});
+    }
   } else {
     const q = new URLSearchParams(location.search);
     if (q.get("code")) {
