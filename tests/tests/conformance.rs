@@ -17,8 +17,8 @@ use domain::ids::{AgentId, ChatLinkId, ClaimId, CommandId, GraphSessionId, Idemp
 use domain::limits::Policy;
 use domain::projects::{Project, Subscription, SyncOutcome};
 use domain::runs::{
-    CancelRunOutcome, CompleteOutcome, Completion, ControlOutcome, FinalStatus, QueueOutcome, QueueRejection, QueueRun,
-    Run, RunStatus, SessionMeta, StartOutcome,
+    CancelRunOutcome, CompleteOutcome, Completion, ControlOutcome, FinalStatus, QueueFilter, QueueOutcome,
+    QueueRejection, QueueRun, Run, RunStatus, SessionMeta, StartOutcome,
 };
 use domain::tasks::{
     ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome, ClaimOutcome,
@@ -642,7 +642,7 @@ async fn run_idempotency_under_concurrent_retries(h: Harness) {
     }
     assert_eq!((queued, ids.len()), (1, 1), "one key, one command");
     let p = h.store.list_projects(&o).await.unwrap().remove(0);
-    assert_eq!(h.store.list_queued(&o, p.project_id, 50).await.unwrap().len(), 1);
+    assert_eq!(h.store.list_queued(&o, p.project_id, 50, &QueueFilter::all()).await.unwrap().len(), 1);
     // Same key, other arguments.
     let other = h.store.queue_run(&queue_req(&o, &a, 1, "retry-key-0001", serde_json::json!({"x": 2}))).await.unwrap();
     assert_eq!(other, QueueOutcome::Rejected(QueueRejection::IdempotencyMismatch));
@@ -904,17 +904,29 @@ async fn queue_lists_oldest_first_and_only_queued(h: Harness) {
         h.advance(Duration::from_millis(10));
     }
     let writes = h.writes();
-    let listed: Vec<_> =
-        h.store.list_queued(&o, p.project_id, 50).await.unwrap().iter().map(|r| r.command_id).collect();
+    let listed: Vec<_> = h
+        .store
+        .list_queued(&o, p.project_id, 50, &QueueFilter::all())
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.command_id)
+        .collect();
     assert_eq!(listed, ids);
     assert_eq!(h.writes(), writes);
     h.store.start_run(&o, ids[0], "exec-0").await.unwrap();
     h.store.cancel_run(&a, ids[1]).await.unwrap();
-    let listed: Vec<_> =
-        h.store.list_queued(&o, p.project_id, 50).await.unwrap().iter().map(|r| r.command_id).collect();
+    let listed: Vec<_> = h
+        .store
+        .list_queued(&o, p.project_id, 50, &QueueFilter::all())
+        .await
+        .unwrap()
+        .iter()
+        .map(|r| r.command_id)
+        .collect();
     assert_eq!(listed, ids[2..].to_vec());
-    assert!(h.store.list_queued(&owner("mallory"), p.project_id, 50).await.unwrap().is_empty());
-    let run = h.store.list_queued(&o, p.project_id, 1).await.unwrap().remove(0);
+    assert!(h.store.list_queued(&owner("mallory"), p.project_id, 50, &QueueFilter::all()).await.unwrap().is_empty());
+    let run = h.store.list_queued(&o, p.project_id, 1, &QueueFilter::all()).await.unwrap().remove(0);
     assert_eq!((run.slug.as_str(), run.arguments.clone()), ("graph-1", serde_json::json!({"week": 48})));
 }
 
@@ -1038,7 +1050,7 @@ async fn expired_commands_read_as_expired_and_cannot_start(h: Harness) {
     h.advance(h.policy.queued_ttl);
     let writes = h.writes();
     assert_eq!(view(&h, &a, run.command_id).await.0, RunStatus::Expired);
-    assert!(h.store.list_queued(&o, p.project_id, 50).await.unwrap().is_empty());
+    assert!(h.store.list_queued(&o, p.project_id, 50, &QueueFilter::all()).await.unwrap().is_empty());
     assert_eq!(h.writes(), writes, "reading an expired command wrote");
     assert_eq!(h.store.start_run(&o, run.command_id, "exec").await.unwrap(), StartOutcome::Refused(RunStatus::Expired));
     assert_eq!(h.store.cancel_run(&a, run.command_id).await.unwrap(), CancelRunOutcome::Unchanged(RunStatus::Expired));
@@ -1124,7 +1136,7 @@ async fn lists_hold_every_item_whatever_their_size(h: Harness) {
             other => panic!("queue failed: {other:?}"),
         }
     }
-    let listed = h.store.list_queued(&o, p.project_id, 100).await.unwrap();
+    let listed = h.store.list_queued(&o, p.project_id, 100, &QueueFilter::all()).await.unwrap();
     assert_eq!(listed.len(), 40, "every queued run of the project");
 }
 
@@ -1218,7 +1230,7 @@ async fn request_counts_on_the_common_path(h: Harness) {
     let named =
         QueueRun { project_id: Some(p.project_id), ..queue_req(&o, &a, 1, "count-key-1", serde_json::json!({})) };
     let QueueOutcome::Queued(run) = measure!("queue_run", h.store.queue_run(&named).await.unwrap()) else { panic!() };
-    measure!("list_queued", h.store.list_queued(&o, p.project_id, 50).await.unwrap());
+    measure!("list_queued", h.store.list_queued(&o, p.project_id, 50, &QueueFilter::all()).await.unwrap());
     measure!("get_run", h.store.get_run(&a, run.command_id).await.unwrap());
     measure!("start", h.store.start_run(&o, run.command_id, "exec-1").await.unwrap());
     measure!("control", h.store.control_run(&o, run.command_id).await.unwrap());

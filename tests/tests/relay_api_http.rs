@@ -239,3 +239,61 @@ async fn two_desktops_on_one_project_get_only_their_own_runs() {
     running.stop().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// One desktop's queue never starves another's: 100 runs queued for the first desktop's session
+/// (a full sync's worth), then one for the second's; the second desktop's sync still gets its
+/// run, and the first gets a full page of its own.
+#[tokio::test]
+async fn a_full_queue_for_one_desktop_does_not_starve_another() {
+    use domain::ids::{AgentId, GraphSessionId, IdempotencyKey};
+    use domain::runs::{QueueOutcome, QueueRun};
+    use domain::store::{ManageDevices, QueueRuns};
+    let dir = std::env::temp_dir().join(format!("foundry-starve-{}", uuid::Uuid::new_v4()));
+    let running = local::start(LocalConfig::at(dir.clone())).await.unwrap();
+    let http = reqwest::Client::new();
+    let base = format!("{}{}", running.base_url, service::relay_api::PREFIX);
+    let owner = running.demo.owner.clone();
+    let (token_b, hash_b) = domain::devices::new_token().unwrap();
+    running.store.create_device(&owner, "second desktop", &hash_b).await.unwrap();
+    let project = running.demo.project_id;
+    let gs = |n: usize| format!("gs_{n:032x}");
+    let session = |n: usize| json!({"graph_session_id": gs(n), "name": "G", "slug": format!("g{n}")});
+    let sync = |token: String, sessions: Vec<Value>| {
+        let (http, url) = (http.clone(), format!("{base}/sync"));
+        async move {
+            call(&http, reqwest::Method::POST, url, &token, json!({"project_id": project, "sessions": sessions})).await
+        }
+    };
+    let a = running.device_token.clone();
+    assert_eq!(sync(a.clone(), vec![session(1)]).await.0, 200);
+    assert_eq!(sync(token_b.clone(), vec![session(2)]).await.0, 200);
+    let agent = AgentId::new("c", local::DEMO_OWNER).unwrap();
+    let queue = |n: usize, key: String| {
+        let req = QueueRun {
+            owner: owner.clone(),
+            agent: agent.clone(),
+            project_id: Some(project),
+            graph_session_id: GraphSessionId::parse("g", &gs(n)).unwrap(),
+            arguments: json!({}),
+            idempotency_key: IdempotencyKey::parse(&key).unwrap(),
+        };
+        let store = std::sync::Arc::clone(&running.store);
+        async move {
+            match store.queue_run(&req).await.unwrap() {
+                QueueOutcome::Queued(r) => r.command_id.to_string(),
+                other => panic!("not queueable: {other:?}"),
+            }
+        }
+    };
+    for i in 0..service::relay_api::MAX_COMMANDS_PER_SYNC {
+        queue(1, format!("first-desktop-{i:04}")).await;
+    }
+    let theirs = queue(2, "second-desktop-0001".into()).await;
+    let commands = |v: &Value| -> Vec<String> {
+        v["commands"].as_array().unwrap().iter().map(|c| c["command_id"].as_str().unwrap().to_owned()).collect()
+    };
+    assert_eq!(commands(&sync(token_b, vec![session(2)]).await.1), vec![theirs], "the second desktop got none");
+    assert_eq!(commands(&sync(a, vec![session(1)]).await.1).len(), service::relay_api::MAX_COMMANDS_PER_SYNC);
+    running.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}

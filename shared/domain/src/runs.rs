@@ -518,6 +518,31 @@ pub struct QueueTarget {
     pub slug: String,
 }
 
+/// Which of a project's queued runs a desktop is handed at its sync: those of the sessions it
+/// shares (`mine`), and those of sessions nobody shares any more (not in `shared`, the project's
+/// union), so its consent re-check ends them with the exact error instead of leaving them
+/// queued for a day. Applied inside the store's listing, so a full page of another desktop's
+/// runs never hides this one's.
+#[derive(Debug, Clone, Default)]
+pub struct QueueFilter {
+    /// The sessions the syncing desktop shares.
+    pub mine: Vec<GraphSessionId>,
+    /// Every session shared in the project (all desktops).
+    pub shared: Vec<GraphSessionId>,
+}
+
+impl QueueFilter {
+    /// Every queued run.
+    pub fn all() -> Self {
+        Self::default()
+    }
+
+    /// Whether `run` is handed out.
+    pub fn keeps(&self, run: &Run) -> bool {
+        self.mine.contains(&run.graph_session_id) || !self.shared.contains(&run.graph_session_id)
+    }
+}
+
 /// Why a run was not queued.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum QueueRejection {

@@ -22,8 +22,8 @@ use crate::events::{DeliveryOutcome, OutboxEntry};
 use crate::ids::{AgentId, ChatLinkId, CommandId, OwnerId, ProjectId, TaskId};
 use crate::projects::{ChatLink, Project, Subscription, SyncOutcome};
 use crate::runs::{
-    CancelRunOutcome, CompleteOutcome, Completion, ControlOutcome, QueueOutcome, QueueRun, Run, SessionMeta,
-    StartOutcome,
+    CancelRunOutcome, CompleteOutcome, Completion, ControlOutcome, QueueFilter, QueueOutcome, QueueRun, Run,
+    SessionMeta, StartOutcome,
 };
 use crate::tasks::{
     ArtifactCheck, ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignTask, CancelTaskOutcome, ClaimOutcome,
@@ -128,8 +128,15 @@ pub trait CancelRuns: Send + Sync {
 /// Relay: the queue of a project and the run lifecycle.
 #[async_trait]
 pub trait RelayRuns: Send + Sync {
-    /// The project's queued, unexpired commands, oldest first (one query, no writes).
-    async fn list_queued(&self, owner: &OwnerId, project: ProjectId, limit: usize) -> StoreResult<Vec<Run>>;
+    /// The project's first `limit` queued, unexpired commands that `filter` keeps, oldest first
+    /// (the filter applies before the limit; one query per page, no writes).
+    async fn list_queued(
+        &self,
+        owner: &OwnerId,
+        project: ProjectId,
+        limit: usize,
+        filter: &QueueFilter,
+    ) -> StoreResult<Vec<Run>>;
     /// queued → running; refused if cancelled or expired meanwhile.
     async fn start_run(&self, owner: &OwnerId, command: CommandId, execution_id: &str) -> StoreResult<StartOutcome>;
     /// Heartbeat; tells whether the agent asked to cancel.

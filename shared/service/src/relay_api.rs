@@ -28,7 +28,9 @@ use domain::relay::{
     CompleteResponse, ControlResponse, ErrorResponse, QueuedCommand, StartRequest, StartResponse, StatusResponse,
     SyncRequest, SyncResponse,
 };
-use domain::runs::{CompleteOutcome, Completion, ControlOutcome, RunStatus, StartOutcome, validate_sessions};
+use domain::runs::{
+    CompleteOutcome, Completion, ControlOutcome, QueueFilter, RunStatus, StartOutcome, validate_sessions,
+};
 use domain::store::{AuthenticateDevices, RelayRuns, StoreError, SyncSessions};
 
 /// Path prefix of the relay API.
@@ -133,33 +135,32 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
                 StatusCode::CONFLICT,
                 ErrorResponse { error: "project is not enabled for connected agents".into(), enabled: Some(false) },
             ),
-            Ok(SyncOutcome::Synced(p)) => match self.store.list_queued(owner, project, MAX_COMMANDS_PER_SYNC).await {
-                Err(e) => internal(&e),
-                Ok(runs) => http_json::response(
-                    StatusCode::OK,
-                    SyncResponse {
-                        commands: runs
-                            .into_iter()
-                            // This device's sessions; and sessions nobody shares any more, so the
-                            // desktop's consent re-check ends them with the exact error instead of
-                            // leaving them queued for a day.
-                            .filter(|r| {
-                                b.sessions.iter().any(|s| s.graph_session_id == r.graph_session_id)
-                                    || p.session(&r.graph_session_id).is_none()
-                            })
-                            .map(|r| QueuedCommand {
-                                command_id: r.command_id,
-                                graph_session_id: r.graph_session_id,
-                                slug: r.slug,
-                                arguments: r.arguments,
-                                queued_at: r.queued_at.rfc3339(),
-                            })
-                            .collect(),
-                        poll_interval_s: self.policy.poll_interval.as_secs(),
-                        server_time: self.clock.now().rfc3339(),
-                    },
-                ),
-            },
+            Ok(SyncOutcome::Synced(p)) => {
+                let filter = QueueFilter {
+                    mine: b.sessions.iter().map(|s| s.graph_session_id.clone()).collect(),
+                    shared: p.sessions.iter().map(|s| s.graph_session_id.clone()).collect(),
+                };
+                match self.store.list_queued(owner, project, MAX_COMMANDS_PER_SYNC, &filter).await {
+                    Err(e) => internal(&e),
+                    Ok(runs) => http_json::response(
+                        StatusCode::OK,
+                        SyncResponse {
+                            commands: runs
+                                .into_iter()
+                                .map(|r| QueuedCommand {
+                                    command_id: r.command_id,
+                                    graph_session_id: r.graph_session_id,
+                                    slug: r.slug,
+                                    arguments: r.arguments,
+                                    queued_at: r.queued_at.rfc3339(),
+                                })
+                                .collect(),
+                            poll_interval_s: self.policy.poll_interval.as_secs(),
+                            server_time: self.clock.now().rfc3339(),
+                        },
+                    ),
+                }
+            }
         }
     }
 

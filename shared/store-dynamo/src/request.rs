@@ -65,15 +65,16 @@ impl DynamoStore {
     }
 
     /// A `Query` on a sparse index whose sort keys start with the expiry: the owner's first
-    /// `limit` unexpired items under `partition`, in sort-key order (paged: see
-    /// [`Self::query_until`]).
-    pub(crate) async fn query_unexpired(
+    /// `limit` unexpired items under `partition` that `keep` keeps, in sort-key order (paged:
+    /// see [`Self::query_until`]).
+    pub(crate) async fn query_unexpired<T>(
         &self,
         index: &str,
         partition: String,
         owner: &OwnerId,
         limit: usize,
-    ) -> StoreResult<Vec<Item>> {
+        keep: impl FnMut(&Item) -> StoreResult<Option<T>>,
+    ) -> StoreResult<Vec<T>> {
         let (pk, sk) = if index == QUEUE_INDEX { ("#gsi1pk", "#gsi1sk") } else { ("#gsi2pk", "#gsi2sk") };
         let now = s(unexpired_after(self.clock.now()));
         let query = || {
@@ -88,7 +89,7 @@ impl DynamoStore {
                 .expression_attribute_values(":now", now.clone())
                 .expression_attribute_values(":o", s(owner.as_str()))
         };
-        self.query_until(query, limit, 0, |item| Ok(Some(item.clone()))).await
+        self.query_until(query, limit, 0, keep).await
     }
 
     /// Runs `query` page after page — DynamoDB ends a page at 1 MB of items read (and `Limit`

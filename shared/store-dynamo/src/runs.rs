@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use domain::ids::{AgentId, CommandId, OwnerId, ProjectId};
 use domain::projects::{check_named_project, resolve_project};
 use domain::runs::{
-    CancelRunOutcome, CancelStep, CompleteOutcome, CompleteStep, Completion, ControlOutcome, QueueOutcome,
+    CancelRunOutcome, CancelStep, CompleteOutcome, CompleteStep, Completion, ControlOutcome, QueueFilter, QueueOutcome,
     QueueRejection, QueueRun, QueueTarget, Run, RunStatus, StartOutcome, classify_cancel, classify_complete,
     classify_control, classify_start, idempotency_record_key,
 };
@@ -208,9 +208,18 @@ impl CancelRuns for DynamoStore {
 
 #[async_trait]
 impl RelayRuns for DynamoStore {
-    async fn list_queued(&self, owner: &OwnerId, project: ProjectId, limit: usize) -> StoreResult<Vec<Run>> {
-        let items = self.query_unexpired(QUEUE_INDEX, format!("QUEUE#{project}"), owner, limit).await?;
-        items.iter().map(run_from).collect()
+    async fn list_queued(
+        &self,
+        owner: &OwnerId,
+        project: ProjectId,
+        limit: usize,
+        filter: &QueueFilter,
+    ) -> StoreResult<Vec<Run>> {
+        self.query_unexpired(QUEUE_INDEX, format!("QUEUE#{project}"), owner, limit, |item| {
+            let run = run_from(item)?;
+            Ok(filter.keeps(&run).then_some(run))
+        })
+        .await
     }
 
     async fn start_run(&self, owner: &OwnerId, command: CommandId, execution_id: &str) -> StoreResult<StartOutcome> {

@@ -170,8 +170,8 @@ impl AssignTasks for DynamoStore {
 #[async_trait]
 impl ReadTasks for DynamoStore {
     async fn list_open_tasks(&self, owner: &OwnerId, link: ChatLinkId, limit: usize) -> StoreResult<Vec<Task>> {
-        let items = self.query_unexpired(OPEN_TASKS_INDEX, format!("OPEN#{link}"), owner, limit).await?;
-        items.iter().map(task_from).collect()
+        self.query_unexpired(OPEN_TASKS_INDEX, format!("OPEN#{link}"), owner, limit, |item| task_from(item).map(Some))
+            .await
     }
 
     async fn get_task(&self, owner: &OwnerId, link: ChatLinkId, task: TaskId) -> StoreResult<Option<Task>> {

@@ -8,7 +8,7 @@ use domain::events::derive_run;
 use domain::ids::{AgentId, CommandId, OwnerId, ProjectId};
 use domain::projects::{check_named_project, resolve_project};
 use domain::runs::{
-    CancelRunOutcome, CancelStep, CompleteOutcome, CompleteStep, Completion, ControlOutcome, QueueOutcome,
+    CancelRunOutcome, CancelStep, CompleteOutcome, CompleteStep, Completion, ControlOutcome, QueueFilter, QueueOutcome,
     QueueRejection, QueueRun, Run, RunStatus, StartOutcome, classify_cancel, classify_complete, classify_control,
     classify_start, idempotency_record_key,
 };
@@ -139,14 +139,31 @@ impl CancelRuns for SqliteStore {
 
 #[async_trait]
 impl RelayRuns for SqliteStore {
-    async fn list_queued(&self, owner: &OwnerId, project: ProjectId, limit: usize) -> StoreResult<Vec<Run>> {
-        let owner = owner.as_str().to_owned();
+    async fn list_queued(
+        &self,
+        owner: &OwnerId,
+        project: ProjectId,
+        limit: usize,
+        filter: &QueueFilter,
+    ) -> StoreResult<Vec<Run>> {
+        let (owner, filter) = (owner.as_str().to_owned(), filter.clone());
         self.read(move |tx, now| {
             let mut st = tx.prepare_cached(&format!(
                 "SELECT {RUN_COLS} FROM runs WHERE project_id = ?1 AND owner = ?2 AND status = 'queued' \
-                 AND expires_at > ?3 ORDER BY expires_at, command_id LIMIT ?4"
+                 AND expires_at > ?3 ORDER BY expires_at, command_id"
             ))?;
-            st.query_map(params![project.to_string(), owner, now.as_millis(), limit as i64], run_row)?.collect()
+            // The filter before the limit: rows are read until `limit` are kept.
+            let mut kept = Vec::new();
+            for run in st.query_map(params![project.to_string(), owner, now.as_millis()], run_row)? {
+                let run = run?;
+                if filter.keeps(&run) {
+                    kept.push(run);
+                    if kept.len() == limit {
+                        break;
+                    }
+                }
+            }
+            Ok(kept)
         })
         .await
     }
