@@ -21,7 +21,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use domain::clock::{Clock, SystemClock};
-use domain::ids::ProjectId;
+use domain::ids::{CommandId, ProjectId};
 use domain::runs::{Completion, SessionMeta};
 use tokio::time::MissedTickBehavior;
 
@@ -42,6 +42,8 @@ pub struct Relay<S = Client, E = executor::Processes> {
     source: Option<(std::path::PathBuf, Mutex<Option<std::time::SystemTime>>)>,
     pub(crate) client: S,
     pub(crate) state: State,
+    /// Completions the outbox could not hold (a full disk), delivered from memory.
+    pub(crate) unsaved: Mutex<Vec<(CommandId, Completion)>>,
     /// Test-only mutation: forget the journaled execution id of a start whose answer was lost
     /// (what the lost-start fix prevents), so the test that guards the fix can show it fails.
     #[cfg(test)]
@@ -107,6 +109,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
             source: None,
             client: server,
             state,
+            unsaved: Mutex::new(Vec::new()),
             status: Arc::new(Mutex::new(status)),
         })
     }
@@ -170,6 +173,8 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         if let Ok(mut s) = self.status.lock() {
             f(&mut s);
             s.outbox = self.state.outbox.len();
+            s.quarantined = self.state.quarantined();
+            s.unsaved = self.unsaved.lock().map_or(0, |u| u.len());
             if let Ok(json) = serde_json::to_vec_pretty(&*s) {
                 let tmp = self.state.root.join(".status.tmp");
                 if private_files::write(&tmp, &json).is_ok() {
@@ -333,6 +338,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
     }
 
     async fn flush_outbox(&self) -> Result<(), PassError> {
+        self.flush_unsaved().await?;
         for (id, completion) in self.state.outbox.list::<Completion>() {
             self.post_completion(id, &completion).await?;
         }

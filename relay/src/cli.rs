@@ -55,6 +55,18 @@ pub fn status(config_path: &Path) -> Result<(), CliError> {
     if let Some(e) = s.last_error {
         println!("last error: {e}");
     }
+    if s.unsaved > 0 {
+        println!(
+            "unsaved:   {} completion(s) the outbox could not hold (a full disk?), delivered from memory",
+            s.unsaved
+        );
+    }
+    for name in &s.quarantined {
+        println!(
+            "quarantined: {} (unreadable; look at it, then delete it)",
+            config.state_dir.join("quarantine").join(name).display()
+        );
+    }
     for (project, p) in &s.projects {
         println!(
             "project {project}: {} at {}; sessions: {}; queued seen: {}",

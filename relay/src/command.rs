@@ -111,11 +111,39 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
     }
 
     /// Writes the completion durably, forgets the journal entry, then posts it.
+    /// When the outbox cannot be written (a full disk), the completion is kept in memory and
+    /// posted directly, and again on every pass until the server has it: a finished result is
+    /// never dropped (it is lost only if the relay also stops first, and then the journal makes
+    /// the run read `relay restarted during run`).
     pub(crate) async fn complete(&self, id: CommandId, completion: Completion) -> Result<(), PassError> {
         let completion = completion.bounded();
-        self.state.outbox.put(id, &completion)?;
+        if let Err(e) = self.state.outbox.put(id, &completion) {
+            tracing::error!(command = %id, error = %e, "the outbox cannot be written (a full disk?); delivering the completion from memory");
+            if let Ok(mut unsaved) = self.unsaved.lock() {
+                unsaved.push((id, completion));
+            }
+            self.set_status(|_| {});
+            return self.flush_unsaved().await;
+        }
         self.state.journal.remove(id)?;
         self.post_completion(id, &completion).await
+    }
+
+    /// Posts the completions kept in memory (see [`Self::complete`]); a delivered one leaves
+    /// memory and its journal entry.
+    pub(crate) async fn flush_unsaved(&self) -> Result<(), PassError> {
+        let pending: Vec<(CommandId, Completion)> = self.unsaved.lock().map(|u| u.clone()).unwrap_or_default();
+        for (id, completion) in pending {
+            self.post_completion(id, &completion).await?;
+            if let Ok(mut unsaved) = self.unsaved.lock() {
+                unsaved.retain(|(u, _)| *u != id);
+            }
+            if let Err(e) = self.state.journal.remove(id) {
+                tracing::warn!(command = %id, error = %e, "delivered, but its journal entry stays");
+            }
+            self.set_status(|_| {});
+        }
+        Ok(())
     }
 
     /// Posts a completion from the outbox and removes it once the server has an answer for it.

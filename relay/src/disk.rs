@@ -78,7 +78,9 @@ impl Dir {
         self.file(id).exists()
     }
 
-    /// Every entry, oldest file first; unreadable files are skipped with a warning.
+    /// Every entry, oldest file first. A file that cannot be read as an entry (cut short by a
+    /// crash, written by something else) is moved to the state folder's `quarantine/`, where
+    /// `relay status` shows it, so it never blocks a pass again.
     pub fn list<T: for<'de> Deserialize<'de>>(&self) -> Vec<(CommandId, T)> {
         let mut entries: Vec<(std::time::SystemTime, CommandId, T)> = Vec::new();
         for e in std::fs::read_dir(&self.path).into_iter().flatten().flatten() {
@@ -91,11 +93,26 @@ impl Dir {
                     let at = e.metadata().and_then(|m| m.modified()).unwrap_or(std::time::UNIX_EPOCH);
                     entries.push((at, id, v));
                 }
-                _ => tracing::warn!(file = %e.path().display(), "skipping an unreadable state file"),
+                _ => self.quarantine(&e.path(), &name),
             }
         }
         entries.sort_by_key(|(at, id, _)| (*at, *id));
         entries.into_iter().map(|(_, id, v)| (id, v)).collect()
+    }
+
+    /// Moves the unreadable `path` to `<state>/quarantine/<folder>-<name>`.
+    fn quarantine(&self, path: &Path, name: &str) {
+        let folder = self.path.file_name().map(|f| f.to_string_lossy().into_owned()).unwrap_or_default();
+        let Some(quarantine) = self.path.parent().map(|root| root.join(QUARANTINE)) else { return };
+        let target = quarantine.join(format!("{folder}-{name}"));
+        match private_files::create_dir_all(&quarantine).and_then(|()| std::fs::rename(path, &target)) {
+            Ok(()) => {
+                tracing::error!(file = %path.display(), moved_to = %target.display(), "an unreadable state file was moved aside")
+            }
+            Err(e) => {
+                tracing::error!(file = %path.display(), error = %e, "an unreadable state file could not be moved aside")
+            }
+        }
     }
 
     /// Number of entries.
@@ -110,6 +127,9 @@ impl Dir {
         self.len() == 0
     }
 }
+
+/// The state folder's subfolder for unreadable files moved aside.
+pub const QUARANTINE: &str = "quarantine";
 
 /// A start-journal entry.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -185,6 +205,18 @@ impl State {
             root: root.to_path_buf(),
             _lock: Some(std::sync::Arc::new(file)),
         })
+    }
+
+    /// The files moved to `quarantine/` (their names), for `relay status`.
+    pub fn quarantined(&self) -> Vec<String> {
+        let mut names: Vec<String> = std::fs::read_dir(self.root.join(QUARANTINE))
+            .into_iter()
+            .flatten()
+            .flatten()
+            .map(|e| e.file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        names
     }
 
     /// The projects last synced with sessions (see the module docs).

@@ -21,6 +21,13 @@ pub struct Status {
     /// Per project: the last sync and its outcome.
     #[serde(default)]
     pub projects: std::collections::BTreeMap<String, ProjectStatus>,
+    /// Unreadable state files moved to `quarantine/` (names), to look at and delete.
+    #[serde(default)]
+    pub quarantined: Vec<String>,
+    /// Completions the outbox could not hold (a full disk): kept in memory and posted directly;
+    /// lost only if the relay stops before they are delivered (then the run reads failed).
+    #[serde(default)]
+    pub unsaved: usize,
 }
 
 /// What `relay status` shows for one project.

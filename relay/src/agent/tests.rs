@@ -512,3 +512,50 @@ async fn sessions_added_or_moved_in_the_config_file_take_effect_without_a_restar
     task.await.unwrap().unwrap();
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A full disk at the end of a run: the outbox cannot be written (here the graph itself puts a
+/// file where the outbox folder was), and the finished result still reaches the server, from
+/// memory.
+#[tokio::test]
+async fn a_result_the_outbox_cannot_hold_is_delivered_from_memory() {
+    let dir = temp_state();
+    let project = ProjectId::generate();
+    let outbox = dir.join("outbox");
+    let sabotage = format!("rm -rf {o}; touch {o}; echo ran", o = outbox.display());
+    let session = session_in(vec![project], &sabotage);
+    let script = Arc::new(Script::default());
+    let id = queue(&script, project, &session);
+    let done = run_until(Arc::clone(&script), fast_config(&dir, vec![session]), |s| {
+        s.completed.lock().unwrap().iter().any(|(c, _)| *c == id)
+    })
+    .await;
+    assert!(done, "the result was lost when the outbox could not be written");
+    let completed = script.completed.lock().unwrap().clone();
+    assert_eq!(completed[0].1.result.as_deref(), Some("ran"));
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// An unreadable file in the outbox (cut short, written by something else) is moved to
+/// `quarantine/` and shown in `relay status`, and never holds up the completions after it.
+#[tokio::test]
+async fn an_unreadable_outbox_file_is_moved_aside_and_shown() {
+    let dir = temp_state();
+    std::fs::create_dir_all(dir.join("outbox")).unwrap();
+    let bad = CommandId::generate();
+    std::fs::write(dir.join("outbox").join(format!("{bad}.json")), b"{\"execution_id\": \"cut sh").unwrap();
+    let project = ProjectId::generate();
+    let session = session_in(vec![project], "echo ran");
+    let script = Arc::new(Script::default());
+    let id = queue(&script, project, &session);
+    let done = run_until(Arc::clone(&script), fast_config(&dir, vec![session]), |s| {
+        s.completed.lock().unwrap().iter().any(|(c, _)| *c == id)
+    })
+    .await;
+    assert!(done, "the run after the unreadable file never completed");
+    assert!(!dir.join("outbox").join(format!("{bad}.json")).exists(), "the unreadable file stayed in the outbox");
+    let moved = dir.join("quarantine").join(format!("outbox-{bad}.json"));
+    assert!(moved.exists(), "the unreadable file is not in quarantine/");
+    let status: Status = serde_json::from_slice(&std::fs::read(dir.join("status.json")).unwrap()).unwrap();
+    assert_eq!(status.quarantined, vec![format!("outbox-{bad}.json")]);
+    let _ = std::fs::remove_dir_all(dir);
+}
