@@ -1162,6 +1162,53 @@ async fn the_last_delivery_is_the_latest_whatever_the_order_of_the_writes(h: Har
     assert_eq!(h.store.last_deliveries(&o).await.unwrap(), vec![(l, outcome(3_000, false))]);
 }
 
+/// A task holds at most 20 artifacts and 25 MiB of them together: the 21st, or the one that
+/// would pass the bytes, is refused with the rule (before the bytes are stored, and at the
+/// record), and a replay of one already there is still a replay.
+async fn a_task_holds_a_bounded_number_and_size_of_artifacts(h: Harness) {
+    use domain::limits::{MAX_ARTIFACT_BYTES_PER_TASK, MAX_ARTIFACTS_PER_TASK};
+    use domain::tasks::{ArtifactCap, ArtifactCheck};
+    let o = owner("alice");
+    let l = link(&h, &o).await;
+    let record = |t: TaskId, c: ClaimId, i: u32, size: u64| ArtifactRecord {
+        link_id: l,
+        task_id: t,
+        claim_id: c,
+        artifact_id: format!("a-{i}"),
+        name: format!("file-{i}.txt"),
+        content_type: "text/plain".into(),
+        sha256: format!("{i:064}"),
+        size,
+        object_key: format!("artifacts/{l}/{t}/a-{i}"),
+    };
+    let t = assign(&h, &o, l, "Many files").await;
+    let c = claim(&h, &o, l, t).await;
+    for i in 0..MAX_ARTIFACTS_PER_TASK {
+        assert_eq!(h.store.record_artifact(&o, &record(t, c, i, 10)).await.unwrap(), ArtifactOutcome::Recorded);
+    }
+    let one_more = record(t, c, MAX_ARTIFACTS_PER_TASK, 10);
+    assert_eq!(h.store.check_artifact(&o, &one_more).await.unwrap(), ArtifactCheck::OverCap(ArtifactCap::Count));
+    assert_eq!(h.store.record_artifact(&o, &one_more).await.unwrap(), ArtifactOutcome::OverCap(ArtifactCap::Count));
+    assert_eq!(ArtifactCap::Count.to_string(), "rejected: a task holds at most 20 artifacts");
+    assert_eq!(h.store.record_artifact(&o, &record(t, c, 0, 10)).await.unwrap(), ArtifactOutcome::Replayed);
+    assert_eq!(h.store.list_artifacts(&o, l, t).await.unwrap().len(), MAX_ARTIFACTS_PER_TASK as usize);
+
+    let t = assign(&h, &o, l, "Big files").await;
+    let c = claim(&h, &o, l, t).await;
+    let three_mib = 3 * 1024 * 1024;
+    let fit = MAX_ARTIFACT_BYTES_PER_TASK / three_mib;
+    for i in 0..u32::try_from(fit).unwrap() {
+        assert_eq!(h.store.record_artifact(&o, &record(t, c, i, three_mib)).await.unwrap(), ArtifactOutcome::Recorded);
+    }
+    let too_big = record(t, c, 100, three_mib);
+    assert_eq!(h.store.check_artifact(&o, &too_big).await.unwrap(), ArtifactCheck::OverCap(ArtifactCap::Bytes));
+    assert_eq!(h.store.record_artifact(&o, &too_big).await.unwrap(), ArtifactOutcome::OverCap(ArtifactCap::Bytes));
+    assert_eq!(ArtifactCap::Bytes.to_string(), "rejected: a task's artifacts hold at most 25 MiB together");
+    // What still fits is still recorded.
+    let rest = MAX_ARTIFACT_BYTES_PER_TASK - fit * three_mib;
+    assert_eq!(h.store.record_artifact(&o, &record(t, c, 101, rest)).await.unwrap(), ArtifactOutcome::Recorded);
+}
+
 // ---- devices ---------------------------------------------------------------------------------
 
 async fn device_tokens_authenticate_until_revoked(h: Harness) {
@@ -1357,6 +1404,7 @@ suite! {
     completed_runs_keep_the_sessions_recent_durations,
     lists_hold_every_item_whatever_their_size,
     the_last_delivery_is_the_latest_whatever_the_order_of_the_writes,
+    a_task_holds_a_bounded_number_and_size_of_artifacts,
 }
 
 /// A submit request (the store takes one struct).

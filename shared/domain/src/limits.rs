@@ -27,6 +27,11 @@ pub const MAX_SHARED_SESSIONS: usize = 100;
 /// Most characters of a task's objective.
 pub const MAX_OBJECTIVE_CHARS: usize = 10_000;
 
+/// Most artifacts one task holds (each is presigned on every read of the task).
+pub const MAX_ARTIFACTS_PER_TASK: u32 = 20;
+/// Most bytes one task's artifacts hold together: 25 MiB.
+pub const MAX_ARTIFACT_BYTES_PER_TASK: u64 = 25 * 1024 * 1024;
+
 /// Most characters of a chat task's submitted result.
 pub const MAX_TASK_RESULT_CHARS: usize = 100_000;
 

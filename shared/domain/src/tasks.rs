@@ -391,6 +391,8 @@ pub struct ArtifactRecord {
 pub enum ArtifactCheck {
     /// The claim holds the task and the artifact id is new: store the bytes, then record them.
     Proceed,
+    /// The task holds as many artifacts, or as many bytes, as it may.
+    OverCap(ArtifactCap),
     /// The same artifact id with the same bytes is recorded already: nothing to store.
     Replayed,
     /// The artifact id is recorded with other bytes.
@@ -399,13 +401,51 @@ pub enum ArtifactCheck {
     Rejected(SubmitRejection),
 }
 
-/// Decides an upload from the artifact's record (if any) and the task as they are now.
+/// What a task's artifacts use already.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ArtifactUsage {
+    /// How many.
+    pub count: u32,
+    /// Their bytes together.
+    pub bytes: u64,
+}
+
+/// A cap an upload would pass.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+pub enum ArtifactCap {
+    /// [`crate::limits::MAX_ARTIFACTS_PER_TASK`].
+    #[error("rejected: a task holds at most {} artifacts", crate::limits::MAX_ARTIFACTS_PER_TASK)]
+    Count,
+    /// [`crate::limits::MAX_ARTIFACT_BYTES_PER_TASK`].
+    #[error("rejected: a task's artifacts hold at most {} MiB together", crate::limits::MAX_ARTIFACT_BYTES_PER_TASK / (1024 * 1024))]
+    Bytes,
+}
+
+impl ArtifactUsage {
+    /// Whether one more artifact of `size` bytes fits.
+    ///
+    /// # Errors
+    /// The cap it would pass.
+    pub fn admits(&self, size: u64) -> Result<(), ArtifactCap> {
+        if self.count >= crate::limits::MAX_ARTIFACTS_PER_TASK {
+            return Err(ArtifactCap::Count);
+        }
+        if self.bytes.saturating_add(size) > crate::limits::MAX_ARTIFACT_BYTES_PER_TASK {
+            return Err(ArtifactCap::Bytes);
+        }
+        Ok(())
+    }
+}
+
+/// Decides an upload from the artifact's record (if any), the task as it is now and what its
+/// artifacts use.
 pub fn check_artifact(
     existing_sha: Option<&str>,
     task: Option<&Task>,
     owner: &OwnerId,
     record: &ArtifactRecord,
     now: Timestamp,
+    usage: ArtifactUsage,
 ) -> ArtifactCheck {
     let visible = task.filter(|t| t.visible_to(owner, &record.link_id));
     match existing_sha {
@@ -416,7 +456,10 @@ pub fn check_artifact(
     }
     let holds = visible.is_some_and(|t| t.status_at(now) == TaskStatus::Claimed && t.claim_id == Some(record.claim_id));
     if holds {
-        return ArtifactCheck::Proceed;
+        return match usage.admits(record.size) {
+            Ok(()) => ArtifactCheck::Proceed,
+            Err(cap) => ArtifactCheck::OverCap(cap),
+        };
     }
     match classify_submit(visible, owner, &record.link_id, &record.claim_id, None, now) {
         SubmitOutcome::Rejected(why) => ArtifactCheck::Rejected(why),
@@ -429,6 +472,8 @@ pub fn check_artifact(
 pub enum ArtifactOutcome {
     /// Recorded.
     Recorded,
+    /// The task holds as many artifacts, or as many bytes, as it may: nothing recorded.
+    OverCap(ArtifactCap),
     /// The same artifact id with the same bytes was recorded before.
     Replayed,
     /// Same artifact id, different bytes.

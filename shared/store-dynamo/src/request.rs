@@ -277,6 +277,27 @@ pub(crate) fn check(table: &str, key: Item, condition: &str, condition_values: I
     Ok(TransactWriteItem::builder().condition_check(c.build().map_err(build)?).build())
 }
 
+/// A conditional `Update` as a transaction item (with `ALL_OLD` on a failed condition).
+pub(crate) fn update_item(
+    table: &str,
+    key: Item,
+    update: &str,
+    condition: &str,
+    values: Item,
+) -> StoreResult<TransactWriteItem> {
+    let u = aws_sdk_dynamodb::types::Update::builder()
+        .table_name(table)
+        .set_key(Some(key))
+        .update_expression(update)
+        .condition_expression(condition)
+        .set_expression_attribute_names(Some(names(&format!("{update} {condition}"))))
+        .set_expression_attribute_values(Some(values).filter(|v| !v.is_empty()))
+        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
+        .build()
+        .map_err(build)?;
+    Ok(TransactWriteItem::builder().update(u).build())
+}
+
 pub(crate) fn failed(reasons: &[CancellationReason], i: usize) -> bool {
     reasons.get(i).and_then(CancellationReason::code) == Some("ConditionalCheckFailed")
 }

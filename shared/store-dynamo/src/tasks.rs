@@ -5,19 +5,20 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::{Get, TransactGetItem};
 
 use domain::ids::{ChatLinkId, ClaimId, OwnerId, TaskId};
+use domain::limits::{MAX_ARTIFACT_BYTES_PER_TASK, MAX_ARTIFACTS_PER_TASK};
 use domain::runs::idempotency_record_key;
 use domain::store::{AssignTasks, ClaimTasks, ReadTasks, RecordArtifacts, StoreError, StoreResult};
 use domain::tasks::{
-    ArtifactCheck, ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome,
-    ClaimOutcome, SubmitOutcome, SubmitRejection, SubmitTask, Task, TaskPage, TaskStatus, check_artifact,
-    classify_cancel_task, classify_claim, classify_submit,
+    ArtifactCap, ArtifactCheck, ArtifactOutcome, ArtifactRecord, ArtifactUsage, AssignOutcome, AssignRejection,
+    AssignTask, CancelTaskOutcome, ClaimOutcome, SubmitOutcome, SubmitRejection, SubmitTask, Task, TaskPage,
+    TaskStatus, check_artifact, classify_cancel_task, classify_claim, classify_submit,
 };
 
 use crate::codec::{Item, Read, bad, n, opt_from, s, task_from, values};
 use crate::error::{build, sdk, unexpected};
 use crate::idempotency::{Create, Created};
 use crate::keys::{artifact_key, link_key, task_key, ttl_at};
-use crate::request::{Updated, check, failed, names, old_image, put};
+use crate::request::{Updated, check, failed, names, old_image, put, update_item};
 use crate::{DynamoStore, OPEN_TASKS_INDEX, TTL_ATTRIBUTE};
 
 impl DynamoStore {
@@ -258,17 +259,33 @@ impl RecordArtifacts for DynamoStore {
             ("created_at", n(now.as_millis())),
             (TTL_ATTRIBUTE, ttl_at(now.plus(self.policy.task_ttl).plus(self.policy.retention))),
         ]));
+        if r.size > MAX_ARTIFACT_BYTES_PER_TASK {
+            return Ok(ArtifactOutcome::OverCap(ArtifactCap::Bytes));
+        }
+        let size = i64::try_from(r.size).unwrap_or(i64::MAX);
+        let room = i64::try_from(MAX_ARTIFACT_BYTES_PER_TASK).unwrap_or(i64::MAX) - size;
+        // The task counts its artifacts and their bytes in the same transaction as the record,
+        // under the fencing condition and the caps.
         let items = vec![
             put(&self.table, item, "attribute_not_exists(#pk)", Item::new())?,
-            check(
+            update_item(
                 &self.table,
                 task_key(r.link_id, r.task_id),
-                "#owner = :o AND #status = :claimed AND #claim_id = :c AND #expires_at > :now",
+                "SET #artifact_count = if_not_exists(#artifact_count, :zero) + :one, \
+                 #artifact_bytes = if_not_exists(#artifact_bytes, :zero) + :size",
+                "#owner = :o AND #status = :claimed AND #claim_id = :c AND #expires_at > :now \
+                 AND (attribute_not_exists(#artifact_count) OR #artifact_count < :max) \
+                 AND (attribute_not_exists(#artifact_bytes) OR #artifact_bytes <= :room)",
                 values([
                     (":o", s(owner.as_str())),
                     (":claimed", s("claimed")),
                     (":c", s(r.claim_id.to_string())),
                     (":now", n(now.as_millis())),
+                    (":zero", n(0)),
+                    (":one", n(1)),
+                    (":size", n(size)),
+                    (":max", n(i64::from(MAX_ARTIFACTS_PER_TASK))),
+                    (":room", n(room)),
                 ]),
             )?,
         ];
@@ -287,7 +304,16 @@ impl RecordArtifacts for DynamoStore {
             return Ok(ArtifactOutcome::Rejected(SubmitRejection::Missing));
         }
         if failed(&reasons, 1) {
-            let old = opt_from(old_image(&reasons, 1), task_from)?;
+            let image = old_image(&reasons, 1);
+            let old = opt_from(image, task_from)?;
+            let holds = old.as_ref().is_some_and(|t| {
+                t.visible_to(owner, &r.link_id)
+                    && t.status_at(now) == TaskStatus::Claimed
+                    && t.claim_id == Some(r.claim_id)
+            });
+            if holds && let Err(cap) = usage_of(image)?.admits(r.size) {
+                return Ok(ArtifactOutcome::OverCap(cap));
+            }
             return Ok(match classify_submit(old.as_ref(), owner, &r.link_id, &r.claim_id, None, now) {
                 SubmitOutcome::Rejected(why) => ArtifactOutcome::Rejected(why),
                 _ => ArtifactOutcome::Rejected(SubmitRejection::StaleClaim),
@@ -317,6 +343,16 @@ impl RecordArtifacts for DynamoStore {
             .filter(|a| Read(a).opt_s("owner") == Some(owner.as_str()))
             .and_then(|a| Read(a).opt_s("sha256").map(str::to_owned));
         let task = opt_from(item(1), task_from)?;
-        Ok(check_artifact(existing.as_deref(), task.as_ref(), owner, record, now))
+        Ok(check_artifact(existing.as_deref(), task.as_ref(), owner, record, now, usage_of(item(1))?))
     }
+}
+
+/// What a task item's artifacts use (the counters the artifact transaction keeps).
+fn usage_of(task: Option<&Item>) -> StoreResult<ArtifactUsage> {
+    let Some(item) = task else { return Ok(ArtifactUsage::default()) };
+    let r = Read(item);
+    Ok(ArtifactUsage {
+        count: u32::try_from(r.opt_n("artifact_count")?.unwrap_or(0)).unwrap_or(u32::MAX),
+        bytes: u64::try_from(r.opt_n("artifact_bytes")?.unwrap_or(0)).unwrap_or(0),
+    })
 }

@@ -9,9 +9,9 @@ use domain::ids::{ChatLinkId, ClaimId, OwnerId, TaskId};
 use domain::runs::idempotency_record_key;
 use domain::store::{AssignTasks, ClaimTasks, ReadTasks, RecordArtifacts, StoreResult};
 use domain::tasks::{
-    ArtifactCheck, ArtifactOutcome, ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome,
-    ClaimOutcome, SubmitOutcome, SubmitTask, Task, TaskPage, TaskStatus, check_artifact, classify_cancel_task,
-    classify_claim, classify_submit,
+    ArtifactCheck, ArtifactOutcome, ArtifactRecord, ArtifactUsage, AssignOutcome, AssignRejection, AssignTask,
+    CancelTaskOutcome, ClaimOutcome, SubmitOutcome, SubmitTask, Task, TaskPage, TaskStatus, check_artifact,
+    classify_cancel_task, classify_claim, classify_submit,
 };
 
 use crate::SqliteStore;
@@ -273,6 +273,10 @@ impl RecordArtifacts for SqliteStore {
                     _ => ArtifactOutcome::Rejected(domain::tasks::SubmitRejection::StaleClaim),
                 });
             }
+            // The caps are checked in the same IMMEDIATE transaction as the insert.
+            if let Err(cap) = artifact_usage(tx, &link, &task)?.admits(r.size) {
+                return Ok(ArtifactOutcome::OverCap(cap));
+            }
             tx.prepare_cached("INSERT INTO artifacts (link_id, task_id, artifact_id, claim_id, name, content_type, sha256, size, object_key, created_at) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)")?.execute(params![link, task, r.artifact_id, r.claim_id.to_string(), r.name, r.content_type, r.sha256, r.size as i64, r.object_key, now.as_millis()],
             )?;
@@ -293,8 +297,21 @@ impl RecordArtifacts for SqliteStore {
                 )
                 .optional()?;
             let t = get_task_tx(tx, &link, &task)?;
-            Ok(check_artifact(existing.as_deref(), t.as_ref(), &owner, &r, now))
+            let usage = artifact_usage(tx, &link, &task)?;
+            Ok(check_artifact(existing.as_deref(), t.as_ref(), &owner, &r, now, usage))
         })
         .await
     }
+}
+
+/// What the artifacts of `task` of `link` use now.
+fn artifact_usage(tx: &rusqlite::Connection, link: &str, task: &str) -> rusqlite::Result<ArtifactUsage> {
+    tx.prepare_cached("SELECT COUNT(*), COALESCE(SUM(size), 0) FROM artifacts WHERE link_id = ?1 AND task_id = ?2")?
+        .query_row([link, task], |row| {
+            let (count, bytes): (i64, i64) = (row.get(0)?, row.get(1)?);
+            Ok(ArtifactUsage {
+                count: u32::try_from(count).unwrap_or(u32::MAX),
+                bytes: u64::try_from(bytes).unwrap_or(0),
+            })
+        })
 }

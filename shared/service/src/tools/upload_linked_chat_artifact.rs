@@ -28,7 +28,7 @@ impl Tool for UploadLinkedChatArtifact {
         description: "Attach a file (base64, at most 3 MiB) to a task you claimed, before submitting the result. artifact_id is yours to choose and must stay the same across retries: the same artifact_id with the same bytes is a safe replay, with different bytes it is rejected. The same claim rules as submit apply.",
         annotations: Annotations { read_only: false, destructive: false, idempotent: true, open_world: false },
         // The check before storing bytes is a transactional read (GetItem on both items).
-        dynamodb_actions: &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:ConditionCheckItem"],
+        dynamodb_actions: &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem"],
         queries_index: false,
         stores_blobs: true,
     };
@@ -164,6 +164,7 @@ impl<S: RecordArtifacts + ?Sized> Handler<S> for UploadLinkedChatArtifact {
             ArtifactCheck::Replayed => ArtifactOutcome::Replayed,
             ArtifactCheck::DifferentContent => ArtifactOutcome::DifferentContent,
             ArtifactCheck::Rejected(why) => ArtifactOutcome::Rejected(why),
+            ArtifactCheck::OverCap(cap) => ArtifactOutcome::OverCap(cap),
         };
         let out = |replayed| {
             Ok(ArtifactOutput {
@@ -181,6 +182,7 @@ impl<S: RecordArtifacts + ?Sized> Handler<S> for UploadLinkedChatArtifact {
                 Err(Rejected::new("rejected: artifact_id was already used with different content"))
             }
             ArtifactOutcome::Rejected(why) => Err(Rejected::new(why.to_string())),
+            ArtifactOutcome::OverCap(cap) => Err(Rejected::new(cap.to_string())),
         })
     }
 }
