@@ -214,7 +214,7 @@ impl AppState {
         let auth_server = AuthServerConfig {
             authorization_endpoint: AUTHORIZE_PATH.into(),
             token_endpoint: TOKEN_PATH.into(),
-            revocation_endpoint: None,
+            revocation_endpoint: Some(service::oauth::local::REVOKE_PATH.into()),
             jwks_uri: None,
             scopes: ScopeSpelling::local(),
             iss_in_response: true,
@@ -366,6 +366,7 @@ fn router(state: Arc<AppState>) -> Router {
         .route(AUTHORIZE_PATH, any(oauth))
         .route(TOKEN_PATH, any(oauth))
         .route(service::oauth::local::SESSION_PATH, any(oauth))
+        .route(service::oauth::local::REVOKE_PATH, any(oauth))
         .route(&relay_api, any(relay))
         .route(&owner_api, any(owner))
         .route(service::panel::PATH, any(panel))

@@ -680,6 +680,7 @@ pub fn access_token(client: &str, scope: &str) -> String {
         exp: now + 3600,
         nbf: None,
         token_use: Some("access".into()),
+        jti: None,
     };
     let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::RS256);
     header.kid = Some("test-key-1".into());

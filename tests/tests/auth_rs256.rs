@@ -55,6 +55,7 @@ fn cognito_token_of(kid: &str, iss: &str, client: &str, now: i64, token_use: &st
         exp: now + 3600,
         nbf: None,
         token_use: Some(token_use.into()),
+        jti: None,
     };
     let mut header = Header::new(Algorithm::RS256);
     header.kid = Some(kid.into());
@@ -227,6 +228,7 @@ async fn the_mcp_lambda_router_answers_http_api_events() {
             exp: clock.now().as_epoch_seconds() + 3600,
             nbf: None,
             token_use: Some("access".into()),
+            jti: None,
         };
         let mut header = Header::new(Algorithm::RS256);
         header.kid = Some("test-key-1".into());
@@ -280,6 +282,7 @@ async fn the_mcp_lambda_router_answers_http_api_events() {
             exp: clock.now().as_epoch_seconds() + 3600,
             nbf: None,
             token_use: Some("access".into()),
+            jti: None,
         };
         let mut header = Header::new(Algorithm::RS256);
         header.kid = Some("test-key-1".into());

@@ -517,3 +517,57 @@ async fn without_the_owners_session_nobody_can_approve_a_client() {
     running.stop().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// Refresh tokens rotate on use, a used one coming back revokes its whole family (RFC 9700
+/// §4.14), and the revocation endpoint (RFC 7009) ends a family.
+#[tokio::test]
+async fn refresh_tokens_rotate_and_a_reused_one_revokes_its_family() {
+    let (running, c, dir) = start().await;
+    let redirect = "http://127.0.0.1:33421/callback";
+    let (_, reg) = c.register(json!({"client_name": "Claude", "redirect_uris": [redirect]})).await;
+    let client_id = reg["client_id"].as_str().unwrap().to_owned();
+    let sign_in = || async {
+        let (verifier, challenge) = pkce();
+        let query = [
+            ("response_type", "code"),
+            ("client_id", client_id.as_str()),
+            ("redirect_uri", redirect),
+            ("code_challenge", challenge.as_str()),
+            ("code_challenge_method", "S256"),
+        ];
+        let code = c.authorize(&query, "allow").await["code"].clone();
+        let (status, t) = c.exchange(&code, &verifier, redirect, &client_id).await;
+        assert_eq!(status, 200, "{t}");
+        t["refresh_token"].as_str().unwrap().to_owned()
+    };
+    let refresh = |token: String| {
+        let (c, client_id) = (&c, client_id.clone());
+        async move {
+            c.token(&[("grant_type", "refresh_token"), ("refresh_token", &token), ("client_id", &client_id)]).await
+        }
+    };
+    let first = sign_in().await;
+    let (status, t) = refresh(first.clone()).await;
+    assert_eq!(status, 200, "{t}");
+    let second = t["refresh_token"].as_str().unwrap().to_owned();
+    assert_ne!(second, first, "the refresh token rotates");
+    // The first one again: refused, and the family with it (the second no longer works).
+    let (status, e) = refresh(first).await;
+    assert_eq!((status, e["error"].as_str()), (400, Some("invalid_grant")), "{e}");
+    assert!(e["error_description"].as_str().unwrap().contains("used already"), "{e}");
+    let (status, e) = refresh(second).await;
+    assert_eq!((status, e["error"].as_str()), (400, Some("invalid_grant")), "the family was not revoked: {e}");
+    // Revocation: a fresh sign-in's token revoked, then refused.
+    let third = sign_in().await;
+    let res = c.http.post(format!("{}/oauth/revoke", c.base)).form(&[("token", third.as_str())]).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    let (status, _) = refresh(third).await;
+    assert_eq!(status, 400, "a revoked refresh token still works");
+    // The metadata names the revocation endpoint; revoking nonsense answers 200 too.
+    let (_, m) = c.get("/.well-known/oauth-authorization-server").await;
+    assert_eq!(m["revocation_endpoint"], format!("{}/oauth/revoke", c.base));
+    let res = c.http.post(format!("{}/oauth/revoke", c.base)).form(&[("token", "nonsense")]).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    running.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -58,6 +58,31 @@ pub trait RegisterClients: Send + Sync {
     ) -> StoreResult<RegisteredClient>;
 }
 
+/// What presenting a refresh token did (RFC 9700 §4.14: rotation with reuse detection).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Rotation {
+    /// It was its family's current token: the next one is current now.
+    Rotated,
+    /// It was an older token of the family, used again (stolen, or replayed): the whole family
+    /// is revoked, the current token included.
+    Reused,
+    /// The family is revoked, or unknown.
+    Revoked,
+}
+
+/// Refresh-token families of the local authorization server (Cognito keeps its own).
+#[async_trait]
+pub trait RefreshTokens: Send + Sync {
+    /// Starts `family` with `token` current, kept until `expires`.
+    async fn start_family(&self, family: &str, token: &str, expires: Timestamp) -> StoreResult<()>;
+    /// Presents `token` of `family`: current → `next` becomes current ([`Rotation::Rotated`]);
+    /// another of the family → the family is revoked ([`Rotation::Reused`]); else
+    /// [`Rotation::Revoked`]. One conditional write.
+    async fn rotate(&self, family: &str, token: &str, next: &str) -> StoreResult<Rotation>;
+    /// Revokes `family` (fine if unknown).
+    async fn revoke_family(&self, family: &str) -> StoreResult<()>;
+}
+
 /// The stable part of a registration's name: the same client name and redirect URIs (in any
 /// order) give the same fingerprint, so registering again finds the client made the first time.
 pub fn fingerprint(client_name: &str, redirect_uris: &[String]) -> String {

@@ -11,7 +11,8 @@ use async_trait::async_trait;
 use aws_sdk_cognitoidentityprovider::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_cognitoidentityprovider::operation::describe_user_pool_client::DescribeUserPoolClientError;
 use aws_sdk_cognitoidentityprovider::types::{
-    ExplicitAuthFlowsType, OAuthFlowType, PreventUserExistenceErrorTypes, TimeUnitsType, TokenValidityUnitsType,
+    ExplicitAuthFlowsType, FeatureType, OAuthFlowType, PreventUserExistenceErrorTypes, RefreshTokenRotationType,
+    TimeUnitsType, TokenValidityUnitsType,
 };
 use domain::clients::{ClientSummary, RegisterClients, RegisteredClient};
 use domain::clock::{SharedClock, SystemClock};
@@ -23,6 +24,8 @@ use crate::config::RegisterConfig;
 use crate::http_glue::{http_request, lambda_response};
 use crate::{Error, aws_config, env, init_tracing};
 
+/// How long a rotated-out refresh token still works, for a client whose answer was lost.
+pub const REFRESH_RETRY_GRACE_SECONDS: i32 = 10;
 /// Access tokens of registered clients live this many minutes (Cognito's default).
 pub const ACCESS_TOKEN_MINUTES: i32 = 60;
 /// Refresh tokens of registered clients live this many days.
@@ -128,6 +131,15 @@ impl RegisterClients for CognitoClients {
             .explicit_auth_flows(ExplicitAuthFlowsType::AllowRefreshTokenAuth)
             .prevent_user_existence_errors(PreventUserExistenceErrorTypes::Enabled)
             .enable_token_revocation(true)
+            // Each refresh token works once, and a new one comes with each refresh (the retry
+            // grace covers a client whose answer was lost in transit).
+            .refresh_token_rotation(
+                RefreshTokenRotationType::builder()
+                    .feature(FeatureType::Enabled)
+                    .retry_grace_period_seconds(REFRESH_RETRY_GRACE_SECONDS)
+                    .build()
+                    .map_err(StoreError::refused)?,
+            )
             .access_token_validity(ACCESS_TOKEN_MINUTES)
             .id_token_validity(ACCESS_TOKEN_MINUTES)
             .refresh_token_validity(REFRESH_TOKEN_DAYS)

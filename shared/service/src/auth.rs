@@ -124,6 +124,9 @@ pub struct Claims {
     /// Cognito's `access` / `id`: ID tokens prove who signed in, not what a client may do.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_use: Option<String>,
+    /// Token id: a local refresh token's `<family>.<token>` (rotation and reuse detection).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jti: Option<String>,
 }
 
 /// Fetches a JWKS document (an HTTPS GET in the Lambda; a fixture in tests).
@@ -423,6 +426,7 @@ impl Hs256Signer {
             exp: now.plus(ttl).as_epoch_seconds(),
             nbf: None,
             token_use: None,
+            jti: None,
         };
         jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &EncodingKey::from_secret(&self.secret))
     }

@@ -4,7 +4,8 @@
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 
-use domain::clients::{ClientSummary, RegisterClients, RegisteredClient};
+use domain::clients::{ClientSummary, RefreshTokens, RegisterClients, RegisteredClient, Rotation};
+use domain::clock::Timestamp;
 use domain::store::StoreResult;
 
 use crate::SqliteStore;
@@ -57,5 +58,51 @@ impl RegisterClients for SqliteStore {
         })
         .await?;
         Ok(client)
+    }
+}
+
+#[async_trait]
+impl RefreshTokens for SqliteStore {
+    async fn start_family(&self, family: &str, token: &str, expires: Timestamp) -> StoreResult<()> {
+        let (family, token) = (family.to_owned(), token.to_owned());
+        self.write(move |tx, now| {
+            // Expired families go when a new one starts (a login a month keeps this small).
+            tx.prepare_cached("DELETE FROM refresh_families WHERE expires_at <= ?1")?.execute([now.as_millis()])?;
+            tx.prepare_cached(
+                "INSERT INTO refresh_families (family, current, revoked, expires_at) VALUES (?1, ?2, 0, ?3)",
+            )?
+            .execute(params![family, token, expires.as_millis()])
+            .map(drop)
+        })
+        .await
+    }
+
+    async fn rotate(&self, family: &str, token: &str, next: &str) -> StoreResult<Rotation> {
+        let (family, token, next) = (family.to_owned(), token.to_owned(), next.to_owned());
+        self.write(move |tx, now| {
+            let rotated = tx
+                .prepare_cached(
+                    "UPDATE refresh_families SET current = ?3 \
+                     WHERE family = ?1 AND current = ?2 AND revoked = 0 AND expires_at > ?4",
+                )?
+                .execute(params![family, token, next, now.as_millis()])?;
+            if rotated == 1 {
+                return Ok(Rotation::Rotated);
+            }
+            // Not the current token: an older one used again revokes the family.
+            let reused = tx
+                .prepare_cached("UPDATE refresh_families SET revoked = 1 WHERE family = ?1 AND revoked = 0")?
+                .execute([&family])?;
+            Ok(if reused == 1 { Rotation::Reused } else { Rotation::Revoked })
+        })
+        .await
+    }
+
+    async fn revoke_family(&self, family: &str) -> StoreResult<()> {
+        let family = family.to_owned();
+        self.write(move |tx, _| {
+            tx.prepare_cached("UPDATE refresh_families SET revoked = 1 WHERE family = ?1")?.execute([family]).map(drop)
+        })
+        .await
     }
 }

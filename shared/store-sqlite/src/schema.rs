@@ -8,7 +8,15 @@ use rusqlite::{Connection, TransactionBehavior};
 ///
 /// Version 1 is the layout the first builds wrote without a version number; its statements
 /// use `IF NOT EXISTS`, so such a database (version 0 with tables) is adopted as it is.
-pub(crate) const MIGRATIONS: &[&str] = &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7];
+pub(crate) const MIGRATIONS: &[&str] =
+    &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7, SCHEMA_V8];
+
+/// Version 8: refresh-token families of the local authorization server (rotation with reuse
+/// detection: the current token of each family, and whether it is revoked).
+pub(crate) const SCHEMA_V8: &str = r"
+CREATE TABLE refresh_families (
+    family TEXT PRIMARY KEY, current TEXT NOT NULL, revoked INTEGER NOT NULL DEFAULT 0, expires_at INTEGER NOT NULL);
+";
 
 /// Version 7: the last delivery per link keeps its time, so an older outcome (racing
 /// deliveries) never replaces a newer one.

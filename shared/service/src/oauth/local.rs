@@ -22,7 +22,7 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use bytes::Bytes;
-use domain::clients::{RegisterClients, RegisteredClient};
+use domain::clients::{RefreshTokens, RegisterClients, RegisteredClient, Rotation};
 use domain::clock::{SharedClock, Timestamp};
 use http::{HeaderValue, Method, StatusCode, header};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
@@ -40,6 +40,8 @@ pub const TOKEN_PATH: &str = "/oauth/token";
 /// Where the owner's panel opens an owner session (`POST` with the owner's bearer token): only
 /// a browser holding one may answer a consent request.
 pub const SESSION_PATH: &str = "/oauth/session";
+/// The token revocation endpoint (RFC 7009): revokes a refresh token's whole family.
+pub const REVOKE_PATH: &str = "/oauth/revoke";
 /// The owner-session cookie.
 pub const SESSION_COOKIE: &str = "fc_owner";
 /// How long an owner session lasts (the panel opens a new one whenever it loads).
@@ -98,7 +100,7 @@ pub struct LocalAuthServer<R: ?Sized> {
     sessions: Mutex<HashMap<String, Timestamp>>,
 }
 
-impl<R: RegisterClients + ?Sized> LocalAuthServer<R> {
+impl<R: RegisterClients + RefreshTokens + ?Sized> LocalAuthServer<R> {
     /// A server issuing tokens with `signer` for `owner`, only for `resource`.
     pub fn new(registry: Arc<R>, signer: Hs256Signer, owner: &str, resource: &str, clock: SharedClock) -> Self {
         Self {
@@ -148,6 +150,7 @@ impl<R: RegisterClients + ?Sized> LocalAuthServer<R> {
             (&Method::POST, AUTHORIZE_PATH) => not_the_owner(),
             (&Method::POST, TOKEN_PATH) => self.token(req.body()).await,
             (&Method::POST, SESSION_PATH) => self.open_session(req.headers()),
+            (&Method::POST, REVOKE_PATH) => self.revoke(req.body()).await,
             _ => page(StatusCode::METHOD_NOT_ALLOWED, "Not allowed", "This address does not answer that method.", None),
         }
     }
@@ -372,7 +375,15 @@ impl<R: RegisterClients + ?Sized> LocalAuthServer<R> {
                         "code_verifier does not match the code_challenge",
                     );
                 }
-                self.issue(client_id, &p.scopes)
+                // A new sign-in starts a new family of refresh tokens.
+                let family = random_token();
+                let token = random_token();
+                let expires = self.clock.now().plus(REFRESH_TTL);
+                if let Err(e) = self.registry.start_family(&family, &token, expires).await {
+                    tracing::error!(error = %domain::errors::ErrorChain(&e), "starting a refresh-token family");
+                    return oauth_error(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable", "retry later");
+                }
+                self.issue(client_id, &p.scopes, &format!("{family}.{token}"))
             }
             Some("refresh_token") => {
                 let Some(claims) = get("refresh_token").and_then(|t| self.verify_refresh(t)) else {
@@ -403,9 +414,33 @@ impl<R: RegisterClients + ?Sized> LocalAuthServer<R> {
                         return oauth_error(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable", "retry later");
                     }
                 }
+                // Rotation with reuse detection (RFC 9700 §4.14): each refresh token works once;
+                // one used again revokes its whole family.
+                let Some((family, token)) = claims.jti.as_deref().and_then(|j| j.split_once('.')) else {
+                    return oauth_error(StatusCode::BAD_REQUEST, "invalid_grant", "the refresh token is revoked");
+                };
+                let next = random_token();
+                match self.registry.rotate(family, token, &next).await {
+                    Ok(Rotation::Rotated) => {}
+                    Ok(Rotation::Reused) => {
+                        tracing::warn!(client = client_id, "a used refresh token came back: its family is revoked");
+                        return oauth_error(
+                            StatusCode::BAD_REQUEST,
+                            "invalid_grant",
+                            "the refresh token was used already: every token of this sign-in is revoked; sign in again",
+                        );
+                    }
+                    Ok(Rotation::Revoked) => {
+                        return oauth_error(StatusCode::BAD_REQUEST, "invalid_grant", "the refresh token is revoked");
+                    }
+                    Err(e) => {
+                        tracing::error!(error = %domain::errors::ErrorChain(&e), "rotating a refresh token");
+                        return oauth_error(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable", "retry later");
+                    }
+                }
                 let scopes: Vec<String> =
                     claims.scope.unwrap_or_default().split_whitespace().map(str::to_owned).collect();
-                self.issue(client_id, &scopes)
+                self.issue(client_id, &scopes, &format!("{family}.{next}"))
             }
             _ => oauth_error(
                 StatusCode::BAD_REQUEST,
@@ -415,7 +450,24 @@ impl<R: RegisterClients + ?Sized> LocalAuthServer<R> {
         }
     }
 
-    fn issue(&self, client_id: &str, scopes: &[String]) -> http::Response<Bytes> {
+    /// RFC 7009: revokes the family of a refresh token; answers 200 whatever the token was (an
+    /// unknown or invalid one included), so the endpoint tells nothing about tokens.
+    async fn revoke(&self, body: &[u8]) -> http::Response<Bytes> {
+        let f = form(body);
+        if let Some(claims) = f.get("token").and_then(|t| self.verify_refresh(t))
+            && let Some((family, _)) = claims.jti.as_deref().and_then(|j| j.split_once('.'))
+            && let Err(e) = self.registry.revoke_family(family).await
+        {
+            tracing::error!(error = %domain::errors::ErrorChain(&e), "revoking a refresh-token family");
+            return oauth_error(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable", "retry later");
+        }
+        let mut r = http::Response::new(Bytes::new());
+        r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+        r
+    }
+
+    /// Tokens for `client_id`: an access token, and the refresh token `jti` (`<family>.<token>`).
+    fn issue(&self, client_id: &str, scopes: &[String], jti: &str) -> http::Response<Bytes> {
         let now = self.clock.now();
         let scope_refs: Vec<&str> = scopes.iter().map(String::as_str).collect();
         // The access token names the resource it is for (RFC 8707) beside the local audience.
@@ -435,6 +487,7 @@ impl<R: RegisterClients + ?Sized> LocalAuthServer<R> {
             exp: now.plus(REFRESH_TTL).as_epoch_seconds(),
             nbf: None,
             token_use: Some("refresh".into()),
+            jti: Some(jti.to_owned()),
         };
         let refresh = jsonwebtoken::encode(
             &Header::new(Algorithm::HS256),
