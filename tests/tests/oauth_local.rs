@@ -103,6 +103,17 @@ impl Client {
     }
 }
 
+/// An authorization request's query: code flow, PKCE S256.
+fn code_request<'a>(client_id: &'a str, redirect: &'a str, challenge: &'a str) -> [(&'static str, &'a str); 5] {
+    [
+        ("response_type", "code"),
+        ("client_id", client_id),
+        ("redirect_uri", redirect),
+        ("code_challenge", challenge),
+        ("code_challenge_method", "S256"),
+    ]
+}
+
 fn pkce() -> (String, String) {
     let verifier = format!("v-{}-{}", uuid::Uuid::new_v4().simple(), uuid::Uuid::new_v4().simple());
     let challenge = URL_SAFE_NO_PAD.encode(Sha256::digest(verifier.as_bytes()));
@@ -416,13 +427,7 @@ async fn the_code_exchange_is_bound_to_the_redirect_uri_and_the_token_to_the_res
     let new_code = |challenge: String| {
         let (c, client_id) = (&c, client_id.clone());
         async move {
-            let query = [
-                ("response_type", "code"),
-                ("client_id", client_id.as_str()),
-                ("redirect_uri", redirect),
-                ("code_challenge", challenge.as_str()),
-                ("code_challenge_method", "S256"),
-            ];
+            let query = code_request(&client_id, redirect, &challenge);
             c.authorize(&query, "allow").await["code"].clone()
         }
     };
@@ -474,13 +479,7 @@ async fn without_the_owners_session_nobody_can_approve_a_client() {
     assert_eq!(status, 201, "{reg}");
     let client_id = reg["client_id"].as_str().unwrap().to_owned();
     let (_, challenge) = pkce();
-    let query = [
-        ("response_type", "code"),
-        ("client_id", client_id.as_str()),
-        ("redirect_uri", redirect),
-        ("code_challenge", challenge.as_str()),
-        ("code_challenge_method", "S256"),
-    ];
+    let query = code_request(&client_id, redirect, &challenge);
     let page = c.http.get(format!("{}/oauth/authorize", c.base)).query(&query).send().await.unwrap();
     assert_eq!(page.status(), 403, "a consent page without the owner's session");
     let html = page.text().await.unwrap();
@@ -528,13 +527,7 @@ async fn refresh_tokens_rotate_and_a_reused_one_revokes_its_family() {
     let client_id = reg["client_id"].as_str().unwrap().to_owned();
     let sign_in = || async {
         let (verifier, challenge) = pkce();
-        let query = [
-            ("response_type", "code"),
-            ("client_id", client_id.as_str()),
-            ("redirect_uri", redirect),
-            ("code_challenge", challenge.as_str()),
-            ("code_challenge_method", "S256"),
-        ];
+        let query = code_request(&client_id, redirect, &challenge);
         let code = c.authorize(&query, "allow").await["code"].clone();
         let (status, t) = c.exchange(&code, &verifier, redirect, &client_id).await;
         assert_eq!(status, 200, "{t}");

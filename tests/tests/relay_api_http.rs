@@ -181,63 +181,91 @@ async fn relay_and_owner_apis_refuse_bad_input_clearly_and_write_nothing() {
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// Two desktops on the demo project: the local server's device (A) and a second one (B).
+struct TwoDesktops {
+    running: local::Running,
+    dir: std::path::PathBuf,
+    http: reqwest::Client,
+    base: String,
+    a: String,
+    b: String,
+}
+
+impl TwoDesktops {
+    async fn start(name: &str) -> Self {
+        use domain::store::ManageDevices;
+        let dir = std::env::temp_dir().join(format!("foundry-{name}-{}", uuid::Uuid::new_v4()));
+        let running = local::start(LocalConfig::at(dir.clone())).await.unwrap();
+        let base = format!("{}{}", running.base_url, service::relay_api::PREFIX);
+        let (b, hash_b) = domain::devices::new_token().unwrap();
+        running.store.create_device(&running.demo.owner, "second desktop", &hash_b).await.unwrap();
+        let a = running.device_token.clone();
+        Self { running, dir, http: reqwest::Client::new(), base, a, b }
+    }
+
+    fn gs(n: usize) -> String {
+        format!("gs_{n:032x}")
+    }
+
+    fn session(n: usize) -> Value {
+        json!({"graph_session_id": Self::gs(n), "name": "G", "slug": format!("g{n}")})
+    }
+
+    /// A sync by the desktop holding `token`, sharing sessions `shares`.
+    async fn sync(&self, token: &str, shares: &[usize]) -> (u16, Value) {
+        let sessions: Vec<Value> = shares.iter().map(|n| Self::session(*n)).collect();
+        let body = json!({"project_id": self.running.demo.project_id, "sessions": sessions});
+        call(&self.http, reqwest::Method::POST, format!("{}/sync", self.base), token, body).await
+    }
+
+    /// Queues a run of session `n` under `key`: its command id.
+    async fn queue(&self, n: usize, key: &str) -> String {
+        use domain::ids::{AgentId, GraphSessionId, IdempotencyKey};
+        use domain::runs::{QueueOutcome, QueueRun};
+        use domain::store::QueueRuns;
+        let req = QueueRun {
+            owner: self.running.demo.owner.clone(),
+            agent: AgentId::new("c", local::DEMO_OWNER).unwrap(),
+            project_id: Some(self.running.demo.project_id),
+            graph_session_id: GraphSessionId::parse("g", &Self::gs(n)).unwrap(),
+            arguments: json!({}),
+            idempotency_key: IdempotencyKey::parse(key).unwrap(),
+        };
+        match self.running.store.queue_run(&req).await.unwrap() {
+            QueueOutcome::Queued(r) => r.command_id.to_string(),
+            other => panic!("session {n} was not queueable: {other:?}"),
+        }
+    }
+
+    async fn stop(self) {
+        self.running.stop().await;
+        let _ = std::fs::remove_dir_all(self.dir);
+    }
+}
+
+fn commands(v: &Value) -> Vec<String> {
+    v["commands"].as_array().unwrap().iter().map(|c| c["command_id"].as_str().unwrap().to_owned()).collect()
+}
+
 /// Two desktops share one project: each sync replaces only that desktop's list, and each gets
 /// only the commands for sessions it shares (a desktop is never handed — and so never refuses —
 /// another desktop's run); a command whose session nobody shares any more goes to whoever
 /// syncs, whose consent re-check ends it with the exact error.
 #[tokio::test]
 async fn two_desktops_on_one_project_get_only_their_own_runs() {
-    use domain::ids::{AgentId, GraphSessionId, IdempotencyKey};
-    use domain::runs::{QueueOutcome, QueueRun};
-    use domain::store::{ManageDevices, QueueRuns};
-    let dir = std::env::temp_dir().join(format!("foundry-two-desktops-{}", uuid::Uuid::new_v4()));
-    let running = local::start(LocalConfig::at(dir.clone())).await.unwrap();
-    let http = reqwest::Client::new();
-    let base = format!("{}{}", running.base_url, service::relay_api::PREFIX);
-    let owner = running.demo.owner.clone();
-    let (token_b, hash_b) = domain::devices::new_token().unwrap();
-    running.store.create_device(&owner, "second desktop", &hash_b).await.unwrap();
-    let project = running.demo.project_id;
-    let gs = |n: usize| format!("gs_{n:032x}");
-    let session = |n: usize| json!({"graph_session_id": gs(n), "name": "G", "slug": format!("g{n}")});
-    let sync = |token: String, sessions: Vec<Value>| {
-        let (http, url) = (http.clone(), format!("{base}/sync"));
-        async move {
-            call(&http, reqwest::Method::POST, url, &token, json!({"project_id": project, "sessions": sessions})).await
-        }
-    };
-    let a = running.device_token.clone();
-    assert_eq!(sync(a.clone(), vec![session(1)]).await.0, 200);
-    assert_eq!(sync(token_b.clone(), vec![session(2)]).await.0, 200);
+    let d = TwoDesktops::start("two-desktops").await;
+    assert_eq!(d.sync(&d.a, &[1]).await.0, 200);
+    assert_eq!(d.sync(&d.b, &[2]).await.0, 200);
     // Both lists are shared: runs of either session can be queued.
-    let agent = AgentId::new("c", local::DEMO_OWNER).unwrap();
-    let mut ids = Vec::new();
-    for n in [1usize, 2] {
-        let req = QueueRun {
-            owner: owner.clone(),
-            agent: agent.clone(),
-            project_id: Some(project),
-            graph_session_id: GraphSessionId::parse("g", &gs(n)).unwrap(),
-            arguments: json!({}),
-            idempotency_key: IdempotencyKey::parse(&format!("two-desktops-{n}")).unwrap(),
-        };
-        match running.store.queue_run(&req).await.unwrap() {
-            QueueOutcome::Queued(r) => ids.push(r.command_id.to_string()),
-            other => panic!("session {n} was not queueable: {other:?}"),
-        }
-    }
-    let commands = |v: &Value| -> Vec<String> {
-        v["commands"].as_array().unwrap().iter().map(|c| c["command_id"].as_str().unwrap().to_owned()).collect()
-    };
-    assert_eq!(commands(&sync(a.clone(), vec![session(1)]).await.1), vec![ids[0].clone()]);
-    assert_eq!(commands(&sync(token_b.clone(), vec![session(2)]).await.1), vec![ids[1].clone()]);
+    let ids = vec![d.queue(1, "two-desktops-1").await, d.queue(2, "two-desktops-2").await];
+    assert_eq!(commands(&d.sync(&d.a, &[1]).await.1), vec![ids[0].clone()]);
+    assert_eq!(commands(&d.sync(&d.b, &[2]).await.1), vec![ids[1].clone()]);
     // The second desktop stops sharing session 2: nobody shares it, so its queued run goes to
     // whoever syncs next (to be ended with the exact error by the relay's re-check).
-    assert_eq!(sync(token_b, vec![]).await.0, 200);
-    let got = commands(&sync(a, vec![session(1)]).await.1);
+    assert_eq!(d.sync(&d.b, &[]).await.0, 200);
+    let got = commands(&d.sync(&d.a, &[1]).await.1);
     assert_eq!(got, ids, "the orphaned run must be handed out to be ended");
-    running.stop().await;
-    let _ = std::fs::remove_dir_all(dir);
+    d.stop().await;
 }
 
 /// One desktop's queue never starves another's: 100 runs queued for the first desktop's session
@@ -245,55 +273,14 @@ async fn two_desktops_on_one_project_get_only_their_own_runs() {
 /// run, and the first gets a full page of its own.
 #[tokio::test]
 async fn a_full_queue_for_one_desktop_does_not_starve_another() {
-    use domain::ids::{AgentId, GraphSessionId, IdempotencyKey};
-    use domain::runs::{QueueOutcome, QueueRun};
-    use domain::store::{ManageDevices, QueueRuns};
-    let dir = std::env::temp_dir().join(format!("foundry-starve-{}", uuid::Uuid::new_v4()));
-    let running = local::start(LocalConfig::at(dir.clone())).await.unwrap();
-    let http = reqwest::Client::new();
-    let base = format!("{}{}", running.base_url, service::relay_api::PREFIX);
-    let owner = running.demo.owner.clone();
-    let (token_b, hash_b) = domain::devices::new_token().unwrap();
-    running.store.create_device(&owner, "second desktop", &hash_b).await.unwrap();
-    let project = running.demo.project_id;
-    let gs = |n: usize| format!("gs_{n:032x}");
-    let session = |n: usize| json!({"graph_session_id": gs(n), "name": "G", "slug": format!("g{n}")});
-    let sync = |token: String, sessions: Vec<Value>| {
-        let (http, url) = (http.clone(), format!("{base}/sync"));
-        async move {
-            call(&http, reqwest::Method::POST, url, &token, json!({"project_id": project, "sessions": sessions})).await
-        }
-    };
-    let a = running.device_token.clone();
-    assert_eq!(sync(a.clone(), vec![session(1)]).await.0, 200);
-    assert_eq!(sync(token_b.clone(), vec![session(2)]).await.0, 200);
-    let agent = AgentId::new("c", local::DEMO_OWNER).unwrap();
-    let queue = |n: usize, key: String| {
-        let req = QueueRun {
-            owner: owner.clone(),
-            agent: agent.clone(),
-            project_id: Some(project),
-            graph_session_id: GraphSessionId::parse("g", &gs(n)).unwrap(),
-            arguments: json!({}),
-            idempotency_key: IdempotencyKey::parse(&key).unwrap(),
-        };
-        let store = std::sync::Arc::clone(&running.store);
-        async move {
-            match store.queue_run(&req).await.unwrap() {
-                QueueOutcome::Queued(r) => r.command_id.to_string(),
-                other => panic!("not queueable: {other:?}"),
-            }
-        }
-    };
+    let d = TwoDesktops::start("starve").await;
+    assert_eq!(d.sync(&d.a, &[1]).await.0, 200);
+    assert_eq!(d.sync(&d.b, &[2]).await.0, 200);
     for i in 0..service::relay_api::MAX_COMMANDS_PER_SYNC {
-        queue(1, format!("first-desktop-{i:04}")).await;
+        d.queue(1, &format!("first-desktop-{i:04}")).await;
     }
-    let theirs = queue(2, "second-desktop-0001".into()).await;
-    let commands = |v: &Value| -> Vec<String> {
-        v["commands"].as_array().unwrap().iter().map(|c| c["command_id"].as_str().unwrap().to_owned()).collect()
-    };
-    assert_eq!(commands(&sync(token_b, vec![session(2)]).await.1), vec![theirs], "the second desktop got none");
-    assert_eq!(commands(&sync(a, vec![session(1)]).await.1).len(), service::relay_api::MAX_COMMANDS_PER_SYNC);
-    running.stop().await;
-    let _ = std::fs::remove_dir_all(dir);
+    let theirs = d.queue(2, "second-desktop-0001").await;
+    assert_eq!(commands(&d.sync(&d.b, &[2]).await.1), vec![theirs], "the second desktop got none");
+    assert_eq!(commands(&d.sync(&d.a, &[1]).await.1).len(), service::relay_api::MAX_COMMANDS_PER_SYNC);
+    d.stop().await;
 }
