@@ -174,8 +174,11 @@ async def main():
         await page.click("#cancel-task")
         await expect(second).to_contain_text("Cancelled", timeout=TIMEOUT)
         check(any("Cancel this task?" in d for d in dialogs), f"no confirmation was asked: {dialogs}")
+        second_id = await second_task_id(page, link)
         err, inbox = await mcp_call("list_linked_chat_tasks", {"chat_link_id": link})
-        err2, refused = await mcp_call("claim_linked_chat_task", {"chat_link_id": link, "task_id": await second_task_id(page, link)})
+        check(not err and all(t["task_id"] != second_id for t in inbox["tasks"]),
+              f"the cancelled task is still in the chat's list of open tasks: {inbox}")
+        err2, refused = await mcp_call("claim_linked_chat_task", {"chat_link_id": link, "task_id": second_id})
         check(err2 and refused == "not claimable: cancelled", f"claim of the cancelled task: {refused}")
 
         # ---- bad objectives show the API's error next to the button ----
