@@ -48,6 +48,10 @@ pub const SESSION_COOKIE: &str = "fc_owner";
 pub const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
 /// Most owner sessions kept at once.
 pub const MAX_SESSIONS: usize = 64;
+
+mod session;
+
+use session::not_the_owner;
 /// How long a consent page stays usable.
 pub const CONSENT_TTL: Duration = Duration::from_secs(600);
 /// How long an authorization code is valid.
@@ -153,65 +157,6 @@ impl<R: RegisterClients + RefreshTokens + ?Sized> LocalAuthServer<R> {
             (&Method::POST, REVOKE_PATH) => self.revoke(req.body()).await,
             _ => page(StatusCode::METHOD_NOT_ALLOWED, "Not allowed", "This address does not answer that method.", None),
         }
-    }
-
-    /// Opens an owner session for a request carrying the owner's own token (the panel's): the
-    /// answer sets the session cookie, `HttpOnly`, `SameSite=Strict`, for `/oauth` only.
-    fn open_session(&self, headers: &http::HeaderMap) -> http::Response<Bytes> {
-        let token = crate::auth::bearer(headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()));
-        if !token.is_some_and(|t| self.is_owner_token(t)) {
-            return oauth_error(StatusCode::UNAUTHORIZED, "invalid_token", "an owner token is required");
-        }
-        let now = self.clock.now();
-        let id = random_token();
-        {
-            let mut sessions = lock(&self.sessions);
-            sessions.retain(|_, until| *until > now);
-            while sessions.len() >= MAX_SESSIONS {
-                let Some(oldest) = sessions.iter().min_by_key(|(_, u)| **u).map(|(k, _)| k.clone()) else { break };
-                sessions.remove(&oldest);
-            }
-            sessions.insert(id.clone(), now.plus(SESSION_TTL));
-        }
-        let secure = if self.signer.issuer.starts_with("https://") { "; Secure" } else { "" };
-        let cookie = format!(
-            "{SESSION_COOKIE}={id}; Path=/oauth; HttpOnly; SameSite=Strict; Max-Age={}{secure}",
-            SESSION_TTL.as_secs()
-        );
-        let mut r = http::Response::new(Bytes::new());
-        *r.status_mut() = StatusCode::NO_CONTENT;
-        if let Ok(v) = HeaderValue::from_str(&cookie) {
-            r.headers_mut().insert(header::SET_COOKIE, v);
-        }
-        r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        r
-    }
-
-    /// `token` is one of this server's tokens for the owner with the owner scope.
-    fn is_owner_token(&self, token: &str) -> bool {
-        let mut v = Validation::new(Algorithm::HS256);
-        v.set_issuer(&[&self.signer.issuer]);
-        v.set_audience(&[&self.signer.audience]);
-        let Ok(data) = jsonwebtoken::decode::<Claims>(token, &DecodingKey::from_secret(&self.signer.secret), &v) else {
-            return false;
-        };
-        let c = data.claims;
-        c.sub == self.owner
-            && c.token_use.is_none()
-            && c.scope.unwrap_or_default().split_whitespace().any(|s| s == SCOPE_OWNER)
-    }
-
-    /// The request carries a live owner session.
-    fn owner_session(&self, headers: &http::HeaderMap) -> bool {
-        let now = self.clock.now();
-        let sessions = lock(&self.sessions);
-        headers
-            .get_all(header::COOKIE)
-            .iter()
-            .filter_map(|v| v.to_str().ok())
-            .flat_map(|v| v.split(';'))
-            .filter_map(|c| c.trim().strip_prefix(SESSION_COOKIE).and_then(|rest| rest.strip_prefix('=')))
-            .any(|id| sessions.get(id).is_some_and(|until| *until > now))
     }
 
     async fn authorize(&self, query: &str, owner_session: bool) -> http::Response<Bytes> {
@@ -624,17 +569,6 @@ fn escape(s: &str) -> String {
 
 /// An HTML page with a strict CSP: no scripts, forms only to this server (and, after Allow,
 /// the redirect's origin — CSP `form-action` applies to the redirect too), no framing.
-/// The answer to a consent request from a browser without the owner's session.
-fn not_the_owner() -> http::Response<Bytes> {
-    page(
-        StatusCode::FORBIDDEN,
-        "Approve from your own browser",
-        "<p>Only the owner can connect an application. Open the <strong>Panel</strong> link the local server \
-         printed when it started, in this browser (it signs you in), then reload this page.</p>",
-        None,
-    )
-}
-
 fn page(status: StatusCode, title: &str, body_html: &str, form_target: Option<&str>) -> http::Response<Bytes> {
     let html = format!(
         "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
