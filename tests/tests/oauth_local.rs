@@ -564,3 +564,31 @@ async fn refresh_tokens_rotate_and_a_reused_one_revokes_its_family() {
     running.stop().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A registration is JSON: a `text/plain` or form post (which any web page can send
+/// cross-origin without a preflight) is refused with 415 and registers nothing.
+#[tokio::test]
+async fn a_registration_that_is_not_json_is_refused_and_registers_nothing() {
+    use domain::clients::RegisterClients;
+    let (running, c, dir) = start().await;
+    let before = running.store.list_clients().await.unwrap().len();
+    let body = json!({"client_name": "Page", "redirect_uris": ["http://127.0.0.1:33422/cb"]}).to_string();
+    for content_type in ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"] {
+        let res = c
+            .http
+            .post(format!("{}/register", c.base))
+            .header("content-type", content_type)
+            .body(body.clone())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 415, "{content_type}");
+        let e: Value = res.json().await.unwrap();
+        assert_eq!(e["error_description"], "Content-Type: must be application/json", "{e}");
+    }
+    assert_eq!(running.store.list_clients().await.unwrap().len(), before, "a refused registration was stored");
+    let (status, _) = c.register(serde_json::from_str(&body).unwrap()).await;
+    assert_eq!(status, 201, "the same registration as JSON");
+    running.stop().await;
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -283,6 +283,13 @@ fn event_problems(t: &Value) -> Vec<String> {
             p.push(format!("publish_events' stream mapping needs {what}"));
         }
     }
+    let stage = &res["HttpApiStage"]["Properties"];
+    if stage["DefaultRouteSettings"]["ThrottlingRateLimit"].as_f64().is_none() {
+        p.push("the HTTP API stage needs a default throttle".into());
+    }
+    if stage["RouteSettings"]["POST /register"]["ThrottlingRateLimit"].as_f64().is_none_or(|r| r > 5.0) {
+        p.push("POST /register needs its own tight throttle (at most 5 requests/s)".into());
+    }
     let sqs = &res["NotifyFunction"]["Properties"]["Events"]["Events"]["Properties"];
     if sqs["FunctionResponseTypes"][0].as_str() != Some("ReportBatchItemFailures") {
         p.push("notify's queue mapping needs ReportBatchItemFailures".into());
@@ -364,6 +371,8 @@ fn the_checker_catches_broken_templates() {
         ("notifier write widened", t.replacen("                  dynamodb:LeadingKeys: [\"DELIVERY#*\"]\n", "                  dynamodb:LeadingKeys: [\"*\"]\n", 1)),
         ("DLQ count drifted", t.replacen("maxReceiveCount: 8", "maxReceiveCount: 5", 1)),
         ("notify times out before its batch deadline", t.replacen("      CodeUri: functions/notify\n      Timeout: 30\n", "      CodeUri: functions/notify\n      Timeout: 15\n", 1)),
+        ("stage throttle removed", t.replacen("      DefaultRouteSettings:\n        ThrottlingBurstLimit: 100\n        ThrottlingRateLimit: 50\n", "", 1)),
+        ("registration throttle loosened", t.replacen("          ThrottlingBurstLimit: 5\n          ThrottlingRateLimit: 1\n", "          ThrottlingBurstLimit: 500\n          ThrottlingRateLimit: 100\n", 1)),
         ("notify batches too large", t.replacen("            BatchSize: 10\n            FunctionResponseTypes: [ReportBatchItemFailures]", "            BatchSize: 100\n            FunctionResponseTypes: [ReportBatchItemFailures]", 1)),
         ("stream partial failures off", t.replacen("            BisectBatchOnFunctionError: true\n", "", 1)),
         ("registration widened", t.replacen("                - cognito-idp:DescribeUserPoolClient\n", "                - cognito-idp:DescribeUserPoolClient\n                - cognito-idp:DeleteUserPoolClient\n", 1)),

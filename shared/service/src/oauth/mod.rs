@@ -359,6 +359,20 @@ impl<R: RegisterClients + ?Sized> Registrar<R> {
             r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
             return r;
         }
+        // A registration is a JSON document. Refusing other types also keeps any web page from
+        // spending the registration quota cross-origin: a form or `text/plain` post needs no
+        // preflight, `application/json` does.
+        let json =
+            req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
+                v.split(';').next().unwrap_or_default().trim().eq_ignore_ascii_case("application/json")
+            });
+        if !json {
+            return oauth_error(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "invalid_client_metadata",
+                "Content-Type: must be application/json",
+            );
+        }
         if req.body().len() > MAX_REGISTRATION_BYTES {
             return oauth_error(
                 StatusCode::PAYLOAD_TOO_LARGE,
