@@ -1209,6 +1209,41 @@ async fn a_task_holds_a_bounded_number_and_size_of_artifacts(h: Harness) {
     assert_eq!(h.store.record_artifact(&o, &record(t, c, 101, rest)).await.unwrap(), ArtifactOutcome::Recorded);
 }
 
+/// A project's shares are bounded as a whole (DynamoDB keeps a project in one item of at most
+/// 400 KB): 100 sessions at every field's maximum are refused with `TooLarge`, nothing is
+/// written, and a sync that fits still works.
+async fn shares_past_the_items_size_are_refused_and_change_nothing(h: Harness) {
+    use domain::limits::{
+        MAX_DESCRIPTION_CHARS, MAX_NAME_CHARS, MAX_SHARED_SESSIONS, MAX_SHARES_BYTES, MAX_SHORT_FIELD_CHARS,
+    };
+    let o = owner("alice");
+    let p = project(&h, &o, &[1]).await;
+    let wide = |n: usize, chars: usize| format!("{n:04}{}", "日".repeat(chars - 4));
+    let big: Vec<SessionMeta> = (0..MAX_SHARED_SESSIONS)
+        .map(|n| SessionMeta {
+            graph_session_id: GraphSessionId::parse("g", &format!("gs_{n:032x}")).unwrap(),
+            name: wide(n, MAX_NAME_CHARS),
+            description: wide(n, MAX_DESCRIPTION_CHARS),
+            slug: format!("s{n}"),
+            version: wide(n, MAX_SHORT_FIELD_CHARS),
+            status: wide(n, MAX_SHORT_FIELD_CHARS),
+        })
+        .collect();
+    let writes = h.writes();
+    match h.store.sync_sessions(&o, p.project_id, foundry_tests::TEST_DEVICE, &big).await.unwrap() {
+        SyncOutcome::TooLarge { bytes } => assert!(bytes > MAX_SHARES_BYTES, "{bytes}"),
+        other => panic!("100 sessions at the maxima: {other:?}"),
+    }
+    assert_eq!(h.writes(), writes, "a refused sync wrote");
+    let kept = h.store.get_project(&o, p.project_id).await.unwrap().unwrap();
+    assert_eq!(kept.sessions, vec![session(1)], "the shares before the refused sync are kept");
+    let fits = &big[..10];
+    assert!(matches!(
+        h.store.sync_sessions(&o, p.project_id, foundry_tests::TEST_DEVICE, fits).await.unwrap(),
+        SyncOutcome::Synced(_)
+    ));
+}
+
 // ---- devices ---------------------------------------------------------------------------------
 
 async fn device_tokens_authenticate_until_revoked(h: Harness) {
@@ -1405,6 +1440,7 @@ suite! {
     lists_hold_every_item_whatever_their_size,
     the_last_delivery_is_the_latest_whatever_the_order_of_the_writes,
     a_task_holds_a_bounded_number_and_size_of_artifacts,
+    shares_past_the_items_size_are_refused_and_change_nothing,
 }
 
 /// A submit request (the store takes one struct).

@@ -23,6 +23,10 @@ pub const MAX_ERROR_CHARS: usize = 2_000;
 
 /// Most graph sessions a project can share (one sync body).
 pub const MAX_SHARED_SESSIONS: usize = 100;
+/// Most bytes a project's shared sessions take as stored: every desktop's list and their union,
+/// as JSON, together. DynamoDB holds a project in one item of at most 400 KB; 100 sessions at
+/// every field's maximum are more than that, so the total is bounded, not only each field.
+pub const MAX_SHARES_BYTES: usize = 300_000;
 
 /// Most characters of a task's objective.
 pub const MAX_OBJECTIVE_CHARS: usize = 10_000;

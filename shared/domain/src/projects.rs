@@ -78,6 +78,13 @@ pub fn union_of(shares: &DeviceShares) -> Vec<SessionMeta> {
     out
 }
 
+/// What `shares` take as stored: every device's list and their union, as JSON (see
+/// [`crate::limits::MAX_SHARES_BYTES`]).
+pub fn shares_size(shares: &DeviceShares) -> usize {
+    let len = |r: Result<String, serde_json::Error>| r.map_or(0, |s| s.len());
+    len(serde_json::to_string(shares)) + len(serde_json::to_string(&union_of(shares)))
+}
+
 /// Replaces `device`'s list in `shares` (an empty list removes the device).
 pub fn with_device_share(mut shares: DeviceShares, device: uuid::Uuid, sessions: &[SessionMeta]) -> DeviceShares {
     if sessions.is_empty() {
@@ -167,6 +174,12 @@ pub enum SyncOutcome {
     Disabled,
     /// Not this owner's project.
     NotFound,
+    /// The project's shares would take more than [`crate::limits::MAX_SHARES_BYTES`] (`bytes`
+    /// with this sync); nothing was written.
+    TooLarge {
+        /// What they would take.
+        bytes: usize,
+    },
 }
 
 /// Consent at queue time for a caller-named project: it must be the owner's, enabled, and

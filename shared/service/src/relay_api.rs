@@ -131,6 +131,13 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
         match self.store.sync_sessions(owner, project, device, &b.sessions).await {
             Err(e) => internal(&e),
             Ok(SyncOutcome::NotFound) => http_json::error(StatusCode::NOT_FOUND, "project_id: no such project"),
+            Ok(SyncOutcome::TooLarge { bytes }) => http_json::error(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "sessions: every desktop's shared sessions of a project take at most {} bytes together (this sync would make {bytes}); share fewer sessions or shorter descriptions",
+                    domain::limits::MAX_SHARES_BYTES
+                ),
+            ),
             Ok(SyncOutcome::Disabled) => http_json::response(
                 StatusCode::CONFLICT,
                 ErrorResponse { error: "project is not enabled for connected agents".into(), enabled: Some(false) },

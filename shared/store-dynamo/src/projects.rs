@@ -115,6 +115,11 @@ impl DynamoStore {
             let shares: domain::projects::DeviceShares =
                 Read(&item).opt_parse("device_shares", |v| serde_json::from_str(v).ok())?.unwrap_or_default();
             let shares = domain::projects::with_device_share(shares, device, sessions);
+            let bytes = domain::projects::shares_size(&shares);
+            if bytes > domain::limits::MAX_SHARES_BYTES {
+                // The project item would pass DynamoDB's 400 KB: refused, nothing written.
+                return Ok(SyncOutcome::TooLarge { bytes });
+            }
             let union = domain::projects::union_of(&shares);
             let union_json = serde_json::to_string(&union).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             let shares_json = serde_json::to_string(&shares).map_err(|e| StoreError::Corrupt(e.to_string()))?;

@@ -16,6 +16,23 @@ use crate::codec::{LINK_COLS, PROJECT_COLS, TASK_COLS, col, get_project_tx, json
 use crate::error::{corrupt, missing_target};
 use crate::events::record_events;
 
+/// Every device's shared sessions in `project`.
+fn load_shares(tx: &Connection, project: &str) -> rusqlite::Result<domain::projects::DeviceShares> {
+    let mut shares = domain::projects::DeviceShares::new();
+    let mut st = tx.prepare_cached("SELECT device_id, sessions FROM device_sessions WHERE project_id = ?1")?;
+    let rows = st.query_map([project], |r| {
+        let id: String = r.get(0)?;
+        let list: Vec<SessionMeta> = col(r, 1, "sessions", |s| serde_json::from_str(s).ok())?;
+        Ok((id, list))
+    })?;
+    for row in rows {
+        let (id, list) = row?;
+        let id = uuid::Uuid::parse_str(&id).map_err(|_| corrupt(0, "device_id"))?;
+        shares.insert(id, list);
+    }
+    Ok(shares)
+}
+
 /// Replaces one device's shared sessions in a project (empty = none) and rewrites the
 /// project's union from every device's list, in the caller's transaction.
 pub(crate) fn set_device_share_tx(
@@ -34,18 +51,7 @@ pub(crate) fn set_device_share_tx(
         )?
         .execute(params![project, device, json(&sessions)])?;
     }
-    let mut shares = domain::projects::DeviceShares::new();
-    let mut st = tx.prepare_cached("SELECT device_id, sessions FROM device_sessions WHERE project_id = ?1")?;
-    let rows = st.query_map([project], |r| {
-        let id: String = r.get(0)?;
-        let list: Vec<SessionMeta> = col(r, 1, "sessions", |s| serde_json::from_str(s).ok())?;
-        Ok((id, list))
-    })?;
-    for row in rows {
-        let (id, list) = row?;
-        let id = uuid::Uuid::parse_str(&id).map_err(|_| corrupt(0, "device_id"))?;
-        shares.insert(id, list);
-    }
+    let shares = load_shares(tx, project)?;
     tx.prepare_cached("UPDATE projects SET sessions = ?1 WHERE project_id = ?2")?
         .execute(params![json(&domain::projects::union_of(&shares)), project])?;
     Ok(())
@@ -116,6 +122,16 @@ impl SyncSessions for SqliteStore {
         let owner = owner.as_str().to_owned();
         let sessions = sessions.to_vec();
         self.write(move |tx, now| {
+            // The same bound as DynamoDB's (one project item): checked before anything is written.
+            let shares = domain::projects::with_device_share(load_shares(tx, &project.to_string())?, device, &sessions);
+            let bytes = domain::projects::shares_size(&shares);
+            if bytes > domain::limits::MAX_SHARES_BYTES {
+                return Ok(match get_project_tx(tx, &owner, &project.to_string())? {
+                    None => SyncOutcome::NotFound,
+                    Some(p) if !p.enabled => SyncOutcome::Disabled,
+                    Some(_) => SyncOutcome::TooLarge { bytes },
+                });
+            }
             let enabled = tx
                 .prepare_cached(
                     "UPDATE projects SET last_sync_at = ?1 WHERE project_id = ?2 AND owner = ?3 AND enabled = 1",
