@@ -78,11 +78,29 @@ pub fn union_of(shares: &DeviceShares) -> Vec<SessionMeta> {
     out
 }
 
-/// What `shares` take as stored: every device's list and their union, as JSON (see
-/// [`crate::limits::MAX_SHARES_BYTES`]).
-pub fn shares_size(shares: &DeviceShares) -> usize {
-    let len = |r: Result<String, serde_json::Error>| r.map_or(0, |s| s.len());
-    len(serde_json::to_string(shares)) + len(serde_json::to_string(&union_of(shares)))
+/// A project's shares as stored: every device's list and their union, each as JSON. Encoded
+/// once per sync; [`StoredShares::bytes`] is what [`crate::limits::MAX_SHARES_BYTES`] bounds.
+#[derive(Debug, Clone, PartialEq)]
+pub struct StoredShares {
+    /// The union of every device's list ([`union_of`]).
+    pub union: Vec<SessionMeta>,
+    /// `union` as JSON.
+    pub union_json: String,
+    /// Every device's list, as JSON.
+    pub shares_json: String,
+}
+
+impl StoredShares {
+    /// Encodes `shares` and their union.
+    pub fn of(shares: &DeviceShares) -> Result<Self, serde_json::Error> {
+        let union = union_of(shares);
+        Ok(Self { union_json: serde_json::to_string(&union)?, shares_json: serde_json::to_string(shares)?, union })
+    }
+
+    /// What they take as stored.
+    pub fn bytes(&self) -> usize {
+        self.union_json.len() + self.shares_json.len()
+    }
 }
 
 /// Replaces `device`'s list in `shares` (an empty list removes the device).

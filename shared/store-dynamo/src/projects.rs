@@ -7,7 +7,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use domain::ids::{ChatLinkId, OwnerId, ProjectId};
-use domain::projects::{ChatLink, Project, Subscription, SyncOutcome};
+use domain::projects::{ChatLink, Project, StoredShares, Subscription, SyncOutcome};
 use domain::runs::SessionMeta;
 use domain::store::{ManageLinks, ManageProjects, StoreError, StoreResult, SyncSessions};
 
@@ -115,14 +115,12 @@ impl DynamoStore {
             let shares: domain::projects::DeviceShares =
                 Read(&item).opt_parse("device_shares", |v| serde_json::from_str(v).ok())?.unwrap_or_default();
             let shares = domain::projects::with_device_share(shares, device, sessions);
-            let bytes = domain::projects::shares_size(&shares);
-            if bytes > domain::limits::MAX_SHARES_BYTES {
+            let stored = StoredShares::of(&shares).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            if stored.bytes() > domain::limits::MAX_SHARES_BYTES {
                 // The project item would pass DynamoDB's 400 KB: refused, nothing written.
-                return Ok(SyncOutcome::TooLarge { bytes });
+                return Ok(SyncOutcome::TooLarge { bytes: stored.bytes() });
             }
-            let union = domain::projects::union_of(&shares);
-            let union_json = serde_json::to_string(&union).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-            let shares_json = serde_json::to_string(&shares).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            let StoredShares { union, union_json, shares_json } = stored;
             let mut vals = values([
                 (":s", s(union_json)),
                 (":ds", s(shares_json)),

@@ -120,13 +120,14 @@ impl SyncSessions for SqliteStore {
         sessions: &[SessionMeta],
     ) -> StoreResult<SyncOutcome> {
         let owner = owner.as_str().to_owned();
+        let project = project.to_string();
         let sessions = sessions.to_vec();
         self.write(move |tx, now| {
             // The same bound as DynamoDB's (one project item): checked before anything is written.
-            let shares = domain::projects::with_device_share(load_shares(tx, &project.to_string())?, device, &sessions);
-            let bytes = domain::projects::shares_size(&shares);
+            let shares = domain::projects::with_device_share(load_shares(tx, &project)?, device, &sessions);
+            let bytes = domain::projects::StoredShares::of(&shares).map_err(|_| corrupt(0, "sessions"))?.bytes();
             if bytes > domain::limits::MAX_SHARES_BYTES {
-                return Ok(match get_project_tx(tx, &owner, &project.to_string())? {
+                return Ok(match get_project_tx(tx, &owner, &project)? {
                     None => SyncOutcome::NotFound,
                     Some(p) if !p.enabled => SyncOutcome::Disabled,
                     Some(_) => SyncOutcome::TooLarge { bytes },
@@ -136,16 +137,16 @@ impl SyncSessions for SqliteStore {
                 .prepare_cached(
                     "UPDATE projects SET last_sync_at = ?1 WHERE project_id = ?2 AND owner = ?3 AND enabled = 1",
                 )?
-                .execute(params![now.as_millis(), project.to_string(), owner])?;
+                .execute(params![now.as_millis(), project, owner])?;
             if enabled == 0 {
-                return Ok(if get_project_tx(tx, &owner, &project.to_string())?.is_some() {
+                return Ok(if get_project_tx(tx, &owner, &project)?.is_some() {
                     SyncOutcome::Disabled
                 } else {
                     SyncOutcome::NotFound
                 });
             }
-            set_device_share_tx(tx, &project.to_string(), &device.to_string(), &sessions)?;
-            let p = get_project_tx(tx, &owner, &project.to_string())?.ok_or_else(missing_target)?;
+            set_device_share_tx(tx, &project, &device.to_string(), &sessions)?;
+            let p = get_project_tx(tx, &owner, &project)?.ok_or_else(missing_target)?;
             Ok(SyncOutcome::Synced(p))
         })
         .await
