@@ -246,62 +246,52 @@ impl ClaimTasks for SqliteStore {
 
 #[async_trait]
 impl RecordArtifacts for SqliteStore {
+    /// The same decision as [`RecordArtifacts::check_artifact`], then the insert, in one
+    /// IMMEDIATE transaction: the caps and the fencing hold at the record.
     async fn record_artifact(&self, owner: &OwnerId, record: &ArtifactRecord) -> StoreResult<ArtifactOutcome> {
-        let owner = owner.clone();
-        let r = record.clone();
+        let (owner, r) = (owner.clone(), record.clone());
         self.write(move |tx, now| {
-            let (link, task) = (r.link_id.to_string(), r.task_id.to_string());
-            let existing: Option<String> = tx
-                .query_row(
-                    "SELECT sha256 FROM artifacts WHERE link_id = ?1 AND task_id = ?2 AND artifact_id = ?3",
-                    [&link, &task, &r.artifact_id],
-                    |row| row.get(0),
-                )
-                .optional()?;
-            let old = get_task_tx(tx, &link, &task)?;
-            let owned = old.as_ref().is_some_and(|t| t.owner == owner);
-            if let Some(sha) = existing.filter(|_| owned) {
-                return Ok(if sha == r.sha256 { ArtifactOutcome::Replayed } else { ArtifactOutcome::DifferentContent });
-            }
-            let holds = old.as_ref().is_some_and(|t| {
-                owned && t.status == TaskStatus::Claimed && t.claim_id == Some(r.claim_id) && now < t.expires_at
-            });
-            if !holds {
-                return Ok(match classify_submit(old.as_ref(), &owner, &r.link_id, &r.claim_id, None, now) {
-                    SubmitOutcome::Rejected(why) => ArtifactOutcome::Rejected(why),
-                    // classify_submit never accepts without a hash; treat anything else as stale.
-                    _ => ArtifactOutcome::Rejected(domain::tasks::SubmitRejection::StaleClaim),
-                });
-            }
-            // The caps are checked in the same IMMEDIATE transaction as the insert.
-            if let Err(cap) = artifact_usage(tx, &link, &task)?.admits(r.size) {
-                return Ok(ArtifactOutcome::OverCap(cap));
-            }
-            tx.prepare_cached("INSERT INTO artifacts (link_id, task_id, artifact_id, claim_id, name, content_type, sha256, size, object_key, created_at) \
-                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)")?.execute(params![link, task, r.artifact_id, r.claim_id.to_string(), r.name, r.content_type, r.sha256, r.size as i64, r.object_key, now.as_millis()],
-            )?;
-            Ok(ArtifactOutcome::Recorded)
+            Ok(match artifact_check_tx(tx, &owner, &r, now)? {
+                ArtifactCheck::Proceed => {
+                    tx.prepare_cached("INSERT INTO artifacts (link_id, task_id, artifact_id, claim_id, name, content_type, sha256, size, object_key, created_at) \
+                         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)")?.execute(params![r.link_id.to_string(), r.task_id.to_string(), r.artifact_id, r.claim_id.to_string(), r.name, r.content_type, r.sha256, r.size as i64, r.object_key, now.as_millis()],
+                    )?;
+                    ArtifactOutcome::Recorded
+                }
+                ArtifactCheck::OverCap(cap) => ArtifactOutcome::OverCap(cap),
+                ArtifactCheck::Replayed => ArtifactOutcome::Replayed,
+                ArtifactCheck::DifferentContent => ArtifactOutcome::DifferentContent,
+                ArtifactCheck::Rejected(why) => ArtifactOutcome::Rejected(why),
+            })
         })
         .await
     }
 
     async fn check_artifact(&self, owner: &OwnerId, record: &ArtifactRecord) -> StoreResult<ArtifactCheck> {
         let (owner, r) = (owner.clone(), record.clone());
-        self.read(move |tx, now| {
-            let (link, task) = (r.link_id.to_string(), r.task_id.to_string());
-            let existing: Option<String> = tx
-                .query_row(
-                    "SELECT sha256 FROM artifacts WHERE link_id = ?1 AND task_id = ?2 AND artifact_id = ?3",
-                    [&link, &task, &r.artifact_id],
-                    |row| row.get(0),
-                )
-                .optional()?;
-            let t = get_task_tx(tx, &link, &task)?;
-            let usage = artifact_usage(tx, &link, &task)?;
-            Ok(check_artifact(existing.as_deref(), t.as_ref(), &owner, &r, now, usage))
-        })
-        .await
+        self.read(move |tx, now| artifact_check_tx(tx, &owner, &r, now)).await
     }
+}
+
+/// Decides an upload of `r` ([`check_artifact`]) from the artifact's record, the task and its
+/// artifacts' usage, read in the caller's transaction.
+fn artifact_check_tx(
+    tx: &rusqlite::Connection,
+    owner: &OwnerId,
+    r: &ArtifactRecord,
+    now: domain::clock::Timestamp,
+) -> rusqlite::Result<ArtifactCheck> {
+    let (link, task) = (r.link_id.to_string(), r.task_id.to_string());
+    let existing: Option<String> = tx
+        .query_row(
+            "SELECT sha256 FROM artifacts WHERE link_id = ?1 AND task_id = ?2 AND artifact_id = ?3",
+            [&link, &task, &r.artifact_id],
+            |row| row.get(0),
+        )
+        .optional()?;
+    let t = get_task_tx(tx, &link, &task)?;
+    let usage = artifact_usage(tx, &link, &task)?;
+    Ok(check_artifact(existing.as_deref(), t.as_ref(), owner, r, now, usage))
 }
 
 /// What the artifacts of `task` of `link` use now.
