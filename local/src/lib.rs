@@ -25,7 +25,7 @@ use std::time::Duration;
 use anyhow::Context;
 use axum::Router;
 use axum::body::Body;
-use axum::extract::State;
+use axum::extract::{ConnectInfo, State};
 use axum::response::IntoResponse;
 use bytes::Bytes;
 use domain::clock::{SharedClock, SystemClock};
@@ -38,7 +38,7 @@ use service::blobs::DirBlobStore;
 use service::events::{Notifier, SystemResolver};
 use service::mcp::{EndpointConfig, InProcess, McpEndpoint, resource_metadata_response};
 use service::oauth::local::{AUTHORIZE_PATH, LocalAuthServer, TOKEN_PATH};
-use service::oauth::{AuthServerConfig, RedirectPolicy, Registrar};
+use service::oauth::{AuthServerConfig, ClientSource, RedirectPolicy, Registrar};
 use service::owner_api::OwnerApi;
 use service::panel::{PanelConfig, SignIn};
 use service::relay_api::RelayApi;
@@ -234,14 +234,15 @@ impl AppState {
             blobs,
             base_url: w.public_url.clone(),
             auth_server,
-            registrar: Registrar {
-                registry: Arc::clone(&w.store),
-                redirects: RedirectPolicy::local(),
-                scopes: ScopeSpelling::local(),
-                clock: w.clock.clone(),
-                per_hour: service::oauth::DEFAULT_REGISTRATIONS_PER_HOUR,
-                cap: service::oauth::DEFAULT_REGISTRATION_CAP,
-            },
+            // The local server sees every token it issues, so never-used registrations can go.
+            registrar: Registrar::new(
+                Arc::clone(&w.store),
+                RedirectPolicy::local(),
+                ScopeSpelling::local(),
+                w.clock.clone(),
+                service::oauth::RegistrationLimits::default(),
+                true,
+            ),
             authorize: LocalAuthServer::new(
                 Arc::clone(&w.store),
                 signer,
@@ -339,7 +340,10 @@ fn serve(
         let shutdown = async move {
             let _ = rx.await;
         };
-        if let Err(e) = axum::serve(listener, app).with_graceful_shutdown(shutdown).await {
+        if let Err(e) = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
+            .with_graceful_shutdown(shutdown)
+            .await
+        {
             tracing::error!(error = %e, "server stopped");
         }
         let _ = notifier_stop.send(());
@@ -431,11 +435,18 @@ async fn as_metadata(State(state): State<Arc<AppState>>, uri: http::Uri) -> axum
     service::oauth::metadata_response(&state.auth_server, &state.base_url, uri.path()).map(Body::from).into_response()
 }
 
-async fn register(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {
+async fn register(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    req: http::Request<Body>,
+) -> axum::response::Response {
     if !state.authorize.host_allowed(req.headers()) {
         return http::StatusCode::MISDIRECTED_REQUEST.into_response();
     }
-    let req = read_body(req, service::oauth::MAX_REGISTRATION_BYTES).await;
+    // The TCP peer: behind a tunnel every registration comes from the tunnel's own address and
+    // shares one per-source limit (the tunnel's forwarding headers could be set by anyone).
+    let mut req = read_body(req, service::oauth::MAX_REGISTRATION_BYTES).await;
+    req.extensions_mut().insert(ClientSource(peer.ip().to_string()));
     state.registrar.handle(req).await.map(Body::from).into_response()
 }
 

@@ -469,7 +469,7 @@ impl Emulator {
         });
         let gw_app = axum::Router::new().fallback(gateway_handler).with_state(emulator.clone());
         tokio::spawn(async move {
-            let _ = axum::serve(nodelay(gw_listener), gw_app).await;
+            let _ = axum::serve(nodelay(gw_listener), gw_app.into_make_service_with_connect_info::<SocketAddr>()).await;
         });
         emulator
     }
@@ -547,6 +547,7 @@ async fn invoke_api(
 /// The API Gateway shim: an HTTP request → a payload-v2 event → the route's function → HTTP.
 async fn gateway_handler(
     State(emu): State<Arc<Emulator>>,
+    axum::extract::ConnectInfo(peer): axum::extract::ConnectInfo<SocketAddr>,
     method: Method,
     uri: axum::http::Uri,
     headers: HeaderMap,
@@ -595,7 +596,7 @@ async fn gateway_handler(
         "requestContext": {
             "accountId": "123456789012", "apiId": "emulated", "domainName": host,
             "domainPrefix": host.split('.').next().unwrap_or_default(),
-            "http": {"method": method.as_str(), "path": path, "protocol": "HTTP/1.1", "sourceIp": "127.0.0.1",
+            "http": {"method": method.as_str(), "path": path, "protocol": "HTTP/1.1", "sourceIp": peer.ip().to_string(),
                      "userAgent": headers.get("user-agent").and_then(|h| h.to_str().ok()).unwrap_or_default()},
             "requestId": uuid::Uuid::new_v4().to_string(), "routeKey": route_key, "stage": "$default",
             "time": "30/Nov/2026:00:00:00 +0000", "timeEpoch": now,
@@ -778,11 +779,13 @@ pub async fn account() -> Option<Account> {
 
 /// A listener whose connections send small writes at once (no Nagle delay): the emulator must
 /// not add the 40 ms a delayed ACK costs to every invocation it measures.
+/// (A named type, so the gateway can take the peer address as `ConnectInfo`.)
 fn nodelay(
     listener: tokio::net::TcpListener,
-) -> impl axum::serve::Listener<Io = tokio::net::TcpStream, Addr = SocketAddr> {
+) -> axum::serve::TapIo<tokio::net::TcpListener, fn(&mut tokio::net::TcpStream)> {
     use axum::serve::ListenerExt;
-    listener.tap_io(|tcp| {
+    fn set(tcp: &mut tokio::net::TcpStream) {
         let _ = tcp.set_nodelay(true);
-    })
+    }
+    listener.tap_io(set as fn(&mut tokio::net::TcpStream))
 }

@@ -12,6 +12,7 @@
 
 pub mod cloud;
 pub mod receiver;
+pub mod registration;
 
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -7,6 +7,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
@@ -293,17 +294,18 @@ async fn registrations_are_checked_and_floods_are_refused() {
     for cb in ["https://claude.ai/api/mcp/auth_callback", "https://chatgpt.com/connector/oauth/abc123"] {
         assert_eq!(c.register(json!({"redirect_uris": [cb]})).await.0, 201, "{cb}");
     }
-    // A flood: new clients stop at the hourly limit; registering an existing one still works.
-    let limit = service::oauth::DEFAULT_REGISTRATIONS_PER_HOUR;
-    let mut statuses = Vec::new();
-    for port in 0..limit + 3 {
-        statuses.push(c.register(json!({"redirect_uris": [format!("http://localhost:{}/cb", 20000 + port)]})).await);
-    }
-    let created = statuses.iter().filter(|(s, _)| *s == 201).count();
-    assert_eq!(created, limit - 2, "two of this hour's registrations were Claude's and ChatGPT's");
-    let (status, err) = statuses.last().unwrap();
-    assert_eq!((*status, err["error"].as_str()), (429, Some("temporarily_unavailable")));
-    assert_eq!(running.store.list_clients().await.unwrap().len(), limit);
+    // A flood from one address stops at its own limit; other addresses keep registering until
+    // the hourly limit; registering an existing client still works after both.
+    let limits = service::oauth::RegistrationLimits::default();
+    let created = foundry_tests::registration::flood_then_others(
+        &format!("{}/register", c.base),
+        limits.per_source,
+        limits.per_hour,
+        2,
+    )
+    .await;
+    assert_eq!(created + 2, limits.per_hour, "two of this hour's registrations were Claude's and ChatGPT's");
+    assert_eq!(running.store.list_clients().await.unwrap().len(), limits.per_hour);
     let (status, _) = c.register(json!({"redirect_uris": ["https://claude.ai/api/mcp/auth_callback"]})).await;
     assert_eq!(status, 201, "reusing a client is not a new registration");
     running.stop().await;
@@ -591,4 +593,105 @@ async fn a_registration_that_is_not_json_is_refused_and_registers_nothing() {
     assert_eq!(status, 201, "the same registration as JSON");
     running.stop().await;
     let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The embedded registry behind a counter of its listings.
+struct CountingRegistry {
+    store: store_sqlite::SqliteStore,
+    listings: std::sync::atomic::AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl RegisterClients for CountingRegistry {
+    async fn list_clients(&self) -> domain::store::StoreResult<Vec<domain::clients::ClientSummary>> {
+        self.listings.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        self.store.list_clients().await
+    }
+    async fn get_client(&self, id: &str) -> domain::store::StoreResult<Option<domain::clients::RegisteredClient>> {
+        self.store.get_client(id).await
+    }
+    async fn create_client(
+        &self,
+        name: &str,
+        uris: &[String],
+        scopes: &[String],
+    ) -> domain::store::StoreResult<domain::clients::RegisteredClient> {
+        self.store.create_client(name, uris, scopes).await
+    }
+    async fn delete_client(&self, id: &str) -> domain::store::StoreResult<()> {
+        self.store.delete_client(id).await
+    }
+    async fn mark_used(&self, id: &str) -> domain::store::StoreResult<()> {
+        self.store.mark_used(id).await
+    }
+    async fn was_used(&self, id: &str) -> domain::store::StoreResult<bool> {
+        self.store.was_used(id).await
+    }
+}
+
+fn registration(port: u16, source: &str) -> http::Request<bytes::Bytes> {
+    let body = json!({"redirect_uris": [format!("http://localhost:{port}/cb")]}).to_string();
+    let mut req = http::Request::post("/register")
+        .header("content-type", "application/json")
+        .body(bytes::Bytes::from(body))
+        .unwrap();
+    req.extensions_mut().insert(service::oauth::ClientSource(source.to_owned()));
+    req
+}
+
+async fn status_and_id(r: &service::oauth::Registrar<CountingRegistry>, port: u16) -> (u16, String) {
+    let res = r.handle(registration(port, "198.51.100.9")).await;
+    let v: Value = serde_json::from_slice(res.body()).unwrap();
+    (res.status().as_u16(), v["client_id"].as_str().unwrap_or_default().to_owned())
+}
+
+/// At the cap, registrations never used and older than two hours make room; used ones stay.
+/// The registry is listed once a minute, not once per registration. The same test with the
+/// sweep off (where nothing records use) shows the cap holding.
+#[tokio::test]
+async fn never_used_registrations_make_room_at_the_cap_and_the_registry_is_not_listed_every_call() {
+    use domain::clock::{ManualClock, SharedClock, Timestamp};
+    use service::oauth::{RedirectPolicy, Registrar, RegistrationLimits};
+    use std::sync::atomic::Ordering::SeqCst;
+    use std::time::Duration;
+    for sweep in [true, false] {
+        // 2026-12-01T10:10:00Z: the hour boundary is 50 minutes away.
+        let clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_796_119_800_000)));
+        let shared: SharedClock = clock.clone();
+        let registry = Arc::new(CountingRegistry {
+            store: store_sqlite::SqliteStore::in_memory(shared.clone(), Default::default()).unwrap(),
+            listings: Default::default(),
+        });
+        let limits = RegistrationLimits { per_hour: 50, per_source: 50, cap: 3 };
+        let r = Registrar::new(
+            Arc::clone(&registry),
+            RedirectPolicy::local(),
+            service::auth::ScopeSpelling::local(),
+            shared,
+            limits,
+            sweep,
+        );
+        let mut ids = Vec::new();
+        for port in 1..=3 {
+            let (status, id) = status_and_id(&r, port).await;
+            assert_eq!(status, 201);
+            ids.push(id);
+        }
+        assert_eq!(registry.listings.load(SeqCst), 1, "three registrations in a minute listed the registry once");
+        registry.mark_used(&ids[0]).await.unwrap();
+        assert_eq!(status_and_id(&r, 4).await.0, 503, "the cap holds while every registration is fresh");
+        clock.advance(Duration::from_secs(3600));
+        assert_eq!(status_and_id(&r, 4).await.0, 503, "an hour old is not yet unused for long");
+        assert_eq!(registry.listings.load(SeqCst), 2, "the listing was read again after its minute");
+        clock.advance(Duration::from_secs(3600));
+        let (status, new) = status_and_id(&r, 4).await;
+        let left: Vec<String> = registry.store.list_clients().await.unwrap().into_iter().map(|c| c.client_id).collect();
+        if sweep {
+            assert_eq!(status, 201, "two never-used registrations made room");
+            assert_eq!(left, vec![ids[0].clone(), new], "the used client stays, the unused ones went");
+        } else {
+            assert_eq!(status, 503, "without a record of use nothing is removed");
+            assert_eq!(left, ids);
+        }
+    }
 }

@@ -7,8 +7,12 @@
 //! reuse, rate limit, cap; `service::oauth`) are written once over [`RegisterClients`].
 //!
 //! Reuse and the limits are read from client *names*: a registration's name is
-//! `dcr-<16 hex of sha256(client name, redirect URIs)>-<UTC hour YYYYMMDDHH>`, so the registry
-//! needs no other state than the clients themselves (Cognito has nothing else to keep it in).
+//! `dcr-<16 hex of sha256(client name, redirect URIs)>-<UTC hour YYYYMMDDHH>-<8 hex of
+//! sha256(source address)>`, so the registry needs no other state than the clients themselves
+//! (Cognito has nothing else to keep it in) to count registrations per hour and per source.
+//! Whether a client was ever used (got a token) is the one fact a name cannot hold: the
+//! registry records it when a token is issued ([`RegisterClients::mark_used`]), so
+//! registrations nobody completed can be removed.
 
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
@@ -56,6 +60,12 @@ pub trait RegisterClients: Send + Sync {
         redirect_uris: &[String],
         scopes: &[String],
     ) -> StoreResult<RegisteredClient>;
+    /// Deletes a client (fine if it is already gone).
+    async fn delete_client(&self, client_id: &str) -> StoreResult<()>;
+    /// Records that `client_id` was issued a token (idempotent).
+    async fn mark_used(&self, client_id: &str) -> StoreResult<()>;
+    /// Whether `client_id` was ever issued a token ([`RegisterClients::mark_used`]).
+    async fn was_used(&self, client_id: &str) -> StoreResult<bool>;
 }
 
 /// What presenting a refresh token did (RFC 9700 §4.14: rotation with reuse detection).
@@ -104,17 +114,41 @@ pub fn hour_of(at: Timestamp) -> String {
     at.rfc3339().chars().take(13).filter(char::is_ascii_digit).collect()
 }
 
-/// The registry name of a registration made at `at`.
-pub fn registry_name(fingerprint: &str, at: Timestamp) -> String {
-    format!("{NAME_PREFIX}{fingerprint}-{}", hour_of(at))
+/// The tag of a source address in registry names: 8 hex of its SHA-256 (the address itself is
+/// not kept in the client's name).
+pub fn source_tag(source: &str) -> String {
+    Sha256::digest(source.as_bytes()).iter().take(4).map(|b| format!("{b:02x}")).collect()
 }
 
-/// The fingerprint and hour of a registry name, if it is a registration's.
-pub fn parse_registry_name(name: &str) -> Option<(&str, &str)> {
+/// The registry name of a registration made at `at` from `source` (an IP address, or empty
+/// when the transport does not say).
+pub fn registry_name(fingerprint: &str, at: Timestamp, source: &str) -> String {
+    format!("{NAME_PREFIX}{fingerprint}-{}-{}", hour_of(at), source_tag(source))
+}
+
+/// A registration's name, read back ([`registry_name`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegistryName<'a> {
+    /// [`fingerprint`] of the client name and redirect URIs.
+    pub fingerprint: &'a str,
+    /// The UTC hour it was made ([`hour_of`]).
+    pub hour: &'a str,
+    /// [`source_tag`] of the address it came from.
+    pub source: &'a str,
+}
+
+/// The parts of a registry name, if it is a registration's.
+pub fn parse_registry_name(name: &str) -> Option<RegistryName<'_>> {
     let rest = name.strip_prefix(NAME_PREFIX)?;
-    let (fp, hour) = rest.split_once('-')?;
+    let mut parts = rest.split('-');
+    let (fingerprint, hour, source) = (parts.next()?, parts.next()?, parts.next()?);
     let hex = |s: &str, n: usize| s.len() == n && s.bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
-    (hex(fp, 16) && hour.len() == 10 && hour.bytes().all(|b| b.is_ascii_digit())).then_some((fp, hour))
+    (parts.next().is_none()
+        && hex(fingerprint, 16)
+        && hex(source, 8)
+        && hour.len() == 10
+        && hour.bytes().all(|b| b.is_ascii_digit()))
+    .then_some(RegistryName { fingerprint, hour, source })
 }
 
 #[cfg(test)]
@@ -144,10 +178,18 @@ mod tests {
     #[test]
     fn names_round_trip_and_others_are_not_registrations() {
         let fp = fingerprint("x", &["https://a/cb".to_owned()]);
-        let name = registry_name(&fp, Timestamp::from_millis(1_796_021_999_000));
-        assert_eq!(parse_registry_name(&name), Some((fp.as_str(), "2026113006")));
+        let name = registry_name(&fp, Timestamp::from_millis(1_796_021_999_000), "203.0.113.7");
+        let tag = source_tag("203.0.113.7");
+        assert_eq!(
+            parse_registry_name(&name),
+            Some(RegistryName { fingerprint: fp.as_str(), hour: "2026113006", source: tag.as_str() })
+        );
+        assert_ne!(source_tag("203.0.113.7"), source_tag("203.0.113.8"));
+        assert!(name.len() <= 128, "Cognito client names are at most 128 characters");
         assert_eq!(parse_registry_name("claude-connector"), None);
-        assert_eq!(parse_registry_name("dcr-nothex-2026113006"), None);
-        assert_eq!(parse_registry_name(&format!("dcr-{fp}-2026")), None);
+        assert_eq!(parse_registry_name(&format!("dcr-nothex-2026113006-{tag}")), None);
+        assert_eq!(parse_registry_name(&format!("dcr-{fp}-2026-{tag}")), None);
+        assert_eq!(parse_registry_name(&format!("dcr-{fp}-2026113006")), None);
+        assert_eq!(parse_registry_name(&format!("{name}-x")), None);
     }
 }

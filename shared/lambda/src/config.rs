@@ -52,6 +52,8 @@ pub const REGISTER_COGNITO_ACTIONS: &[&str] =
 pub const ALLOWED_REDIRECT_HOSTS: &str = "ALLOWED_REDIRECT_HOSTS";
 /// Optional: new app clients per UTC hour (default 20).
 pub const REGISTRATIONS_PER_HOUR: &str = "REGISTRATIONS_PER_HOUR";
+/// Optional: new app clients per UTC hour from one source address (default 5).
+pub const REGISTRATIONS_PER_SOURCE: &str = "REGISTRATIONS_PER_SOURCE";
 /// Optional: most dynamically registered app clients (default 200).
 pub const REGISTRATION_CAP: &str = "REGISTRATION_CAP";
 /// Optional: more accepted `Host` values (custom domains), comma-separated. The host of
@@ -342,10 +344,8 @@ pub struct RegisterConfig {
     pub scope_prefix: String,
     /// Extra redirect hosts.
     pub extra_redirect_hosts: Vec<String>,
-    /// New clients per UTC hour.
-    pub per_hour: usize,
-    /// Most registered clients.
-    pub cap: usize,
+    /// New clients per hour, per source, and in all.
+    pub limits: service::oauth::RegistrationLimits,
 }
 
 impl RegisterConfig {
@@ -361,9 +361,12 @@ impl RegisterConfig {
             .optional(ALLOWED_REDIRECT_HOSTS)
             .map(|v| list(&v).into_iter().map(|h| h.to_ascii_lowercase()).collect())
             .unwrap_or_default();
-        let per_hour = r.count(REGISTRATIONS_PER_HOUR, service::oauth::DEFAULT_REGISTRATIONS_PER_HOUR);
-        let cap = r.count(REGISTRATION_CAP, service::oauth::DEFAULT_REGISTRATION_CAP);
-        r.finish(Self { user_pool_id, scope_prefix, extra_redirect_hosts, per_hour, cap })
+        let limits = service::oauth::RegistrationLimits {
+            per_hour: r.count(REGISTRATIONS_PER_HOUR, service::oauth::DEFAULT_REGISTRATIONS_PER_HOUR),
+            per_source: r.count(REGISTRATIONS_PER_SOURCE, service::oauth::DEFAULT_REGISTRATIONS_PER_SOURCE),
+            cap: r.count(REGISTRATION_CAP, service::oauth::DEFAULT_REGISTRATION_CAP),
+        };
+        r.finish(Self { user_pool_id, scope_prefix, extra_redirect_hosts, limits })
     }
 }
 

@@ -9,6 +9,7 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 use aws_sdk_cognitoidentityprovider::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
+use aws_sdk_cognitoidentityprovider::operation::delete_user_pool_client::DeleteUserPoolClientError;
 use aws_sdk_cognitoidentityprovider::operation::describe_user_pool_client::DescribeUserPoolClientError;
 use aws_sdk_cognitoidentityprovider::types::{
     ExplicitAuthFlowsType, FeatureType, OAuthFlowType, PreventUserExistenceErrorTypes, RefreshTokenRotationType,
@@ -17,8 +18,10 @@ use aws_sdk_cognitoidentityprovider::types::{
 use domain::clients::{ClientSummary, RegisterClients, RegisteredClient};
 use domain::clock::{SharedClock, SystemClock};
 use domain::store::{StoreError, StoreResult};
+use lambda_http::RequestExt;
+use lambda_http::request::RequestContext;
 use service::auth::ScopeSpelling;
-use service::oauth::{RedirectPolicy, Registrar};
+use service::oauth::{ClientSource, RedirectPolicy, Registrar};
 
 use crate::config::RegisterConfig;
 use crate::http_glue::{http_request, lambda_response};
@@ -157,6 +160,30 @@ impl RegisterClients for CognitoClients {
             scopes: scopes.to_vec(),
         })
     }
+
+    async fn delete_client(&self, client_id: &str) -> StoreResult<()> {
+        match self.client.delete_user_pool_client().user_pool_id(&self.pool).client_id(client_id).send().await {
+            Ok(_) => Ok(()),
+            Err(SdkError::ServiceError(se))
+                if matches!(se.err(), DeleteUserPoolClientError::ResourceNotFoundException(_)) =>
+            {
+                Ok(())
+            }
+            Err(e) => Err(sdk(e)),
+        }
+    }
+
+    /// Cognito keeps no record of a client's use, and its token endpoint is called by the
+    /// clients directly: nothing here sees a token being issued.
+    async fn mark_used(&self, _client_id: &str) -> StoreResult<()> {
+        Ok(())
+    }
+
+    /// Every client counts as used (see [`CognitoClients::mark_used`]), so the registrar is
+    /// built without its sweep and no client is ever removed as unused.
+    async fn was_used(&self, _client_id: &str) -> StoreResult<bool> {
+        Ok(true)
+    }
 }
 
 /// Runs the `register_client` function until the runtime stops it.
@@ -168,17 +195,31 @@ pub async fn run() -> Result<(), Error> {
     let config = RegisterConfig::from_env(env)?;
     let aws = aws_config().await;
     let clock: SharedClock = Arc::new(SystemClock);
-    let registrar = Arc::new(Registrar {
-        registry: Arc::new(CognitoClients::new(&aws, &config.user_pool_id)),
-        redirects: RedirectPolicy::cloud(config.extra_redirect_hosts.clone()),
-        scopes: ScopeSpelling::with_prefix(&config.scope_prefix),
+    let registrar = Arc::new(Registrar::new(
+        Arc::new(CognitoClients::new(&aws, &config.user_pool_id)),
+        RedirectPolicy::cloud(config.extra_redirect_hosts.clone()),
+        ScopeSpelling::with_prefix(&config.scope_prefix),
         clock,
-        per_hour: config.per_hour,
-        cap: config.cap,
-    });
+        config.limits,
+        false,
+    ));
     lambda_http::run(lambda_http::service_fn(move |req: lambda_http::Request| {
         let registrar = Arc::clone(&registrar);
-        async move { Ok::<_, Error>(lambda_response(registrar.handle(http_request(req)).await)) }
+        async move {
+            let source = source_ip(&req);
+            let mut req = http_request(req);
+            req.extensions_mut().insert(ClientSource(source));
+            Ok::<_, Error>(lambda_response(registrar.handle(req).await))
+        }
     }))
     .await
+}
+
+/// The caller's address as API Gateway saw it (`requestContext.http.sourceIp`: the TCP peer,
+/// not a header the caller could set).
+fn source_ip(req: &lambda_http::Request) -> String {
+    match req.request_context_ref() {
+        Some(RequestContext::ApiGatewayV2(c)) => c.http.source_ip.clone().unwrap_or_default(),
+        _ => String::new(),
+    }
 }

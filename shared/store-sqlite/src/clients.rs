@@ -59,6 +59,35 @@ impl RegisterClients for SqliteStore {
         .await?;
         Ok(client)
     }
+
+    async fn delete_client(&self, client_id: &str) -> StoreResult<()> {
+        let id = client_id.to_owned();
+        self.write(move |tx, _| {
+            tx.prepare_cached("DELETE FROM oauth_clients WHERE client_id = ?1")?.execute([id]).map(drop)
+        })
+        .await
+    }
+
+    async fn mark_used(&self, client_id: &str) -> StoreResult<()> {
+        let id = client_id.to_owned();
+        self.write(move |tx, now| {
+            tx.prepare_cached("UPDATE oauth_clients SET used_at = ?2 WHERE client_id = ?1 AND used_at IS NULL")?
+                .execute(params![id, now.as_millis()])
+                .map(drop)
+        })
+        .await
+    }
+
+    async fn was_used(&self, client_id: &str) -> StoreResult<bool> {
+        let id = client_id.to_owned();
+        self.read(move |tx, _| {
+            tx.prepare_cached("SELECT used_at IS NOT NULL FROM oauth_clients WHERE client_id = ?1")?
+                .query_row([id], |r| r.get::<_, bool>(0))
+                .optional()
+                .map(|u| u.unwrap_or(false))
+        })
+        .await
+    }
 }
 
 #[async_trait]

@@ -9,7 +9,13 @@ use rusqlite::{Connection, TransactionBehavior};
 /// Version 1 is the layout the first builds wrote without a version number; its statements
 /// use `IF NOT EXISTS`, so such a database (version 0 with tables) is adopted as it is.
 pub(crate) const MIGRATIONS: &[&str] =
-    &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7, SCHEMA_V8];
+    &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7, SCHEMA_V8, SCHEMA_V9];
+
+/// Version 9: registered clients remember when they were first issued a token, so
+/// registrations nobody completed can be removed.
+pub(crate) const SCHEMA_V9: &str = r"
+ALTER TABLE oauth_clients ADD COLUMN used_at INTEGER;
+";
 
 /// Version 8: refresh-token families of the local authorization server (rotation with reuse
 /// detection: the current token of each family, and whether it is revoked).

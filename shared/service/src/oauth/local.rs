@@ -29,7 +29,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::oauth_error;
+use super::{lock, oauth_error};
 use crate::auth::{Claims, Grant, Hs256Signer};
 use crate::tools::{SCOPE_OWNER, SCOPE_READ, SCOPE_RUN};
 
@@ -328,6 +328,10 @@ impl<R: RegisterClients + RefreshTokens + ?Sized> LocalAuthServer<R> {
                     tracing::error!(error = %domain::errors::ErrorChain(&e), "starting a refresh-token family");
                     return oauth_error(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable", "retry later");
                 }
+                if let Err(e) = self.registry.mark_used(client_id).await {
+                    tracing::error!(error = %domain::errors::ErrorChain(&e), "recording a client's use");
+                    return oauth_error(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable", "retry later");
+                }
                 self.issue(client_id, &p.scopes, &format!("{family}.{token}"))
             }
             Some("refresh_token") => {
@@ -507,10 +511,6 @@ fn valid_verifier(v: &str) -> bool {
 
 fn form(body: &[u8]) -> HashMap<String, String> {
     url::form_urlencoded::parse(body).into_owned().collect()
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// Inserts after dropping expired entries — never a live one: `false` (nothing inserted) when

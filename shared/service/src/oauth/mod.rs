@@ -14,17 +14,20 @@
 //! 4. a `registration_endpoint` ([`Registrar`], RFC 7591): the client registers its redirect
 //!    URIs — checked against a [`RedirectPolicy`] — and gets a public `client_id` (a Cognito
 //!    app client in the cloud), reused when the same client registers again, created at most
-//!    [`Registrar::per_hour`] times an hour and [`Registrar::cap`] times in all;
+//!    [`RegistrationLimits`] times an hour from one address, from everywhere, and in all;
 //! 5. then authorization code + PKCE at those endpoints, and `tools/list` with the token.
 
 pub mod local;
 
 use std::collections::BTreeSet;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
-use domain::clients::{RegisterClients, RegisteredClient, fingerprint, hour_of, parse_registry_name, registry_name};
-use domain::clock::SharedClock;
+use domain::clients::{
+    ClientSummary, RegisterClients, RegisteredClient, RegistryName, fingerprint, hour_of, parse_registry_name,
+    registry_name, source_tag,
+};
+use domain::clock::{SharedClock, Timestamp};
 use http::{HeaderValue, Method, StatusCode, header};
 use serde_json::{Value, json};
 
@@ -47,6 +50,8 @@ pub const MAX_REDIRECT_URI_CHARS: usize = 2000;
 pub const MAX_CLIENT_NAME_CHARS: usize = 200;
 /// Default registrations per UTC hour (new clients; reusing one is not counted).
 pub const DEFAULT_REGISTRATIONS_PER_HOUR: usize = 20;
+/// Default registrations per UTC hour from one source address.
+pub const DEFAULT_REGISTRATIONS_PER_SOURCE: usize = 5;
 /// Default most dynamically registered clients in all.
 pub const DEFAULT_REGISTRATION_CAP: usize = 200;
 
@@ -328,31 +333,89 @@ pub fn validate_registration(body: &[u8], policy: &RedirectPolicy) -> Result<Reg
     Ok(Registration { client_name, redirect_uris })
 }
 
-/// Dynamic client registration (RFC 7591) over any [`RegisterClients`] registry.
-pub struct Registrar<R: ?Sized> {
-    /// Where clients are kept.
-    pub registry: Arc<R>,
-    /// Which redirect URIs are allowed.
-    pub redirects: RedirectPolicy,
-    /// The scope spelling registered clients get (read and run, never owner).
-    pub scopes: ScopeSpelling,
-    /// "Now", for the hourly window.
-    pub clock: SharedClock,
-    /// New clients per UTC hour.
+/// Where a registration came from: the client's IP address as the transport saw it (API
+/// Gateway's `sourceIp`, the local server's peer address), put into the request's extensions.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClientSource(pub String);
+
+/// How many registrations [`Registrar`] accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegistrationLimits {
+    /// New clients per UTC hour, from everywhere.
     pub per_hour: usize,
-    /// Most dynamically registered clients in all.
+    /// New clients per UTC hour from one source address.
+    pub per_source: usize,
+    /// Most dynamically registered clients in all (unused old ones are removed to make room).
     pub cap: usize,
 }
 
+impl Default for RegistrationLimits {
+    fn default() -> Self {
+        Self {
+            per_hour: DEFAULT_REGISTRATIONS_PER_HOUR,
+            per_source: DEFAULT_REGISTRATIONS_PER_SOURCE,
+            cap: DEFAULT_REGISTRATION_CAP,
+        }
+    }
+}
+
+/// How long the registry's listing is reused before it is read again.
+pub const LISTING_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+/// A registration never used this long after its hour began may be removed to make room.
+pub const UNUSED_CLIENT_AGE: std::time::Duration = std::time::Duration::from_secs(2 * 3600);
+
+/// Dynamic client registration (RFC 7591) over any [`RegisterClients`] registry.
+pub struct Registrar<R: ?Sized> {
+    registry: Arc<R>,
+    redirects: RedirectPolicy,
+    scopes: ScopeSpelling,
+    clock: SharedClock,
+    limits: RegistrationLimits,
+    /// Removes never-used old registrations when the cap is reached (off where nothing records
+    /// use, which would make every client look unused).
+    sweep: bool,
+    /// The registry's listing and when it was read, kept up to date with this instance's own
+    /// creations and deletions.
+    listing: Mutex<Option<(Timestamp, Vec<ClientSummary>)>>,
+    /// Clients known to have been used (use is never undone).
+    used: Mutex<BTreeSet<String>>,
+}
+
 impl<R: RegisterClients + ?Sized> Registrar<R> {
+    /// A registrar over `registry`. `sweep`: whether the registry records use
+    /// ([`RegisterClients::mark_used`]), so that never-used registrations may be removed.
+    pub fn new(
+        registry: Arc<R>,
+        redirects: RedirectPolicy,
+        scopes: ScopeSpelling,
+        clock: SharedClock,
+        limits: RegistrationLimits,
+        sweep: bool,
+    ) -> Self {
+        Self {
+            registry,
+            redirects,
+            scopes,
+            clock,
+            limits,
+            sweep,
+            listing: Mutex::new(None),
+            used: Mutex::new(BTreeSet::new()),
+        }
+    }
+
     /// Answers `POST /register`.
     ///
     /// The same `client_name` and redirect URIs get the client created the first time (found
     /// by the name's fingerprint, its redirect URIs compared). Otherwise a new client, unless
-    /// this hour's registrations or all registrations reached their limit (`429` / `503`,
-    /// `temporarily_unavailable`). Limits are counted from the registry's names, so two
-    /// registrations racing past the same count can both succeed: the limits are a brake on
-    /// floods (overshoot bounded by concurrent requests), not an exact quota.
+    /// this hour's registrations from this source ([`ClientSource`]) or from everywhere, or all
+    /// registrations, reached their limit (`429` / `503`, `temporarily_unavailable`); at the
+    /// cap, registrations never used and older than [`UNUSED_CLIENT_AGE`] are removed first.
+    /// Limits are counted from the registry's names (listed at most once per [`LISTING_TTL`]
+    /// per instance), so registrations racing, or arriving at another instance, can overshoot:
+    /// the limits are a brake on floods, not an exact quota. A flood from one address is
+    /// refused by its own limit long before it reaches the hourly one, so other clients keep
+    /// registering.
     pub async fn handle(&self, req: http::Request<Bytes>) -> http::Response<Bytes> {
         if req.method() != Method::POST {
             let mut r = oauth_error(StatusCode::METHOD_NOT_ALLOWED, "invalid_request", "use POST");
@@ -384,18 +447,23 @@ impl<R: RegisterClients + ?Sized> Registrar<R> {
             Ok(r) => r,
             Err(e) => return oauth_error(StatusCode::BAD_REQUEST, e.code, &e.description),
         };
-        match self.register(&reg).await {
+        let source = req.extensions().get::<ClientSource>().map(|s| s.0.as_str()).unwrap_or_default();
+        match self.register(&reg, source).await {
             Ok(client) => {
                 let mut r = json_response(StatusCode::CREATED, &self.client_document(&reg, &client));
                 r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
                 r
             }
-            Err(Refusal::Hourly) => {
-                let mut r = oauth_error(
-                    StatusCode::TOO_MANY_REQUESTS,
-                    "temporarily_unavailable",
-                    &format!("too many new clients this hour (at most {}); retry later", self.per_hour),
-                );
+            Err(refusal @ (Refusal::Hourly | Refusal::Source)) => {
+                let description = if matches!(refusal, Refusal::Source) {
+                    format!(
+                        "too many new clients from this address this hour (at most {}); retry later",
+                        self.limits.per_source
+                    )
+                } else {
+                    format!("too many new clients this hour (at most {}); retry later", self.limits.per_hour)
+                };
+                let mut r = oauth_error(StatusCode::TOO_MANY_REQUESTS, "temporarily_unavailable", &description);
                 let now = self.clock.now().as_epoch_seconds();
                 let to_next_hour = 3600 - now.rem_euclid(3600);
                 if let Ok(v) = HeaderValue::from_str(&to_next_hour.to_string()) {
@@ -408,7 +476,7 @@ impl<R: RegisterClients + ?Sized> Registrar<R> {
                 "temporarily_unavailable",
                 &format!(
                     "this server has {} registered clients, its limit; its owner can remove unused ones",
-                    self.cap
+                    self.limits.cap
                 ),
             ),
             Err(Refusal::Store(e)) => {
@@ -418,31 +486,89 @@ impl<R: RegisterClients + ?Sized> Registrar<R> {
         }
     }
 
-    async fn register(&self, reg: &Registration) -> Result<RegisteredClient, Refusal> {
-        let fp = fingerprint(&reg.client_name, &reg.redirect_uris);
+    /// The registry's clients, from the listing read at most [`LISTING_TTL`] ago.
+    async fn listing(&self) -> Result<Vec<ClientSummary>, Refusal> {
+        let now = self.clock.now();
+        if let Some((at, clients)) = lock(&self.listing).as_ref()
+            && now.since(*at) < LISTING_TTL
+        {
+            return Ok(clients.clone());
+        }
         let clients = self.registry.list_clients().await.map_err(Refusal::Store)?;
-        let registered: Vec<(&str, &str, &str)> = clients
-            .iter()
-            .filter_map(|c| parse_registry_name(&c.name).map(|(f, h)| (c.client_id.as_str(), f, h)))
-            .collect();
+        *lock(&self.listing) = Some((now, clients.clone()));
+        Ok(clients)
+    }
+
+    fn remember(&self, change: impl FnOnce(&mut Vec<ClientSummary>)) {
+        if let Some((_, clients)) = lock(&self.listing).as_mut() {
+            change(clients);
+        }
+    }
+
+    async fn register(&self, reg: &Registration, source: &str) -> Result<RegisteredClient, Refusal> {
+        let fp = fingerprint(&reg.client_name, &reg.redirect_uris);
+        let clients = self.listing().await?;
+        let mut registered: Vec<(&str, RegistryName<'_>)> =
+            clients.iter().filter_map(|c| parse_registry_name(&c.name).map(|n| (c.client_id.as_str(), n))).collect();
         let wanted: BTreeSet<&String> = reg.redirect_uris.iter().collect();
-        for (id, _, _) in registered.iter().filter(|(_, f, _)| *f == fp) {
+        for (id, _) in registered.iter().filter(|(_, n)| n.fingerprint == fp) {
             if let Some(c) = self.registry.get_client(id).await.map_err(Refusal::Store)?
                 && c.redirect_uris.iter().collect::<BTreeSet<_>>() == wanted
             {
                 return Ok(c);
             }
         }
-        if registered.len() >= self.cap {
-            return Err(Refusal::Cap);
-        }
         let now = self.clock.now();
         let hour = hour_of(now);
-        if registered.iter().filter(|(_, _, h)| *h == hour).count() >= self.per_hour {
+        let tag = source_tag(source);
+        if registered.iter().filter(|(_, n)| n.hour == hour && n.source == tag).count() >= self.limits.per_source {
+            return Err(Refusal::Source);
+        }
+        if registered.iter().filter(|(_, n)| n.hour == hour).count() >= self.limits.per_hour {
             return Err(Refusal::Hourly);
         }
+        if registered.len() >= self.limits.cap {
+            let removed = self.sweep(&registered).await?;
+            registered.retain(|(id, _)| !removed.contains(*id));
+            if registered.len() >= self.limits.cap {
+                return Err(Refusal::Cap);
+            }
+        }
         let scopes = [self.scopes.spell(SCOPE_READ), self.scopes.spell(SCOPE_RUN)];
-        self.registry.create_client(&registry_name(&fp, now), &reg.redirect_uris, &scopes).await.map_err(Refusal::Store)
+        let client = self
+            .registry
+            .create_client(&registry_name(&fp, now, source), &reg.redirect_uris, &scopes)
+            .await
+            .map_err(Refusal::Store)?;
+        let summary = ClientSummary { client_id: client.client_id.clone(), name: client.name.clone() };
+        self.remember(|clients| clients.push(summary));
+        Ok(client)
+    }
+
+    /// Removes the registrations older than [`UNUSED_CLIENT_AGE`] that were never used; the
+    /// ids removed.
+    async fn sweep(&self, registered: &[(&str, RegistryName<'_>)]) -> Result<BTreeSet<String>, Refusal> {
+        let mut removed = BTreeSet::new();
+        if !self.sweep {
+            return Ok(removed);
+        }
+        // Hours compare as strings (`YYYYMMDDHH`); an hour at or before this one began at
+        // least UNUSED_CLIENT_AGE ago.
+        let old = hour_of(self.clock.now().minus(UNUSED_CLIENT_AGE));
+        for (id, n) in registered.iter().filter(|(_, n)| n.hour <= old.as_str()) {
+            if lock(&self.used).contains(*id) {
+                continue;
+            }
+            if self.registry.was_used(id).await.map_err(Refusal::Store)? {
+                lock(&self.used).insert((*id).to_owned());
+                continue;
+            }
+            self.registry.delete_client(id).await.map_err(Refusal::Store)?;
+            tracing::info!(client_id = id, hour = n.hour, "removed a registration that was never used");
+            removed.insert((*id).to_owned());
+        }
+        self.remember(|clients| clients.retain(|c| !removed.contains(&c.client_id)));
+        Ok(removed)
     }
 
     fn client_document(&self, reg: &Registration, c: &RegisteredClient) -> Value {
@@ -458,8 +584,13 @@ impl<R: RegisterClients + ?Sized> Registrar<R> {
     }
 }
 
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 enum Refusal {
     Hourly,
+    Source,
     Cap,
     Store(domain::store::StoreError),
 }
