@@ -241,7 +241,7 @@ impl AppState {
                 ScopeSpelling::local(),
                 w.clock.clone(),
                 service::oauth::RegistrationLimits::default(),
-                true,
+                Some(Arc::clone(&w.store) as Arc<dyn domain::clients::ClientUse>),
             ),
             authorize: LocalAuthServer::new(
                 Arc::clone(&w.store),
@@ -355,7 +355,7 @@ fn serve(
 fn router(state: Arc<AppState>) -> Router {
     use axum::routing::{any, get};
     use service::mcp::RESOURCE_METADATA_PATH;
-    use service::oauth::{AS_METADATA_PATH, OPENID_CONFIGURATION_PATH, REGISTER_PATH};
+    use service::oauth::{AS_METADATA_PATH, REGISTER_PATH};
     let relay_api = format!("{}/{{*rest}}", domain::relay::PREFIX);
     let owner_api = format!("{}/{{*rest}}", service::owner_api::PREFIX);
     let panel_pages = format!("{}/{{*rest}}", service::panel::PATH);
@@ -365,7 +365,6 @@ fn router(state: Arc<AppState>) -> Router {
         .route(RESOURCE_METADATA_PATH, get(metadata))
         .route(&format!("{RESOURCE_METADATA_PATH}{MCP_PATH}"), get(metadata))
         .route(AS_METADATA_PATH, get(as_metadata))
-        .route(OPENID_CONFIGURATION_PATH, get(as_metadata))
         .route(REGISTER_PATH, any(register))
         .route(AUTHORIZE_PATH, any(oauth))
         .route(TOKEN_PATH, any(oauth))
@@ -431,8 +430,8 @@ async fn metadata(State(state): State<Arc<AppState>>, headers: http::HeaderMap) 
     resource_metadata_response(state.endpoint.config(), &headers).map(Body::from).into_response()
 }
 
-async fn as_metadata(State(state): State<Arc<AppState>>, uri: http::Uri) -> axum::response::Response {
-    service::oauth::metadata_response(&state.auth_server, &state.base_url, uri.path()).map(Body::from).into_response()
+async fn as_metadata(State(state): State<Arc<AppState>>) -> axum::response::Response {
+    service::oauth::metadata_response(&state.auth_server, &state.base_url).map(Body::from).into_response()
 }
 
 async fn register(

@@ -3,11 +3,17 @@ own OAuth client (1.x or 2.x): discovery (401 → protected-resource metadata �
 metadata), dynamic client registration, authorization code + PKCE, the token exchange — then
 tools/list and a tool call with the token it got.
 
-Run by tests/tests/oauth_local.rs against the local server, which passes FC_URL (the MCP URL) and
-FC_LINK (the demo chat link). The person's part is scripted: the consent page is fetched as a
-browser would and its Allow button submitted; the redirect back to the client is read from the
-303 (nothing listens on the redirect URI). Prints one JSON line with what happened; exits non-zero
-on the first failed check.
+Run by tests/tests/oauth_local.rs against the local server, which passes FC_URL (the MCP URL),
+FC_LINK (the demo chat link) and FC_OWNER_TOKEN. The person's part is scripted: the consent page is
+fetched as a browser would and its Allow button submitted; the redirect back to the client is read
+from the 303 (nothing listens on the redirect URI).
+
+Run by tests/tests/cloud_connect.rs against the cloud shape with FC_FLOW=cognito: the stack's
+/authorize redirects to Cognito's hosted page (emulated; it signs the owner in at once), which
+redirects back with the code. FC_REDIRECT overrides the redirect URI (Cognito allows plain http only
+for localhost). Without FC_LINK the tool call is list_graph_sessions.
+
+Prints one JSON line with what happened; exits non-zero on the first failed check.
 """
 
 import asyncio
@@ -22,8 +28,9 @@ from importlib.metadata import version
 
 MAJOR = int(version("mcp").split(".")[0])
 URL = os.environ["FC_URL"]
-LINK = os.environ["FC_LINK"]
-REDIRECT = "http://127.0.0.1:49151/callback"
+LINK = os.environ.get("FC_LINK")
+FLOW = os.environ.get("FC_FLOW", "consent")
+REDIRECT = os.environ.get("FC_REDIRECT", "http://127.0.0.1:49151/callback")
 seen = {}
 
 
@@ -89,6 +96,21 @@ def click_allow(authorize_url):
     check(False, "Allow did not redirect")
 
 
+def follow_sign_in(authorize_url):
+    """The cloud: the stack's /authorize answers 302 to Cognito's hosted page, which (emulated,
+    the owner signed in) answers 302 back to the client. Returns that last redirect target."""
+    url = authorize_url
+    for hop in range(2):
+        try:
+            urllib.request.build_opener(NoRedirect).open(url)
+            check(False, f"hop {hop}: {url} did not redirect")
+        except urllib.error.HTTPError as e:
+            check(e.code in (302, 303), f"hop {hop}: {url} answered {e.code}: {e.read()[:300]!r}")
+            url = e.headers["Location"]
+            seen.setdefault("hops", []).append(url.split("?")[0])
+    return url
+
+
 answer = {}
 
 
@@ -97,7 +119,8 @@ async def redirect_handler(authorize_url):
     seen["code_challenge_method"] = q.get("code_challenge_method", [None])[0]
     seen["resource"] = q.get("resource", [None])[0]
     seen["scope"] = q.get("scope", [None])[0]
-    location = await asyncio.to_thread(click_allow, authorize_url)
+    sign_in = follow_sign_in if FLOW == "cognito" else click_allow
+    location = await asyncio.to_thread(sign_in, authorize_url)
     back = urllib.parse.parse_qs(urllib.parse.urlparse(location).query)
     check(location.startswith(REDIRECT), f"sent back to the registered redirect, got {location}")
     check("code" in back, f"a code came back: {location}")
@@ -115,14 +138,20 @@ async def callback_handler():
 async def exercise(session, storage):
     tools = await session.list_tools()
     names = {t.name for t in tools.tools}
-    result = await session.call_tool("list_linked_chat_tasks", {"chat_link_id": LINK})
-    data = getattr(result, "structured_content", None) or getattr(result, "structuredContent", None)
-    check(data is not None and "tasks" in data, f"list_linked_chat_tasks answered: {result}")
+    tasks = None
+    if LINK:
+        result = await session.call_tool("list_linked_chat_tasks", {"chat_link_id": LINK})
+        data = getattr(result, "structured_content", None) or getattr(result, "structuredContent", None)
+        check(data is not None and "tasks" in data, f"list_linked_chat_tasks answered: {result}")
+        tasks = len(data["tasks"])
+    else:
+        result = await session.call_tool("list_graph_sessions", {"project_id": "0190f0e2-7a3c-7cc4-8f0e-1a2b3c4d5e6f"})
+        check(result.content and result.content[0].text, f"list_graph_sessions answered: {result}")
     client = storage.client
     print(json.dumps({
         "sdk": version("mcp"),
         "tools": len(names),
-        "tasks": len(data["tasks"]),
+        "tasks": tasks,
         "client_id": client.client_id,
         "redirect_uri": str(client.redirect_uris[0]),
         **seen,

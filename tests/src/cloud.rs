@@ -43,6 +43,8 @@ pub struct Resources {
     pub clients: BTreeMap<String, String>,
     /// The JWKS URL served on 127.0.0.1 (replaces Cognito's).
     pub jwks_url: String,
+    /// Cognito's hosted domain, emulated on 127.0.0.1 ([`crate::hosted_ui`]).
+    pub hosted_url: String,
 }
 
 /// The stack name functions are named after.
@@ -160,6 +162,9 @@ impl Template {
         let jwks = "https://cognito-idp.${AWS::Region}.amazonaws.com/${UserPool}/.well-known/jwks.json";
         if s == jwks {
             return r.jwks_url.clone();
+        }
+        if s == "https://${AuthDomainPrefix}.auth.${AWS::Region}.amazoncognito.com" {
+            return r.hosted_url.clone();
         }
         let s = s.replace(own, gateway);
         let mut out = String::new();
@@ -701,6 +706,8 @@ pub struct Account {
     pub base_env: Vec<(String, String)>,
     /// SDK configuration for the test's own calls.
     pub aws: aws_config::SdkConfig,
+    /// The emulated hosted sign-in domain, and what it was asked.
+    pub hosted_ui: std::sync::Arc<crate::hosted_ui::HostedUi>,
 }
 
 /// See [`Account`].
@@ -742,7 +749,10 @@ pub async fn account() -> Option<Account> {
         .await
         .clone();
     let jwks = fixture("rs256-test-jwks.json");
-    let app = axum::Router::new().route("/jwks.json", axum::routing::get(move || async move { jwks }));
+    let hosted_ui = crate::hosted_ui::HostedUi::new(cognito.clone(), &pool);
+    let app = axum::Router::new()
+        .route("/jwks.json", axum::routing::get(move || async move { jwks }))
+        .merge(hosted_ui.router());
     let (listener, addr) = bind().await;
     tokio::spawn(async move {
         let _ = axum::serve(nodelay(listener), app).await;
@@ -762,6 +772,7 @@ pub async fn account() -> Option<Account> {
         user_pool: pool,
         clients,
         jwks_url: format!("http://{addr}/jwks.json"),
+        hosted_url: format!("http://{addr}"),
     };
     let var = |k: &str| std::env::var(k).unwrap_or_default();
     // What the Lambda service gives every function, the emulated endpoint, and one test-only
@@ -774,7 +785,7 @@ pub async fn account() -> Option<Account> {
         ("AWS_REGION".to_owned(), REGION.to_owned()),
         (lambda::config::ALLOW_LOOPBACK_WEBHOOKS.to_owned(), "true".to_owned()),
     ];
-    Some(Account { resources, base_env, aws })
+    Some(Account { resources, base_env, aws, hosted_ui })
 }
 
 /// A listener whose connections send small writes at once (no Nagle delay): the emulator must

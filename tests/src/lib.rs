@@ -11,6 +11,7 @@
 //! Without it the DynamoDB half skips loudly, except under `CI=true`, where it fails.
 
 pub mod cloud;
+pub mod hosted_ui;
 pub mod receiver;
 pub mod registration;
 

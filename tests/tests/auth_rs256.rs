@@ -295,8 +295,8 @@ async fn the_mcp_lambda_router_answers_http_api_events() {
             .await;
     assert_eq!(res.status(), 401, "an owner token reached the MCP endpoint");
     assert!(res.headers()["www-authenticate"].to_str().unwrap().contains("invalid_token"));
-    // The stack's own authorization-server metadata, at both discovery locations.
-    for path in ["/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"] {
+    // The stack's own authorization-server metadata (RFC 8414), naming its own facade.
+    for path in ["/.well-known/oauth-authorization-server"] {
         let mut m = meta.clone();
         m["rawPath"] = serde_json::json!(path);
         m["requestContext"]["http"]["path"] = serde_json::json!(path);
@@ -306,6 +306,8 @@ async fn the_mcp_lambda_router_answers_http_api_events() {
         let doc: serde_json::Value = serde_json::from_slice(res.body().as_ref()).unwrap();
         assert_eq!(doc["issuer"], "https://abc.execute-api.eu-west-1.amazonaws.com", "{path}");
         assert_eq!(doc["code_challenge_methods_supported"], serde_json::json!(["S256"]));
-        assert_eq!(doc["authorization_endpoint"], "https://fc.auth.eu-west-1.amazoncognito.com/oauth2/authorize");
+        assert_eq!(doc["authorization_endpoint"], "https://abc.execute-api.eu-west-1.amazonaws.com/authorize");
+        assert_eq!(doc["token_endpoint"], "https://abc.execute-api.eu-west-1.amazonaws.com/token");
+        assert_eq!(doc["revocation_endpoint"], "https://fc.auth.eu-west-1.amazoncognito.com/oauth2/revoke");
     }
 }

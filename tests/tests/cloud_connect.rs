@@ -76,14 +76,18 @@ async fn claude_and_chatgpt_connect_with_only_the_connector_url() {
     let as_base = prm["authorization_servers"][0].as_str().unwrap().to_owned();
     assert_eq!(format!("{as_base}/.well-known/oauth-authorization-server"), out("AuthorizationServerMetadataUrl"));
 
-    // 3. Its metadata at both locations clients try (RFC 8414 and OpenID discovery).
+    // 3. Its RFC 8414 metadata: the stack's own facade in front of Cognito's endpoints (which
+    // refuse the `resource` MCP clients send). No OpenID discovery: it signs no ID tokens.
     let hosted = out("HostedSignInDomain");
-    for path in ["/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"] {
+    let openid = http.get(format!("{as_base}/.well-known/openid-configuration")).send().await.unwrap();
+    assert_eq!(openid.status(), 404, "not an OpenID provider");
+    for path in ["/.well-known/oauth-authorization-server"] {
         let m = get_json(&http, &format!("{as_base}{path}")).await;
         assert_eq!(m["issuer"], as_base, "{path}: issuer must be the URL it is served from");
         assert_eq!(m["code_challenge_methods_supported"], json!(["S256"]), "{path}");
-        assert_eq!(m["authorization_endpoint"], format!("{hosted}/oauth2/authorize"), "{path}");
-        assert_eq!(m["token_endpoint"], format!("{hosted}/oauth2/token"), "{path}");
+        assert_eq!(m["authorization_endpoint"], format!("{as_base}/authorize"), "{path}");
+        assert_eq!(m["token_endpoint"], format!("{as_base}/token"), "{path}");
+        assert_eq!(m["revocation_endpoint"], format!("{hosted}/oauth2/revoke"), "{path}");
         assert_eq!(m["registration_endpoint"], out("RegistrationEndpoint"), "{path}");
         assert_eq!(m["scopes_supported"], json!(issued), "{path}");
         assert_eq!(m["token_endpoint_auth_methods_supported"], json!(["none"]), "{path}");
@@ -167,4 +171,72 @@ async fn claude_and_chatgpt_connect_with_only_the_connector_url() {
     let registered =
         listed.user_pool_clients().iter().filter(|c| c.client_name().unwrap_or_default().starts_with("dcr-")).count();
     assert_eq!(registered, limit, "the pool holds exactly the allowed registrations");
+}
+
+/// The official Python SDK's OAuth client connects to the cloud shape with nothing but the
+/// connector URL, sending RFC 8707 `resource` on both requests as MCP requires: the stack's
+/// facade checks and drops it, so the (emulated) Cognito endpoints — which refuse `resource`, as
+/// a pool without managed login's resource indicators does — sign the owner in and issue tokens.
+/// The exchange records the client's first use in the table.
+async fn python_oauth_through_the_facade(python_var: &str) {
+    let Some(python) = std::env::var_os(python_var) else {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "{python_var} is not set under CI=true");
+        eprintln!(
+            "\n*** SKIPPING: {python_var} is not set; ./infra/test.sh installs the pinned Python MCP SDKs. ***\n"
+        );
+        return;
+    };
+    let Some(acct) = account().await else { return };
+    let template = Template::load();
+    let emu = Emulator::start(&template, &acct.resources, &acct.base_env).await;
+    emu.wait_ready().await;
+    let connector = template.output("McpConnectorUrl", &acct.resources, &emu.gateway);
+    let redirect = "http://localhost:49151/callback";
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/oauth_connect.py");
+    let out = tokio::process::Command::new(&python)
+        .arg(script)
+        .env("FC_URL", &connector)
+        .env("FC_FLOW", "cognito")
+        .env("FC_REDIRECT", redirect)
+        .output()
+        .await
+        .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{python_var} OAuth client failed:\n{stdout}\n{stderr}");
+    let seen: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
+    eprintln!("{python_var}: {seen}");
+    assert_eq!(seen["tools"], 9);
+    assert_eq!(seen["code_challenge_method"], "S256");
+    assert_eq!(seen["resource"], connector, "the SDK sent resource to the stack's /authorize");
+    let hosted = template.output("HostedSignInDomain", &acct.resources, &emu.gateway);
+    assert_eq!(seen["hops"], json!([format!("{hosted}/oauth2/authorize"), redirect]), "facade → Cognito → client");
+    // Cognito never saw `resource`, and it saw the authorization and the token request.
+    let asked = acct.hosted_ui.seen.lock().unwrap().clone();
+    assert!(
+        asked.iter().any(|r| r.starts_with("authorize ")) && asked.iter().any(|r| r.starts_with("token ")),
+        "{asked:?}"
+    );
+    assert!(asked.iter().all(|r| !r.contains("resource=")), "resource reached Cognito: {asked:?}");
+    let client_id = seen["client_id"].as_str().unwrap();
+    let store = store_dynamo::DynamoStore::new(
+        aws_sdk_dynamodb::Client::new(&acct.aws),
+        &acct.resources.table,
+        std::sync::Arc::new(domain::clock::SystemClock),
+        Default::default(),
+    );
+    assert!(
+        domain::clients::ClientUse::client_used(&store, client_id).await.unwrap(),
+        "the first token was not recorded"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_python_sdk_2x_oauth_client_connects_to_the_cloud_through_the_facade() {
+    python_oauth_through_the_facade("FOUNDRY_PYTHON_MCP2").await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_python_sdk_1x_oauth_client_connects_to_the_cloud_through_the_facade() {
+    python_oauth_through_the_facade("FOUNDRY_PYTHON_MCP1").await;
 }

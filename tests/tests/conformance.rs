@@ -1398,7 +1398,19 @@ macro_rules! suite {
     };
 }
 
+/// A client's first use is kept (marking again is harmless) and read back; another client's is
+/// not affected.
+async fn a_clients_use_is_recorded_once_and_read_back(h: Harness) {
+    assert!(!h.store.client_used("dcr-client-a").await.unwrap(), "never used yet");
+    h.store.mark_client_used("dcr-client-a").await.unwrap();
+    h.clock.advance(Duration::from_secs(60));
+    h.store.mark_client_used("dcr-client-a").await.unwrap();
+    assert!(h.store.client_used("dcr-client-a").await.unwrap());
+    assert!(!h.store.client_used("dcr-client-b").await.unwrap(), "another client's use leaked");
+}
+
 suite! {
+    a_clients_use_is_recorded_once_and_read_back,
     claim_race_conditional_write_never_double_claims,
     claim_race_catches_the_naive_read_then_write,
     same_link_claiming_twice_gets_the_same_claim,

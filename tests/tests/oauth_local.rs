@@ -163,9 +163,11 @@ async fn an_mcp_client_connects_to_the_local_server_from_nothing_but_the_url() {
     let prm: Value = c.http.get(&prm_url).send().await.unwrap().json().await.unwrap();
     assert_eq!(prm["resource"], running.mcp_url);
     assert_eq!(prm["authorization_servers"], json!([base]));
-    // 3. Its metadata, at both locations clients try: S256, the scopes it issues, registration.
+    // 3. Its RFC 8414 metadata: S256, the scopes it issues, registration. It is not an OpenID
+    // provider (it issues no ID tokens), so OpenID discovery is not there.
     let as_url = prm["authorization_servers"][0].as_str().unwrap();
-    for path in ["/.well-known/oauth-authorization-server", "/.well-known/openid-configuration"] {
+    assert_eq!(c.get("/.well-known/openid-configuration").await.0, 404);
+    for path in ["/.well-known/oauth-authorization-server"] {
         let (status, m) = c.get(path).await;
         assert_eq!(status, 200, "{path}");
         assert_eq!(m["issuer"], as_url);
@@ -597,7 +599,7 @@ async fn a_registration_that_is_not_json_is_refused_and_registers_nothing() {
 
 /// The embedded registry behind a counter of its listings.
 struct CountingRegistry {
-    store: store_sqlite::SqliteStore,
+    store: Arc<store_sqlite::SqliteStore>,
     listings: std::sync::atomic::AtomicUsize,
 }
 
@@ -620,12 +622,6 @@ impl RegisterClients for CountingRegistry {
     }
     async fn delete_client(&self, id: &str) -> domain::store::StoreResult<()> {
         self.store.delete_client(id).await
-    }
-    async fn mark_used(&self, id: &str) -> domain::store::StoreResult<()> {
-        self.store.mark_used(id).await
-    }
-    async fn was_used(&self, id: &str) -> domain::store::StoreResult<bool> {
-        self.store.was_used(id).await
     }
 }
 
@@ -658,10 +654,8 @@ async fn never_used_registrations_make_room_at_the_cap_and_the_registry_is_not_l
         // 2026-12-01T10:10:00Z: the hour boundary is 50 minutes away.
         let clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_796_119_800_000)));
         let shared: SharedClock = clock.clone();
-        let registry = Arc::new(CountingRegistry {
-            store: store_sqlite::SqliteStore::in_memory(shared.clone(), Default::default()).unwrap(),
-            listings: Default::default(),
-        });
+        let store = Arc::new(store_sqlite::SqliteStore::in_memory(shared.clone(), Default::default()).unwrap());
+        let registry = Arc::new(CountingRegistry { store: Arc::clone(&store), listings: Default::default() });
         let limits = RegistrationLimits { per_hour: 50, per_source: 50, cap: 3 };
         let r = Registrar::new(
             Arc::clone(&registry),
@@ -669,7 +663,7 @@ async fn never_used_registrations_make_room_at_the_cap_and_the_registry_is_not_l
             service::auth::ScopeSpelling::local(),
             shared,
             limits,
-            sweep,
+            sweep.then(|| store.clone() as Arc<dyn domain::clients::ClientUse>),
         );
         let mut ids = Vec::new();
         for port in 1..=3 {
@@ -678,20 +672,21 @@ async fn never_used_registrations_make_room_at_the_cap_and_the_registry_is_not_l
             ids.push(id);
         }
         assert_eq!(registry.listings.load(SeqCst), 1, "three registrations in a minute listed the registry once");
-        registry.mark_used(&ids[0]).await.unwrap();
+        domain::clients::ClientUse::mark_client_used(&*store, &ids[0]).await.unwrap();
         assert_eq!(status_and_id(&r, 4).await.0, 503, "the cap holds while every registration is fresh");
         clock.advance(Duration::from_secs(3600));
         assert_eq!(status_and_id(&r, 4).await.0, 503, "an hour old is not yet unused for long");
         assert_eq!(registry.listings.load(SeqCst), 2, "the listing was read again after its minute");
         clock.advance(Duration::from_secs(3600));
         let (status, new) = status_and_id(&r, 4).await;
-        let left: Vec<String> = registry.store.list_clients().await.unwrap().into_iter().map(|c| c.client_id).collect();
+        let left: std::collections::BTreeSet<String> =
+            registry.store.list_clients().await.unwrap().into_iter().map(|c| c.client_id).collect();
         if sweep {
             assert_eq!(status, 201, "two never-used registrations made room");
-            assert_eq!(left, vec![ids[0].clone(), new], "the used client stays, the unused ones went");
+            assert_eq!(left, [ids[0].clone(), new].into(), "the used client stays, the unused ones went");
         } else {
             assert_eq!(status, 503, "without a record of use nothing is removed");
-            assert_eq!(left, ids);
+            assert_eq!(left, ids.iter().cloned().collect());
         }
     }
 }

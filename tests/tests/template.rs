@@ -170,7 +170,7 @@ fn problems(template: &str) -> Vec<String> {
                     }
                     "register_client" => {
                         expected.extend(lambda::config::REGISTER_COGNITO_ACTIONS.iter().map(|a| (*a).to_owned()));
-                        (&[][..], None)
+                        (lambda::config::REGISTER_DYNAMODB_ACTIONS, None)
                     }
                     other => {
                         p.push(format!("{other}: a function the checker does not know"));
@@ -238,12 +238,17 @@ fn problems(template: &str) -> Vec<String> {
     for (key, integration) in [
         ("GET /.well-known/oauth-protected-resource", "McpIntegration"),
         ("GET /.well-known/oauth-authorization-server", "McpIntegration"),
-        ("GET /.well-known/openid-configuration", "McpIntegration"),
         ("POST /register", "RegisterIntegration"),
+        ("GET /authorize", "RegisterIntegration"),
+        ("POST /token", "RegisterIntegration"),
     ] {
         if !routes.get(key).is_some_and(|t| t.contains(integration)) {
             p.push(format!("route {key} must go to {integration}"));
         }
+    }
+    // This issuer signs no ID tokens, so it must not claim OpenID discovery.
+    if routes.contains_key("GET /.well-known/openid-configuration") {
+        p.push("GET /.well-known/openid-configuration must not be served (not an OpenID provider)".into());
     }
     // The panel signs in with the owner client and is its own callback: the client's callback
     // must be exactly the PanelUrl output (the panel sends `<origin>/panel` as redirect_uri).
@@ -316,14 +321,21 @@ fn event_problems(t: &Value) -> Vec<String> {
     if !alarmed {
         p.push("the events DLQ needs an alarm on its depth".into());
     }
-    for st in res["NotifyFunction"]["Properties"]["Policies"][0]["Statement"].as_sequence().into_iter().flatten() {
-        let mut acts = Vec::new();
-        strings(&st["Action"], &mut acts);
-        if acts.iter().any(|a| a == "dynamodb:PutItem") {
-            let mut keys = Vec::new();
-            strings(&st["Condition"], &mut keys);
-            if keys != ["DELIVERY#*"] {
-                p.push(format!("notify may PutItem only under DELIVERY# partitions (condition {keys:?})"));
+    // Functions that write only their own items are held to those partitions by IAM.
+    // (notify: its writes; register_client: everything it does on the table.)
+    for (function, prefix, held) in [
+        ("NotifyFunction", "DELIVERY#*", &["dynamodb:PutItem"][..]),
+        ("RegisterClientFunction", "CLIENT#*", lambda::config::REGISTER_DYNAMODB_ACTIONS),
+    ] {
+        for st in res[function]["Properties"]["Policies"][0]["Statement"].as_sequence().into_iter().flatten() {
+            let mut acts = Vec::new();
+            strings(&st["Action"], &mut acts);
+            if acts.iter().any(|a| held.contains(&a.as_str())) {
+                let mut keys = Vec::new();
+                strings(&st["Condition"], &mut keys);
+                if keys != [prefix] {
+                    p.push(format!("{function} may use the table only under {prefix} partitions (condition {keys:?})"));
+                }
             }
         }
     }
@@ -375,13 +387,16 @@ fn the_checker_catches_broken_templates() {
         ("registration throttle loosened", t.replacen("          ThrottlingBurstLimit: 5\n          ThrottlingRateLimit: 1\n", "          ThrottlingBurstLimit: 500\n          ThrottlingRateLimit: 100\n", 1)),
         ("notify batches too large", t.replacen("            BatchSize: 10\n            FunctionResponseTypes: [ReportBatchItemFailures]", "            BatchSize: 100\n            FunctionResponseTypes: [ReportBatchItemFailures]", 1)),
         ("stream partial failures off", t.replacen("            BisectBatchOnFunctionError: true\n", "", 1)),
-        ("registration widened", t.replacen("                - cognito-idp:DescribeUserPoolClient\n", "                - cognito-idp:DescribeUserPoolClient\n                - cognito-idp:DeleteUserPoolClient\n", 1)),
-        ("registration on every pool", t.replacen("                - cognito-idp:DescribeUserPoolClient\n              Resource:\n                - !GetAtt UserPool.Arn", "                - cognito-idp:DescribeUserPoolClient\n              Resource:\n                - \"*\"", 1)),
+        ("registration widened", t.replacen("                - cognito-idp:DeleteUserPoolClient\n", "                - cognito-idp:DeleteUserPoolClient\n                - cognito-idp:UpdateUserPoolClient\n", 1)),
+        ("registration's table access widened", t.replacen("                  dynamodb:LeadingKeys: [\"CLIENT#*\"]\n", "                  dynamodb:LeadingKeys: [\"*\"]\n", 1)),
+        ("token facade route dropped", t.replacen("RouteKey: \"POST /token\"", "RouteKey: \"POST /oauth2/token\"", 1)),
+        ("OpenID discovery served again", t.replacen("  AuthorizeRoute:\n", "  OpenIdRoute:\n    Type: AWS::ApiGatewayV2::Route\n    Properties: { ApiId: !Ref HttpApi, RouteKey: \"GET /.well-known/openid-configuration\", Target: !Sub \"integrations/${McpIntegration}\" }\n  AuthorizeRoute:\n", 1)),
+        ("registration on every pool", t.replacen("                - cognito-idp:DeleteUserPoolClient\n              Resource:\n                - !GetAtt UserPool.Arn", "                - cognito-idp:DeleteUserPoolClient\n              Resource:\n                - \"*\"", 1)),
         ("discovery route dropped", t.replacen("RouteKey: \"GET /.well-known/oauth-authorization-server\"", "RouteKey: \"GET /.well-known/oauth-authorization-serverx\"", 1)),
         ("panel callback changed", t.replacen("${AWS::URLSuffix}/panel\"]\n      LogoutURLs", "${AWS::URLSuffix}/callback\"]\n      LogoutURLs", 1)),
     ];
     for (what, broken) in cases {
-        assert_ne!(broken, t, "{what}: the mutation did not apply");
+        assert!(broken != t, "{what}: the mutation did not apply");
         let p = problems(&broken);
         eprintln!("{what}: {p:?}");
         assert!(!p.is_empty(), "{what}: the checker did not notice");

@@ -11,8 +11,8 @@
 //! sha256(source address)>`, so the registry needs no other state than the clients themselves
 //! (Cognito has nothing else to keep it in) to count registrations per hour and per source.
 //! Whether a client was ever used (got a token) is the one fact a name cannot hold: the
-//! registry records it when a token is issued ([`RegisterClients::mark_used`]), so
-//! registrations nobody completed can be removed.
+//! store records it when a token is issued ([`ClientUse`]), so registrations nobody completed
+//! can be removed.
 
 use async_trait::async_trait;
 use sha2::{Digest, Sha256};
@@ -62,10 +62,17 @@ pub trait RegisterClients: Send + Sync {
     ) -> StoreResult<RegisteredClient>;
     /// Deletes a client (fine if it is already gone).
     async fn delete_client(&self, client_id: &str) -> StoreResult<()>;
-    /// Records that `client_id` was issued a token (idempotent).
-    async fn mark_used(&self, client_id: &str) -> StoreResult<()>;
-    /// Whether `client_id` was ever issued a token ([`RegisterClients::mark_used`]).
-    async fn was_used(&self, client_id: &str) -> StoreResult<bool>;
+}
+
+/// Whether registered clients were ever issued a token. The stores keep it (Cognito keeps no
+/// such record; in the cloud the stack's token facade sees each exchange), so registrations
+/// nobody completed can be removed.
+#[async_trait]
+pub trait ClientUse: Send + Sync {
+    /// Records that `client_id` was issued a token (the first time is kept; idempotent).
+    async fn mark_client_used(&self, client_id: &str) -> StoreResult<()>;
+    /// Whether it ever was.
+    async fn client_used(&self, client_id: &str) -> StoreResult<bool>;
 }
 
 /// What presenting a refresh token did (RFC 9700 §4.14: rotation with reuse detection).

@@ -298,6 +298,7 @@ pub trait Store:
     + AuthenticateDevices
     + OwnerRuns
     + RecordDeliveries
+    + crate::clients::ClientUse
 {
 }
 
@@ -317,5 +318,6 @@ impl<T> Store for T where
         + AuthenticateDevices
         + OwnerRuns
         + RecordDeliveries
+        + crate::clients::ClientUse
 {
 }

@@ -46,8 +46,15 @@ pub const PANEL_REFRESH_SECONDS: &str = "PANEL_REFRESH_SECONDS";
 /// The Cognito user pool id (the registration function creates app clients in it).
 pub const USER_POOL_ID: &str = "USER_POOL_ID";
 /// What the `register_client` function may do, on its own user pool only.
-pub const REGISTER_COGNITO_ACTIONS: &[&str] =
-    &["cognito-idp:CreateUserPoolClient", "cognito-idp:ListUserPoolClients", "cognito-idp:DescribeUserPoolClient"];
+pub const REGISTER_COGNITO_ACTIONS: &[&str] = &[
+    "cognito-idp:CreateUserPoolClient",
+    "cognito-idp:ListUserPoolClients",
+    "cognito-idp:DescribeUserPoolClient",
+    "cognito-idp:DeleteUserPoolClient",
+];
+/// What the `register_client` function may do on the table: read and record clients' first use
+/// (`CLIENT#…` items only).
+pub const REGISTER_DYNAMODB_ACTIONS: &[&str] = &["dynamodb:GetItem", "dynamodb:UpdateItem"];
 /// Optional: extra hosts whose `https` redirect URIs clients may register, comma-separated.
 pub const ALLOWED_REDIRECT_HOSTS: &str = "ALLOWED_REDIRECT_HOSTS";
 /// Optional: new app clients per UTC hour (default 20).
@@ -75,7 +82,11 @@ pub fn required_keys(function: &str) -> Option<Vec<String>> {
     }
     match function {
         "graph_relay" => return Some(vec![TABLE_NAME.to_owned()]),
-        "register_client" => return Some(vec![USER_POOL_ID.to_owned(), OAUTH_SCOPE_PREFIX.to_owned()]),
+        "register_client" => {
+            return Some(
+                [USER_POOL_ID, OAUTH_SCOPE_PREFIX, HOSTED_AUTH_URL, PUBLIC_URL, TABLE_NAME].map(str::to_owned).to_vec(),
+            );
+        }
         "publish_events" => return Some(vec![EVENTS_QUEUE_URL.to_owned()]),
         "notify" => return Some(vec![TABLE_NAME.to_owned(), EVENTS_QUEUE_URL.to_owned()]),
         "owner_api" => {
@@ -306,9 +317,11 @@ impl McpConfig {
         let hosted = r.url(HOSTED_AUTH_URL).unwrap_or_default();
         let public_url = r.url(PUBLIC_URL);
         let scopes = ScopeSpelling::with_prefix(&r.required(OAUTH_SCOPE_PREFIX));
+        // The stack's own facade in front of Cognito's (service::oauth::facade): Cognito
+        // refuses the RFC 8707 `resource` that MCP clients send.
         let auth_server = AuthServerConfig {
-            authorization_endpoint: format!("{hosted}/oauth2/authorize"),
-            token_endpoint: format!("{hosted}/oauth2/token"),
+            authorization_endpoint: service::oauth::facade::AUTHORIZE_PATH.to_owned(),
+            token_endpoint: service::oauth::facade::TOKEN_PATH.to_owned(),
             revocation_endpoint: Some(format!("{hosted}/oauth2/revoke")),
             jwks_uri: Some(jwks_url.clone()),
             scopes: scopes.clone(),
@@ -346,6 +359,12 @@ pub struct RegisterConfig {
     pub extra_redirect_hosts: Vec<String>,
     /// New clients per hour, per source, and in all.
     pub limits: service::oauth::RegistrationLimits,
+    /// Cognito's hosted domain, which `/authorize` and `/token` front.
+    pub hosted_auth_url: String,
+    /// The MCP URLs a `resource` may name: the API's own, and each custom domain's.
+    pub resources: Vec<String>,
+    /// The table where each client's first token is recorded.
+    pub table: String,
 }
 
 impl RegisterConfig {
@@ -366,7 +385,13 @@ impl RegisterConfig {
             per_source: r.count(REGISTRATIONS_PER_SOURCE, service::oauth::DEFAULT_REGISTRATIONS_PER_SOURCE),
             cap: r.count(REGISTRATION_CAP, service::oauth::DEFAULT_REGISTRATION_CAP),
         };
-        r.finish(Self { user_pool_id, scope_prefix, extra_redirect_hosts, limits })
+        let hosted_auth_url = r.url(HOSTED_AUTH_URL).unwrap_or_default();
+        let table = r.required(TABLE_NAME);
+        let mut resources: Vec<String> = r.url(PUBLIC_URL).map(|u| format!("{u}/mcp")).into_iter().collect();
+        resources.extend(
+            r.optional(ALLOWED_HOSTS).map(|v| list(&v)).unwrap_or_default().iter().map(|h| format!("https://{h}/mcp")),
+        );
+        r.finish(Self { user_pool_id, scope_prefix, extra_redirect_hosts, limits, hosted_auth_url, resources, table })
     }
 }
 

@@ -8,7 +8,7 @@ use aws_sdk_lambda::primitives::Blob;
 use domain::clock::{SharedClock, SystemClock};
 use service::auth::{Audience, Authenticator, JwksCache, Keys};
 use service::mcp::{Dispatch, McpEndpoint, RESOURCE_METADATA_PATH, resource_metadata_response};
-use service::oauth::{AS_METADATA_PATH, AuthServerConfig, OPENID_CONFIGURATION_PATH, metadata_response};
+use service::oauth::{AS_METADATA_PATH, AuthServerConfig, metadata_response};
 use service::tools::{DispatchError, ToolArgs, ToolCall, ToolFault, ToolName, ToolReply};
 
 use crate::config::McpConfig;
@@ -79,7 +79,7 @@ pub async fn run() -> Result<(), Error> {
 }
 
 /// Routes one HTTP API request: the MCP path, the protected-resource metadata, or the
-/// authorization-server metadata (both discovery locations).
+/// authorization-server metadata (RFC 8414).
 pub async fn route<D: Dispatch + ?Sized>(
     endpoint: &McpEndpoint<D>,
     auth_server: &AuthServerConfig,
@@ -89,8 +89,8 @@ pub async fn route<D: Dispatch + ?Sized>(
     let path = req.uri().path();
     let res = if path.starts_with(RESOURCE_METADATA_PATH) {
         resource_metadata_response(endpoint.config(), req.headers())
-    } else if path.starts_with(AS_METADATA_PATH) || path.starts_with(OPENID_CONFIGURATION_PATH) {
-        metadata_response(auth_server, &endpoint.config().base_url(req.headers()), path)
+    } else if path.starts_with(AS_METADATA_PATH) {
+        metadata_response(auth_server, &endpoint.config().base_url(req.headers()))
     } else {
         endpoint.handle(req).await
     };

@@ -1,9 +1,11 @@
 //! The `register_client` function: dynamic client registration (RFC 7591, `POST /register`)
-//! backed by Cognito app clients of the deployment's own user pool.
+//! backed by Cognito app clients of the deployment's own user pool, and the `/authorize` and
+//! `/token` facade in front of Cognito's hosted endpoints (`service::oauth::facade`).
 //!
 //! The rules (redirect allowlist, reuse, rate limit, cap, RFC 7591 errors) are
 //! `service::oauth::Registrar`'s; this module is the [`CognitoClients`] registry it runs over.
-//! IAM lets this function create, list and describe app clients of this one pool, nothing else.
+//! IAM lets this function create, list, describe and delete app clients of this one pool, and
+//! read and write the table's `CLIENT#…` items (each client's first use), nothing else.
 
 use std::sync::Arc;
 
@@ -15,12 +17,13 @@ use aws_sdk_cognitoidentityprovider::types::{
     ExplicitAuthFlowsType, FeatureType, OAuthFlowType, PreventUserExistenceErrorTypes, RefreshTokenRotationType,
     TimeUnitsType, TokenValidityUnitsType,
 };
-use domain::clients::{ClientSummary, RegisterClients, RegisteredClient};
+use domain::clients::{ClientSummary, ClientUse, RegisterClients, RegisteredClient};
 use domain::clock::{SharedClock, SystemClock};
 use domain::store::{StoreError, StoreResult};
 use lambda_http::RequestExt;
 use lambda_http::request::RequestContext;
 use service::auth::ScopeSpelling;
+use service::oauth::facade::Facade;
 use service::oauth::{ClientSource, RedirectPolicy, Registrar};
 
 use crate::config::RegisterConfig;
@@ -172,21 +175,10 @@ impl RegisterClients for CognitoClients {
             Err(e) => Err(sdk(e)),
         }
     }
-
-    /// Cognito keeps no record of a client's use, and its token endpoint is called by the
-    /// clients directly: nothing here sees a token being issued.
-    async fn mark_used(&self, _client_id: &str) -> StoreResult<()> {
-        Ok(())
-    }
-
-    /// Every client counts as used (see [`CognitoClients::mark_used`]), so the registrar is
-    /// built without its sweep and no client is ever removed as unused.
-    async fn was_used(&self, _client_id: &str) -> StoreResult<bool> {
-        Ok(true)
-    }
 }
 
-/// Runs the `register_client` function until the runtime stops it.
+/// Runs the `register_client` function until the runtime stops it: `POST /register`, and the
+/// `/authorize` and `/token` facade in front of Cognito's hosted endpoints.
 ///
 /// # Errors
 /// Bad configuration (every problem at once, before any work), or the runtime failing.
@@ -195,21 +187,27 @@ pub async fn run() -> Result<(), Error> {
     let config = RegisterConfig::from_env(env)?;
     let aws = aws_config().await;
     let clock: SharedClock = Arc::new(SystemClock);
+    let usage: Arc<dyn ClientUse> = Arc::new(crate::dynamo_store(&aws, &config.table, Default::default()));
+    let scopes = ScopeSpelling::with_prefix(&config.scope_prefix);
     let registrar = Arc::new(Registrar::new(
         Arc::new(CognitoClients::new(&aws, &config.user_pool_id)),
         RedirectPolicy::cloud(config.extra_redirect_hosts.clone()),
-        ScopeSpelling::with_prefix(&config.scope_prefix),
+        scopes.clone(),
         clock,
         config.limits,
-        false,
+        Some(Arc::clone(&usage)),
     ));
+    let facade = Arc::new(Facade::new(&config.hosted_auth_url, config.resources.clone(), scopes, Some(usage))?);
     lambda_http::run(lambda_http::service_fn(move |req: lambda_http::Request| {
-        let registrar = Arc::clone(&registrar);
+        let (registrar, facade) = (Arc::clone(&registrar), Arc::clone(&facade));
         async move {
             let source = source_ip(&req);
             let mut req = http_request(req);
+            if let Some(answer) = facade.handle(&req).await {
+                return Ok::<_, Error>(lambda_response(answer));
+            }
             req.extensions_mut().insert(ClientSource(source));
-            Ok::<_, Error>(lambda_response(registrar.handle(req).await))
+            Ok(lambda_response(registrar.handle(req).await))
         }
     }))
     .await

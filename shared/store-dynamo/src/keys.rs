@@ -52,6 +52,10 @@ pub(crate) fn device_key(owner: &OwnerId, device: uuid::Uuid) -> Item {
     key(format!("OWNER#{owner}"), format!("DEVICE#{device}"))
 }
 
+pub(crate) fn client_use_key(client_id: &str) -> Item {
+    key(format!("CLIENT#{client_id}"), "USED")
+}
+
 pub(crate) fn token_key(hash: &str) -> Item {
     key(format!("DEVTOKEN#{hash}"), "DEVTOKEN")
 }

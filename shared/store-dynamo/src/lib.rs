@@ -10,6 +10,7 @@
 //! | task | `LINK#<link_id>` | `TASK#<task_id>` | `gsi2pk = OPEN#<link_id>`, `gsi2sk = <expires_at>#<task_id>` while open |
 //! | artifact | `LINK#<link_id>` | `ARTIFACT#<task_id>#<artifact_id>` | |
 //! | idempotency key | `IDEM#<sha256(scope, principal, key)>` | `IDEM` | |
+//! | a registered OAuth client's first use | `CLIENT#<client_id>` | `USED` | |
 //!
 //! Tasks live under their link, so a task id asked through another link is simply a missing
 //! key: "not claimable: missing" comes from the data layout, not from an extra check. The
@@ -35,6 +36,7 @@
 //! | `runs` | `QueueRuns`, `ReadRuns`, `CancelRuns`, `RelayRuns`, `OwnerRuns` |
 //! | `tasks` | `AssignTasks`, `ReadTasks`, `ClaimTasks`, `RecordArtifacts` |
 //! | `devices` | `ManageDevices`, `AuthenticateDevices` |
+//! | `clients` | `ClientUse` (Cognito keeps the clients themselves) |
 //! | `events` | stream images → domain events; `RecordDeliveries` |
 //! | `idempotency` | idempotency records and the one idempotent-create transaction |
 //! | `schema` | the table's definition ([`create_table`]) |
@@ -45,6 +47,7 @@ use aws_sdk_dynamodb::Client;
 use domain::clock::SharedClock;
 use domain::limits::Policy;
 
+mod clients;
 mod codec;
 mod devices;
 mod error;

@@ -1,10 +1,11 @@
 //! OAuth clients that MCP clients registered with the local authorization server
-//! ([`RegisterClients`]; Cognito keeps them in the cloud).
+//! ([`RegisterClients`]; Cognito keeps them in the cloud), whether each was used
+//! ([`ClientUse`]), and refresh-token families ([`RefreshTokens`]).
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 
-use domain::clients::{ClientSummary, RefreshTokens, RegisterClients, RegisteredClient, Rotation};
+use domain::clients::{ClientSummary, ClientUse, RefreshTokens, RegisterClients, RegisteredClient, Rotation};
 use domain::clock::Timestamp;
 use domain::store::StoreResult;
 
@@ -67,24 +68,29 @@ impl RegisterClients for SqliteStore {
         })
         .await
     }
+}
 
-    async fn mark_used(&self, client_id: &str) -> StoreResult<()> {
+#[async_trait]
+impl ClientUse for SqliteStore {
+    async fn mark_client_used(&self, client_id: &str) -> StoreResult<()> {
         let id = client_id.to_owned();
         self.write(move |tx, now| {
-            tx.prepare_cached("UPDATE oauth_clients SET used_at = ?2 WHERE client_id = ?1 AND used_at IS NULL")?
-                .execute(params![id, now.as_millis()])
-                .map(drop)
+            tx.prepare_cached(
+                "INSERT INTO client_use (client_id, first_used_at) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+            )?
+            .execute(params![id, now.as_millis()])
+            .map(drop)
         })
         .await
     }
 
-    async fn was_used(&self, client_id: &str) -> StoreResult<bool> {
+    async fn client_used(&self, client_id: &str) -> StoreResult<bool> {
         let id = client_id.to_owned();
         self.read(move |tx, _| {
-            tx.prepare_cached("SELECT used_at IS NOT NULL FROM oauth_clients WHERE client_id = ?1")?
-                .query_row([id], |r| r.get::<_, bool>(0))
+            tx.prepare_cached("SELECT 1 FROM client_use WHERE client_id = ?1")?
+                .query_row([id], |_| Ok(()))
                 .optional()
-                .map(|u| u.unwrap_or(false))
+                .map(|u| u.is_some())
         })
         .await
     }

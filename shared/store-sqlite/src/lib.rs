@@ -23,7 +23,7 @@
 //! | `devices` | `ManageDevices`, `AuthenticateDevices` |
 //! | `events` | the outbox written with every change (`EventOutbox`); `RecordDeliveries` |
 //! | `idempotency` | idempotency records and the one idempotent create |
-//! | `clients` | `RegisterClients` (the local authorization server's registry) |
+//! | `clients` | `RegisterClients` (the local authorization server's registry), `ClientUse`, `RefreshTokens` |
 //! | `schema` | the schema and its migrations ([`SCHEMA_VERSION`], [`SchemaError`]) |
 //! | `pool`, `codec`, `error` | connections and transactions; columns and row decoding; SQLite errors |
 

@@ -11,10 +11,10 @@ use rusqlite::{Connection, TransactionBehavior};
 pub(crate) const MIGRATIONS: &[&str] =
     &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7, SCHEMA_V8, SCHEMA_V9];
 
-/// Version 9: registered clients remember when they were first issued a token, so
-/// registrations nobody completed can be removed.
+/// Version 9: when each registered client was first issued a token, so registrations nobody
+/// completed can be removed.
 pub(crate) const SCHEMA_V9: &str = r"
-ALTER TABLE oauth_clients ADD COLUMN used_at INTEGER;
+CREATE TABLE client_use (client_id TEXT PRIMARY KEY, first_used_at INTEGER NOT NULL);
 ";
 
 /// Version 8: refresh-token families of the local authorization server (rotation with reuse

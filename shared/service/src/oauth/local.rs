@@ -22,7 +22,7 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use bytes::Bytes;
-use domain::clients::{RefreshTokens, RegisterClients, RegisteredClient, Rotation};
+use domain::clients::{ClientUse, RefreshTokens, RegisterClients, RegisteredClient, Rotation};
 use domain::clock::{SharedClock, Timestamp};
 use http::{HeaderValue, Method, StatusCode, header};
 use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
@@ -104,7 +104,7 @@ pub struct LocalAuthServer<R: ?Sized> {
     sessions: Mutex<HashMap<String, Timestamp>>,
 }
 
-impl<R: RegisterClients + RefreshTokens + ?Sized> LocalAuthServer<R> {
+impl<R: RegisterClients + RefreshTokens + ClientUse + ?Sized> LocalAuthServer<R> {
     /// A server issuing tokens with `signer` for `owner`, only for `resource`.
     pub fn new(registry: Arc<R>, signer: Hs256Signer, owner: &str, resource: &str, clock: SharedClock) -> Self {
         Self {
@@ -328,7 +328,7 @@ impl<R: RegisterClients + RefreshTokens + ?Sized> LocalAuthServer<R> {
                     tracing::error!(error = %domain::errors::ErrorChain(&e), "starting a refresh-token family");
                     return oauth_error(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable", "retry later");
                 }
-                if let Err(e) = self.registry.mark_used(client_id).await {
+                if let Err(e) = self.registry.mark_client_used(client_id).await {
                     tracing::error!(error = %domain::errors::ErrorChain(&e), "recording a client's use");
                     return oauth_error(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable", "retry later");
                 }

@@ -7,9 +7,9 @@
 //! 2. the protected-resource metadata (RFC 9728) names an authorization server: **this stack's
 //!    own base URL** (not Cognito's issuer — Cognito publishes only OpenID discovery, without
 //!    `code_challenge_methods_supported`, and clients must then refuse to go on);
-//! 3. [`metadata`] at `/.well-known/oauth-authorization-server` (RFC 8414) and
-//!    `/.well-known/openid-configuration`: issuer = the URL it is served from, the real
-//!    authorize and token endpoints (Cognito's hosted UI in the cloud, [`local`]'s locally),
+//! 3. [`metadata`] at `/.well-known/oauth-authorization-server` (RFC 8414; OpenID discovery is
+//!    not served): issuer = the URL it is served from, the authorize and token endpoints
+//!    ([`facade`]'s in front of Cognito in the cloud, [`local`]'s locally),
 //!    `S256`, the scopes in the spelling the server issues, public clients only, and
 //! 4. a `registration_endpoint` ([`Registrar`], RFC 7591): the client registers its redirect
 //!    URIs — checked against a [`RedirectPolicy`] — and gets a public `client_id` (a Cognito
@@ -17,6 +17,7 @@
 //!    [`RegistrationLimits`] times an hour from one address, from everywhere, and in all;
 //! 5. then authorization code + PKCE at those endpoints, and `tools/list` with the token.
 
+pub mod facade;
 pub mod local;
 
 use std::collections::BTreeSet;
@@ -24,8 +25,8 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use domain::clients::{
-    ClientSummary, RegisterClients, RegisteredClient, RegistryName, fingerprint, hour_of, parse_registry_name,
-    registry_name, source_tag,
+    ClientSummary, ClientUse, RegisterClients, RegisteredClient, RegistryName, fingerprint, hour_of,
+    parse_registry_name, registry_name, source_tag,
 };
 use domain::clock::{SharedClock, Timestamp};
 use http::{HeaderValue, Method, StatusCode, header};
@@ -36,8 +37,6 @@ use crate::tools::{SCOPE_OWNER, SCOPE_READ, SCOPE_RUN};
 
 /// RFC 8414 metadata location (issuer without a path).
 pub const AS_METADATA_PATH: &str = "/.well-known/oauth-authorization-server";
-/// OpenID discovery location, which MCP clients try too.
-pub const OPENID_CONFIGURATION_PATH: &str = "/.well-known/openid-configuration";
 /// Dynamic client registration (RFC 7591).
 pub const REGISTER_PATH: &str = "/register";
 /// Largest registration request body.
@@ -80,9 +79,12 @@ impl AuthServerConfig {
     }
 }
 
-/// The metadata document served at `base` ([`AS_METADATA_PATH`], or the OpenID discovery
-/// location when `openid`, which adds the fields OpenID requires).
-pub fn metadata(config: &AuthServerConfig, base: &str, openid: bool) -> Value {
+/// The RFC 8414 metadata document served at `base`.
+///
+/// OpenID discovery (`/.well-known/openid-configuration`) is not served: this issuer signs no ID
+/// tokens (Cognito's carry Cognito's `iss`; the local server issues none), so claiming to be an
+/// OpenID provider would be false. MCP clients read RFC 8414 first.
+pub fn metadata(config: &AuthServerConfig, base: &str) -> Value {
     let mut m = json!({
         "issuer": base,
         "authorization_endpoint": AuthServerConfig::absolute(base, &config.authorization_endpoint),
@@ -103,18 +105,13 @@ pub fn metadata(config: &AuthServerConfig, base: &str, openid: bool) -> Value {
         if let Some(j) = &config.jwks_uri {
             o.insert("jwks_uri".into(), json!(j));
         }
-        if openid {
-            o.insert("subject_types_supported".into(), json!(["public"]));
-            o.insert("id_token_signing_alg_values_supported".into(), json!(["RS256"]));
-        }
     }
     m
 }
 
-/// Answers `GET` of either metadata location.
-pub fn metadata_response(config: &AuthServerConfig, base: &str, path: &str) -> http::Response<Bytes> {
-    let openid = path.starts_with(OPENID_CONFIGURATION_PATH);
-    let mut r = json_response(StatusCode::OK, &metadata(config, base, openid));
+/// Answers `GET` of [`AS_METADATA_PATH`].
+pub fn metadata_response(config: &AuthServerConfig, base: &str) -> http::Response<Bytes> {
+    let mut r = json_response(StatusCode::OK, &metadata(config, base));
     r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("max-age=3600"));
     r
 }
@@ -371,9 +368,8 @@ pub struct Registrar<R: ?Sized> {
     scopes: ScopeSpelling,
     clock: SharedClock,
     limits: RegistrationLimits,
-    /// Removes never-used old registrations when the cap is reached (off where nothing records
-    /// use, which would make every client look unused).
-    sweep: bool,
+    /// Where use is recorded; with it, never-used old registrations are removed at the cap.
+    usage: Option<Arc<dyn ClientUse>>,
     /// The registry's listing and when it was read, kept up to date with this instance's own
     /// creations and deletions.
     listing: Mutex<Option<(Timestamp, Vec<ClientSummary>)>>,
@@ -382,15 +378,15 @@ pub struct Registrar<R: ?Sized> {
 }
 
 impl<R: RegisterClients + ?Sized> Registrar<R> {
-    /// A registrar over `registry`. `sweep`: whether the registry records use
-    /// ([`RegisterClients::mark_used`]), so that never-used registrations may be removed.
+    /// A registrar over `registry`. `usage`: where the token endpoint records each client's
+    /// first token ([`ClientUse`]); without it no registration is ever removed as unused.
     pub fn new(
         registry: Arc<R>,
         redirects: RedirectPolicy,
         scopes: ScopeSpelling,
         clock: SharedClock,
         limits: RegistrationLimits,
-        sweep: bool,
+        usage: Option<Arc<dyn ClientUse>>,
     ) -> Self {
         Self {
             registry,
@@ -398,7 +394,7 @@ impl<R: RegisterClients + ?Sized> Registrar<R> {
             scopes,
             clock,
             limits,
-            sweep,
+            usage,
             listing: Mutex::new(None),
             used: Mutex::new(BTreeSet::new()),
         }
@@ -549,9 +545,9 @@ impl<R: RegisterClients + ?Sized> Registrar<R> {
     /// ids removed.
     async fn sweep(&self, registered: &[(&str, RegistryName<'_>)]) -> Result<BTreeSet<String>, Refusal> {
         let mut removed = BTreeSet::new();
-        if !self.sweep {
+        let Some(usage) = &self.usage else {
             return Ok(removed);
-        }
+        };
         // Hours compare as strings (`YYYYMMDDHH`); an hour at or before this one began at
         // least UNUSED_CLIENT_AGE ago.
         let old = hour_of(self.clock.now().minus(UNUSED_CLIENT_AGE));
@@ -559,7 +555,7 @@ impl<R: RegisterClients + ?Sized> Registrar<R> {
             if lock(&self.used).contains(*id) {
                 continue;
             }
-            if self.registry.was_used(id).await.map_err(Refusal::Store)? {
+            if usage.client_used(id).await.map_err(Refusal::Store)? {
                 lock(&self.used).insert((*id).to_owned());
                 continue;
             }
@@ -693,13 +689,12 @@ mod tests {
             scopes: ScopeSpelling::with_prefix("osfoundry/"),
             iss_in_response: false,
         };
-        let m = metadata(&c, "https://api.example.com", false);
+        let m = metadata(&c, "https://api.example.com");
         assert_eq!(m["issuer"], "https://api.example.com");
         assert_eq!(m["registration_endpoint"], "https://api.example.com/register");
         assert_eq!(m["code_challenge_methods_supported"], json!(["S256"]));
         assert_eq!(m["scopes_supported"], json!(["osfoundry/read", "osfoundry/run"]));
         assert_eq!(m["token_endpoint"], "https://x.auth.eu-west-1.amazoncognito.com/oauth2/token");
-        assert!(m.get("subject_types_supported").is_none());
-        assert_eq!(metadata(&c, "https://api.example.com", true)["subject_types_supported"], json!(["public"]));
+        assert!(m.get("subject_types_supported").is_none(), "not an OpenID provider");
     }
 }
