@@ -187,14 +187,15 @@ impl Template {
         out
     }
 
-    /// The deployed name of a function resource.
+    /// The deployed name of a function resource: its `FunctionName`, or the stack name and
+    /// logical id as CloudFormation generates it (without the random suffix).
     fn function_name(&self, logical_id: &str) -> String {
         let f = &self.yaml["Resources"][logical_id]["Properties"]["FunctionName"];
         match f {
             Yaml::Tagged(t) if tag_name(t) == "Sub" => {
                 t.value.as_str().unwrap_or_default().replace("${AWS::StackName}", STACK)
             }
-            _ => logical_id.to_owned(),
+            _ => format!("{STACK}-{logical_id}"),
         }
     }
 

@@ -222,6 +222,7 @@ fn problems(template: &str) -> Vec<String> {
         p.push("table must be on-demand".into());
     }
     p.extend(event_problems(&t));
+    p.extend(deploy_problems(&t));
     // Connecting with only the URL: the discovery documents on the mcp function, registration
     // on its own.
     let routes: BTreeMap<String, String> = t["Resources"]
@@ -258,6 +259,65 @@ fn problems(template: &str) -> Vec<String> {
     strings(&t["Outputs"]["PanelUrl"]["Value"], &mut panel);
     if panel.is_empty() || callback != panel || !panel.iter().all(|u| u.ends_with(service::panel::PATH)) {
         p.push(format!("owner client callback {callback:?} must be the PanelUrl output {panel:?}"));
+    }
+    p
+}
+
+/// What a first deploy meets (issue 21): debris from a failed first create, name and time
+/// limits, words Cognito refuses, links outliving their objects, logs and concurrency.
+fn deploy_problems(t: &Value) -> Vec<String> {
+    let mut p = Vec::new();
+    let res = &t["Resources"];
+    for id in ["Table", "ArtifactBucket", "UserPool"] {
+        if res[id]["DeletionPolicy"].as_str() != Some("RetainExceptOnCreate")
+            || res[id]["UpdateReplacePolicy"].as_str() != Some("Retain")
+        {
+            p.push(format!("{id}: DeletionPolicy RetainExceptOnCreate and UpdateReplacePolicy Retain"));
+        }
+    }
+    let global_timeout = t["Globals"]["Function"]["Timeout"].as_u64().unwrap_or(3);
+    for (id, r) in res.as_mapping().into_iter().flatten() {
+        if r["Type"].as_str() != Some("AWS::Serverless::Function") {
+            continue;
+        }
+        let props = &r["Properties"];
+        // `${AWS::StackName}-…` passes 64 characters for long stack names; generated names fit.
+        if !props["FunctionName"].is_null() {
+            p.push(format!("{id:?}: no FunctionName (generated names always fit in 64 characters)"));
+        }
+        let mut group = Vec::new();
+        strings(&props["LoggingConfig"]["LogGroup"], &mut group);
+        let log = group.first().map(|g| &res[g.as_str()]);
+        let mut retention = Vec::new();
+        if let Some(l) = log {
+            strings(&l["Properties"]["RetentionInDays"], &mut retention);
+        }
+        if log.is_none_or(|l| l["Type"].as_str() != Some("AWS::Logs::LogGroup")) || retention != ["LogRetentionDays"] {
+            p.push(format!("{id:?}: needs LoggingConfig.LogGroup on a stack log group kept LogRetentionDays"));
+        }
+    }
+    let mcp_timeout = res["McpFunction"]["Properties"]["Timeout"].as_u64().unwrap_or(global_timeout);
+    let invoke = lambda::mcp::INVOKE_TIMEOUT.as_secs();
+    if !(global_timeout < invoke && invoke < mcp_timeout && mcp_timeout < 30) {
+        p.push(format!(
+            "timeouts must nest: tools {global_timeout} s < invoke {invoke} s < mcp {mcp_timeout} s < the HTTP API's 30 s"
+        ));
+    }
+    let pattern = t["Parameters"]["AuthDomainPrefix"]["AllowedPattern"].as_str().unwrap_or_default();
+    let script = "import re,sys\np=sys.argv[1]\nprint(' '.join(w for w in sys.argv[2:] if re.fullmatch(p,w)))";
+    let words = ["fc-prod", "acme", "my-aws-app", "amazon", "cognito1", "-x", "x-"];
+    let out = std::process::Command::new("python3").args(["-c", script, pattern]).args(words).output().unwrap();
+    let accepted = String::from_utf8_lossy(&out.stdout).trim().to_owned();
+    if accepted != "fc-prod acme" {
+        p.push(format!("AuthDomainPrefix's pattern accepts {accepted:?} of {words:?} (only fc-prod acme are valid)"));
+    }
+    let min_days = t["Parameters"]["ArtifactRetentionDays"]["MinValue"].as_u64().unwrap_or(0);
+    if min_days * 86_400 < service::blobs::DOWNLOAD_LINK_TTL.as_secs() {
+        p.push("ArtifactRetentionDays' minimum must outlive a download link".into());
+    }
+    let sqs = &res["NotifyFunction"]["Properties"]["Events"]["Events"]["Properties"];
+    if sqs["ScalingConfig"]["MaximumConcurrency"].as_u64().is_none_or(|c| !(2..=10).contains(&c)) {
+        p.push("notify's queue mapping needs a MaximumConcurrency (2-10) so a flood cannot take the account's".into());
     }
     p
 }
@@ -382,7 +442,15 @@ fn the_checker_catches_broken_templates() {
         ("index renamed", t.replacen("IndexName: gsi2", "IndexName: open", 1)),
         ("notifier write widened", t.replacen("                  dynamodb:LeadingKeys: [\"DELIVERY#*\"]\n", "                  dynamodb:LeadingKeys: [\"*\"]\n", 1)),
         ("DLQ count drifted", t.replacen("maxReceiveCount: 8", "maxReceiveCount: 5", 1)),
-        ("notify times out before its batch deadline", t.replacen("      CodeUri: functions/notify\n      Timeout: 30\n", "      CodeUri: functions/notify\n      Timeout: 15\n", 1)),
+        ("notify times out before its batch deadline", t.replacen("        LogGroup: !Ref NotifyLogGroup\n      Timeout: 30\n", "        LogGroup: !Ref NotifyLogGroup\n      Timeout: 15\n", 1)),
+        ("a failed first create leaves the table", t.replacen("    DeletionPolicy: RetainExceptOnCreate\n", "    DeletionPolicy: Retain\n", 1)),
+        ("the user pool is deleted with the stack", t.replacen("  UserPool:\n    Type: AWS::Cognito::UserPool\n    DeletionPolicy: RetainExceptOnCreate\n", "  UserPool:\n    Type: AWS::Cognito::UserPool\n", 1)),
+        ("a function named after the stack", t.replacen("      CodeUri: functions/mcp\n", "      CodeUri: functions/mcp\n      FunctionName: !Sub \"${AWS::StackName}-mcp\"\n", 1)),
+        ("a function without its log group", t.replacen("      LoggingConfig:\n        LogGroup: !Ref OwnerApiLogGroup\n", "", 1)),
+        ("logs kept forever", t.replacen("      RetentionInDays: !Ref LogRetentionDays\n", "", 1)),
+        ("mcp times out with API Gateway", t.replacen("      Timeout: 28\n", "      Timeout: 30\n", 1)),
+        ("a reserved word allowed in the domain prefix", t.replacen("(?!.*(?:aws|amazon|cognito))", "", 1)),
+        ("notify unbounded", t.replacen("              MaximumConcurrency: 5\n", "              MaximumConcurrency: 1000\n", 1)),
         ("stage throttle removed", t.replacen("      DefaultRouteSettings:\n        ThrottlingBurstLimit: 100\n        ThrottlingRateLimit: 50\n", "", 1)),
         ("registration throttle loosened", t.replacen("          ThrottlingBurstLimit: 5\n          ThrottlingRateLimit: 1\n", "          ThrottlingBurstLimit: 500\n          ThrottlingRateLimit: 100\n", 1)),
         ("notify batches too large", t.replacen("            BatchSize: 10\n            FunctionResponseTypes: [ReportBatchItemFailures]", "            BatchSize: 100\n            FunctionResponseTypes: [ReportBatchItemFailures]", 1)),

@@ -227,6 +227,7 @@ impl OwnerConfig {
                 logout_url: format!("{base}/logout"),
                 client_id: self.owner_client_id.clone(),
                 scope: "openid osfoundry/owner".into(),
+                redirect_uri: format!("{}{}", self.public_url, service::panel::PATH),
             },
             refresh_seconds: self.panel_refresh_seconds,
         }
@@ -445,7 +446,28 @@ mod tests {
             pairs.push((tool_function_key(*t), n));
         }
         let c = McpConfig::from_env(map(&pairs)).unwrap();
-        assert_eq!(c.auth_server.token_endpoint, "https://fc.auth.eu-west-1.amazoncognito.com/oauth2/token");
+        // The stack's own facade, in front of Cognito's (which refuses `resource`); revocation
+        // goes to Cognito directly.
+        assert_eq!(c.auth_server.token_endpoint, "/token");
+        assert_eq!(
+            c.auth_server.revocation_endpoint.as_deref(),
+            Some("https://fc.auth.eu-west-1.amazoncognito.com/oauth2/revoke")
+        );
+        let r = RegisterConfig::from_env(map(&[
+            (USER_POOL_ID.into(), "pool"),
+            (OAUTH_SCOPE_PREFIX.into(), "osfoundry/"),
+            (HOSTED_AUTH_URL.into(), "https://fc.auth.eu-west-1.amazoncognito.com/"),
+            (PUBLIC_URL.into(), "https://abc.execute-api.eu-west-1.amazonaws.com"),
+            (ALLOWED_HOSTS.into(), "mcp.example.com"),
+            (TABLE_NAME.into(), "t"),
+        ]))
+        .unwrap();
+        assert_eq!(
+            r.resources,
+            ["https://abc.execute-api.eu-west-1.amazonaws.com/mcp", "https://mcp.example.com/mcp"],
+            "a resource may name the API's MCP URL or a custom domain's"
+        );
+        assert_eq!(r.hosted_auth_url, "https://fc.auth.eu-west-1.amazoncognito.com");
         assert_eq!(
             c.endpoint.allowed_hosts,
             Some(vec!["abc.execute-api.eu-west-1.amazonaws.com".to_owned(), "mcp.example.com".to_owned()])

@@ -16,6 +16,11 @@ use crate::http_glue::{http_request, lambda_response};
 use crate::jwks::HttpJwks;
 use crate::{Error, aws_config, env, init_tracing};
 
+/// How long one tool invoke (all its attempts) may take before the call fails with the
+/// endpoint's own error: longer than a tool function's timeout (the template's 10 s), shorter
+/// than the `mcp` function's (28 s), which is under the HTTP API's 30 s integration limit.
+pub const INVOKE_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(20);
+
 /// `tools/call` → a synchronous invoke of the tool's own function.
 pub struct LambdaDispatch {
     client: aws_sdk_lambda::Client,
@@ -25,7 +30,9 @@ pub struct LambdaDispatch {
 impl LambdaDispatch {
     /// Dispatch to `functions` (tool → function name or ARN).
     pub fn new(aws: &aws_config::SdkConfig, functions: HashMap<ToolName, String>) -> Self {
-        Self { client: aws_sdk_lambda::Client::new(aws), functions }
+        let timeouts = aws_config::timeout::TimeoutConfig::builder().operation_timeout(INVOKE_TIMEOUT).build();
+        let config = aws_sdk_lambda::config::Builder::from(aws).timeout_config(timeouts).build();
+        Self { client: aws_sdk_lambda::Client::from_conf(config), functions }
     }
 }
 

@@ -36,10 +36,16 @@ function b64url(bytes) {
 }
 
 function redirectUri() {
-  return `${location.origin}/panel`;
+  // The cloud names the owner client's one callback (the panel on the API's own URL).
+  return cfg.redirect_uri || `${location.origin}/panel`;
 }
 
 async function startCognito() {
+  // Opened on another origin (a custom domain): sign in from the registered one instead.
+  if (new URL(redirectUri()).origin !== location.origin) {
+    location.assign(redirectUri());
+    return;
+  }
   const verifier = b64url(crypto.getRandomValues(new Uint8Array(32)));
   const state = b64url(crypto.getRandomValues(new Uint8Array(16)));
   const challenge = b64url(await crypto.subtle.digest("SHA-256", new TextEncoder().encode(verifier)));

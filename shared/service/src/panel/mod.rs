@@ -50,6 +50,10 @@ pub enum SignIn {
         client_id: String,
         /// The scopes asked for (`openid osfoundry/owner`).
         scope: String,
+        /// The owner client's one callback: the panel on the API's own URL. A panel opened on
+        /// another origin (a custom domain) moves there before it signs in, because Cognito
+        /// sends the code only to a registered callback.
+        redirect_uri: String,
     },
 }
 
@@ -165,11 +169,16 @@ mod tests {
                 logout_url: "https://fc.auth.eu-west-1.amazoncognito.com/logout".into(),
                 client_id: "owner-client".into(),
                 scope: "openid osfoundry/owner".into(),
+                redirect_uri: "https://abc.execute-api.eu-west-1.amazonaws.com/panel".into(),
             },
             refresh_seconds: 15,
         };
         assert!(
             cfg.content_security_policy().contains("connect-src 'self' https://fc.auth.eu-west-1.amazoncognito.com;")
         );
+        // The page signs in with the owner client's registered callback, wherever it was opened.
+        let res = cfg.handle(&Method::GET, "/panel/config.json", "https://mcp.example.com").unwrap();
+        let c: serde_json::Value = serde_json::from_slice(res.body()).unwrap();
+        assert_eq!(c["redirect_uri"], "https://abc.execute-api.eu-west-1.amazonaws.com/panel");
     }
 }
