@@ -58,6 +58,10 @@ async def exercise(session, protocol):
     again = structured(await session.call_tool("run_graph_session", run_args))
     check(queued["status"] == "queued" and again["command_id"] == queued["command_id"], "same key, same run")
     check(queued["check_after_s"] >= 1, "check_after_s")
+    # Arguments that fail validation come back as the tool's result, which the model reads
+    # (SEP-1303), not as a protocol error the SDK would raise.
+    short = await session.call_tool("run_graph_session", {**run_args, "idempotency_key": "short"})
+    check(error_text(short).startswith("idempotency_key: must be 8 to 128 characters"), f"invalid argument: {short}")
     other = await session.call_tool("run_graph_session", {**run_args, "arguments": {"week": 49}})
     check(error_text(other) == "idempotency_key was already used with different arguments", "key reuse")
     run = structured(await session.call_tool("get_graph_run", {"command_id": queued["command_id"]}))

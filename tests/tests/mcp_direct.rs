@@ -179,7 +179,7 @@ async fn plain_tool_calls_are_answered_directly_and_exactly_as_rmcp_answers_them
             json!({"chat_link_id": f.link, "task_id": f.claimed_task, "claim_id": uuid::Uuid::new_v4().to_string(),
                    "status": "completed", "result": "x"}),
         ),
-        // JSON-RPC errors: invalid params, unknown tool, no arguments
+        // invalid arguments (isError results, SEP-1303), an unknown tool (-32602), no arguments
         call(json!(11), "list_linked_chat_tasks", json!({"chat_link_id": "not-a-uuid"})),
         call(json!(12), "list_linked_chat_tasks", json!({"chat_link_id": f.link, "extra": 1})),
         call(json!(13), "no_such_tool", json!({})),
@@ -192,6 +192,15 @@ async fn plain_tool_calls_are_answered_directly_and_exactly_as_rmcp_answers_them
         assert_eq!(status, 200, "{v}");
         assert!(v.get("result").is_some() || v.get("error").is_some(), "{v}");
     }
+    // Invalid arguments reach the model as a result naming the field; an unknown tool is a
+    // protocol error.
+    for (case, needle) in [(6, "chat_link_id"), (7, "extra"), (9, "missing field")] {
+        let (_, v, _) = both(&f, &h, &cases[case]).await;
+        assert_eq!(v["result"]["isError"], true, "{v}");
+        assert!(v["result"]["content"][0]["text"].as_str().unwrap().contains(needle), "{v}");
+    }
+    let (_, v, _) = both(&f, &h, &cases[8]).await;
+    assert_eq!(v["error"]["code"], -32602, "{v}");
     // The claim replay really is the claim (both paths ran the tool).
     let (_, v, _) = both(&f, &h, &cases[2]).await;
     assert_eq!(v["result"]["structuredContent"]["claim_id"], f.claim_id.as_str(), "{v}");

@@ -75,6 +75,28 @@ impl Server {
         self.rpc("tools/call", json!({"name": tool, "arguments": args})).await
     }
 
+    /// A `tools/call` of the 2026-07-28 revision (no handshake; metadata and headers per request).
+    async fn call_2026(&self, tool: &str, args: Value) -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": args,
+            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                      "io.modelcontextprotocol/clientCapabilities": {}}}});
+        let res = self
+            .http
+            .post(self.url())
+            .header("content-type", "application/json")
+            .header("accept", ACCEPT)
+            .header("mcp-protocol-version", "2026-07-28")
+            .header("mcp-method", "tools/call")
+            .header("mcp-name", tool)
+            .header("authorization", format!("Bearer {}", self.running.token))
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(res.status(), 200, "{tool}");
+        res.json().await.unwrap()
+    }
+
     fn store(&self) -> &SqliteStore {
         &self.running.store
     }
@@ -214,11 +236,15 @@ async fn bad_requests_get_clear_errors_and_write_nothing() {
         ),
         ("get_graph_run", json!({"command_id": "1234"}), "command_id: must be a UUID"),
     ];
+    // Invalid arguments are a tool result the model reads (SEP-1303), in both eras: 2025-11-25
+    // on the direct path, 2026-07-28 through rmcp.
     for (tool, args, needle) in cases {
-        let v = s.call(tool, args.clone()).await;
-        assert_eq!(v["error"]["code"], -32602, "{tool} {args}: {v}");
-        let msg = v["error"]["message"].as_str().unwrap();
-        assert!(msg.contains(needle), "{tool} {args}: {msg:?} should mention {needle:?}");
+        for v in [s.call(tool, args.clone()).await, s.call_2026(tool, args.clone()).await] {
+            assert!(v.get("error").is_none(), "{tool} {args}: a protocol error: {v}");
+            assert_eq!(v["result"]["isError"], true, "{tool} {args}: {v}");
+            let msg = v["result"]["content"][0]["text"].as_str().unwrap();
+            assert!(msg.contains(needle), "{tool} {args}: {msg:?} should mention {needle:?}");
+        }
     }
     // Oversized body → 413 before anything is parsed.
     let big = vec![b' '; service::mcp::DEFAULT_MAX_BODY_BYTES + 10];

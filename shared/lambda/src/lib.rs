@@ -19,7 +19,8 @@
 //! | [`publisher::run`] | `publisher` | the `publish_events` function: table stream → events → SQS (`aws_lambda_events`' DynamoDB event in, its partial-batch response out) |
 //! | [`notifier::run`] | `notifier` | the `notify` function: SQS → signed webhooks (`SqsEvent` in, `SqsBatchResponse` out) |
 //!
-//! Errors follow one rule: a domain rejection is a tool result, bad input a `-32602` or a 400,
+//! Errors follow one rule: a domain rejection or invalid tool arguments are a tool result
+//! (`isError: true`), other bad input a `-32602` or a 400,
 //! and an infrastructure fault a Lambda error or a 503 (retryable, details only in the logs).
 
 pub mod config;

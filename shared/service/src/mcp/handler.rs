@@ -90,7 +90,8 @@ impl<D: Dispatch + ?Sized> ServerHandler for McpHandler<D> {
 
 impl<D: Dispatch + ?Sized> McpHandler<D> {
     /// One `tools/call`, for rmcp's handler and the direct path alike: the arguments parsed
-    /// once, dispatch, and the mapping of the tool's reply to a result or a JSON-RPC error.
+    /// once, dispatch, and the mapping of the tool's reply to a result (`isError: true` for a
+    /// refusal or invalid arguments) or a JSON-RPC error (an unknown tool, `-32602`; a fault).
     pub async fn call(
         &self,
         identity: Option<Identity>,
@@ -102,12 +103,19 @@ impl<D: Dispatch + ?Sized> McpHandler<D> {
         let identity = identity.ok_or_else(|| McpError::internal_error("request without identity", None))?;
         // The scope was checked once, by `McpEndpoint::handle`, before either path.
         let arguments = request.arguments.map(serde_json::Value::Object).unwrap_or(serde_json::Value::Null);
-        let args = tool.parse_arguments(&arguments).map_err(|m| McpError::invalid_params(m, None))?;
+        // Arguments that fail validation are a tool execution error (SEP-1303, since 2025-11-25):
+        // hosts pass tool results back to the model, protocol errors they keep, so only a result
+        // lets the model read "idempotency_key: must be 8 to 128 characters" and correct its call.
+        let invalid = |message: String| Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into());
+        let args = match tool.parse_arguments(&arguments) {
+            Ok(a) => a,
+            Err(message) => return invalid(message),
+        };
         let call = ToolCall { tool, owner: identity.owner, agent: identity.agent, arguments };
         match self.dispatch.dispatch(call, args).await {
             Ok(ToolReply::Ok { structured }) => Ok(CallToolResult::structured(structured).into()),
             Ok(ToolReply::Rejected { message }) => Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into()),
-            Ok(ToolReply::Invalid { message }) => Err(McpError::invalid_params(message, None)),
+            Ok(ToolReply::Invalid { message }) => invalid(message),
             Err(fault) => {
                 tracing::error!(tool = tool.as_str(), error = %domain::errors::ErrorChain(&fault), "tool call failed");
                 Err(McpError::internal_error("temporarily unavailable; retry with the same arguments", None))

@@ -7,7 +7,7 @@ use serde::Deserialize;
 
 use super::ToolInput;
 
-/// An [`InputError`] as a `-32602` message.
+/// An [`InputError`] as the message of an `isError` result.
 pub(super) fn field<T>(r: Result<T, InputError>) -> Result<T, String> {
     r.map_err(|e| e.to_string())
 }

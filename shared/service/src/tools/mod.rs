@@ -11,8 +11,8 @@
 //! handler); the local server and tests dispatch by name with [`handle`].
 //!
 //! Outcomes are three-way ([`ToolReply`]): a structured result, a domain rejection (a tool
-//! result with `isError: true` and the exact SPEC string), or invalid arguments (JSON-RPC
-//! `-32602` naming the field and the rule). Infrastructure failures are [`ToolFault`]s:
+//! result with `isError: true` and the exact SPEC string), or invalid arguments (also an
+//! `isError: true` result, naming the field and the rule: SEP-1303, so the model can read it). Infrastructure failures are [`ToolFault`]s:
 //! retryable, logged with their causes, never shown with their details.
 
 mod common;
@@ -106,7 +106,7 @@ pub trait ToolInput: DeserializeOwned + JsonSchema {
     /// Validates the parsed input.
     ///
     /// # Errors
-    /// The message for a `-32602` error, naming the field and the rule.
+    /// The message of the `isError` result, naming the field and the rule.
     fn check(self) -> Result<Self::Args, String>;
 }
 
@@ -196,7 +196,7 @@ pub enum ToolReply {
         /// The exact message.
         message: String,
     },
-    /// Invalid arguments: JSON-RPC `-32602` with this message.
+    /// Invalid arguments: an `isError: true` result with this message (SEP-1303).
     Invalid {
         /// Names the field and the rule.
         message: String,
@@ -254,7 +254,7 @@ pub enum ToolFault {
 /// Parses and checks a tool's arguments (`null` reads as `{}`), without copying them.
 ///
 /// # Errors
-/// The message for a `-32602` error, naming the field (`arguments.week`) and the rule.
+/// The message of the `isError` result, naming the field (`arguments.week`) and the rule.
 pub fn parse_args<I: ToolInput>(args: &serde_json::Value) -> Result<I::Args, String> {
     let empty;
     let args = if args.is_null() {
@@ -371,7 +371,7 @@ macro_rules! tools {
             /// `mcp` layer does this before dispatching).
             ///
             /// # Errors
-            /// The message for a `-32602` error, naming the field and the rule.
+            /// The message of the `isError` result, naming the field and the rule.
             pub fn parse_arguments(self, args: &serde_json::Value) -> Result<ToolArgs, String> {
                 match self { $(Self::$variant => parse_args::<<$variant as Tool>::Input>(args).map(ToolArgs::$variant)),+ }
             }
