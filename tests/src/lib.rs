@@ -12,6 +12,7 @@
 
 pub mod cloud;
 pub mod hosted_ui;
+pub mod mcp;
 pub mod receiver;
 pub mod registration;
 

@@ -155,6 +155,35 @@ async fn the_real_binaries_serve_owners_relays_and_both_python_sdks() {
     })
     .await;
     assert_eq!(done["structuredContent"]["result"], "{\"week\":48}");
+
+    // A task-aware client (2026-07-28, the Tasks extension declared) gets a run as a task and
+    // its result through tasks/get — mcp → Lambda Invoke → get_graph_run — never calling
+    // get_graph_run itself.
+    let url = format!("{}/mcp", w.emu.gateway);
+    let caps = foundry_tests::mcp::tasks_capability();
+    let call = json!({"name": "run_graph_session",
+                      "arguments": {"graph_session_id": gs, "idempotency_key": "cloud-task-0001", "arguments": {"week": 49}}});
+    let created = foundry_tests::mcp::rpc_2026(
+        &w.http,
+        &url,
+        &w.agent,
+        "tools/call",
+        Some("run_graph_session"),
+        call,
+        caps.clone(),
+    )
+    .await;
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    let task_id = created["result"]["taskId"].as_str().unwrap().to_owned();
+    let finished = wait_until("the task to complete", Duration::from_secs(30), || async {
+        let params = json!({"taskId": task_id});
+        let t =
+            foundry_tests::mcp::rpc_2026(&w.http, &url, &w.agent, "tasks/get", Some(&task_id), params, caps.clone())
+                .await;
+        (t["result"]["status"] == "completed").then_some(t)
+    })
+    .await;
+    assert_eq!(finished["result"]["result"]["structuredContent"]["result"], "{\"week\":49}", "{finished}");
     relay.kill().unwrap();
     relay.wait().unwrap();
 

@@ -77,24 +77,20 @@ impl Server {
 
     /// A `tools/call` of the 2026-07-28 revision (no handshake; metadata and headers per request).
     async fn call_2026(&self, tool: &str, args: Value) -> Value {
-        let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": args,
-            "_meta": {"io.modelcontextprotocol/protocolVersion": "2026-07-28",
-                      "io.modelcontextprotocol/clientCapabilities": {}}}});
-        let res = self
-            .http
-            .post(self.url())
-            .header("content-type", "application/json")
-            .header("accept", ACCEPT)
-            .header("mcp-protocol-version", "2026-07-28")
-            .header("mcp-method", "tools/call")
-            .header("mcp-name", tool)
-            .header("authorization", format!("Bearer {}", self.running.token))
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), 200, "{tool}");
-        res.json().await.unwrap()
+        self.rpc_2026("tools/call", Some(tool), json!({"name": tool, "arguments": args}), json!({}), None).await
+    }
+
+    /// A 2026-07-28 request declaring `capabilities`, with the run-and-read token or `token`.
+    async fn rpc_2026(
+        &self,
+        method: &str,
+        name: Option<&str>,
+        params: Value,
+        capabilities: Value,
+        token: Option<&str>,
+    ) -> Value {
+        let token = token.unwrap_or(&self.running.token);
+        foundry_tests::mcp::rpc_2026(&self.http, &self.url(), token, method, name, params, capabilities).await
     }
 
     fn store(&self) -> &SqliteStore {
@@ -407,5 +403,152 @@ async fn ping_answers_and_a_foreign_host_is_refused() {
         .await
         .unwrap();
     assert_eq!(res.status(), 403);
+    s.finish().await;
+}
+
+/// A client that declares the Tasks extension (SEP-2663) gets `run_graph_session` as a task whose
+/// id is the command id, reads it with `tasks/get` until it carries the run's result — without
+/// calling `get_graph_run` — and cancels another with `tasks/cancel`. A client that does not
+/// declare it gets the ticket as before; another agent cannot see the task.
+#[tokio::test]
+async fn a_task_aware_client_runs_a_graph_run_as_a_task() {
+    use domain::runs::{Completion, FinalStatus, SessionMeta, StartOutcome};
+    use domain::store::{RelayRuns, SyncSessions};
+    let s = server().await;
+    let owner = s.running.demo.owner.clone();
+    let gs = format!("gs_{}", "b".repeat(32));
+    let meta = SessionMeta {
+        graph_session_id: domain::ids::GraphSessionId::parse("graph_session_id", &gs).unwrap(),
+        name: "Weekly report".into(),
+        description: "drafts the weekly report".into(),
+        slug: "weekly-report".into(),
+        version: "1".into(),
+        status: "ready".into(),
+    };
+    s.store().sync_sessions(&owner, s.running.demo.project_id, foundry_tests::TEST_DEVICE, &[meta]).await.unwrap();
+    let tasks = foundry_tests::mcp::tasks_capability();
+    let run =
+        |key: &str| json!({"name": "run_graph_session", "arguments": {"graph_session_id": gs, "idempotency_key": key}});
+    // Without the extension: today's ticket, unchanged.
+    let plain = s.rpc_2026("tools/call", Some("run_graph_session"), run("plain-run-key"), json!({}), None).await;
+    assert_eq!(plain["result"]["structuredContent"]["status"], "queued", "{plain}");
+    assert!(plain["result"].get("taskId").is_none(), "{plain}");
+    // With it: a task, its id the command id, polled at the run's own hint, kept the run's 24 h.
+    let created = s.rpc_2026("tools/call", Some("run_graph_session"), run("task-run-key"), tasks.clone(), None).await;
+    let task = &created["result"];
+    assert_eq!(created["result"]["resultType"], "task", "{created}");
+    assert_eq!(task["status"], "working", "{created}");
+    assert!(task["pollIntervalMs"].as_u64().unwrap() >= 1000, "{created}");
+    assert_eq!(task["ttlMs"], 24 * 3600 * 1000);
+    let id = task["taskId"].as_str().unwrap().to_owned();
+    let command = domain::ids::CommandId::parse("taskId", &id).unwrap();
+    let get = |token: Option<&'static str>| {
+        let id = id.clone();
+        let tasks = tasks.clone();
+        let s = &s;
+        async move { s.rpc_2026("tasks/get", Some(&id), json!({"taskId": id}), tasks, token).await }
+    };
+    let first = get(None).await;
+    assert_eq!(first["result"]["status"], "working", "{first}");
+    // The desktop runs it and reports a result.
+    assert!(matches!(s.store().start_run(&owner, command, "exec-1").await.unwrap(), StartOutcome::Started));
+    assert_eq!(get(None).await["result"]["statusMessage"], "running");
+    let done = Completion {
+        execution_id: "exec-1".into(),
+        status: FinalStatus::Completed,
+        result: Some("the weekly report".into()),
+        result_truncated: false,
+        error: None,
+        total_tokens: Some(42),
+        reported_cost: None,
+    };
+    s.store().complete_run(&owner, command, &done).await.unwrap();
+    let finished = get(None).await;
+    assert_eq!(finished["result"]["status"], "completed", "{finished}");
+    assert_eq!(finished["result"]["result"]["structuredContent"]["result"], "the weekly report", "{finished}");
+    assert!(finished["result"]["result"].get("isError").is_none_or(|e| e == false), "{finished}");
+    // Another agent of the same owner does not see it.
+    let other = s.token_with(&[service::tools::SCOPE_READ, service::tools::SCOPE_RUN]);
+    let other: &'static str = Box::leak(other.into_boxed_str());
+    let hidden = get(Some(other)).await;
+    assert_eq!(hidden["error"]["message"], "Graph run not found or access removed", "{hidden}");
+    // tasks/cancel is cancel_graph_run.
+    let second = s.rpc_2026("tools/call", Some("run_graph_session"), run("task-run-key-2"), tasks.clone(), None).await;
+    let second_id = second["result"]["taskId"].as_str().unwrap().to_owned();
+    let ack = s.rpc_2026("tasks/cancel", Some(&second_id), json!({"taskId": second_id}), tasks.clone(), None).await;
+    assert!(ack.get("error").is_none(), "{ack}");
+    let cancelled = s.rpc_2026("tasks/get", Some(&second_id), json!({"taskId": second_id}), tasks.clone(), None).await;
+    assert_eq!(cancelled["result"]["status"], "cancelled", "{cancelled}");
+    // tasks/* without declaring the extension is refused as the extension says.
+    let undeclared = s.rpc_2026("tasks/get", Some(&id), json!({"taskId": id}), json!({}), None).await;
+    assert!(undeclared.get("error").is_some(), "{undeclared}");
+    s.finish().await;
+}
+
+/// The MCP Inspector's CLI, a task-aware client (it declares the Tasks extension and follows a
+/// task to its end), gets a Graph run's *result* from one `tools/call run_graph_session`: it
+/// waits through `tasks/get` while the desktop runs the Graph — it never calls get_graph_run.
+#[tokio::test]
+async fn the_inspector_cli_gets_a_graph_runs_result_as_a_task() {
+    use domain::runs::{Completion, FinalStatus, QueueFilter, SessionMeta};
+    use domain::store::{RelayRuns, SyncSessions};
+    let (Some(node), Some(cli)) =
+        (std::env::var_os("FOUNDRY_CONFORMANCE_NODE"), std::env::var_os("FOUNDRY_INSPECTOR_CLI"))
+    else {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "FOUNDRY_INSPECTOR_CLI not set under CI=true");
+        eprintln!(
+            "\n*** SKIPPING: FOUNDRY_INSPECTOR_CLI not set; ./infra/test.sh installs the pinned Inspector. ***\n"
+        );
+        return;
+    };
+    let s = server().await;
+    let (owner, project) = (s.running.demo.owner.clone(), s.running.demo.project_id);
+    let gs = format!("gs_{}", "e".repeat(32));
+    let meta = SessionMeta {
+        graph_session_id: domain::ids::GraphSessionId::parse("graph_session_id", &gs).unwrap(),
+        name: "Weekly report".into(),
+        description: "drafts the weekly report".into(),
+        slug: "weekly-report".into(),
+        version: "1".into(),
+        status: "ready".into(),
+    };
+    s.store().sync_sessions(&owner, project, foundry_tests::TEST_DEVICE, &[meta]).await.unwrap();
+    let args = json!({"graph_session_id": gs, "idempotency_key": "inspector-run-1"}).to_string();
+    let home = s.dir.join("inspector-home");
+    std::fs::create_dir_all(&home).unwrap();
+    let inspector = tokio::process::Command::new(&node)
+        .arg(&cli)
+        .args(["--cli", "--server-url", &s.url(), "--transport", "http", "--protocol-era", "modern"])
+        .args(["--header", &format!("Authorization: Bearer {}", s.running.token)])
+        .args(["--method", "tools/call", "--tool-name", "run_graph_session", "--tool-args-json", &args])
+        .args(["--format", "json", "-q"])
+        .env("HOME", &home)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // The desktop's part: the run appears in the queue, starts, completes.
+    let run = foundry_tests::wait_until("the Inspector to queue the run", Duration::from_secs(30), || async {
+        s.store().list_queued(&owner, project, 10, &QueueFilter::all()).await.unwrap().into_iter().next()
+    })
+    .await;
+    s.store().start_run(&owner, run.command_id, "exec-inspector").await.unwrap();
+    let done = Completion {
+        execution_id: "exec-inspector".into(),
+        status: FinalStatus::Completed,
+        result: Some("the weekly report, by task".into()),
+        result_truncated: false,
+        error: None,
+        total_tokens: None,
+        reported_cost: None,
+    };
+    s.store().complete_run(&owner, run.command_id, &done).await.unwrap();
+    let out = tokio::time::timeout(Duration::from_secs(60), inspector.wait_with_output()).await.unwrap().unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "inspector: {stdout}\n{}", String::from_utf8_lossy(&out.stderr));
+    let v: Value = serde_json::from_str(stdout.trim()).unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(v["result"]["structuredContent"]["result"], "the weekly report, by task", "{v}");
+    assert_eq!(v["result"]["structuredContent"]["command_id"], run.command_id.to_string());
     s.finish().await;
 }

@@ -104,7 +104,7 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
         id: RequestId,
         params: CallToolRequestParams,
     ) -> http::Response<Bytes> {
-        let message = match self.handler.call(Some(identity), params).await {
+        let message = match self.handler.call(Some(identity), params, false).await {
             Ok(response) => {
                 let mut result = ServerResult::from(response);
                 result.strip_result_type_for_legacy_peer();

@@ -5,8 +5,9 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use rmcp::model::{
-    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, Implementation, ListToolsResult,
-    PaginatedRequestParams, ServerCapabilities, ServerConfig, Tool,
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock, CreateTaskResult,
+    DetailedTask, GetTaskParams, GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Task, TaskPayload, TaskStatus, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
@@ -60,7 +61,8 @@ Graph runs are queued, not run inline: run_graph_session returns a ticket, get_g
 
 impl<D: Dispatch + ?Sized> ServerHandler for McpHandler<D> {
     fn get_info(&self) -> ServerConfig {
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        // The Tasks extension (SEP-2663) is offered; it is used only for clients that declare it.
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tasks().build())
             .with_server_info(Implementation::new("foundry-connect", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
     }
@@ -82,20 +84,99 @@ impl<D: Dispatch + ?Sized> ServerHandler for McpHandler<D> {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
-        let identity =
-            context.extensions.get::<http::request::Parts>().and_then(|p| p.extensions.get::<Identity>()).cloned();
-        self.call(identity, request).await
+        let as_task = context.client_capabilities().is_some_and(|c| c.supports_tasks());
+        self.call(identity_of(&context), request, as_task).await
     }
+
+    /// `tasks/get`: the Graph run the task is, read through `get_graph_run` (so the same
+    /// visibility: only the agent that started it).
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let run = self.run_tool(identity_of(&context), ToolName::GetGraphRun, &request.task_id).await?;
+        Ok(GetTaskResult::new(detailed_task(&run)))
+    }
+
+    /// `tasks/cancel`: `cancel_graph_run`.
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.run_tool(identity_of(&context), ToolName::CancelGraphRun, &request.task_id).await.map(drop)
+    }
+}
+
+fn identity_of(context: &RequestContext<RoleServer>) -> Option<Identity> {
+    context.extensions.get::<http::request::Parts>().and_then(|p| p.extensions.get::<Identity>()).cloned()
+}
+
+/// How long a Graph run lives as a task: a run expires 24 h after it was queued.
+pub const TASK_TTL: std::time::Duration = domain::limits::DEFAULT_EXPIRY;
+
+/// A Graph run (`run_graph_session`'s or `get_graph_run`'s structured output) as a task: the
+/// task id is the command id; queued and running are `working` (the status message says
+/// which), `completed` carries the run as the tool result, `failed` and `expired` too with
+/// `isError: true` (a tool-level outcome, not a protocol error), `cancelled` is `cancelled`.
+/// The poll interval is the run's own `check_after_s`.
+pub fn run_task(run: &serde_json::Value) -> Task {
+    let s = |k: &str| run.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+    let status = match run.get("status").and_then(|v| v.as_str()) {
+        Some("completed" | "failed" | "expired") => TaskStatus::Completed,
+        Some("cancelled") => TaskStatus::Cancelled,
+        _ => TaskStatus::Working,
+    };
+    let updated = ["finished_at", "started_at"].iter().map(|k| s(k)).find(|v| !v.is_empty()).unwrap_or(s("queued_at"));
+    let mut task = Task::new(s("command_id"), status, s("queued_at"), updated)
+        .with_ttl_ms(u64::try_from(TASK_TTL.as_millis()).unwrap_or(u64::MAX))
+        .with_status_message(s("status"));
+    if let Some(after) = run.get("check_after_s").and_then(serde_json::Value::as_u64) {
+        task = task.with_poll_interval_ms(after.max(1).saturating_mul(1000));
+    }
+    task
+}
+
+fn detailed_task(run: &serde_json::Value) -> DetailedTask {
+    let task = run_task(run);
+    let status = run.get("status").and_then(|v| v.as_str()).unwrap_or_default();
+    let payload = match task.status {
+        TaskStatus::Completed => {
+            // The result answers the `run_graph_session` call, so it follows that tool's output
+            // schema: get_graph_run's fields (a superset), `check_after_s` 0 once finished.
+            let mut structured = run.clone();
+            if structured.get("check_after_s").is_none_or(serde_json::Value::is_null) {
+                structured["check_after_s"] = serde_json::json!(0);
+            }
+            let result = if status == "completed" {
+                CallToolResult::structured(structured)
+            } else {
+                CallToolResult::structured_error(structured)
+            };
+            match serde_json::to_value(result) {
+                Ok(serde_json::Value::Object(result)) => TaskPayload::Completed { result },
+                _ => TaskPayload::Working,
+            }
+        }
+        TaskStatus::Cancelled => TaskPayload::Cancelled,
+        _ => TaskPayload::Working,
+    };
+    DetailedTask::new(task, payload)
 }
 
 impl<D: Dispatch + ?Sized> McpHandler<D> {
     /// One `tools/call`, for rmcp's handler and the direct path alike: the arguments parsed
     /// once, dispatch, and the mapping of the tool's reply to a result (`isError: true` for a
     /// refusal or invalid arguments) or a JSON-RPC error (an unknown tool, `-32602`; a fault).
+    ///
+    /// `as_task`: the client declared the Tasks extension; `run_graph_session` then answers the
+    /// run as a task (its id is the command id) instead of a ticket result.
     pub async fn call(
         &self,
         identity: Option<Identity>,
         request: CallToolRequestParams,
+        as_task: bool,
     ) -> Result<CallToolResponse, McpError> {
         let Some(tool) = ToolName::parse(&request.name) else {
             return Err(McpError::invalid_params(format!("Unknown tool: {}", request.name), None));
@@ -113,11 +194,41 @@ impl<D: Dispatch + ?Sized> McpHandler<D> {
         };
         let call = ToolCall { tool, owner: identity.owner, agent: identity.agent, arguments };
         match self.dispatch.dispatch(call, args).await {
+            Ok(ToolReply::Ok { structured }) if as_task && tool == ToolName::RunGraphSession => {
+                Ok(CallToolResponse::Task(CreateTaskResult::new(run_task(&structured))))
+            }
             Ok(ToolReply::Ok { structured }) => Ok(CallToolResult::structured(structured).into()),
             Ok(ToolReply::Rejected { message }) => Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into()),
             Ok(ToolReply::Invalid { message }) => invalid(message),
             Err(fault) => {
                 tracing::error!(tool = tool.as_str(), error = %domain::errors::ErrorChain(&fault), "tool call failed");
+                Err(McpError::internal_error("temporarily unavailable; retry with the same arguments", None))
+            }
+        }
+    }
+}
+
+impl<D: Dispatch + ?Sized> McpHandler<D> {
+    /// Runs `tool` on `{"command_id": task_id}` for a `tasks/*` request: its structured output,
+    /// or the tool's refusal (and an id that is not a run's) as `-32602` with the tool's text.
+    async fn run_tool(
+        &self,
+        identity: Option<Identity>,
+        tool: ToolName,
+        task_id: &str,
+    ) -> Result<serde_json::Value, McpError> {
+        let identity = identity.ok_or_else(|| McpError::internal_error("request without identity", None))?;
+        let arguments = serde_json::json!({ "command_id": task_id });
+        let not_found = || McpError::invalid_params(domain::errors::RUN_NOT_FOUND, None);
+        let args = tool.parse_arguments(&arguments).map_err(|_| not_found())?;
+        let call = ToolCall { tool, owner: identity.owner, agent: identity.agent, arguments };
+        match self.dispatch.dispatch(call, args).await {
+            Ok(ToolReply::Ok { structured }) => Ok(structured),
+            Ok(ToolReply::Rejected { message } | ToolReply::Invalid { message }) => {
+                Err(McpError::invalid_params(message, None))
+            }
+            Err(fault) => {
+                tracing::error!(tool = tool.as_str(), error = %domain::errors::ErrorChain(&fault), "task request failed");
                 Err(McpError::internal_error("temporarily unavailable; retry with the same arguments", None))
             }
         }

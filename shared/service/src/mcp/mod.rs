@@ -164,12 +164,19 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
         };
         let message = Some(message);
         let method = message.as_ref().and_then(|m| m.get("method")).and_then(|m| m.as_str()).map(str::to_owned);
-        if method.as_deref() == Some("tools/call")
-            && let Some(tool) = message
+        // The one scope check: a tool's own scope; `tasks/get` and `tasks/cancel` (a Graph run
+        // as a task) need what get_graph_run and cancel_graph_run need.
+        let scoped_tool = match method.as_deref() {
+            Some("tools/call") => message
                 .as_ref()
                 .and_then(|m| m.pointer("/params/name"))
                 .and_then(|n| n.as_str())
-                .and_then(ToolName::parse)
+                .and_then(ToolName::parse),
+            Some("tasks/get") => Some(ToolName::GetGraphRun),
+            Some("tasks/cancel") => Some(ToolName::CancelGraphRun),
+            _ => None,
+        };
+        if let Some(tool) = scoped_tool
             && !identity.has_scope(tool.spec().scope)
         {
             let challenge = format!(

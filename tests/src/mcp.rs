@@ -1,0 +1,42 @@
+//! Requests of the MCP 2026-07-28 revision, as a client without a handshake sends them: the
+//! protocol version and client capabilities in each request's `_meta`, `Mcp-Method` and
+//! `Mcp-Name` headers beside them.
+
+use serde_json::{Value, json};
+
+/// The Tasks extension, as a client declares it in its capabilities.
+pub fn tasks_capability() -> Value {
+    json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})
+}
+
+/// Sends `method` with `params` to the MCP endpoint `url` as `token`, declaring `capabilities`;
+/// `name` is the `Mcp-Name` header (a tool's name, a task's id). The JSON-RPC answer; panics on
+/// an HTTP failure without a JSON-RPC error.
+pub async fn rpc_2026(
+    http: &reqwest::Client,
+    url: &str,
+    token: &str,
+    method: &str,
+    name: Option<&str>,
+    mut params: Value,
+    capabilities: Value,
+) -> Value {
+    params["_meta"] = json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+                             "io.modelcontextprotocol/clientCapabilities": capabilities});
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+    let mut req = http
+        .post(url)
+        .header("content-type", "application/json")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2026-07-28")
+        .header("mcp-method", method)
+        .header("authorization", format!("Bearer {token}"));
+    if let Some(n) = name {
+        req = req.header("mcp-name", n);
+    }
+    let res = req.body(body.to_string()).send().await.unwrap_or_else(|e| panic!("{method}: {e}"));
+    let status = res.status();
+    let v: Value = res.json().await.unwrap_or(Value::Null);
+    assert!(status == 200 || v.get("error").is_some(), "{method}: {status} {v}");
+    v
+}
