@@ -199,9 +199,21 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         let mut backoff = self.jitter_seed.map_or_else(Backoff::default, Backoff::seeded);
         let mut ticker = tokio::time::interval(poll);
         ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        let mut wake = WakeCheck::now();
+        let mut wake_tick = tokio::time::interval(WAKE_CHECK);
+        wake_tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
         loop {
             tokio::select! {
                 _ = ticker.tick() => {}
+                _ = wake_tick.tick() => {
+                    // A laptop that slept: sync at once (a run queued meanwhile waits no longer,
+                    // and a running one's control poll is due), with the backoff forgotten.
+                    if !wake.woke() {
+                        continue;
+                    }
+                    tracing::info!("the computer woke from sleep; syncing now");
+                    backoff.reset();
+                }
                 () = &mut shutdown => break,
             }
             let outcome = tokio::select! {
@@ -312,7 +324,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
             match synced {
                 Synced::Disabled => {
                     self.project_status(project, "disabled by the owner", &sessions, 0);
-                    tracing::info!(%project, "project is disabled for connected agents; skipping");
+                    tracing::debug!(%project, "project is disabled for connected agents; skipping");
                     self.set_status(|s| {
                         if !s.disabled_projects.contains(&project.to_string()) {
                             s.disabled_projects.push(project.to_string());
@@ -321,7 +333,13 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
                 }
                 Synced::Commands { commands, poll_interval } => {
                     poll = poll_interval;
-                    tracing::info!(%project, sessions = sessions.len(), queued = commands.len(), "synced");
+                    // A quiet sync every 20 s is noise in a log nobody rotates: debug; one that
+                    // brings work is worth a line.
+                    if commands.is_empty() {
+                        tracing::debug!(%project, sessions = sessions.len(), "synced; nothing queued");
+                    } else {
+                        tracing::info!(%project, sessions = sessions.len(), queued = commands.len(), "synced");
+                    }
                     self.project_status(project, "ok", &sessions, commands.len());
                     self.set_status(|s| {
                         s.last_sync_at = Some(SystemClock.now().rfc3339());
@@ -348,3 +366,48 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
 
 #[cfg(test)]
 mod tests;
+
+/// How often the relay checks whether the computer slept.
+const WAKE_CHECK: Duration = Duration::from_secs(5);
+/// Wall time past monotonic time that counts as a sleep (monotonic clocks stop while the
+/// computer sleeps on macOS and Linux; the wall clock does not).
+const SLEEP_GAP: Duration = Duration::from_secs(10);
+
+/// Notices a sleep: the wall clock moved on further than the monotonic clock since last time.
+struct WakeCheck {
+    mono: std::time::Instant,
+    wall: std::time::SystemTime,
+}
+
+impl WakeCheck {
+    fn now() -> Self {
+        Self { mono: std::time::Instant::now(), wall: std::time::SystemTime::now() }
+    }
+
+    /// Whether the computer slept since the last call.
+    fn woke(&mut self) -> bool {
+        let next = Self::now();
+        let slept = slept(next.mono.duration_since(self.mono), next.wall.duration_since(self.wall).ok());
+        *self = next;
+        slept
+    }
+}
+
+/// Whether `wall` elapsed (None: the clock went back) exceeds `mono` elapsed by a sleep's worth.
+fn slept(mono: Duration, wall: Option<Duration>) -> bool {
+    wall.is_some_and(|w| w > mono + SLEEP_GAP)
+}
+
+#[cfg(test)]
+mod wake_tests {
+    use super::*;
+
+    #[test]
+    fn a_wall_clock_far_ahead_of_the_monotonic_one_is_a_sleep() {
+        let s = Duration::from_secs;
+        assert!(!slept(s(5), Some(s(5))), "awake");
+        assert!(!slept(s(5), Some(s(14))), "a small clock correction");
+        assert!(slept(s(5), Some(s(3600))), "an hour asleep");
+        assert!(!slept(s(5), None), "the wall clock went back (NTP): not a sleep");
+    }
+}

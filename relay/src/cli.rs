@@ -40,6 +40,9 @@ pub fn load(path: &Path) -> Result<Config, CliError> {
 pub fn status(config_path: &Path) -> Result<(), CliError> {
     let config = load(config_path)?;
     println!("config:   {}", config_path.display());
+    if let Ok(home) = home() {
+        println!("logs:     {}", service::log_dir(Platform::current(), &home).join("relay.log").display());
+    }
     println!("server:   {}", config.server_url);
     println!("sessions: {}", config.sessions.iter().map(|s| s.meta.slug.as_str()).collect::<Vec<_>>().join(", "));
     let Some(s) = std::fs::read(config.state_dir.join("status.json"))
@@ -102,54 +105,86 @@ pub async fn check(config_path: &Path) -> Result<(), CliError> {
     }
 }
 
-/// `relay install`: writes the login service for this platform and loads it.
+/// Tests only (they run as root on CI machines): lets `install` run as root.
+pub const ALLOW_ROOT_ENV: &str = "FOUNDRY_RELAY_TEST_ALLOW_ROOT";
+
+/// `relay install`: writes the login service for this platform and loads it (again: a
+/// second install replaces the loaded job). Refused as root: a login service belongs to the
+/// owner's account, and graphs must not run as root.
 ///
 /// # Errors
-/// When `HOME` is unset, the config does not load, or the file cannot be written or loaded.
+/// When run as root, `HOME` is unset, the config does not load, or the file cannot be written
+/// or loaded.
 pub fn install(config_path: &Path) -> Result<(), CliError> {
+    if nix::unistd::geteuid().is_root() && std::env::var_os(ALLOW_ROOT_ENV).is_none() {
+        return Err(CliError::new(
+            "refusing to install as root: run `relay install` as the user whose desktop runs the graphs",
+        ));
+    }
     let home = home()?;
     load(config_path)?;
     let platform = Platform::current();
     let file = service::service_file(platform, &home);
-    let log_dir = home.join(if platform == Platform::MacOs { "Library/Logs" } else { ".local/state" });
+    let log_dir = service::log_dir(platform, &home);
     std::fs::create_dir_all(file.parent().ok_or_else(|| CliError::new("service path has no folder"))?)?;
     std::fs::create_dir_all(&log_dir)?;
-    let exe = std::env::current_exe()?;
-    let text = service::service_text(platform, &exe, &std::fs::canonicalize(config_path)?, &log_dir);
-    std::fs::write(&file, text)?;
+    let spec = service::ServiceSpec {
+        exe: std::env::current_exe()?,
+        config: std::fs::canonicalize(config_path)?,
+        log_dir: log_dir.clone(),
+        working_dir: home.clone(),
+        path: std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin".into()),
+        lang: std::env::var("LANG").ok().filter(|l| !l.is_empty()).unwrap_or_else(|| "en_US.UTF-8".into()),
+    };
+    std::fs::write(&file, service::service_text(platform, &spec))?;
     println!("wrote {}", file.display());
+    println!("graphs will run with PATH={} (from this shell; run install again after changing it)", spec.path);
     let commands = service::load_commands(platform, &file, &uid());
-    match service::run_commands(&commands) {
+    match service::run_commands(&commands, std::time::Duration::from_millis(500)) {
         Ok(()) => {
             println!("loaded: the relay runs now and at every login");
+            println!("logs:   {}", log_dir.join("relay.log").display());
             Ok(())
         }
         Err(e) => Err(CliError(format!(
             "wrote {} but could not load it: {e}\nload it yourself with: {}",
             file.display(),
-            commands.iter().map(|c| c.join(" ")).collect::<Vec<_>>().join(" && ")
+            commands.iter().map(|c| c.command.join(" ")).collect::<Vec<_>>().join(" && ")
         ))),
     }
 }
 
-/// `relay uninstall`: unloads the login service and removes its file.
+/// `relay uninstall`: unloads the login service — by its label, so a job whose file was
+/// already deleted goes too — removes its file, and says what it leaves (the state folder with
+/// the outbox and journal, the device token).
 ///
 /// # Errors
 /// When `HOME` is unset or the file cannot be removed.
-pub fn uninstall() -> Result<(), CliError> {
+pub fn uninstall(config_path: &Path) -> Result<(), CliError> {
     let home = home()?;
     let platform = Platform::current();
     let file = service::service_file(platform, &home);
-    if !file.exists() {
-        println!("nothing installed at {}", file.display());
-        return Ok(());
-    }
-    if let Err(e) = service::run_commands(&service::unload_commands(platform, &uid())) {
-        // Not loaded (or no service manager): removing the file is still right.
+    if let Err(e) = service::run_commands(&service::unload_commands(platform, &uid()), std::time::Duration::ZERO) {
         eprintln!("unloading: {e}");
     }
-    std::fs::remove_file(&file)?;
-    println!("unloaded and removed {}", file.display());
+    if file.exists() {
+        std::fs::remove_file(&file)?;
+        println!("unloaded and removed {}", file.display());
+    } else {
+        println!("unloaded; no service file at {}", file.display());
+    }
+    if let Ok(config) = Config::load(config_path) {
+        println!(
+            "left in place: the state folder {} (outbox, journal, status), the config {}{}",
+            config.state_dir.display(),
+            config_path.display(),
+            config
+                .device_token_file
+                .as_ref()
+                .map(|f| format!(", the device token {}", f.display()))
+                .unwrap_or_default()
+        );
+    }
     Ok(())
 }
 

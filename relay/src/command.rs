@@ -36,7 +36,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         };
         self.set_status(|s| s.current_run = Some(id.to_string()));
         let stop = supervise(&self.client, id, &config);
-        let outcome = self.executor.execute(&session.command, &command.arguments, stop, config.cancel_grace).await;
+        let outcome = self.executor.execute(&session.launch, &command.arguments, stop, config.cancel_grace).await;
         tracing::info!(command = %id, status = ?outcome.status, "run finished");
         self.set_status(|s| s.current_run = None);
         let completion = Completion {

@@ -67,6 +67,10 @@ struct RawSession {
     #[serde(default)]
     projects: Vec<String>,
     command: Vec<String>,
+    #[serde(default)]
+    env: std::collections::BTreeMap<String, String>,
+    #[serde(default)]
+    working_dir: Option<PathBuf>,
 }
 
 fn ready() -> String {
@@ -80,9 +84,9 @@ pub struct Session {
     pub meta: SessionMeta,
     /// The projects it is shared in.
     pub projects: Vec<ProjectId>,
-    /// The program and its arguments: reads the run's arguments (JSON) on stdin, prints the
-    /// result on stdout.
-    pub command: Vec<String>,
+    /// The program and its arguments (reads the run's arguments, JSON, on stdin; prints the
+    /// result on stdout), the variables it adds to the relay's environment, its folder.
+    pub launch: crate::executor::Launch,
 }
 
 /// The relay's settings.
@@ -92,6 +96,10 @@ pub struct Config {
     pub server_url: String,
     /// The device token.
     pub device_token: String,
+    /// Where it was read from, when it came from a file.
+    pub device_token_file: Option<PathBuf>,
+    /// Problems that do not stop the relay (a token file others can read).
+    pub warnings: Vec<String>,
     /// Where the outbox, the start journal and `status.json` live.
     pub state_dir: PathBuf,
     /// Between control polls during a run.
@@ -142,16 +150,29 @@ impl Config {
     /// # Errors
     /// Every problem, one per line, naming the key.
     pub fn parse(text: &str, base: &Path) -> Result<Self, String> {
+        Self::parse_in(text, base, std::env::var_os("HOME").map(PathBuf::from).as_deref())
+    }
+
+    /// [`Config::parse`] with `~` meaning `home`.
+    ///
+    /// # Errors
+    /// Every problem, one per line, naming the key.
+    pub fn parse_in(text: &str, base: &Path, home: Option<&Path>) -> Result<Self, String> {
         let raw: RawConfig = toml::from_str(text).map_err(|e| format!("config: {e}"))?;
         let mut errors = Vec::new();
         if let Some(problem) = server_url_problem(&raw.server_url) {
             errors.push(format!("server_url: {problem} (got {:?})", raw.server_url));
         }
-        let resolve = |p: &Path| if p.is_absolute() { p.to_path_buf() } else { base.join(p) };
+        // `~/…` is the home folder; other relative paths are relative to the config's folder.
+        let resolve = |p: &Path| match (p.strip_prefix("~"), home) {
+            (Ok(rest), Some(h)) => h.join(rest),
+            _ if p.is_absolute() => p.to_path_buf(),
+            _ => base.join(p),
+        };
         let device_token = match (&raw.device_token, &raw.device_token_file) {
             (Some(t), None) => t.trim().to_owned(),
             (None, Some(f)) => std::fs::read_to_string(resolve(f)).map(|t| t.trim().to_owned()).unwrap_or_else(|e| {
-                errors.push(format!("device_token_file: cannot read {} ({e})", f.display()));
+                errors.push(format!("device_token_file: cannot read {} ({e})", resolve(f).display()));
                 String::new()
             }),
             _ => {
@@ -189,7 +210,14 @@ impl Config {
                 version: s.version,
                 status: s.status,
             };
-            sessions.push(Session { meta, projects, command: s.command });
+            let working_dir = s.working_dir.map(|d| resolve(&d));
+            if let Some(d) = &working_dir
+                && !d.is_dir()
+            {
+                errors.push(format!("sessions[{i}].working_dir: {} is not a folder", d.display()));
+            }
+            let launch = crate::executor::Launch { command: s.command, env: s.env, working_dir };
+            sessions.push(Session { meta, projects, launch });
         }
         let metas: Vec<SessionMeta> = sessions.iter().map(|s| s.meta.clone()).collect();
         if let Err(e) = validate_sessions(&metas) {
@@ -200,9 +228,23 @@ impl Config {
             None => default_state_dir().unwrap_or_else(|| base.join("relay-state")),
         };
         let ms = |v: Option<u64>, d: Duration| v.map(Duration::from_millis).unwrap_or(d);
+        let device_token_file = raw.device_token_file.as_deref().map(resolve);
+        let mut warnings = Vec::new();
+        if let Some(f) = &device_token_file
+            && let Some(mode) = private_files_mode(f)
+            && mode & 0o077 != 0
+        {
+            warnings.push(format!(
+                "device_token_file: {} is readable by other users (mode {mode:o}); run: chmod 600 {}",
+                f.display(),
+                f.display()
+            ));
+        }
         let config = Config {
             server_url: raw.server_url.trim_end_matches('/').to_owned(),
             device_token,
+            device_token_file,
+            warnings,
             state_dir,
             control_poll: ms(raw.control_poll_ms, DEFAULT_CONTROL_POLL),
             poll: raw.poll_s.map(Duration::from_secs).unwrap_or(DEFAULT_POLL),
@@ -214,6 +256,11 @@ impl Config {
         }
         if errors.is_empty() { Ok(config) } else { Err(errors.join("\n")) }
     }
+}
+
+fn private_files_mode(path: &Path) -> Option<u32> {
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::metadata(path).ok().map(|m| m.permissions().mode() & 0o777)
 }
 
 /// The platform's per-user config file: `~/Library/Application Support/foundry-relay/relay.toml`
@@ -339,5 +386,46 @@ command = ["sh", "-c", "cat"]
         assert_eq!(c.control_poll, Duration::from_millis(200));
         assert_eq!(c.projects().len(), 1);
         assert_eq!(c.sessions_for(c.projects()[0]).len(), 1);
+    }
+
+    /// `~/` in paths is the home folder; a token file other users can read is a warning; a
+    /// session's `env` and `working_dir` reach its launch.
+    #[test]
+    fn home_paths_token_file_modes_and_session_environments() {
+        use std::os::unix::fs::PermissionsExt;
+        let home = std::env::temp_dir().join(format!("relay-home-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(home.join(".config")).unwrap();
+        let token = home.join(".config/device-token");
+        std::fs::write(&token, "fcd_abc\n").unwrap();
+        std::fs::set_permissions(&token, std::fs::Permissions::from_mode(0o644)).unwrap();
+        let text = format!(
+            r#"
+server_url = "http://127.0.0.1:8787"
+device_token_file = "~/.config/device-token"
+state_dir = "state"
+[[sessions]]
+graph_session_id = "gs_0123456789abcdef0123456789abcdef"
+name = "Weekly"
+slug = "weekly"
+projects = ["0190b3c4-5d6e-4f80-9a1b-2c3d4e5f6a7b"]
+command = ["node", "weekly.js"]
+working_dir = "{}"
+env = {{ NODE_ENV = "production" }}
+"#,
+            home.display()
+        );
+        let c = Config::parse_in(&text, Path::new("/base"), Some(&home)).unwrap();
+        assert_eq!(c.device_token, "fcd_abc");
+        assert_eq!(c.device_token_file.as_deref(), Some(token.as_path()));
+        assert_eq!(c.warnings.len(), 1, "{:?}", c.warnings);
+        assert!(c.warnings[0].contains("readable by other users") && c.warnings[0].contains("chmod 600"));
+        let s = &c.sessions[0].launch;
+        assert_eq!(s.command, ["node", "weekly.js"]);
+        assert_eq!(s.env.get("NODE_ENV").map(String::as_str), Some("production"));
+        assert_eq!(s.working_dir.as_deref(), Some(home.as_path()));
+        let bad = text.replace(&home.display().to_string(), "/no/such/folder");
+        let e = Config::parse_in(&bad, Path::new("/base"), Some(&home)).unwrap_err();
+        assert!(e.contains("sessions[0].working_dir: /no/such/folder is not a folder"), "{e}");
+        let _ = std::fs::remove_dir_all(home);
     }
 }

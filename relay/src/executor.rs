@@ -93,13 +93,30 @@ async fn read_bounded<R: tokio::io::AsyncRead + Unpin>(
 /// Most bytes of stderr kept for the error message (the completion cuts it to 2,000 characters).
 const STDERR_TAIL: usize = 16 * 1024;
 
+/// What a session runs: the program and its arguments, the environment it adds, and where.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Launch {
+    /// The program and its arguments.
+    pub command: Vec<String>,
+    /// Variables set for the graph on top of the relay's own environment (a session's `env`).
+    pub env: std::collections::BTreeMap<String, String>,
+    /// The graph's working directory; the relay's own when `None`.
+    pub working_dir: Option<std::path::PathBuf>,
+}
+
+impl From<Vec<String>> for Launch {
+    fn from(command: Vec<String>) -> Self {
+        Self { command, ..Self::default() }
+    }
+}
+
 /// How the relay runs a graph. [`Processes`] is the product; the simulation substitutes runs
 /// that take virtual time.
 pub trait Execute: Send + Sync {
-    /// Runs `command` with `arguments` until it ends or `cancel` resolves.
+    /// Runs `launch` with `arguments` until it ends or `cancel` resolves.
     fn execute(
         &self,
-        command: &[String],
+        launch: &Launch,
         arguments: &serde_json::Value,
         cancel: impl Future<Output = ()> + Send,
         grace: Duration,
@@ -113,12 +130,45 @@ pub struct Processes;
 impl Execute for Processes {
     fn execute(
         &self,
-        command: &[String],
+        launch: &Launch,
         arguments: &serde_json::Value,
         cancel: impl Future<Output = ()> + Send,
         grace: Duration,
     ) -> impl Future<Output = Outcome> + Send {
-        run(command, arguments, cancel, grace)
+        run(launch, arguments, cancel, grace)
+    }
+}
+
+/// Keeps a Mac from idle-sleeping while the graph runs: `caffeinate -i -w <pid>` holds the
+/// assertion until that process exits (and is killed with the run, `kill_on_drop`). A laptop
+/// that slept mid-run would miss its control polls and the server would fail the run after 10
+/// minutes. Elsewhere nothing (Linux desktops rarely idle-sleep with a user session busy; a
+/// `systemd-inhibit` wrapper in the session's command does it where needed).
+fn keep_awake(pid: Option<u32>) -> Option<tokio::process::Child> {
+    if !cfg!(target_os = "macos") {
+        return None;
+    }
+    let pid = pid?;
+    tokio::process::Command::new("/usr/bin/caffeinate")
+        .args(["-i", "-w", &pid.to_string()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .map_err(|e| tracing::warn!(error = %e, "cannot hold a sleep assertion (caffeinate)"))
+        .ok()
+}
+
+/// The graph's process group, killed (SIGKILL) when the run is dropped while its leader runs —
+/// the relay stopping (SIGTERM at logout, uninstall) drops its pass, and the graph's children
+/// must not outlive it (`kill_on_drop` alone kills only the leader). Disarmed once the leader
+/// was reaped, after which its id could name another group.
+struct GroupGuard(Option<u32>);
+
+impl Drop for GroupGuard {
+    fn drop(&mut self) {
+        kill_group(self.0, Signal::SIGKILL);
     }
 }
 
@@ -148,18 +198,22 @@ impl Outcome {
     }
 }
 
-/// Runs `command` with `arguments` on stdin until it exits or `cancel` resolves.
+/// Runs `launch` with `arguments` on stdin until it exits or `cancel` resolves.
 pub async fn run(
-    command: &[String],
+    launch: &Launch,
     arguments: &serde_json::Value,
     cancel: impl Future<Output = ()>,
     grace: Duration,
 ) -> Outcome {
-    let Some((program, args)) = command.split_first() else {
+    let Some((program, args)) = launch.command.split_first() else {
         return Outcome::failed("the session has no command configured".into());
     };
-    let mut child = match tokio::process::Command::new(program)
-        .args(args)
+    let mut cmd = tokio::process::Command::new(program);
+    cmd.args(args).envs(&launch.env);
+    if let Some(dir) = &launch.working_dir {
+        cmd.current_dir(dir);
+    }
+    let mut child = match cmd
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
@@ -171,6 +225,10 @@ pub async fn run(
         Err(e) => return Outcome::failed(format!("cannot start {program}: {e}")),
     };
     let pid = child.id();
+    // Armed only while the leader is unreaped: its pid is the group's id and cannot be reused
+    // until it is reaped.
+    let mut guard = GroupGuard(pid);
+    let _awake = keep_awake(pid);
     let input = serde_json::to_vec(arguments).unwrap_or_default();
     if let Some(mut stdin) = child.stdin.take() {
         tokio::spawn(async move {
@@ -191,10 +249,12 @@ pub async fn run(
         s = child.wait() => s,
         () = &mut cancel => {
             stop_group(pid, &mut child, grace).await;
+            guard.0 = None;
             readers.abort_all();
             return Outcome::cancelled();
         }
     };
+    guard.0 = None;
     // The main process is gone. Its output ends when every holder of the pipes is gone too; a
     // background child that keeps them open gets DRAIN, then the group is killed.
     let mut truncated = false;
@@ -305,8 +365,8 @@ fn parse_output(out: &[u8]) -> Outcome {
 mod tests {
     use super::*;
 
-    fn sh(script: &str) -> Vec<String> {
-        vec!["sh".into(), "-c".into(), script.into()]
+    fn sh(script: &str) -> Launch {
+        Launch::from(vec!["sh".into(), "-c".into(), script.into()])
     }
 
     #[tokio::test]
@@ -331,7 +391,7 @@ mod tests {
         assert_eq!(o.status, FinalStatus::Failed);
         assert!(o.error.as_deref().unwrap().ends_with(": boom"), "{o:?}");
         let o = run(
-            &["/nonexistent/graph".to_owned()],
+            &Launch::from(vec!["/nonexistent/graph".to_owned()]),
             &serde_json::json!({}),
             std::future::pending(),
             Duration::from_secs(1),
@@ -451,5 +511,39 @@ mod tests {
         }
         assert!(!alive(pid), "a child that ignored SIGTERM survived the cancel");
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// The relay stopping mid-run (its pass dropped, as on SIGTERM) takes the graph's whole
+    /// process group with it, not only the leader.
+    #[tokio::test]
+    async fn a_run_dropped_while_the_graph_runs_kills_its_whole_group() {
+        let pidfile = std::env::temp_dir().join(format!("relay-drop-{}", uuid::Uuid::new_v4()));
+        let script = format!("sleep 60 & echo $! > {}; sleep 60", pidfile.display());
+        let launch = sh(&script);
+        let args = serde_json::json!({});
+        let running = run(&launch, &args, std::future::pending(), Duration::from_secs(1));
+        // Let it start, then drop it.
+        let _ = tokio::time::timeout(Duration::from_millis(500), running).await;
+        let pid: i32 = std::fs::read_to_string(&pidfile).unwrap().trim().parse().unwrap();
+        for _ in 0..50 {
+            if !alive(pid) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert!(!alive(pid), "the graph's child outlived the relay's run");
+        let _ = std::fs::remove_file(pidfile);
+    }
+
+    /// A session's `env` and `working_dir` reach the graph.
+    #[tokio::test]
+    async fn a_session_sets_the_graphs_environment_and_folder() {
+        let dir = std::env::temp_dir();
+        let mut launch = sh("printf '%s %s' \"$GRAPH_MODE\" \"$(pwd)\"");
+        launch.env.insert("GRAPH_MODE".into(), "weekly".into());
+        launch.working_dir = Some(dir.clone());
+        let o = run(&launch, &serde_json::json!({}), std::future::pending(), Duration::from_secs(1)).await;
+        let want = format!("weekly {}", std::fs::canonicalize(&dir).unwrap().display());
+        assert_eq!(o.result.as_deref(), Some(want.as_str()), "{o:?}");
     }
 }

@@ -5,8 +5,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use relay::agent::Relay;
-use relay::cli;
 use relay::config::{CONFIG_ENV, default_config_path};
+use relay::{cli, service};
 
 const USAGE: &str = "usage: relay [--config PATH] <run|status|check|install|uninstall>
   run        poll the server and run shared Graph sessions (Ctrl-C / SIGTERM stop it)
@@ -35,16 +35,42 @@ async fn main() -> anyhow::Result<()> {
     }
     let config_path = config_path.or_else(default_config_path).context("no config path: set --config")?;
     match command.as_deref() {
-        Some("run") => {
-            let config = cli::load(&config_path)?;
-            tracing::info!(server = %config.server_url, sessions = config.sessions.len(), "relay starting");
-            Ok(Relay::new(config)?.watching(config_path).run(shutdown_signal()).await?)
-        }
+        Some("run") => run(&config_path).await,
         Some("status") => Ok(cli::status(&config_path)?),
         Some("check") => Ok(cli::check(&config_path).await?),
         Some("install") => Ok(cli::install(&config_path)?),
-        Some("uninstall") => Ok(cli::uninstall()?),
+        Some("uninstall") => Ok(cli::uninstall(&config_path)?),
         _ => bail!("{USAGE}"),
+    }
+}
+
+/// `relay run`. Under launchd or systemd ([`service::SUPERVISED_ENV`]) a config that does not
+/// load, or a state folder another relay holds, is logged and retried every
+/// [`service::THROTTLE_SECONDS`] (the owner fixes the file, the other relay stops) instead of
+/// exiting into a restart loop; in a terminal it is an error at once.
+async fn run(config_path: &std::path::Path) -> anyhow::Result<()> {
+    let supervised = std::env::var_os(service::SUPERVISED_ENV).is_some();
+    let shutdown = shutdown_signal();
+    tokio::pin!(shutdown);
+    loop {
+        let started = cli::load(config_path).map_err(anyhow::Error::from).and_then(|config| {
+            for w in &config.warnings {
+                tracing::warn!("{w}");
+            }
+            tracing::info!(server = %config.server_url, sessions = config.sessions.len(), "relay starting");
+            Ok(Relay::new(config)?)
+        });
+        match started {
+            Ok(relay) => return Ok(relay.watching(config_path.to_path_buf()).run(&mut shutdown).await?),
+            Err(e) if supervised => {
+                tracing::error!(error = %format!("{e:#}"), retry_in_s = service::THROTTLE_SECONDS, "cannot start yet");
+                tokio::select! {
+                    () = tokio::time::sleep(std::time::Duration::from_secs(service::THROTTLE_SECONDS.into())) => {}
+                    () = &mut shutdown => return Ok(()),
+                }
+            }
+            Err(e) => return Err(e),
+        }
     }
 }
 

@@ -164,7 +164,7 @@ pub struct VirtualGraphs;
 impl Execute for VirtualGraphs {
     async fn execute(
         &self,
-        _command: &[String],
+        _launch: &relay::executor::Launch,
         arguments: &serde_json::Value,
         cancel: impl std::future::Future<Output = ()> + Send,
         _grace: Duration,
@@ -258,11 +258,13 @@ impl World {
         let config = Config {
             server_url: "http://in-process".into(),
             device_token: self.device_token.clone(),
+            device_token_file: None,
+            warnings: Vec::new(),
             state_dir: self.state_dir.clone(),
             control_poll,
             poll: self.policy.poll_interval,
             cancel_grace: Duration::from_secs(1),
-            sessions: vec![Session { meta, projects: vec![self.project], command: vec!["virtual".into()] }],
+            sessions: vec![Session { meta, projects: vec![self.project], launch: vec!["virtual".to_owned()].into() }],
         };
         let transport = InProcess {
             api: Arc::clone(&self.api),

@@ -560,6 +560,27 @@ async fn a_second_relay_on_the_same_state_folder_refuses_to_start() {
     assert!(!second.status.success(), "a second relay started on the same state folder");
     assert!(stderr.contains("another relay is already running"), "{stderr}");
     assert!(stderr.contains(&format!("pid {}", first.id())), "{stderr}");
+    // Under launchd or systemd it does not exit (which would be a restart loop): it says why and
+    // waits to retry.
+    let log = e.dir.join("supervised.log");
+    let log_file = std::fs::File::create(&log).unwrap();
+    let mut supervised = std::process::Command::new(&bin)
+        .args(["--config", path.to_str().unwrap(), "run"])
+        .env(relay::service::SUPERVISED_ENV, "1")
+        .stdout(log_file.try_clone().unwrap())
+        .stderr(log_file)
+        .spawn()
+        .unwrap();
+    let said =
+        foundry_tests::wait_until("the supervised relay to say why it waits", Duration::from_secs(10), || async {
+            let text = std::fs::read_to_string(&log).unwrap_or_default();
+            text.contains("cannot start yet").then_some(text)
+        })
+        .await;
+    assert!(said.contains("another relay is already running"), "{said}");
+    assert!(supervised.try_wait().unwrap().is_none(), "the supervised relay exited into a restart loop");
+    supervised.kill().unwrap();
+    supervised.wait().unwrap();
     let id = e.queue(1, serde_json::json!({})).await;
     e.wait_status(id, RunStatus::Completed, Duration::from_secs(20)).await;
     first.kill().unwrap();
@@ -590,10 +611,24 @@ async fn install_loads_the_service_and_uninstall_unloads_it() {
             .args(args)
             .env("HOME", &home)
             .env("PATH", format!("{}:{}", stubs.display(), std::env::var("PATH").unwrap_or_default()))
+            .env(relay::cli::ALLOW_ROOT_ENV, "1")
             .output()
             .unwrap()
     };
     stub(0);
+    // As root (these machines run tests as root), install refuses unless told it is a test.
+    let uid = std::process::Command::new("id").arg("-u").output().unwrap();
+    if String::from_utf8_lossy(&uid.stdout).trim() == "0" {
+        let refused = std::process::Command::new(built_binary("relay", &["relay/src", "shared/domain/src"]))
+            .args(["--config", config.to_str().unwrap(), "install"])
+            .env("HOME", &home)
+            .env_remove(relay::cli::ALLOW_ROOT_ENV)
+            .output()
+            .unwrap();
+        assert!(!refused.status.success(), "installed as root");
+        assert!(String::from_utf8_lossy(&refused.stderr).contains("refusing to install as root"));
+        assert!(!relay::service::service_file(relay::service::Platform::current(), &home).exists());
+    }
     let out = relay(&["install"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let file = relay::service::service_file(relay::service::Platform::current(), &home);
@@ -601,15 +636,29 @@ async fn install_loads_the_service_and_uninstall_unloads_it() {
     let log = std::fs::read_to_string(&calls).unwrap();
     let expected = relay::service::load_commands(relay::service::Platform::current(), &file, "UID");
     for c in &expected {
-        let args = c[1..].join(" ");
+        let args = c.command[1..].join(" ");
         let pattern = args.split("gui/UID").next().unwrap().to_owned();
         assert!(log.contains(pattern.trim()), "{pattern:?} was not run: {log}");
     }
+    // The unit runs graphs with the install-time PATH, and the relay knows it is supervised.
+    let unit = std::fs::read_to_string(&file).unwrap();
+    assert!(unit.contains(&stubs.display().to_string()), "the install-time PATH is not in {unit}");
+    assert!(unit.contains(relay::service::SUPERVISED_ENV), "{unit}");
+    // Installing again replaces the loaded service instead of failing.
+    let out = relay(&["install"]);
+    assert!(out.status.success(), "a second install: {}", String::from_utf8_lossy(&out.stderr));
     let out = relay(&["uninstall"]);
     assert!(out.status.success());
     assert!(!file.exists(), "uninstall left the service file");
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("left in place: the state folder"), "{said}");
     let log = std::fs::read_to_string(&calls).unwrap();
     assert!(log.contains("disable --now") || log.contains("bootout"), "{log}");
+    // With the file already gone, uninstall still unloads by name.
+    std::fs::write(&calls, "").unwrap();
+    assert!(relay(&["uninstall"]).status.success());
+    let log = std::fs::read_to_string(&calls).unwrap();
+    assert!(log.contains("disable --now") || log.contains("bootout"), "uninstall without a file did not unload: {log}");
     // A service manager that refuses: install fails and says what to run.
     stub(1);
     let out = relay(&["install"]);

@@ -72,11 +72,13 @@ fn config(poll: Duration) -> Config {
     Config {
         server_url: "http://unused.invalid".into(),
         device_token: "fcd_test".into(),
+        device_token_file: None,
+        warnings: Vec::new(),
         state_dir: std::env::temp_dir().join(format!("relay-loop-{}", uuid::Uuid::new_v4())),
         control_poll: Duration::from_secs(3),
         poll,
         cancel_grace: Duration::from_secs(1),
-        sessions: vec![Session { meta, projects: vec![ProjectId::generate()], command: vec!["true".into()] }],
+        sessions: vec![Session { meta, projects: vec![ProjectId::generate()], launch: vec!["true".to_owned()].into() }],
     }
 }
 
@@ -219,13 +221,15 @@ fn session_in(projects: Vec<ProjectId>, script: &str) -> Session {
         version: "1".into(),
         status: "ready".into(),
     };
-    Session { meta, projects, command: vec!["sh".into(), "-c".into(), script.into()] }
+    Session { meta, projects, launch: vec!["sh".to_owned(), "-c".to_owned(), script.to_owned()].into() }
 }
 
 fn fast_config(state_dir: &std::path::Path, sessions: Vec<Session>) -> Config {
     Config {
         server_url: "http://unused.invalid".into(),
         device_token: "fcd_test".into(),
+        device_token_file: None,
+        warnings: Vec::new(),
         state_dir: state_dir.to_path_buf(),
         control_poll: Duration::from_millis(50),
         poll: Duration::from_millis(100),
@@ -409,7 +413,7 @@ struct Timed {
 impl executor::Execute for Timed {
     async fn execute(
         &self,
-        _command: &[String],
+        _launch: &executor::Launch,
         _arguments: &serde_json::Value,
         cancel: impl Future<Output = ()> + Send,
         _grace: Duration,
