@@ -14,7 +14,7 @@ use crate::status::Status;
 pub struct CliError(pub String);
 
 impl CliError {
-    fn new(msg: impl Into<String>) -> Self {
+    pub(crate) fn new(msg: impl Into<String>) -> Self {
         Self(msg.into())
     }
 }

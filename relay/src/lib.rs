@@ -16,6 +16,7 @@
 //! | [`status`] | what `relay status` shows (`status.json` in the state folder) |
 //! | [`service`] | `install` / `uninstall`: a launchd agent on macOS, a systemd user unit on Linux |
 //! | [`cli`] | the subcommands behind `relay status`, `check`, `install`, `uninstall` |
+//! | [`sessions`] | `relay session add / list / remove`: `[[sessions]]` edited keeping comments, atomically |
 
 pub mod agent;
 pub mod backoff;
@@ -27,6 +28,7 @@ pub mod disk;
 mod error;
 pub mod executor;
 pub mod service;
+pub mod sessions;
 pub mod status;
 
 pub use error::RelayError;

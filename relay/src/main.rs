@@ -1,4 +1,4 @@
-//! `relay [--config PATH] <run|status|check|install|uninstall>`: argument parsing and wiring;
+//! `relay [--config PATH] <run|status|check|install|uninstall|session …>`: argument parsing and wiring;
 //! the subcommands live in `relay::cli`, the loop in `relay::agent`.
 
 use std::path::PathBuf;
@@ -8,7 +8,7 @@ use relay::agent::Relay;
 use relay::config::{CONFIG_ENV, default_config_path};
 use relay::{cli, service};
 
-const USAGE: &str = "usage: relay [--config PATH] <run|status|check|install|uninstall>
+const USAGE: &str = "usage: relay [--config PATH] <run|status|check|install|uninstall|session>
   run        poll the server and run shared Graph sessions (Ctrl-C / SIGTERM stop it)
   status     config, last sync, outbox size, current run
   check      validate the config and reach the server with the device token
@@ -22,14 +22,17 @@ async fn main() -> anyhow::Result<()> {
     let mut args = std::env::args().skip(1);
     let mut config_path: Option<PathBuf> = std::env::var_os(CONFIG_ENV).map(PathBuf::from);
     let mut command = None;
+    let mut rest: Vec<String> = Vec::new();
     while let Some(a) = args.next() {
         match a.as_str() {
-            "--config" => config_path = Some(args.next().context("--config needs a path")?.into()),
-            "-h" | "--help" => {
+            "--config" if command.is_none() => config_path = Some(args.next().context("--config needs a path")?.into()),
+            "-h" | "--help" if command.is_none() => {
                 println!("{USAGE}");
                 return Ok(());
             }
             c if command.is_none() => command = Some(c.to_owned()),
+            // `session` takes its own arguments (a command after `--`).
+            _ if command.as_deref() == Some("session") => rest.push(a),
             other => bail!("unexpected argument {other:?}\n{USAGE}"),
         }
     }
@@ -40,6 +43,7 @@ async fn main() -> anyhow::Result<()> {
         Some("check") => Ok(cli::check(&config_path).await?),
         Some("install") => Ok(cli::install(&config_path)?),
         Some("uninstall") => Ok(cli::uninstall(&config_path)?),
+        Some("session") => Ok(relay::sessions::command(&config_path, &rest)?),
         _ => bail!("{USAGE}"),
     }
 }

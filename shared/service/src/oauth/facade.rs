@@ -46,7 +46,7 @@ pub const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(10);
 /// Scopes dropped before Cognito sees them (see the module documentation).
 const DROPPED_SCOPES: &[&str] = &["offline_access", "openid", "profile", "email"];
 
-/// `scope` as Cognito should see it: read and run in `spelling`, the [`DROPPED_SCOPES`]
+/// `scope` as Cognito should see it: read and run in `spelling`, `offline_access`, `openid`, `profile` and `email`
 /// dropped, others unchanged (Cognito refuses them with `invalid_scope`).
 /// `None` when nothing is left: Cognito then grants the client's allowed scopes.
 pub fn forwarded_scope(scope: &str, spelling: &ScopeSpelling) -> Option<String> {
