@@ -223,6 +223,7 @@ fn problems(template: &str) -> Vec<String> {
     }
     p.extend(event_problems(&t));
     p.extend(deploy_problems(&t));
+    p.extend(operations_problems(&t));
     // Connecting with only the URL: the discovery documents on the mcp function, registration
     // on its own.
     let routes: BTreeMap<String, String> = t["Resources"]
@@ -318,6 +319,67 @@ fn deploy_problems(t: &Value) -> Vec<String> {
     let sqs = &res["NotifyFunction"]["Properties"]["Events"]["Events"]["Properties"];
     if sqs["ScalingConfig"]["MaximumConcurrency"].as_u64().is_none_or(|c| !(2..=10).contains(&c)) {
         p.push("notify's queue mapping needs a MaximumConcurrency (2-10) so a flood cannot take the account's".into());
+    }
+    p
+}
+
+/// Alarms someone can act on (issue 25): every function's errors and throttles, the API's 5xx
+/// rate and p99 latency, the table's throttling and system errors, the events queue's age and
+/// its dead letters; each notifies the optional topic; one dashboard.
+fn operations_problems(t: &Value) -> Vec<String> {
+    let mut p = Vec::new();
+    let res = t["Resources"].as_mapping().unwrap();
+    let alarms: Vec<(String, Vec<String>, &Value)> = res
+        .iter()
+        .filter(|(_, r)| r["Type"].as_str() == Some("AWS::CloudWatch::Alarm"))
+        .map(|(id, r)| {
+            let mut words = Vec::new();
+            strings(&r["Properties"], &mut words);
+            (id.as_str().unwrap_or_default().to_owned(), words, r)
+        })
+        .collect();
+    let has = |needles: &[&str]| alarms.iter().any(|(_, w, _)| needles.iter().all(|n| w.iter().any(|x| x.contains(n))));
+    for (id, r) in res {
+        if r["Type"].as_str() == Some("AWS::Serverless::Function") {
+            let id = id.as_str().unwrap_or_default();
+            for metric in ["Errors", "Throttles"] {
+                let watched = alarms.iter().any(|(_, w, a)| {
+                    a["Properties"]["Namespace"].as_str() == Some("AWS/Lambda")
+                        && a["Properties"]["MetricName"].as_str() == Some(metric)
+                        && w.iter().any(|x| x == id)
+                });
+                if !watched {
+                    p.push(format!("{id}: no alarm on its {metric}"));
+                }
+            }
+        }
+    }
+    for (what, needles) in [
+        ("the API's 5xx rate", &["AWS/ApiGateway", "5xx", "Count", "HttpApi"][..]),
+        ("the API's p99 latency", &["AWS/ApiGateway", "Latency", "HttpApi"]),
+        ("the table's throttling", &["AWS/DynamoDB", "ReadThrottleEvents", "WriteThrottleEvents", "Table"]),
+        ("the table's system errors", &["SystemErrors", "${Table}"]),
+        ("the events queue's age", &["ApproximateAgeOfOldestMessage", "EventsQueue.QueueName"]),
+        ("the events dead letters", &["ApproximateNumberOfMessagesVisible", "EventsDeadLetterQueue.QueueName"]),
+    ] {
+        if !has(needles) {
+            p.push(format!("no alarm on {what}"));
+        }
+    }
+    if !alarms.iter().any(|(_, _, a)| {
+        a["Properties"]["Statistic"].is_null() && a["Properties"]["ExtendedStatistic"].as_str() == Some("p99")
+    }) {
+        p.push("the latency alarm must use p99".into());
+    }
+    for (id, _, a) in &alarms {
+        let mut actions = Vec::new();
+        strings(&a["Properties"]["AlarmActions"], &mut actions);
+        if !actions.iter().any(|x| x == "AlarmTopicArn") {
+            p.push(format!("{id}: must notify AlarmTopicArn when it is set"));
+        }
+    }
+    if !res.values().any(|r| r["Type"].as_str() == Some("AWS::CloudWatch::Dashboard")) {
+        p.push("no operations dashboard".into());
     }
     p
 }
@@ -450,6 +512,14 @@ fn the_checker_catches_broken_templates() {
         ("logs kept forever", t.replacen("      RetentionInDays: !Ref LogRetentionDays\n", "", 1)),
         ("mcp times out with API Gateway", t.replacen("      Timeout: 28\n", "      Timeout: 30\n", 1)),
         ("a reserved word allowed in the domain prefix", t.replacen("(?!.*(?:aws|amazon|cognito))", "", 1)),
+        ("a function's errors unwatched", {
+            let start = t.find("  OwnerApiErrorsAlarm:").unwrap();
+            let end = start + t[start..].find("\n\n").unwrap();
+            format!("{}{}", &t[..start], &t[end + 2..])
+        }),
+        ("an alarm that tells nobody", t.replacen("      AlarmActions: !If [HasAlarmTopic, [!Ref AlarmTopicArn], !Ref AWS::NoValue]\n", "", 1)),
+        ("the events queue's age unwatched", t.replacen("MetricName: ApproximateAgeOfOldestMessage", "MetricName: NumberOfMessagesSent", 1)),
+        ("latency by average", t.replacen("      ExtendedStatistic: p99\n", "      Statistic: Average\n", 1)),
         ("notify unbounded", t.replacen("              MaximumConcurrency: 5\n", "              MaximumConcurrency: 1000\n", 1)),
         ("stage throttle removed", t.replacen("      DefaultRouteSettings:\n        ThrottlingBurstLimit: 100\n        ThrottlingRateLimit: 50\n", "", 1)),
         ("registration throttle loosened", t.replacen("          ThrottlingBurstLimit: 5\n          ThrottlingRateLimit: 1\n", "          ThrottlingBurstLimit: 500\n          ThrottlingRateLimit: 100\n", 1)),
