@@ -13,6 +13,7 @@
 pub mod cloud;
 pub mod hosted_ui;
 pub mod mcp;
+pub mod python;
 pub mod receiver;
 pub mod registration;
 

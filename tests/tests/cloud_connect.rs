@@ -179,35 +179,15 @@ async fn claude_and_chatgpt_connect_with_only_the_connector_url() {
 /// a pool without managed login's resource indicators does — sign the owner in and issue tokens.
 /// The exchange records the client's first use in the table.
 async fn python_oauth_through_the_facade(python_var: &str) {
-    let Some(python) = std::env::var_os(python_var) else {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "{python_var} is not set under CI=true");
-        eprintln!(
-            "\n*** SKIPPING: {python_var} is not set; ./infra/test.sh installs the pinned Python MCP SDKs. ***\n"
-        );
-        return;
-    };
+    let Some(python) = foundry_tests::python::sdk(python_var) else { return };
     let Some(acct) = account().await else { return };
     let template = Template::load();
     let emu = Emulator::start(&template, &acct.resources, &acct.base_env).await;
     emu.wait_ready().await;
     let connector = template.output("McpConnectorUrl", &acct.resources, &emu.gateway);
     let redirect = "http://localhost:49151/callback";
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/oauth_connect.py");
-    let out = tokio::process::Command::new(&python)
-        .arg(script)
-        .env("FC_URL", &connector)
-        .env("FC_FLOW", "cognito")
-        .env("FC_REDIRECT", redirect)
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{python_var} OAuth client failed:\n{stdout}\n{stderr}");
-    let seen: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
-    eprintln!("{python_var}: {seen}");
-    assert_eq!(seen["tools"], 9);
-    assert_eq!(seen["code_challenge_method"], "S256");
+    let envs = [("FC_URL", connector.as_str()), ("FC_FLOW", "cognito"), ("FC_REDIRECT", redirect)];
+    let seen = foundry_tests::python::oauth_connect(&python, python_var, &envs).await;
     assert_eq!(seen["resource"], connector, "the SDK sent resource to the stack's /authorize");
     let hosted = template.output("HostedSignInDomain", &acct.resources, &emu.gateway);
     assert_eq!(seen["hops"], json!([format!("{hosted}/oauth2/authorize"), redirect]), "facade → Cognito → client");

@@ -93,6 +93,23 @@ impl Server {
         foundry_tests::mcp::rpc_2026(&self.http, &self.url(), token, method, name, params, capabilities).await
     }
 
+    /// Shares a session `gs_<32 × letter>` in the demo project, as a desktop's sync would; its id.
+    async fn share_session(&self, letter: &str) -> String {
+        use domain::store::SyncSessions;
+        let gs = format!("gs_{}", letter.repeat(32));
+        let meta = domain::runs::SessionMeta {
+            graph_session_id: domain::ids::GraphSessionId::parse("graph_session_id", &gs).unwrap(),
+            name: "Weekly report".into(),
+            description: "drafts the weekly report".into(),
+            slug: "weekly-report".into(),
+            version: "1".into(),
+            status: "ready".into(),
+        };
+        let (owner, project) = (&self.running.demo.owner, self.running.demo.project_id);
+        self.store().sync_sessions(owner, project, foundry_tests::TEST_DEVICE, &[meta]).await.unwrap();
+        gs
+    }
+
     fn store(&self) -> &SqliteStore {
         &self.running.store
     }
@@ -412,20 +429,11 @@ async fn ping_answers_and_a_foreign_host_is_refused() {
 /// declare it gets the ticket as before; another agent cannot see the task.
 #[tokio::test]
 async fn a_task_aware_client_runs_a_graph_run_as_a_task() {
-    use domain::runs::{Completion, FinalStatus, SessionMeta, StartOutcome};
-    use domain::store::{RelayRuns, SyncSessions};
+    use domain::runs::{Completion, FinalStatus, StartOutcome};
+    use domain::store::RelayRuns;
     let s = server().await;
     let owner = s.running.demo.owner.clone();
-    let gs = format!("gs_{}", "b".repeat(32));
-    let meta = SessionMeta {
-        graph_session_id: domain::ids::GraphSessionId::parse("graph_session_id", &gs).unwrap(),
-        name: "Weekly report".into(),
-        description: "drafts the weekly report".into(),
-        slug: "weekly-report".into(),
-        version: "1".into(),
-        status: "ready".into(),
-    };
-    s.store().sync_sessions(&owner, s.running.demo.project_id, foundry_tests::TEST_DEVICE, &[meta]).await.unwrap();
+    let gs = s.share_session("b").await;
     let tasks = foundry_tests::mcp::tasks_capability();
     let run =
         |key: &str| json!({"name": "run_graph_session", "arguments": {"graph_session_id": gs, "idempotency_key": key}});
@@ -490,8 +498,8 @@ async fn a_task_aware_client_runs_a_graph_run_as_a_task() {
 /// waits through `tasks/get` while the desktop runs the Graph — it never calls get_graph_run.
 #[tokio::test]
 async fn the_inspector_cli_gets_a_graph_runs_result_as_a_task() {
-    use domain::runs::{Completion, FinalStatus, QueueFilter, SessionMeta};
-    use domain::store::{RelayRuns, SyncSessions};
+    use domain::runs::{Completion, FinalStatus, QueueFilter};
+    use domain::store::RelayRuns;
     let (Some(node), Some(cli)) =
         (std::env::var_os("FOUNDRY_CONFORMANCE_NODE"), std::env::var_os("FOUNDRY_INSPECTOR_CLI"))
     else {
@@ -503,16 +511,7 @@ async fn the_inspector_cli_gets_a_graph_runs_result_as_a_task() {
     };
     let s = server().await;
     let (owner, project) = (s.running.demo.owner.clone(), s.running.demo.project_id);
-    let gs = format!("gs_{}", "e".repeat(32));
-    let meta = SessionMeta {
-        graph_session_id: domain::ids::GraphSessionId::parse("graph_session_id", &gs).unwrap(),
-        name: "Weekly report".into(),
-        description: "drafts the weekly report".into(),
-        slug: "weekly-report".into(),
-        version: "1".into(),
-        status: "ready".into(),
-    };
-    s.store().sync_sessions(&owner, project, foundry_tests::TEST_DEVICE, &[meta]).await.unwrap();
+    let gs = s.share_session("e").await;
     let args = json!({"graph_session_id": gs, "idempotency_key": "inspector-run-1"}).to_string();
     let home = s.dir.join("inspector-home");
     std::fs::create_dir_all(&home).unwrap();

@@ -315,30 +315,15 @@ async fn registrations_are_checked_and_floods_are_refused() {
 }
 
 async fn python_oauth(python_var: &str) {
-    let Some(python) = std::env::var_os(python_var) else {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "{python_var} is not set under CI=true");
-        eprintln!(
-            "\n*** SKIPPING: {python_var} is not set; ./infra/test.sh installs the pinned Python MCP SDKs. ***\n"
-        );
-        return;
-    };
+    let Some(python) = foundry_tests::python::sdk(python_var) else { return };
     let (running, _, dir) = start().await;
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/python/oauth_connect.py");
-    let out = tokio::process::Command::new(&python)
-        .arg(script)
-        .env("FC_URL", &running.mcp_url)
-        .env("FC_LINK", running.demo.chat_link_id.to_string())
-        .env("FC_OWNER_TOKEN", &running.owner_token)
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "{python_var} OAuth client failed:\n{stdout}\n{stderr}");
-    let seen: Value = serde_json::from_str(stdout.lines().last().unwrap()).unwrap();
-    eprintln!("{python_var}: {seen}");
-    assert_eq!(seen["tools"], 9);
-    assert_eq!(seen["code_challenge_method"], "S256");
+    let link = running.demo.chat_link_id.to_string();
+    let envs = [
+        ("FC_URL", running.mcp_url.as_str()),
+        ("FC_LINK", link.as_str()),
+        ("FC_OWNER_TOKEN", running.owner_token.as_str()),
+    ];
+    let seen = foundry_tests::python::oauth_connect(&python, python_var, &envs).await;
     assert_eq!(seen["resource"], running.mcp_url);
     assert!(seen["tasks"].as_u64().unwrap() >= 1, "the demo task is visible through the link");
     // The client it registered is in the registry, with exactly its redirect URI.

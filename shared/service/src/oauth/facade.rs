@@ -30,7 +30,7 @@ use bytes::Bytes;
 use domain::clients::ClientUse;
 use http::{HeaderValue, Method, StatusCode, header};
 
-use super::oauth_error;
+use super::{media_type_is, oauth_error};
 use crate::auth::ScopeSpelling;
 use crate::tools::{SCOPE_READ, SCOPE_RUN};
 
@@ -186,10 +186,7 @@ impl Facade {
         if req.method() != Method::POST {
             return not_allowed("POST");
         }
-        let form = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
-            v.split(';').next().unwrap_or_default().trim().eq_ignore_ascii_case("application/x-www-form-urlencoded")
-        });
-        if !form {
+        if !media_type_is(req.headers(), "application/x-www-form-urlencoded") {
             return oauth_error(
                 StatusCode::BAD_REQUEST,
                 "invalid_request",

@@ -421,11 +421,7 @@ impl<R: RegisterClients + ?Sized> Registrar<R> {
         // A registration is a JSON document. Refusing other types also keeps any web page from
         // spending the registration quota cross-origin: a form or `text/plain` post needs no
         // preflight, `application/json` does.
-        let json =
-            req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).is_some_and(|v| {
-                v.split(';').next().unwrap_or_default().trim().eq_ignore_ascii_case("application/json")
-            });
-        if !json {
+        if !media_type_is(req.headers(), "application/json") {
             return oauth_error(
                 StatusCode::UNSUPPORTED_MEDIA_TYPE,
                 "invalid_client_metadata",
@@ -578,6 +574,14 @@ impl<R: RegisterClients + ?Sized> Registrar<R> {
             "scope": c.scopes.join(" "),
         })
     }
+}
+
+/// Whether the request's `Content-Type` is `media_type` (parameters such as `charset` aside).
+pub(crate) fn media_type_is(headers: &http::HeaderMap, media_type: &str) -> bool {
+    headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.split(';').next().unwrap_or_default().trim().eq_ignore_ascii_case(media_type))
 }
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
