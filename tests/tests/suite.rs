@@ -16,6 +16,7 @@ mod events_local;
 mod mcp_conformance;
 mod mcp_direct;
 mod mcp_http;
+mod model;
 mod oauth_local;
 mod owner_api_http;
 mod panel_browser;

@@ -1,0 +1,502 @@
+//! Model-based tests of the chat-task state machine (issue 26, the task half): random sequences
+//! of assign (with reused keys), claim, submit (with the current claim, a taken-over one, one
+//! that never held the task), cancel, reads and clock jumps past the lease and the 24 h expiry,
+//! run against a reference model written from SPEC §4 and against each store, comparing every
+//! answer; after every step the store's view of each task must equal the model's, and a read
+//! must write nothing. proptest generates and shrinks the sequences; a failure prints the
+//! shortest sequence it found and the seed (`PROPTEST_CASES`, `FOUNDRY_MODEL_SEED` replay it;
+//! `FOUNDRY_MODEL_CASES` runs more, the soak).
+//!
+//! The same checker is run on three planted bugs — a submit that is not fenced by the claim, a
+//! submit hash over the result alone, an idempotency key that ignores the objective — planted
+//! in a test-only wrapper around the real store, never in the product; each must be caught.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::collections::HashMap;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use domain::clock::Timestamp;
+use domain::ids::{ChatLinkId, ClaimId, IdempotencyKey, OwnerId, TaskId};
+use domain::store::Store;
+use domain::tasks::{
+    AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome, ClaimOutcome, ClaimRejection, SubmitOutcome,
+    SubmitRejection, SubmitStatus, SubmitTask, TaskStatus,
+};
+use foundry_tests::Harness;
+use proptest::prelude::*;
+use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+
+// ---- operations ------------------------------------------------------------------------------
+
+#[derive(Debug, Clone, Copy)]
+enum Which {
+    /// The claim the model says is current.
+    Current,
+    /// The first claim the task ever had (stale after a takeover).
+    First,
+    /// A claim id that never held the task.
+    Stranger,
+}
+
+#[derive(Debug, Clone)]
+enum Op {
+    Assign { key: u8, objective: u8 },
+    Claim { task: u8 },
+    Submit { task: u8, which: Which, failed: bool, result: u8 },
+    Cancel { task: u8 },
+    Read { task: u8 },
+    Advance { secs: u64 },
+}
+
+fn op(lease: u64) -> impl Strategy<Value = Op> {
+    let which = prop_oneof![Just(Which::Current), Just(Which::First), Just(Which::Stranger)];
+    prop_oneof![
+        3 => (0u8..3, 0u8..2).prop_map(|(key, objective)| Op::Assign { key, objective }),
+        4 => (0u8..3).prop_map(|task| Op::Claim { task }),
+        4 => (0u8..3, which, any::<bool>(), 0u8..2)
+            .prop_map(|(task, which, failed, result)| Op::Submit { task, which, failed, result }),
+        1 => (0u8..3).prop_map(|task| Op::Cancel { task }),
+        2 => (0u8..3).prop_map(|task| Op::Read { task }),
+        2 => prop_oneof![Just(1), Just(lease - 1), Just(lease + 1), Just(25 * 3600)].prop_map(|secs| Op::Advance { secs }),
+    ]
+}
+
+// ---- what a step answered, comparable across model and store ----------------------------------
+
+#[derive(Debug, Clone, PartialEq, Eq)]
+enum Answer {
+    /// Assigned (new) or replayed: the model's task index.
+    Assigned {
+        task: usize,
+        replayed: bool,
+    },
+    AssignRefused(AssignRejection),
+    /// A new claim (first or takeover) or the same one again.
+    Claimed {
+        replayed: bool,
+    },
+    ClaimRefused(ClaimRejection),
+    Submit(SubmitOutcome),
+    Cancel(CancelTaskOutcome),
+    Status(Option<TaskStatus>),
+    Nothing,
+}
+
+// ---- the reference model (SPEC §4) -----------------------------------------------------------
+
+#[derive(Debug, Clone)]
+struct ModelTask {
+    key: u8,
+    objective: u8,
+    created: Timestamp,
+    /// Every claim in order; the last one is current.
+    claims: Vec<(u32, Timestamp)>,
+    status: TaskStatus,
+    /// (claim, failed, result) of the accepted submit.
+    finished: Option<(u32, bool, u8)>,
+}
+
+struct Model {
+    lease: Duration,
+    expiry: Duration,
+    idempotency: Duration,
+    tasks: Vec<ModelTask>,
+    next_claim: u32,
+}
+
+impl Model {
+    fn status(&self, t: &ModelTask, now: Timestamp) -> TaskStatus {
+        match t.status {
+            TaskStatus::Queued | TaskStatus::Claimed if now >= t.created.plus(self.expiry) => TaskStatus::Expired,
+            s => s,
+        }
+    }
+
+    fn step(&mut self, op: &Op, now: Timestamp) -> (Answer, Option<u32>) {
+        match *op {
+            // A key is remembered for the idempotency TTL after the task it made.
+            Op::Assign { key, objective } => match self
+                .tasks
+                .iter()
+                .rposition(|t| t.key == key)
+                .filter(|&i| now < self.tasks[i].created.plus(self.idempotency))
+            {
+                Some(i) if self.tasks[i].objective == objective => (Answer::Assigned { task: i, replayed: true }, None),
+                Some(_) => (Answer::AssignRefused(AssignRejection::IdempotencyMismatch), None),
+                None => {
+                    self.tasks.push(ModelTask {
+                        key,
+                        objective,
+                        created: now,
+                        claims: Vec::new(),
+                        status: TaskStatus::Queued,
+                        finished: None,
+                    });
+                    (Answer::Assigned { task: self.tasks.len() - 1, replayed: false }, None)
+                }
+            },
+            Op::Claim { task } => {
+                let Some(t) = self.tasks.get(task as usize) else {
+                    return (Answer::ClaimRefused(ClaimRejection::Missing), None);
+                };
+                let status = self.status(t, now);
+                let live = t.claims.last().filter(|(_, at)| now < at.plus(self.lease)).copied();
+                match (status, live) {
+                    (TaskStatus::Claimed, Some((c, _))) => (Answer::Claimed { replayed: true }, Some(c)),
+                    (TaskStatus::Queued | TaskStatus::Claimed, _) => {
+                        let c = self.next_claim;
+                        self.next_claim += 1;
+                        let t = &mut self.tasks[task as usize];
+                        t.claims.push((c, now));
+                        t.status = TaskStatus::Claimed;
+                        (Answer::Claimed { replayed: false }, Some(c))
+                    }
+                    (s, _) => (Answer::ClaimRefused(ClaimRejection::NotClaimable(s)), None),
+                }
+            }
+            Op::Submit { task, which, failed, result } => {
+                let Some(t) = self.tasks.get(task as usize) else {
+                    return (Answer::Submit(SubmitOutcome::Rejected(SubmitRejection::Missing)), None);
+                };
+                let claim = match which {
+                    Which::Current => t.claims.last().map(|c| c.0),
+                    Which::First => t.claims.first().map(|c| c.0),
+                    Which::Stranger => None,
+                };
+                // The store keeps the current claim only: any other id is stale once the task has
+                // a claim (whether or not it ever held it), and "not claimed" while it has none.
+                let status = self.status(t, now);
+                let ours = claim.is_some() && claim == t.claims.last().map(|c| c.0);
+                let reject = |r| (Answer::Submit(SubmitOutcome::Rejected(r)), None);
+                if status == TaskStatus::Cancelled {
+                    return reject(SubmitRejection::Cancelled);
+                }
+                if let Some((_, f, r)) = t.finished.filter(|_| ours) {
+                    return if f == failed && r == result {
+                        (Answer::Submit(SubmitOutcome::Replayed), None)
+                    } else {
+                        reject(SubmitRejection::DifferentResult)
+                    };
+                }
+                match status {
+                    TaskStatus::Expired => return reject(SubmitRejection::Expired),
+                    TaskStatus::Queued => return reject(SubmitRejection::NotClaimed),
+                    _ if !ours => return reject(SubmitRejection::StaleClaim),
+                    _ => {}
+                }
+                let c = claim.unwrap_or_default();
+                let t = &mut self.tasks[task as usize];
+                t.finished = Some((c, failed, result));
+                t.status = if failed { TaskStatus::Failed } else { TaskStatus::Completed };
+                (Answer::Submit(SubmitOutcome::Accepted), None)
+            }
+            Op::Cancel { task } => {
+                let Some(t) = self.tasks.get(task as usize) else {
+                    return (Answer::Cancel(CancelTaskOutcome::NotFound), None);
+                };
+                match self.status(t, now) {
+                    TaskStatus::Queued | TaskStatus::Claimed => {
+                        self.tasks[task as usize].status = TaskStatus::Cancelled;
+                        (Answer::Cancel(CancelTaskOutcome::Cancelled), None)
+                    }
+                    s => (Answer::Cancel(CancelTaskOutcome::Unchanged(s)), None),
+                }
+            }
+            Op::Read { task } => (Answer::Status(self.tasks.get(task as usize).map(|t| self.status(t, now))), None),
+            Op::Advance { .. } => (Answer::Nothing, None),
+        }
+    }
+}
+
+// ---- the store under test, and the planted bugs ----------------------------------------------
+
+/// The task operations the model drives.
+#[async_trait]
+trait Tasks: Send + Sync {
+    async fn assign(&self, req: &AssignTask) -> AssignOutcome;
+    async fn claim(&self, o: &OwnerId, l: ChatLinkId, t: TaskId) -> ClaimOutcome;
+    async fn submit(&self, req: &SubmitTask) -> SubmitOutcome;
+    async fn cancel(&self, o: &OwnerId, l: ChatLinkId, t: TaskId) -> CancelTaskOutcome;
+    async fn status(&self, o: &OwnerId, l: ChatLinkId, t: TaskId, now: Timestamp) -> Option<TaskStatus>;
+}
+
+struct Real<'a>(&'a dyn Store);
+
+#[async_trait]
+impl Tasks for Real<'_> {
+    async fn assign(&self, req: &AssignTask) -> AssignOutcome {
+        self.0.assign_task(req).await.unwrap()
+    }
+    async fn claim(&self, o: &OwnerId, l: ChatLinkId, t: TaskId) -> ClaimOutcome {
+        self.0.claim_task(o, l, t).await.unwrap()
+    }
+    async fn submit(&self, req: &SubmitTask) -> SubmitOutcome {
+        self.0.submit_task(req).await.unwrap()
+    }
+    async fn cancel(&self, o: &OwnerId, l: ChatLinkId, t: TaskId) -> CancelTaskOutcome {
+        self.0.cancel_task(o, l, t).await.unwrap()
+    }
+    async fn status(&self, o: &OwnerId, l: ChatLinkId, t: TaskId, now: Timestamp) -> Option<TaskStatus> {
+        self.0.get_task(o, l, t).await.unwrap().map(|t| t.status_at(now))
+    }
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Bug {
+    /// A submit with a taken-over claim goes through with the current one: no fencing.
+    UnfencedSubmit,
+    /// The replay check compares the result only, not the status.
+    HashOverResultOnly,
+    /// Reusing a key with another objective replays the first task.
+    KeyIgnoresObjective,
+}
+
+struct Planted<'a> {
+    real: Real<'a>,
+    bug: Bug,
+    /// What the wrapper remembers for its bug: key → first task, task → (status, result).
+    by_key: std::sync::Mutex<HashMap<String, domain::tasks::Task>>,
+}
+
+#[async_trait]
+impl Tasks for Planted<'_> {
+    async fn assign(&self, req: &AssignTask) -> AssignOutcome {
+        let out = self.real.assign(req).await;
+        let key = req.idempotency_key.as_str().to_owned();
+        match (&out, self.bug) {
+            (AssignOutcome::Assigned(t), _) => {
+                self.by_key.lock().unwrap().insert(key, t.clone());
+                out
+            }
+            (AssignOutcome::Rejected(AssignRejection::IdempotencyMismatch), Bug::KeyIgnoresObjective) => {
+                self.by_key.lock().unwrap().get(&key).cloned().map_or(out, AssignOutcome::Replayed)
+            }
+            _ => out,
+        }
+    }
+    async fn claim(&self, o: &OwnerId, l: ChatLinkId, t: TaskId) -> ClaimOutcome {
+        self.real.claim(o, l, t).await
+    }
+    async fn submit(&self, req: &SubmitTask) -> SubmitOutcome {
+        let out = self.real.submit(req).await;
+        match (&out, self.bug) {
+            (SubmitOutcome::Rejected(SubmitRejection::StaleClaim), Bug::UnfencedSubmit) => {
+                let current = self.real.0.get_task(&req.owner, req.link_id, req.task_id).await.unwrap();
+                match current.and_then(|t| t.claim_id) {
+                    Some(claim_id) => self.real.submit(&SubmitTask { claim_id, ..req.clone() }).await,
+                    None => out,
+                }
+            }
+            (SubmitOutcome::Rejected(SubmitRejection::DifferentResult), Bug::HashOverResultOnly) => {
+                let task = self.real.0.get_task(&req.owner, req.link_id, req.task_id).await.unwrap();
+                if task.and_then(|t| t.result).as_deref() == Some(req.result.as_str()) {
+                    SubmitOutcome::Replayed
+                } else {
+                    out
+                }
+            }
+            _ => out,
+        }
+    }
+    async fn cancel(&self, o: &OwnerId, l: ChatLinkId, t: TaskId) -> CancelTaskOutcome {
+        self.real.cancel(o, l, t).await
+    }
+    async fn status(&self, o: &OwnerId, l: ChatLinkId, t: TaskId, now: Timestamp) -> Option<TaskStatus> {
+        self.real.status(o, l, t, now).await
+    }
+}
+
+// ---- one case --------------------------------------------------------------------------------
+
+/// Runs `ops` on a fresh owner and link of `h` through `tasks` and the model; the first
+/// divergence, if any.
+async fn run_case(h: &Harness, tasks: &dyn Tasks, ops: &[Op]) -> Result<(), String> {
+    let owner = OwnerId::new(format!("model-{}", uuid::Uuid::new_v4().simple())).unwrap();
+    let project = h.store.create_project(&owner, "Model").await.unwrap();
+    let link = h.store.create_link(&owner, project.project_id, "Model link").await.unwrap().unwrap().link_id;
+    let mut model = Model {
+        lease: h.policy.lease,
+        expiry: h.policy.task_ttl,
+        idempotency: h.policy.idempotency_ttl,
+        tasks: Vec::new(),
+        next_claim: 0,
+    };
+    // Model index → the store's task id; model claim number → the store's claim id.
+    let mut ids: Vec<TaskId> = Vec::new();
+    let mut claims: HashMap<u32, ClaimId> = HashMap::new();
+    let key = |k: u8| IdempotencyKey::parse(&format!("model-key-{k}")).unwrap();
+    let objective = |o: u8| format!("objective {o}");
+    let result = |r: u8| format!("result {r}");
+    for (n, op) in ops.iter().enumerate() {
+        let now = h.now();
+        let (want, claim) = model.step(op, now);
+        let task_id = |i: u8| ids.get(i as usize).copied().unwrap_or_else(TaskId::generate);
+        let writes_before = h.writes();
+        let got = match *op {
+            Op::Assign { key: k, objective: o } => {
+                let req = AssignTask {
+                    owner: owner.clone(),
+                    link_id: link,
+                    objective: objective(o),
+                    idempotency_key: key(k),
+                };
+                match tasks.assign(&req).await {
+                    AssignOutcome::Assigned(t) => {
+                        ids.push(t.task_id);
+                        Answer::Assigned { task: ids.len() - 1, replayed: false }
+                    }
+                    AssignOutcome::Replayed(t) => match ids.iter().position(|i| *i == t.task_id) {
+                        Some(task) => Answer::Assigned { task, replayed: true },
+                        None => return Err(format!("step {n} {op:?}: replayed a task never assigned")),
+                    },
+                    AssignOutcome::Rejected(r) => Answer::AssignRefused(r),
+                }
+            }
+            Op::Claim { task } => match tasks.claim(&owner, link, task_id(task)).await {
+                ClaimOutcome::Claimed { claim_id, .. } => {
+                    claims.insert(claim.unwrap_or(u32::MAX), claim_id);
+                    Answer::Claimed { replayed: false }
+                }
+                ClaimOutcome::Replayed { claim_id, .. } => {
+                    if claim.and_then(|c| claims.get(&c)) != Some(&claim_id) {
+                        return Err(format!("step {n} {op:?}: replayed another claim than the live one"));
+                    }
+                    Answer::Claimed { replayed: true }
+                }
+                ClaimOutcome::Rejected(r) => Answer::ClaimRefused(r),
+            },
+            Op::Submit { task, which, failed, result: r } => {
+                let t = model.tasks.get(task as usize);
+                let pick = match which {
+                    Which::Current => t.and_then(|t| t.claims.last()).map(|c| c.0),
+                    Which::First => t.and_then(|t| t.claims.first()).map(|c| c.0),
+                    Which::Stranger => None,
+                };
+                let claim_id = pick.and_then(|c| claims.get(&c).copied()).unwrap_or_else(ClaimId::generate);
+                let status = if failed { SubmitStatus::Failed } else { SubmitStatus::Completed };
+                let req = SubmitTask {
+                    owner: owner.clone(),
+                    link_id: link,
+                    task_id: task_id(task),
+                    claim_id,
+                    status,
+                    result: result(r),
+                };
+                Answer::Submit(tasks.submit(&req).await)
+            }
+            Op::Cancel { task } => Answer::Cancel(tasks.cancel(&owner, link, task_id(task)).await),
+            Op::Read { task } => {
+                let got = Answer::Status(tasks.status(&owner, link, task_id(task), now).await);
+                if h.writes() != writes_before {
+                    return Err(format!("step {n} {op:?}: a read wrote"));
+                }
+                got
+            }
+            Op::Advance { secs } => {
+                h.advance(Duration::from_secs(secs));
+                Answer::Nothing
+            }
+        };
+        if got != want {
+            return Err(format!("step {n} {op:?}: the store answered {got:?}, the model {want:?}"));
+        }
+        // Invariant: every task's status is the model's (one live claim, fenced submits).
+        let now = h.now();
+        for (i, id) in ids.iter().enumerate() {
+            let store = tasks.status(&owner, link, *id, now).await;
+            let model_status = model.status(&model.tasks[i], now);
+            if store != Some(model_status) {
+                return Err(format!(
+                    "after step {n} {op:?}: task {i} is {store:?} in the store, {model_status:?} in the model"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn cases(default: u32) -> u32 {
+    std::env::var("FOUNDRY_MODEL_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+}
+
+fn runner(cases: u32) -> TestRunner {
+    let seed: [u8; 32] = std::env::var("FOUNDRY_MODEL_SEED")
+        .ok()
+        .and_then(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok())
+        .map(|s| {
+            let mut b = [0u8; 32];
+            b[..8].copy_from_slice(&s.to_le_bytes());
+            b
+        })
+        .unwrap_or_else(|| {
+            let mut b = [0u8; 32];
+            getrandom::fill(&mut b).expect("random seed");
+            b
+        });
+    eprintln!("model seed: FOUNDRY_MODEL_SEED={:016x}", u64::from_le_bytes(seed[..8].try_into().unwrap()));
+    let config = Config { cases, failure_persistence: None, max_shrink_iters: 2000, ..Config::default() };
+    TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &seed))
+}
+
+/// Runs `cases` random sequences (up to 40 steps) against `tasks` on `h`: `Ok` or the shortest
+/// failing sequence proptest found.
+fn check(rt: &tokio::runtime::Runtime, h: &Harness, tasks: &dyn Tasks, cases: u32) -> Result<(), (String, Vec<Op>)> {
+    let lease = h.policy.lease.as_secs();
+    let mut runner = runner(cases);
+    let found = std::sync::Mutex::new(String::new());
+    let outcome = runner.run(&proptest::collection::vec(op(lease), 1..40), |ops| {
+        rt.block_on(run_case(h, tasks, &ops)).map_err(|e| {
+            *found.lock().unwrap() = e.clone();
+            TestCaseError::fail(e)
+        })
+    });
+    match outcome {
+        Ok(()) => Ok(()),
+        Err(proptest::test_runner::TestError::Fail(_, ops)) => Err((found.into_inner().unwrap(), ops)),
+        Err(e) => Err((e.to_string(), Vec::new())),
+    }
+}
+
+fn backend(dynamo: bool) -> Option<(tokio::runtime::Runtime, Harness)> {
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let h = if dynamo {
+        rt.block_on(Harness::dynamo(foundry_tests::test_policy()))?
+    } else {
+        Harness::embedded(foundry_tests::test_policy())
+    };
+    Some((rt, h))
+}
+
+fn the_store_follows_the_model(dynamo: bool, default_cases: u32) {
+    let Some((rt, h)) = backend(dynamo) else { return };
+    let cases = cases(default_cases);
+    if let Err((why, ops)) = check(&rt, &h, &Real(h.store.as_ref()), cases) {
+        panic!("{} diverged from the model: {why}\nshortest sequence ({} steps): {ops:#?}", h.name(), ops.len());
+    }
+    eprintln!("{}: {cases} random sequences of up to 39 steps, no divergence", h.name());
+}
+
+#[test]
+fn the_embedded_store_follows_the_task_model() {
+    the_store_follows_the_model(false, 256);
+}
+
+#[test]
+fn dynamodb_follows_the_task_model() {
+    the_store_follows_the_model(true, 16);
+}
+
+/// Each planted bug is caught, and proptest shrinks it to a short sequence.
+#[test]
+fn the_model_catches_three_planted_bugs() {
+    let Some((rt, h)) = backend(false) else { return };
+    for bug in [Bug::UnfencedSubmit, Bug::HashOverResultOnly, Bug::KeyIgnoresObjective] {
+        let planted = Planted { real: Real(h.store.as_ref()), bug, by_key: Default::default() };
+        match check(&rt, &h, &planted, cases(256)) {
+            Ok(()) => panic!("{bug:?} was not caught"),
+            Err((why, ops)) => eprintln!("{bug:?} caught in {} steps: {why}\n  {ops:?}", ops.len()),
+        }
+    }
+}
