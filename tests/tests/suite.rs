@@ -13,6 +13,7 @@ mod events_bench;
 mod events_cloud;
 mod events_docs;
 mod events_local;
+mod linearizability;
 mod mcp_conformance;
 mod mcp_direct;
 mod mcp_http;
