@@ -11,6 +11,7 @@
 //! Without it the DynamoDB half skips loudly, except under `CI=true`, where it fails.
 
 pub mod cloud;
+pub mod faults;
 pub mod hosted_ui;
 pub mod mcp;
 pub mod python;
@@ -175,6 +176,29 @@ impl Harness {
         let clock = Arc::new(ManualClock::starting_now());
         let store = DynamoStore::new(client, table, clock.clone(), policy);
         Some(Harness { store: Arc::new(store.clone()), clock, policy, backend: Backend::Dynamo { store, log } })
+    }
+
+    /// DynamoDB through `endpoint` (the fault proxy in front of the emulator) on a fresh table,
+    /// with `retry` as the SDK's retry policy.
+    ///
+    /// # Panics
+    /// When the table cannot be created.
+    pub async fn dynamo_at(endpoint: &str, policy: Policy, retry: aws_config::retry::RetryConfig) -> Harness {
+        let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
+            .endpoint_url(endpoint)
+            .retry_config(retry)
+            .load()
+            .await;
+        let log = RequestLog::default();
+        let conf = aws_sdk_dynamodb::config::Builder::from(&config).interceptor(log.clone()).build();
+        let client = aws_sdk_dynamodb::Client::from_conf(conf);
+        let table = format!("fc-test-{}", uuid::Uuid::new_v4().simple());
+        #[allow(clippy::expect_used)]
+        create_table(&client, &table).await.expect("create test table");
+        log.take();
+        let clock = Arc::new(ManualClock::starting_now());
+        let store = DynamoStore::new(client, table, clock.clone(), policy);
+        Harness { store: Arc::new(store.clone()), clock, policy, backend: Backend::Dynamo { store, log } }
     }
 
     /// The DynamoDB client and table name, to delete the table after a test that consumed

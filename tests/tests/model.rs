@@ -19,7 +19,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use domain::clock::Timestamp;
 use domain::ids::{ChatLinkId, ClaimId, IdempotencyKey, OwnerId, TaskId};
-use domain::store::Store;
+use domain::store::{Store, StoreResult};
 use domain::tasks::{
     AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome, ClaimOutcome, ClaimRejection, SubmitOutcome,
     SubmitRejection, SubmitStatus, SubmitTask, TaskStatus,
@@ -215,31 +215,31 @@ impl Model {
 /// The task operations the model drives.
 #[async_trait]
 trait Tasks: Send + Sync {
-    async fn assign(&self, req: &AssignTask) -> AssignOutcome;
-    async fn claim(&self, o: &OwnerId, l: ChatLinkId, t: TaskId) -> ClaimOutcome;
-    async fn submit(&self, req: &SubmitTask) -> SubmitOutcome;
-    async fn cancel(&self, o: &OwnerId, l: ChatLinkId, t: TaskId) -> CancelTaskOutcome;
-    async fn status(&self, o: &OwnerId, l: ChatLinkId, t: TaskId, now: Timestamp) -> Option<TaskStatus>;
+    async fn assign(&self, req: &AssignTask) -> StoreResult<AssignOutcome>;
+    async fn claim(&self, o: &OwnerId, l: ChatLinkId, t: TaskId) -> StoreResult<ClaimOutcome>;
+    async fn submit(&self, req: &SubmitTask) -> StoreResult<SubmitOutcome>;
+    async fn cancel(&self, o: &OwnerId, l: ChatLinkId, t: TaskId) -> StoreResult<CancelTaskOutcome>;
+    async fn status(&self, o: &OwnerId, l: ChatLinkId, t: TaskId, now: Timestamp) -> StoreResult<Option<TaskStatus>>;
 }
 
 struct Real<'a>(&'a dyn Store);
 
 #[async_trait]
 impl Tasks for Real<'_> {
-    async fn assign(&self, req: &AssignTask) -> AssignOutcome {
-        self.0.assign_task(req).await.unwrap()
+    async fn assign(&self, req: &AssignTask) -> StoreResult<AssignOutcome> {
+        self.0.assign_task(req).await
     }
-    async fn claim(&self, o: &OwnerId, l: ChatLinkId, t: TaskId) -> ClaimOutcome {
-        self.0.claim_task(o, l, t).await.unwrap()
+    async fn claim(&self, o: &OwnerId, l: ChatLinkId, t: TaskId) -> StoreResult<ClaimOutcome> {
+        self.0.claim_task(o, l, t).await
     }
-    async fn submit(&self, req: &SubmitTask) -> SubmitOutcome {
-        self.0.submit_task(req).await.unwrap()
+    async fn submit(&self, req: &SubmitTask) -> StoreResult<SubmitOutcome> {
+        self.0.submit_task(req).await
     }
-    async fn cancel(&self, o: &OwnerId, l: ChatLinkId, t: TaskId) -> CancelTaskOutcome {
-        self.0.cancel_task(o, l, t).await.unwrap()
+    async fn cancel(&self, o: &OwnerId, l: ChatLinkId, t: TaskId) -> StoreResult<CancelTaskOutcome> {
+        self.0.cancel_task(o, l, t).await
     }
-    async fn status(&self, o: &OwnerId, l: ChatLinkId, t: TaskId, now: Timestamp) -> Option<TaskStatus> {
-        self.0.get_task(o, l, t).await.unwrap().map(|t| t.status_at(now))
+    async fn status(&self, o: &OwnerId, l: ChatLinkId, t: TaskId, now: Timestamp) -> StoreResult<Option<TaskStatus>> {
+        Ok(self.0.get_task(o, l, t).await?.map(|t| t.status_at(now)))
     }
 }
 
@@ -262,60 +262,103 @@ struct Planted<'a> {
 
 #[async_trait]
 impl Tasks for Planted<'_> {
-    async fn assign(&self, req: &AssignTask) -> AssignOutcome {
-        let out = self.real.assign(req).await;
+    async fn assign(&self, req: &AssignTask) -> StoreResult<AssignOutcome> {
+        let out = self.real.assign(req).await?;
         let key = req.idempotency_key.as_str().to_owned();
         match (&out, self.bug) {
             (AssignOutcome::Assigned(t), _) => {
                 self.by_key.lock().unwrap().insert(key, t.clone());
-                out
+                Ok(out)
             }
             (AssignOutcome::Rejected(AssignRejection::IdempotencyMismatch), Bug::KeyIgnoresObjective) => {
-                self.by_key.lock().unwrap().get(&key).cloned().map_or(out, AssignOutcome::Replayed)
+                Ok(self.by_key.lock().unwrap().get(&key).cloned().map_or(out, AssignOutcome::Replayed))
             }
-            _ => out,
+            _ => Ok(out),
         }
     }
-    async fn claim(&self, o: &OwnerId, l: ChatLinkId, t: TaskId) -> ClaimOutcome {
+    async fn claim(&self, o: &OwnerId, l: ChatLinkId, t: TaskId) -> StoreResult<ClaimOutcome> {
         self.real.claim(o, l, t).await
     }
-    async fn submit(&self, req: &SubmitTask) -> SubmitOutcome {
-        let out = self.real.submit(req).await;
+    async fn submit(&self, req: &SubmitTask) -> StoreResult<SubmitOutcome> {
+        let out = self.real.submit(req).await?;
         match (&out, self.bug) {
             (SubmitOutcome::Rejected(SubmitRejection::StaleClaim), Bug::UnfencedSubmit) => {
-                let current = self.real.0.get_task(&req.owner, req.link_id, req.task_id).await.unwrap();
+                let current = self.real.0.get_task(&req.owner, req.link_id, req.task_id).await?;
                 match current.and_then(|t| t.claim_id) {
                     Some(claim_id) => self.real.submit(&SubmitTask { claim_id, ..req.clone() }).await,
-                    None => out,
+                    None => Ok(out),
                 }
             }
             (SubmitOutcome::Rejected(SubmitRejection::DifferentResult), Bug::HashOverResultOnly) => {
-                let task = self.real.0.get_task(&req.owner, req.link_id, req.task_id).await.unwrap();
+                let task = self.real.0.get_task(&req.owner, req.link_id, req.task_id).await?;
                 if task.and_then(|t| t.result).as_deref() == Some(req.result.as_str()) {
-                    SubmitOutcome::Replayed
+                    Ok(SubmitOutcome::Replayed)
                 } else {
-                    out
+                    Ok(out)
                 }
             }
-            _ => out,
+            _ => Ok(out),
         }
     }
-    async fn cancel(&self, o: &OwnerId, l: ChatLinkId, t: TaskId) -> CancelTaskOutcome {
+    async fn cancel(&self, o: &OwnerId, l: ChatLinkId, t: TaskId) -> StoreResult<CancelTaskOutcome> {
         self.real.cancel(o, l, t).await
     }
-    async fn status(&self, o: &OwnerId, l: ChatLinkId, t: TaskId, now: Timestamp) -> Option<TaskStatus> {
+    async fn status(&self, o: &OwnerId, l: ChatLinkId, t: TaskId, now: Timestamp) -> StoreResult<Option<TaskStatus>> {
         self.real.status(o, l, t, now).await
     }
 }
 
 // ---- one case --------------------------------------------------------------------------------
 
+/// A call, retried with the same arguments while the store answers a retryable error (as a
+/// client told "retry with the same arguments" does); the retries made.
+macro_rules! retried {
+    ($retries:ident, $e:expr) => {{
+        let mut tries = 0u32;
+        loop {
+            match $e {
+                Ok(v) => break v,
+                Err(e) if e.is_retryable() && tries < 20 => {
+                    tries += 1;
+                    $retries += 1;
+                }
+                Err(e) => {
+                    return Err(format!(
+                        "{}: a store error that is not retryable, or 20 in a row: {}",
+                        stringify!($e),
+                        domain::errors::ErrorChain(&e)
+                    ));
+                }
+            }
+        }
+    }};
+}
+
+/// An answer as a client that may have retried sees it: a replay of its own earlier attempt is
+/// the same answer (the lost first attempt's).
+fn settled(a: Answer) -> Answer {
+    match a {
+        Answer::Assigned { task, .. } => Answer::Assigned { task, replayed: false },
+        Answer::Claimed { .. } => Answer::Claimed { replayed: false },
+        Answer::Submit(SubmitOutcome::Replayed) => Answer::Submit(SubmitOutcome::Accepted),
+        // The owner's cancel, retried after its first attempt landed, says "already cancelled".
+        Answer::Cancel(CancelTaskOutcome::Unchanged(TaskStatus::Cancelled)) => {
+            Answer::Cancel(CancelTaskOutcome::Cancelled)
+        }
+        other => other,
+    }
+}
+
 /// Runs `ops` on a fresh owner and link of `h` through `tasks` and the model; the first
-/// divergence, if any.
-async fn run_case(h: &Harness, tasks: &dyn Tasks, ops: &[Op]) -> Result<(), String> {
+/// divergence, if any. With `faulty`, retryable errors are retried and answers compared as a
+/// client that retried sees them ([`settled`]). The retries made.
+async fn run_case_with(h: &Harness, tasks: &dyn Tasks, ops: &[Op], faulty: bool) -> Result<u64, String> {
+    let mut retries = 0u64;
     let owner = OwnerId::new(format!("model-{}", uuid::Uuid::new_v4().simple())).unwrap();
-    let project = h.store.create_project(&owner, "Model").await.unwrap();
-    let link = h.store.create_link(&owner, project.project_id, "Model link").await.unwrap().unwrap().link_id;
+    let project = retried!(retries, h.store.create_project(&owner, "Model").await);
+    let link = retried!(retries, h.store.create_link(&owner, project.project_id, "Model link").await)
+        .ok_or("the new project has no link")?
+        .link_id;
     let mut model = Model {
         lease: h.policy.lease,
         expiry: h.policy.task_ttl,
@@ -342,26 +385,37 @@ async fn run_case(h: &Harness, tasks: &dyn Tasks, ops: &[Op]) -> Result<(), Stri
                     objective: objective(o),
                     idempotency_key: key(k),
                 };
-                match tasks.assign(&req).await {
+                match retried!(retries, tasks.assign(&req).await) {
                     AssignOutcome::Assigned(t) => {
                         ids.push(t.task_id);
                         Answer::Assigned { task: ids.len() - 1, replayed: false }
                     }
                     AssignOutcome::Replayed(t) => match ids.iter().position(|i| *i == t.task_id) {
                         Some(task) => Answer::Assigned { task, replayed: true },
+                        // Through faults: the first attempt made the task and lost its answer.
+                        None if faulty && matches!(want, Answer::Assigned { replayed: false, .. }) => {
+                            ids.push(t.task_id);
+                            Answer::Assigned { task: ids.len() - 1, replayed: true }
+                        }
                         None => return Err(format!("step {n} {op:?}: replayed a task never assigned")),
                     },
                     AssignOutcome::Rejected(r) => Answer::AssignRefused(r),
                 }
             }
-            Op::Claim { task } => match tasks.claim(&owner, link, task_id(task)).await {
+            Op::Claim { task } => match retried!(retries, tasks.claim(&owner, link, task_id(task)).await) {
                 ClaimOutcome::Claimed { claim_id, .. } => {
                     claims.insert(claim.unwrap_or(u32::MAX), claim_id);
                     Answer::Claimed { replayed: false }
                 }
                 ClaimOutcome::Replayed { claim_id, .. } => {
-                    if claim.and_then(|c| claims.get(&c)) != Some(&claim_id) {
-                        return Err(format!("step {n} {op:?}: replayed another claim than the live one"));
+                    match claim.and_then(|c| claims.get(&c)) {
+                        Some(live) if *live == claim_id => {}
+                        // Through faults: the first attempt made the claim and lost its answer;
+                        // the retry finds that claim — the one the lost answer carried.
+                        None if faulty && want == (Answer::Claimed { replayed: false }) => {
+                            claims.insert(claim.unwrap_or(u32::MAX), claim_id);
+                        }
+                        _ => return Err(format!("step {n} {op:?}: replayed another claim than the live one")),
                     }
                     Answer::Claimed { replayed: true }
                 }
@@ -384,11 +438,11 @@ async fn run_case(h: &Harness, tasks: &dyn Tasks, ops: &[Op]) -> Result<(), Stri
                     status,
                     result: result(r),
                 };
-                Answer::Submit(tasks.submit(&req).await)
+                Answer::Submit(retried!(retries, tasks.submit(&req).await))
             }
-            Op::Cancel { task } => Answer::Cancel(tasks.cancel(&owner, link, task_id(task)).await),
+            Op::Cancel { task } => Answer::Cancel(retried!(retries, tasks.cancel(&owner, link, task_id(task)).await)),
             Op::Read { task } => {
-                let got = Answer::Status(tasks.status(&owner, link, task_id(task), now).await);
+                let got = Answer::Status(retried!(retries, tasks.status(&owner, link, task_id(task), now).await));
                 if h.writes() != writes_before {
                     return Err(format!("step {n} {op:?}: a read wrote"));
                 }
@@ -399,13 +453,14 @@ async fn run_case(h: &Harness, tasks: &dyn Tasks, ops: &[Op]) -> Result<(), Stri
                 Answer::Nothing
             }
         };
+        let (got, want) = if faulty { (settled(got), settled(want)) } else { (got, want) };
         if got != want {
             return Err(format!("step {n} {op:?}: the store answered {got:?}, the model {want:?}"));
         }
         // Invariant: every task's status is the model's (one live claim, fenced submits).
         let now = h.now();
         for (i, id) in ids.iter().enumerate() {
-            let store = tasks.status(&owner, link, *id, now).await;
+            let store = retried!(retries, tasks.status(&owner, link, *id, now).await);
             let model_status = model.status(&model.tasks[i], now);
             if store != Some(model_status) {
                 return Err(format!(
@@ -414,7 +469,7 @@ async fn run_case(h: &Harness, tasks: &dyn Tasks, ops: &[Op]) -> Result<(), Stri
             }
         }
     }
-    Ok(())
+    Ok(retries)
 }
 
 fn cases(default: u32) -> u32 {
@@ -443,14 +498,32 @@ fn runner(cases: u32) -> TestRunner {
 /// Runs `cases` random sequences (up to 40 steps) against `tasks` on `h`: `Ok` or the shortest
 /// failing sequence proptest found.
 fn check(rt: &tokio::runtime::Runtime, h: &Harness, tasks: &dyn Tasks, cases: u32) -> Result<(), (String, Vec<Op>)> {
+    check_with(rt, h, tasks, cases, false, &std::sync::atomic::AtomicU64::new(0))
+}
+
+/// [`check`], with `faulty` as in [`run_case_with`], adding the retries made to `retries`.
+fn check_with(
+    rt: &tokio::runtime::Runtime,
+    h: &Harness,
+    tasks: &dyn Tasks,
+    cases: u32,
+    faulty: bool,
+    retries: &std::sync::atomic::AtomicU64,
+) -> Result<(), (String, Vec<Op>)> {
     let lease = h.policy.lease.as_secs();
     let mut runner = runner(cases);
     let found = std::sync::Mutex::new(String::new());
     let outcome = runner.run(&proptest::collection::vec(op(lease), 1..40), |ops| {
-        rt.block_on(run_case(h, tasks, &ops)).map_err(|e| {
-            *found.lock().unwrap() = e.clone();
-            TestCaseError::fail(e)
-        })
+        match rt.block_on(run_case_with(h, tasks, &ops, faulty)) {
+            Ok(n) => {
+                retries.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                *found.lock().unwrap() = e.clone();
+                Err(TestCaseError::fail(e))
+            }
+        }
     });
     match outcome {
         Ok(()) => Ok(()),
@@ -498,5 +571,49 @@ fn the_model_catches_three_planted_bugs() {
             Ok(()) => panic!("{bug:?} was not caught"),
             Err((why, ops)) => eprintln!("{bug:?} caught in {} steps: {why}\n  {ops:?}", ops.len()),
         }
+    }
+}
+
+/// The model through a DynamoDB that fails on purpose (`foundry_tests::faults`): throttling,
+/// throughput and internal errors, transaction conflicts, and writes that commit but lose their
+/// answer. The SDK retries what is retryable (jittered exponential backoff, 3 attempts: its
+/// standard mode, as the functions use it, with the backoff shortened for the test); what it
+/// gives up on surfaces as a retryable store error, which the test retries with the same
+/// arguments, as a client told "retry with the same arguments" does. Every answer must be the
+/// model's (a replay of one's own landed attempt counts as the same answer), every state too.
+#[test]
+fn dynamodb_follows_the_task_model_through_injected_faults() {
+    let Ok(upstream) = std::env::var("AWS_ENDPOINT_URL") else {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "AWS_ENDPOINT_URL is not set under CI=true");
+        eprintln!("\n*** SKIPPING: AWS_ENDPOINT_URL is not set (./infra/test.sh starts moto). ***\n");
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rates = foundry_tests::faults::Rates {
+        throttling: 0.03,
+        throughput: 0.02,
+        internal: 0.03,
+        conflict: 0.10,
+        lost_answer: 0.05,
+    };
+    let (url, counts) = rt.block_on(foundry_tests::faults::start(&upstream, rates, 0x5eed_fa17));
+    let retry = aws_config::retry::RetryConfig::standard()
+        .with_max_attempts(3)
+        .with_initial_backoff(Duration::from_millis(2))
+        .with_max_backoff(Duration::from_millis(20));
+    let h = rt.block_on(Harness::dynamo_at(&url, foundry_tests::test_policy(), retry));
+    let retries = std::sync::atomic::AtomicU64::new(0);
+    let cases = cases(24);
+    if let Err((why, ops)) = check_with(&rt, &h, &Real(h.store.as_ref()), cases, true, &retries) {
+        panic!("diverged from the model through faults: {why}\nshortest sequence ({} steps): {ops:#?}", ops.len());
+    }
+    let report = counts.report();
+    eprintln!(
+        "dynamodb through faults: {cases} sequences, no divergence; faults injected {report:?}; \
+         store errors retried by the client: {}",
+        retries.load(std::sync::atomic::Ordering::Relaxed)
+    );
+    for (kind, n) in &report[1..] {
+        assert!(*n > 0, "no {kind} was injected: the test did not exercise it");
     }
 }

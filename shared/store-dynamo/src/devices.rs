@@ -11,7 +11,7 @@ use crate::DynamoStore;
 use crate::codec::{Item, Read, device_from, n, opt_from, project_from, s, values};
 use crate::error::{build, unexpected};
 use crate::keys::{device_key, token_key};
-use crate::request::{names, put};
+use crate::request::{failed, names, old_image, our_write_landed, put};
 
 #[async_trait]
 impl ManageDevices for DynamoStore {
@@ -31,11 +31,13 @@ impl ManageDevices for DynamoStore {
         let mut token = token_key(token_hash);
         token.extend(attrs);
         let items = vec![
-            put(&self.table, record, "attribute_not_exists(#pk)", Item::new())?,
+            put(&self.table, record.clone(), "attribute_not_exists(#pk)", Item::new())?,
             put(&self.table, token, "attribute_not_exists(#pk)", Item::new())?,
         ];
         match self.transact(items).await? {
             None => Ok(d),
+            // The SDK retried a transaction whose first attempt committed (its answer was lost).
+            Some(reasons) if failed(&reasons, 0) && our_write_landed(old_image(&reasons, 0), &record) => Ok(d),
             Some(reasons) => Err(unexpected("device transaction (id or token collision)", &reasons)),
         }
     }

@@ -4,7 +4,9 @@
 use std::collections::HashMap;
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::AttributeValue;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::put_item::PutItemError;
+use aws_sdk_dynamodb::types::{AttributeValue, ReturnValuesOnConditionCheckFailure};
 
 use domain::ids::{ChatLinkId, OwnerId, ProjectId};
 use domain::projects::{ChatLink, Project, StoredShares, Subscription, SyncOutcome};
@@ -15,7 +17,7 @@ use crate::DynamoStore;
 use crate::codec::{Item, Read, b, link_from, live_link, n, opt_from, project_from, s, task_from, values};
 use crate::error::{sdk, unexpected};
 use crate::keys::{link_key, project_key, task_key, ttl_at};
-use crate::request::{Updated, check, failed, names, put};
+use crate::request::{Updated, check, failed, names, old_image, our_write_landed, put};
 
 #[async_trait]
 impl ManageProjects for DynamoStore {
@@ -33,16 +35,24 @@ impl ManageProjects for DynamoStore {
             // duration with one nested SET.
             ("durations", AttributeValue::M(HashMap::new())),
         ]));
-        self.client
+        let put = self
+            .client
             .put_item()
             .table_name(&self.table)
-            .set_item(Some(item))
+            .set_item(Some(item.clone()))
             .condition_expression("attribute_not_exists(#pk)")
             .set_expression_attribute_names(Some(names("#pk")))
+            .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
-            .await
-            .map_err(sdk)?;
-        Ok(p)
+            .await;
+        match put {
+            Ok(_) => Ok(p),
+            // The SDK retried a put whose first attempt landed (its answer was lost).
+            Err(SdkError::ServiceError(se)) if matches!(se.err(), PutItemError::ConditionalCheckFailedException(c) if our_write_landed(c.item(), &item)) => {
+                Ok(p)
+            }
+            Err(e) => Err(sdk(e)),
+        }
     }
 
     async fn set_project_enabled(
@@ -185,11 +195,13 @@ impl ManageLinks for DynamoStore {
         ]));
         let items = vec![
             check(&self.table, project_key(owner, project), "attribute_exists(#pk)", Item::new())?,
-            put(&self.table, item, "attribute_not_exists(#pk)", Item::new())?,
+            put(&self.table, item.clone(), "attribute_not_exists(#pk)", Item::new())?,
         ];
         match self.transact(items).await? {
             None => Ok(Some(link)),
             Some(reasons) if failed(&reasons, 0) => Ok(None),
+            // The SDK retried a transaction whose first attempt committed (its answer was lost).
+            Some(reasons) if failed(&reasons, 1) && our_write_landed(old_image(&reasons, 1), &item) => Ok(Some(link)),
             Some(reasons) => Err(unexpected("link transaction", &reasons)),
         }
     }

@@ -302,6 +302,13 @@ pub(crate) fn failed(reasons: &[CancellationReason], i: usize) -> bool {
     reasons.get(i).and_then(CancellationReason::code) == Some("ConditionalCheckFailed")
 }
 
+/// Whether the item a create found in its way is the one it was writing: the answer to an
+/// earlier attempt of the same request was lost (a timeout, a 500 after the commit) and the
+/// SDK sent it again. The ids are fresh, so nothing else can have written them.
+pub(crate) fn our_write_landed(old: Option<&Item>, written: &Item) -> bool {
+    old.is_some_and(|old| written.iter().all(|(k, v)| old.get(k) == Some(v)))
+}
+
 pub(crate) fn old_image(reasons: &[CancellationReason], i: usize) -> Option<&Item> {
     reasons.get(i).and_then(|r| r.item.as_ref()).filter(|i| !i.is_empty())
 }
