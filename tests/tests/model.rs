@@ -617,3 +617,303 @@ fn dynamodb_follows_the_task_model_through_injected_faults() {
         assert!(*n > 0, "no {kind} was injected: the test did not exercise it");
     }
 }
+
+// ---- the run state machine (SPEC §3, §5) -------------------------------------------------------
+
+#[derive(Debug, Clone)]
+enum RunOp {
+    Queue { key: u8, args: u8 },
+    Start { run: u8, exec: u8 },
+    Control { run: u8 },
+    Complete { run: u8, exec: u8, failed: bool, result: u8 },
+    Cancel { run: u8 },
+    Read { run: u8 },
+    Advance { secs: u64 },
+}
+
+fn run_op(heartbeat: u64) -> impl Strategy<Value = RunOp> {
+    prop_oneof![
+        3 => (0u8..3, 0u8..2).prop_map(|(key, args)| RunOp::Queue { key, args }),
+        3 => (0u8..3, 0u8..2).prop_map(|(run, exec)| RunOp::Start { run, exec }),
+        2 => (0u8..3).prop_map(|run| RunOp::Control { run }),
+        3 => (0u8..3, 0u8..2, any::<bool>(), 0u8..2)
+            .prop_map(|(run, exec, failed, result)| RunOp::Complete { run, exec, failed, result }),
+        2 => (0u8..3).prop_map(|run| RunOp::Cancel { run }),
+        2 => (0u8..3).prop_map(|run| RunOp::Read { run }),
+        2 => prop_oneof![Just(1), Just(heartbeat + 1), Just(25 * 3600)].prop_map(|secs| RunOp::Advance { secs }),
+    ]
+}
+
+#[derive(Debug, Clone, PartialEq)]
+enum RunAnswer {
+    Queued { run: usize, replayed: bool },
+    QueueRefused(domain::runs::QueueRejection),
+    Start(domain::runs::StartOutcome),
+    Control(domain::runs::ControlOutcome),
+    Complete(domain::runs::CompleteOutcome),
+    Cancel(domain::runs::CancelRunOutcome),
+    Status(Option<domain::runs::RunStatus>),
+    Nothing,
+}
+
+#[derive(Debug, Clone)]
+struct ModelRun {
+    key: u8,
+    args: u8,
+    queued_at: Timestamp,
+    status: domain::runs::RunStatus,
+    exec: Option<u8>,
+    heartbeat: Option<Timestamp>,
+    cancel_requested: bool,
+    /// (exec, failed, result) as the relay reported it, and the status recorded.
+    completion: Option<(u8, bool, u8)>,
+}
+
+struct RunModel {
+    policy: domain::limits::Policy,
+    runs: Vec<ModelRun>,
+}
+
+impl RunModel {
+    fn status(&self, r: &ModelRun, now: Timestamp) -> domain::runs::RunStatus {
+        use domain::runs::RunStatus as S;
+        match r.status {
+            S::Queued if now >= r.queued_at.plus(self.policy.queued_ttl) => S::Expired,
+            S::Running if now >= r.heartbeat.unwrap_or(r.queued_at).plus(self.policy.heartbeat_timeout) => S::Failed,
+            s => s,
+        }
+    }
+
+    fn step(&mut self, op: &RunOp, now: Timestamp) -> RunAnswer {
+        use domain::runs::{CancelRunOutcome, CompleteOutcome, ControlOutcome, RunStatus as S, StartOutcome};
+        match *op {
+            RunOp::Queue { key, args } => match self
+                .runs
+                .iter()
+                .rposition(|r| r.key == key)
+                .filter(|&i| now < self.runs[i].queued_at.plus(self.policy.idempotency_ttl))
+            {
+                Some(i) if self.runs[i].args == args => RunAnswer::Queued { run: i, replayed: true },
+                Some(_) => RunAnswer::QueueRefused(domain::runs::QueueRejection::IdempotencyMismatch),
+                None => {
+                    self.runs.push(ModelRun {
+                        key,
+                        args,
+                        queued_at: now,
+                        status: S::Queued,
+                        exec: None,
+                        heartbeat: None,
+                        cancel_requested: false,
+                        completion: None,
+                    });
+                    RunAnswer::Queued { run: self.runs.len() - 1, replayed: false }
+                }
+            },
+            RunOp::Start { run, exec } => {
+                let Some(r) = self.runs.get(run as usize) else { return RunAnswer::Start(StartOutcome::NotFound) };
+                match self.status(r, now) {
+                    S::Queued => {
+                        let r = &mut self.runs[run as usize];
+                        r.status = S::Running;
+                        r.exec = Some(exec);
+                        r.heartbeat = Some(now);
+                        RunAnswer::Start(StartOutcome::Started)
+                    }
+                    S::Running if r.exec == Some(exec) => RunAnswer::Start(StartOutcome::Replayed),
+                    s => RunAnswer::Start(StartOutcome::Refused(s)),
+                }
+            }
+            RunOp::Control { run } => {
+                let Some(r) = self.runs.get(run as usize) else { return RunAnswer::Control(ControlOutcome::NotFound) };
+                match self.status(r, now) {
+                    S::Running => {
+                        let cancel_requested = r.cancel_requested;
+                        self.runs[run as usize].heartbeat = Some(now);
+                        RunAnswer::Control(ControlOutcome::Running { cancel_requested })
+                    }
+                    s => RunAnswer::Control(ControlOutcome::NotRunning(s)),
+                }
+            }
+            RunOp::Complete { run, exec, failed, result } => {
+                let Some(r) = self.runs.get(run as usize) else {
+                    return RunAnswer::Complete(CompleteOutcome::NotFound);
+                };
+                if r.status.is_terminal() {
+                    return RunAnswer::Complete(if r.completion == Some((exec, failed, result)) {
+                        CompleteOutcome::Replayed(r.status)
+                    } else {
+                        CompleteOutcome::Conflict(r.status)
+                    });
+                }
+                match self.status(r, now) {
+                    S::Running if r.exec == Some(exec) => {
+                        let status = if r.cancel_requested {
+                            S::Cancelled
+                        } else if failed {
+                            S::Failed
+                        } else {
+                            S::Completed
+                        };
+                        let r = &mut self.runs[run as usize];
+                        r.status = status;
+                        r.completion = Some((exec, failed, result));
+                        RunAnswer::Complete(CompleteOutcome::Recorded(status))
+                    }
+                    // The relay may refuse a command it never started (a consent re-check): it
+                    // reports it failed (or cancelled); a result needs a start.
+                    S::Queued if failed => {
+                        let r = &mut self.runs[run as usize];
+                        r.status = S::Failed;
+                        r.completion = Some((exec, failed, result));
+                        RunAnswer::Complete(CompleteOutcome::Recorded(S::Failed))
+                    }
+                    s => RunAnswer::Complete(CompleteOutcome::Conflict(s)),
+                }
+            }
+            RunOp::Cancel { run } => {
+                let Some(r) = self.runs.get(run as usize) else { return RunAnswer::Cancel(CancelRunOutcome::NotFound) };
+                match self.status(r, now) {
+                    S::Queued => {
+                        self.runs[run as usize].status = S::Cancelled;
+                        RunAnswer::Cancel(CancelRunOutcome::Cancelled)
+                    }
+                    S::Running => {
+                        self.runs[run as usize].cancel_requested = true;
+                        RunAnswer::Cancel(CancelRunOutcome::CancelRequested)
+                    }
+                    s => RunAnswer::Cancel(CancelRunOutcome::Unchanged(s)),
+                }
+            }
+            RunOp::Read { run } => RunAnswer::Status(self.runs.get(run as usize).map(|r| self.status(r, now))),
+            RunOp::Advance { .. } => RunAnswer::Nothing,
+        }
+    }
+}
+
+/// Runs `ops` on a fresh owner, enabled project and shared session of `h`: the first divergence.
+async fn run_runs(h: &Harness, ops: &[RunOp]) -> Result<(), String> {
+    use domain::ids::{AgentId, CommandId, GraphSessionId};
+    use domain::runs::{Completion, FinalStatus, QueueOutcome, QueueRun, SessionMeta};
+    let store = h.store.as_ref();
+    let owner = OwnerId::new(format!("runs-{}", uuid::Uuid::new_v4().simple())).unwrap();
+    let agent = AgentId::new("model-client", owner.as_str()).unwrap();
+    let project = store.create_project(&owner, "Runs").await.unwrap();
+    store.set_project_enabled(&owner, project.project_id, true).await.unwrap();
+    let gs = GraphSessionId::parse("graph_session_id", &format!("gs_{}", "f".repeat(32))).unwrap();
+    let meta = SessionMeta {
+        graph_session_id: gs.clone(),
+        name: "Model".into(),
+        description: String::new(),
+        slug: "model".into(),
+        version: "1".into(),
+        status: "ready".into(),
+    };
+    store.sync_sessions(&owner, project.project_id, foundry_tests::TEST_DEVICE, &[meta]).await.unwrap();
+    let mut model = RunModel { policy: h.policy, runs: Vec::new() };
+    let mut ids: Vec<CommandId> = Vec::new();
+    for (n, op) in ops.iter().enumerate() {
+        let now = h.now();
+        let want = model.step(op, now);
+        let id = |i: u8| ids.get(i as usize).copied().unwrap_or_else(CommandId::generate);
+        let writes_before = h.writes();
+        let got = match *op {
+            RunOp::Queue { key, args } => {
+                let req = QueueRun {
+                    owner: owner.clone(),
+                    agent: agent.clone(),
+                    project_id: None,
+                    graph_session_id: gs.clone(),
+                    arguments: serde_json::json!({ "n": args }),
+                    idempotency_key: IdempotencyKey::parse(&format!("model-run-{key}")).unwrap(),
+                };
+                match store.queue_run(&req).await.unwrap() {
+                    QueueOutcome::Queued(r) => {
+                        ids.push(r.command_id);
+                        RunAnswer::Queued { run: ids.len() - 1, replayed: false }
+                    }
+                    QueueOutcome::Replayed(r) => match ids.iter().position(|i| *i == r.command_id) {
+                        Some(run) => RunAnswer::Queued { run, replayed: true },
+                        None => return Err(format!("step {n} {op:?}: replayed a run never queued")),
+                    },
+                    QueueOutcome::Rejected(r) => RunAnswer::QueueRefused(r),
+                }
+            }
+            RunOp::Start { run, exec } => {
+                RunAnswer::Start(store.start_run(&owner, id(run), &format!("exec-{exec}")).await.unwrap())
+            }
+            RunOp::Control { run } => RunAnswer::Control(store.control_run(&owner, id(run)).await.unwrap()),
+            RunOp::Complete { run, exec, failed, result } => {
+                let c = Completion {
+                    execution_id: format!("exec-{exec}"),
+                    status: if failed { FinalStatus::Failed } else { FinalStatus::Completed },
+                    result: (!failed).then(|| format!("result {result}")),
+                    result_truncated: false,
+                    error: failed.then(|| format!("error {result}")),
+                    total_tokens: None,
+                    reported_cost: None,
+                };
+                RunAnswer::Complete(store.complete_run(&owner, id(run), &c).await.unwrap())
+            }
+            RunOp::Cancel { run } => RunAnswer::Cancel(store.cancel_run(&agent, id(run)).await.unwrap()),
+            RunOp::Read { run } => {
+                let got = store.get_run(&agent, id(run)).await.unwrap().map(|r| r.view(now, &h.policy).status);
+                if h.writes() != writes_before {
+                    return Err(format!("step {n} {op:?}: a read wrote"));
+                }
+                RunAnswer::Status(got)
+            }
+            RunOp::Advance { secs } => {
+                h.advance(Duration::from_secs(secs));
+                RunAnswer::Nothing
+            }
+        };
+        if got != want {
+            return Err(format!("step {n} {op:?}: the store answered {got:?}, the model {want:?}"));
+        }
+        let now = h.now();
+        for (i, cid) in ids.iter().enumerate() {
+            let store_status = store.get_run(&agent, *cid).await.unwrap().map(|r| r.view(now, &h.policy).status);
+            let model_status = model.status(&model.runs[i], now);
+            if store_status != Some(model_status) {
+                return Err(format!(
+                    "after step {n} {op:?}: run {i} is {store_status:?} in the store, {model_status:?} in the model"
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+fn runs_follow_the_model(dynamo: bool, default_cases: u32) {
+    let Some((rt, h)) = backend(dynamo) else { return };
+    let cases = cases(default_cases);
+    let heartbeat = h.policy.heartbeat_timeout.as_secs();
+    let mut runner = runner(cases);
+    let found = std::sync::Mutex::new(String::new());
+    let outcome = runner.run(&proptest::collection::vec(run_op(heartbeat), 1..40), |ops| {
+        rt.block_on(run_runs(&h, &ops)).map_err(|e| {
+            *found.lock().unwrap() = e.clone();
+            TestCaseError::fail(e)
+        })
+    });
+    match outcome {
+        Ok(()) => eprintln!("{}: {cases} random run sequences of up to 39 steps, no divergence", h.name()),
+        Err(proptest::test_runner::TestError::Fail(_, ops)) => panic!(
+            "{} diverged from the run model: {}\nshortest sequence ({} steps): {ops:#?}",
+            h.name(),
+            found.into_inner().unwrap(),
+            ops.len()
+        ),
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn the_embedded_store_follows_the_run_model() {
+    runs_follow_the_model(false, 256);
+}
+
+#[test]
+fn dynamodb_follows_the_run_model() {
+    runs_follow_the_model(true, 16);
+}
