@@ -210,6 +210,42 @@ impl Model {
     }
 }
 
+/// The events a step must emit (SPEC §7: a task appears, gets a claim, is submitted or
+/// cancelled); replays, refusals, reads and the passing of time emit none.
+fn events_of(want: &Answer, op: &Op) -> Vec<&'static str> {
+    match (want, op) {
+        (Answer::Assigned { replayed: false, .. }, _) => vec!["task.assigned"],
+        (Answer::Claimed { replayed: false }, _) => vec!["task.claimed"],
+        (Answer::Submit(SubmitOutcome::Accepted), Op::Submit { failed: true, .. }) => vec!["task.failed"],
+        (Answer::Submit(SubmitOutcome::Accepted), _) => vec!["task.completed"],
+        (Answer::Cancel(CancelTaskOutcome::Cancelled), _) => vec!["task.cancelled"],
+        _ => Vec::new(),
+    }
+}
+
+/// The events the embedded store emitted for a chat link: its outbox, written in the change's
+/// transaction. (The table's stream is asynchronous, and moto's `GetRecords` under per-step
+/// polling delays and drops records; DynamoDB's events are checked through the real publisher by
+/// `events_cloud`.)
+struct Events;
+
+impl Events {
+    /// The kinds of the outbox's new events of `link`, in order (`None` on DynamoDB).
+    async fn take(h: &Harness, link: ChatLinkId) -> Option<Vec<String>> {
+        use domain::store::EventOutbox;
+        let foundry_tests::Backend::Embedded { store, .. } = &h.backend else { return None };
+        let link = link.to_string();
+        let mut mine = Vec::new();
+        for e in store.due_events(10_000).await.unwrap() {
+            store.event_delivered(&e.event.id).await.unwrap();
+            if e.event.data.chat_link_id.as_deref() == Some(link.as_str()) {
+                mine.push(e.event.kind.as_str().to_owned());
+            }
+        }
+        Some(mine)
+    }
+}
+
 // ---- the store under test, and the planted bugs ----------------------------------------------
 
 /// The task operations the model drives.
@@ -453,9 +489,18 @@ async fn run_case_with(h: &Harness, tasks: &dyn Tasks, ops: &[Op], faulty: bool)
                 Answer::Nothing
             }
         };
+        let expected_events = events_of(&want, op);
         let (got, want) = if faulty { (settled(got), settled(want)) } else { (got, want) };
         if got != want {
             return Err(format!("step {n} {op:?}: the store answered {got:?}, the model {want:?}"));
+        }
+        // No event without a change, and one per change (the embedded store's outbox; not
+        // through faults, where a retried write is still one change).
+        if !faulty
+            && let Some(emitted) = Events::take(h, link).await
+            && emitted != expected_events
+        {
+            return Err(format!("step {n} {op:?}: the store emitted {emitted:?}, the model {expected_events:?}"));
         }
         // Invariant: every task's status is the model's (one live claim, fenced submits).
         let now = h.now();
