@@ -167,15 +167,18 @@ impl Harness {
     /// # Panics
     /// Under `CI=true` without an endpoint, or when the table cannot be created.
     pub async fn dynamo(policy: Policy) -> Option<Harness> {
-        let client = dynamo_client_with_log().await?;
-        let (client, log) = client;
+        let (client, log) = dynamo_client_with_log().await?;
+        Some(Self::on_fresh_table(client, log, policy).await)
+    }
+
+    async fn on_fresh_table(client: aws_sdk_dynamodb::Client, log: RequestLog, policy: Policy) -> Harness {
         let table = format!("fc-test-{}", uuid::Uuid::new_v4().simple());
         #[allow(clippy::expect_used)]
         create_table(&client, &table).await.expect("create test table");
         log.take();
         let clock = Arc::new(ManualClock::starting_now());
         let store = DynamoStore::new(client, table, clock.clone(), policy);
-        Some(Harness { store: Arc::new(store.clone()), clock, policy, backend: Backend::Dynamo { store, log } })
+        Harness { store: Arc::new(store.clone()), clock, policy, backend: Backend::Dynamo { store, log } }
     }
 
     /// DynamoDB through `endpoint` (the fault proxy in front of the emulator) on a fresh table,
@@ -191,14 +194,7 @@ impl Harness {
             .await;
         let log = RequestLog::default();
         let conf = aws_sdk_dynamodb::config::Builder::from(&config).interceptor(log.clone()).build();
-        let client = aws_sdk_dynamodb::Client::from_conf(conf);
-        let table = format!("fc-test-{}", uuid::Uuid::new_v4().simple());
-        #[allow(clippy::expect_used)]
-        create_table(&client, &table).await.expect("create test table");
-        log.take();
-        let clock = Arc::new(ManualClock::starting_now());
-        let store = DynamoStore::new(client, table, clock.clone(), policy);
-        Harness { store: Arc::new(store.clone()), clock, policy, backend: Backend::Dynamo { store, log } }
+        Self::on_fresh_table(aws_sdk_dynamodb::Client::from_conf(conf), log, policy).await
     }
 
     /// The DynamoDB client and table name, to delete the table after a test that consumed
