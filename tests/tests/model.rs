@@ -836,14 +836,15 @@ impl RunModel {
 }
 
 /// Runs `ops` on a fresh owner, enabled project and shared session of `h`: the first divergence.
-async fn run_runs(h: &Harness, ops: &[RunOp]) -> Result<(), String> {
+async fn run_runs(h: &Harness, ops: &[RunOp], faulty: bool) -> Result<u64, String> {
     use domain::ids::{AgentId, CommandId, GraphSessionId};
     use domain::runs::{Completion, FinalStatus, QueueOutcome, QueueRun, SessionMeta};
+    let mut retries = 0u64;
     let store = h.store.as_ref();
     let owner = OwnerId::new(format!("runs-{}", uuid::Uuid::new_v4().simple())).unwrap();
     let agent = AgentId::new("model-client", owner.as_str()).unwrap();
-    let project = store.create_project(&owner, "Runs").await.unwrap();
-    store.set_project_enabled(&owner, project.project_id, true).await.unwrap();
+    let project = retried!(retries, store.create_project(&owner, "Runs").await);
+    retried!(retries, store.set_project_enabled(&owner, project.project_id, true).await);
     let gs = GraphSessionId::parse("graph_session_id", &format!("gs_{}", "f".repeat(32))).unwrap();
     let meta = SessionMeta {
         graph_session_id: gs.clone(),
@@ -853,7 +854,10 @@ async fn run_runs(h: &Harness, ops: &[RunOp]) -> Result<(), String> {
         version: "1".into(),
         status: "ready".into(),
     };
-    store.sync_sessions(&owner, project.project_id, foundry_tests::TEST_DEVICE, &[meta]).await.unwrap();
+    retried!(
+        retries,
+        store.sync_sessions(&owner, project.project_id, foundry_tests::TEST_DEVICE, std::slice::from_ref(&meta)).await
+    );
     let mut model = RunModel { policy: h.policy, runs: Vec::new() };
     let mut ids: Vec<CommandId> = Vec::new();
     for (n, op) in ops.iter().enumerate() {
@@ -871,22 +875,27 @@ async fn run_runs(h: &Harness, ops: &[RunOp]) -> Result<(), String> {
                     arguments: serde_json::json!({ "n": args }),
                     idempotency_key: IdempotencyKey::parse(&format!("model-run-{key}")).unwrap(),
                 };
-                match store.queue_run(&req).await.unwrap() {
+                match retried!(retries, store.queue_run(&req).await) {
                     QueueOutcome::Queued(r) => {
                         ids.push(r.command_id);
                         RunAnswer::Queued { run: ids.len() - 1, replayed: false }
                     }
                     QueueOutcome::Replayed(r) => match ids.iter().position(|i| *i == r.command_id) {
                         Some(run) => RunAnswer::Queued { run, replayed: true },
+                        // Through faults: the first attempt queued it and lost its answer.
+                        None if faulty && matches!(want, RunAnswer::Queued { replayed: false, .. }) => {
+                            ids.push(r.command_id);
+                            RunAnswer::Queued { run: ids.len() - 1, replayed: true }
+                        }
                         None => return Err(format!("step {n} {op:?}: replayed a run never queued")),
                     },
                     QueueOutcome::Rejected(r) => RunAnswer::QueueRefused(r),
                 }
             }
             RunOp::Start { run, exec } => {
-                RunAnswer::Start(store.start_run(&owner, id(run), &format!("exec-{exec}")).await.unwrap())
+                RunAnswer::Start(retried!(retries, store.start_run(&owner, id(run), &format!("exec-{exec}")).await))
             }
-            RunOp::Control { run } => RunAnswer::Control(store.control_run(&owner, id(run)).await.unwrap()),
+            RunOp::Control { run } => RunAnswer::Control(retried!(retries, store.control_run(&owner, id(run)).await)),
             RunOp::Complete { run, exec, failed, result } => {
                 let c = Completion {
                     execution_id: format!("exec-{exec}"),
@@ -897,11 +906,12 @@ async fn run_runs(h: &Harness, ops: &[RunOp]) -> Result<(), String> {
                     total_tokens: None,
                     reported_cost: None,
                 };
-                RunAnswer::Complete(store.complete_run(&owner, id(run), &c).await.unwrap())
+                RunAnswer::Complete(retried!(retries, store.complete_run(&owner, id(run), &c).await))
             }
-            RunOp::Cancel { run } => RunAnswer::Cancel(store.cancel_run(&agent, id(run)).await.unwrap()),
+            RunOp::Cancel { run } => RunAnswer::Cancel(retried!(retries, store.cancel_run(&agent, id(run)).await)),
             RunOp::Read { run } => {
-                let got = store.get_run(&agent, id(run)).await.unwrap().map(|r| r.view(now, &h.policy).status);
+                let got =
+                    retried!(retries, store.get_run(&agent, id(run)).await).map(|r| r.view(now, &h.policy).status);
                 if h.writes() != writes_before {
                     return Err(format!("step {n} {op:?}: a read wrote"));
                 }
@@ -912,12 +922,14 @@ async fn run_runs(h: &Harness, ops: &[RunOp]) -> Result<(), String> {
                 RunAnswer::Nothing
             }
         };
+        let (got, want) = if faulty { (settled_run(got), settled_run(want)) } else { (got, want) };
         if got != want {
             return Err(format!("step {n} {op:?}: the store answered {got:?}, the model {want:?}"));
         }
         let now = h.now();
         for (i, cid) in ids.iter().enumerate() {
-            let store_status = store.get_run(&agent, *cid).await.unwrap().map(|r| r.view(now, &h.policy).status);
+            let store_status =
+                retried!(retries, store.get_run(&agent, *cid).await).map(|r| r.view(now, &h.policy).status);
             let model_status = model.status(&model.runs[i], now);
             if store_status != Some(model_status) {
                 return Err(format!(
@@ -926,23 +938,51 @@ async fn run_runs(h: &Harness, ops: &[RunOp]) -> Result<(), String> {
             }
         }
     }
-    Ok(())
+    Ok(retries)
+}
+
+/// A run answer as a client that may have retried sees it (see [`settled`]).
+fn settled_run(a: RunAnswer) -> RunAnswer {
+    use domain::runs::{CancelRunOutcome, CompleteOutcome, RunStatus, StartOutcome};
+    match a {
+        RunAnswer::Queued { run, .. } => RunAnswer::Queued { run, replayed: false },
+        RunAnswer::Start(StartOutcome::Replayed) => RunAnswer::Start(StartOutcome::Started),
+        RunAnswer::Complete(CompleteOutcome::Replayed(s)) => RunAnswer::Complete(CompleteOutcome::Recorded(s)),
+        RunAnswer::Cancel(CancelRunOutcome::Unchanged(RunStatus::Cancelled)) => {
+            RunAnswer::Cancel(CancelRunOutcome::Cancelled)
+        }
+        other => other,
+    }
 }
 
 fn runs_follow_the_model(dynamo: bool, default_cases: u32) {
     let Some((rt, h)) = backend(dynamo) else { return };
-    let cases = cases(default_cases);
+    runs_on(&rt, &h, cases(default_cases), false);
+}
+
+/// The run model's check on `h` for `cases` sequences; the retries made.
+fn runs_on(rt: &tokio::runtime::Runtime, h: &Harness, cases: u32, faulty: bool) -> u64 {
+    let retries = std::sync::atomic::AtomicU64::new(0);
     let heartbeat = h.policy.heartbeat_timeout.as_secs();
     let mut runner = runner(cases);
     let found = std::sync::Mutex::new(String::new());
     let outcome = runner.run(&proptest::collection::vec(run_op(heartbeat), 1..40), |ops| {
-        rt.block_on(run_runs(&h, &ops)).map_err(|e| {
-            *found.lock().unwrap() = e.clone();
-            TestCaseError::fail(e)
-        })
+        match rt.block_on(run_runs(h, &ops, faulty)) {
+            Ok(n) => {
+                retries.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+                Ok(())
+            }
+            Err(e) => {
+                *found.lock().unwrap() = e.clone();
+                Err(TestCaseError::fail(e))
+            }
+        }
     });
     match outcome {
-        Ok(()) => eprintln!("{}: {cases} random run sequences of up to 39 steps, no divergence", h.name()),
+        Ok(()) => {
+            eprintln!("{}: {cases} random run sequences of up to 39 steps, no divergence", h.name());
+            retries.load(std::sync::atomic::Ordering::Relaxed)
+        }
         Err(proptest::test_runner::TestError::Fail(_, ops)) => panic!(
             "{} diverged from the run model: {}\nshortest sequence ({} steps): {ops:#?}",
             h.name(),
@@ -961,4 +1001,33 @@ fn the_embedded_store_follows_the_run_model() {
 #[test]
 fn dynamodb_follows_the_run_model() {
     runs_follow_the_model(true, 16);
+}
+
+/// The run model through the failing DynamoDB, as the task model (above).
+#[test]
+fn dynamodb_follows_the_run_model_through_injected_faults() {
+    let Ok(upstream) = std::env::var("AWS_ENDPOINT_URL") else {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "AWS_ENDPOINT_URL is not set under CI=true");
+        eprintln!("\n*** SKIPPING: AWS_ENDPOINT_URL is not set (./infra/test.sh starts moto). ***\n");
+        return;
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rates = foundry_tests::faults::Rates {
+        throttling: 0.03,
+        throughput: 0.02,
+        internal: 0.03,
+        conflict: 0.10,
+        lost_answer: 0.05,
+    };
+    let (url, counts) = rt.block_on(foundry_tests::faults::start(&upstream, rates, 0x05ee_d0b5));
+    let retry = aws_config::retry::RetryConfig::standard()
+        .with_max_attempts(3)
+        .with_initial_backoff(Duration::from_millis(2))
+        .with_max_backoff(Duration::from_millis(20));
+    let h = rt.block_on(Harness::dynamo_at(&url, foundry_tests::test_policy(), retry));
+    let retries = runs_on(&rt, &h, cases(16), true);
+    eprintln!(
+        "runs through faults: faults injected {:?}; store errors retried by the client: {retries}",
+        counts.report()
+    );
 }
