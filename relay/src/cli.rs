@@ -194,11 +194,5 @@ fn home() -> Result<PathBuf, CliError> {
 
 /// The user's numeric id (launchd's `gui/<uid>` domain).
 fn uid() -> String {
-    std::process::Command::new("id")
-        .arg("-u")
-        .output()
-        .ok()
-        .map(|o| String::from_utf8_lossy(&o.stdout).trim().to_owned())
-        .filter(|s| !s.is_empty())
-        .unwrap_or_else(|| "501".into())
+    nix::unistd::getuid().to_string()
 }

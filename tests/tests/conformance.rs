@@ -903,28 +903,16 @@ async fn queue_lists_oldest_first_and_only_queued(h: Harness) {
         ids.push(queue(&h, &o, &a, &format!("five-at-once-{i}")).await.command_id);
         h.advance(Duration::from_millis(10));
     }
+    let queued = || async {
+        let runs = h.store.list_queued(&o, p.project_id, 50, &QueueFilter::all()).await.unwrap();
+        runs.iter().map(|r| r.command_id).collect::<Vec<_>>()
+    };
     let writes = h.writes();
-    let listed: Vec<_> = h
-        .store
-        .list_queued(&o, p.project_id, 50, &QueueFilter::all())
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.command_id)
-        .collect();
-    assert_eq!(listed, ids);
+    assert_eq!(queued().await, ids);
     assert_eq!(h.writes(), writes);
     h.store.start_run(&o, ids[0], "exec-0").await.unwrap();
     h.store.cancel_run(&a, ids[1]).await.unwrap();
-    let listed: Vec<_> = h
-        .store
-        .list_queued(&o, p.project_id, 50, &QueueFilter::all())
-        .await
-        .unwrap()
-        .iter()
-        .map(|r| r.command_id)
-        .collect();
-    assert_eq!(listed, ids[2..].to_vec());
+    assert_eq!(queued().await, ids[2..].to_vec());
     assert!(h.store.list_queued(&owner("mallory"), p.project_id, 50, &QueueFilter::all()).await.unwrap().is_empty());
     let run = h.store.list_queued(&o, p.project_id, 1, &QueueFilter::all()).await.unwrap().remove(0);
     assert_eq!((run.slug.as_str(), run.arguments.clone()), ("graph-1", serde_json::json!({"week": 48})));

@@ -122,7 +122,7 @@ fn apply(s: &State, call: &Call, reply: &Reply, epoch_at_start: u32) -> Vec<Stat
 /// Whether some real-time-respecting order of `history` is one the model allows (a depth-first
 /// search over the operations that may come next, remembering dead ends).
 fn linearizable(history: &[Event]) -> bool {
-    fn go(h: &[Event], done: u64, s: &State, seen: &mut HashSet<(u64, State)>) -> bool {
+    fn go(h: &[Event], at_start: &[u32], done: u64, s: &State, seen: &mut HashSet<(u64, State)>) -> bool {
         if done.count_ones() as usize == h.len() {
             return true;
         }
@@ -138,10 +138,8 @@ fn linearizable(history: &[Event]) -> bool {
             if blocked {
                 continue;
             }
-            // The clock moves that had surely happened when `e` began.
-            let at_start = h.iter().filter(|o| o.call == Call::Advance && o.end < e.start).count() as u32;
-            for next in apply(s, &e.call, &e.reply, at_start) {
-                if go(h, done | (1 << i), &next, seen) {
+            for next in apply(s, &e.call, &e.reply, at_start[i]) {
+                if go(h, at_start, done | (1 << i), &next, seen) {
                     return true;
                 }
             }
@@ -150,7 +148,12 @@ fn linearizable(history: &[Event]) -> bool {
     }
     assert!(history.len() <= 64);
     let start = State { status: TaskStatus::Queued, current: None, epoch: 0, claimed_epoch: 0, finished: None };
-    go(history, 0, &start, &mut HashSet::new())
+    // For each call, the clock moves that had surely happened when it began.
+    let at_start: Vec<u32> = history
+        .iter()
+        .map(|e| history.iter().filter(|o| o.call == Call::Advance && o.end < e.start).count() as u32)
+        .collect();
+    go(history, &at_start, 0, &start, &mut HashSet::new())
 }
 
 /// One concurrent history on a fresh task: `threads` workers doing `per_thread` random calls

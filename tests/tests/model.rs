@@ -555,19 +555,29 @@ fn check_with(
     faulty: bool,
     retries: &std::sync::atomic::AtomicU64,
 ) -> Result<(), (String, Vec<Op>)> {
-    let lease = h.policy.lease.as_secs();
+    let ops = proptest::collection::vec(op(h.policy.lease.as_secs()), 1..40);
+    search(cases, ops, retries, |ops| rt.block_on(run_case_with(h, tasks, ops, faulty)))
+}
+
+/// Runs `cases` sequences drawn from `strategy` through `case` (the retries it made, or the
+/// divergence), adding the retries to `retries`: `Ok`, or the divergence of the shortest failing
+/// sequence proptest found and that sequence.
+fn search<O: std::fmt::Debug + Clone>(
+    cases: u32,
+    strategy: impl Strategy<Value = Vec<O>>,
+    retries: &std::sync::atomic::AtomicU64,
+    case: impl Fn(&[O]) -> Result<u64, String>,
+) -> Result<(), (String, Vec<O>)> {
     let mut runner = runner(cases);
     let found = std::sync::Mutex::new(String::new());
-    let outcome = runner.run(&proptest::collection::vec(op(lease), 1..40), |ops| {
-        match rt.block_on(run_case_with(h, tasks, &ops, faulty)) {
-            Ok(n) => {
-                retries.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
-                Ok(())
-            }
-            Err(e) => {
-                *found.lock().unwrap() = e.clone();
-                Err(TestCaseError::fail(e))
-            }
+    let outcome = runner.run(&strategy, |ops| match case(&ops) {
+        Ok(n) => {
+            retries.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
+            Ok(())
+        }
+        Err(e) => {
+            *found.lock().unwrap() = e.clone();
+            Err(TestCaseError::fail(e))
         }
     });
     match outcome {
@@ -575,6 +585,33 @@ fn check_with(
         Err(proptest::test_runner::TestError::Fail(_, ops)) => Err((found.into_inner().unwrap(), ops)),
         Err(e) => Err((e.to_string(), Vec::new())),
     }
+}
+
+/// DynamoDB through the fault proxy (`foundry_tests::faults`, seeded with `seed`) with the
+/// SDK's standard retries, backoff shortened for the test; `None` (skipped) without an emulator.
+fn faulty_backend(
+    seed: u64,
+) -> Option<(tokio::runtime::Runtime, Harness, std::sync::Arc<foundry_tests::faults::Counts>)> {
+    let Ok(upstream) = std::env::var("AWS_ENDPOINT_URL") else {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "AWS_ENDPOINT_URL is not set under CI=true");
+        eprintln!("\n*** SKIPPING: AWS_ENDPOINT_URL is not set (./infra/test.sh starts moto). ***\n");
+        return None;
+    };
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let rates = foundry_tests::faults::Rates {
+        throttling: 0.03,
+        throughput: 0.02,
+        internal: 0.03,
+        conflict: 0.10,
+        lost_answer: 0.05,
+    };
+    let (url, counts) = rt.block_on(foundry_tests::faults::start(&upstream, rates, seed));
+    let retry = aws_config::retry::RetryConfig::standard()
+        .with_max_attempts(3)
+        .with_initial_backoff(Duration::from_millis(2))
+        .with_max_backoff(Duration::from_millis(20));
+    let h = rt.block_on(Harness::dynamo_at(&url, foundry_tests::test_policy(), retry));
+    Some((rt, h, counts))
 }
 
 fn backend(dynamo: bool) -> Option<(tokio::runtime::Runtime, Harness)> {
@@ -628,25 +665,7 @@ fn the_model_catches_three_planted_bugs() {
 /// model's (a replay of one's own landed attempt counts as the same answer), every state too.
 #[test]
 fn dynamodb_follows_the_task_model_through_injected_faults() {
-    let Ok(upstream) = std::env::var("AWS_ENDPOINT_URL") else {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "AWS_ENDPOINT_URL is not set under CI=true");
-        eprintln!("\n*** SKIPPING: AWS_ENDPOINT_URL is not set (./infra/test.sh starts moto). ***\n");
-        return;
-    };
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let rates = foundry_tests::faults::Rates {
-        throttling: 0.03,
-        throughput: 0.02,
-        internal: 0.03,
-        conflict: 0.10,
-        lost_answer: 0.05,
-    };
-    let (url, counts) = rt.block_on(foundry_tests::faults::start(&upstream, rates, 0x5eed_fa17));
-    let retry = aws_config::retry::RetryConfig::standard()
-        .with_max_attempts(3)
-        .with_initial_backoff(Duration::from_millis(2))
-        .with_max_backoff(Duration::from_millis(20));
-    let h = rt.block_on(Harness::dynamo_at(&url, foundry_tests::test_policy(), retry));
+    let Some((rt, h, counts)) = faulty_backend(0x5eed_fa17) else { return };
     let retries = std::sync::atomic::AtomicU64::new(0);
     let cases = cases(24);
     if let Err((why, ops)) = check_with(&rt, &h, &Real(h.store.as_ref()), cases, true, &retries) {
@@ -963,33 +982,15 @@ fn runs_follow_the_model(dynamo: bool, default_cases: u32) {
 /// The run model's check on `h` for `cases` sequences; the retries made.
 fn runs_on(rt: &tokio::runtime::Runtime, h: &Harness, cases: u32, faulty: bool) -> u64 {
     let retries = std::sync::atomic::AtomicU64::new(0);
-    let heartbeat = h.policy.heartbeat_timeout.as_secs();
-    let mut runner = runner(cases);
-    let found = std::sync::Mutex::new(String::new());
-    let outcome = runner.run(&proptest::collection::vec(run_op(heartbeat), 1..40), |ops| {
-        match rt.block_on(run_runs(h, &ops, faulty)) {
-            Ok(n) => {
-                retries.fetch_add(n, std::sync::atomic::Ordering::Relaxed);
-                Ok(())
-            }
-            Err(e) => {
-                *found.lock().unwrap() = e.clone();
-                Err(TestCaseError::fail(e))
-            }
-        }
-    });
-    match outcome {
+    let ops = proptest::collection::vec(run_op(h.policy.heartbeat_timeout.as_secs()), 1..40);
+    match search(cases, ops, &retries, |ops| rt.block_on(run_runs(h, ops, faulty))) {
         Ok(()) => {
             eprintln!("{}: {cases} random run sequences of up to 39 steps, no divergence", h.name());
             retries.load(std::sync::atomic::Ordering::Relaxed)
         }
-        Err(proptest::test_runner::TestError::Fail(_, ops)) => panic!(
-            "{} diverged from the run model: {}\nshortest sequence ({} steps): {ops:#?}",
-            h.name(),
-            found.into_inner().unwrap(),
-            ops.len()
-        ),
-        Err(e) => panic!("{e}"),
+        Err((why, ops)) => {
+            panic!("{} diverged from the run model: {why}\nshortest sequence ({} steps): {ops:#?}", h.name(), ops.len())
+        }
     }
 }
 
@@ -1006,25 +1007,7 @@ fn dynamodb_follows_the_run_model() {
 /// The run model through the failing DynamoDB, as the task model (above).
 #[test]
 fn dynamodb_follows_the_run_model_through_injected_faults() {
-    let Ok(upstream) = std::env::var("AWS_ENDPOINT_URL") else {
-        assert!(std::env::var("CI").as_deref() != Ok("true"), "AWS_ENDPOINT_URL is not set under CI=true");
-        eprintln!("\n*** SKIPPING: AWS_ENDPOINT_URL is not set (./infra/test.sh starts moto). ***\n");
-        return;
-    };
-    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let rates = foundry_tests::faults::Rates {
-        throttling: 0.03,
-        throughput: 0.02,
-        internal: 0.03,
-        conflict: 0.10,
-        lost_answer: 0.05,
-    };
-    let (url, counts) = rt.block_on(foundry_tests::faults::start(&upstream, rates, 0x05ee_d0b5));
-    let retry = aws_config::retry::RetryConfig::standard()
-        .with_max_attempts(3)
-        .with_initial_backoff(Duration::from_millis(2))
-        .with_max_backoff(Duration::from_millis(20));
-    let h = rt.block_on(Harness::dynamo_at(&url, foundry_tests::test_policy(), retry));
+    let Some((rt, h, counts)) = faulty_backend(0x05ee_d0b5) else { return };
     let retries = runs_on(&rt, &h, cases(16), true);
     eprintln!(
         "runs through faults: faults injected {:?}; store errors retried by the client: {retries}",

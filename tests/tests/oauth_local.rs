@@ -37,6 +37,12 @@ impl Client {
         self.json(self.http.post(format!("{}/register", self.base)).json(&body).send().await.unwrap()).await
     }
 
+    /// Registers a client named Claude with the one `redirect`: its client id.
+    async fn register_claude(&self, redirect: &str) -> String {
+        let (_, reg) = self.register(json!({"client_name": "Claude", "redirect_uris": [redirect]})).await;
+        reg["client_id"].as_str().unwrap().to_owned()
+    }
+
     async fn token(&self, form: &[(&str, &str)]) -> (u16, Value) {
         self.json(self.http.post(format!("{}/oauth/token", self.base)).form(form).send().await.unwrap()).await
     }
@@ -350,8 +356,7 @@ async fn the_python_sdk_1x_oauth_client_connects_with_only_the_url() {
 async fn a_flood_of_authorization_requests_never_evicts_the_owners_pending_consent() {
     let (running, c, dir) = start().await;
     let redirect = "http://127.0.0.1:33418/callback";
-    let (_, reg) = c.register(json!({"client_name": "Claude", "redirect_uris": [redirect]})).await;
-    let client_id = reg["client_id"].as_str().unwrap().to_owned();
+    let client_id = c.register_claude(redirect).await;
     let (_, challenge) = pkce();
     let query = [
         ("response_type", "code"),
@@ -411,8 +416,7 @@ async fn a_flood_of_authorization_requests_never_evicts_the_owners_pending_conse
 async fn the_code_exchange_is_bound_to_the_redirect_uri_and_the_token_to_the_resource() {
     let (running, c, dir) = start().await;
     let redirect = "http://127.0.0.1:33419/callback";
-    let (_, reg) = c.register(json!({"client_name": "Claude", "redirect_uris": [redirect]})).await;
-    let client_id = reg["client_id"].as_str().unwrap().to_owned();
+    let client_id = c.register_claude(redirect).await;
     let new_code = |challenge: String| {
         let (c, client_id) = (&c, client_id.clone());
         async move {
@@ -512,8 +516,7 @@ async fn without_the_owners_session_nobody_can_approve_a_client() {
 async fn refresh_tokens_rotate_and_a_reused_one_revokes_its_family() {
     let (running, c, dir) = start().await;
     let redirect = "http://127.0.0.1:33421/callback";
-    let (_, reg) = c.register(json!({"client_name": "Claude", "redirect_uris": [redirect]})).await;
-    let client_id = reg["client_id"].as_str().unwrap().to_owned();
+    let client_id = c.register_claude(redirect).await;
     let sign_in = || async {
         let (verifier, challenge) = pkce();
         let query = code_request(&client_id, redirect, &challenge);
