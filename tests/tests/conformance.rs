@@ -10,11 +10,16 @@ use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use std::time::Duration;
 
+use domain::clock::Clock;
 use domain::errors::{
     IDEMPOTENCY_MISMATCH, NOT_CLAIMABLE_MISSING, RELAY_RESTARTED, SESSION_NO_LONGER_SHARED, STALE_CLAIM, TASK_CANCELLED,
 };
 use domain::ids::{AgentId, ChatLinkId, ClaimId, CommandId, GraphSessionId, IdempotencyKey, OwnerId, TaskId};
 use domain::limits::Policy;
+use domain::pairing::{
+    DecideOutcome, Decision, Desktop, PAIRING_TTL, PAIRINGS_PER_SOURCE_PER_HOUR, POLL_INTERVAL, Pairing, PairingStatus,
+    PollOutcome, StartOutcome as PairingStart, UserCode, new_device_code,
+};
 use domain::projects::{Project, Subscription, SyncOutcome};
 use domain::runs::{
     CancelRunOutcome, CompleteOutcome, Completion, ControlOutcome, FinalStatus, QueueFilter, QueueOutcome,
@@ -1397,7 +1402,227 @@ async fn a_clients_use_is_recorded_once_and_read_back(h: Harness) {
     assert!(!h.store.client_used("dcr-client-b").await.unwrap(), "another client's use leaked");
 }
 
+// ---- pairing a desktop (RFC 8628's shape) ----------------------------------------------------
+
+fn desktop() -> Desktop {
+    Desktop { name: "Ana's MacBook".into(), os: "macos".into(), arch: "aarch64".into() }
+}
+
+/// A pairing from `source` with a fresh code, device code and token; the device code's hash.
+fn new_pairing(h: &Harness, source: &str) -> (Pairing, String) {
+    let code = UserCode::generate().unwrap();
+    let (_, device_code_hash) = new_device_code(&code).unwrap();
+    let (_, token_hash) = domain::devices::new_token().unwrap();
+    let p = Pairing::new(code, device_code_hash.clone(), token_hash, desktop(), source, h.clock.now());
+    (p, device_code_hash)
+}
+
+fn approve(name: &str) -> (Decision, uuid::Uuid) {
+    let id = uuid::Uuid::new_v4();
+    (Decision::Approve { device_name: name.into(), device_id: id }, id)
+}
+
+/// The grant end to end: pending polls (and `slow_down` for early ones), one owner's approval
+/// (another owner's comes too late), the redemption that creates the device with the relay's
+/// token, a repeated poll answered with the same device, refusal, expiry.
+async fn pairing_follows_the_device_grant(h: Harness) {
+    let (a, b) = (owner("pair-a"), owner("pair-b"));
+    let (p, hash) = new_pairing(&h, "203.0.113.7");
+    let code = p.user_code.clone();
+    assert_eq!(h.store.start_pairing(&p).await.unwrap(), PairingStart::Started);
+    assert_eq!(h.store.start_pairing(&p).await.unwrap(), PairingStart::Started, "a retried start is the same start");
+    let (mut other, _) = new_pairing(&h, "203.0.113.8");
+    other.user_code = code.clone();
+    assert_eq!(h.store.start_pairing(&other).await.unwrap(), PairingStart::CodeTaken, "a live code is not drawn twice");
+    assert_eq!(h.store.get_pairing(&code).await.unwrap().unwrap().status, PairingStatus::Pending);
+    assert_eq!(h.store.poll_pairing(&code, &hash).await.unwrap(), PollOutcome::Pending);
+    assert_eq!(h.store.poll_pairing(&code, &hash).await.unwrap(), PollOutcome::SlowDown);
+    assert_eq!(h.store.poll_pairing(&code, "0".repeat(64).as_str()).await.unwrap(), PollOutcome::Expired);
+    h.clock.advance(POLL_INTERVAL);
+    assert_eq!(h.store.poll_pairing(&code, &hash).await.unwrap(), PollOutcome::Pending);
+
+    let (decision, device_id) = approve("Ana's Mac");
+    let DecideOutcome::Decided(decided) = h.store.decide_pairing(&code, &a, &decision).await.unwrap() else {
+        panic!("the first approval decides");
+    };
+    assert_eq!(
+        decided.status,
+        PairingStatus::Approved { owner: a.clone(), device_name: "Ana's Mac".into(), device_id }
+    );
+    let (late, _) = approve("Bob's now");
+    assert_eq!(h.store.decide_pairing(&code, &b, &late).await.unwrap(), DecideOutcome::NotPending);
+    assert_eq!(h.store.decide_pairing(&code, &a, &Decision::Refuse).await.unwrap(), DecideOutcome::NotPending);
+    assert!(h.store.list_devices(&a).await.unwrap().is_empty(), "the device is created when the relay redeems");
+
+    // Redeemed however soon after the last poll.
+    let paired = PollOutcome::Paired { owner: a.clone(), device_id };
+    assert_eq!(h.store.poll_pairing(&code, &hash).await.unwrap(), paired);
+    h.clock.advance(POLL_INTERVAL);
+    assert_eq!(h.store.poll_pairing(&code, &hash).await.unwrap(), paired, "a lost answer is answered again");
+    let devices = h.store.list_devices(&a).await.unwrap();
+    assert_eq!(devices.len(), 1, "{devices:?}");
+    assert_eq!((devices[0].device_id, devices[0].name.as_str()), (device_id, "Ana's Mac"));
+    let by_token = h.store.device_by_token_hash(&p.token_hash).await.unwrap().unwrap();
+    assert_eq!((by_token.owner, by_token.device_id), (a.clone(), device_id), "the relay's own token authenticates");
+    assert!(h.store.list_devices(&b).await.unwrap().is_empty());
+
+    // Refused.
+    let (r, rhash) = new_pairing(&h, "203.0.113.7");
+    h.store.start_pairing(&r).await.unwrap();
+    assert!(matches!(
+        h.store.decide_pairing(&r.user_code, &b, &Decision::Refuse).await.unwrap(),
+        DecideOutcome::Decided(_)
+    ));
+    assert_eq!(h.store.poll_pairing(&r.user_code, &rhash).await.unwrap(), PollOutcome::Refused);
+    assert_eq!(h.store.decide_pairing(&r.user_code, &a, &approve("x").0).await.unwrap(), DecideOutcome::NotPending);
+
+    // Expired: neither approvable nor redeemable, and its code can be drawn again an hour on.
+    let (e, ehash) = new_pairing(&h, "203.0.113.7");
+    h.store.start_pairing(&e).await.unwrap();
+    h.clock.advance(PAIRING_TTL);
+    assert_eq!(h.store.decide_pairing(&e.user_code, &a, &approve("x").0).await.unwrap(), DecideOutcome::NotPending);
+    assert_eq!(h.store.poll_pairing(&e.user_code, &ehash).await.unwrap(), PollOutcome::Expired);
+    h.clock.advance(Duration::from_secs(3601));
+    let (mut again, again_hash) = new_pairing(&h, "198.51.100.1");
+    again.user_code = e.user_code.clone();
+    assert_eq!(h.store.start_pairing(&again).await.unwrap(), PairingStart::Started);
+    assert_eq!(
+        h.store.poll_pairing(&e.user_code, &ehash).await.unwrap(),
+        PollOutcome::Expired,
+        "the old device code is dead"
+    );
+    assert_eq!(h.store.poll_pairing(&e.user_code, &again_hash).await.unwrap(), PollOutcome::Pending);
+}
+
+/// A source may start `PAIRINGS_PER_SOURCE_PER_HOUR` pairings an hour; another source is not
+/// held back by it, and the next hour starts afresh.
+async fn pairings_are_limited_per_source_and_hour(h: Harness) {
+    // Start at the top of an hour, so the whole test stays inside it.
+    let now = h.clock.now().as_millis();
+    h.clock.set(domain::clock::Timestamp::from_millis((now / 3_600_000 + 1) * 3_600_000));
+    for i in 0..PAIRINGS_PER_SOURCE_PER_HOUR {
+        let (p, _) = new_pairing(&h, "203.0.113.9");
+        assert_eq!(h.store.start_pairing(&p).await.unwrap(), PairingStart::Started, "pairing {i}");
+    }
+    let (over, _) = new_pairing(&h, "203.0.113.9");
+    assert_eq!(h.store.start_pairing(&over).await.unwrap(), PairingStart::TooMany);
+    assert!(h.store.get_pairing(&over.user_code).await.unwrap().is_none(), "a refused start writes nothing");
+    let (other, _) = new_pairing(&h, "203.0.113.10");
+    assert_eq!(h.store.start_pairing(&other).await.unwrap(), PairingStart::Started);
+    h.clock.advance(Duration::from_secs(3600));
+    let (next_hour, _) = new_pairing(&h, "203.0.113.9");
+    assert_eq!(h.store.start_pairing(&next_hour).await.unwrap(), PairingStart::Started);
+}
+
+const PAIR_RACES: usize = 20;
+const PAIR_RACERS: usize = 8;
+
+/// What racing approvals and polls produced, over `PAIR_RACES` pairings.
+#[derive(Debug, Default)]
+struct PairRace {
+    /// Pairings approved by more than one owner.
+    double_approved: usize,
+    /// Pairings whose pollers did not all end with the same one device (an error, two ids,
+    /// or the owner holding other than one device).
+    not_redeemed_once: usize,
+}
+
+/// For each pairing, `PAIR_RACERS` owners approve at once; then `PAIR_RACERS` polls with the
+/// device code run at once through `poll`.
+async fn pair_race<F, Fut>(h: &Arc<Harness>, poll: F) -> PairRace
+where
+    F: Fn(Arc<Harness>, Pairing, String) -> Fut + Send + Sync + Copy + 'static,
+    Fut: std::future::Future<Output = Result<PollOutcome, String>> + Send,
+{
+    let mut report = PairRace::default();
+    for race in 0..PAIR_RACES {
+        let (p, hash) = new_pairing(h, &format!("192.0.2.{race}"));
+        h.store.start_pairing(&p).await.unwrap();
+        let barrier = Arc::new(Barrier::new(PAIR_RACERS));
+        let approvals: Vec<_> = (0..PAIR_RACERS)
+            .map(|i| {
+                let (h, code, barrier) = (Arc::clone(h), p.user_code.clone(), Arc::clone(&barrier));
+                tokio::spawn(async move {
+                    let o = owner(&format!("racer-{race}-{i}"));
+                    barrier.wait().await;
+                    let won = matches!(
+                        h.store.decide_pairing(&code, &o, &approve("racing").0).await.unwrap(),
+                        DecideOutcome::Decided(_)
+                    );
+                    won.then_some(o)
+                })
+            })
+            .collect();
+        let mut winners = Vec::new();
+        for a in approvals {
+            winners.extend(a.await.unwrap());
+        }
+        report.double_approved += usize::from(winners.len() != 1);
+        let barrier = Arc::new(Barrier::new(PAIR_RACERS));
+        let polls: Vec<_> = (0..PAIR_RACERS)
+            .map(|_| {
+                let (h, p, hash, barrier) = (Arc::clone(h), p.clone(), hash.clone(), Arc::clone(&barrier));
+                tokio::spawn(async move {
+                    barrier.wait().await;
+                    poll(h, p, hash).await
+                })
+            })
+            .collect();
+        let mut ids = HashSet::new();
+        let mut failures = 0;
+        for poll in polls {
+            match poll.await.unwrap() {
+                Ok(PollOutcome::Paired { device_id, .. }) => drop(ids.insert(device_id)),
+                _ => failures += 1,
+            }
+        }
+        let devices = match winners.first() {
+            Some(o) => h.store.list_devices(o).await.unwrap().len(),
+            None => 0,
+        };
+        report.not_redeemed_once += usize::from(failures > 0 || ids.len() != 1 || devices != 1);
+    }
+    report
+}
+
+async fn pairing_race_approves_and_redeems_once(h: Harness) {
+    let h = Arc::new(h);
+    let report = pair_race(&h, |h, p, hash| async move {
+        h.store.poll_pairing(&p.user_code, &hash).await.map_err(|e| e.to_string())
+    })
+    .await;
+    eprintln!(
+        "[{}] pairing race: {PAIR_RACES} pairings x {PAIR_RACERS} owners, then x {PAIR_RACERS} polls: {report:?}",
+        h.name()
+    );
+    assert_eq!(report.double_approved, 0, "a pairing was approved by two owners");
+    assert_eq!(report.not_redeemed_once, 0, "a pairing was not redeemed exactly once");
+}
+
+/// The broken variant: redeem by reading the pairing and creating the device when it says
+/// approved (no condition tying the two). The same race must catch it.
+async fn pairing_race_catches_the_naive_redemption(h: Harness) {
+    let h = Arc::new(h);
+    let report = pair_race(&h, |h, p, hash| async move {
+        let read = h.store.get_pairing(&p.user_code).await.map_err(|e| e.to_string())?;
+        match read.map(|r| r.status) {
+            Some(PairingStatus::Approved { owner, device_name, .. }) => {
+                let d = h.store.create_device(&owner, &device_name, &p.token_hash).await.map_err(|e| e.to_string())?;
+                Ok(PollOutcome::Paired { owner, device_id: d.device_id })
+            }
+            _ => h.store.poll_pairing(&p.user_code, &hash).await.map_err(|e| e.to_string()),
+        }
+    })
+    .await;
+    eprintln!("[{}] naive pairing race: {report:?}", h.name());
+    assert!(report.not_redeemed_once > 0, "the race did not catch the naive redemption");
+}
+
 suite! {
+    pairing_follows_the_device_grant,
+    pairings_are_limited_per_source_and_hour,
+    pairing_race_approves_and_redeems_once,
+    pairing_race_catches_the_naive_redemption,
     a_clients_use_is_recorded_once_and_read_back,
     claim_race_conditional_write_never_double_claims,
     claim_race_catches_the_naive_read_then_write,

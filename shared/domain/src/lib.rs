@@ -17,6 +17,7 @@
 //! | [`projects`] | projects, chat links, consent checks at queue time |
 //! | [`events`] | what a state change means outside: `derive_task` / `derive_run` over old and new images, stable ids |
 //! | [`devices`] | device tokens of desktop relays (random, shown once, kept as sha256) |
+//! | [`pairing`] | pairing a relay with an owner (RFC 8628's shape): user and device codes, the poll classifier |
 //! | [`store`] | the store capability traits (`ClaimTasks`, `QueueRuns`, …) and [`store::StoreError`] |
 //! | [`relay`] | the relay protocol's wire types, shared by the relay API and the relay |
 //!
@@ -32,6 +33,7 @@ pub mod errors;
 pub mod events;
 pub mod ids;
 pub mod limits;
+pub mod pairing;
 pub mod projects;
 pub mod relay;
 pub mod runs;

@@ -20,6 +20,7 @@ use crate::clock::Timestamp;
 use crate::devices::Device;
 use crate::events::{DeliveryOutcome, OutboxEntry};
 use crate::ids::{AgentId, ChatLinkId, CommandId, OwnerId, ProjectId, TaskId};
+use crate::pairing::{DecideOutcome, Decision, Pairing, PollOutcome, StartOutcome as PairingStart, UserCode};
 use crate::projects::{ChatLink, Project, Subscription, SyncOutcome};
 use crate::runs::{
     CancelRunOutcome, CompleteOutcome, Completion, ControlOutcome, QueueFilter, QueueOutcome, QueueRun, Run,
@@ -278,6 +279,24 @@ pub trait EventOutbox: Send + Sync {
     async fn dead_events(&self, limit: usize) -> StoreResult<Vec<OutboxEntry>>;
 }
 
+/// Relay API and owner API: pairing a desktop with an owner ([`crate::pairing`]).
+#[async_trait]
+pub trait PairDevices: Send + Sync {
+    /// Stores a new pending pairing and counts it against its source's hourly allowance
+    /// ([`crate::pairing::PAIRINGS_PER_SOURCE_PER_HOUR`]), in one transaction. A user code
+    /// whose earlier pairing expired over an hour ago may be used again.
+    async fn start_pairing(&self, pairing: &Pairing) -> StoreResult<PairingStart>;
+    /// The pairing with this user code, whatever its state (one read, no write).
+    async fn get_pairing(&self, code: &UserCode) -> StoreResult<Option<Pairing>>;
+    /// The owner's decision: one conditional write from `pending` and unexpired.
+    async fn decide_pairing(&self, code: &UserCode, owner: &OwnerId, decision: &Decision)
+    -> StoreResult<DecideOutcome>;
+    /// The relay's poll, decided by [`crate::pairing::classify_poll`]: records the poll time
+    /// while pending, or creates the device and marks the pairing redeemed (one transaction
+    /// conditional on `approved`: a code is redeemed once).
+    async fn poll_pairing(&self, code: &UserCode, device_code_hash: &str) -> StoreResult<PollOutcome>;
+}
+
 /// How fresh a device's `last_seen_at` is kept.
 pub const DEVICE_SEEN_GRANULARITY: std::time::Duration = std::time::Duration::from_secs(60);
 
@@ -298,6 +317,7 @@ pub trait Store:
     + AuthenticateDevices
     + OwnerRuns
     + RecordDeliveries
+    + PairDevices
     + crate::clients::ClientUse
 {
 }
@@ -318,6 +338,7 @@ impl<T> Store for T where
         + AuthenticateDevices
         + OwnerRuns
         + RecordDeliveries
+        + PairDevices
         + crate::clients::ClientUse
 {
 }

@@ -13,23 +13,28 @@ use crate::error::{build, unexpected};
 use crate::keys::{device_key, token_key};
 use crate::request::{failed, names, old_image, our_write_landed, put};
 
+/// A new device's two items: the owner's record (for listing) and the token record (for the
+/// relay's one-read authentication), written together in one transaction.
+pub(crate) fn device_items(d: &Device) -> (Item, Item) {
+    let attrs = values([
+        ("device_id", s(d.device_id.to_string())),
+        ("owner", s(d.owner.as_str())),
+        ("name", s(&d.name)),
+        ("token_hash", s(&d.token_hash)),
+        ("created_at", n(d.created_at.as_millis())),
+    ]);
+    let mut record = device_key(&d.owner, d.device_id);
+    record.extend(attrs.clone());
+    let mut token = token_key(&d.token_hash);
+    token.extend(attrs);
+    (record, token)
+}
+
 #[async_trait]
 impl ManageDevices for DynamoStore {
-    /// Two items in one transaction: the owner's record (for listing) and the token record
-    /// (for the relay's one-read authentication).
     async fn create_device(&self, owner: &OwnerId, name: &str, token_hash: &str) -> StoreResult<Device> {
         let d = Device::new(owner, name, token_hash, self.clock.now());
-        let attrs = values([
-            ("device_id", s(d.device_id.to_string())),
-            ("owner", s(owner.as_str())),
-            ("name", s(name)),
-            ("token_hash", s(token_hash)),
-            ("created_at", n(d.created_at.as_millis())),
-        ]);
-        let mut record = device_key(owner, d.device_id);
-        record.extend(attrs.clone());
-        let mut token = token_key(token_hash);
-        token.extend(attrs);
+        let (record, token) = device_items(&d);
         let items = vec![
             put(&self.table, record.clone(), "attribute_not_exists(#pk)", Item::new())?,
             put(&self.table, token, "attribute_not_exists(#pk)", Item::new())?,

@@ -56,6 +56,14 @@ pub(crate) fn client_use_key(client_id: &str) -> Item {
     key(format!("CLIENT#{client_id}"), "USED")
 }
 
+pub(crate) fn pairing_key(code: &str) -> Item {
+    key(format!("PAIR#{code}"), "PAIR")
+}
+
+pub(crate) fn pairing_source_key(window: &str) -> Item {
+    key(format!("PAIRSRC#{window}"), "PAIRSRC")
+}
+
 pub(crate) fn token_key(hash: &str) -> Item {
     key(format!("DEVTOKEN#{hash}"), "DEVTOKEN")
 }

@@ -54,6 +54,7 @@ mod error;
 mod events;
 mod idempotency;
 mod keys;
+mod pairing;
 mod projects;
 mod request;
 mod runs;

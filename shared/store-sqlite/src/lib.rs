@@ -45,6 +45,7 @@ mod devices;
 mod error;
 mod events;
 mod idempotency;
+mod pairing;
 mod pool;
 mod projects;
 mod runs;

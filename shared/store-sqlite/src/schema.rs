@@ -9,7 +9,18 @@ use rusqlite::{Connection, TransactionBehavior};
 /// Version 1 is the layout the first builds wrote without a version number; its statements
 /// use `IF NOT EXISTS`, so such a database (version 0 with tables) is adopted as it is.
 pub(crate) const MIGRATIONS: &[&str] =
-    &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7, SCHEMA_V8, SCHEMA_V9];
+    &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7, SCHEMA_V8, SCHEMA_V9, SCHEMA_V10];
+
+/// Version 10: desktops pairing with an owner (RFC 8628's shape), and how many pairings each
+/// source address started per UTC hour.
+pub(crate) const SCHEMA_V10: &str = r"
+CREATE TABLE pairings (
+    user_code TEXT PRIMARY KEY, device_code_hash TEXT NOT NULL, token_hash TEXT NOT NULL,
+    name TEXT NOT NULL, os TEXT NOT NULL, arch TEXT NOT NULL, source TEXT NOT NULL,
+    created_at INTEGER NOT NULL, expires_at INTEGER NOT NULL, last_poll_at INTEGER,
+    status TEXT NOT NULL, owner TEXT, device_name TEXT, device_id TEXT);
+CREATE TABLE pairing_sources (window TEXT PRIMARY KEY, count INTEGER NOT NULL, hour_end INTEGER NOT NULL);
+";
 
 /// Version 9: when each registered client was first issued a token, so registrations nobody
 /// completed can be removed.

@@ -1,0 +1,266 @@
+//! Desktops pairing with an owner ([`PairDevices`]).
+//!
+//! Items: `PAIR#<user code>` / `PAIR` (the pairing, with a TTL a day past its expiry) and
+//! `PAIRSRC#<source tag>#<UTC hour>` / `PAIRSRC` (how many pairings the source started that
+//! hour). Starting is one transaction over both; deciding is one conditional update from
+//! `pending`; a poll is a consistent read decided by [`classify_poll`], then the one write the
+//! decision calls for — recording the poll time, or redeeming: the device's two items and the
+//! pairing's `approved → redeemed` in one transaction. A failed condition is classified again
+//! from the old image it returns, never from a second read.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+
+use domain::clock::Timestamp;
+use domain::devices::Device;
+use domain::ids::OwnerId;
+use domain::pairing::{
+    DecideOutcome, Decision, Desktop, PAIRINGS_PER_SOURCE_PER_HOUR, Pairing, PairingStatus, PollOutcome, PollStep,
+    StartOutcome, UserCode, classify_poll, slow_down_cutoff, source_window,
+};
+use domain::store::{PairDevices, StoreResult};
+
+use crate::codec::{Item, Read, bad, n, s, values};
+use crate::devices::device_items;
+use crate::error::unexpected;
+use crate::keys::{pairing_key, pairing_source_key, ttl_at};
+use crate::request::{Updated, failed, old_image, our_write_landed, put, update_item};
+use crate::{DynamoStore, TTL_ATTRIBUTE};
+
+/// A user code whose pairing expired this long ago may be drawn again.
+const REUSE_AFTER: Duration = Duration::from_secs(3600);
+/// How long a pairing item outlives its expiry before TTL may delete it.
+const KEEP_AFTER_EXPIRY: Duration = Duration::from_secs(24 * 3600);
+
+fn pairing_from(item: &Item) -> StoreResult<Pairing> {
+    let r = Read(item);
+    let owner = r.opt_parse("owner", |v| OwnerId::new(v).ok())?;
+    let device_id = r.opt_parse("device_id", |v| uuid::Uuid::try_parse(v).ok())?;
+    let status = match (r.s("status")?, owner, device_id) {
+        ("pending", _, _) => PairingStatus::Pending,
+        ("refused", _, _) => PairingStatus::Refused,
+        ("approved", Some(owner), Some(device_id)) => PairingStatus::Approved {
+            owner,
+            device_name: r.opt_s("device_name").unwrap_or_default().to_owned(),
+            device_id,
+        },
+        ("redeemed", Some(owner), Some(device_id)) => PairingStatus::Redeemed { owner, device_id },
+        _ => return Err(bad("status")),
+    };
+    Ok(Pairing {
+        user_code: r.parse("user_code", |v| UserCode::parse("user_code", v).ok())?,
+        device_code_hash: r.s("device_code_hash")?.to_owned(),
+        token_hash: r.s("token_hash")?.to_owned(),
+        desktop: Desktop { name: r.s("name")?.to_owned(), os: r.s("os")?.to_owned(), arch: r.s("arch")?.to_owned() },
+        source: r.s("source")?.to_owned(),
+        created_at: r.ts("created_at")?,
+        expires_at: r.ts("expires_at")?,
+        last_poll_at: r.opt_ts("last_poll_at")?,
+        status,
+    })
+}
+
+fn pairing_item(p: &Pairing) -> Item {
+    let mut item = pairing_key(p.user_code.as_str());
+    item.extend(values([
+        ("user_code", s(p.user_code.as_str())),
+        ("device_code_hash", s(&p.device_code_hash)),
+        ("token_hash", s(&p.token_hash)),
+        ("name", s(&p.desktop.name)),
+        ("os", s(&p.desktop.os)),
+        ("arch", s(&p.desktop.arch)),
+        ("source", s(&p.source)),
+        ("created_at", n(p.created_at.as_millis())),
+        ("expires_at", n(p.expires_at.as_millis())),
+        ("status", s(p.status.as_str())),
+        (TTL_ATTRIBUTE, ttl_at(p.expires_at.plus(KEEP_AFTER_EXPIRY))),
+    ]));
+    item
+}
+
+impl DynamoStore {
+    /// Creates the approved device and marks the pairing redeemed, in one transaction.
+    async fn redeem(
+        &self,
+        p: &Pairing,
+        owner: OwnerId,
+        device_name: String,
+        device_id: uuid::Uuid,
+    ) -> StoreResult<PollOutcome> {
+        let now = self.clock.now();
+        let device = Device {
+            device_id,
+            owner: owner.clone(),
+            name: device_name,
+            token_hash: p.token_hash.clone(),
+            created_at: now,
+            revoked_at: None,
+            last_seen_at: None,
+        };
+        let (record, token) = device_items(&device);
+        let items = vec![
+            put(&self.table, record, "attribute_not_exists(#pk)", Item::new())?,
+            put(&self.table, token, "attribute_not_exists(#pk)", Item::new())?,
+            update_item(
+                &self.table,
+                pairing_key(p.user_code.as_str()),
+                "SET #status = :redeemed, #last_poll_at = :now",
+                "#status = :approved AND #device_id = :d AND #device_code_hash = :h AND #expires_at > :now",
+                values([
+                    (":redeemed", s("redeemed")),
+                    (":approved", s("approved")),
+                    (":d", s(device_id.to_string())),
+                    (":h", s(&p.device_code_hash)),
+                    (":now", n(now.as_millis())),
+                ]),
+            )?,
+        ];
+        match self.transact(items).await? {
+            None => Ok(PollOutcome::Paired { owner, device_id }),
+            // Redeemed meanwhile (a concurrent poll, or this one's first attempt whose answer
+            // was lost), or expired: the pairing as it was decides.
+            Some(reasons) if failed(&reasons, 2) => {
+                let old = old_image(&reasons, 2).map(pairing_from).transpose()?;
+                Ok(answer(classify_poll(old.as_ref(), &p.device_code_hash, now)))
+            }
+            Some(reasons) => Err(unexpected("pairing redemption (device id or token collision)", &reasons)),
+        }
+    }
+}
+
+/// The answer for a step that needs no further write (a step that would write again after a
+/// failed condition can only come from a state that changed under us; it answers as pending,
+/// and the relay's next poll decides).
+fn answer(step: PollStep) -> PollOutcome {
+    match step {
+        PollStep::Answer(a) => a,
+        PollStep::Touch | PollStep::Redeem { .. } => PollOutcome::Pending,
+    }
+}
+
+#[async_trait]
+impl PairDevices for DynamoStore {
+    async fn start_pairing(&self, pairing: &Pairing) -> StoreResult<StartOutcome> {
+        let now = self.clock.now();
+        let item = pairing_item(pairing);
+        let hour_end = Timestamp::from_millis((now.as_millis() / 3_600_000 + 1) * 3_600_000);
+        let items = vec![
+            put(
+                &self.table,
+                item.clone(),
+                "attribute_not_exists(#pk) OR #expires_at < :stale",
+                values([(":stale", n(now.minus(REUSE_AFTER).as_millis()))]),
+            )?,
+            update_item(
+                &self.table,
+                pairing_source_key(&source_window(&pairing.source, now)),
+                "ADD #count :one SET #ttl = :ttl",
+                "attribute_not_exists(#count) OR #count < :limit",
+                values([
+                    (":one", n(1)),
+                    (":limit", n(i64::from(PAIRINGS_PER_SOURCE_PER_HOUR))),
+                    (":ttl", ttl_at(hour_end.plus(KEEP_AFTER_EXPIRY))),
+                ]),
+            )?,
+        ];
+        Ok(match self.transact(items).await? {
+            None => StartOutcome::Started,
+            Some(reasons) if failed(&reasons, 0) && our_write_landed(old_image(&reasons, 0), &item) => {
+                StartOutcome::Started
+            }
+            Some(reasons) if failed(&reasons, 0) => StartOutcome::CodeTaken,
+            Some(_) => StartOutcome::TooMany,
+        })
+    }
+
+    async fn get_pairing(&self, code: &UserCode) -> StoreResult<Option<Pairing>> {
+        self.get(pairing_key(code.as_str())).await?.as_ref().map(pairing_from).transpose()
+    }
+
+    async fn decide_pairing(
+        &self,
+        code: &UserCode,
+        owner: &OwnerId,
+        decision: &Decision,
+    ) -> StoreResult<DecideOutcome> {
+        let now = self.clock.now();
+        let condition = "#status = :pending AND #expires_at > :now";
+        let request = match decision {
+            Decision::Approve { device_name, device_id } => self.update(
+                pairing_key(code.as_str()),
+                "SET #status = :approved, #owner = :o, #device_name = :name, #device_id = :d",
+                condition,
+                values([
+                    (":approved", s("approved")),
+                    (":o", s(owner.as_str())),
+                    (":name", s(device_name)),
+                    (":d", s(device_id.to_string())),
+                    (":pending", s("pending")),
+                    (":now", n(now.as_millis())),
+                ]),
+            ),
+            Decision::Refuse => self.update(
+                pairing_key(code.as_str()),
+                "SET #status = :refused, #owner = :o",
+                condition,
+                values([
+                    (":refused", s("refused")),
+                    (":o", s(owner.as_str())),
+                    (":pending", s("pending")),
+                    (":now", n(now.as_millis())),
+                ]),
+            ),
+        };
+        match request.send(true).await? {
+            Updated::Applied(Some(item)) => Ok(DecideOutcome::Decided(pairing_from(&item)?)),
+            Updated::Applied(None) => Err(bad("pairing (no new image)")),
+            Updated::Rejected(_) => Ok(DecideOutcome::NotPending),
+        }
+    }
+
+    async fn poll_pairing(&self, code: &UserCode, device_code_hash: &str) -> StoreResult<PollOutcome> {
+        let now = self.clock.now();
+        let p = self.get(pairing_key(code.as_str())).await?.as_ref().map(pairing_from).transpose()?;
+        match classify_poll(p.as_ref(), device_code_hash, now) {
+            PollStep::Answer(a) => Ok(a),
+            PollStep::Redeem { owner, device_name, device_id } => {
+                let p = p.ok_or_else(|| bad("pairing"))?;
+                self.redeem(&p, owner, device_name, device_id).await
+            }
+            PollStep::Touch => {
+                let touched = self
+                    .update(
+                        pairing_key(code.as_str()),
+                        "SET #last_poll_at = :now",
+                        "#status = :pending AND #device_code_hash = :h \
+                         AND (attribute_not_exists(#last_poll_at) OR #last_poll_at <= :cutoff)",
+                        values([
+                            (":now", n(now.as_millis())),
+                            (":pending", s("pending")),
+                            (":h", s(device_code_hash)),
+                            (":cutoff", n(slow_down_cutoff(now).as_millis())),
+                        ]),
+                    )
+                    .send(false)
+                    .await?;
+                match touched {
+                    Updated::Applied(_) => Ok(PollOutcome::Pending),
+                    Updated::Rejected(old) => {
+                        let old = old.as_ref().map(pairing_from).transpose()?;
+                        match classify_poll(old.as_ref(), device_code_hash, now) {
+                            // Approved between the read and the write.
+                            PollStep::Redeem { owner, device_name, device_id } => {
+                                let p = old.ok_or_else(|| bad("pairing"))?;
+                                self.redeem(&p, owner, device_name, device_id).await
+                            }
+                            // Another poll recorded its time between the read and the write.
+                            PollStep::Touch => Ok(PollOutcome::SlowDown),
+                            step @ PollStep::Answer(_) => Ok(answer(step)),
+                        }
+                    }
+                }
+            }
+        }
+    }
+}

@@ -1,0 +1,176 @@
+//! Desktops pairing with an owner ([`PairDevices`]): one row per pairing, and a count per
+//! source address and UTC hour. Each call is one transaction that reads the row and decides
+//! with the domain's rules ([`classify_poll`]), so concurrent polls and approvals serialise on
+//! the store's write lock.
+
+use async_trait::async_trait;
+use rusqlite::{Connection, OptionalExtension, Row, params};
+
+use domain::clock::Timestamp;
+use domain::ids::OwnerId;
+use domain::pairing::{
+    DecideOutcome, Decision, Desktop, PAIRINGS_PER_SOURCE_PER_HOUR, Pairing, PairingStatus, PollOutcome, PollStep,
+    StartOutcome, UserCode, classify_poll, slow_down_cutoff, source_window,
+};
+use domain::store::{PairDevices, StoreResult};
+
+use crate::SqliteStore;
+use crate::codec::{DEVICE_COLS, col, opt_col, opt_ts, ts};
+use crate::error::corrupt;
+
+const COLS: &str = "user_code, device_code_hash, token_hash, name, os, arch, source, created_at, expires_at, \
+                    last_poll_at, status, owner, device_name, device_id";
+
+/// A user code whose pairing expired this long ago may be drawn again.
+const REUSE_AFTER_MS: i64 = 3_600_000;
+
+fn pairing_row(r: &Row<'_>) -> rusqlite::Result<Pairing> {
+    let owner = opt_col(r, 11, "owner", |s| OwnerId::new(s).ok())?;
+    let device_id = opt_col(r, 13, "device_id", |s| uuid::Uuid::try_parse(s).ok())?;
+    let status: String = r.get(10)?;
+    let status = match (status.as_str(), owner, device_id) {
+        ("pending", _, _) => PairingStatus::Pending,
+        ("refused", _, _) => PairingStatus::Refused,
+        ("approved", Some(owner), Some(device_id)) => {
+            let device_name: Option<String> = r.get(12)?;
+            PairingStatus::Approved { owner, device_name: device_name.unwrap_or_default(), device_id }
+        }
+        ("redeemed", Some(owner), Some(device_id)) => PairingStatus::Redeemed { owner, device_id },
+        _ => return Err(corrupt(10, "pairing status")),
+    };
+    Ok(Pairing {
+        user_code: col(r, 0, "user_code", |s| UserCode::parse("user_code", s).ok())?,
+        device_code_hash: r.get(1)?,
+        token_hash: r.get(2)?,
+        desktop: Desktop { name: r.get(3)?, os: r.get(4)?, arch: r.get(5)? },
+        source: r.get(6)?,
+        created_at: ts(r.get(7)?),
+        expires_at: ts(r.get(8)?),
+        last_poll_at: opt_ts(r.get(9)?),
+        status,
+    })
+}
+
+fn read(tx: &Connection, code: &str) -> rusqlite::Result<Option<Pairing>> {
+    tx.prepare_cached(&format!("SELECT {COLS} FROM pairings WHERE user_code = ?1"))?
+        .query_row([code], pairing_row)
+        .optional()
+}
+
+#[async_trait]
+impl PairDevices for SqliteStore {
+    async fn start_pairing(&self, pairing: &Pairing) -> StoreResult<StartOutcome> {
+        let p = pairing.clone();
+        self.write(move |tx, now| {
+            // Old rows go first: the ones nobody can use any more, and past hours' counts.
+            tx.prepare_cached("DELETE FROM pairings WHERE expires_at < ?1")?.execute([now.as_millis() - REUSE_AFTER_MS])?;
+            tx.prepare_cached("DELETE FROM pairing_sources WHERE hour_end <= ?1")?.execute([now.as_millis()])?;
+            if let Some(existing) = read(tx, p.user_code.as_str())? {
+                // The same start again is a retry (its answer was lost); another is a collision.
+                return Ok(if existing == p { StartOutcome::Started } else { StartOutcome::CodeTaken });
+            }
+            let window = source_window(&p.source, now);
+            let count: u32 = tx
+                .prepare_cached("SELECT count FROM pairing_sources WHERE window = ?1")?
+                .query_row([&window], |r| r.get(0))
+                .optional()?
+                .unwrap_or(0);
+            if count >= PAIRINGS_PER_SOURCE_PER_HOUR {
+                return Ok(StartOutcome::TooMany);
+            }
+            let hour_end = (now.as_millis() / 3_600_000 + 1) * 3_600_000;
+            tx.prepare_cached(
+                "INSERT INTO pairing_sources (window, count, hour_end) VALUES (?1, 1, ?2)
+                 ON CONFLICT (window) DO UPDATE SET count = count + 1",
+            )?
+            .execute(params![window, hour_end])?;
+            tx.prepare_cached(&format!(
+                "INSERT INTO pairings ({COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, NULL, 'pending', NULL, NULL, NULL)"
+            ))?
+            .execute(params![
+                p.user_code.as_str(),
+                p.device_code_hash,
+                p.token_hash,
+                p.desktop.name,
+                p.desktop.os,
+                p.desktop.arch,
+                p.source,
+                p.created_at.as_millis(),
+                p.expires_at.as_millis(),
+            ])?;
+            Ok(StartOutcome::Started)
+        })
+        .await
+    }
+
+    async fn get_pairing(&self, code: &UserCode) -> StoreResult<Option<Pairing>> {
+        let code = code.as_str().to_owned();
+        self.read(move |tx, _| read(tx, &code)).await
+    }
+
+    async fn decide_pairing(
+        &self,
+        code: &UserCode,
+        owner: &OwnerId,
+        decision: &Decision,
+    ) -> StoreResult<DecideOutcome> {
+        let (code, owner, decision) = (code.as_str().to_owned(), owner.as_str().to_owned(), decision.clone());
+        self.write(move |tx, now| {
+            let changed = match &decision {
+                Decision::Approve { device_name, device_id } => tx
+                    .prepare_cached(
+                        "UPDATE pairings SET status = 'approved', owner = ?2, device_name = ?3, device_id = ?4
+                         WHERE user_code = ?1 AND status = 'pending' AND expires_at > ?5",
+                    )?
+                    .execute(params![code, owner, device_name, device_id.to_string(), now.as_millis()])?,
+                Decision::Refuse => tx
+                    .prepare_cached(
+                        "UPDATE pairings SET status = 'refused', owner = ?2
+                         WHERE user_code = ?1 AND status = 'pending' AND expires_at > ?3",
+                    )?
+                    .execute(params![code, owner, now.as_millis()])?,
+            };
+            Ok(match (changed, read(tx, &code)?) {
+                (1, Some(p)) => DecideOutcome::Decided(p),
+                _ => DecideOutcome::NotPending,
+            })
+        })
+        .await
+    }
+
+    async fn poll_pairing(&self, code: &UserCode, device_code_hash: &str) -> StoreResult<PollOutcome> {
+        let (code, hash) = (code.as_str().to_owned(), device_code_hash.to_owned());
+        self.write(move |tx, now| {
+            let p = read(tx, &code)?;
+            match classify_poll(p.as_ref(), &hash, now) {
+                PollStep::Answer(a) => Ok(a),
+                PollStep::Touch => {
+                    touch(tx, &code, now)?;
+                    Ok(PollOutcome::Pending)
+                }
+                PollStep::Redeem { owner, device_name, device_id } => {
+                    let token_hash = p.map(|p| p.token_hash).unwrap_or_default();
+                    tx.prepare_cached(&format!(
+                        "INSERT INTO devices ({DEVICE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, NULL, NULL)"
+                    ))?
+                    .execute(params![device_id.to_string(), owner.as_str(), device_name, token_hash, now.as_millis()])?;
+                    tx.prepare_cached(
+                        "UPDATE pairings SET status = 'redeemed', last_poll_at = ?2 WHERE user_code = ?1 AND status = 'approved'",
+                    )?
+                    .execute(params![code, now.as_millis()])?;
+                    Ok(PollOutcome::Paired { owner, device_id })
+                }
+            }
+        })
+        .await
+    }
+}
+
+fn touch(tx: &Connection, code: &str, now: Timestamp) -> rusqlite::Result<()> {
+    tx.prepare_cached(
+        "UPDATE pairings SET last_poll_at = ?2 WHERE user_code = ?1 AND status = 'pending'
+         AND (last_poll_at IS NULL OR last_poll_at <= ?3)",
+    )?
+    .execute(params![code, now.as_millis(), slow_down_cutoff(now).as_millis()])
+    .map(drop)
+}
