@@ -221,7 +221,12 @@ impl AppState {
         };
         Self {
             endpoint: McpEndpoint::new(Arc::new(InProcess(deps)), Arc::clone(&auth), endpoint_config),
-            relay: RelayApi { store: Arc::clone(&w.store), clock: w.clock.clone(), policy: w.policy },
+            relay: RelayApi {
+                store: Arc::clone(&w.store),
+                clock: w.clock.clone(),
+                policy: w.policy,
+                public_url: w.public_url.clone(),
+            },
             owner: OwnerApi {
                 store: Arc::clone(&w.store),
                 auth,
@@ -388,8 +393,14 @@ async fn read_body(req: http::Request<Body>, max: usize) -> http::Request<Bytes>
     http::Request::from_parts(parts, bytes)
 }
 
-async fn relay(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {
-    let req = read_body(req, service::relay_api::MAX_BODY_BYTES).await;
+async fn relay(
+    State(state): State<Arc<AppState>>,
+    ConnectInfo(peer): ConnectInfo<SocketAddr>,
+    req: http::Request<Body>,
+) -> axum::response::Response {
+    let mut req = read_body(req, service::relay_api::MAX_BODY_BYTES).await;
+    // Pairing requests are counted per TCP peer, as registrations are.
+    req.extensions_mut().insert(ClientSource(peer.ip().to_string()));
     state.relay.handle(req).await.map(Body::from).into_response()
 }
 

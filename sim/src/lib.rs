@@ -221,7 +221,8 @@ impl World {
         store.set_project_enabled(&owner, project.project_id, true).await?;
         let (device_token, hash) = domain::devices::new_token()?;
         store.create_device(&owner, "simulated desktop", &hash).await?;
-        let api = Arc::new(RelayApi { store: Arc::clone(&store), clock: clock.clone(), policy });
+        let api =
+            Arc::new(RelayApi { store: Arc::clone(&store), clock: clock.clone(), policy, public_url: String::new() });
         let deps = ToolDeps { store: Arc::clone(&store), clock: clock.clone(), policy, blobs: None };
         let shm = PathBuf::from("/dev/shm");
         let tmp = if shm.is_dir() { shm } else { std::env::temp_dir() };

@@ -1455,7 +1455,7 @@ async fn pairing_follows_the_device_grant(h: Harness) {
     assert!(h.store.list_devices(&a).await.unwrap().is_empty(), "the device is created when the relay redeems");
 
     // Redeemed however soon after the last poll.
-    let paired = PollOutcome::Paired { owner: a.clone(), device_id };
+    let paired = PollOutcome::Paired { owner: a.clone(), device_id, device_name: "Ana's Mac".into() };
     assert_eq!(h.store.poll_pairing(&code, &hash).await.unwrap(), paired);
     h.clock.advance(POLL_INTERVAL);
     assert_eq!(h.store.poll_pairing(&code, &hash).await.unwrap(), paired, "a lost answer is answered again");
@@ -1608,7 +1608,7 @@ async fn pairing_race_catches_the_naive_redemption(h: Harness) {
         match read.map(|r| r.status) {
             Some(PairingStatus::Approved { owner, device_name, .. }) => {
                 let d = h.store.create_device(&owner, &device_name, &p.token_hash).await.map_err(|e| e.to_string())?;
-                Ok(PollOutcome::Paired { owner, device_id: d.device_id })
+                Ok(PollOutcome::Paired { owner, device_id: d.device_id, device_name })
             }
             _ => h.store.poll_pairing(&p.user_code, &hash).await.map_err(|e| e.to_string()),
         }

@@ -174,11 +174,34 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
         blobs: Some(foundry_tests::temp_blobs(h.clock.clone())),
         urls: service::webhook_url::UrlPolicy::Cloud,
     };
-    let relay_api = RelayApi { store: Arc::clone(&h.store), clock: h.clock.clone(), policy: h.policy };
+    let relay_api = RelayApi {
+        store: Arc::clone(&h.store),
+        clock: h.clock.clone(),
+        policy: h.policy,
+        public_url: "https://api.example".into(),
+    };
     let iam_of = |ops: Vec<String>| -> BTreeSet<String> { ops.iter().flat_map(|o| iam(o)).collect() };
+
+    // A desktop asks to be paired (its actions are the relay's, counted below with the second).
+    let pair_body = |tag: char| json!({"name": "Ana's Mac", "os": "macos", "arch": "aarch64", "token_sha256": tag.to_string().repeat(64)});
+    let pairing: serde_json::Value = serde_json::from_slice(
+        relay_api
+            .handle(request("POST", "/external-assistants/graph-relays/pairings", "", pair_body('a')))
+            .await
+            .body(),
+    )
+    .unwrap();
+    let user_code = pairing["user_code"].as_str().unwrap().to_owned();
 
     // Owner API: every route.
     log.take();
+    let seen =
+        owner_api.handle(request("GET", &format!("/owner/pairings/{user_code}"), &owner_token, json!(null))).await;
+    assert_eq!(seen.status(), 200, "{:?}", seen.body());
+    let approved = owner_api
+        .handle(request("POST", &format!("/owner/pairings/{user_code}/approve"), &owner_token, json!({"name": "Mac"})))
+        .await;
+    assert_eq!(approved.status(), 200, "{:?}", approved.body());
     let created: serde_json::Value = serde_json::from_slice(
         owner_api.handle(request("POST", "/owner/projects", &owner_token, json!({"name": "P"}))).await.body(),
     )
@@ -282,6 +305,14 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
     };
     let domain::runs::QueueOutcome::Queued(run) = h.store.queue_run(&req).await.unwrap() else { panic!() };
     log.take();
+    // Pairing: a second desktop asks, and the first one's poll redeems its approval.
+    let second =
+        relay_api.handle(request("POST", "/external-assistants/graph-relays/pairings", "", pair_body('b'))).await;
+    assert_eq!(second.status(), 200, "{:?}", second.body());
+    let poll = json!({"device_code": pairing["device_code"]});
+    let redeemed =
+        relay_api.handle(request("POST", "/external-assistants/graph-relays/pairings/token", "", poll)).await;
+    assert_eq!(redeemed.status(), 200, "{:?}", redeemed.body());
     relay_api.handle(request("POST", "/external-assistants/graph-relays/sync", &device_token, sync_body)).await;
     let id = run.command_id;
     let start = relay_api

@@ -200,6 +200,8 @@ pub enum PairingStatus {
         owner: OwnerId,
         /// The device created.
         device_id: uuid::Uuid,
+        /// Its name.
+        device_name: String,
     },
 }
 
@@ -330,6 +332,8 @@ pub enum PollOutcome {
         owner: OwnerId,
         /// Its id.
         device_id: uuid::Uuid,
+        /// Its name.
+        device_name: String,
     },
 }
 
@@ -359,9 +363,11 @@ pub fn classify_poll(p: Option<&Pairing>, device_code_hash: &str, now: Timestamp
     };
     match &p.status {
         // A redemption is answered again whenever asked: the relay may have lost the answer.
-        PairingStatus::Redeemed { owner, device_id } => {
-            PollStep::Answer(PollOutcome::Paired { owner: owner.clone(), device_id: *device_id })
-        }
+        PairingStatus::Redeemed { owner, device_id, device_name } => PollStep::Answer(PollOutcome::Paired {
+            owner: owner.clone(),
+            device_id: *device_id,
+            device_name: device_name.clone(),
+        }),
         _ if p.expired(now) => PollStep::Answer(PollOutcome::Expired),
         PairingStatus::Refused => PollStep::Answer(PollOutcome::Refused),
         PairingStatus::Approved { owner, device_name, device_id } => {
@@ -480,8 +486,8 @@ mod tests {
         );
         let late = t0.plus(PAIRING_TTL);
         assert_eq!(classify_poll(Some(&p), &hash, late), PollStep::Answer(PollOutcome::Expired));
-        p.status = PairingStatus::Redeemed { owner: owner.clone(), device_id };
-        let paired = PollStep::Answer(PollOutcome::Paired { owner, device_id });
+        p.status = PairingStatus::Redeemed { owner: owner.clone(), device_id, device_name: "Mac".into() };
+        let paired = PollStep::Answer(PollOutcome::Paired { owner, device_id, device_name: "Mac".into() });
         assert_eq!(classify_poll(Some(&p), &hash, late), paired, "a lost answer is answered again");
         p.status = PairingStatus::Refused;
         assert_eq!(classify_poll(Some(&p), &hash, t0), PollStep::Answer(PollOutcome::Refused));

@@ -11,8 +11,11 @@
 //! | `POST /commands/{id}/start` | [`StartRequest`] | [`StartResponse`] | 409 [`StatusResponse`] (do not run it) |
 //! | `GET /commands/{id}/control` | — | [`ControlResponse`] | 404: stop |
 //! | `POST /commands/{id}/complete` | [`Completion`](crate::runs::Completion) | [`CompleteResponse`] | 409 [`StatusResponse`] (ended otherwise) |
+//! | `POST /pairings` (no token) | [`PairRequest`] | [`PairResponse`] | 429: too many from this address |
+//! | `POST /pairings/token` (no token) | [`PairTokenRequest`] | [`PairTokenResponse`] | 400 [`PairError`] (RFC 8628 §3.5) |
 //!
-//! Every refusal is an [`ErrorResponse`] whose `error` names the field and the rule.
+//! Every refusal is an [`ErrorResponse`] whose `error` names the field and the rule, except a
+//! pairing poll's, which are RFC 8628's codes ([`PairError`]).
 
 use serde::{Deserialize, Serialize};
 
@@ -140,4 +143,66 @@ mod tests {
         let done = CompleteResponse { ok: true, replayed: true, status: RunStatus::Completed };
         assert_eq!(serde_json::to_string(&done).unwrap(), r#"{"ok":true,"replayed":true,"status":"completed"}"#);
     }
+}
+
+/// `POST /pairings`: a relay asks to be paired ([`crate::pairing`]). It made its device token
+/// itself and sends only the token's sha256.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PairRequest {
+    /// The desktop's name, shown to the owner.
+    pub name: String,
+    /// Its operating system (`macos`, `linux`).
+    pub os: String,
+    /// Its architecture (`aarch64`, `x86_64`).
+    pub arch: String,
+    /// sha256 (hex) of the device token the relay will present once paired.
+    pub token_sha256: String,
+}
+
+/// The answer to a pairing request (RFC 8628 §3.2).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PairResponse {
+    /// The relay's secret to poll with.
+    pub device_code: String,
+    /// The code the owner checks in the panel (`BCDF-GHJK`).
+    pub user_code: String,
+    /// The panel page where pairings are approved.
+    pub verification_uri: String,
+    /// The same page with the code filled in.
+    pub verification_uri_complete: String,
+    /// Seconds until the codes expire.
+    pub expires_in: u64,
+    /// Seconds to wait between polls.
+    pub interval: u64,
+}
+
+/// `POST /pairings/token`: the relay's poll.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PairTokenRequest {
+    /// The device code from [`PairResponse`].
+    pub device_code: String,
+}
+
+/// A successful poll: the device exists and the relay's token authenticates it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PairTokenResponse {
+    /// The device's id (shown in the panel's Desktops list).
+    pub device_id: uuid::Uuid,
+    /// The name the owner gave it.
+    pub device_name: String,
+}
+
+/// A poll that did not pair (HTTP 400, RFC 8628 §3.5): `authorization_pending`, `slow_down`,
+/// `access_denied` or `expired_token`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PairError {
+    /// The RFC 8628 error code.
+    pub error: String,
+    /// What it means, for a person.
+    pub error_description: String,
+    /// With `slow_down`: the interval to use from now on (seconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval: Option<u64>,
 }

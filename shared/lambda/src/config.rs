@@ -81,7 +81,7 @@ pub fn required_keys(function: &str) -> Option<Vec<String>> {
         return Some(keys);
     }
     match function {
-        "graph_relay" => return Some(vec![TABLE_NAME.to_owned()]),
+        "graph_relay" => return Some(vec![TABLE_NAME.to_owned(), PUBLIC_URL.to_owned()]),
         "register_client" => {
             return Some(
                 [USER_POOL_ID, OAUTH_SCOPE_PREFIX, HOSTED_AUTH_URL, PUBLIC_URL, TABLE_NAME].map(str::to_owned).to_vec(),
@@ -145,6 +145,8 @@ pub struct RelayConfig {
     pub table: String,
     /// Time rules (the poll interval it tells relays, the heartbeat timeout).
     pub policy: Policy,
+    /// The stack's public URL: pairing answers point the owner at `{public_url}/panel`.
+    pub public_url: String,
 }
 
 impl RelayConfig {
@@ -156,7 +158,8 @@ impl RelayConfig {
         let mut r = Reader::new(get);
         let table = r.required(TABLE_NAME);
         let policy = r.policy(POLICY);
-        r.finish(Self { table, policy })
+        let public_url = r.url(PUBLIC_URL).unwrap_or_default();
+        r.finish(Self { table, policy, public_url })
     }
 }
 

@@ -215,7 +215,7 @@ pub async fn run() -> Result<(), Error> {
 
 /// The caller's address as API Gateway saw it (`requestContext.http.sourceIp`: the TCP peer,
 /// not a header the caller could set).
-fn source_ip(req: &lambda_http::Request) -> String {
+pub(crate) fn source_ip(req: &lambda_http::Request) -> String {
     match req.request_context_ref() {
         Some(RequestContext::ApiGatewayV2(c)) => c.http.source_ip.clone().unwrap_or_default(),
         _ => String::new(),

@@ -19,10 +19,17 @@ pub async fn run() -> Result<(), Error> {
     let aws = aws_config().await;
     let clock: SharedClock = Arc::new(SystemClock);
     let store = dynamo_store(&aws, &config.table, config.policy);
-    let api = Arc::new(RelayApi { store: Arc::new(store), clock, policy: config.policy });
+    let api =
+        Arc::new(RelayApi { store: Arc::new(store), clock, policy: config.policy, public_url: config.public_url });
     lambda_http::run(lambda_http::service_fn(move |req: lambda_http::Request| {
         let api = Arc::clone(&api);
-        async move { Ok::<_, Error>(lambda_response(api.handle(http_request(req)).await)) }
+        async move {
+            // Pairing requests are counted per source address, as registrations are.
+            let source = crate::register::source_ip(&req);
+            let mut req = http_request(req);
+            req.extensions_mut().insert(service::oauth::ClientSource(source));
+            Ok::<_, Error>(lambda_response(api.handle(req).await))
+        }
     }))
     .await
 }

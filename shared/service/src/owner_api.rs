@@ -11,6 +11,8 @@
 //! | `GET /links/{id}/tasks/{task}` | one task: result, claim, artifacts with download links |
 //! | `POST /links/{id}/tasks/{task}/cancel` | cancel an open task |
 //! | `GET /runs?limit=&cursor=` | the recent graph runs of the owner's projects, any agent |
+//! | `GET /pairings/{code}` | a desktop waiting to be paired with this code: its name, OS, architecture, expiry |
+//! | `POST /pairings/{code}/approve {"name"?}`, `POST /pairings/{code}/refuse` | decide it (once, by one owner) |
 //! | `GET /overview` | projects, devices, links and the 20 latest runs in one answer (the panel's refresh) |
 //!
 //! Bearer JWT with the `osfoundry:owner` scope; the owner is the token's subject. Every refusal
@@ -26,10 +28,12 @@ use domain::errors::InputError;
 use domain::events::DeliveryOutcome;
 use domain::ids::{ChatLinkId, CommandId, IdempotencyKey, OwnerId, ProjectId, TaskId};
 use domain::limits::{Policy, cut_chars};
+use domain::pairing::{DecideOutcome, Decision, Pairing, PairingStatus, UserCode};
 use domain::projects::{ChatLink, Project, Subscription, new_webhook_secret, validate_name};
 use domain::runs::Run;
 use domain::store::{
-    AssignTasks, ManageDevices, ManageLinks, ManageProjects, OwnerRuns, ReadTasks, RecordDeliveries, StoreError,
+    AssignTasks, ManageDevices, ManageLinks, ManageProjects, OwnerRuns, PairDevices, ReadTasks, RecordDeliveries,
+    StoreError,
 };
 use domain::tasks::{
     ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome, Task, TaskStatus, validate_objective,
@@ -67,11 +71,19 @@ pub const DYNAMODB_ACTIONS: &[&str] =
 
 /// The store capabilities the owner API uses.
 pub trait OwnerStore:
-    ManageProjects + ManageDevices + ManageLinks + AssignTasks + ReadTasks + OwnerRuns + RecordDeliveries
+    ManageProjects + ManageDevices + ManageLinks + AssignTasks + ReadTasks + OwnerRuns + RecordDeliveries + PairDevices
 {
 }
 impl<T> OwnerStore for T where
-    T: ManageProjects + ManageDevices + ManageLinks + AssignTasks + ReadTasks + OwnerRuns + RecordDeliveries + ?Sized
+    T: ManageProjects
+        + ManageDevices
+        + ManageLinks
+        + AssignTasks
+        + ReadTasks
+        + OwnerRuns
+        + RecordDeliveries
+        + PairDevices
+        + ?Sized
 {
 }
 
@@ -131,6 +143,9 @@ const NO_PROJECT: &str = "project_id: no such project";
 const NO_LINK: &str = "chat_link_id: no such chat link";
 const NO_TASK: &str = "task_id: no such task";
 const NO_DEVICE: &str = "device_id: no such device";
+/// Unknown, expired, or decided by someone else: deliberately one answer.
+const NO_PAIRING: &str =
+    "user_code: no desktop is waiting to be paired with this code (it may have expired: run `relay pair` again)";
 
 type Reply = Result<http::Response<Bytes>, Fail>;
 
@@ -146,6 +161,13 @@ fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Fail> {
 #[serde(deny_unknown_fields)]
 struct NameBody {
     name: String,
+}
+
+#[derive(Deserialize, Default)]
+#[serde(deny_unknown_fields)]
+struct ApproveBody {
+    #[serde(default)]
+    name: Option<String>,
 }
 
 #[derive(Deserialize)]
@@ -197,6 +219,25 @@ fn device_json(d: &Device) -> serde_json::Value {
         "created_at": d.created_at.rfc3339(),
         "revoked_at": time(d.revoked_at),
         "last_seen_at": time(d.last_seen_at),
+    })
+}
+
+fn pairing_json(p: &Pairing) -> serde_json::Value {
+    let (device_id, device_name) = match &p.status {
+        PairingStatus::Approved { device_id, device_name, .. }
+        | PairingStatus::Redeemed { device_id, device_name, .. } => (Some(device_id.to_string()), Some(device_name)),
+        PairingStatus::Pending | PairingStatus::Refused => (None, None),
+    };
+    json!({
+        "user_code": p.user_code.display(),
+        "status": p.status.as_str(),
+        "name": p.desktop.name,
+        "os": p.desktop.os,
+        "arch": p.desktop.arch,
+        "created_at": p.created_at.rfc3339(),
+        "expires_at": p.expires_at.rfc3339(),
+        "device_id": device_id,
+        "device_name": device_name,
     })
 }
 
@@ -320,10 +361,14 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
             (Method::POST, ["links", id, "tasks", task, "cancel"]) => self.cancel_task(&owner, id, task).await,
             (Method::GET, ["runs"]) => self.list_runs(&owner, query).await,
             (Method::GET, ["overview"]) => self.overview(&owner).await,
+            (Method::GET, ["pairings", code]) => self.get_pairing(&owner, code).await,
+            (Method::POST, ["pairings", code, "approve"]) => self.approve_pairing(&owner, code, body).await,
+            (Method::POST, ["pairings", code, "refuse"]) => self.decide_pairing(&owner, code, &Decision::Refuse).await,
             (
                 _,
                 ["projects" | "devices" | "links" | "runs" | "overview"]
-                | ["projects" | "devices" | "links", _]
+                | ["projects" | "devices" | "links" | "pairings", _]
+                | ["pairings", _, "approve" | "refuse"]
                 | ["links", _, "subscription" | "tasks"]
                 | ["links", _, "tasks", _]
                 | ["links", _, "tasks", _, "cancel"],
@@ -378,6 +423,39 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
         v["token"] = json!(token);
         v["note"] = json!("The token is shown only now; the server keeps only its sha256.");
         ok(StatusCode::CREATED, v)
+    }
+
+    async fn get_pairing(&self, owner: &OwnerId, code: &str) -> Reply {
+        let code = UserCode::parse("user_code", code)?;
+        let p = self.store.get_pairing(&code).await?;
+        let p = p.filter(|p| p.visible_to(owner, self.clock.now())).ok_or_else(|| not_found(NO_PAIRING))?;
+        ok(StatusCode::OK, pairing_json(&p))
+    }
+
+    async fn approve_pairing(&self, owner: &OwnerId, code: &str, body: &[u8]) -> Reply {
+        let b: ApproveBody =
+            if body.iter().all(u8::is_ascii_whitespace) { ApproveBody::default() } else { parse(body)? };
+        if let Some(name) = &b.name {
+            validate_name(name)?;
+        }
+        let parsed = UserCode::parse("user_code", code)?;
+        let name = match b.name {
+            Some(n) => n,
+            None => match self.store.get_pairing(&parsed).await? {
+                Some(p) => p.desktop.name,
+                None => return Err(not_found(NO_PAIRING)),
+            },
+        };
+        let decision = Decision::Approve { device_name: name, device_id: uuid::Uuid::new_v4() };
+        self.decide_pairing(owner, code, &decision).await
+    }
+
+    async fn decide_pairing(&self, owner: &OwnerId, code: &str, decision: &Decision) -> Reply {
+        let code = UserCode::parse("user_code", code)?;
+        match self.store.decide_pairing(&code, owner, decision).await? {
+            DecideOutcome::Decided(p) => ok(StatusCode::OK, pairing_json(&p)),
+            DecideOutcome::NotPending => Err(not_found(NO_PAIRING)),
+        }
     }
 
     async fn revoke_device(&self, owner: &OwnerId, id: &str) -> Reply {

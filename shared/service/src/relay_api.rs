@@ -6,6 +6,8 @@
 //! | `POST {PREFIX}/commands/{id}/start` | queued → running; `409 {"status":"cancelled"}` if cancelled meanwhile |
 //! | `GET {PREFIX}/commands/{id}/control` | heartbeat; `{"cancel_requested":bool}` |
 //! | `POST {PREFIX}/commands/{id}/complete` | running → terminal, idempotent by sha256, cancel wins |
+//! | `POST {PREFIX}/pairings` (no token) | start pairing a desktop: a user code for the owner, a device code to poll with |
+//! | `POST {PREFIX}/pairings/token` (no token) | poll: RFC 8628's pending / slow_down / denied / expired, or the new device |
 //!
 //! Plain functions over `http` types: the `graph_relay` Lambda and the local server call
 //! [`RelayApi::handle`]. Every input is checked before any write (command ids are UUIDs, the
@@ -23,15 +25,22 @@ use domain::clock::SharedClock;
 use domain::devices::token_hash;
 use domain::ids::{CommandId, OwnerId};
 use domain::limits::{MAX_EXECUTION_ID_CHARS, Policy, char_len};
+use domain::pairing::{
+    Desktop, PAIRING_TTL, POLL_INTERVAL, Pairing, PollOutcome, StartOutcome as PairingStart, UserCode, new_device_code,
+    parse_device_code, validate_token_hash,
+};
 use domain::projects::SyncOutcome;
 use domain::relay::{
     CompleteResponse, ControlResponse, ErrorResponse, QueuedCommand, StartRequest, StartResponse, StatusResponse,
     SyncRequest, SyncResponse,
 };
+use domain::relay::{PairError, PairRequest, PairResponse, PairTokenRequest, PairTokenResponse};
 use domain::runs::{
     CompleteOutcome, Completion, ControlOutcome, QueueFilter, RunStatus, StartOutcome, validate_sessions,
 };
-use domain::store::{AuthenticateDevices, RelayRuns, StoreError, SyncSessions};
+use domain::store::{AuthenticateDevices, PairDevices, RelayRuns, StoreError, SyncSessions};
+
+use crate::oauth::ClientSource;
 
 /// Path prefix of the relay API.
 pub use domain::relay::PREFIX;
@@ -42,11 +51,15 @@ pub const MAX_COMMANDS_PER_SYNC: usize = 100;
 
 /// The IAM actions the `graph_relay` function needs on the table (token lookup, the
 /// conditional updates, the queue index). Proven against the emulator in the suite.
-pub const DYNAMODB_ACTIONS: &[&str] = &["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:Query"];
+pub const DYNAMODB_ACTIONS: &[&str] =
+    &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"];
 
 /// The store capabilities the relay API uses.
-pub trait RelayStore: SyncSessions + RelayRuns + AuthenticateDevices {}
-impl<T: SyncSessions + RelayRuns + AuthenticateDevices + ?Sized> RelayStore for T {}
+pub trait RelayStore: SyncSessions + RelayRuns + AuthenticateDevices + PairDevices {}
+impl<T: SyncSessions + RelayRuns + AuthenticateDevices + PairDevices + ?Sized> RelayStore for T {}
+
+/// What a pairing request from an address over its hourly allowance is told.
+pub const TOO_MANY_PAIRINGS: &str = "too many pairing requests from this address this hour; try again later";
 
 /// The relay API over a store.
 pub struct RelayApi<S: ?Sized> {
@@ -56,6 +69,8 @@ pub struct RelayApi<S: ?Sized> {
     pub clock: SharedClock,
     /// `poll_interval_s` comes from here.
     pub policy: Policy,
+    /// The stack's public URL (pairing answers point the owner at `{public_url}/panel`).
+    pub public_url: String,
 }
 
 fn internal(e: &StoreError) -> http::Response<Bytes> {
@@ -67,6 +82,14 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
     pub async fn handle(&self, req: http::Request<Bytes>) -> http::Response<Bytes> {
         if req.body().len() > MAX_BODY_BYTES {
             return http_json::error(StatusCode::PAYLOAD_TOO_LARGE, format!("body: at most {MAX_BODY_BYTES} bytes"));
+        }
+        match (req.method(), req.uri().path().strip_prefix(PREFIX).unwrap_or_default().trim_end_matches('/')) {
+            (&Method::POST, "/pairings") => return self.start_pairing(&req).await,
+            (&Method::POST, "/pairings/token") => return self.poll_pairing(req.body()).await,
+            (_, "/pairings" | "/pairings/token") => {
+                return http_json::error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this route");
+            }
+            _ => {}
         }
         let token = bearer(req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()));
         let device = match token {
@@ -168,6 +191,89 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
                     ),
                 }
             }
+        }
+    }
+
+    /// `POST /pairings`: a pending pairing under a fresh user code (drawn again on the rare
+    /// collision), counted against the caller's address.
+    async fn start_pairing(&self, req: &http::Request<Bytes>) -> http::Response<Bytes> {
+        let b: PairRequest = match http_json::parse(req.body()) {
+            Ok(b) => b,
+            Err(m) => return http_json::error(StatusCode::BAD_REQUEST, m),
+        };
+        let desktop = Desktop { name: b.name, os: b.os, arch: b.arch };
+        if let Err(e) = desktop.validate().and_then(|()| validate_token_hash(&b.token_sha256)) {
+            return http_json::error(StatusCode::BAD_REQUEST, e.to_string());
+        }
+        let source = req.extensions().get::<ClientSource>().map(|s| s.0.as_str()).unwrap_or_default();
+        for _ in 0..5 {
+            let (code, device_code, hash) =
+                match UserCode::generate().and_then(|c| new_device_code(&c).map(|(dc, h)| (c, dc, h))) {
+                    Ok(v) => v,
+                    Err(e) => return http_json::unavailable("drawing a pairing code", &e),
+                };
+            let p = Pairing::new(code.clone(), hash, b.token_sha256.clone(), desktop.clone(), source, self.clock.now());
+            match self.store.start_pairing(&p).await {
+                Err(e) => return internal(&e),
+                Ok(PairingStart::CodeTaken) => {}
+                Ok(PairingStart::TooMany) => return http_json::error(StatusCode::TOO_MANY_REQUESTS, TOO_MANY_PAIRINGS),
+                Ok(PairingStart::Started) => {
+                    let panel = format!("{}{}", self.public_url.trim_end_matches('/'), crate::panel::PATH);
+                    return http_json::response(
+                        StatusCode::OK,
+                        PairResponse {
+                            device_code,
+                            user_code: code.display(),
+                            verification_uri_complete: format!("{panel}?pair={}", code.display()),
+                            verification_uri: panel,
+                            expires_in: PAIRING_TTL.as_secs(),
+                            interval: POLL_INTERVAL.as_secs(),
+                        },
+                    );
+                }
+            }
+        }
+        tracing::error!("five fresh pairing codes in a row were taken");
+        http_json::error(StatusCode::SERVICE_UNAVAILABLE, "temporarily unavailable; retry")
+    }
+
+    /// `POST /pairings/token`: RFC 8628 §3.5's answers, or the paired device.
+    async fn poll_pairing(&self, body: &[u8]) -> http::Response<Bytes> {
+        let b: PairTokenRequest = match http_json::parse(body) {
+            Ok(b) => b,
+            Err(m) => return http_json::error(StatusCode::BAD_REQUEST, m),
+        };
+        let outcome = match parse_device_code(&b.device_code) {
+            None => PollOutcome::Expired,
+            Some((code, hash)) => match self.store.poll_pairing(&code, &hash).await {
+                Ok(o) => o,
+                Err(e) => return internal(&e),
+            },
+        };
+        let refuse = |error: &str, description: &str, interval: Option<u64>| {
+            http_json::response(
+                StatusCode::BAD_REQUEST,
+                PairError { error: error.into(), error_description: description.into(), interval },
+            )
+        };
+        match outcome {
+            PollOutcome::Paired { device_id, device_name, .. } => {
+                http_json::response(StatusCode::OK, PairTokenResponse { device_id, device_name })
+            }
+            PollOutcome::Pending => {
+                refuse("authorization_pending", "waiting for the owner to approve this desktop in the panel", None)
+            }
+            PollOutcome::SlowDown => refuse(
+                "slow_down",
+                "polled too soon; wait the interval between polls",
+                Some(POLL_INTERVAL.as_secs() + 5),
+            ),
+            PollOutcome::Refused => refuse("access_denied", "the owner refused this desktop", None),
+            PollOutcome::Expired => refuse(
+                "expired_token",
+                "this pairing code expired or does not exist; run `relay pair` again for a new one",
+                None,
+            ),
         }
     }
 

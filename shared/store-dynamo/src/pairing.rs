@@ -45,7 +45,11 @@ fn pairing_from(item: &Item) -> StoreResult<Pairing> {
             device_name: r.opt_s("device_name").unwrap_or_default().to_owned(),
             device_id,
         },
-        ("redeemed", Some(owner), Some(device_id)) => PairingStatus::Redeemed { owner, device_id },
+        ("redeemed", Some(owner), Some(device_id)) => PairingStatus::Redeemed {
+            owner,
+            device_id,
+            device_name: r.opt_s("device_name").unwrap_or_default().to_owned(),
+        },
         _ => return Err(bad("status")),
     };
     Ok(Pairing {
@@ -92,7 +96,7 @@ impl DynamoStore {
         let device = Device {
             device_id,
             owner: owner.clone(),
-            name: device_name,
+            name: device_name.clone(),
             token_hash: p.token_hash.clone(),
             created_at: now,
             revoked_at: None,
@@ -117,7 +121,7 @@ impl DynamoStore {
             )?,
         ];
         match self.transact(items).await? {
-            None => Ok(PollOutcome::Paired { owner, device_id }),
+            None => Ok(PollOutcome::Paired { owner, device_id, device_name }),
             // Redeemed meanwhile (a concurrent poll, or this one's first attempt whose answer
             // was lost), or expired: the pairing as it was decides.
             Some(reasons) if failed(&reasons, 2) => {

@@ -35,7 +35,10 @@ fn pairing_row(r: &Row<'_>) -> rusqlite::Result<Pairing> {
             let device_name: Option<String> = r.get(12)?;
             PairingStatus::Approved { owner, device_name: device_name.unwrap_or_default(), device_id }
         }
-        ("redeemed", Some(owner), Some(device_id)) => PairingStatus::Redeemed { owner, device_id },
+        ("redeemed", Some(owner), Some(device_id)) => {
+            let device_name: Option<String> = r.get(12)?;
+            PairingStatus::Redeemed { owner, device_id, device_name: device_name.unwrap_or_default() }
+        }
         _ => return Err(corrupt(10, "pairing status")),
     };
     Ok(Pairing {
@@ -153,12 +156,12 @@ impl PairDevices for SqliteStore {
                     tx.prepare_cached(&format!(
                         "INSERT INTO devices ({DEVICE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, NULL, NULL)"
                     ))?
-                    .execute(params![device_id.to_string(), owner.as_str(), device_name, token_hash, now.as_millis()])?;
+                    .execute(params![device_id.to_string(), owner.as_str(), &device_name, token_hash, now.as_millis()])?;
                     tx.prepare_cached(
                         "UPDATE pairings SET status = 'redeemed', last_poll_at = ?2 WHERE user_code = ?1 AND status = 'approved'",
                     )?
                     .execute(params![code, now.as_millis()])?;
-                    Ok(PollOutcome::Paired { owner, device_id })
+                    Ok(PollOutcome::Paired { owner, device_id, device_name })
                 }
             }
         })
