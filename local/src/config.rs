@@ -19,6 +19,9 @@ pub const HEARTBEAT_TIMEOUT_SECONDS: &str = "FOUNDRY_HEARTBEAT_TIMEOUT_SECONDS";
 pub const PANEL_REFRESH_SECONDS: &str = "FOUNDRY_PANEL_REFRESH_SECONDS";
 /// Default for [`PORT`].
 pub const DEFAULT_PORT: u16 = 8787;
+/// Folder of relay builds served at `/relay/download/` (default `dist` in the working folder,
+/// where `infra/relay-dist.sh` writes them).
+pub const RELAY_DIST: &str = "FOUNDRY_RELAY_DIST";
 
 pub use service::settings::ConfigError;
 use service::settings::{PolicyKeys, Reader};
@@ -40,6 +43,8 @@ pub struct LocalConfig {
     pub policy: domain::limits::Policy,
     /// Seconds between owner-panel refreshes while its tab is visible.
     pub panel_refresh_seconds: u32,
+    /// Where the relay builds for `/relay/install.sh` are (`dist/` unless set).
+    pub relay_dist: PathBuf,
 }
 
 impl LocalConfig {
@@ -51,6 +56,7 @@ impl LocalConfig {
             public_url: None,
             policy: domain::limits::Policy::default(),
             panel_refresh_seconds: service::panel::DEFAULT_REFRESH_SECONDS,
+            relay_dist: PathBuf::from("dist"),
         }
     }
 
@@ -75,7 +81,9 @@ impl LocalConfig {
             service::panel::DEFAULT_REFRESH_SECONDS,
             service::panel::PANEL_REFRESH_RANGE,
         );
-        r.finish(Self { data_dir, port, public_url, policy, panel_refresh_seconds })
+        let relay_dist =
+            r.optional(RELAY_DIST).filter(|d| !d.is_empty()).map_or_else(|| PathBuf::from("dist"), PathBuf::from);
+        r.finish(Self { data_dir, port, public_url, policy, panel_refresh_seconds, relay_dist })
     }
 }
 

@@ -166,6 +166,8 @@ struct Wiring {
     /// The data folder (database, token secret, artifact files).
     data_dir: std::path::PathBuf,
     panel_refresh_seconds: u32,
+    /// The relay builds `/relay/install.sh` downloads.
+    relay_dist: std::path::PathBuf,
     /// `Host` values the OAuth endpoints and `/register` accept: the public URL's, and loopback
     /// with the bound port.
     hosts: Vec<String>,
@@ -177,6 +179,7 @@ struct AppState {
     relay: RelayApi<SqliteStore>,
     owner: OwnerApi<SqliteStore>,
     panel: PanelConfig,
+    builds: service::relay_dist::DirBuilds,
     blobs: DirBlobStore,
     base_url: String,
     auth_server: AuthServerConfig,
@@ -236,6 +239,7 @@ impl AppState {
                 urls: UrlPolicy::Local,
             },
             panel: PanelConfig { sign_in: SignIn::Local, refresh_seconds: w.panel_refresh_seconds },
+            builds: service::relay_dist::DirBuilds { dir: w.relay_dist.clone() },
             blobs,
             base_url: w.public_url.clone(),
             auth_server,
@@ -295,6 +299,7 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
         public_url: public_url.clone(),
         data_dir: config.data_dir.clone(),
         panel_refresh_seconds: config.panel_refresh_seconds,
+        relay_dist: config.relay_dist.clone(),
         hosts: accepted_hosts(&public_url, addr.port()),
     };
     let app = router(Arc::new(AppState::new(&wiring)));
@@ -380,6 +385,8 @@ fn router(state: Arc<AppState>) -> Router {
         .route(service::panel::PATH, any(panel))
         .route(&panel_pages, any(panel))
         .route(&downloads, get(blob))
+        .route(service::relay_dist::INSTALL_PATH, any(relay_builds))
+        .route(&format!("{}{{*file}}", service::relay_dist::DOWNLOAD_PREFIX), any(relay_builds))
         .with_state(state)
 }
 
@@ -402,6 +409,13 @@ async fn relay(
     // Pairing requests are counted per TCP peer, as registrations are.
     req.extensions_mut().insert(ClientSource(peer.ip().to_string()));
     state.relay.handle(req).await.map(Body::from).into_response()
+}
+
+async fn relay_builds(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {
+    match state.builds.handle(req.method(), req.uri().path(), &state.base_url) {
+        Some(r) => r.map(Body::from).into_response(),
+        None => http::StatusCode::NOT_FOUND.into_response(),
+    }
 }
 
 async fn panel(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {

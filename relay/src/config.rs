@@ -163,12 +163,7 @@ impl Config {
         if let Some(problem) = server_url_problem(&raw.server_url) {
             errors.push(format!("server_url: {problem} (got {:?})", raw.server_url));
         }
-        // `~/…` is the home folder; other relative paths are relative to the config's folder.
-        let resolve = |p: &Path| match (p.strip_prefix("~"), home) {
-            (Ok(rest), Some(h)) => h.join(rest),
-            _ if p.is_absolute() => p.to_path_buf(),
-            _ => base.join(p),
-        };
+        let resolve = |p: &Path| resolve_path(p, base, home);
         let device_token = match (&raw.device_token, &raw.device_token_file) {
             (Some(t), None) => t.trim().to_owned(),
             (None, Some(f)) => std::fs::read_to_string(resolve(f)).map(|t| t.trim().to_owned()).unwrap_or_else(|e| {
@@ -263,6 +258,16 @@ fn private_files_mode(path: &Path) -> Option<u32> {
     std::fs::metadata(path).ok().map(|m| m.permissions().mode() & 0o777)
 }
 
+/// A path from the config: `~/…` is the home folder; other relative paths are relative to the
+/// config's folder (`base`).
+pub(crate) fn resolve_path(p: &Path, base: &Path, home: Option<&Path>) -> PathBuf {
+    match (p.strip_prefix("~"), home) {
+        (Ok(rest), Some(h)) => h.join(rest),
+        _ if p.is_absolute() => p.to_path_buf(),
+        _ => base.join(p),
+    }
+}
+
 /// The platform's per-user config file: `~/Library/Application Support/foundry-relay/relay.toml`
 /// on macOS, `$XDG_CONFIG_HOME/foundry-relay/relay.toml` (or `~/.config/…`) elsewhere.
 pub fn default_config_path() -> Option<PathBuf> {
@@ -275,7 +280,9 @@ pub fn default_config_path() -> Option<PathBuf> {
     Some(dir.join("foundry-relay/relay.toml"))
 }
 
-fn default_state_dir() -> Option<PathBuf> {
+/// The platform's per-user state folder (`~/Library/Application Support/foundry-relay/state` on
+/// macOS, `$XDG_STATE_HOME/foundry-relay` or `~/.local/state/foundry-relay` elsewhere).
+pub fn default_state_dir() -> Option<PathBuf> {
     let home = std::env::var_os("HOME").map(PathBuf::from)?;
     Some(if cfg!(target_os = "macos") {
         home.join("Library/Application Support/foundry-relay/state")
@@ -289,7 +296,7 @@ fn default_state_dir() -> Option<PathBuf> {
 
 /// Why `url` cannot be the server: the device token goes with every request, so it must be
 /// `https://`, or plain `http://` to this machine only (the local server).
-fn server_url_problem(url: &str) -> Option<&'static str> {
+pub(crate) fn server_url_problem(url: &str) -> Option<&'static str> {
     if let Some(rest) = url.strip_prefix("https://") {
         return rest.is_empty().then_some("has no host");
     }

@@ -16,6 +16,7 @@
 //! | [`status`] | what `relay status` shows (`status.json` in the state folder) |
 //! | [`service`] | `install` / `uninstall`: a launchd agent on macOS, a systemd user unit on Linux |
 //! | [`cli`] | the subcommands behind `relay status`, `check`, `install`, `uninstall` |
+//! | [`pair`] | `relay pair URL`: the device grant (RFC 8628) from the desktop side, the token kept 0600, the config pointed at it |
 //! | [`sessions`] | `relay session add / list / remove`: `[[sessions]]` edited keeping comments, atomically |
 
 pub mod agent;
@@ -27,6 +28,7 @@ pub mod config;
 pub mod disk;
 mod error;
 pub mod executor;
+pub mod pair;
 pub mod service;
 pub mod sessions;
 pub mod status;

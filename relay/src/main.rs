@@ -8,7 +8,8 @@ use relay::agent::Relay;
 use relay::config::{CONFIG_ENV, default_config_path};
 use relay::{cli, service};
 
-const USAGE: &str = "usage: relay [--config PATH] <run|status|check|install|uninstall|session>
+const USAGE: &str = "usage: relay [--config PATH] <pair|run|status|check|install|uninstall|session>
+  pair URL   pair this desktop with the owner's account (approve it in the panel) [--name NAME]
   run        poll the server and run shared Graph sessions (Ctrl-C / SIGTERM stop it)
   status     config, last sync, outbox size, current run
   check      validate the config and reach the server with the device token
@@ -31,8 +32,8 @@ async fn main() -> anyhow::Result<()> {
                 return Ok(());
             }
             c if command.is_none() => command = Some(c.to_owned()),
-            // `session` takes its own arguments (a command after `--`).
-            _ if command.as_deref() == Some("session") => rest.push(a),
+            // `session` and `pair` take their own arguments (a command after `--`, a URL).
+            _ if matches!(command.as_deref(), Some("session" | "pair")) => rest.push(a),
             other => bail!("unexpected argument {other:?}\n{USAGE}"),
         }
     }
@@ -44,6 +45,7 @@ async fn main() -> anyhow::Result<()> {
         Some("install") => Ok(cli::install(&config_path)?),
         Some("uninstall") => Ok(cli::uninstall(&config_path)?),
         Some("session") => Ok(relay::sessions::command(&config_path, &rest)?),
+        Some("pair") => Ok(relay::pair::command(&config_path, &rest).await?),
         _ => bail!("{USAGE}"),
     }
 }

@@ -25,6 +25,7 @@ mod python_clients;
 mod readme;
 mod relay_api_http;
 mod relay_e2e;
+mod relay_install;
 mod relay_soak;
 mod template;
 mod tool_permissions;

@@ -13,6 +13,7 @@
 //! | [`mcp`] | the MCP endpoint: rmcp (stateless JSON) behind auth, scope and size checks |
 //! | [`oauth`] | connecting with only the URL: the stack's own authorization-server metadata, dynamic client registration, the local authorize/token endpoints |
 //! | [`relay_api`] | the desktop relay's HTTP API (sync, start, control, complete) |
+//! | [`relay_dist`] | `/relay/install.sh` and the relay downloads: the one-line installer, archives checked by SHA-256 |
 //! | [`owner_api`] | the owner's HTTP API: projects, devices, chat links, tasks, runs, subscriptions |
 //! | [`panel`] | the owner's web panel: static assets embedded in the binary, served with a strict CSP |
 //! | [`settings`] | the one reader of settings from the environment, and its [`settings::ConfigError`] |
@@ -31,6 +32,7 @@ pub mod oauth;
 pub mod owner_api;
 pub mod panel;
 pub mod relay_api;
+pub mod relay_dist;
 pub mod settings;
 pub mod tools;
 pub mod webhook_url;

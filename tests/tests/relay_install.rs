@@ -1,0 +1,215 @@
+//! The one-line install, as an owner runs it: `curl -fsSL <server>/relay/install.sh | sh` in a
+//! fresh `$HOME` against the local server. The installer downloads the Linux build, checks its
+//! SHA-256, installs it into `~/.local/bin`, pairs it (approved here through the owner API) and
+//! installs the systemd user unit (`systemctl` is a stub that records its calls). The unit's own
+//! `ExecStart` line then runs the installed relay, which completes a run queued through MCP. A
+//! tampered archive is refused with nothing installed.
+//!
+//! The builds come from `$FOUNDRY_TEST_RELAY_DIST` when set (the `dist/` of
+//! `infra/relay-dist.sh`: its static musl binary); otherwise the workspace's debug `relay` is
+//! packed here in the same layout (`relay-<version>-<target>.tar.gz` + `SHA256SUMS`), so the test
+//! command needs no release build.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::io::{BufRead, BufReader};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use domain::limits::Policy;
+use foundry_tests::{built_binary, wait_until};
+use local::LocalConfig;
+use serde_json::json;
+
+fn target() -> String {
+    let arch = std::env::consts::ARCH;
+    format!("{arch}-unknown-linux-musl")
+}
+
+fn sha256_of(path: &Path) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(std::fs::read(path).unwrap()).iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// A `dist/` folder with `relay` packed as the installer expects.
+fn pack(dir: &Path, relay: &Path) -> PathBuf {
+    std::fs::create_dir_all(dir.join("x")).unwrap();
+    std::fs::copy(relay, dir.join("x/relay")).unwrap();
+    let name = format!("relay-0.1.0-{}.tar.gz", target());
+    let ok = Command::new("tar").args(["-C"]).arg(dir.join("x")).arg("-czf").arg(dir.join(&name)).arg("relay").status();
+    assert!(ok.unwrap().success());
+    std::fs::write(dir.join("SHA256SUMS"), format!("{}  {name}\n", sha256_of(&dir.join(&name)))).unwrap();
+    dir.join(name)
+}
+
+/// A fresh `$HOME` with a `systemctl` stub on `PATH` that records its arguments.
+fn home(root: &Path) -> PathBuf {
+    let home = root.join("home");
+    std::fs::create_dir_all(home.join("stub")).unwrap();
+    let stub = home.join("stub/systemctl");
+    std::fs::write(&stub, format!("#!/bin/sh\necho \"$@\" >> {}\n", home.join("systemctl.log").display())).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&stub, std::fs::Permissions::from_mode(0o755)).unwrap();
+    home
+}
+
+/// The installer's command, in `home`, as `curl … | sh`.
+fn installer(home: &Path, url: &str) -> Command {
+    let mut c = Command::new("sh");
+    c.arg("-c").arg(format!("curl -fsSL {url}/relay/install.sh | sh -s -- --name 'Test desktop'"));
+    c.env_clear()
+        .env("HOME", home)
+        .env("PATH", format!("{}:/usr/local/bin:/usr/bin:/bin", home.join("stub").display()))
+        .env("LANG", "C.UTF-8")
+        .env(relay::cli::ALLOW_ROOT_ENV, "1")
+        .current_dir(home);
+    c
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn curl_pipe_sh_installs_pairs_and_the_installed_relay_completes_a_run() {
+    let root = std::env::temp_dir().join(format!("relay-install-{}", uuid::Uuid::new_v4()));
+    let dist = match std::env::var_os("FOUNDRY_TEST_RELAY_DIST") {
+        Some(d) => PathBuf::from(d),
+        None => {
+            let relay = built_binary("relay", &["relay/src", "shared/domain/src"]);
+            pack(&root.join("dist"), &relay);
+            root.join("dist")
+        }
+    };
+    let policy = Policy { poll_interval: Duration::from_secs(1), ..Policy::default() };
+    let running =
+        local::start(LocalConfig { policy, relay_dist: dist.clone(), ..LocalConfig::at(root.join("server")) })
+            .await
+            .unwrap();
+    let url = running.base_url.clone();
+    let home = home(&root);
+
+    // The installer prints the panel URL with the code, then waits for the approval.
+    let mut child = installer(&home, &url).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut printed = Vec::new();
+    let code = loop {
+        let line = tokio::time::timeout(Duration::from_secs(60), rx.recv()).await.expect("installer output").unwrap();
+        printed.push(line.clone());
+        if let Some((_, code)) = line.split_once("?pair=") {
+            break code.trim().to_owned();
+        }
+    };
+    assert!(printed.iter().any(|l| l.contains("downloading relay-")), "{printed:?}");
+    let http = reqwest::Client::new();
+    let owner = |method: reqwest::Method, path: String| {
+        http.request(method, format!("{url}/owner{path}")).bearer_auth(&running.owner_token)
+    };
+    let pending: serde_json::Value =
+        owner(reqwest::Method::GET, format!("/pairings/{code}")).send().await.unwrap().json().await.unwrap();
+    assert_eq!(pending["status"], "pending", "{pending}");
+    assert_eq!((pending["name"].as_str(), pending["os"].as_str()), (Some("Test desktop"), Some("linux")), "{pending}");
+    let approved =
+        owner(reqwest::Method::POST, format!("/pairings/{code}/approve")).json(&json!({})).send().await.unwrap();
+    assert_eq!(approved.status(), 200);
+    let status = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap();
+    while let Ok(l) = rx.try_recv() {
+        printed.push(l);
+    }
+    assert!(status.status.success(), "installer failed: {printed:?}\n{}", String::from_utf8_lossy(&status.stderr));
+
+    // What it left: the binary, the token (0600), the config, the unit, the service loaded.
+    let bin = home.join(".local/bin/relay");
+    assert!(bin.exists());
+    let token_file = home.join(".local/state/foundry-relay/device-token");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&token_file).unwrap().permissions().mode() & 0o777, 0o600);
+    let token = std::fs::read_to_string(&token_file).unwrap().trim().to_owned();
+    assert!(token.starts_with("fcd_"));
+    let config = home.join(".config/foundry-relay/relay.toml");
+    let text = std::fs::read_to_string(&config).unwrap();
+    assert!(text.contains(&format!("server_url = \"{url}\"")) && !text.contains(&token), "{text}");
+    let calls = std::fs::read_to_string(home.join("systemctl.log")).unwrap();
+    assert!(calls.contains("--user"), "{calls}");
+    let devices: serde_json::Value =
+        owner(reqwest::Method::GET, "/devices".into()).send().await.unwrap().json().await.unwrap();
+    assert!(devices["devices"].as_array().unwrap().iter().any(|d| d["name"] == "Test desktop"), "{devices}");
+
+    // The owner shares a graph; the unit's ExecStart runs the installed relay.
+    let project = running.demo.project_id.to_string();
+    let added = Command::new(&bin)
+        .args(["--config"])
+        .arg(&config)
+        .args(["session", "add", "--name", "Echo", "--project", &project, "--", "sh", "-c", "echo installed-ok"])
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    assert!(added.status.success(), "{}", String::from_utf8_lossy(&added.stderr));
+    let unit = std::fs::read_to_string(home.join(".config/systemd/user/foundry-relay.service")).unwrap();
+    let exec = unit.lines().find_map(|l| l.strip_prefix("ExecStart=")).unwrap().to_owned();
+    let mut service = Command::new("sh");
+    service.arg("-c").arg(format!("exec {exec}")).env_clear().env("HOME", &home).env("PATH", "/usr/bin:/bin");
+    for line in unit.lines().filter_map(|l| l.strip_prefix("Environment=")) {
+        if let Some((k, v)) = line.trim_matches('"').split_once('=') {
+            service.env(k, v);
+        }
+    }
+    let mut relay = service.stdout(Stdio::null()).stderr(Stdio::null()).spawn().unwrap();
+
+    let text = std::fs::read_to_string(&config).unwrap();
+    let gs = text.lines().find_map(|l| l.strip_prefix("graph_session_id = ")).unwrap().trim_matches('"').to_owned();
+    let mcp = running.mcp_url.clone();
+    let call = |tool: &'static str, args: serde_json::Value| {
+        let (http, mcp, token) = (http.clone(), mcp.clone(), running.token.clone());
+        async move {
+            let params = json!({"name": tool, "arguments": args});
+            foundry_tests::mcp::rpc_2026(&http, &mcp, &token, "tools/call", Some(tool), params, json!({})).await
+        }
+    };
+    let queued = wait_until("the installed relay to share the session", Duration::from_secs(30), || {
+        let call = call("run_graph_session", json!({"graph_session_id": gs, "idempotency_key": "installed-run-1"}));
+        async move {
+            let v = call.await;
+            v["result"]["structuredContent"]["command_id"].as_str().map(str::to_owned)
+        }
+    })
+    .await;
+    let done = wait_until("the run to complete", Duration::from_secs(30), || {
+        let call = call("get_graph_run", json!({"command_id": queued}));
+        async move {
+            let v = call.await;
+            (v["result"]["structuredContent"]["status"] == "completed").then_some(v)
+        }
+    })
+    .await;
+    let _ = relay.kill();
+    let _ = relay.wait();
+    assert!(done.to_string().contains("installed-ok"), "{done}");
+
+    // A tampered archive: refused, nothing installed.
+    let bad = root.join("tampered");
+    let archive = pack(&bad, &built_binary("relay", &["relay/src"]));
+    let mut bytes = std::fs::read(&archive).unwrap();
+    let n = bytes.len();
+    bytes[n / 2] ^= 0xFF;
+    std::fs::write(&archive, bytes).unwrap();
+    drop(running);
+    let running =
+        local::start(LocalConfig { policy, relay_dist: bad, ..LocalConfig::at(root.join("server2")) }).await.unwrap();
+    let home2 = {
+        let h = root.join("other");
+        std::fs::create_dir_all(&h).unwrap();
+        self::home(&h)
+    };
+    let out = installer(&home2, &running.base_url).output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        !out.status.success() && err.contains("checksum mismatch") && err.contains("Nothing was installed"),
+        "{err}"
+    );
+    assert!(!home2.join(".local/bin/relay").exists());
+    let _ = std::fs::remove_dir_all(&root);
+}
