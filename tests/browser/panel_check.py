@@ -19,7 +19,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from playwright.async_api import async_playwright, expect
 
-ENV = {k: os.environ[k] for k in ["FC_PANEL_URL", "FC_MCP_URL", "FC_MCP_TOKEN", "FC_CHROMIUM", "FC_SCREENSHOT"]}
+ENV = {k: os.environ[k] for k in ["FC_PANEL_URL", "FC_MCP_URL", "FC_MCP_TOKEN", "FC_CHROMIUM", "FC_SCREENSHOT", "FC_PAIR_URL"]}
 TIMEOUT = 15_000
 
 
@@ -240,6 +240,19 @@ async def main():
 
         await page.locator("#h-link").scroll_into_view_if_needed()
         await page.screenshot(path=ENV["FC_SCREENSHOT"], full_page=True)
+
+        # Pairing a desktop: the URL `relay pair` printed, opened signed in; the panel shows
+        # the waiting desktop and approves it. (The page's clock is real again: resume() above.)
+        pair_url = ENV["FC_PAIR_URL"]
+        await page.goto(pair_url + "#token=" + await page.evaluate("sessionStorage.getItem('fc.token')"))
+        await page.locator("#pairing").wait_for(state="visible", timeout=TIMEOUT)
+        name = await page.locator("#pairing-name").text_content()
+        check(name == "Browser desktop", f"the waiting desktop shows as {name!r}")
+        check("/relay/install.sh | sh" in (await page.locator("#install-line").text_content()), "no install line")
+        await page.locator("#pair-approve").click()
+        await page.locator("#pair-done", has_text="Approved").wait_for(timeout=TIMEOUT)
+        metrics["paired_in_panel"] = True
+        await page.screenshot(path=ENV["FC_SCREENSHOT"].replace(".png", "-paired.png"), full_page=True)
         await browser.close()
     print(json.dumps(metrics))
 

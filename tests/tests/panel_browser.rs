@@ -24,7 +24,13 @@ async fn the_panel_does_the_owners_work_in_a_real_browser() {
     let running = local::start(LocalConfig { panel_refresh_seconds: 1, ..LocalConfig::at(dir.clone()) }).await.unwrap();
     let screenshot = std::env::var("FOUNDRY_PANEL_SCREENSHOT")
         .unwrap_or_else(|_| dir.join("panel.png").to_string_lossy().into_owned());
+    // A desktop asks to be paired; the scenario approves it in the panel.
+    let http = reqwest::Client::new();
+    let pairs = format!("{}{}/pairings", running.base_url, domain::relay::PREFIX);
+    let body = json!({"name": "Browser desktop", "os": "linux", "arch": "x86_64", "token_sha256": "c".repeat(64)});
+    let pairing: Value = http.post(&pairs).json(&body).send().await.unwrap().json().await.unwrap();
     let out = tokio::process::Command::new(&python)
+        .env("FC_PAIR_URL", pairing["verification_uri_complete"].as_str().unwrap())
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/browser/panel_check.py"))
         .env("FC_PANEL_URL", &running.panel_url)
         .env("FC_MCP_URL", &running.mcp_url)
@@ -40,9 +46,13 @@ async fn the_panel_does_the_owners_work_in_a_real_browser() {
     let metrics: Value = serde_json::from_str(stdout.lines().last().unwrap_or("{}")).unwrap();
     eprintln!("panel: {metrics}");
     assert!(std::fs::metadata(&screenshot).map(|m| m.len() > 10_000).unwrap_or(false), "no screenshot");
+    assert_eq!(metrics["paired_in_panel"], true, "{metrics}");
+    // The approval made in the browser is what the relay's poll redeems.
+    let poll = json!({"device_code": pairing["device_code"]});
+    let paired: Value = http.post(format!("{pairs}/token")).json(&poll).send().await.unwrap().json().await.unwrap();
+    assert_eq!(paired["device_name"], "Browser desktop", "{paired}");
 
     // The bytes of a 50-task list page, with objectives of a realistic length.
-    let http = reqwest::Client::new();
     let link = running.demo.chat_link_id;
     for i in 0..50 {
         let body = json!({

@@ -293,6 +293,31 @@ function selectLink(id) {
   refresh();
 }
 
+// ---- pairing a desktop --------------------------------------------------------------------
+
+let pairingCode = null;
+
+async function lookUpPairing(code) {
+  const p = await api("GET", `/pairings/${encodeURIComponent(code)}`);
+  pairingCode = p.user_code;
+  $("pairing-name").textContent = p.name;
+  $("pairing-platform").textContent = `${p.os}, ${p.arch}`;
+  $("pairing-code").textContent = p.user_code;
+  $("pairing-expires").textContent = when(p.expires_at);
+  $("pairing").hidden = p.status !== "pending";
+  $("pair-done").textContent = p.status === "pending" ? "" : `This desktop is ${p.status}.`;
+}
+
+async function decidePairing(verb) {
+  const p = await api("POST", `/pairings/${encodeURIComponent(pairingCode)}/${verb}`, verb === "approve" ? {} : undefined);
+  $("pairing").hidden = true;
+  $("pair-done").textContent = verb === "approve"
+    ? `Approved: "${p.device_name}" finishes pairing within seconds and appears below.`
+    : "Refused: that desktop was not paired.";
+  store.removeItem("fc.pair");
+  await refresh();
+}
+
 // ---- actions ------------------------------------------------------------------------------
 
 function wire() {
@@ -300,6 +325,10 @@ function wire() {
   $("signout").addEventListener("click", signOut);
   copyButton("copy-connector", "connector-url");
   copyButton("copy-device-token", "device-token-value");
+  copyButton("copy-install", "install-line");
+  $("pair-form").addEventListener("submit", (ev) => { ev.preventDefault(); act("pair-error", () => lookUpPairing($("pair-code").value)); });
+  $("pair-approve").addEventListener("click", () => act("pair-error", () => decidePairing("approve")));
+  $("pair-refuse").addEventListener("click", () => act("pair-error", () => decidePairing("refuse")));
   copyButton("copy-secret", "subscription-secret-value");
   copyButton("copy-link-id", "link-id");
   $("project-form").addEventListener("submit", (ev) => { ev.preventDefault(); act("project-error", async () => {
@@ -358,6 +387,9 @@ function wire() {
 
 async function main() {
   cfg = await (await fetch("/panel/config.json")).json();
+  // `relay pair` prints /panel?pair=CODE: keep the code across a sign-in redirect.
+  const pair = new URLSearchParams(location.search).get("pair");
+  if (pair) store.setItem("fc.pair", pair);
   wire();
   let signedIn = false;
   try {
@@ -371,8 +403,15 @@ async function main() {
   $("content").hidden = false;
   $("signout").hidden = false;
   $("connector-url").textContent = cfg.mcp_url;
+  $("install-line").textContent = `curl -fsSL ${location.origin}/relay/install.sh | sh`;
   await refresh();
   schedule();
+  const pending = store.getItem("fc.pair");
+  if (pending) {
+    $("pair-code").value = pending;
+    await act("pair-error", () => lookUpPairing(pending));
+    $("pairing").scrollIntoView();
+  }
 }
 
 main();
