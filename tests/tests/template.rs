@@ -183,7 +183,9 @@ fn problems(template: &str) -> Vec<String> {
                         (r == "Table.Arn" && action.starts_with("dynamodb:"))
                             || (action.starts_with("sqs:") && (r == "EventsQueue.Arn" || r == "StreamFailureQueue.Arn"))
                             || index.is_some_and(|i| action == "dynamodb:Query" && r.ends_with(&format!("/index/{i}")))
-                            || (action == "s3:GetObject" && r.contains("ArtifactBucket.Arn}/artifacts/"))
+                            || (action == "s3:GetObject"
+                                && (r.ends_with("ArtifactBucket.Arn}/artifacts/*")
+                                    || (name == "owner_api" && r.ends_with("ArtifactBucket.Arn}/relay/*"))))
                             || (action.starts_with("cognito-idp:") && r == "UserPool.Arn")
                     });
                     if !ok {

@@ -33,6 +33,7 @@ pub async fn run() -> Result<(), Error> {
         clock: clock.clone(),
     };
     let blobs: Arc<dyn BlobStore> = Arc::new(S3Blobs::new(&aws, &config.bucket));
+    let builds = Arc::clone(&blobs);
     let api = OwnerApi {
         store: Arc::new(dynamo_store(&aws, &config.table, config.policy)),
         auth: Arc::new(auth),
@@ -41,7 +42,7 @@ pub async fn run() -> Result<(), Error> {
         blobs: Some(blobs),
         urls: UrlPolicy::Cloud,
     };
-    let app = Arc::new(App { api, panel: config.panel(), public_url: config.public_url.clone() });
+    let app = Arc::new(App { api, panel: config.panel(), public_url: config.public_url.clone(), builds });
     lambda_http::run(lambda_http::service_fn(move |req: lambda_http::Request| {
         let app = Arc::clone(&app);
         async move { Ok::<_, Error>(lambda_response(app.handle(http_request(req)).await)) }
@@ -57,6 +58,8 @@ pub struct App {
     pub panel: PanelConfig,
     /// The stack's base URL.
     pub public_url: String,
+    /// Where the relay builds are (`relay/` in the artifact bucket).
+    pub builds: Arc<dyn BlobStore>,
 }
 
 impl App {
@@ -67,6 +70,35 @@ impl App {
         {
             return r;
         }
+        if let Some(r) = self.relay_builds(&req).await {
+            return r;
+        }
         self.api.handle(req).await
+    }
+
+    /// `GET /relay/install.sh`, and `GET /relay/download/<file>` as a redirect to a presigned
+    /// URL of `relay/<file>` in the artifact bucket (S3 answers 404 when the operator has not
+    /// uploaded the builds; the installer then says so).
+    async fn relay_builds(&self, req: &http::Request<bytes::Bytes>) -> Option<http::Response<bytes::Bytes>> {
+        use service::relay_dist::{DOWNLOAD_PREFIX, INSTALL_PATH, install_response, servable};
+        let path = req.uri().path();
+        if path == INSTALL_PATH && req.method() == http::Method::GET {
+            return Some(install_response(&self.public_url));
+        }
+        let name = path.strip_prefix(DOWNLOAD_PREFIX).filter(|n| servable(n))?;
+        let key = format!("relay/{name}");
+        let kind = if name == service::relay_dist::SUMS { "text/plain" } else { "application/gzip" };
+        let download = service::blobs::Download { key: &key, name, content_type: kind };
+        Some(match self.builds.download_url(&download).await {
+            Ok(url) => {
+                let mut r = http::Response::new(bytes::Bytes::new());
+                *r.status_mut() = http::StatusCode::FOUND;
+                if let Ok(v) = http::HeaderValue::from_str(&url) {
+                    r.headers_mut().insert(http::header::LOCATION, v);
+                }
+                r
+            }
+            Err(e) => service::http_json::unavailable("relay download link", &e),
+        })
     }
 }
