@@ -6,7 +6,7 @@
 //!    answers a short **user code** (8 letters, [`USER_CODE_ALPHABET`]) and a long secret
 //!    **device code** the relay polls with.
 //! 2. The owner, signed in to the panel, opens the URL that carries the user code, sees the
-//!    pending desktop and approves or refuses it ([`decide`]: one conditional write from
+//!    pending desktop and approves or refuses it ([`Decision`]: one conditional write from
 //!    `pending`).
 //! 3. The relay's next poll redeems the approval: the device is created from the pairing and
 //!    the pairing becomes `redeemed`, in one transaction conditional on `approved`
@@ -308,7 +308,7 @@ pub enum Decision {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum DecideOutcome {
     /// This call decided it: the pairing as it is now.
-    Decided(Pairing),
+    Decided(Box<Pairing>),
     /// It is not pending any more, expired, or unknown: nothing was written. (Deliberately
     /// one answer: another owner learns nothing about a code someone else decided.)
     NotPending,

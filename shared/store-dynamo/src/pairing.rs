@@ -217,7 +217,7 @@ impl PairDevices for DynamoStore {
             ),
         };
         match request.send(true).await? {
-            Updated::Applied(Some(item)) => Ok(DecideOutcome::Decided(pairing_from(&item)?)),
+            Updated::Applied(Some(item)) => Ok(DecideOutcome::Decided(Box::new(pairing_from(&item)?))),
             Updated::Applied(None) => Err(bad("pairing (no new image)")),
             Updated::Rejected(_) => Ok(DecideOutcome::NotPending),
         }

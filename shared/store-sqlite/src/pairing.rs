@@ -134,7 +134,7 @@ impl PairDevices for SqliteStore {
                     .execute(params![code, owner, now.as_millis()])?,
             };
             Ok(match (changed, read(tx, &code)?) {
-                (1, Some(p)) => DecideOutcome::Decided(p),
+                (1, Some(p)) => DecideOutcome::Decided(Box::new(p)),
                 _ => DecideOutcome::NotPending,
             })
         })
