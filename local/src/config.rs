@@ -45,6 +45,8 @@ pub struct LocalConfig {
     pub panel_refresh_seconds: u32,
     /// Where the relay builds for `/relay/install.sh` are (`dist/` unless set).
     pub relay_dist: PathBuf,
+    /// The safety poll a relay whose doorbell is connected is told to keep (300 s).
+    pub doorbell_poll_interval: std::time::Duration,
 }
 
 impl LocalConfig {
@@ -57,6 +59,7 @@ impl LocalConfig {
             policy: domain::limits::Policy::default(),
             panel_refresh_seconds: service::panel::DEFAULT_REFRESH_SECONDS,
             relay_dist: PathBuf::from("dist"),
+            doorbell_poll_interval: domain::doorbell::DOORBELL_POLL_INTERVAL,
         }
     }
 
@@ -83,7 +86,15 @@ impl LocalConfig {
         );
         let relay_dist =
             r.optional(RELAY_DIST).filter(|d| !d.is_empty()).map_or_else(|| PathBuf::from("dist"), PathBuf::from);
-        r.finish(Self { data_dir, port, public_url, policy, panel_refresh_seconds, relay_dist })
+        r.finish(Self {
+            data_dir,
+            port,
+            public_url,
+            policy,
+            panel_refresh_seconds,
+            relay_dist,
+            doorbell_poll_interval: domain::doorbell::DOORBELL_POLL_INTERVAL,
+        })
     }
 }
 

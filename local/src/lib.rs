@@ -16,6 +16,7 @@
 //! | this file | start-up ([`start`]), the demo data, the router |
 
 pub mod config;
+pub mod doorbell;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -96,6 +97,8 @@ pub struct Running {
     pub store: Arc<SqliteStore>,
     /// The data folder (database, token secret, artifact files).
     pub data_dir: std::path::PathBuf,
+    /// The doorbell's open sockets (tests count them, or turn the doorbell off).
+    pub doorbell: Arc<doorbell::Hub>,
     shutdown: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -151,6 +154,10 @@ pub const MCP_PATH: &str = "/mcp";
 /// How often the local notifier looks for due events without a wake-up (retries come due with time).
 pub const NOTIFIER_POLL: Duration = Duration::from_secs(1);
 
+/// How often an open doorbell socket's device token is checked again (a revoked desktop's
+/// socket closes within this).
+pub const DOORBELL_RECHECK: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Name of the device the local server creates for the relay on each start.
 pub const LOCAL_DEVICE: &str = "local relay";
 
@@ -168,6 +175,10 @@ struct Wiring {
     panel_refresh_seconds: u32,
     /// The relay builds `/relay/install.sh` downloads.
     relay_dist: std::path::PathBuf,
+    /// The doorbell's sockets.
+    doorbell: Arc<doorbell::Hub>,
+    /// What relays with a connected doorbell are told to poll at.
+    doorbell_poll_interval: std::time::Duration,
     /// `Host` values the OAuth endpoints and `/register` accept: the public URL's, and loopback
     /// with the bound port.
     hosts: Vec<String>,
@@ -179,6 +190,7 @@ struct AppState {
     relay: RelayApi<SqliteStore>,
     owner: OwnerApi<SqliteStore>,
     panel: PanelConfig,
+    doorbell: Arc<doorbell::Hub>,
     builds: service::relay_dist::DirBuilds,
     blobs: DirBlobStore,
     base_url: String,
@@ -229,6 +241,13 @@ impl AppState {
                 clock: w.clock.clone(),
                 policy: w.policy,
                 public_url: w.public_url.clone(),
+                doorbell_url: Some(format!(
+                    "{}{}{}",
+                    w.public_url.replacen("http", "ws", 1),
+                    domain::relay::PREFIX,
+                    domain::doorbell::PATH
+                )),
+                doorbell_poll_interval: w.doorbell_poll_interval,
             },
             owner: OwnerApi {
                 store: Arc::clone(&w.store),
@@ -240,6 +259,7 @@ impl AppState {
             },
             panel: PanelConfig { sign_in: SignIn::Local, refresh_seconds: w.panel_refresh_seconds },
             builds: service::relay_dist::DirBuilds { dir: w.relay_dist.clone() },
+            doorbell: Arc::clone(&w.doorbell),
             blobs,
             base_url: w.public_url.clone(),
             auth_server,
@@ -300,8 +320,12 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
         data_dir: config.data_dir.clone(),
         panel_refresh_seconds: config.panel_refresh_seconds,
         relay_dist: config.relay_dist.clone(),
+        doorbell: Arc::new(doorbell::Hub::new(DOORBELL_RECHECK)),
+        doorbell_poll_interval: config.doorbell_poll_interval,
         hosts: accepted_hosts(&public_url, addr.port()),
     };
+    let doorbell = Arc::clone(&wiring.doorbell);
+    doorbell::feed(&store, Arc::clone(&doorbell));
     let app = router(Arc::new(AppState::new(&wiring)));
     let (shutdown, task) = serve(listener, app, &wiring);
     let panel_url = format!("{public_url}{}#token={owner_token}", service::panel::PATH);
@@ -317,6 +341,7 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
         demo,
         store,
         data_dir: config.data_dir.clone(),
+        doorbell,
         shutdown: Some(shutdown),
         task,
     })
@@ -380,6 +405,7 @@ fn router(state: Arc<AppState>) -> Router {
         .route(TOKEN_PATH, any(oauth))
         .route(service::oauth::local::SESSION_PATH, any(oauth))
         .route(service::oauth::local::REVOKE_PATH, any(oauth))
+        .route(&format!("{}{}", domain::relay::PREFIX, domain::doorbell::PATH), get(ring))
         .route(&relay_api, any(relay))
         .route(&owner_api, any(owner))
         .route(service::panel::PATH, any(panel))
@@ -406,9 +432,18 @@ async fn relay(
     req: http::Request<Body>,
 ) -> axum::response::Response {
     let mut req = read_body(req, service::relay_api::MAX_BODY_BYTES).await;
+    state.doorbell.count_request(req.headers());
     // Pairing requests are counted per TCP peer, as registrations are.
     req.extensions_mut().insert(ClientSource(peer.ip().to_string()));
     state.relay.handle(req).await.map(Body::from).into_response()
+}
+
+async fn ring(
+    State(state): State<Arc<AppState>>,
+    headers: http::HeaderMap,
+    ws: axum::extract::ws::WebSocketUpgrade,
+) -> axum::response::Response {
+    doorbell::upgrade(Arc::clone(&state.doorbell), Arc::clone(&state.relay.store), &headers, ws).await
 }
 
 async fn relay_builds(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {

@@ -30,6 +30,7 @@ use crate::backoff::Backoff;
 use crate::client::{Client, ClientError, RelayServer, Synced};
 use crate::config::Config;
 use crate::disk::{self, State};
+use crate::doorbell::Doorbell;
 use crate::executor;
 use crate::status::{ProjectStatus, Status};
 
@@ -49,6 +50,18 @@ pub struct Relay<S = Client, E = executor::Processes> {
     #[cfg(test)]
     pub(crate) forget_lost_starts: bool,
     status: Arc<Mutex<Status>>,
+    /// The doorbell (never connected unless [`Relay::new`] gave it a token).
+    pub(crate) bell: Arc<Doorbell>,
+    doorbell_token: Option<String>,
+}
+
+/// Aborts the task when dropped (the doorbell socket ends with the loop).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
 }
 
 /// Why a pass ended early (the next one waits a backoff delay).
@@ -75,8 +88,13 @@ impl Relay<Client> {
     /// # Errors
     /// When the state directory or the HTTP client cannot be set up.
     pub fn new(config: Config) -> Result<Self, RelayError> {
-        let client = Client::new(&config.server_url, &config.device_token)?;
-        Self::with_server(config, client)
+        let bell = Arc::new(Doorbell::default());
+        let client = Client::new(&config.server_url, &config.device_token)?.with_doorbell(Arc::clone(&bell));
+        let token = config.doorbell.then(|| config.device_token.clone());
+        let mut relay = Self::with_server(config, client)?;
+        relay.bell = bell;
+        relay.doorbell_token = token;
+        Ok(relay)
     }
 }
 
@@ -111,6 +129,8 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
             state,
             unsaved: Mutex::new(Vec::new()),
             status: Arc::new(Mutex::new(status)),
+            bell: Arc::new(Doorbell::default()),
+            doorbell_token: None,
         })
     }
 
@@ -175,6 +195,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
             s.outbox = self.state.outbox.len();
             s.quarantined = self.state.quarantined();
             s.unsaved = self.unsaved.lock().map_or(0, |u| u.len());
+            s.doorbell = self.bell.describe();
             if let Ok(json) = serde_json::to_vec_pretty(&*s) {
                 let tmp = self.state.root.join(".status.tmp");
                 if private_files::write(&tmp, &json).is_ok() {
@@ -202,9 +223,27 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         let mut wake = WakeCheck::now();
         let mut wake_tick = tokio::time::interval(WAKE_CHECK);
         wake_tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
+        let _socket = self.doorbell_token.clone().map(|token| {
+            let backoff = self.jitter_seed.map_or_else(Backoff::default, |s| Backoff::seeded(s ^ 0xd00b));
+            AbortOnDrop(tokio::spawn(crate::doorbell::keep_open(Arc::clone(&self.bell), token, backoff)))
+        });
+        let mut bell_up = self.bell.watch_up();
         loop {
             tokio::select! {
                 _ = ticker.tick() => {}
+                () = self.bell.sync.notified() => {}
+                Ok(()) = bell_up.changed() => {
+                    let up = *bell_up.borrow_and_update();
+                    self.set_status(|_| {});
+                    if up {
+                        continue;
+                    }
+                    // The doorbell dropped: back to the relay's own interval, from a sync now.
+                    poll = self.config().poll;
+                    ticker = tokio::time::interval(poll);
+                    ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
+                    continue;
+                }
                 _ = wake_tick.tick() => {
                     // A laptop that slept: sync at once (a run queued meanwhile waits no longer,
                     // and a running one's control poll is due), with the backoff forgotten.
@@ -331,8 +370,11 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
                         }
                     });
                 }
-                Synced::Commands { commands, poll_interval } => {
+                Synced::Commands { commands, poll_interval, doorbell_url } => {
                     poll = poll_interval;
+                    if self.doorbell_token.is_some() {
+                        self.bell.offer_url(doorbell_url.as_deref().map(crate::doorbell::websocket_url));
+                    }
                     // A quiet sync every 20 s is noise in a log nobody rotates: debug; one that
                     // brings work is worth a line.
                     if commands.is_empty() {

@@ -20,6 +20,8 @@ pub enum Synced {
         commands: Vec<Command>,
         /// Seconds between polls.
         poll_interval: Duration,
+        /// Where the doorbell is, when the server has one.
+        doorbell_url: Option<String>,
     },
     /// The owner disabled the project for connected agents.
     Disabled,
@@ -100,6 +102,8 @@ pub struct Https {
     http: reqwest::Client,
     base: String,
     token: String,
+    /// While it is connected, syncs say so (`DOORBELL_HEADER`): the server relaxes the poll.
+    bell: Option<std::sync::Arc<crate::doorbell::Doorbell>>,
 }
 
 impl Transport for Https {
@@ -116,6 +120,9 @@ impl Transport for Https {
         };
         if let Some(b) = body {
             req = req.header("content-type", "application/json").body(b);
+        }
+        if path == "/sync" && self.bell.as_ref().is_some_and(|b| b.is_up()) {
+            req = req.header(domain::doorbell::DOORBELL_HEADER, "connected");
         }
         let res = req.bearer_auth(&self.token).send().await.map_err(|e| ClientError::Retryable(e.to_string()))?;
         let status = res.status().as_u16();
@@ -156,7 +163,19 @@ impl Client<Https> {
             .timeout(Duration::from_secs(30))
             .connect_timeout(Duration::from_secs(10))
             .build()?;
-        Ok(Self::over(Https { http, base: format!("{server_url}{}", domain::relay::PREFIX), token: token.to_owned() }))
+        Ok(Self::over(Https {
+            http,
+            base: format!("{server_url}{}", domain::relay::PREFIX),
+            token: token.to_owned(),
+            bell: None,
+        }))
+    }
+
+    /// Syncs tell the server when `bell` is connected.
+    #[must_use]
+    pub fn with_doorbell(mut self, bell: std::sync::Arc<crate::doorbell::Doorbell>) -> Self {
+        self.transport.bell = Some(bell);
+        self
     }
 }
 
@@ -203,6 +222,7 @@ impl<T: Transport> RelayServer for Client<T> {
                 Ok(Synced::Commands {
                     commands: r.commands,
                     poll_interval: Duration::from_secs(r.poll_interval_s.max(1)),
+                    doorbell_url: r.doorbell_url,
                 })
             }
             409 => Ok(Synced::Disabled),

@@ -35,7 +35,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
             return Ok(());
         };
         self.set_status(|s| s.current_run = Some(id.to_string()));
-        let stop = supervise(&self.client, id, &config);
+        let stop = supervise(&self.client, id, &config, &self.bell);
         let outcome = self.executor.execute(&session.launch, &command.arguments, stop, config.cancel_grace).await;
         tracing::info!(command = %id, status = ?outcome.status, "run finished");
         self.set_status(|s| s.current_run = None);
@@ -202,7 +202,10 @@ fn no_longer_shared() -> Completion {
 /// requested (a failed poll lets the run go on), and syncs every project on the poll interval
 /// so the server keeps seeing this desktop (what is queued meanwhile waits for the next pass:
 /// one run at a time).
-async fn supervise<S: RelayServer>(client: &S, id: CommandId, config: &Config) {
+///
+/// The doorbell cuts both waits short: a `control` ring checks control at once, a `sync` ring
+/// syncs at once (and starts nothing: one run at a time).
+async fn supervise<S: RelayServer>(client: &S, id: CommandId, config: &Config, bell: &crate::doorbell::Doorbell) {
     let projects: Vec<(ProjectId, Vec<SessionMeta>)> =
         config.projects().into_iter().map(|p| (p, config.sessions_for(p))).collect();
     let mut control = tokio::time::interval(config.control_poll);
@@ -213,6 +216,8 @@ async fn supervise<S: RelayServer>(client: &S, id: CommandId, config: &Config) {
     sync.tick().await;
     loop {
         tokio::select! {
+            () = bell.control.notified() => control.reset_immediately(),
+            () = bell.sync.notified() => sync.reset_immediately(),
             _ = control.tick() => match client.control(id).await {
                 Ok(true) => {
                     tracing::info!(command = %id, "cancel requested; stopping the run");

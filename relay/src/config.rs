@@ -48,6 +48,8 @@ struct RawConfig {
     poll_s: Option<u64>,
     #[serde(default)]
     cancel_grace_ms: Option<u64>,
+    #[serde(default = "yes")]
+    doorbell: bool,
     #[serde(default)]
     sessions: Vec<RawSession>,
 }
@@ -71,6 +73,10 @@ struct RawSession {
     env: std::collections::BTreeMap<String, String>,
     #[serde(default)]
     working_dir: Option<PathBuf>,
+}
+
+fn yes() -> bool {
+    true
 }
 
 fn ready() -> String {
@@ -108,6 +114,9 @@ pub struct Config {
     pub poll: Duration,
     /// SIGTERM → SIGKILL grace on cancel.
     pub cancel_grace: Duration,
+    /// Whether to keep the doorbell open when the server offers one (`doorbell = false`: poll
+    /// only).
+    pub doorbell: bool,
     /// The sessions this desktop runs.
     pub sessions: Vec<Session>,
 }
@@ -244,6 +253,7 @@ impl Config {
             control_poll: ms(raw.control_poll_ms, DEFAULT_CONTROL_POLL),
             poll: raw.poll_s.map(Duration::from_secs).unwrap_or(DEFAULT_POLL),
             cancel_grace: ms(raw.cancel_grace_ms, DEFAULT_CANCEL_GRACE),
+            doorbell: raw.doorbell,
             sessions,
         };
         if config.control_poll.is_zero() || config.poll.is_zero() {

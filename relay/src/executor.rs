@@ -248,9 +248,19 @@ pub async fn run(
     let status = tokio::select! {
         s = child.wait() => s,
         () = &mut cancel => {
-            stop_group(pid, &mut child, grace).await;
-            guard.0 = None;
+            // `cancelled` is reported now, not when the last member of the group is reaped
+            // (a killed grandchild lingers until its parent waits for it): SIGTERM goes out
+            // here, and the rest of the stop — the grace, then SIGKILL to the whole group —
+            // runs on in the background, holding the guard, so a relay that exits meanwhile
+            // still kills the group. The next run may start during that grace.
+            kill_group(pid, Signal::SIGTERM);
             readers.abort_all();
+            let guard = GroupGuard(guard.0.take());
+            tokio::spawn(async move {
+                let mut guard = guard;
+                stop_group(pid, &mut child, grace).await;
+                guard.0 = None;
+            });
             return Outcome::cancelled();
         }
     };

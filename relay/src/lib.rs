@@ -16,6 +16,7 @@
 //! | [`status`] | what `relay status` shows (`status.json` in the state folder) |
 //! | [`service`] | `install` / `uninstall`: a launchd agent on macOS, a systemd user unit on Linux |
 //! | [`cli`] | the subcommands behind `relay status`, `check`, `install`, `uninstall` |
+//! | [`doorbell`] | the outbound WebSocket the server rings: `sync` wakes the loop, `control` the running command's check |
 //! | [`pair`] | `relay pair URL`: the device grant (RFC 8628) from the desktop side, the token kept 0600, the config pointed at it |
 //! | [`sessions`] | `relay session add / list / remove`: `[[sessions]]` edited keeping comments, atomically |
 
@@ -26,6 +27,7 @@ pub mod client;
 pub mod command;
 pub mod config;
 pub mod disk;
+pub mod doorbell;
 mod error;
 pub mod executor;
 pub mod pair;

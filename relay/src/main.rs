@@ -19,7 +19,16 @@ config: --config, else $FOUNDRY_RELAY_CONFIG, else the platform config dir (rela
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    logging::init_terminal();
+    // Under launchd or systemd the relay writes its own bounded log file (service::LOG_FILE_ENV).
+    match std::env::var_os(service::LOG_FILE_ENV) {
+        Some(file) => {
+            if let Err(e) = logging::init_file(std::path::Path::new(&file), service::LOG_MAX_BYTES) {
+                logging::init_terminal();
+                tracing::warn!(error = %e, "cannot open the log file; logging to stdout");
+            }
+        }
+        None => logging::init_terminal(),
+    }
     let mut args = std::env::args().skip(1);
     let mut config_path: Option<PathBuf> = std::env::var_os(CONFIG_ENV).map(PathBuf::from);
     let mut command = None;

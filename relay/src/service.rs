@@ -48,6 +48,15 @@ pub fn log_dir(platform: Platform, home: &Path) -> PathBuf {
 /// loop.
 pub const SUPERVISED_ENV: &str = "FOUNDRY_RELAY_SUPERVISED";
 
+/// Set in the service's environment: the file the relay logs to, rotated at
+/// [`LOG_MAX_BYTES`] (`logging::RotatingFile`; launchd never rotates its `StandardOutPath`).
+/// What the service manager captures from stdout and stderr is then only what comes before
+/// logging starts or after a crash (`relay.stdout.log` on macOS, the journal on Linux).
+pub const LOG_FILE_ENV: &str = "FOUNDRY_RELAY_LOG_FILE";
+
+/// Where a log file is rotated: 10 MiB, one older file kept beside it (`relay.log.1`).
+pub const LOG_MAX_BYTES: u64 = 10 * 1024 * 1024;
+
 /// Seconds launchd waits before starting the relay again after it exited with an error.
 pub const THROTTLE_SECONDS: u32 = 30;
 
@@ -83,6 +92,7 @@ fn xml_escape(s: &str) -> String {
 /// I/O); the install-time `PATH` and `LANG`, the home folder as working directory.
 pub fn service_text(platform: Platform, spec: &ServiceSpec) -> String {
     let log = spec.log_dir.join("relay.log");
+    let stdout = spec.log_dir.join("relay.stdout.log");
     match platform {
         Platform::MacOs => {
             let e = |p: &Path| xml_escape(&p.display().to_string());
@@ -105,9 +115,10 @@ pub fn service_text(platform: Platform, spec: &ServiceSpec) -> String {
     <key>PATH</key><string>{path}</string>
     <key>LANG</key><string>{lang}</string>
     <key>{SUPERVISED_ENV}</key><string>1</string>
+    <key>{LOG_FILE_ENV}</key><string>{log}</string>
   </dict>
-  <key>StandardOutPath</key><string>{log}</string>
-  <key>StandardErrorPath</key><string>{log}</string>
+  <key>StandardOutPath</key><string>{stdout}</string>
+  <key>StandardErrorPath</key><string>{stdout}</string>
 </dict>
 </plist>
 "#,
@@ -117,6 +128,7 @@ pub fn service_text(platform: Platform, spec: &ServiceSpec) -> String {
                 path = xml_escape(&spec.path),
                 lang = xml_escape(&spec.lang),
                 log = e(&log),
+                stdout = e(&stdout),
             )
         }
         Platform::Linux => {
@@ -124,13 +136,14 @@ pub fn service_text(platform: Platform, spec: &ServiceSpec) -> String {
             let q = |s: &str| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""));
             format!(
                 "[Unit]\nDescription=foundry-connect desktop relay\nAfter=network-online.target\n\n[Service]\n\
-                 ExecStart={} --config {} run\nWorkingDirectory={}\nEnvironment={}\nEnvironment={}\nEnvironment={SUPERVISED_ENV}=1\n\
+                 ExecStart={} --config {} run\nWorkingDirectory={}\nEnvironment={}\nEnvironment={}\nEnvironment={SUPERVISED_ENV}=1\nEnvironment={}\n\
                  Restart=on-failure\nRestartSec={THROTTLE_SECONDS}\nKillMode=control-group\n\n[Install]\nWantedBy=default.target\n",
                 q(&spec.exe.display().to_string()),
                 q(&spec.config.display().to_string()),
                 q(&spec.working_dir.display().to_string()),
                 q(&format!("PATH={}", spec.path)),
                 q(&format!("LANG={}", spec.lang)),
+                q(&format!("{LOG_FILE_ENV}={}", log.display())),
             )
         }
     }
@@ -274,7 +287,8 @@ mod tests {
         assert_eq!(v["EnvironmentVariables"]["PATH"], "/opt/homebrew/bin:/usr/bin:/bin");
         assert_eq!(v["EnvironmentVariables"]["LANG"], "de_DE.UTF-8");
         assert_eq!(v["EnvironmentVariables"][SUPERVISED_ENV], "1");
-        assert_eq!(v["StandardOutPath"], "/home/u/Library/Logs/foundry-connect/relay.log");
+        assert_eq!(v["StandardOutPath"], "/home/u/Library/Logs/foundry-connect/relay.stdout.log");
+        assert_eq!(v["EnvironmentVariables"][LOG_FILE_ENV], "/home/u/Library/Logs/foundry-connect/relay.log");
         let _ = std::fs::remove_file(file);
     }
 

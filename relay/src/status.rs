@@ -28,6 +28,9 @@ pub struct Status {
     /// lost only if the relay stops before they are delivered (then the run reads failed).
     #[serde(default)]
     pub unsaved: usize,
+    /// The doorbell's state (`relay::doorbell`).
+    #[serde(default)]
+    pub doorbell: String,
 }
 
 /// What `relay status` shows for one project.

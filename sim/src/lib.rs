@@ -221,8 +221,14 @@ impl World {
         store.set_project_enabled(&owner, project.project_id, true).await?;
         let (device_token, hash) = domain::devices::new_token()?;
         store.create_device(&owner, "simulated desktop", &hash).await?;
-        let api =
-            Arc::new(RelayApi { store: Arc::clone(&store), clock: clock.clone(), policy, public_url: String::new() });
+        let api = Arc::new(RelayApi {
+            store: Arc::clone(&store),
+            clock: clock.clone(),
+            policy,
+            public_url: String::new(),
+            doorbell_url: None,
+            doorbell_poll_interval: domain::doorbell::DOORBELL_POLL_INTERVAL,
+        });
         let deps = ToolDeps { store: Arc::clone(&store), clock: clock.clone(), policy, blobs: None };
         let shm = PathBuf::from("/dev/shm");
         let tmp = if shm.is_dir() { shm } else { std::env::temp_dir() };
@@ -265,6 +271,7 @@ impl World {
             control_poll,
             poll: self.policy.poll_interval,
             cancel_grace: Duration::from_secs(1),
+            doorbell: false,
             sessions: vec![Session { meta, projects: vec![self.project], launch: vec!["virtual".to_owned()].into() }],
         };
         let transport = InProcess {

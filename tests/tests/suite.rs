@@ -24,6 +24,7 @@ mod panel_browser;
 mod python_clients;
 mod readme;
 mod relay_api_http;
+mod relay_doorbell;
 mod relay_e2e;
 mod relay_install;
 mod relay_soak;

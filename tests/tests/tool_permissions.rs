@@ -179,6 +179,8 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
         clock: h.clock.clone(),
         policy: h.policy,
         public_url: "https://api.example".into(),
+        doorbell_url: None,
+        doorbell_poll_interval: domain::doorbell::DOORBELL_POLL_INTERVAL,
     };
     let iam_of = |ops: Vec<String>| -> BTreeSet<String> { ops.iter().flat_map(|o| iam(o)).collect() };
 

@@ -46,7 +46,7 @@ impl RelayServer for FakeServer {
         if self.calls.fetch_add(1, Ordering::SeqCst) < self.fail_first {
             return Err(ClientError::Retryable("503 scripted".into()));
         }
-        Ok(Synced::Commands { commands: Vec::new(), poll_interval: self.poll_interval })
+        Ok(Synced::Commands { commands: Vec::new(), poll_interval: self.poll_interval, doorbell_url: None })
     }
     async fn start(&self, _id: CommandId, _execution_id: &str) -> Result<Started, ClientError> {
         Ok(Started::Refused("cancelled".into()))
@@ -78,6 +78,7 @@ fn config(poll: Duration) -> Config {
         control_poll: Duration::from_secs(3),
         poll,
         cancel_grace: Duration::from_secs(1),
+        doorbell: false,
         sessions: vec![Session { meta, projects: vec![ProjectId::generate()], launch: vec!["true".to_owned()].into() }],
     }
 }
@@ -177,7 +178,7 @@ impl RelayServer for Arc<Script> {
             .filter(|(p, c)| *p == project && !started.contains_key(&c.command_id))
             .map(|(_, c)| c.clone())
             .collect();
-        Ok(Synced::Commands { commands, poll_interval: Duration::from_millis(100) })
+        Ok(Synced::Commands { commands, poll_interval: Duration::from_millis(100), doorbell_url: None })
     }
     async fn start(&self, id: CommandId, execution_id: &str) -> Result<Started, ClientError> {
         self.start_calls.fetch_add(1, Ordering::SeqCst);
@@ -234,6 +235,7 @@ fn fast_config(state_dir: &std::path::Path, sessions: Vec<Session>) -> Config {
         control_poll: Duration::from_millis(50),
         poll: Duration::from_millis(100),
         cancel_grace: Duration::from_millis(500),
+        doorbell: false,
         sessions,
     }
 }

@@ -61,6 +61,10 @@ pub struct SyncResponse {
     pub poll_interval_s: u64,
     /// The server's clock (RFC 3339), for the relay's logs.
     pub server_time: String,
+    /// Where the relay keeps its doorbell open (`wss://…`; [`crate::doorbell`]), when the
+    /// server has one. Older servers leave it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub doorbell_url: Option<String>,
 }
 
 /// `POST /commands/{id}/start`.

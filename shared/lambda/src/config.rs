@@ -52,6 +52,9 @@ pub const REGISTER_COGNITO_ACTIONS: &[&str] = &[
     "cognito-idp:DescribeUserPoolClient",
     "cognito-idp:DeleteUserPoolClient",
 ];
+/// The doorbell's WebSocket URL the relay API hands to relays (optional).
+pub const DOORBELL_URL: &str = "DOORBELL_URL";
+
 /// What the `register_client` function may do on the table: read and record clients' first use
 /// (`CLIENT#…` items only).
 pub const REGISTER_DYNAMODB_ACTIONS: &[&str] = &["dynamodb:GetItem", "dynamodb:UpdateItem"];
@@ -147,6 +150,8 @@ pub struct RelayConfig {
     pub policy: Policy,
     /// The stack's public URL: pairing answers point the owner at `{public_url}/panel`.
     pub public_url: String,
+    /// The doorbell's WebSocket URL handed to relays (`DOORBELL_URL`; none: relays only poll).
+    pub doorbell_url: Option<String>,
 }
 
 impl RelayConfig {
@@ -159,7 +164,8 @@ impl RelayConfig {
         let table = r.required(TABLE_NAME);
         let policy = r.policy(POLICY);
         let public_url = r.url(PUBLIC_URL).unwrap_or_default();
-        r.finish(Self { table, policy, public_url })
+        let doorbell_url = r.optional(DOORBELL_URL).filter(|u| !u.is_empty());
+        r.finish(Self { table, policy, public_url, doorbell_url })
     }
 }
 

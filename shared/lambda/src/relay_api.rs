@@ -19,8 +19,14 @@ pub async fn run() -> Result<(), Error> {
     let aws = aws_config().await;
     let clock: SharedClock = Arc::new(SystemClock);
     let store = dynamo_store(&aws, &config.table, config.policy);
-    let api =
-        Arc::new(RelayApi { store: Arc::new(store), clock, policy: config.policy, public_url: config.public_url });
+    let api = Arc::new(RelayApi {
+        store: Arc::new(store),
+        clock,
+        policy: config.policy,
+        public_url: config.public_url,
+        doorbell_url: config.doorbell_url,
+        doorbell_poll_interval: domain::doorbell::DOORBELL_POLL_INTERVAL,
+    });
     lambda_http::run(lambda_http::service_fn(move |req: lambda_http::Request| {
         let api = Arc::clone(&api);
         async move {

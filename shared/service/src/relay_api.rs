@@ -71,6 +71,11 @@ pub struct RelayApi<S: ?Sized> {
     pub policy: Policy,
     /// The stack's public URL (pairing answers point the owner at `{public_url}/panel`).
     pub public_url: String,
+    /// The doorbell's URL handed to relays in every sync (`None`: no doorbell).
+    pub doorbell_url: Option<String>,
+    /// The safety poll a relay with its doorbell connected is told to keep
+    /// ([`domain::doorbell::DOORBELL_POLL_INTERVAL`]).
+    pub doorbell_poll_interval: std::time::Duration,
 }
 
 fn internal(e: &StoreError) -> http::Response<Bytes> {
@@ -111,7 +116,8 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
         let method = req.method().clone();
         match (method, segments.as_slice()) {
             (Method::POST, ["sync"]) => {
-                let res = self.sync(&owner, device.device_id, req.body()).await;
+                let doorbell_up = req.headers().contains_key(domain::doorbell::DOORBELL_HEADER);
+                let res = self.sync(&owner, device.device_id, req.body(), doorbell_up).await;
                 if res.status() == StatusCode::OK
                     && let Err(e) = self.store.record_device_seen(&device).await
                 {
@@ -142,7 +148,9 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
     /// `POST /sync`: this device's sessions replace its own list (other desktops sharing the
     /// project keep theirs), and only commands for sessions this device shares are handed to it
     /// — a desktop is never given another desktop's run, so it never refuses (cancels) one.
-    async fn sync(&self, owner: &OwnerId, device: uuid::Uuid, body: &[u8]) -> http::Response<Bytes> {
+    /// While the relay says its doorbell is connected, the safety poll relaxes to
+    /// [`domain::doorbell::DOORBELL_POLL_INTERVAL`].
+    async fn sync(&self, owner: &OwnerId, device: uuid::Uuid, body: &[u8], doorbell_up: bool) -> http::Response<Bytes> {
         let b: SyncRequest = match http_json::parse(body) {
             Ok(b) => b,
             Err(m) => return http_json::error(StatusCode::BAD_REQUEST, m),
@@ -185,8 +193,13 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
                                     queued_at: r.queued_at.rfc3339(),
                                 })
                                 .collect(),
-                            poll_interval_s: self.policy.poll_interval.as_secs(),
+                            poll_interval_s: if doorbell_up && self.doorbell_url.is_some() {
+                                self.doorbell_poll_interval.as_secs().max(1)
+                            } else {
+                                self.policy.poll_interval.as_secs()
+                            },
                             server_time: self.clock.now().rfc3339(),
+                            doorbell_url: self.doorbell_url.clone(),
                         },
                     ),
                 }

@@ -41,6 +41,7 @@ pub(crate) fn change_run<T>(
     let (out, new) = f(old.as_ref())?;
     if let Some(new) = new.filter(|n| old.as_ref() != Some(n)) {
         record_events(tx, &derive_run(old.as_ref(), Some(&new)), now)?;
+        crate::rings::note_run(old.as_ref(), &new);
     }
     Ok(out)
 }

@@ -48,6 +48,7 @@ mod idempotency;
 mod pairing;
 mod pool;
 mod projects;
+mod rings;
 mod runs;
 mod schema;
 mod tasks;
@@ -63,6 +64,8 @@ pub struct SqliteStore {
     writes: Arc<AtomicU64>,
     /// Notified after every committed write (the local notifier wakes on it).
     write_signal: Arc<tokio::sync::Notify>,
+    /// The doorbell rings of committed changes (see [`SqliteStore::rings`]).
+    rings: tokio::sync::broadcast::Sender<domain::doorbell::RingFor>,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -104,6 +107,13 @@ impl SqliteStore {
     /// on it instead of polling often (a wake with nothing new costs one cheap query).
     pub fn write_signal(&self) -> Arc<tokio::sync::Notify> {
         Arc::clone(&self.write_signal)
+    }
+
+    /// The doorbell rings (`domain::doorbell::ring_for_run`) of every change committed from
+    /// now on: a new queued run, a cancel asked of a running one. The local server's doorbell
+    /// forwards them to the relays' sockets.
+    pub fn rings(&self) -> tokio::sync::broadcast::Receiver<domain::doorbell::RingFor> {
+        self.rings.subscribe()
     }
 
     /// Transactions that changed at least one row since the store opened (the notifier's own

@@ -17,6 +17,8 @@ use crate::schema::migrate;
 
 /// Most connections a file database opens (enough for 8-way races plus readers).
 pub(crate) const MAX_FILE_CONNECTIONS: usize = 16;
+/// Rings kept for a receiver that has not read them yet (older ones are dropped for it).
+pub(crate) const RING_BUFFER: usize = 1024;
 
 pub(crate) struct Pool {
     pub(crate) path: Option<PathBuf>,
@@ -102,6 +104,7 @@ impl SqliteStore {
             policy,
             writes: Arc::new(AtomicU64::new(0)),
             write_signal: Arc::new(tokio::sync::Notify::new()),
+            rings: tokio::sync::broadcast::channel(RING_BUFFER).0,
         })
     }
 
@@ -116,6 +119,7 @@ impl SqliteStore {
         let pool = Arc::clone(&self.pool);
         let writes = Arc::clone(&self.writes);
         let signal = Arc::clone(&self.write_signal);
+        let rings = self.rings.clone();
         let now = self.clock.now();
         // A read on an idle connection runs right here: in WAL mode readers never wait for a
         // writer, a read takes microseconds, and handing it to the blocking pool (two thread
@@ -126,7 +130,15 @@ impl SqliteStore {
         // write) and, once committed, wakes the outbox's consumer.
         let transact = move |pool: &Pool, conn: Connection| {
             let before = conn.total_changes();
+            drop(crate::rings::take());
             let out = in_transaction(&conn, behavior, |c| f(c, now));
+            let noted = crate::rings::take();
+            if out.is_ok() {
+                for r in noted {
+                    // No receiver (no doorbell server) is fine.
+                    let _ = rings.send(r);
+                }
+            }
             if tracked && conn.total_changes() != before {
                 writes.fetch_add(1, Ordering::SeqCst);
                 if out.is_ok() {

@@ -1,0 +1,258 @@
+//! The doorbell, desktop side (`domain::doorbell`): one outbound WebSocket to the URL the
+//! server hands out in its sync answers, authenticated with the device token.
+//!
+//! - `{"ring":"sync"}` wakes the relay's loop for a pass at once (during a run it syncs but
+//!   starts nothing: one run at a time); `{"ring":"control"}` makes the running command check
+//!   its control at once.
+//! - Pings every [`PING_EVERY`] keep the connection inside API Gateway's 10-minute idle limit;
+//!   it is replaced before the 2-hour limit; after a failure it is retried with the relay's
+//!   jittered backoff (1 s, 2 s, … 5 min).
+//! - While it is up, syncs say so (`DOORBELL_HEADER`) and the server relaxes the safety poll to
+//!   300 s; when it drops, the loop goes back to its own interval at once and syncs (rings sent
+//!   while it was down are lost, the sync is not).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use domain::doorbell::{MAX_CONNECTION, PING_EVERY, RECONNECT_BEFORE_LIMIT, Ring};
+use futures_util::{SinkExt, StreamExt};
+use tokio::sync::{Notify, watch};
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+
+use crate::backoff::Backoff;
+
+/// The doorbell's state, shared by the socket task, the loop and the HTTP client.
+#[derive(Debug)]
+pub struct Doorbell {
+    /// A `sync` ring (or a reconnect, which may have missed rings).
+    pub sync: Notify,
+    /// A `control` ring.
+    pub control: Notify,
+    up: watch::Sender<bool>,
+    url: watch::Sender<Option<String>>,
+    rings: AtomicU64,
+    last_error: Mutex<Option<String>>,
+}
+
+impl Default for Doorbell {
+    fn default() -> Self {
+        Self {
+            sync: Notify::new(),
+            control: Notify::new(),
+            up: watch::channel(false).0,
+            url: watch::channel(None).0,
+            rings: AtomicU64::new(0),
+            last_error: Mutex::new(None),
+        }
+    }
+}
+
+impl Doorbell {
+    /// Whether the socket is open now.
+    pub fn is_up(&self) -> bool {
+        *self.up.borrow()
+    }
+
+    /// Changes of [`Doorbell::is_up`].
+    pub fn watch_up(&self) -> watch::Receiver<bool> {
+        self.up.subscribe()
+    }
+
+    /// The URL the server handed out (from every sync answer); a new one reconnects.
+    pub fn offer_url(&self, url: Option<String>) {
+        self.url.send_if_modified(|u| {
+            let changed = *u != url;
+            *u = url;
+            changed
+        });
+    }
+
+    /// Rings received since the relay started.
+    pub fn rings(&self) -> u64 {
+        self.rings.load(Ordering::Relaxed)
+    }
+
+    /// One line for `relay status`.
+    pub fn describe(&self) -> String {
+        if self.is_up() {
+            return format!("connected ({} rings so far)", self.rings());
+        }
+        match (self.url.borrow().is_some(), self.last_error.lock().ok().and_then(|e| e.clone())) {
+            (false, _) => "not offered by the server (polling only)".into(),
+            (true, Some(e)) => format!("reconnecting (last error: {e}); polling meanwhile"),
+            (true, None) => "connecting".into(),
+        }
+    }
+
+    fn set_error(&self, e: Option<String>) {
+        if let Ok(mut g) = self.last_error.lock() {
+            *g = e;
+        }
+    }
+
+    fn received(&self, text: &str) {
+        match serde_json::from_str::<Ring>(text) {
+            Ok(Ring::Sync) => {
+                self.rings.fetch_add(1, Ordering::Relaxed);
+                self.sync.notify_one();
+            }
+            Ok(Ring::Control { command_id }) => {
+                self.rings.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(command = %command_id, "control ring");
+                self.control.notify_one();
+            }
+            Err(_) => tracing::debug!(text, "unknown doorbell message; ignored"),
+        }
+    }
+}
+
+/// Why a connection ended.
+enum Ended {
+    /// Replaced on purpose (the 2-hour limit): reconnect at once.
+    Refresh,
+    /// Closed or failed: reconnect after the backoff.
+    Dropped(String),
+}
+
+/// Keeps the doorbell open with `token` for as long as the task lives (the caller aborts it).
+pub async fn keep_open(bell: Arc<Doorbell>, token: String, mut backoff: Backoff) {
+    let mut url_rx = bell.url.subscribe();
+    loop {
+        let Some(url) = url_rx.borrow_and_update().clone() else {
+            if url_rx.changed().await.is_err() {
+                return;
+            }
+            continue;
+        };
+        let ended = match connect(&url, &token).await {
+            Err(e) => Ended::Dropped(e),
+            Ok(ws) => {
+                tracing::info!(%url, "doorbell connected; the safety poll relaxes");
+                backoff.reset();
+                bell.set_error(None);
+                bell.up.send_replace(true);
+                // Rings sent while it was down are lost: one sync covers them.
+                bell.sync.notify_one();
+                let ended = tokio::select! {
+                    e = listen(ws, &bell) => e,
+                    _ = url_rx.changed() => Ended::Refresh,
+                };
+                bell.up.send_replace(false);
+                ended
+            }
+        };
+        match ended {
+            Ended::Refresh => {}
+            Ended::Dropped(e) => {
+                let delay = backoff.next_delay();
+                tracing::info!(error = %e, retry_in_ms = delay.as_millis() as u64, "doorbell down; polling meanwhile");
+                bell.set_error(Some(e));
+                tokio::select! {
+                    () = tokio::time::sleep(delay) => {}
+                    _ = url_rx.changed() => {}
+                }
+            }
+        }
+    }
+}
+
+type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
+
+async fn connect(url: &str, token: &str) -> Result<Socket, String> {
+    let mut req = url.into_client_request().map_err(|e| format!("bad doorbell URL {url}: {e}"))?;
+    let auth = format!("Bearer {token}").parse().map_err(|_| "the device token is not a valid header".to_owned())?;
+    req.headers_mut().insert(http::header::AUTHORIZATION, auth);
+    let tls = tls_config()?;
+    let connector = tokio_tungstenite::Connector::Rustls(tls);
+    let connecting = tokio_tungstenite::connect_async_tls_with_config(req, None, false, Some(connector));
+    match tokio::time::timeout(Duration::from_secs(15), connecting).await {
+        Err(_) => Err("connecting timed out".into()),
+        Ok(Err(tokio_tungstenite::tungstenite::Error::Http(res))) => {
+            Err(format!("the server refused the doorbell (HTTP {})", res.status().as_u16()))
+        }
+        Ok(Err(e)) => Err(e.to_string()),
+        Ok(Ok((ws, _))) => Ok(ws),
+    }
+}
+
+/// The same trust as the relay's HTTPS calls: the platform's verifier (the macOS keychain,
+/// the system roots elsewhere).
+fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
+    use rustls_platform_verifier::ConfigVerifierExt;
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    rustls::ClientConfig::with_platform_verifier().map(Arc::new).map_err(|e| format!("TLS set-up failed: {e}"))
+}
+
+async fn listen(ws: Socket, bell: &Doorbell) -> Ended {
+    let (mut tx, mut rx) = ws.split();
+    let mut ping = tokio::time::interval(PING_EVERY);
+    ping.tick().await;
+    let refresh = tokio::time::sleep(MAX_CONNECTION - RECONNECT_BEFORE_LIMIT);
+    tokio::pin!(refresh);
+    loop {
+        tokio::select! {
+            msg = rx.next() => match msg {
+                Some(Ok(Message::Text(t))) => bell.received(t.as_str()),
+                Some(Ok(Message::Close(frame))) => {
+                    return Ended::Dropped(frame.map_or_else(|| "closed by the server".into(), |f| {
+                        format!("closed by the server ({} {})", u16::from(f.code), f.reason)
+                    }));
+                }
+                Some(Ok(_)) => {}
+                Some(Err(e)) => return Ended::Dropped(e.to_string()),
+                None => return Ended::Dropped("connection ended".into()),
+            },
+            _ = ping.tick() => {
+                if let Err(e) = tx.send(Message::Ping(Vec::new().into())).await {
+                    return Ended::Dropped(e.to_string());
+                }
+            }
+            () = &mut refresh => {
+                let _ = tx.send(Message::Close(None)).await;
+                return Ended::Refresh;
+            }
+        }
+    }
+}
+
+/// `http(s)://…` → `ws(s)://…` (a doorbell URL given as the server's own scheme).
+pub fn websocket_url(url: &str) -> String {
+    if let Some(rest) = url.strip_prefix("https://") {
+        format!("wss://{rest}")
+    } else if let Some(rest) = url.strip_prefix("http://") {
+        format!("ws://{rest}")
+    } else {
+        url.to_owned()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rings_wake_the_right_waiter() {
+        let bell = Doorbell::default();
+        bell.received(r#"{"ring":"sync"}"#);
+        bell.received(&format!(r#"{{"ring":"control","command_id":"{}"}}"#, domain::ids::CommandId::generate()));
+        bell.received(r#"{"ring":"party"}"#);
+        assert_eq!(bell.rings(), 2);
+        // Each stored one permit.
+        let now = futures_util::FutureExt::now_or_never(bell.sync.notified());
+        assert!(now.is_some());
+        assert!(futures_util::FutureExt::now_or_never(bell.control.notified()).is_some());
+        assert!(futures_util::FutureExt::now_or_never(bell.sync.notified()).is_none());
+    }
+
+    #[test]
+    fn urls_and_status_lines() {
+        assert_eq!(websocket_url("https://a.example/x"), "wss://a.example/x");
+        assert_eq!(websocket_url("http://127.0.0.1:8787/x"), "ws://127.0.0.1:8787/x");
+        let bell = Doorbell::default();
+        assert!(bell.describe().contains("polling only"));
+        bell.offer_url(Some("ws://x".into()));
+        assert_eq!(bell.describe(), "connecting");
+    }
+}

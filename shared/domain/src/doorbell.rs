@@ -1,0 +1,122 @@
+//! The doorbell: a push channel the relay keeps open outbound, so a queued run or a cancel
+//! reaches the desktop at once instead of at its next poll.
+//!
+//! A ring carries no run data — `{"ring":"sync"}` or `{"ring":"control","command_id":…}` — and
+//! the relay still fetches work through the relay API, so every check there (consent, device
+//! shares, the conditional start) stays the one path. A lost ring costs only latency: the
+//! relay keeps polling as a safety net, relaxed to [`DOORBELL_POLL_INTERVAL`] while its
+//! doorbell is connected and back to the normal interval the moment it drops.
+//!
+//! Which change rings is decided once, here ([`ring_for_run`]), over a run's old and new
+//! images: the cloud reads them from the table's stream, the embedded store from its own
+//! transaction.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::ids::{CommandId, OwnerId, ProjectId};
+use crate::runs::{Run, RunStatus};
+
+/// Path of the doorbell under the relay API's prefix (the local server's WebSocket route).
+pub const PATH: &str = "/doorbell";
+
+/// The header a relay sends on its syncs while its doorbell is connected; the server then
+/// answers [`DOORBELL_POLL_INTERVAL`] as `poll_interval_s`. (The relay's own word is enough: a
+/// relay that lies only polls less, and it returns to the normal interval itself when its
+/// socket closes.)
+pub const DOORBELL_HEADER: &str = "x-foundry-doorbell";
+
+/// The safety poll while the doorbell is connected: 300 s (a tenth of the requests at most).
+pub const DOORBELL_POLL_INTERVAL: Duration = Duration::from_secs(300);
+
+/// API Gateway closes a WebSocket after 2 hours; the relay reconnects a little before.
+pub const MAX_CONNECTION: Duration = Duration::from_secs(2 * 3600);
+/// How long before [`MAX_CONNECTION`] the relay reconnects on its own.
+pub const RECONNECT_BEFORE_LIMIT: Duration = Duration::from_secs(10 * 60);
+/// API Gateway closes a WebSocket idle for 10 minutes; the relay pings more often.
+pub const PING_EVERY: Duration = Duration::from_secs(4 * 60);
+
+/// What a ring asks of the relay.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(tag = "ring", rename_all = "snake_case")]
+pub enum Ring {
+    /// Sync now: something was queued.
+    Sync,
+    /// Check this run's control now: its agent asked to cancel it.
+    Control {
+        /// The run.
+        command_id: CommandId,
+    },
+}
+
+/// A ring and whom it is for: the owner's desktops (those sharing sessions in `project`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RingFor {
+    /// Whose desktops.
+    pub owner: OwnerId,
+    /// The project the run is in.
+    pub project: ProjectId,
+    /// The ring.
+    pub ring: Ring,
+}
+
+/// Whether a run's change rings: a new queued run (`sync`), or a cancel asked of a running
+/// run (`control`). Everything else the relay learns from its own calls.
+pub fn ring_for_run(old: Option<&Run>, new: &Run) -> Option<RingFor> {
+    let ring = match (old, new.status) {
+        (None, RunStatus::Queued) => Ring::Sync,
+        (old, RunStatus::Running) if new.cancel_requested && !old.is_some_and(|o| o.cancel_requested) => {
+            Ring::Control { command_id: new.command_id }
+        }
+        _ => return None,
+    };
+    Some(RingFor { owner: new.owner.clone(), project: new.project_id, ring })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    use crate::clock::Timestamp;
+    use crate::ids::{AgentId, GraphSessionId, IdempotencyKey};
+    use crate::limits::Policy;
+    use crate::runs::{QueueRun, QueueTarget};
+
+    fn queued() -> Run {
+        let req = QueueRun {
+            owner: OwnerId::new("o").unwrap(),
+            agent: AgentId::new("claude", "o").unwrap(),
+            project_id: None,
+            graph_session_id: GraphSessionId::parse("g", &format!("gs_{}", "a".repeat(32))).unwrap(),
+            arguments: serde_json::json!({}),
+            idempotency_key: IdempotencyKey::parse("key-00002").unwrap(),
+        };
+        let target = QueueTarget { project_id: ProjectId::generate(), slug: "report".into() };
+        Run::queued(&req, target, Timestamp::from_millis(0), &Policy::default())
+    }
+
+    #[test]
+    fn a_new_queued_run_and_a_cancel_of_a_running_one_ring() {
+        let q = queued();
+        let sync = ring_for_run(None, &q).unwrap();
+        assert_eq!((sync.ring, sync.project, sync.owner.as_str()), (Ring::Sync, q.project_id, "o"));
+        let running = Run { status: RunStatus::Running, ..q.clone() };
+        assert_eq!(ring_for_run(Some(&q), &running), None, "a start rings nobody");
+        let cancel = Run { cancel_requested: true, ..running.clone() };
+        assert_eq!(ring_for_run(Some(&running), &cancel).unwrap().ring, Ring::Control { command_id: q.command_id });
+        assert_eq!(ring_for_run(Some(&cancel), &cancel), None, "a heartbeat of a cancelled run rings nobody again");
+        let cancelled_queued = Run { status: RunStatus::Cancelled, ..q.clone() };
+        assert_eq!(ring_for_run(Some(&q), &cancelled_queued), None, "a queued run cancelled never reaches a desktop");
+    }
+
+    #[test]
+    fn rings_are_tiny_json() {
+        assert_eq!(serde_json::to_string(&Ring::Sync).unwrap(), r#"{"ring":"sync"}"#);
+        let id = CommandId::generate();
+        let control = serde_json::to_string(&Ring::Control { command_id: id }).unwrap();
+        assert_eq!(control, format!(r#"{{"ring":"control","command_id":"{id}"}}"#));
+        assert_eq!(serde_json::from_str::<Ring>(&control).unwrap(), Ring::Control { command_id: id });
+        assert!(serde_json::from_str::<Ring>(r#"{"ring":"other"}"#).is_err());
+    }
+}
