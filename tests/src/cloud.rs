@@ -45,6 +45,8 @@ pub struct Resources {
     pub jwks_url: String,
     /// Cognito's hosted domain, emulated on 127.0.0.1 ([`crate::hosted_ui`]).
     pub hosted_url: String,
+    /// The doorbell's WebSocket API, emulated on 127.0.0.1 (`host:port`, [`crate::doorbell_shim`]).
+    pub doorbell: String,
 }
 
 /// The stack name functions are named after.
@@ -166,6 +168,16 @@ impl Template {
         if s == "https://${AuthDomainPrefix}.auth.${AWS::Region}.amazoncognito.com" {
             return r.hosted_url.clone();
         }
+        // The doorbell's socket URL and its stage's management endpoint: the shim's.
+        let s = s
+            .replace(
+                "wss://${DoorbellApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}",
+                &format!("ws://{}", r.doorbell),
+            )
+            .replace(
+                "https://${DoorbellApi}.execute-api.${AWS::Region}.${AWS::URLSuffix}",
+                &format!("http://{}", r.doorbell),
+            );
         let s = s.replace(own, gateway);
         let mut out = String::new();
         let mut rest = s.as_str();
@@ -709,6 +721,8 @@ pub struct Account {
     pub aws: aws_config::SdkConfig,
     /// The emulated hosted sign-in domain, and what it was asked.
     pub hosted_ui: std::sync::Arc<crate::hosted_ui::HostedUi>,
+    /// The emulated doorbell WebSocket API (attach the emulator to route its `$connect`).
+    pub doorbell: std::sync::Arc<crate::doorbell_shim::DoorbellShim>,
 }
 
 /// See [`Account`].
@@ -758,6 +772,12 @@ pub async fn account() -> Option<Account> {
     tokio::spawn(async move {
         let _ = axum::serve(nodelay(listener), app).await;
     });
+    let doorbell = std::sync::Arc::new(crate::doorbell_shim::DoorbellShim::default());
+    let (doorbell_listener, doorbell_addr) = bind().await;
+    let shim = crate::doorbell_shim::router(std::sync::Arc::clone(&doorbell));
+    tokio::spawn(async move {
+        let _ = axum::serve(nodelay(doorbell_listener), shim).await;
+    });
     let clients = [
         ("ClaudeClient", "claude-client-id"),
         ("ChatGptClient", "chatgpt-client-id"),
@@ -774,6 +794,7 @@ pub async fn account() -> Option<Account> {
         clients,
         jwks_url: format!("http://{addr}/jwks.json"),
         hosted_url: format!("http://{addr}"),
+        doorbell: doorbell_addr.to_string(),
     };
     let var = |k: &str| std::env::var(k).unwrap_or_default();
     // What the Lambda service gives every function, the emulated endpoint, and one test-only
@@ -786,7 +807,7 @@ pub async fn account() -> Option<Account> {
         ("AWS_REGION".to_owned(), REGION.to_owned()),
         (lambda::config::ALLOW_LOOPBACK_WEBHOOKS.to_owned(), "true".to_owned()),
     ];
-    Some(Account { resources, base_env, aws, hosted_ui })
+    Some(Account { resources, base_env, aws, hosted_ui, doorbell })
 }
 
 /// A listener whose connections send small writes at once (no Nagle delay): the emulator must

@@ -11,6 +11,7 @@
 //! Without it the DynamoDB half skips loudly, except under `CI=true`, where it fails.
 
 pub mod cloud;
+pub mod doorbell_shim;
 pub mod faults;
 pub mod hosted_ui;
 pub mod mcp;

@@ -24,6 +24,9 @@ struct World {
     queue: String,
     table: String,
     dir: std::path::PathBuf,
+    /// The emulated doorbell API (routed to the function only by tests that attach it).
+    doorbell: std::sync::Arc<foundry_tests::doorbell_shim::DoorbellShim>,
+    aws: aws_config::SdkConfig,
 }
 
 impl World {
@@ -74,6 +77,8 @@ async fn world() -> Option<World> {
         queue: account.resources.events_queue.clone(),
         table: account.resources.table.clone(),
         dir,
+        doorbell: account.doorbell.clone(),
+        aws: account.aws.clone(),
     })
 }
 
@@ -322,5 +327,76 @@ async fn the_events_binaries_deliver_claimed_and_completed_once_each() {
     assert_eq!(kinds, ["task.assigned", "task.claimed", "task.completed"]);
     assert!(got.iter().all(|r| r.signature_ok));
     assert_eq!(receiver.hits(), 3, "a duplicate delivery");
+    let _ = std::fs::remove_dir_all(&w.dir);
+}
+
+/// The table's latest stream, as the functions' event sources read it.
+async fn stream_of(w: &World) -> String {
+    aws_sdk_dynamodb::Client::new(&w.aws)
+        .describe_table()
+        .table_name(&w.table)
+        .send()
+        .await
+        .unwrap()
+        .table()
+        .and_then(|t| t.latest_stream_arn())
+        .unwrap()
+        .to_owned()
+}
+
+/// The doorbell on the cloud shape, every part a real binary: the relay opens the socket the
+/// relay API's sync handed it (the WebSocket shim invokes the `doorbell` function's
+/// `$connect`, which checks the device token), its syncs relax the poll to 300 s, a run queued
+/// through MCP reaches it by a ring (the stream → `ring_doorbell` → `@connections`) and
+/// completes — the poll could not have found it in the test's time — and revoking the device
+/// closes its socket, whose reconnects `$connect` then refuses.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_doorbell_binaries_ring_the_relay_and_shut_out_a_revoked_desktop() {
+    use std::sync::atomic::Ordering;
+    let Some(w) = world().await else { return };
+    w.doorbell.attach(std::sync::Arc::clone(&w.emu));
+    let project =
+        w.owner("POST", "/projects", json!({"name": "Rings"})).await["project_id"].as_str().unwrap().to_owned();
+    w.owner("PUT", &format!("/projects/{project}"), json!({"enabled": true})).await;
+    let device = w.owner("POST", "/devices", json!({"name": "Mac"})).await;
+    let gs = format!("gs_{}", "d".repeat(32));
+    let config = relay_config(&w, &project, device["token"].as_str().unwrap(), &gs);
+    let mut relay = start_relay(&config);
+    let status = w.dir.join("relay-state/status.json");
+    wait_until("the relay's doorbell to open and its poll to relax", Duration::from_secs(30), || async {
+        let v: Value = serde_json::from_slice(&std::fs::read(&status).ok()?).ok()?;
+        (w.doorbell.open() == 1 && v["poll_interval_s"] == 300).then_some(())
+    })
+    .await;
+
+    let queued = w
+        .tool(
+            "run_graph_session",
+            json!({"graph_session_id": gs, "idempotency_key": "cloud-ring-0001", "arguments": {"n": 1}}),
+        )
+        .await;
+    let command = queued["structuredContent"]["command_id"].as_str().unwrap_or_else(|| panic!("{queued}")).to_owned();
+    let stream = stream_of(&w).await;
+    let ring = w.emu.name_of("RingDoorbellFunction").unwrap().to_owned();
+    let records = foundry_tests::stream_records(&stream).await;
+    w.emu.invoke(&ring, json!({"Records": records}).to_string().into()).await.unwrap();
+    assert!(w.doorbell.posted.load(Ordering::Relaxed) >= 1, "no ring was posted");
+    wait_until("the rung run to complete", Duration::from_secs(20), || async {
+        let r = w.tool("get_graph_run", json!({"command_id": command})).await;
+        (r["structuredContent"]["status"] == "completed").then_some(())
+    })
+    .await;
+
+    w.owner("DELETE", &format!("/devices/{}", device["device_id"].as_str().unwrap()), Value::Null).await;
+    let records = foundry_tests::stream_records(&stream).await;
+    w.emu.invoke(&ring, json!({"Records": records}).to_string().into()).await.unwrap();
+    wait_until(
+        "the revoked desktop's socket to close and its reconnect to be refused",
+        Duration::from_secs(20),
+        || async { (w.doorbell.open() == 0 && w.doorbell.refused.load(Ordering::Relaxed) >= 1).then_some(()) },
+    )
+    .await;
+    relay.kill().unwrap();
+    relay.wait().unwrap();
     let _ = std::fs::remove_dir_all(&w.dir);
 }

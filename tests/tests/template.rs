@@ -172,6 +172,11 @@ fn problems(template: &str) -> Vec<String> {
                         expected.extend(lambda::config::REGISTER_COGNITO_ACTIONS.iter().map(|a| (*a).to_owned()));
                         (lambda::config::REGISTER_DYNAMODB_ACTIONS, None)
                     }
+                    "doorbell" => (lambda::config::DOORBELL_DYNAMODB_ACTIONS, None),
+                    "ring_doorbell" => {
+                        expected.insert("execute-api:ManageConnections".into());
+                        (lambda::config::RING_DYNAMODB_ACTIONS, None)
+                    }
                     other => {
                         p.push(format!("{other}: a function the checker does not know"));
                         (&[][..], None)
@@ -187,6 +192,11 @@ fn problems(template: &str) -> Vec<String> {
                                 && (r.ends_with("ArtifactBucket.Arn}/artifacts/*")
                                     || (name == "owner_api" && r.ends_with("ArtifactBucket.Arn}/relay/*"))))
                             || (action.starts_with("cognito-idp:") && r == "UserPool.Arn")
+                            // Only this stack's doorbell sockets, only posting and closing.
+                            || (action == "execute-api:ManageConnections"
+                                && name == "ring_doorbell"
+                                && (r.ends_with(":${DoorbellApi}/relay/POST/@connections/*")
+                                    || r.ends_with(":${DoorbellApi}/relay/DELETE/@connections/*")))
                     });
                     if !ok {
                         p.push(format!(
@@ -481,8 +491,8 @@ fn template_matches_the_code() {
     assert!(p.is_empty(), "template.yaml disagrees with the code:\n{}", p.join("\n"));
     assert_eq!(
         function_crates().len(),
-        15,
-        "mcp + nine tools + graph_relay + owner_api + publish_events + notify + register_client"
+        17,
+        "mcp + nine tools + graph_relay + owner_api + publish_events + notify + register_client + doorbell + ring_doorbell"
     );
 }
 
@@ -533,6 +543,9 @@ fn the_checker_catches_broken_templates() {
         ("OpenID discovery served again", t.replacen("  AuthorizeRoute:\n", "  OpenIdRoute:\n    Type: AWS::ApiGatewayV2::Route\n    Properties: { ApiId: !Ref HttpApi, RouteKey: \"GET /.well-known/openid-configuration\", Target: !Sub \"integrations/${McpIntegration}\" }\n  AuthorizeRoute:\n", 1)),
         ("registration on every pool", t.replacen("                - cognito-idp:DeleteUserPoolClient\n              Resource:\n                - !GetAtt UserPool.Arn", "                - cognito-idp:DeleteUserPoolClient\n              Resource:\n                - \"*\"", 1)),
         ("discovery route dropped", t.replacen("RouteKey: \"GET /.well-known/oauth-authorization-server\"", "RouteKey: \"GET /.well-known/oauth-authorization-serverx\"", 1)),
+        ("doorbell may manage every API's sockets", t.replacen("${DoorbellApi}/relay/POST/@connections/*", "*/@connections/*", 1)),
+        ("doorbell sockets closed by anyone", t.replacen("                - execute-api:ManageConnections\n", "                - execute-api:ManageConnections\n                - execute-api:Invoke\n", 1)),
+        ("doorbell function writes anything", t.replacen("                - dynamodb:PutItem\n                - dynamodb:DeleteItem\n", "                - dynamodb:PutItem\n                - dynamodb:DeleteItem\n                - dynamodb:UpdateItem\n", 1)),
         ("panel callback changed", t.replacen("${AWS::URLSuffix}/panel\"]\n      LogoutURLs", "${AWS::URLSuffix}/callback\"]\n      LogoutURLs", 1)),
     ];
     for (what, broken) in cases {

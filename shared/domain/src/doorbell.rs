@@ -61,6 +61,18 @@ pub struct RingFor {
     pub ring: Ring,
 }
 
+/// An open doorbell socket in the cloud (API Gateway's WebSocket API keeps the socket; the
+/// table keeps whose it is).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Connection {
+    /// API Gateway's connection id.
+    pub connection_id: String,
+    /// The device whose token opened it.
+    pub device_id: uuid::Uuid,
+    /// When it was opened.
+    pub connected_at: crate::clock::Timestamp,
+}
+
 /// Whether a run's change rings: a new queued run (`sync`), or a cancel asked of a running
 /// run (`control`). Everything else the relay learns from its own calls.
 pub fn ring_for_run(old: Option<&Run>, new: &Run) -> Option<RingFor> {

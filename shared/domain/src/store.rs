@@ -297,6 +297,20 @@ pub trait PairDevices: Send + Sync {
     async fn poll_pairing(&self, code: &UserCode, device_code_hash: &str) -> StoreResult<PollOutcome>;
 }
 
+/// The cloud doorbell's open sockets (`crate::doorbell`): written by the `$connect` and
+/// `$disconnect` routes, read by the stream consumer that rings. (The local server keeps its
+/// sockets in memory: only DynamoDB implements this.)
+#[async_trait]
+pub trait DoorbellConnections: Send + Sync {
+    /// Records `connection_id` as `device`'s, for `owner`, kept a little past API Gateway's
+    /// 2-hour limit.
+    async fn open_connection(&self, owner: &OwnerId, device: uuid::Uuid, connection_id: &str) -> StoreResult<()>;
+    /// Forgets `connection_id` (`$disconnect`, or API Gateway answered 410 Gone); fine if unknown.
+    async fn close_connection(&self, connection_id: &str) -> StoreResult<()>;
+    /// The owner's open sockets (past the 2-hour limit ones left out): one query.
+    async fn connections_of(&self, owner: &OwnerId) -> StoreResult<Vec<crate::doorbell::Connection>>;
+}
+
 /// How fresh a device's `last_seen_at` is kept.
 pub const DEVICE_SEEN_GRANULARITY: std::time::Duration = std::time::Duration::from_secs(60);
 

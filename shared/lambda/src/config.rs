@@ -54,6 +54,14 @@ pub const REGISTER_COGNITO_ACTIONS: &[&str] = &[
 ];
 /// The doorbell's WebSocket URL the relay API hands to relays (optional).
 pub const DOORBELL_URL: &str = "DOORBELL_URL";
+/// The doorbell stage's `@connections` management endpoint (the ring function posts there).
+pub const DOORBELL_ENDPOINT: &str = "DOORBELL_ENDPOINT";
+/// What the `doorbell` function may do on the table: read device tokens and socket owners,
+/// write and delete socket items (in transactions).
+pub const DOORBELL_DYNAMODB_ACTIONS: &[&str] = &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"];
+/// What the `ring_doorbell` function may do on the table: list an owner's sockets, read and
+/// delete socket items of gone sockets.
+pub const RING_DYNAMODB_ACTIONS: &[&str] = &["dynamodb:Query", "dynamodb:GetItem", "dynamodb:DeleteItem"];
 
 /// What the `register_client` function may do on the table: read and record clients' first use
 /// (`CLIENT#…` items only).
@@ -91,6 +99,8 @@ pub fn required_keys(function: &str) -> Option<Vec<String>> {
             );
         }
         "publish_events" => return Some(vec![EVENTS_QUEUE_URL.to_owned()]),
+        "doorbell" => return Some(vec![TABLE_NAME.to_owned()]),
+        "ring_doorbell" => return Some(vec![TABLE_NAME.to_owned(), DOORBELL_ENDPOINT.to_owned()]),
         "notify" => return Some(vec![TABLE_NAME.to_owned(), EVENTS_QUEUE_URL.to_owned()]),
         "owner_api" => {
             return Some(
@@ -265,6 +275,47 @@ impl PublisherConfig {
         let mut r = Reader::new(get);
         let queue_url = r.required(EVENTS_QUEUE_URL);
         r.finish(Self { queue_url })
+    }
+}
+
+/// Settings of the `doorbell` function (`$connect`, `$disconnect`).
+#[derive(Debug, Clone, PartialEq)]
+pub struct DoorbellConfig {
+    /// The DynamoDB table (device tokens, open sockets).
+    pub table: String,
+}
+
+impl DoorbellConfig {
+    /// Reads the settings through `get`.
+    ///
+    /// # Errors
+    /// [`ConfigError`] with every problem.
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let mut r = Reader::new(get);
+        let table = r.required(TABLE_NAME);
+        r.finish(Self { table })
+    }
+}
+
+/// Settings of the `ring_doorbell` function (the table's stream → rings).
+#[derive(Debug, Clone, PartialEq)]
+pub struct RingConfig {
+    /// The DynamoDB table (open sockets).
+    pub table: String,
+    /// The doorbell stage's management endpoint (`https://{api}.execute-api.{region}.amazonaws.com/{stage}`).
+    pub endpoint: String,
+}
+
+impl RingConfig {
+    /// Reads the settings through `get`.
+    ///
+    /// # Errors
+    /// [`ConfigError`] with every problem.
+    pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let mut r = Reader::new(get);
+        let table = r.required(TABLE_NAME);
+        let endpoint = r.url(DOORBELL_ENDPOINT).unwrap_or_default();
+        r.finish(Self { table, endpoint })
     }
 }
 

@@ -24,6 +24,8 @@
 //! and an infrastructure fault a Lambda error or a 503 (retryable, details only in the logs).
 
 pub mod config;
+#[cfg(feature = "doorbell")]
+pub mod doorbell;
 #[cfg(feature = "http")]
 mod http_glue;
 #[cfg(feature = "jwks")]
@@ -61,6 +63,22 @@ pub fn env(key: &str) -> Option<String> {
 /// The AWS SDK configuration from the Lambda environment (region, credentials, endpoint).
 pub async fn aws_config() -> aws_config::SdkConfig {
     aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await
+}
+
+/// A stream record's old and new images (DynamoDB JSON, as the stream delivers them; an absent
+/// image is empty) decoded as the store's items.
+#[cfg(any(feature = "publisher", feature = "doorbell"))]
+pub(crate) fn stream_images(
+    record: &aws_lambda_events::event::dynamodb::EventRecord,
+) -> domain::store::StoreResult<(Option<store_dynamo::Item>, Option<store_dynamo::Item>)> {
+    fn image(item: &impl serde::Serialize) -> domain::store::StoreResult<Option<store_dynamo::Item>> {
+        let json = serde_json::to_value(item).map_err(|e| domain::store::StoreError::Corrupt(e.to_string()))?;
+        if json.as_object().is_none_or(serde_json::Map::is_empty) {
+            return Ok(None);
+        }
+        store_dynamo::item_from_stream_json(&json).map(Some)
+    }
+    Ok((image(&record.change.old_image)?, image(&record.change.new_image)?))
 }
 
 /// The DynamoDB store on `table`, with the system clock.

@@ -13,9 +13,9 @@ use aws_lambda_events::event::dynamodb::{Event as StreamEvent, EventRecord};
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
 use domain::events::Event;
-use domain::store::{StoreError, StoreResult};
+use domain::store::StoreResult;
 use lambda_runtime::{LambdaEvent, service_fn};
-use store_dynamo::{events_of_change, item_from_stream_json};
+use store_dynamo::events_of_change;
 
 use crate::config::PublisherConfig;
 use crate::{Error, aws_config, env, init_tracing};
@@ -119,17 +119,9 @@ pub async fn handle(sink: &dyn EventSink, event: &StreamEvent) -> DynamoDbEventR
     response
 }
 
-/// The events a stream record means: its old and new images (DynamoDB JSON, as the stream
-/// delivers them; an absent image is empty) decoded as the store's items.
+/// The events a stream record means ([`events_of_change`] over its decoded images).
 fn events_of_record(record: &EventRecord) -> StoreResult<Vec<Event>> {
-    fn image(item: &impl serde::Serialize) -> StoreResult<Option<store_dynamo::Item>> {
-        let json = serde_json::to_value(item).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        if json.as_object().is_none_or(serde_json::Map::is_empty) {
-            return Ok(None);
-        }
-        item_from_stream_json(&json).map(Some)
-    }
-    let (old, new) = (image(&record.change.old_image)?, image(&record.change.new_image)?);
+    let (old, new) = crate::stream_images(record)?;
     events_of_change(old.as_ref(), new.as_ref())
 }
 

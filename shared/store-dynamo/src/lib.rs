@@ -50,6 +50,7 @@ use domain::limits::Policy;
 mod clients;
 mod codec;
 mod devices;
+mod doorbell;
 mod error;
 mod events;
 mod idempotency;
@@ -62,6 +63,7 @@ mod schema;
 mod tasks;
 
 pub use codec::Item;
+pub use doorbell::{revoked_device_of_change, ring_of_change};
 pub use error::DynamoError;
 pub use events::{events_of_change, item_from_stream_json};
 pub use schema::create_table;

@@ -1,0 +1,244 @@
+//! The cloud doorbell (`domain::doorbell`): two functions around API Gateway's WebSocket API.
+//!
+//! - **`doorbell`** serves the API's `$connect` and `$disconnect` routes. `$connect` checks the
+//!   device token in the upgrade request's `Authorization` header (401 and nothing stored
+//!   without a valid one) and records the socket as that device's; `$disconnect` forgets it.
+//! - **`ring_doorbell`** reads the table's stream: a run queued (`sync`) or a cancel asked of
+//!   a running run (`control`) is posted to the owner's open sockets through the
+//!   `@connections` management API (a `410 Gone` socket is forgotten); a device revoked has
+//!   its sockets closed. Rings are hints — the relay still polls — so a failure is logged and
+//!   never fails the batch (a retried batch would ring twice, for nothing).
+
+use std::sync::Arc;
+
+use aws_lambda_events::apigw::{ApiGatewayProxyResponse, ApiGatewayWebsocketProxyRequest};
+use aws_lambda_events::event::dynamodb::Event as StreamEvent;
+use domain::devices::token_hash;
+use domain::doorbell::Ring;
+use domain::store::{AuthenticateDevices, DoorbellConnections};
+use lambda_runtime::{LambdaEvent, service_fn};
+
+use crate::config::{DoorbellConfig, RingConfig};
+use crate::{Error, aws_config, dynamo_store, env, init_tracing};
+
+/// Why a post to a socket failed.
+#[derive(Debug, thiserror::Error)]
+pub enum SocketError {
+    /// The socket is gone (`410`): forget it.
+    #[error("connection gone")]
+    Gone,
+    /// Anything else (logged).
+    #[error("@connections call failed")]
+    Failed(#[source] Box<dyn std::error::Error + Send + Sync>),
+}
+
+/// The `@connections` management API.
+#[async_trait::async_trait]
+pub trait Sockets: Send + Sync {
+    /// Sends `text` to the socket.
+    async fn post(&self, connection_id: &str, text: &str) -> Result<(), SocketError>;
+    /// Closes the socket.
+    async fn close(&self, connection_id: &str) -> Result<(), SocketError>;
+}
+
+/// API Gateway's management API at the doorbell stage's endpoint.
+pub struct ApiSockets {
+    client: aws_sdk_apigatewaymanagement::Client,
+}
+
+impl ApiSockets {
+    /// A client for the stage at `endpoint` (`https://{api}.execute-api.{region}.amazonaws.com/{stage}`).
+    pub fn new(aws: &aws_config::SdkConfig, endpoint: &str) -> Self {
+        let config = aws_sdk_apigatewaymanagement::config::Builder::from(aws).endpoint_url(endpoint).build();
+        Self { client: aws_sdk_apigatewaymanagement::Client::from_conf(config) }
+    }
+}
+
+fn socket_error<E>(
+    e: aws_sdk_apigatewaymanagement::error::SdkError<E, aws_sdk_apigatewaymanagement::config::http::HttpResponse>,
+) -> SocketError
+where
+    E: std::error::Error + Send + Sync + 'static,
+{
+    if e.raw_response().is_some_and(|r| r.status().as_u16() == 410) {
+        SocketError::Gone
+    } else {
+        SocketError::Failed(aws_sdk_apigatewaymanagement::error::DisplayErrorContext(e).to_string().into())
+    }
+}
+
+#[async_trait::async_trait]
+impl Sockets for ApiSockets {
+    async fn post(&self, connection_id: &str, text: &str) -> Result<(), SocketError> {
+        self.client
+            .post_to_connection()
+            .connection_id(connection_id)
+            .data(aws_sdk_apigatewaymanagement::primitives::Blob::new(text.as_bytes()))
+            .send()
+            .await
+            .map(drop)
+            .map_err(socket_error)
+    }
+
+    async fn close(&self, connection_id: &str) -> Result<(), SocketError> {
+        self.client.delete_connection().connection_id(connection_id).send().await.map(drop).map_err(socket_error)
+    }
+}
+
+fn answer(status: i64, body: &str) -> ApiGatewayProxyResponse {
+    let mut r = ApiGatewayProxyResponse::default();
+    r.status_code = status;
+    r.body = Some(aws_lambda_events::encodings::Body::Text(body.to_owned()));
+    r
+}
+
+/// One `$connect` or `$disconnect`.
+pub async fn socket_event<S: AuthenticateDevices + DoorbellConnections + ?Sized>(
+    store: &S,
+    event: &ApiGatewayWebsocketProxyRequest,
+) -> ApiGatewayProxyResponse {
+    let ctx = &event.request_context;
+    let Some(connection_id) = ctx.connection_id.as_deref() else {
+        return answer(400, r#"{"error":"no connection id"}"#);
+    };
+    match ctx.route_key.as_deref() {
+        Some("$connect") => {
+            let token = service::auth::bearer(event.headers.get("authorization").and_then(|v| v.to_str().ok()));
+            let device = match token {
+                None => None,
+                Some(t) => match store.device_by_token_hash(&token_hash(t)).await {
+                    Ok(d) => d,
+                    Err(e) => {
+                        tracing::error!(error = %domain::errors::ErrorChain(&e), "doorbell connect: token lookup failed");
+                        return answer(503, r#"{"error":"temporarily unavailable; retry"}"#);
+                    }
+                },
+            };
+            let Some(device) = device else {
+                return answer(401, r#"{"error":"a valid device token is required (Authorization: Bearer fcd_…)"}"#);
+            };
+            match store.open_connection(&device.owner, device.device_id, connection_id).await {
+                Ok(()) => {
+                    tracing::info!(device = %device.device_id, "doorbell connected");
+                    answer(200, "")
+                }
+                Err(e) => {
+                    tracing::error!(error = %domain::errors::ErrorChain(&e), "doorbell connect: recording failed");
+                    answer(503, r#"{"error":"temporarily unavailable; retry"}"#)
+                }
+            }
+        }
+        Some("$disconnect") => {
+            if let Err(e) = store.close_connection(connection_id).await {
+                tracing::warn!(error = %domain::errors::ErrorChain(&e), "doorbell disconnect: forgetting failed (TTL removes it)");
+            }
+            answer(200, "")
+        }
+        _ => answer(400, r#"{"error":"the doorbell takes no messages"}"#),
+    }
+}
+
+/// What a stream batch rang.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct RingReport {
+    /// Rings posted.
+    pub posted: usize,
+    /// Sockets found gone (forgotten).
+    pub gone: usize,
+    /// Sockets of revoked devices closed.
+    pub closed: usize,
+}
+
+/// Rings the sockets a stream batch calls for.
+pub async fn ring_records<S: DoorbellConnections + ?Sized, P: Sockets + ?Sized>(
+    store: &S,
+    sockets: &P,
+    event: &StreamEvent,
+) -> RingReport {
+    let mut report = RingReport::default();
+    for record in &event.records {
+        let (old, new) = match crate::stream_images(record) {
+            Ok(images) => images,
+            Err(e) => {
+                tracing::debug!(error = %domain::errors::ErrorChain(&e), "undecodable stream record; no ring");
+                continue;
+            }
+        };
+        if let Ok(Some(ring)) = store_dynamo::ring_of_change(old.as_ref(), new.as_ref()) {
+            let text = serde_json::to_string(&ring.ring).unwrap_or_default();
+            for c in connections(store, &ring.owner).await {
+                match sockets.post(&c.connection_id, &text).await {
+                    Ok(()) => report.posted += 1,
+                    Err(SocketError::Gone) => {
+                        report.gone += 1;
+                        let _ = store.close_connection(&c.connection_id).await;
+                    }
+                    Err(e) => {
+                        tracing::warn!(error = %domain::errors::ErrorChain(&e), "ring not delivered; the poll covers it")
+                    }
+                }
+            }
+            if matches!(ring.ring, Ring::Control { .. }) {
+                tracing::debug!("control ring");
+            }
+        }
+        if let Ok(Some((owner, device))) = store_dynamo::revoked_device_of_change(old.as_ref(), new.as_ref()) {
+            for c in connections(store, &owner).await.into_iter().filter(|c| c.device_id == device) {
+                if !matches!(sockets.close(&c.connection_id).await, Err(SocketError::Failed(_))) {
+                    report.closed += 1;
+                }
+                let _ = store.close_connection(&c.connection_id).await;
+            }
+        }
+    }
+    report
+}
+
+async fn connections<S: DoorbellConnections + ?Sized>(
+    store: &S,
+    owner: &domain::ids::OwnerId,
+) -> Vec<domain::doorbell::Connection> {
+    store.connections_of(owner).await.unwrap_or_else(|e| {
+        tracing::warn!(error = %domain::errors::ErrorChain(&e), "listing doorbell sockets failed; no ring");
+        Vec::new()
+    })
+}
+
+/// Runs the `doorbell` function (`$connect`, `$disconnect`) until the runtime stops it.
+///
+/// # Errors
+/// Bad configuration, or the runtime failing.
+pub async fn run_socket() -> Result<(), Error> {
+    init_tracing();
+    let config = DoorbellConfig::from_env(env)?;
+    let aws = aws_config().await;
+    let store = Arc::new(dynamo_store(&aws, &config.table, Default::default()));
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<ApiGatewayWebsocketProxyRequest>| {
+        let store = Arc::clone(&store);
+        async move { Ok::<_, Error>(socket_event(store.as_ref(), &event.payload).await) }
+    }))
+    .await
+}
+
+/// Runs the `ring_doorbell` function (the table's stream) until the runtime stops it.
+///
+/// # Errors
+/// Bad configuration, or the runtime failing.
+pub async fn run_ring() -> Result<(), Error> {
+    init_tracing();
+    let config = RingConfig::from_env(env)?;
+    let aws = aws_config().await;
+    let store = Arc::new(dynamo_store(&aws, &config.table, Default::default()));
+    let sockets = Arc::new(ApiSockets::new(&aws, &config.endpoint));
+    lambda_runtime::run(service_fn(move |event: LambdaEvent<StreamEvent>| {
+        let (store, sockets) = (Arc::clone(&store), Arc::clone(&sockets));
+        async move {
+            let report = ring_records(store.as_ref(), sockets.as_ref(), &event.payload).await;
+            if report != RingReport::default() {
+                tracing::info!(posted = report.posted, gone = report.gone, closed = report.closed, "rang");
+            }
+            Ok::<_, Error>(())
+        }
+    }))
+    .await
+}

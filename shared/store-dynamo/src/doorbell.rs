@@ -1,0 +1,124 @@
+//! The cloud doorbell's open sockets ([`DoorbellConnections`]), and what a stream record means
+//! for it ([`ring_of_change`], [`revoked_device_of_change`]).
+//!
+//! Two items per socket, written and deleted together: `DOORBELL#<owner>` / `CONN#<id>` (the
+//! owner's sockets, one query for a ring) and `DBCONN#<id>` / `DBCONN` (whose a socket is, for
+//! `$disconnect`, which knows only the id). Both carry a TTL a little past API Gateway's
+//! 2-hour limit, and reads leave expired ones out (TTL deletion is late, and emulators never
+//! delete).
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::types::{Delete, TransactWriteItem};
+
+use domain::doorbell::{Connection, MAX_CONNECTION, RingFor, ring_for_run};
+use domain::ids::OwnerId;
+use domain::store::{DoorbellConnections, StoreResult};
+
+use crate::codec::{Item, Read, device_from, n, opt_from, run_from, s, values};
+use crate::error::{build, unexpected};
+use crate::keys::{key, ttl_at};
+use crate::request::put;
+use crate::{DynamoStore, TTL_ATTRIBUTE};
+
+/// How long past API Gateway's limit a socket's items are kept.
+const KEEP: Duration = Duration::from_secs(10 * 60);
+
+fn owner_item_key(owner: &OwnerId, id: &str) -> Item {
+    key(format!("DOORBELL#{owner}"), format!("CONN#{id}"))
+}
+
+fn socket_key(id: &str) -> Item {
+    key(format!("DBCONN#{id}"), "DBCONN")
+}
+
+impl DynamoStore {
+    fn delete_item(&self, key: Item) -> StoreResult<TransactWriteItem> {
+        let d = Delete::builder().table_name(&self.table).set_key(Some(key)).build().map_err(build)?;
+        Ok(TransactWriteItem::builder().delete(d).build())
+    }
+}
+
+#[async_trait]
+impl DoorbellConnections for DynamoStore {
+    async fn open_connection(&self, owner: &OwnerId, device: uuid::Uuid, connection_id: &str) -> StoreResult<()> {
+        let now = self.clock.now();
+        let expires = now.plus(MAX_CONNECTION + KEEP);
+        let mut mine = owner_item_key(owner, connection_id);
+        mine.extend(values([
+            ("connection_id", s(connection_id)),
+            ("device_id", s(device.to_string())),
+            ("connected_at", n(now.as_millis())),
+            ("expires_at", n(expires.as_millis())),
+            (TTL_ATTRIBUTE, ttl_at(expires)),
+        ]));
+        let mut socket = socket_key(connection_id);
+        socket.extend(values([("owner", s(owner.as_str())), (TTL_ATTRIBUTE, ttl_at(expires))]));
+        let items = vec![
+            put(&self.table, mine, "attribute_not_exists(#pk)", Item::new())?,
+            put(&self.table, socket, "attribute_not_exists(#pk)", Item::new())?,
+        ];
+        match self.transact(items).await? {
+            // Connection ids are API Gateway's and never reused: a condition that failed is
+            // this call's own first attempt, whose answer was lost.
+            None | Some(_) => Ok(()),
+        }
+    }
+
+    async fn close_connection(&self, connection_id: &str) -> StoreResult<()> {
+        let Some(socket) = self.get(socket_key(connection_id)).await? else { return Ok(()) };
+        let owner = Read(&socket).parse("owner", |v| OwnerId::new(v).ok())?;
+        let items = vec![
+            self.delete_item(owner_item_key(&owner, connection_id))?,
+            self.delete_item(socket_key(connection_id))?,
+        ];
+        match self.transact(items).await? {
+            None => Ok(()),
+            Some(reasons) => Err(unexpected("doorbell disconnect", &reasons)),
+        }
+    }
+
+    async fn connections_of(&self, owner: &OwnerId) -> StoreResult<Vec<Connection>> {
+        let now = self.clock.now().as_millis();
+        let mut out = Vec::new();
+        for item in self.query_all(format!("DOORBELL#{owner}"), "CONN#").await? {
+            let r = Read(&item);
+            if r.n("expires_at")? <= now {
+                continue;
+            }
+            out.push(Connection {
+                connection_id: r.s("connection_id")?.to_owned(),
+                device_id: r.parse("device_id", |v| uuid::Uuid::try_parse(v).ok())?,
+                connected_at: r.ts("connected_at")?,
+            });
+        }
+        Ok(out)
+    }
+}
+
+/// The ring a stream record of a run means ([`ring_for_run`] over its decoded images).
+///
+/// # Errors
+/// An image that is not a run this code wrote.
+pub fn ring_of_change(old: Option<&Item>, new: Option<&Item>) -> StoreResult<Option<RingFor>> {
+    let sk = new.and_then(|i| Read(i).opt_s("sk").map(str::to_owned)).unwrap_or_default();
+    if sk != "RUN" {
+        return Ok(None);
+    }
+    let (o, n) = (opt_from(old, run_from)?, opt_from(new, run_from)?);
+    Ok(n.and_then(|n| ring_for_run(o.as_ref(), &n)))
+}
+
+/// The device a stream record revokes: its owner record (`DEVICE#…`) gained `revoked_at`.
+///
+/// # Errors
+/// An image that is not a device this code wrote.
+pub fn revoked_device_of_change(old: Option<&Item>, new: Option<&Item>) -> StoreResult<Option<(OwnerId, uuid::Uuid)>> {
+    let sk = new.and_then(|i| Read(i).opt_s("sk").map(str::to_owned)).unwrap_or_default();
+    if !sk.starts_with("DEVICE#") {
+        return Ok(None);
+    }
+    let (o, n) = (opt_from(old, device_from)?, opt_from(new, device_from)?);
+    Ok(n.filter(|n| n.revoked_at.is_some() && o.is_none_or(|o| o.revoked_at.is_none())).map(|d| (d.owner, d.device_id)))
+}
