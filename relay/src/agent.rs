@@ -134,6 +134,11 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         })
     }
 
+    /// The doorbell this relay listens to (the simulation rings it directly).
+    pub fn doorbell(&self) -> Arc<Doorbell> {
+        Arc::clone(&self.bell)
+    }
+
     /// Backoff jitter from `seed` instead of the OS (a deterministic simulation).
     pub fn with_jitter_seed(mut self, seed: u64) -> Self {
         self.jitter_seed = Some(seed);

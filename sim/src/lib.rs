@@ -206,7 +206,18 @@ pub struct World {
     state_dir: PathBuf,
     seed: u64,
     relay: Option<(tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>)>,
+    /// Doorbell mode: rings reach the relay after a log-normal latency (median, σ), see
+    /// [`World::with_doorbell`].
+    ring_latency: Option<(Duration, f64)>,
+    bells: Option<tokio::task::JoinHandle<()>>,
 }
+
+/// The doorbell's latency in the simulation: stream → `ring_doorbell` → `@connections` →
+/// socket, log-normal with median 250 ms and σ 0.6 (p95 ≈ 670 ms), at least 50 ms. A stated
+/// assumption, not a measurement of AWS: the local benchmark measures the rest of the path.
+pub const RING_MEDIAN: Duration = Duration::from_millis(250);
+/// σ of the ring latency's logarithm.
+pub const RING_SIGMA: f64 = 0.6;
 
 impl World {
     /// A fresh world.
@@ -246,7 +257,17 @@ impl World {
             state_dir: tmp.join(format!("foundry-sim-{}", uuid::Uuid::new_v4())),
             seed,
             relay: None,
+            ring_latency: None,
+            bells: None,
         })
+    }
+
+    /// Doorbell mode: every ring the store's changes make reaches the relay after a latency
+    /// drawn from [`RING_MEDIAN`] / [`RING_SIGMA`] (the poll stays the safety net).
+    #[must_use]
+    pub fn with_doorbell(mut self) -> Self {
+        self.ring_latency = Some((RING_MEDIAN, RING_SIGMA));
+        self
     }
 
     /// Starts the relay (first pass at once), with this control poll.
@@ -280,6 +301,23 @@ impl World {
             faults: Arc::clone(&self.faults),
         };
         let relay = Relay::with_parts(config, Client::over(transport), VirtualGraphs)?.with_jitter_seed(self.seed);
+        if let Some((median, sigma)) = self.ring_latency {
+            let (bell, mut rings) = (relay.doorbell(), self.store.rings());
+            let mut rng = Rng::new(self.seed ^ 0xd00b);
+            self.bells = Some(tokio::spawn(async move {
+                while let Ok(r) = rings.recv().await {
+                    let latency = rng.lognormal(median, sigma, Duration::from_millis(50));
+                    let bell = Arc::clone(&bell);
+                    tokio::spawn(async move {
+                        tokio::time::sleep(latency).await;
+                        match r.ring {
+                            domain::doorbell::Ring::Sync => bell.sync.notify_one(),
+                            domain::doorbell::Ring::Control { .. } => bell.control.notify_one(),
+                        }
+                    });
+                }
+            }));
+        }
         let (tx, rx) = tokio::sync::oneshot::channel::<()>();
         let task = tokio::spawn(async move {
             let _ = relay
@@ -294,6 +332,9 @@ impl World {
 
     /// Stops the relay (it finishes nothing: a run in progress is cut short).
     pub async fn stop_relay(&mut self) {
+        if let Some(b) = self.bells.take() {
+            b.abort();
+        }
         if let Some((tx, task)) = self.relay.take() {
             let _ = tx.send(());
             let _ = task.await;

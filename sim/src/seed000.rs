@@ -46,7 +46,12 @@ async fn terminal(w: &World, id: CommandId) -> anyhow::Result<domain::runs::Run>
 }
 
 async fn world(seed: u64) -> anyhow::Result<World> {
-    let mut w = World::new(seed, Policy::default()).await?;
+    world_with(seed, false).await
+}
+
+async fn world_with(seed: u64, doorbell: bool) -> anyhow::Result<World> {
+    let w = World::new(seed, Policy::default()).await?;
+    let mut w = if doorbell { w.with_doorbell() } else { w };
     w.start_relay(CONTROL_POLL)?;
     // The relay's first pass shares the session.
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -54,9 +59,9 @@ async fn world(seed: u64) -> anyhow::Result<World> {
 }
 
 /// Pickup wait: each run is queued at a random phase of the relay's 20 s poll.
-async fn pickup(seed: u64, n: usize) -> anyhow::Result<String> {
+async fn pickup(seed: u64, n: usize, doorbell: bool) -> anyhow::Result<String> {
     let mut rng = Rng::new(seed ^ 0x0001);
-    let w = world(seed).await?;
+    let w = world_with(seed, doorbell).await?;
     let mut waits = Vec::new();
     for i in 0..n {
         tokio::time::sleep(rng.between(Duration::ZERO, w.policy.poll_interval)).await;
@@ -64,10 +69,17 @@ async fn pickup(seed: u64, n: usize) -> anyhow::Result<String> {
         let r = terminal(&w, id).await?;
         waits.push(secs(r.queued_at, r.started_at.unwrap_or(r.queued_at)));
     }
-    Ok(format!(
-        "pickup wait (queued -> started), 20 s poll, n={n}\n  report:  mean 9.8 s, median 9.8 s, p95 18.9 s, max 20.0 s\n  product: {}\n",
-        Stats::of(&waits).line()
-    ))
+    Ok(if doorbell {
+        format!(
+            "pickup wait with the doorbell (ring latency log-normal, median 250 ms, σ 0.6), 20 s safety poll, n={n}\n  product: {}\n",
+            Stats::of(&waits).line()
+        )
+    } else {
+        format!(
+            "pickup wait (queued -> started), 20 s poll, n={n}\n  report:  mean 9.8 s, median 9.8 s, p95 18.9 s, max 20.0 s\n  product: {}\n",
+            Stats::of(&waits).line()
+        )
+    })
 }
 
 /// Five runs queued at once finish in sequence: one desktop is one worker.
@@ -173,9 +185,9 @@ async fn polling(seed: u64, n: usize) -> anyhow::Result<String> {
 
 /// Cancel at a random 0–40 s after queueing: queued runs end at once, running ones within a
 /// control poll.
-async fn cancel(seed: u64, n: usize) -> anyhow::Result<String> {
+async fn cancel(seed: u64, n: usize, doorbell: bool) -> anyhow::Result<String> {
     let mut rng = Rng::new(seed ^ 0x0200);
-    let w = world(seed).await?;
+    let w = world_with(seed, doorbell).await?;
     let (mut queued_n, mut running_n, mut done_n) = (0, 0, 0);
     let (mut queued_t, mut running_t) = (Vec::new(), Vec::new());
     for i in 0..n {
@@ -206,8 +218,9 @@ async fn cancel(seed: u64, n: usize) -> anyhow::Result<String> {
         format!("terminal after max {:.1} s", Stats::of(&queued_t).max)
     };
     let r = if running_t.is_empty() { "none".into() } else { Stats::of(&running_t).line() };
+    let mode = if doorbell { ", with the doorbell (control rings)" } else { "" };
     Ok(format!(
-        "cancel at a random 0–40 s after queueing, 3 s control poll, n={n}: still queued {queued_n}, running {running_n}, already finished {done_n}\n  \
+        "cancel at a random 0–40 s after queueing, 3 s control poll{mode}, n={n}: still queued {queued_n}, running {running_n}, already finished {done_n}\n  \
          report:  queued: terminal after 0.0 s; running: mean 2.0 s, p95 3.3 s, max 3.5 s\n  \
          product: queued: {q}; running: {r}\n"
     ))
@@ -266,10 +279,12 @@ async fn offline_and_lost(seed: u64) -> anyhow::Result<String> {
 /// Simulation set-up failures.
 pub async fn tables(seed: u64, n: usize) -> anyhow::Result<String> {
     let mut out = String::from("\n== seed 000: Graph runs on the owner's desktop ==\n");
-    out += &pickup(seed, n).await?;
+    out += &pickup(seed, n, false).await?;
+    out += &pickup(seed, n, true).await?;
     out += &five_at_once(seed).await?;
     out += &polling(seed, n).await?;
-    out += &cancel(seed, n).await?;
+    out += &cancel(seed, n, false).await?;
+    out += &cancel(seed, n, true).await?;
     out += &offline_and_lost(seed).await?;
     Ok(out)
 }

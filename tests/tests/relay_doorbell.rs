@@ -276,7 +276,8 @@ fn percentiles(mut v: Vec<f64>) -> (f64, f64, f64, usize) {
     (at(0.5), at(0.95), *v.last().unwrap(), v.len())
 }
 
-/// The benchmark behind docs/results.md ("Doorbell"): `DESKS` relays at once, each chaining
+/// The benchmark behind docs/results.md ("Doorbell"), run outside nextest's 10-minute limit:
+/// `target/debug/deps/suite-* --ignored --nocapture relay_doorbell::doorbell_benchmark`. `DESKS` relays at once, each chaining
 /// `FOUNDRY_DOORBELL_RUNS / DESKS` runs (the next queued as soon as the previous finished), with
 /// and without the doorbell at the default polls; then cancels of running graphs with and
 /// without a child process.
@@ -318,6 +319,7 @@ async fn doorbell_benchmark() {
             if doorbell { "on" } else { "off" },
             SystemClock.now().since(started).as_secs_f64()
         ));
+        eprintln!("{}", report.last().unwrap());
         drop(desks);
         for (label, script) in [("with a child", "sh -c 'sleep 60'; echo"), ("exec, no child", "exec sleep 60")] {
             let mut desks = Vec::new();
@@ -349,6 +351,7 @@ async fn doorbell_benchmark() {
                 "cancel-running {label}, doorbell {}: n={n} p50 {p50:.3} s, p95 {p95:.3} s, max {max:.3} s",
                 if doorbell { "on" } else { "off" }
             ));
+            eprintln!("{}", report.last().unwrap());
         }
         cleanup(&w.dir);
     }
