@@ -283,16 +283,7 @@ async fn the_events_binaries_deliver_claimed_and_completed_once_each() {
     w.tool("submit_linked_chat_result", submit).await; // a replay: no change, no event
 
     // The stream → publish_events (the binary) → SQS.
-    let stream = aws_sdk_dynamodb::Client::new(&aws)
-        .describe_table()
-        .table_name(&w.table)
-        .send()
-        .await
-        .unwrap()
-        .table()
-        .and_then(|t| t.latest_stream_arn())
-        .unwrap()
-        .to_owned();
+    let stream = stream_of(&w).await;
     let records = foundry_tests::stream_records(&stream).await;
     let publisher = w.emu.name_of("PublishEventsFunction").unwrap().to_owned();
     let answer = w.emu.invoke(&publisher, json!({"Records": records}).to_string().into()).await.unwrap();

@@ -90,22 +90,8 @@ pub fn ring_for_run(old: Option<&Run>, new: &Run) -> Option<RingFor> {
 mod tests {
     use super::*;
 
-    use crate::clock::Timestamp;
-    use crate::ids::{AgentId, GraphSessionId, IdempotencyKey};
-    use crate::limits::Policy;
-    use crate::runs::{QueueRun, QueueTarget};
-
     fn queued() -> Run {
-        let req = QueueRun {
-            owner: OwnerId::new("o").unwrap(),
-            agent: AgentId::new("claude", "o").unwrap(),
-            project_id: None,
-            graph_session_id: GraphSessionId::parse("g", &format!("gs_{}", "a".repeat(32))).unwrap(),
-            arguments: serde_json::json!({}),
-            idempotency_key: IdempotencyKey::parse("key-00002").unwrap(),
-        };
-        let target = QueueTarget { project_id: ProjectId::generate(), slug: "report".into() };
-        Run::queued(&req, target, Timestamp::from_millis(0), &Policy::default())
+        crate::runs::sample_run()
     }
 
     #[test]

@@ -273,10 +273,9 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::ids::{AgentId, ChatLinkId, ClaimId, GraphSessionId, IdempotencyKey, OwnerId, ProjectId};
+    use crate::ids::{ChatLinkId, ClaimId, IdempotencyKey, OwnerId};
     use crate::limits::Policy;
-    use crate::runs::QueueTarget;
-    use crate::runs::{Completion, FinalStatus, QueueRun};
+    use crate::runs::{Completion, FinalStatus};
     use crate::tasks::AssignTask;
 
     fn at(s: i64) -> Timestamp {
@@ -345,16 +344,7 @@ mod tests {
     }
 
     fn run() -> Run {
-        let req = QueueRun {
-            owner: OwnerId::new("o").unwrap(),
-            agent: AgentId::new("claude", "o").unwrap(),
-            project_id: None,
-            graph_session_id: GraphSessionId::parse("g", &format!("gs_{}", "a".repeat(32))).unwrap(),
-            arguments: serde_json::json!({"secret": "args"}),
-            idempotency_key: IdempotencyKey::parse("key-00002").unwrap(),
-        };
-        let target = QueueTarget { project_id: ProjectId::generate(), slug: "report".into() };
-        Run::queued(&req, target, at(0), &Policy::default())
+        crate::runs::sample_run()
     }
 
     #[test]

@@ -656,3 +656,19 @@ pub fn classify_complete(
 
 #[cfg(test)]
 mod tests;
+
+/// A queued run for unit tests across the crate's modules.
+#[cfg(test)]
+pub(crate) fn sample_run() -> Run {
+    use crate::ids::{AgentId, GraphSessionId, IdempotencyKey};
+    let req = QueueRun {
+        owner: OwnerId::new("o").unwrap(),
+        agent: AgentId::new("claude", "o").unwrap(),
+        project_id: None,
+        graph_session_id: GraphSessionId::parse("g", &format!("gs_{}", "a".repeat(32))).unwrap(),
+        arguments: serde_json::json!({"secret": "args"}),
+        idempotency_key: IdempotencyKey::parse("key-00002").unwrap(),
+    };
+    let target = QueueTarget { project_id: crate::ids::ProjectId::generate(), slug: "report".into() };
+    Run::queued(&req, target, crate::clock::Timestamp::from_millis(0), &Policy::default())
+}
