@@ -351,7 +351,15 @@ async fn the_doorbell_binaries_ring_the_relay_and_shut_out_a_revoked_desktop() {
     w.owner("PUT", &format!("/projects/{project}"), json!({"enabled": true})).await;
     let device = w.owner("POST", "/devices", json!({"name": "Mac"})).await;
     let gs = format!("gs_{}", "d".repeat(32));
+    let sleeper = format!("gs_{}", "e".repeat(32));
     let config = relay_config(&w, &project, device["token"].as_str().unwrap(), &gs);
+    // A second session that runs until cancelled, and a control poll (10 s) no cancel in this
+    // test waits for: only a control ring ends it in time.
+    let text = std::fs::read_to_string(&config).unwrap().replace("control_poll_ms = 300", "control_poll_ms = 10000")
+        + &format!(
+            "[[sessions]]\ngraph_session_id = \"{sleeper}\"\nname = \"Sleep\"\nslug = \"sleep\"\nversion = \"1\"\nprojects = [\"{project}\"]\ncommand = [\"sh\", \"-c\", \"sleep 60\"]\n"
+        );
+    std::fs::write(&config, text).unwrap();
     let mut relay = start_relay(&config);
     let status = w.dir.join("relay-state/status.json");
     wait_until("the relay's doorbell to open and its poll to relax", Duration::from_secs(30), || async {
@@ -377,6 +385,28 @@ async fn the_doorbell_binaries_ring_the_relay_and_shut_out_a_revoked_desktop() {
         (r["structuredContent"]["status"] == "completed").then_some(())
     })
     .await;
+
+    // A cancel of a running run: the control ring ends it well inside the 10 s control poll.
+    let long =
+        w.tool("run_graph_session", json!({"graph_session_id": sleeper, "idempotency_key": "cloud-ring-0002"})).await;
+    let long = long["structuredContent"]["command_id"].as_str().unwrap_or_else(|| panic!("{long}")).to_owned();
+    let records = foundry_tests::stream_records(&stream).await;
+    w.emu.invoke(&ring, json!({"Records": records}).to_string().into()).await.unwrap();
+    wait_until("the long run to start", Duration::from_secs(20), || async {
+        let r = w.tool("get_graph_run", json!({"command_id": long})).await;
+        (r["structuredContent"]["status"] == "running").then_some(())
+    })
+    .await;
+    w.tool("cancel_graph_run", json!({"command_id": long})).await;
+    let asked = std::time::Instant::now();
+    let records = foundry_tests::stream_records(&stream).await;
+    w.emu.invoke(&ring, json!({"Records": records}).to_string().into()).await.unwrap();
+    wait_until("the running run to be cancelled by a control ring", Duration::from_secs(8), || async {
+        let r = w.tool("get_graph_run", json!({"command_id": long})).await;
+        (r["structuredContent"]["status"] == "cancelled").then_some(())
+    })
+    .await;
+    eprintln!("cloud shape: cancel of a running run {:.3} s after the request", asked.elapsed().as_secs_f64());
 
     w.owner("DELETE", &format!("/devices/{}", device["device_id"].as_str().unwrap()), Value::Null).await;
     let records = foundry_tests::stream_records(&stream).await;
