@@ -6,7 +6,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::sync::Arc;
 
 use base64::Engine;
@@ -31,6 +31,24 @@ fn iam(op: &str) -> Vec<String> {
         _ if op == "TransactGetItems" => vec!["dynamodb:GetItem".to_owned()],
         _ => vec![format!("dynamodb:{op}")],
     }
+}
+
+/// `docs/cost-inputs.json` holds the DynamoDB requests of each operation `infra/cost.py` prices,
+/// as measured here: `section`'s must equal `measured` (with `FOUNDRY_COST_UPDATE=1` the file is
+/// rewritten instead, then `python3 infra/cost.py` prints the new table for docs/cost.md).
+fn check_cost_inputs(section: &str, measured: &BTreeMap<String, Vec<String>>) {
+    let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/cost-inputs.json");
+    let mut doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    if std::env::var_os("FOUNDRY_COST_UPDATE").is_some() {
+        doc["dynamodb_requests"][section] = json!(measured);
+        std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap() + "\n").unwrap();
+        return;
+    }
+    assert_eq!(
+        doc["dynamodb_requests"][section],
+        json!(measured),
+        "docs/cost-inputs.json: the {section} requests changed; rerun this test with FOUNDRY_COST_UPDATE=1, then python3 infra/cost.py for docs/cost.md"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -69,6 +87,8 @@ async fn every_tool_uses_exactly_its_declared_dynamodb_actions() {
     let (p, l, t) = (project.project_id.to_string(), link.to_string(), task.task_id.to_string());
     let run_args = json!({"graph_session_id": gs.to_string(), "idempotency_key": "perm-run-1"});
     let mut seen: HashMap<ToolName, BTreeSet<String>> = HashMap::new();
+    // The first call of each tool is its common path: what docs/cost.md prices.
+    let mut first: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut command = String::new();
     let mut claim = String::new();
     // Every path that touches the store differently: first call, replay, rejection.
@@ -115,7 +135,9 @@ async fn every_tool_uses_exactly_its_declared_dynamodb_actions() {
         let reply = handle(&deps, &ToolCall { tool, owner: owner.clone(), agent: agent.clone(), arguments: args })
             .await
             .unwrap();
-        seen.entry(tool).or_default().extend(log.take().iter().flat_map(|op| iam(op)));
+        let ops = log.take();
+        seen.entry(tool).or_default().extend(ops.iter().flat_map(|op| iam(op)));
+        first.entry(tool.as_str().to_owned()).or_insert(ops);
         if let ToolReply::Ok { structured } = &reply {
             if let Some(c) = structured.get("command_id").and_then(|v| v.as_str()) {
                 command = c.to_owned();
@@ -132,6 +154,7 @@ async fn every_tool_uses_exactly_its_declared_dynamodb_actions() {
         eprintln!("{}: {:?}", tool.as_str(), used);
         assert_eq!(used, declared, "{}: IAM actions used vs declared", tool.as_str());
     }
+    check_cost_inputs("tools", &first);
 }
 
 /// Requests for the relay and owner APIs, through their real HTTP handlers.
@@ -275,7 +298,12 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
             .await,
     );
     json_of(owner_api.handle(request("GET", "/owner/runs", &owner_token, json!(null))).await);
+    let mut owner_ops = log.take();
     json_of(owner_api.handle(request("GET", "/owner/overview", &owner_token, json!(null))).await);
+    let mut costed: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let overview = log.take();
+    owner_ops.extend(overview.iter().cloned());
+    costed.insert("panel_refresh".into(), overview);
     let doomed = json_of(
         owner_api
             .handle(request("POST", "/owner/links", &owner_token, json!({"project_id": project, "name": "Old"})))
@@ -285,7 +313,8 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
         .unwrap()
         .to_owned();
     json_of(owner_api.handle(request("DELETE", &format!("/owner/links/{doomed}"), &owner_token, json!(null))).await);
-    let owner_used = iam_of(log.take());
+    owner_ops.extend(log.take());
+    let owner_used = iam_of(owner_ops);
 
     // Relay API: sync, start, control, complete, on a queued run.
     let gs = GraphSessionId::parse("g", &format!("gs_{}", "e".repeat(32))).unwrap();
@@ -315,7 +344,11 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
     let redeemed =
         relay_api.handle(request("POST", "/external-assistants/graph-relays/pairings/token", "", poll)).await;
     assert_eq!(redeemed.status(), 200, "{:?}", redeemed.body());
+    let mut relay_ops = log.take();
     relay_api.handle(request("POST", "/external-assistants/graph-relays/sync", &device_token, sync_body)).await;
+    let sync_ops = log.take();
+    relay_ops.extend(sync_ops.iter().cloned());
+    costed.insert("relay_sync_with_work".into(), sync_ops);
     let id = run.command_id;
     let start = relay_api
         .handle(request(
@@ -326,6 +359,12 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
         ))
         .await;
     assert_eq!(start.status(), 200);
+    let mut step = |name: &str, relay_ops: &mut Vec<String>| {
+        let ops = log.take();
+        relay_ops.extend(ops.iter().cloned());
+        costed.insert(name.to_owned(), ops);
+    };
+    step("relay_start", &mut relay_ops);
     relay_api
         .handle(request(
             "GET",
@@ -334,6 +373,7 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
             json!(null),
         ))
         .await;
+    step("relay_control", &mut relay_ops);
     let done = relay_api
         .handle(request(
             "POST",
@@ -343,10 +383,26 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
         ))
         .await;
     assert_eq!(done.status(), 200);
-    let relay_used = iam_of(log.take());
+    step("relay_complete", &mut relay_ops);
+    let relay_used = iam_of(relay_ops);
 
     let declared = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<BTreeSet<String>>();
     eprintln!("owner_api: {owner_used:?}\ngraph_relay: {relay_used:?}");
     assert_eq!(owner_used, declared(service::owner_api::DYNAMODB_ACTIONS));
     assert_eq!(relay_used, declared(service::relay_api::DYNAMODB_ACTIONS));
+    check_cost_inputs("apis", &costed);
+}
+
+/// docs/cost.md shows what `infra/cost.py` prints from docs/cost-inputs.json (whose DynamoDB part
+/// the tests above hold to the measured requests): the tables cannot drift from their inputs.
+#[test]
+fn the_cost_tables_are_the_output_of_the_cost_command() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let out = std::process::Command::new("python3").arg("infra/cost.py").current_dir(&root).output().unwrap();
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let printed = String::from_utf8(out.stdout).unwrap();
+    let doc = std::fs::read_to_string(root.join("docs/cost.md")).unwrap();
+    for line in printed.lines().filter(|l| l.starts_with('|')) {
+        assert!(doc.contains(line), "docs/cost.md lacks `{line}`: paste `python3 infra/cost.py` into it");
+    }
 }
