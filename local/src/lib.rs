@@ -130,8 +130,9 @@ impl Running {
              \n  Device token:  {}\
              \n  Owner token:   {}\
              \n  Panel:         {}\
+             \n  Relay install: curl -fsSL {}/relay/install.sh | sh   (after ./infra/relay-dist.sh)\
              \n\nOpen the panel URL in a browser (it signs you in as the owner). Connect an MCP client with header \
-             `Authorization: Bearer <token>`; give the relay the server URL and the device token.",
+             `Authorization: Bearer <token>`; give the relay the server URL and the device token, or pair it.",
             self.mcp_url,
             self.token,
             self.demo.owner,
@@ -142,6 +143,7 @@ impl Running {
             self.device_token,
             self.owner_token,
             self.panel_url,
+            self.base_url,
         )
     }
 }

@@ -359,7 +359,7 @@ impl World {
         tool: ToolName,
         arguments: serde_json::Value,
     ) -> anyhow::Result<serde_json::Value> {
-        let call = ToolCall { tool, owner: self.owner.clone(), agent: agent.clone(), arguments };
+        let call = ToolCall { tool, owner: self.owner.clone(), agent: agent.clone(), arguments, request_id: None };
         Ok(match service::tools::handle(&self.deps, &call).await.map_err(|e| anyhow::anyhow!("{e}"))? {
             ToolReply::Ok { structured } => structured,
             ToolReply::Rejected { message } | ToolReply::Invalid { message } => serde_json::json!({ "error": message }),

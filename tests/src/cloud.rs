@@ -392,15 +392,18 @@ pub struct Emulator {
 
 /// Where a function's stderr (its JSON logs) goes: `$TMPDIR/foundry-cloud-logs/<name>.log`.
 pub fn log_path(name: &str) -> PathBuf {
-    std::env::temp_dir().join("foundry-cloud-logs").join(format!("{name}.log"))
+    // One folder per test process: tests running at once must not truncate each other's logs.
+    std::env::temp_dir().join("foundry-cloud-logs").join(std::process::id().to_string()).join(format!("{name}.log"))
 }
 
-fn log_file(name: &str) -> std::process::Stdio {
+/// The function's stdout (its JSON log lines, as CloudWatch gets them) and stderr, both into
+/// [`log_path`].
+fn log_file(name: &str) -> (std::process::Stdio, std::process::Stdio) {
     let path = log_path(name);
     let _ = std::fs::create_dir_all(path.parent().unwrap_or(&path));
-    match std::fs::File::create(&path) {
-        Ok(f) => f.into(),
-        Err(_) => std::process::Stdio::null(),
+    match std::fs::File::create(&path).and_then(|f| Ok((f.try_clone()?, f))) {
+        Ok((out, err)) => (out.into(), err.into()),
+        Err(_) => (std::process::Stdio::null(), std::process::Stdio::null()),
     }
 }
 
@@ -444,6 +447,7 @@ impl Emulator {
             let (tx, rx) = mpsc::unbounded_channel();
             let bin = crate::built_binary(&def.binary, &["shared", &format!("functions/{}", def.binary)]);
             let mut cmd = std::process::Command::new(bin);
+            let (out, err) = log_file(&def.name);
             cmd.env_clear()
                 .env("PATH", std::env::var("PATH").unwrap_or_default())
                 .env("AWS_LAMBDA_RUNTIME_API", addr.to_string())
@@ -453,8 +457,8 @@ impl Emulator {
                 .env("AWS_ENDPOINT_URL_LAMBDA", format!("http://{invoke_addr}"))
                 .envs(base_env.iter().cloned())
                 .envs(def.env.iter())
-                .stdout(std::process::Stdio::null())
-                .stderr(log_file(&def.name));
+                .stdout(out)
+                .stderr(err);
             let slot = Arc::new(Slot {
                 name: def.name.clone(),
                 queue: tx,

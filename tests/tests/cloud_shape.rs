@@ -421,3 +421,75 @@ async fn the_doorbell_binaries_ring_the_relay_and_shut_out_a_revoked_desktop() {
     relay.wait().unwrap();
     let _ = std::fs::remove_dir_all(&w.dir);
 }
+
+/// One request id through a tool call, and no secret in any log: a `claim_linked_chat_task`
+/// through the gateway is logged by `mcp` ("invoking the tool") and by the claim function ("tool
+/// call") under API Gateway's one request id; and no token this test issued or used appears in
+/// any function's log.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn one_request_id_ties_a_tool_call_together_and_no_secret_is_logged() {
+    let Some(w) = world().await else { return };
+    let project =
+        w.owner("POST", "/projects", json!({"name": "Trace"})).await["project_id"].as_str().unwrap().to_owned();
+    w.owner("PUT", &format!("/projects/{project}"), json!({"enabled": true})).await;
+    let device = w.owner("POST", "/devices", json!({"name": "Mac"})).await["token"].as_str().unwrap().to_owned();
+    let link = w.owner("POST", "/links", json!({"project_id": project, "name": "Chat"})).await["chat_link_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let task = w
+        .owner(
+            "POST",
+            &format!("/links/{link}/tasks"),
+            json!({"objective": "Trace me", "idempotency_key": "trace-0001"}),
+        )
+        .await["task_id"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let claim = w.tool("claim_linked_chat_task", json!({"chat_link_id": link, "task_id": task})).await;
+    assert!(claim["structuredContent"]["claim_id"].is_string(), "{claim}");
+    // The relay API with the device token, so its handling is in the logs too.
+    let sync = w
+        .http
+        .post(format!("{}/external-assistants/graph-relays/sync", w.emu.gateway))
+        .bearer_auth(&device)
+        .json(&json!({"project_id": project, "sessions": []}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(sync.status(), 200);
+
+    let lines = |logical: &str| -> Vec<Value> {
+        let name = w.emu.name_of(logical).unwrap();
+        std::fs::read_to_string(foundry_tests::cloud::log_path(name))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    };
+    let invoked = lines("McpFunction")
+        .into_iter()
+        .find(|l| l["fields"]["message"] == "invoking the tool" && l["fields"]["tool"] == "claim_linked_chat_task")
+        .expect("mcp logs the invoke");
+    let id = invoked["span"]["request_id"].as_str().unwrap().to_owned();
+    assert!(!id.is_empty(), "{invoked}");
+    let tool_lines: Vec<Value> =
+        lines("ClaimLinkedChatTaskFunction").into_iter().filter(|l| l["span"]["request_id"] == id.as_str()).collect();
+    assert!(
+        tool_lines.iter().any(|l| l["fields"]["message"] == "tool call"),
+        "the claim function's lines: {tool_lines:?}"
+    );
+
+    // No secret in any log of this run.
+    let dir = foundry_tests::cloud::log_path("x").parent().unwrap().to_path_buf();
+    let mut logs = String::new();
+    for f in std::fs::read_dir(&dir).unwrap().flatten() {
+        logs += &std::fs::read_to_string(f.path()).unwrap_or_default();
+    }
+    assert!(logs.contains(&id), "the logs were not captured");
+    for (what, secret) in [("owner token", &w.owner), ("agent token", &w.agent), ("device token", &device)] {
+        assert!(!logs.contains(secret.as_str()), "the {what} is in a function's log");
+    }
+    let _ = std::fs::remove_dir_all(&w.dir);
+}

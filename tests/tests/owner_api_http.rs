@@ -105,6 +105,7 @@ async fn links_tasks_and_downloads_work_end_to_end() {
         arguments: json!({"chat_link_id": l, "task_id": t.to_string(), "claim_id": claim_id.to_string(),
             "artifact_id": "offers", "name": "offers é.csv", "content_type": "text/csv",
             "content_base64": base64::engine::general_purpose::STANDARD.encode(b"a,b\n1,2\n")}),
+        request_id: None,
     };
     let reply = service::tools::handle(&deps, &call).await.unwrap();
     assert!(matches!(reply, service::tools::ToolReply::Ok { .. }), "{reply:?}");

@@ -132,9 +132,12 @@ async fn every_tool_uses_exactly_its_declared_dynamodb_actions() {
         let args: serde_json::Value =
             serde_json::from_str(&args.to_string().replace("COMMAND", &command).replace("CLAIM", &claim)).unwrap();
         log.take();
-        let reply = handle(&deps, &ToolCall { tool, owner: owner.clone(), agent: agent.clone(), arguments: args })
-            .await
-            .unwrap();
+        let reply = handle(
+            &deps,
+            &ToolCall { tool, owner: owner.clone(), agent: agent.clone(), arguments: args, request_id: None },
+        )
+        .await
+        .unwrap();
         let ops = log.take();
         seen.entry(tool).or_default().extend(ops.iter().flat_map(|op| iam(op)));
         first.entry(tool.as_str().to_owned()).or_insert(ops);

@@ -62,6 +62,7 @@ async fn a_refused_upload_stores_no_bytes_and_dot_ids_are_invalid() {
         arguments: json!({"chat_link_id": link.to_string(), "task_id": task.task_id.to_string(),
             "claim_id": claim_id.to_string(), "artifact_id": artifact_id, "name": "a.txt", "content_type": "text/plain",
             "content_base64": base64::engine::general_purpose::STANDARD.encode(bytes)}),
+        request_id: None,
     };
     let ok = handle(&deps, &upload("first", b"one")).await.unwrap();
     assert!(matches!(ok, ToolReply::Ok { .. }), "{ok:?}");

@@ -2,10 +2,26 @@
 
 use bytes::Bytes;
 
-/// The request as the `service` handlers take it.
+/// The request as the `service` handlers take it, with API Gateway's request id as a
+/// [`service::TraceId`] extension (the MCP endpoint hands it on to the tool functions).
 pub(crate) fn http_request(req: lambda_http::Request) -> http::Request<Bytes> {
+    use lambda_http::RequestExt;
+    let id = match req.request_context_ref() {
+        Some(lambda_http::request::RequestContext::ApiGatewayV2(c)) => c.request_id.clone(),
+        _ => None,
+    };
     let (parts, body) = req.into_parts();
-    http::Request::from_parts(parts, Bytes::copy_from_slice(body.as_ref()))
+    let mut req = http::Request::from_parts(parts, Bytes::copy_from_slice(body.as_ref()));
+    if let Some(id) = id {
+        req.extensions_mut().insert(service::TraceId(id));
+    }
+    req
+}
+
+/// A span carrying the request's id: every log line of the handling is then tagged with it.
+pub(crate) fn request_span(req: &http::Request<Bytes>) -> tracing::Span {
+    let id = req.extensions().get::<service::TraceId>().map(|t| t.0.as_str()).unwrap_or_default();
+    tracing::info_span!("request", request_id = %id)
 }
 
 /// The response as `lambda_http` sends it.

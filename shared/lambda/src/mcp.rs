@@ -42,6 +42,7 @@ impl Dispatch for LambdaDispatch {
     async fn dispatch(&self, call: ToolCall, _args: ToolArgs) -> Result<ToolReply, ToolFault> {
         let name = self.functions.get(&call.tool).ok_or(DispatchError::NoFunction(call.tool.as_str()))?;
         let function = || name.clone();
+        tracing::info!(tool = call.tool.as_str(), function = name.as_str(), "invoking the tool");
         let payload =
             serde_json::to_vec(&call).map_err(|e| DispatchError::Invoke { function: function(), source: e.into() })?;
         let out = self.client.invoke().function_name(name).payload(Blob::new(payload)).send().await.map_err(|e| {
@@ -92,14 +93,16 @@ pub async fn route<D: Dispatch + ?Sized>(
     auth_server: &AuthServerConfig,
     req: lambda_http::Request,
 ) -> http::Response<lambda_http::Body> {
+    use tracing::Instrument;
     let req = http_request(req);
+    let span = crate::http_glue::request_span(&req);
     let path = req.uri().path();
     let res = if path.starts_with(RESOURCE_METADATA_PATH) {
         resource_metadata_response(endpoint.config(), req.headers())
     } else if path.starts_with(AS_METADATA_PATH) {
         metadata_response(auth_server, &endpoint.config().base_url(req.headers()))
     } else {
-        endpoint.handle(req).await
+        endpoint.handle(req).instrument(span).await
     };
     lambda_response(res)
 }

@@ -45,7 +45,12 @@ pub async fn run() -> Result<(), Error> {
     let app = Arc::new(App { api, panel: config.panel(), public_url: config.public_url.clone(), builds });
     lambda_http::run(lambda_http::service_fn(move |req: lambda_http::Request| {
         let app = Arc::clone(&app);
-        async move { Ok::<_, Error>(lambda_response(app.handle(http_request(req)).await)) }
+        async move {
+            use tracing::Instrument;
+            let req = http_request(req);
+            let span = crate::http_glue::request_span(&req);
+            Ok::<_, Error>(lambda_response(app.handle(req).instrument(span).await))
+        }
     }))
     .await
 }

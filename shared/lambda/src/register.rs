@@ -203,11 +203,12 @@ pub async fn run() -> Result<(), Error> {
         async move {
             let source = source_ip(&req);
             let mut req = http_request(req);
-            if let Some(answer) = facade.handle(&req).await {
+            let span = crate::http_glue::request_span(&req);
+            if let Some(answer) = tracing::Instrument::instrument(facade.handle(&req), span.clone()).await {
                 return Ok::<_, Error>(lambda_response(answer));
             }
             req.extensions_mut().insert(ClientSource(source));
-            Ok(lambda_response(registrar.handle(req).await))
+            Ok(lambda_response(tracing::Instrument::instrument(registrar.handle(req), span).await))
         }
     }))
     .await

@@ -34,7 +34,8 @@ pub async fn run() -> Result<(), Error> {
             let source = crate::register::source_ip(&req);
             let mut req = http_request(req);
             req.extensions_mut().insert(service::oauth::ClientSource(source));
-            Ok::<_, Error>(lambda_response(api.handle(req).await))
+            let span = crate::http_glue::request_span(&req);
+            Ok::<_, Error>(lambda_response(tracing::Instrument::instrument(api.handle(req), span).await))
         }
     }))
     .await

@@ -25,7 +25,20 @@ pub async fn run<T: Handler<DynamoStore>>() -> Result<(), Error> {
     let deps = Arc::new(ToolDeps { store: Arc::new(store), clock, policy: config.policy, blobs });
     lambda_runtime::run(service_fn(move |event: LambdaEvent<ToolCall>| {
         let deps = Arc::clone(&deps);
-        async move { handle::<T, _>(&deps, &event.payload).await.map_err(Error::from) }
+        async move {
+            // The `mcp` function's request id: this call's lines carry the same one.
+            let id = event.payload.request_id.clone().unwrap_or_default();
+            let span = tracing::info_span!("request", request_id = %id);
+            tracing::Instrument::instrument(
+                async {
+                    tracing::info!(tool = T::SPEC.name.as_str(), "tool call");
+                    handle::<T, _>(&deps, &event.payload).await
+                },
+                span,
+            )
+            .await
+            .map_err(Error::from)
+        }
     }))
     .await
 }

@@ -27,11 +27,18 @@ pub fn init_terminal() {
         .try_init();
 }
 
-/// JSON lines for CloudWatch, without timestamps (the log service adds them).
+/// JSON lines for CloudWatch, without timestamps (the log service adds them). The current
+/// span's fields go into each line: a request's `request_id` (API Gateway's, handed on by the
+/// `mcp` function to the tool functions) ties one call's lines together.
 #[cfg(feature = "json")]
 pub fn init_json() {
-    let _ =
-        tracing_subscriber::fmt().json().with_env_filter(filter()).with_current_span(false).without_time().try_init();
+    let _ = tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(filter())
+        .with_current_span(true)
+        .with_span_list(false)
+        .without_time()
+        .try_init();
 }
 
 /// Plain-text logs (no colours) to `path`, rotated by [`RotatingFile`] at `max_bytes`.

@@ -36,3 +36,9 @@ pub mod relay_dist;
 pub mod settings;
 pub mod tools;
 pub mod webhook_url;
+
+/// The id of the HTTP request being served (API Gateway's `requestContext.requestId` in the
+/// cloud), put into the request's extensions by the adapter: the MCP endpoint hands it to the
+/// tool functions in their invoke payload, so one call's log lines carry one id.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TraceId(pub String);

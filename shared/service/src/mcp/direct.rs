@@ -103,8 +103,9 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
         identity: Identity,
         id: RequestId,
         params: CallToolRequestParams,
+        request_id: Option<String>,
     ) -> http::Response<Bytes> {
-        let message = match self.handler.call(Some(identity), params, false).await {
+        let message = match self.handler.call(Some(identity), params, false, request_id).await {
             Ok(response) => {
                 let mut result = ServerResult::from(response);
                 result.strip_result_type_for_legacy_peer();

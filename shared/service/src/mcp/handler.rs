@@ -85,7 +85,7 @@ impl<D: Dispatch + ?Sized> ServerHandler for McpHandler<D> {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let as_task = context.client_capabilities().is_some_and(|c| c.supports_tasks());
-        self.call(identity_of(&context), request, as_task).await
+        self.call(identity_of(&context), request, as_task, trace_of(&context)).await
     }
 
     /// `tasks/get`: the Graph run the task is, read through `get_graph_run` (so the same
@@ -95,7 +95,8 @@ impl<D: Dispatch + ?Sized> ServerHandler for McpHandler<D> {
         request: GetTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<GetTaskResult, McpError> {
-        let run = self.run_tool(identity_of(&context), ToolName::GetGraphRun, &request.task_id).await?;
+        let run =
+            self.run_tool(identity_of(&context), ToolName::GetGraphRun, &request.task_id, trace_of(&context)).await?;
         Ok(GetTaskResult::new(detailed_task(&run)))
     }
 
@@ -105,12 +106,23 @@ impl<D: Dispatch + ?Sized> ServerHandler for McpHandler<D> {
         request: CancelTaskParams,
         context: RequestContext<RoleServer>,
     ) -> Result<(), McpError> {
-        self.run_tool(identity_of(&context), ToolName::CancelGraphRun, &request.task_id).await.map(drop)
+        self.run_tool(identity_of(&context), ToolName::CancelGraphRun, &request.task_id, trace_of(&context))
+            .await
+            .map(drop)
     }
 }
 
 fn identity_of(context: &RequestContext<RoleServer>) -> Option<Identity> {
     context.extensions.get::<http::request::Parts>().and_then(|p| p.extensions.get::<Identity>()).cloned()
+}
+
+/// The HTTP request's id, when the adapter gave one ([`crate::TraceId`]).
+fn trace_of(context: &RequestContext<RoleServer>) -> Option<String> {
+    context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|p| p.extensions.get::<crate::TraceId>())
+        .map(|t| t.0.clone())
 }
 
 /// How long a Graph run lives as a task: a run expires 24 h after it was queued.
@@ -177,6 +189,7 @@ impl<D: Dispatch + ?Sized> McpHandler<D> {
         identity: Option<Identity>,
         request: CallToolRequestParams,
         as_task: bool,
+        request_id: Option<String>,
     ) -> Result<CallToolResponse, McpError> {
         let Some(tool) = ToolName::parse(&request.name) else {
             return Err(McpError::invalid_params(format!("Unknown tool: {}", request.name), None));
@@ -192,7 +205,7 @@ impl<D: Dispatch + ?Sized> McpHandler<D> {
             Ok(a) => a,
             Err(message) => return invalid(message),
         };
-        let call = ToolCall { tool, owner: identity.owner, agent: identity.agent, arguments };
+        let call = ToolCall { tool, owner: identity.owner, agent: identity.agent, arguments, request_id };
         match self.dispatch.dispatch(call, args).await {
             Ok(ToolReply::Ok { structured }) if as_task && tool == ToolName::RunGraphSession => {
                 Ok(CallToolResponse::Task(CreateTaskResult::new(run_task(&structured))))
@@ -216,12 +229,13 @@ impl<D: Dispatch + ?Sized> McpHandler<D> {
         identity: Option<Identity>,
         tool: ToolName,
         task_id: &str,
+        request_id: Option<String>,
     ) -> Result<serde_json::Value, McpError> {
         let identity = identity.ok_or_else(|| McpError::internal_error("request without identity", None))?;
         let arguments = serde_json::json!({ "command_id": task_id });
         let not_found = || McpError::invalid_params(domain::errors::RUN_NOT_FOUND, None);
         let args = tool.parse_arguments(&arguments).map_err(|_| not_found())?;
-        let call = ToolCall { tool, owner: identity.owner, agent: identity.agent, arguments };
+        let call = ToolCall { tool, owner: identity.owner, agent: identity.agent, arguments, request_id };
         match self.dispatch.dispatch(call, args).await {
             Ok(ToolReply::Ok { structured }) => Ok(structured),
             Ok(ToolReply::Rejected { message } | ToolReply::Invalid { message }) => {

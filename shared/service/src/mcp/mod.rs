@@ -194,7 +194,8 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
             && let Some(m) = message.as_ref()
             && let Some((id, params)) = self.direct_call(req.headers(), m)
         {
-            return self.answer_directly(identity, id, params).await;
+            let trace = req.extensions().get::<crate::TraceId>().map(|t| t.0.clone());
+            return self.answer_directly(identity, id, params, trace).await;
         }
         let (mut parts, body) = req.into_parts();
         parts.extensions.insert(identity);

@@ -180,6 +180,9 @@ pub struct ToolCall {
     /// The raw arguments.
     #[serde(default)]
     pub arguments: serde_json::Value,
+    /// The id of the request that made the call ([`crate::TraceId`]), for the tool's logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
 }
 
 /// What a tool answered.
