@@ -27,6 +27,7 @@ struct World {
     /// The emulated doorbell API (routed to the function only by tests that attach it).
     doorbell: std::sync::Arc<foundry_tests::doorbell_shim::DoorbellShim>,
     aws: aws_config::SdkConfig,
+    bucket: String,
 }
 
 impl World {
@@ -79,6 +80,7 @@ async fn world() -> Option<World> {
         dir,
         doorbell: account.doorbell.clone(),
         aws: account.aws.clone(),
+        bucket: account.resources.bucket.clone(),
     })
 }
 
@@ -491,5 +493,43 @@ async fn one_request_id_ties_a_tool_call_together_and_no_secret_is_logged() {
     for (what, secret) in [("owner token", &w.owner), ("agent token", &w.agent), ("device token", &device)] {
         assert!(!logs.contains(secret.as_str()), "the {what} is in a function's log");
     }
+    let _ = std::fs::remove_dir_all(&w.dir);
+}
+
+/// The one-line installer on the cloud shape: the owner function serves the script with the
+/// stack's URL in it, and each download is a redirect to a presigned URL under the artifact
+/// bucket's `relay/` prefix — refused by S3 until the operator publishes the builds, the bytes
+/// after. Other names are not redirected.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_cloud_installer_downloads_from_the_bucket_once_published() {
+    let Some(w) = world().await else { return };
+    let script = w.http.get(format!("{}/relay/install.sh", w.emu.gateway)).send().await.unwrap();
+    assert_eq!(script.status(), 200);
+    let text = script.text().await.unwrap();
+    assert!(text.contains(&format!("SERVER=\"{}\"", w.emu.gateway)), "{}", &text[..text.len().min(600)]);
+    let sums = format!("{}/relay/download/SHA256SUMS", w.emu.gateway);
+    let no_redirects = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let redirect = no_redirects.get(&sums).send().await.unwrap();
+    assert_eq!(redirect.status(), 302);
+    let location = redirect.headers()["location"].to_str().unwrap().to_owned();
+    assert!(location.contains("relay/SHA256SUMS") && location.contains("X-Amz-Signature"), "{location}");
+    // Nothing published yet: S3 refuses (403 for a missing key when the signer may not list the
+    // bucket, as here; 404 otherwise), and the installer's `curl -f` stops on either.
+    let missing = w.http.get(&sums).send().await.unwrap().status();
+    assert!(missing == 403 || missing == 404, "{missing}");
+    let s3 = aws_sdk_s3::Client::from_conf(aws_sdk_s3::config::Builder::from(&w.aws).force_path_style(true).build());
+    let body = "0123  relay-0.1.0-x86_64-unknown-linux-musl.tar.gz\n";
+    s3.put_object()
+        .bucket(&w.bucket)
+        .key("relay/SHA256SUMS")
+        .body(aws_sdk_s3::primitives::ByteStream::from(body.as_bytes().to_vec()))
+        .send()
+        .await
+        .unwrap();
+    let got = w.http.get(&sums).send().await.unwrap();
+    assert_eq!(got.status(), 200);
+    assert_eq!(got.text().await.unwrap(), body);
+    let other = no_redirects.get(format!("{}/relay/download/relay.toml", w.emu.gateway)).send().await.unwrap();
+    assert!(other.status().is_client_error(), "{}", other.status());
     let _ = std::fs::remove_dir_all(&w.dir);
 }

@@ -82,7 +82,7 @@ impl App {
     }
 
     /// `GET /relay/install.sh`, and `GET /relay/download/<file>` as a redirect to a presigned
-    /// URL of `relay/<file>` in the artifact bucket (S3 answers 404 when the operator has not
+    /// URL of `relay/<file>` in the artifact bucket (S3 refuses it, 403, when the operator has not
     /// uploaded the builds; the installer then says so).
     async fn relay_builds(&self, req: &http::Request<bytes::Bytes>) -> Option<http::Response<bytes::Bytes>> {
         use service::relay_dist::{DOWNLOAD_PREFIX, INSTALL_PATH, install_response, servable};

@@ -10,7 +10,8 @@
 //! `~/.local/bin`, runs `relay pair` and `relay install`. Where the builds come from is the
 //! adapter's business: the local server reads a folder ([`DirBuilds`]); the cloud redirects to
 //! a short-lived presigned URL under the artifact bucket's `relay/` prefix. Without builds the
-//! downloads answer 404 and the installer says the operator has not published them.
+//! downloads are refused (404 locally, 403 from S3) and the installer says the operator has not
+//! published them.
 
 use std::path::PathBuf;
 
