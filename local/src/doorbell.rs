@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use axum::extract::ws::{CloseFrame, Message, WebSocket, WebSocketUpgrade};
-use domain::devices::token_hash;
 use domain::doorbell::{MAX_CONNECTION, Ring, RingFor};
 use domain::ids::OwnerId;
 use domain::store::AuthenticateDevices;
@@ -41,8 +40,6 @@ pub struct Hub {
     rings_sent: AtomicU64,
     /// Fault hook: rings are dropped instead of sent (tests show the safety poll covers them).
     dropping: AtomicBool,
-    /// Relay API requests per device token hash (what an idle desktop costs, measured).
-    requests: Mutex<HashMap<String, u64>>,
 }
 
 impl Hub {
@@ -56,22 +53,7 @@ impl Hub {
             recheck,
             rings_sent: AtomicU64::new(0),
             dropping: AtomicBool::new(false),
-            requests: Mutex::new(HashMap::new()),
         }
-    }
-
-    /// Counts one relay API request by its device token.
-    pub fn count_request(&self, headers: &http::HeaderMap) {
-        if let Some(t) = service::auth::bearer(headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok())) {
-            let mut m = self.requests.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            *m.entry(token_hash(t)).or_default() += 1;
-        }
-    }
-
-    /// Relay API requests made with `token` so far.
-    pub fn requests_of(&self, token: &str) -> u64 {
-        let m = self.requests.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        m.get(&token_hash(token)).copied().unwrap_or(0)
     }
 
     /// Drops every ring from now on (`true`) or sends them again: a lost-ring fault.
@@ -152,21 +134,12 @@ pub async fn upgrade(
     if !hub.enabled.load(Ordering::SeqCst) {
         return (http::StatusCode::SERVICE_UNAVAILABLE, "doorbell unavailable").into_response();
     }
-    let token = service::auth::bearer(headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()));
-    let hash = token.map(token_hash);
-    let device = match &hash {
-        Some(h) => store.device_by_token_hash(h).await.ok().flatten(),
-        None => None,
+    let Some(device) = service::relay_api::device_of(store.as_ref(), headers).await.ok().flatten() else {
+        return service::http_json::error(http::StatusCode::UNAUTHORIZED, service::relay_api::DEVICE_TOKEN_REQUIRED)
+            .map(axum::body::Body::from)
+            .into_response();
     };
-    let (Some(device), Some(hash)) = (device, hash) else {
-        return service::http_json::error(
-            http::StatusCode::UNAUTHORIZED,
-            "a valid device token is required (Authorization: Bearer fcd_…)",
-        )
-        .map(axum::body::Body::from)
-        .into_response();
-    };
-    ws.on_upgrade(move |socket| serve(socket, hub, store, device.owner, device.device_id, hash))
+    ws.on_upgrade(move |socket| serve(socket, hub, store, device.owner, device.device_id, device.token_hash))
 }
 
 async fn serve(

@@ -99,6 +99,8 @@ pub struct Running {
     pub data_dir: std::path::PathBuf,
     /// The doorbell's open sockets (tests count them, or turn the doorbell off).
     pub doorbell: Arc<doorbell::Hub>,
+    /// Relay API requests per device token (what an idle desktop costs, measured).
+    pub relay_requests: Arc<RelayRequests>,
     shutdown: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -156,6 +158,27 @@ pub const MCP_PATH: &str = "/mcp";
 /// How often the local notifier looks for due events without a wake-up (retries come due with time).
 pub const NOTIFIER_POLL: Duration = Duration::from_secs(1);
 
+/// Relay API requests per device token, counted by the local server (the doorbell benchmark
+/// measures what an idle desktop costs with it).
+#[derive(Debug, Default)]
+pub struct RelayRequests(std::sync::Mutex<std::collections::HashMap<String, u64>>);
+
+impl RelayRequests {
+    fn count(&self, headers: &http::HeaderMap) {
+        let token = service::auth::bearer(headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()));
+        if let Some(t) = token {
+            let mut m = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            *m.entry(domain::devices::token_hash(t)).or_default() += 1;
+        }
+    }
+
+    /// Requests made with `token` so far.
+    pub fn of(&self, token: &str) -> u64 {
+        let m = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        m.get(&domain::devices::token_hash(token)).copied().unwrap_or(0)
+    }
+}
+
 /// How often an open doorbell socket's device token is checked again (a revoked desktop's
 /// socket closes within this).
 pub const DOORBELL_RECHECK: std::time::Duration = std::time::Duration::from_secs(2);
@@ -181,6 +204,8 @@ struct Wiring {
     doorbell: Arc<doorbell::Hub>,
     /// What relays with a connected doorbell are told to poll at.
     doorbell_poll_interval: std::time::Duration,
+    /// Relay API requests per device.
+    relay_requests: Arc<RelayRequests>,
     /// `Host` values the OAuth endpoints and `/register` accept: the public URL's, and loopback
     /// with the bound port.
     hosts: Vec<String>,
@@ -193,6 +218,7 @@ struct AppState {
     owner: OwnerApi<SqliteStore>,
     panel: PanelConfig,
     doorbell: Arc<doorbell::Hub>,
+    relay_requests: Arc<RelayRequests>,
     builds: service::relay_dist::DirBuilds,
     blobs: DirBlobStore,
     base_url: String,
@@ -262,6 +288,7 @@ impl AppState {
             panel: PanelConfig { sign_in: SignIn::Local, refresh_seconds: w.panel_refresh_seconds },
             builds: service::relay_dist::DirBuilds { dir: w.relay_dist.clone() },
             doorbell: Arc::clone(&w.doorbell),
+            relay_requests: Arc::clone(&w.relay_requests),
             blobs,
             base_url: w.public_url.clone(),
             auth_server,
@@ -324,9 +351,11 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
         relay_dist: config.relay_dist.clone(),
         doorbell: Arc::new(doorbell::Hub::new(DOORBELL_RECHECK)),
         doorbell_poll_interval: config.doorbell_poll_interval,
+        relay_requests: Arc::new(RelayRequests::default()),
         hosts: accepted_hosts(&public_url, addr.port()),
     };
     let doorbell = Arc::clone(&wiring.doorbell);
+    let relay_requests = Arc::clone(&wiring.relay_requests);
     doorbell::feed(&store, Arc::clone(&doorbell));
     let app = router(Arc::new(AppState::new(&wiring)));
     let (shutdown, task) = serve(listener, app, &wiring);
@@ -344,6 +373,7 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
         store,
         data_dir: config.data_dir.clone(),
         doorbell,
+        relay_requests,
         shutdown: Some(shutdown),
         task,
     })
@@ -434,7 +464,7 @@ async fn relay(
     req: http::Request<Body>,
 ) -> axum::response::Response {
     let mut req = read_body(req, service::relay_api::MAX_BODY_BYTES).await;
-    state.doorbell.count_request(req.headers());
+    state.relay_requests.count(req.headers());
     // Pairing requests are counted per TCP peer, as registrations are.
     req.extensions_mut().insert(ClientSource(peer.ip().to_string()));
     state.relay.handle(req).await.map(Body::from).into_response()

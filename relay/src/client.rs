@@ -150,19 +150,25 @@ fn status_of(text: &str) -> String {
         .unwrap_or_else(|_| "missing".into())
 }
 
+/// The relay's HTTP client (the relay API, `relay pair`): rustls with ring, 30 s per request,
+/// 10 s to connect.
+///
+/// # Errors
+/// When the TLS stack cannot start.
+pub fn https_client() -> Result<reqwest::Client, reqwest::Error> {
+    // reqwest is built without a crypto provider (see Cargo.toml): use ring. Installing twice
+    // is harmless (the second returns the first).
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder().timeout(Duration::from_secs(30)).connect_timeout(Duration::from_secs(10)).build()
+}
+
 impl Client<Https> {
     /// A client for `server_url` with `token`.
     ///
     /// # Errors
     /// When the TLS stack cannot start.
     pub fn new(server_url: &str, token: &str) -> Result<Self, reqwest::Error> {
-        // reqwest is built without a crypto provider (see Cargo.toml): use ring. Installing
-        // twice is harmless (the second returns the first).
-        let _ = rustls::crypto::ring::default_provider().install_default();
-        let http = reqwest::Client::builder()
-            .timeout(Duration::from_secs(30))
-            .connect_timeout(Duration::from_secs(10))
-            .build()?;
+        let http = https_client()?;
         Ok(Self::over(Https {
             http,
             base: format!("{server_url}{}", domain::relay::PREFIX),

@@ -255,11 +255,13 @@ pub async fn run(
             // still kills the group. The next run may start during that grace.
             kill_group(pid, Signal::SIGTERM);
             readers.abort_all();
-            let guard = GroupGuard(guard.0.take());
+            let stopping = GroupGuard(guard.0.take());
             tokio::spawn(async move {
-                let mut guard = guard;
+                // Moved in whole (a closure that only touched `.0` would capture the field and
+                // drop the guard, killing the group, right here).
+                let mut stopping = stopping;
                 stop_group(pid, &mut child, grace).await;
-                guard.0 = None;
+                stopping.0 = None;
             });
             return Outcome::cancelled();
         }

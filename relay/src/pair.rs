@@ -76,12 +76,7 @@ pub async fn command(config_path: &Path, args: &[String]) -> Result<(), CliError
     }
     let state_dir = state_dir_of(config_path)?;
     let (token, token_hash) = domain::devices::new_token().map_err(|e| CliError(format!("no randomness: {e}")))?;
-    let _ = rustls::crypto::ring::default_provider().install_default();
-    let http = reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .connect_timeout(Duration::from_secs(10))
-        .build()
-        .map_err(|e| CliError(format!("cannot start HTTPS: {e}")))?;
+    let http = crate::client::https_client().map_err(|e| CliError(format!("cannot start HTTPS: {e}")))?;
     let base = format!("{server_url}{PREFIX}/pairings");
     let req = PairRequest { name, os: os_name().into(), arch: std::env::consts::ARCH.into(), token_sha256: token_hash };
     let res =

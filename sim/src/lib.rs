@@ -206,9 +206,8 @@ pub struct World {
     state_dir: PathBuf,
     seed: u64,
     relay: Option<(tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>)>,
-    /// Doorbell mode: rings reach the relay after a log-normal latency (median, σ), see
-    /// [`World::with_doorbell`].
-    ring_latency: Option<(Duration, f64)>,
+    /// Doorbell mode ([`World::with_doorbell`]).
+    doorbell: bool,
     bells: Option<tokio::task::JoinHandle<()>>,
 }
 
@@ -257,7 +256,7 @@ impl World {
             state_dir: tmp.join(format!("foundry-sim-{}", uuid::Uuid::new_v4())),
             seed,
             relay: None,
-            ring_latency: None,
+            doorbell: false,
             bells: None,
         })
     }
@@ -266,7 +265,7 @@ impl World {
     /// drawn from [`RING_MEDIAN`] / [`RING_SIGMA`] (the poll stays the safety net).
     #[must_use]
     pub fn with_doorbell(mut self) -> Self {
-        self.ring_latency = Some((RING_MEDIAN, RING_SIGMA));
+        self.doorbell = true;
         self
     }
 
@@ -301,12 +300,12 @@ impl World {
             faults: Arc::clone(&self.faults),
         };
         let relay = Relay::with_parts(config, Client::over(transport), VirtualGraphs)?.with_jitter_seed(self.seed);
-        if let Some((median, sigma)) = self.ring_latency {
+        if self.doorbell {
             let (bell, mut rings) = (relay.doorbell(), self.store.rings());
             let mut rng = Rng::new(self.seed ^ 0xd00b);
             self.bells = Some(tokio::spawn(async move {
                 while let Ok(r) = rings.recv().await {
-                    let latency = rng.lognormal(median, sigma, Duration::from_millis(50));
+                    let latency = rng.lognormal(RING_MEDIAN, RING_SIGMA, Duration::from_millis(50));
                     let bell = Arc::clone(&bell);
                     tokio::spawn(async move {
                         tokio::time::sleep(latency).await;

@@ -371,10 +371,10 @@ async fn doorbell_idle_requests() {
     let off = w.desk(501, "echo done", "doorbell = false").await;
     w.ready(&on, true).await;
     w.ready(&off, false).await;
-    let (a, b) = (w.running.doorbell.requests_of(&on.token), w.running.doorbell.requests_of(&off.token));
+    let (a, b) = (w.running.relay_requests.of(&on.token), w.running.relay_requests.of(&off.token));
     tokio::time::sleep(Duration::from_secs(secs)).await;
     let per_day = |n: u64| n as f64 * 86_400.0 / secs as f64;
-    let (a, b) = (w.running.doorbell.requests_of(&on.token) - a, w.running.doorbell.requests_of(&off.token) - b);
+    let (a, b) = (w.running.relay_requests.of(&on.token) - a, w.running.relay_requests.of(&off.token) - b);
     eprintln!(
         "idle {secs} s: doorbell on {a} requests ({:.0}/day), off {b} requests ({:.0}/day)",
         per_day(a),

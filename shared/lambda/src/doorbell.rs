@@ -13,8 +13,6 @@ use std::sync::Arc;
 
 use aws_lambda_events::apigw::{ApiGatewayProxyResponse, ApiGatewayWebsocketProxyRequest};
 use aws_lambda_events::event::dynamodb::Event as StreamEvent;
-use domain::devices::token_hash;
-use domain::doorbell::Ring;
 use domain::store::{AuthenticateDevices, DoorbellConnections};
 use lambda_runtime::{LambdaEvent, service_fn};
 
@@ -103,19 +101,16 @@ pub async fn socket_event<S: AuthenticateDevices + DoorbellConnections + ?Sized>
     };
     match ctx.route_key.as_deref() {
         Some("$connect") => {
-            let token = service::auth::bearer(event.headers.get("authorization").and_then(|v| v.to_str().ok()));
-            let device = match token {
-                None => None,
-                Some(t) => match store.device_by_token_hash(&token_hash(t)).await {
-                    Ok(d) => d,
-                    Err(e) => {
-                        tracing::error!(error = %domain::errors::ErrorChain(&e), "doorbell connect: token lookup failed");
-                        return answer(503, r#"{"error":"temporarily unavailable; retry"}"#);
-                    }
-                },
+            let device = match service::relay_api::device_of(store, &event.headers).await {
+                Ok(d) => d,
+                Err(e) => {
+                    tracing::error!(error = %domain::errors::ErrorChain(&e), "doorbell connect: token lookup failed");
+                    return answer(503, r#"{"error":"temporarily unavailable; retry"}"#);
+                }
             };
             let Some(device) = device else {
-                return answer(401, r#"{"error":"a valid device token is required (Authorization: Bearer fcd_…)"}"#);
+                let body = serde_json::json!({ "error": service::relay_api::DEVICE_TOKEN_REQUIRED }).to_string();
+                return answer(401, &body);
             };
             match store.open_connection(&device.owner, device.device_id, connection_id).await {
                 Ok(()) => {
@@ -177,9 +172,6 @@ pub async fn ring_records<S: DoorbellConnections + ?Sized, P: Sockets + ?Sized>(
                         tracing::warn!(error = %domain::errors::ErrorChain(&e), "ring not delivered; the poll covers it")
                     }
                 }
-            }
-            if matches!(ring.ring, Ring::Control { .. }) {
-                tracing::debug!("control ring");
             }
         }
         if let Ok(Some((owner, device))) = store_dynamo::revoked_device_of_change(old.as_ref(), new.as_ref()) {

@@ -58,6 +58,25 @@ pub const DYNAMODB_ACTIONS: &[&str] =
 pub trait RelayStore: SyncSessions + RelayRuns + AuthenticateDevices + PairDevices {}
 impl<T: SyncSessions + RelayRuns + AuthenticateDevices + PairDevices + ?Sized> RelayStore for T {}
 
+/// What a request without a valid device token is told (the relay API, the doorbell's upgrade).
+pub const DEVICE_TOKEN_REQUIRED: &str = "a valid device token is required (Authorization: Bearer fcd_…)";
+
+/// The unrevoked device whose token `headers` present (`Authorization: Bearer fcd_…`), one read;
+/// `None` without a token or for an unknown or revoked one. The relay API and both doorbells
+/// (the local server's upgrade, the cloud's `$connect`) authenticate through this.
+///
+/// # Errors
+/// The store failed.
+pub async fn device_of<S: AuthenticateDevices + ?Sized>(
+    store: &S,
+    headers: &http::HeaderMap,
+) -> Result<Option<domain::devices::Device>, StoreError> {
+    match bearer(headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok())) {
+        None => Ok(None),
+        Some(t) => store.device_by_token_hash(&token_hash(t)).await,
+    }
+}
+
 /// What a pairing request from an address over its hourly allowance is told.
 pub const TOO_MANY_PAIRINGS: &str = "too many pairing requests from this address this hour; try again later";
 
@@ -96,19 +115,12 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
             }
             _ => {}
         }
-        let token = bearer(req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()));
-        let device = match token {
-            None => None,
-            Some(t) => match self.store.device_by_token_hash(&token_hash(t)).await {
-                Ok(d) => d,
-                Err(e) => return internal(&e),
-            },
+        let device = match device_of(self.store.as_ref(), req.headers()).await {
+            Ok(d) => d,
+            Err(e) => return internal(&e),
         };
         let Some(device) = device else {
-            return http_json::error(
-                StatusCode::UNAUTHORIZED,
-                "a valid device token is required (Authorization: Bearer fcd_…)",
-            );
+            return http_json::error(StatusCode::UNAUTHORIZED, DEVICE_TOKEN_REQUIRED);
         };
         let owner = device.owner.clone();
         let path = req.uri().path().strip_prefix(PREFIX).unwrap_or_default().to_owned();
