@@ -440,6 +440,7 @@ fn router(state: Arc<AppState>) -> Router {
         .route(&format!("{}{}", domain::relay::PREFIX, domain::doorbell::PATH), get(ring))
         .route(&relay_api, any(relay))
         .route(&owner_api, any(owner))
+        .route(service::openapi::PATH, any(openapi))
         .route(service::panel::PATH, any(panel))
         .route(&panel_pages, any(panel))
         .route(&downloads, get(blob))
@@ -494,6 +495,10 @@ async fn panel(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> 
 
 async fn blob(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {
     state.blobs.serve(req.uri().path(), req.uri().query()).await.map(Body::from).into_response()
+}
+
+async fn openapi(req: http::Request<Body>) -> axum::response::Response {
+    service::openapi::response(req.method()).map(Body::from).into_response()
 }
 
 async fn owner(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {

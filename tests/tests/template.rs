@@ -255,6 +255,7 @@ fn problems(template: &str) -> Vec<String> {
         ("POST /register", "RegisterIntegration"),
         ("GET /authorize", "RegisterIntegration"),
         ("POST /token", "RegisterIntegration"),
+        ("GET /openapi.json", "OwnerIntegration"),
     ] {
         if !routes.get(key).is_some_and(|t| t.contains(integration)) {
             p.push(format!("route {key} must go to {integration}"));

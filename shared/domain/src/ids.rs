@@ -16,6 +16,17 @@ const UUID_RULE: &str = "must be a UUID like 0190b3c4-5d6e-7f80-9a1b-2c3d4e5f6a7
 /// The rule a graph session id must follow.
 const GRAPH_SESSION_RULE: &str = "must be gs_ followed by 32 lowercase hex characters";
 
+/// The JSON Schema of an id written as text: a string with the id's pattern and its rule as the
+/// description (the published API documents the same rule the parser enforces).
+#[cfg(feature = "schema")]
+fn text_id_schema(pattern: &str, rule: &str) -> schemars::Schema {
+    schemars::json_schema!({"type": "string", "pattern": pattern, "description": rule})
+}
+
+/// What [`Uuid::try_parse`] accepts in the 36-character hyphenated form.
+#[cfg(feature = "schema")]
+const UUID_PATTERN: &str = "^[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}$";
+
 /// A malformed id inside a JSON body. Only the rule: the JSON path names the field.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 #[error("{0}")]
@@ -71,6 +82,19 @@ macro_rules! uuid_id {
         impl fmt::Display for $name {
             fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
                 self.0.hyphenated().fmt(f)
+            }
+        }
+
+        #[cfg(feature = "schema")]
+        impl schemars::JsonSchema for $name {
+            fn inline_schema() -> bool {
+                true
+            }
+            fn schema_name() -> std::borrow::Cow<'static, str> {
+                stringify!($name).into()
+            }
+            fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+                text_id_schema(UUID_PATTERN, UUID_RULE)
             }
         }
     };
@@ -130,6 +154,19 @@ impl TryFrom<String> for GraphSessionId {
 impl From<GraphSessionId> for String {
     fn from(g: GraphSessionId) -> String {
         g.0
+    }
+}
+
+#[cfg(feature = "schema")]
+impl schemars::JsonSchema for GraphSessionId {
+    fn inline_schema() -> bool {
+        true
+    }
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "GraphSessionId".into()
+    }
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        text_id_schema("^gs_[0-9a-f]{32}$", GRAPH_SESSION_RULE)
     }
 }
 

@@ -27,17 +27,20 @@ pub const PREFIX: &str = "/external-assistants/graph-relays";
 
 /// `POST /sync`: this device's shared sessions for one project (at most 100).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SyncRequest {
     /// The project being synced.
     pub project_id: ProjectId,
-    /// The sessions shared in it (the whole set: it replaces the previous one).
+    /// The sessions shared in it (the whole set: it replaces the previous one), each id once.
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(max = crate::limits::MAX_SHARED_SESSIONS)))]
     pub sessions: Vec<SessionMeta>,
 }
 
 /// One queued command handed to the relay.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct QueuedCommand {
     /// The ticket.
     pub command_id: CommandId,
@@ -54,6 +57,7 @@ pub struct QueuedCommand {
 
 /// The answer to a sync: the project's queued commands, oldest first.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct SyncResponse {
     /// Queued, unexpired commands, oldest first.
     pub commands: Vec<QueuedCommand>,
@@ -69,14 +73,17 @@ pub struct SyncResponse {
 
 /// `POST /commands/{id}/start`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct StartRequest {
     /// The relay's id for this execution; repeating it makes a lost response safe to retry.
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = crate::limits::MAX_EXECUTION_ID_CHARS)))]
     pub execution_id: String,
 }
 
 /// A started command.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StartResponse {
     /// `running`.
     pub status: RunStatus,
@@ -87,6 +94,7 @@ pub struct StartResponse {
 
 /// The answer to a control poll (also a heartbeat).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ControlResponse {
     /// Stop the run: the agent cancelled it, or the server no longer considers it running.
     pub cancel_requested: bool,
@@ -97,6 +105,7 @@ pub struct ControlResponse {
 
 /// A recorded completion.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct CompleteResponse {
     /// Always true.
     pub ok: bool,
@@ -109,6 +118,7 @@ pub struct CompleteResponse {
 
 /// A 409: the command is in a state that refuses the request; the status it has.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct StatusResponse {
     /// The command's status.
     pub status: RunStatus,
@@ -116,6 +126,7 @@ pub struct StatusResponse {
 
 /// Any refusal: the message names the field and the rule.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct ErrorResponse {
     /// What was wrong.
     pub error: String,
@@ -152,20 +163,26 @@ mod tests {
 /// `POST /pairings`: a relay asks to be paired ([`crate::pairing`]). It made its device token
 /// itself and sends only the token's sha256.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PairRequest {
-    /// The desktop's name, shown to the owner.
+    /// The desktop's name, shown to the owner: not blank, no control characters.
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = crate::pairing::MAX_DESKTOP_NAME_CHARS)))]
     pub name: String,
     /// Its operating system (`macos`, `linux`).
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = "^[a-z0-9_.-]{1,32}$")))]
     pub os: String,
     /// Its architecture (`aarch64`, `x86_64`).
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = "^[a-z0-9_.-]{1,32}$")))]
     pub arch: String,
     /// sha256 (hex) of the device token the relay will present once paired.
+    #[cfg_attr(feature = "schema", schemars(regex(pattern = "^[0-9a-f]{64}$")))]
     pub token_sha256: String,
 }
 
 /// The answer to a pairing request (RFC 8628 §3.2).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PairResponse {
     /// The relay's secret to poll with.
     pub device_code: String,
@@ -183,6 +200,7 @@ pub struct PairResponse {
 
 /// `POST /pairings/token`: the relay's poll.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PairTokenRequest {
     /// The device code from [`PairResponse`].
@@ -191,6 +209,7 @@ pub struct PairTokenRequest {
 
 /// A successful poll: the device exists and the relay's token authenticates it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PairTokenResponse {
     /// The device's id (shown in the panel's Desktops list).
     pub device_id: uuid::Uuid,
@@ -201,6 +220,7 @@ pub struct PairTokenResponse {
 /// A poll that did not pair (HTTP 400, RFC 8628 §3.5): `authorization_pending`, `slow_down`,
 /// `access_denied` or `expired_token`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 pub struct PairError {
     /// The RFC 8628 error code.
     pub error: String,

@@ -78,6 +78,7 @@ impl RunStatus {
 
 /// How a run ended, as the relay reports it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(rename_all = "snake_case")]
 pub enum FinalStatus {
     /// The graph finished.
@@ -100,22 +101,28 @@ impl From<FinalStatus> for RunStatus {
 
 /// Metadata of one graph session shared in a project, as the relay syncs it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct SessionMeta {
     /// `gs_` + 32 lowercase hex.
     pub graph_session_id: GraphSessionId,
-    /// Display name.
+    /// Display name (not blank).
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = MAX_NAME_CHARS)))]
     pub name: String,
     /// What the graph does (for the model choosing it).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(max = MAX_DESCRIPTION_CHARS)))]
     pub description: String,
     /// Stable short name; the relay refuses a command whose slug changed since it was queued.
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = MAX_SHORT_FIELD_CHARS)))]
     pub slug: String,
     /// The graph's version.
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(max = MAX_SHORT_FIELD_CHARS)))]
     pub version: String,
     /// The graph's status on the desktop (free text, e.g. `ready`).
     #[serde(default)]
+    #[cfg_attr(feature = "schema", schemars(length(max = MAX_SHORT_FIELD_CHARS)))]
     pub status: String,
 }
 
@@ -228,26 +235,32 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 
 /// A completion as the relay posts it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct Completion {
     /// The execution id the relay sent with `start`.
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = MAX_EXECUTION_ID_CHARS)))]
     pub execution_id: String,
     /// How the run ended.
     pub status: FinalStatus,
-    /// The graph's output (absent when truncated or failed).
+    /// The graph's output (absent when truncated or failed): at most 340,000 UTF-8 bytes, and the
+    /// whole completion at most 100,000 characters of JSON.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = MAX_COMPLETION_CHARS)))]
     pub result: Option<String>,
     /// `true` when the result did not fit and was left out (all or nothing).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub result_truncated: bool,
     /// Why it failed (at most 2,000 characters).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = MAX_ERROR_CHARS)))]
     pub error: Option<String>,
     /// Tokens the graph reported using.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub total_tokens: Option<u64>,
-    /// Cost the graph reported.
+    /// Cost the graph reported (finite, ≥ 0).
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 0.0)))]
     pub reported_cost: Option<f64>,
 }
 

@@ -55,7 +55,7 @@ pub async fn run() -> Result<(), Error> {
     .await
 }
 
-/// The function's routes: `/panel…` and `/owner/…`.
+/// The function's routes: `/panel…`, `/relay/…` (the installer and builds), `/openapi.json` and `/owner/…`.
 pub struct App {
     /// The owner API.
     pub api: OwnerApi<DynamoStore>,
@@ -77,6 +77,9 @@ impl App {
         }
         if let Some(r) = self.relay_builds(&req).await {
             return r;
+        }
+        if req.uri().path() == service::openapi::PATH {
+            return service::openapi::response(req.method());
         }
         self.api.handle(req).await
     }

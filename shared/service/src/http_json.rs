@@ -17,6 +17,15 @@ pub fn error(status: StatusCode, message: impl Into<String>) -> http::Response<B
     response(status, json!({ "error": message.into() }))
 }
 
+/// 405 with the `Allow` header listing the methods the path has.
+pub fn method_not_allowed(allow: &str) -> http::Response<Bytes> {
+    let mut r = error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this route");
+    if let Ok(v) = http::HeaderValue::from_str(allow) {
+        r.headers_mut().insert(header::ALLOW, v);
+    }
+    r
+}
+
 /// Parses a JSON body; the error names the field (`sessions[3].slug: …`) or `body`.
 ///
 /// # Errors

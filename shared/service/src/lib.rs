@@ -14,6 +14,7 @@
 //! | [`oauth`] | connecting with only the URL: the stack's own authorization-server metadata, dynamic client registration, the local authorize/token endpoints |
 //! | [`relay_api`] | the desktop relay's HTTP API (sync, start, control, complete) |
 //! | [`relay_dist`] | `/relay/install.sh` and the relay downloads: the one-line installer, archives checked by SHA-256 |
+//! | [`openapi`] | the published contract: OpenAPI 3.1 of the owner and relay APIs, built from their route tables and types |
 //! | [`owner_api`] | the owner's HTTP API: projects, devices, chat links, tasks, runs, subscriptions |
 //! | [`panel`] | the owner's web panel: static assets embedded in the binary, served with a strict CSP |
 //! | [`settings`] | the one reader of settings from the environment, and its [`settings::ConfigError`] |
@@ -29,6 +30,7 @@ pub mod events;
 pub mod http_json;
 pub mod mcp;
 pub mod oauth;
+pub mod openapi;
 pub mod owner_api;
 pub mod panel;
 pub mod relay_api;

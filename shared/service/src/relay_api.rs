@@ -21,6 +21,7 @@ use http::{Method, StatusCode, header};
 
 use crate::auth::bearer;
 use crate::http_json;
+use crate::openapi::{self, Answer, Auth, Body, Found, In, Param, Route};
 use domain::clock::SharedClock;
 use domain::devices::token_hash;
 use domain::ids::{CommandId, OwnerId};
@@ -101,19 +102,191 @@ fn internal(e: &StoreError) -> http::Response<Bytes> {
     http_json::unavailable("relay API", e)
 }
 
+/// Every operation of the relay API ([`ROUTES`] maps requests to these).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum Op {
+    Sync,
+    StartCommand,
+    CommandControl,
+    CompleteCommand,
+    StartPairing,
+    PollPairing,
+}
+
+const P_COMMAND: Param = Param {
+    name: "command_id",
+    location: In::Path,
+    description: "A queued command's id (from a sync).",
+    schema: openapi::uuid_param,
+};
+
+fn error_body(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    openapi::schema::<ErrorResponse>(g)
+}
+
+const BAD: Answer =
+    Answer { status: 400, description: "A field breaks its rule: the error names it.", body: &[error_body] };
+const NO_COMMAND: Answer =
+    Answer { status: 404, description: "No such command of this device's owner: stop.", body: &[error_body] };
+const ENDED: Answer = Answer {
+    status: 409,
+    description: "The command is in a state that refuses this (cancelled, ended otherwise): its status.",
+    body: &[openapi::schema::<StatusResponse>],
+};
+
+macro_rules! route {
+    ($op:ident, $method:ident, $path:literal, $auth:ident, $summary:literal, [$($param:expr),*], $body:ty, [$($answer:expr),* $(,)?]) => {
+        Route {
+            op: Op::$op,
+            method: Method::$method,
+            path: concat!("/external-assistants/graph-relays", $path),
+            summary: $summary,
+            auth: Auth::$auth,
+            params: &[$($param),*],
+            body: Some(Body { schema: openapi::schema::<$body>, required: true }),
+            answers: &[$($answer),*],
+        }
+    };
+}
+
+/// The relay API's routes: what [`RelayApi::handle`] dispatches through and what
+/// [`openapi::document`] publishes.
+pub static ROUTES: &[Route<Op>] = &[
+    route!(
+        Sync,
+        POST,
+        "/sync",
+        Device,
+        "Replace this desktop's shared sessions of a project; get its queued commands",
+        [],
+        SyncRequest,
+        [
+            Answer {
+                status: 200,
+                description: "Queued commands for this desktop's sessions, oldest first, and the poll interval.",
+                body: &[openapi::schema::<SyncResponse>]
+            },
+            BAD,
+            Answer { status: 404, description: "No such project of this device's owner.", body: &[error_body] },
+            Answer {
+                status: 409,
+                description: "The owner turned the project off for connected agents (`enabled: false`).",
+                body: &[error_body]
+            },
+        ]
+    ),
+    route!(
+        StartCommand,
+        POST,
+        "/commands/{command_id}/start",
+        Device,
+        "Queued → running (a retry with the same execution id is a replay)",
+        [P_COMMAND],
+        StartRequest,
+        [
+            Answer { status: 200, description: "Running: run it.", body: &[openapi::schema::<StartResponse>] },
+            BAD,
+            NO_COMMAND,
+            ENDED,
+        ]
+    ),
+    Route {
+        op: Op::CommandControl,
+        method: Method::GET,
+        path: "/external-assistants/graph-relays/commands/{command_id}/control",
+        summary: "Heartbeat while running: whether to stop",
+        auth: Auth::Device,
+        params: &[P_COMMAND],
+        body: None,
+        answers: &[
+            Answer {
+                status: 200,
+                description: "Keep running, or stop (`cancel_requested`).",
+                body: &[openapi::schema::<ControlResponse>],
+            },
+            BAD,
+            NO_COMMAND,
+        ],
+    },
+    route!(
+        CompleteCommand,
+        POST,
+        "/commands/{command_id}/complete",
+        Device,
+        "Running → ended; the same completion again is a replay, and a requested cancel wins",
+        [P_COMMAND],
+        Completion,
+        [
+            Answer {
+                status: 200,
+                description: "Recorded (or recorded before).",
+                body: &[openapi::schema::<CompleteResponse>]
+            },
+            BAD,
+            NO_COMMAND,
+            ENDED,
+        ]
+    ),
+    route!(
+        StartPairing,
+        POST,
+        "/pairings",
+        Public,
+        "Ask to be paired: a code for the owner to approve in the panel (RFC 8628 §3.2)",
+        [],
+        PairRequest,
+        [
+            Answer { status: 200, description: "The codes.", body: &[openapi::schema::<PairResponse>] },
+            BAD,
+            Answer {
+                status: 429,
+                description: "Too many pairing requests from this address this hour.",
+                body: &[error_body]
+            },
+        ]
+    ),
+    route!(
+        PollPairing,
+        POST,
+        "/pairings/token",
+        Public,
+        "Poll: the device once the owner approved",
+        [],
+        PairTokenRequest,
+        [
+            Answer {
+                status: 200,
+                description: "Paired: the relay's own token now authenticates this device.",
+                body: &[openapi::schema::<PairTokenResponse>]
+            },
+            Answer {
+                status: 400,
+                description: "RFC 8628 §3.5: authorization_pending, slow_down, access_denied, expired_token; or a malformed body.",
+                body: &[openapi::schema::<PairError>, error_body]
+            },
+        ]
+    ),
+];
+
 impl<S: RelayStore + ?Sized> RelayApi<S> {
     /// Answers one request whose path starts with [`PREFIX`].
     pub async fn handle(&self, req: http::Request<Bytes>) -> http::Response<Bytes> {
         if req.body().len() > MAX_BODY_BYTES {
             return http_json::error(StatusCode::PAYLOAD_TOO_LARGE, format!("body: at most {MAX_BODY_BYTES} bytes"));
         }
-        match (req.method(), req.uri().path().strip_prefix(PREFIX).unwrap_or_default().trim_end_matches('/')) {
-            (&Method::POST, "/pairings") => return self.start_pairing(&req).await,
-            (&Method::POST, "/pairings/token") => return self.poll_pairing(req.body()).await,
-            (_, "/pairings" | "/pairings/token") => {
-                return http_json::error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this route");
+        let (route, p) = match openapi::find(ROUTES, req.method(), req.uri().path()) {
+            Found::Route(r, p) => (r, p),
+            Found::WrongMethod(allow) => return http_json::method_not_allowed(&allow),
+            Found::NoRoute => {
+                let path = req.uri().path().strip_prefix(PREFIX).unwrap_or_default();
+                return http_json::error(StatusCode::NOT_FOUND, format!("no route {path}"));
             }
-            _ => {}
+        };
+        match route.op {
+            Op::StartPairing => return self.start_pairing(&req).await,
+            Op::PollPairing => return self.poll_pairing(req.body()).await,
+            Op::Sync | Op::StartCommand | Op::CommandControl | Op::CompleteCommand => {}
         }
         let device = match device_of(self.store.as_ref(), req.headers()).await {
             Ok(d) => d,
@@ -123,11 +296,9 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
             return http_json::error(StatusCode::UNAUTHORIZED, DEVICE_TOKEN_REQUIRED);
         };
         let owner = device.owner.clone();
-        let path = req.uri().path().strip_prefix(PREFIX).unwrap_or_default().to_owned();
-        let segments: Vec<&str> = path.trim_matches('/').split('/').collect();
-        let method = req.method().clone();
-        match (method, segments.as_slice()) {
-            (Method::POST, ["sync"]) => {
+        let command = || CommandId::parse("command_id", p[0]);
+        match route.op {
+            Op::Sync => {
                 let doorbell_up = req.headers().contains_key(domain::doorbell::DOORBELL_HEADER);
                 let res = self.sync(&owner, device.device_id, req.body(), doorbell_up).await;
                 if res.status() == StatusCode::OK
@@ -138,22 +309,20 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
                 }
                 res
             }
-            (Method::POST, ["commands", id, "start"]) => match CommandId::parse("command_id", id) {
+            Op::StartCommand => match command() {
                 Err(e) => http_json::error(StatusCode::BAD_REQUEST, e.to_string()),
                 Ok(id) => self.start(&owner, id, req.body()).await,
             },
-            (Method::GET, ["commands", id, "control"]) => match CommandId::parse("command_id", id) {
+            Op::CommandControl => match command() {
                 Err(e) => http_json::error(StatusCode::BAD_REQUEST, e.to_string()),
                 Ok(id) => self.control(&owner, id).await,
             },
-            (Method::POST, ["commands", id, "complete"]) => match CommandId::parse("command_id", id) {
+            Op::CompleteCommand => match command() {
                 Err(e) => http_json::error(StatusCode::BAD_REQUEST, e.to_string()),
                 Ok(id) => self.complete(&owner, id, req.body()).await,
             },
-            (_, ["sync"] | ["commands", _, "start" | "control" | "complete"]) => {
-                http_json::error(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this route")
-            }
-            _ => http_json::error(StatusCode::NOT_FOUND, format!("no route {path}")),
+            // Answered before the token is looked up (they need none).
+            Op::StartPairing | Op::PollPairing => http_json::error(StatusCode::NOT_FOUND, "no route"),
         }
     }
 

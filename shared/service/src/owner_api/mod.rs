@@ -39,8 +39,11 @@ use domain::tasks::{
     ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome, Task, TaskStatus, validate_objective,
 };
 use http::{Method, StatusCode, header};
-use serde::Deserialize;
-use serde_json::json;
+
+pub mod views;
+use views::*;
+
+use crate::openapi::{self, Answer, Auth, Body, Found, In, Param, Route};
 
 use crate::auth::{AuthError, Authenticator, bearer};
 use crate::blobs::{BlobError, BlobStore, Download};
@@ -149,7 +152,7 @@ const NO_PAIRING: &str =
 
 type Reply = Result<http::Response<Bytes>, Fail>;
 
-fn ok(status: StatusCode, v: serde_json::Value) -> Reply {
+fn ok(status: StatusCode, v: impl serde::Serialize) -> Reply {
     Ok(http_json::response(status, v))
 }
 
@@ -157,145 +160,121 @@ fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Fail> {
     http_json::parse(body).map_err(bad)
 }
 
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct NameBody {
-    name: String,
-}
-
-#[derive(Deserialize, Default)]
-#[serde(deny_unknown_fields)]
-struct ApproveBody {
-    #[serde(default)]
-    name: Option<String>,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct EnableBody {
-    enabled: bool,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct LinkBody {
-    project_id: ProjectId,
-    name: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct AssignBody {
-    objective: String,
-    idempotency_key: String,
-}
-
-#[derive(Deserialize)]
-#[serde(deny_unknown_fields)]
-struct SubscriptionBody {
-    url: String,
-}
-
 fn time(t: Option<Timestamp>) -> Option<String> {
     t.map(Timestamp::rfc3339)
 }
 
-fn project_json(p: &Project) -> serde_json::Value {
-    json!({
-        "project_id": p.project_id.to_string(),
-        "name": p.name,
-        "enabled": p.enabled,
-        "shared_sessions": p.sessions.len(),
-        "sessions": p.sessions.iter().map(|s| json!({"graph_session_id": s.graph_session_id.as_str(), "name": s.name, "slug": s.slug})).collect::<Vec<_>>(),
-        "last_sync_at": time(p.last_sync_at),
-        "created_at": p.created_at.rfc3339(),
-    })
+fn project_view(p: &Project) -> ProjectView {
+    ProjectView {
+        project_id: p.project_id,
+        name: p.name.clone(),
+        enabled: p.enabled,
+        shared_sessions: p.sessions.len(),
+        sessions: p
+            .sessions
+            .iter()
+            .map(|s| SessionView {
+                graph_session_id: s.graph_session_id.as_str().to_owned(),
+                name: s.name.clone(),
+                slug: s.slug.clone(),
+            })
+            .collect(),
+        last_sync_at: time(p.last_sync_at),
+        created_at: p.created_at.rfc3339(),
+    }
 }
 
-fn device_json(d: &Device) -> serde_json::Value {
-    json!({
-        "device_id": d.device_id.to_string(),
-        "name": d.name,
-        "created_at": d.created_at.rfc3339(),
-        "revoked_at": time(d.revoked_at),
-        "last_seen_at": time(d.last_seen_at),
-    })
+fn device_view(d: &Device) -> DeviceView {
+    DeviceView {
+        device_id: d.device_id,
+        name: d.name.clone(),
+        created_at: d.created_at.rfc3339(),
+        revoked_at: time(d.revoked_at),
+        last_seen_at: time(d.last_seen_at),
+    }
 }
 
-fn pairing_json(p: &Pairing) -> serde_json::Value {
-    let (device_id, device_name) = match &p.status {
-        PairingStatus::Approved { device_id, device_name, .. }
-        | PairingStatus::Redeemed { device_id, device_name, .. } => (Some(device_id.to_string()), Some(device_name)),
-        PairingStatus::Pending | PairingStatus::Refused => (None, None),
+fn pairing_view(p: &Pairing) -> PairingView {
+    let (status, device) = match &p.status {
+        PairingStatus::Pending => (PairingState::Pending, None),
+        PairingStatus::Refused => (PairingState::Refused, None),
+        PairingStatus::Approved { device_id, device_name, .. } => {
+            (PairingState::Approved, Some((*device_id, device_name.clone())))
+        }
+        PairingStatus::Redeemed { device_id, device_name, .. } => {
+            (PairingState::Redeemed, Some((*device_id, device_name.clone())))
+        }
     };
-    json!({
-        "user_code": p.user_code.display(),
-        "status": p.status.as_str(),
-        "name": p.desktop.name,
-        "os": p.desktop.os,
-        "arch": p.desktop.arch,
-        "created_at": p.created_at.rfc3339(),
-        "expires_at": p.expires_at.rfc3339(),
-        "device_id": device_id,
-        "device_name": device_name,
-    })
+    let (device_id, device_name) = device.unzip();
+    PairingView {
+        user_code: p.user_code.display(),
+        status,
+        name: p.desktop.name.clone(),
+        os: p.desktop.os.clone(),
+        arch: p.desktop.arch.clone(),
+        created_at: p.created_at.rfc3339(),
+        expires_at: p.expires_at.rfc3339(),
+        device_id,
+        device_name,
+    }
 }
 
-fn link_json(l: &ChatLink, last_delivery: Option<&DeliveryOutcome>) -> serde_json::Value {
-    json!({
-        "chat_link_id": l.link_id.to_string(),
-        "project_id": l.project_id.to_string(),
-        "name": l.name,
-        "created_at": l.created_at.rfc3339(),
+fn link_view(l: &ChatLink, last_delivery: Option<&DeliveryOutcome>) -> LinkView {
+    LinkView {
+        chat_link_id: l.link_id,
+        project_id: l.project_id,
+        name: l.name.clone(),
+        created_at: l.created_at.rfc3339(),
         // Never the secret: it is shown once, when the subscription is made.
-        "subscription": l.subscription.as_ref().map(|s| json!({
-            "url": s.url,
-            "created_at": s.created_at.rfc3339(),
-            "last_delivery": last_delivery.map(|d| json!({
-                "event_id": d.event_id,
-                "event_type": d.event_type.as_str(),
-                "at": d.at.rfc3339(),
-                "ok": d.ok,
-                "detail": d.detail,
-            })),
-        })),
-    })
+        subscription: l.subscription.as_ref().map(|s| SubscriptionView {
+            url: s.url.clone(),
+            created_at: s.created_at.rfc3339(),
+            last_delivery: last_delivery.map(|d| DeliveryView {
+                event_id: d.event_id.clone(),
+                event_type: d.event_type.as_str().to_owned(),
+                at: d.at.rfc3339(),
+                ok: d.ok,
+                detail: d.detail.clone(),
+            }),
+            secret: None,
+        }),
+    }
 }
 
 /// A task in a list: the label and a preview of the objective.
-fn task_summary(t: &Task, now: Timestamp) -> serde_json::Value {
+fn task_summary(t: &Task, now: Timestamp) -> TaskSummary {
     let status = t.status_at(now);
     let preview = cut_chars(&t.objective, OBJECTIVE_PREVIEW_CHARS);
-    json!({
-        "task_id": t.task_id.to_string(),
-        "status": status,
-        "label": status.label(),
-        "objective": preview,
-        "objective_truncated": preview.len() < t.objective.len(),
-        "created_at": t.created_at.rfc3339(),
-        "finished_at": time(t.finished_at),
-    })
+    TaskSummary {
+        task_id: t.task_id,
+        status,
+        label: status.label().to_owned(),
+        objective: preview.to_owned(),
+        objective_truncated: preview.len() < t.objective.len(),
+        created_at: t.created_at.rfc3339(),
+        finished_at: time(t.finished_at),
+    }
 }
 
-fn run_json(r: &Run, now: Timestamp, policy: &Policy) -> serde_json::Value {
+fn run_view(r: &Run, now: Timestamp, policy: &Policy) -> RunView {
     let view = r.view(now, policy);
     let ended = r.finished_at.filter(|_| view.status.is_terminal());
     let secs = |a: Timestamp, b: Timestamp| b.since(a).as_secs_f64();
-    json!({
-        "command_id": r.command_id.to_string(),
-        "status": view.status,
-        "project_id": r.project_id.to_string(),
-        "graph_session_id": r.graph_session_id.as_str(),
-        "slug": r.slug,
-        "agent": r.agent.as_str(),
-        "queued_at": r.queued_at.rfc3339(),
-        "started_at": time(r.started_at),
-        "finished_at": time(ended),
-        "wait_s": r.started_at.map(|s| secs(r.queued_at, s)),
-        "run_s": r.started_at.zip(ended).map(|(s, e)| secs(s, e)),
-        "error": view.error,
-        "cancel_requested": r.cancel_requested,
-    })
+    RunView {
+        command_id: r.command_id,
+        status: view.status,
+        project_id: r.project_id,
+        graph_session_id: r.graph_session_id.as_str().to_owned(),
+        slug: r.slug.clone(),
+        agent: r.agent.as_str().to_owned(),
+        queued_at: r.queued_at.rfc3339(),
+        started_at: time(r.started_at),
+        finished_at: time(ended),
+        wait_s: r.started_at.map(|s| secs(r.queued_at, s)),
+        run_s: r.started_at.zip(ended).map(|(s, e)| secs(s, e)),
+        error: view.error,
+        cancel_requested: r.cancel_requested,
+    }
 }
 
 /// `?limit=&cursor=` of a list request.
@@ -318,6 +297,275 @@ fn page_params(query: Option<&str>) -> Result<(usize, Option<String>), Fail> {
     Ok((limit, cursor))
 }
 
+/// Every operation of the owner API: [`ROUTES`] maps requests to these, and the dispatcher's
+/// `match` over them is exhaustive.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum Op {
+    ListProjects,
+    CreateProject,
+    SetProjectEnabled,
+    ListDevices,
+    CreateDevice,
+    RevokeDevice,
+    ListLinks,
+    CreateLink,
+    GetLink,
+    DeleteLink,
+    Subscribe,
+    Unsubscribe,
+    ListTasks,
+    AssignTask,
+    GetTask,
+    CancelTask,
+    ListRuns,
+    Overview,
+    GetPairing,
+    ApprovePairing,
+    RefusePairing,
+}
+
+const P_PROJECT: Param =
+    Param { name: "project_id", location: In::Path, description: "A project's id.", schema: openapi::uuid_param };
+const P_DEVICE: Param =
+    Param { name: "device_id", location: In::Path, description: "A device's id.", schema: openapi::uuid_param };
+const P_LINK: Param =
+    Param { name: "chat_link_id", location: In::Path, description: "A chat link's id.", schema: openapi::uuid_param };
+const P_TASK: Param =
+    Param { name: "task_id", location: In::Path, description: "A task's id.", schema: openapi::uuid_param };
+const P_CODE: Param = Param {
+    name: "user_code",
+    location: In::Path,
+    description: "The 8-letter code `relay pair` printed (BCDF-GHJK; case and hyphens do not matter).",
+    schema: openapi::text_param,
+};
+const P_LIMIT: Param =
+    Param { name: "limit", location: In::Query, description: "Items per page (default 50).", schema: page_limit };
+const P_CURSOR: Param = Param {
+    name: "cursor",
+    location: In::Query,
+    description: "The `next_cursor` of the previous page.",
+    schema: openapi::text_param,
+};
+
+/// `limit`: 1 to [`MAX_PAGE`].
+fn page_limit(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    schemars::json_schema!({"type": "integer", "minimum": 1, "maximum": MAX_PAGE})
+}
+
+const BAD: Answer =
+    Answer { status: 400, description: "A field breaks its rule: the error names it.", body: &[error_body] };
+const GONE: Answer = Answer {
+    status: 404,
+    description: "No such item of this owner (another owner's ids answer the same).",
+    body: &[error_body],
+};
+
+fn error_body(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
+    openapi::schema::<domain::relay::ErrorResponse>(g)
+}
+
+macro_rules! ok {
+    ($status:expr, $what:literal, $t:ty) => {
+        Answer { status: $status, description: $what, body: &[openapi::schema::<$t>] }
+    };
+}
+
+macro_rules! route {
+    ($op:ident, $method:ident, $path:literal, $summary:literal, [$($param:expr),*], $body:expr, [$($answer:expr),* $(,)?]) => {
+        Route {
+            op: Op::$op,
+            method: Method::$method,
+            path: concat!("/owner", $path),
+            summary: $summary,
+            auth: Auth::Owner,
+            params: &[$($param),*],
+            body: $body,
+            answers: &[$($answer),*],
+        }
+    };
+}
+
+const fn body<T: schemars::JsonSchema>() -> Option<Body> {
+    Some(Body { schema: openapi::schema::<T>, required: true })
+}
+
+/// The owner API's routes: what [`OwnerApi::handle`] dispatches through and what
+/// [`openapi::document`] publishes.
+pub static ROUTES: &[Route<Op>] = &[
+    route!(ListProjects, GET, "/projects", "The owner's projects", [], None, [ok!(200, "The projects.", ProjectList)]),
+    route!(
+        CreateProject,
+        POST,
+        "/projects",
+        "Make a project",
+        [],
+        body::<NameBody>(),
+        [ok!(201, "The new project.", ProjectView), BAD]
+    ),
+    route!(
+        SetProjectEnabled,
+        PUT,
+        "/projects/{project_id}",
+        "Turn a project on or off for connected agents",
+        [P_PROJECT],
+        body::<EnableBody>(),
+        [ok!(200, "The project.", ProjectView), BAD, GONE]
+    ),
+    route!(ListDevices, GET, "/devices", "The owner's device tokens", [], None, [ok!(200, "The devices.", DeviceList)]),
+    route!(
+        CreateDevice,
+        POST,
+        "/devices",
+        "Make a device token (shown once)",
+        [],
+        body::<NameBody>(),
+        [ok!(201, "The device and its token.", NewDevice), BAD]
+    ),
+    route!(
+        RevokeDevice,
+        DELETE,
+        "/devices/{device_id}",
+        "Revoke a device token",
+        [P_DEVICE],
+        None,
+        [ok!(200, "Revoked.", DeviceRevoked), BAD, GONE]
+    ),
+    route!(ListLinks, GET, "/links", "The owner's chat links", [], None, [ok!(200, "The links.", LinkList)]),
+    route!(
+        CreateLink,
+        POST,
+        "/links",
+        "Link a chat to a project",
+        [],
+        body::<LinkBody>(),
+        [ok!(201, "The new link.", LinkView), BAD, GONE]
+    ),
+    route!(
+        GetLink,
+        GET,
+        "/links/{chat_link_id}",
+        "One chat link",
+        [P_LINK],
+        None,
+        [ok!(200, "The link.", LinkView), BAD, GONE]
+    ),
+    route!(
+        DeleteLink,
+        DELETE,
+        "/links/{chat_link_id}",
+        "Delete a link (its open tasks are cancelled)",
+        [P_LINK],
+        None,
+        [ok!(200, "Deleted.", LinkDeleted), BAD, GONE]
+    ),
+    route!(
+        Subscribe,
+        PUT,
+        "/links/{chat_link_id}/subscription",
+        "Send the link's events to a webhook (the secret is shown once)",
+        [P_LINK],
+        body::<SubscriptionBody>(),
+        [ok!(200, "The link with the new subscription and its secret.", NewSubscription), BAD, GONE]
+    ),
+    route!(
+        Unsubscribe,
+        DELETE,
+        "/links/{chat_link_id}/subscription",
+        "Stop the link's events",
+        [P_LINK],
+        None,
+        [ok!(200, "The link.", LinkView), BAD, GONE]
+    ),
+    route!(
+        ListTasks,
+        GET,
+        "/links/{chat_link_id}/tasks",
+        "The link's tasks, newest first",
+        [P_LINK, P_LIMIT, P_CURSOR],
+        None,
+        [ok!(200, "A page of tasks.", TaskPage), BAD, GONE]
+    ),
+    route!(
+        AssignTask,
+        POST,
+        "/links/{chat_link_id}/tasks",
+        "Assign a task to the chat",
+        [P_LINK],
+        body::<AssignBody>(),
+        [
+            ok!(201, "The new task.", TaskSummary),
+            ok!(200, "The task this key assigned before, with the same objective.", TaskSummary),
+            BAD,
+            GONE,
+            Answer { status: 409, description: "The key assigned a task with another objective.", body: &[error_body] },
+        ]
+    ),
+    route!(
+        GetTask,
+        GET,
+        "/links/{chat_link_id}/tasks/{task_id}",
+        "One task: result, claim, artifacts",
+        [P_LINK, P_TASK],
+        None,
+        [ok!(200, "The task.", TaskDetail), BAD, GONE]
+    ),
+    route!(
+        CancelTask,
+        POST,
+        "/links/{chat_link_id}/tasks/{task_id}/cancel",
+        "Cancel an open task",
+        [P_LINK, P_TASK],
+        None,
+        [ok!(200, "Its status now (unchanged when it had ended).", TaskCancelled), BAD, GONE]
+    ),
+    route!(
+        ListRuns,
+        GET,
+        "/runs",
+        "The recent graph runs of the owner's projects",
+        [P_LIMIT, P_CURSOR],
+        None,
+        [ok!(200, "A page of runs.", RunPage), BAD]
+    ),
+    route!(
+        Overview,
+        GET,
+        "/overview",
+        "Projects, devices, links and the 20 latest runs",
+        [],
+        None,
+        [ok!(200, "The overview.", Overview)]
+    ),
+    route!(
+        GetPairing,
+        GET,
+        "/pairings/{user_code}",
+        "A desktop waiting to be paired with this code",
+        [P_CODE],
+        None,
+        [ok!(200, "The pairing.", PairingView), BAD, GONE]
+    ),
+    route!(
+        ApprovePairing,
+        POST,
+        "/pairings/{user_code}/approve",
+        "Approve it (the relay's next poll gets its device)",
+        [P_CODE],
+        Some(Body { schema: openapi::schema::<ApproveBody>, required: false }),
+        [ok!(200, "Approved.", PairingView), BAD, GONE]
+    ),
+    route!(
+        RefusePairing,
+        POST,
+        "/pairings/{user_code}/refuse",
+        "Refuse it",
+        [P_CODE],
+        None,
+        [ok!(200, "Refused.", PairingView), BAD, GONE]
+    ),
+];
+
 impl<S: OwnerStore + ?Sized> OwnerApi<S> {
     /// Answers one request whose path starts with [`PREFIX`].
     pub async fn handle(&self, req: http::Request<Bytes>) -> http::Response<Bytes> {
@@ -339,41 +587,37 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
             }
             Err(_) => return http_json::error(StatusCode::UNAUTHORIZED, "a valid owner token is required"),
         };
-        let path = req.uri().path().strip_prefix(PREFIX).unwrap_or_default().trim_matches('/').to_owned();
-        let segments: Vec<&str> = path.split('/').collect();
+        let (route, p) = match openapi::find(ROUTES, req.method(), req.uri().path()) {
+            Found::Route(r, p) => (r, p),
+            Found::WrongMethod(allow) => return http_json::method_not_allowed(&allow),
+            Found::NoRoute => {
+                let path = req.uri().path().strip_prefix(PREFIX).unwrap_or_default().trim_matches('/');
+                return http_json::error(StatusCode::NOT_FOUND, format!("no route /owner/{path}"));
+            }
+        };
         let (query, body) = (req.uri().query(), req.body());
-        let reply = match (req.method().clone(), segments.as_slice()) {
-            (Method::GET, ["projects"]) => self.list_projects(&owner).await,
-            (Method::POST, ["projects"]) => self.create_project(&owner, body).await,
-            (Method::PUT, ["projects", id]) => self.enable_project(&owner, id, body).await,
-            (Method::GET, ["devices"]) => self.list_devices(&owner).await,
-            (Method::POST, ["devices"]) => self.create_device(&owner, body).await,
-            (Method::DELETE, ["devices", id]) => self.revoke_device(&owner, id).await,
-            (Method::GET, ["links"]) => self.list_links(&owner).await,
-            (Method::POST, ["links"]) => self.create_link(&owner, body).await,
-            (Method::GET, ["links", id]) => self.get_link(&owner, id).await,
-            (Method::DELETE, ["links", id]) => self.delete_link(&owner, id).await,
-            (Method::PUT, ["links", id, "subscription"]) => self.subscribe(&owner, id, body).await,
-            (Method::DELETE, ["links", id, "subscription"]) => self.unsubscribe(&owner, id).await,
-            (Method::GET, ["links", id, "tasks"]) => self.list_tasks(&owner, id, query).await,
-            (Method::POST, ["links", id, "tasks"]) => self.assign(&owner, id, body).await,
-            (Method::GET, ["links", id, "tasks", task]) => self.get_task(&owner, id, task).await,
-            (Method::POST, ["links", id, "tasks", task, "cancel"]) => self.cancel_task(&owner, id, task).await,
-            (Method::GET, ["runs"]) => self.list_runs(&owner, query).await,
-            (Method::GET, ["overview"]) => self.overview(&owner).await,
-            (Method::GET, ["pairings", code]) => self.get_pairing(&owner, code).await,
-            (Method::POST, ["pairings", code, "approve"]) => self.approve_pairing(&owner, code, body).await,
-            (Method::POST, ["pairings", code, "refuse"]) => self.decide_pairing(&owner, code, &Decision::Refuse).await,
-            (
-                _,
-                ["projects" | "devices" | "links" | "runs" | "overview"]
-                | ["projects" | "devices" | "links" | "pairings", _]
-                | ["pairings", _, "approve" | "refuse"]
-                | ["links", _, "subscription" | "tasks"]
-                | ["links", _, "tasks", _]
-                | ["links", _, "tasks", _, "cancel"],
-            ) => Err(Fail::Refused(StatusCode::METHOD_NOT_ALLOWED, "method not allowed on this route".into())),
-            _ => Err(not_found(&format!("no route /owner/{path}"))),
+        let reply = match route.op {
+            Op::ListProjects => self.list_projects(&owner).await,
+            Op::CreateProject => self.create_project(&owner, body).await,
+            Op::SetProjectEnabled => self.enable_project(&owner, p[0], body).await,
+            Op::ListDevices => self.list_devices(&owner).await,
+            Op::CreateDevice => self.create_device(&owner, body).await,
+            Op::RevokeDevice => self.revoke_device(&owner, p[0]).await,
+            Op::ListLinks => self.list_links(&owner).await,
+            Op::CreateLink => self.create_link(&owner, body).await,
+            Op::GetLink => self.get_link(&owner, p[0]).await,
+            Op::DeleteLink => self.delete_link(&owner, p[0]).await,
+            Op::Subscribe => self.subscribe(&owner, p[0], body).await,
+            Op::Unsubscribe => self.unsubscribe(&owner, p[0]).await,
+            Op::ListTasks => self.list_tasks(&owner, p[0], query).await,
+            Op::AssignTask => self.assign(&owner, p[0], body).await,
+            Op::GetTask => self.get_task(&owner, p[0], p[1]).await,
+            Op::CancelTask => self.cancel_task(&owner, p[0], p[1]).await,
+            Op::ListRuns => self.list_runs(&owner, query).await,
+            Op::Overview => self.overview(&owner).await,
+            Op::GetPairing => self.get_pairing(&owner, p[0]).await,
+            Op::ApprovePairing => self.approve_pairing(&owner, p[0], body).await,
+            Op::RefusePairing => self.decide_pairing(&owner, p[0], &Decision::Refuse).await,
         };
         match reply {
             Ok(r) => r,
@@ -391,14 +635,14 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
 
     async fn list_projects(&self, owner: &OwnerId) -> Reply {
         let ps = self.store.list_projects(owner).await?;
-        ok(StatusCode::OK, json!({"projects": ps.iter().map(project_json).collect::<Vec<_>>()}))
+        ok(StatusCode::OK, ProjectList { projects: ps.iter().map(project_view).collect() })
     }
 
     async fn create_project(&self, owner: &OwnerId, body: &[u8]) -> Reply {
         let b: NameBody = parse(body)?;
         validate_name(&b.name)?;
         let p = self.store.create_project(owner, &b.name).await?;
-        ok(StatusCode::CREATED, project_json(&p))
+        ok(StatusCode::CREATED, project_view(&p))
     }
 
     async fn enable_project(&self, owner: &OwnerId, id: &str, body: &[u8]) -> Reply {
@@ -406,12 +650,12 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
         let b: EnableBody = parse(body)?;
         let p =
             self.store.set_project_enabled(owner, project, b.enabled).await?.ok_or_else(|| not_found(NO_PROJECT))?;
-        ok(StatusCode::OK, project_json(&p))
+        ok(StatusCode::OK, project_view(&p))
     }
 
     async fn list_devices(&self, owner: &OwnerId) -> Reply {
         let ds = self.store.list_devices(owner).await?;
-        ok(StatusCode::OK, json!({"devices": ds.iter().map(device_json).collect::<Vec<_>>()}))
+        ok(StatusCode::OK, DeviceList { devices: ds.iter().map(device_view).collect() })
     }
 
     async fn create_device(&self, owner: &OwnerId, body: &[u8]) -> Reply {
@@ -419,17 +663,15 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
         validate_name(&b.name)?;
         let (token, hash) = new_token().map_err(|e| Fail::Store(StoreError::unavailable(e)))?;
         let d = self.store.create_device(owner, &b.name, &hash).await?;
-        let mut v = device_json(&d);
-        v["token"] = json!(token);
-        v["note"] = json!("The token is shown only now; the server keeps only its sha256.");
-        ok(StatusCode::CREATED, v)
+        let note = "The token is shown only now; the server keeps only its sha256.".to_owned();
+        ok(StatusCode::CREATED, NewDevice { device: device_view(&d), token, note })
     }
 
     async fn get_pairing(&self, owner: &OwnerId, code: &str) -> Reply {
         let code = UserCode::parse("user_code", code)?;
         let p = self.store.get_pairing(&code).await?;
         let p = p.filter(|p| p.visible_to(owner, self.clock.now())).ok_or_else(|| not_found(NO_PAIRING))?;
-        ok(StatusCode::OK, pairing_json(&p))
+        ok(StatusCode::OK, pairing_view(&p))
     }
 
     async fn approve_pairing(&self, owner: &OwnerId, code: &str, body: &[u8]) -> Reply {
@@ -453,7 +695,7 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
     async fn decide_pairing(&self, owner: &OwnerId, code: &str, decision: &Decision) -> Reply {
         let code = UserCode::parse("user_code", code)?;
         match self.store.decide_pairing(&code, owner, decision).await? {
-            DecideOutcome::Decided(p) => ok(StatusCode::OK, pairing_json(&p)),
+            DecideOutcome::Decided(p) => ok(StatusCode::OK, pairing_view(&p)),
             DecideOutcome::NotPending => Err(not_found(NO_PAIRING)),
         }
     }
@@ -463,32 +705,32 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
         if !self.store.revoke_device(owner, id).await? {
             return Err(not_found(NO_DEVICE));
         }
-        ok(StatusCode::OK, json!({"revoked": true}))
+        ok(StatusCode::OK, DeviceRevoked { revoked: true })
     }
 
     async fn list_links(&self, owner: &OwnerId) -> Reply {
         let ls = self.store.list_links(owner).await?;
-        ok(StatusCode::OK, json!({"links": self.links_json(owner, &ls).await?}))
+        ok(StatusCode::OK, LinkList { links: self.link_views(owner, &ls).await? })
     }
 
     async fn create_link(&self, owner: &OwnerId, body: &[u8]) -> Reply {
         let b: LinkBody = parse(body)?;
         validate_name(&b.name)?;
         let l = self.store.create_link(owner, b.project_id, &b.name).await?.ok_or_else(|| not_found(NO_PROJECT))?;
-        ok(StatusCode::CREATED, link_json(&l, None))
+        ok(StatusCode::CREATED, link_view(&l, None))
     }
 
     async fn get_link(&self, owner: &OwnerId, id: &str) -> Reply {
         let link = self.link(owner, id).await?;
         let deliveries = self.store.last_deliveries(owner).await?;
         let last = deliveries.iter().find(|(l, _)| *l == link.link_id).map(|(_, d)| d);
-        ok(StatusCode::OK, link_json(&link, last))
+        ok(StatusCode::OK, link_view(&link, last))
     }
 
     async fn delete_link(&self, owner: &OwnerId, id: &str) -> Reply {
         let id = ChatLinkId::parse("chat_link_id", id)?;
         let cancelled = self.store.delete_link(owner, id).await?.ok_or_else(|| not_found(NO_LINK))?;
-        ok(StatusCode::OK, json!({"deleted": true, "cancelled_tasks": cancelled}))
+        ok(StatusCode::OK, LinkDeleted { deleted: true, cancelled_tasks: cancelled })
     }
 
     async fn subscribe(&self, owner: &OwnerId, id: &str, body: &[u8]) -> Reply {
@@ -499,17 +741,19 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
         let sub = Subscription { url: b.url, secret, created_at: self.clock.now() };
         let l =
             self.store.set_subscription(owner, link.link_id, Some(&sub)).await?.ok_or_else(|| not_found(NO_LINK))?;
-        let mut v = link_json(&l, None);
-        v["subscription"]["secret"] = json!(sub.secret);
-        v["note"] =
-            json!("The signing secret is shown only now. Events are signed per the Standard Webhooks convention.");
-        ok(StatusCode::OK, v)
+        let mut link = link_view(&l, None);
+        if let Some(s) = link.subscription.as_mut() {
+            s.secret = Some(sub.secret);
+        }
+        let note =
+            "The signing secret is shown only now. Events are signed per the Standard Webhooks convention.".to_owned();
+        ok(StatusCode::OK, NewSubscription { link, note })
     }
 
     async fn unsubscribe(&self, owner: &OwnerId, id: &str) -> Reply {
         let link = self.link(owner, id).await?;
         let l = self.store.set_subscription(owner, link.link_id, None).await?.ok_or_else(|| not_found(NO_LINK))?;
-        ok(StatusCode::OK, link_json(&l, None))
+        ok(StatusCode::OK, link_view(&l, None))
     }
 
     async fn list_tasks(&self, owner: &OwnerId, id: &str, query: Option<&str>) -> Reply {
@@ -522,11 +766,11 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
         let now = self.clock.now();
         ok(
             StatusCode::OK,
-            json!({
-                "chat_link_id": link.link_id.to_string(),
-                "tasks": page.tasks.iter().map(|t| task_summary(t, now)).collect::<Vec<_>>(),
-                "next_cursor": page.next.map(|t| t.to_string()),
-            }),
+            TaskPage {
+                chat_link_id: link.link_id,
+                tasks: page.tasks.iter().map(|t| task_summary(t, now)).collect(),
+                next_cursor: page.next.map(|t| t.to_string()),
+            },
         )
     }
 
@@ -558,25 +802,23 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
         let t = self.store.get_task(owner, link.link_id, task).await?.ok_or_else(|| not_found(NO_TASK))?;
         let artifacts = self.store.list_artifacts(owner, link.link_id, task).await?;
         let now = self.clock.now();
-        let mut v = task_summary(&t, now);
+        let mut summary = task_summary(&t, now);
+        summary.objective.clone_from(&t.objective);
+        summary.objective_truncated = false;
         let status = t.status_at(now);
-        v["objective"] = json!(t.objective);
-        v["objective_truncated"] = json!(false);
-        v["expires_at"] = json!(t.expires_at.rfc3339());
-        v["result"] = json!(t.result);
-        v["claim"] = match (t.claim_id, t.lease_until) {
-            (Some(claim), Some(lease)) => json!({
-                "claim_id": claim.to_string(),
-                "lease_until": lease.rfc3339(),
-                "live": status == TaskStatus::Claimed && lease > now,
-            }),
-            _ => serde_json::Value::Null,
-        };
-        v["artifacts"] = json!(self.artifacts_json(&artifacts).await?);
-        ok(StatusCode::OK, v)
+        let claim = t.claim_id.zip(t.lease_until).map(|(claim, lease)| ClaimView {
+            claim_id: claim.to_string(),
+            lease_until: lease.rfc3339(),
+            live: status == TaskStatus::Claimed && lease > now,
+        });
+        let artifacts = self.artifact_views(&artifacts).await?;
+        ok(
+            StatusCode::OK,
+            TaskDetail { summary, expires_at: t.expires_at.rfc3339(), result: t.result.clone(), claim, artifacts },
+        )
     }
 
-    async fn artifacts_json(&self, artifacts: &[ArtifactRecord]) -> Result<Vec<serde_json::Value>, Fail> {
+    async fn artifact_views(&self, artifacts: &[ArtifactRecord]) -> Result<Vec<ArtifactView>, Fail> {
         let mut out = Vec::with_capacity(artifacts.len());
         for a in artifacts {
             let url = match &self.blobs {
@@ -586,14 +828,14 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
                 }
                 None => None,
             };
-            out.push(json!({
-                "artifact_id": a.artifact_id,
-                "name": a.name,
-                "content_type": a.content_type,
-                "size": a.size,
-                "sha256": a.sha256,
-                "download_url": url,
-            }));
+            out.push(ArtifactView {
+                artifact_id: a.artifact_id.clone(),
+                name: a.name.clone(),
+                content_type: a.content_type.clone(),
+                size: a.size,
+                sha256: a.sha256.clone(),
+                download_url: url,
+            });
         }
         Ok(out)
     }
@@ -606,7 +848,7 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
             CancelTaskOutcome::Unchanged(s) => s,
             CancelTaskOutcome::NotFound => return Err(not_found(NO_TASK)),
         };
-        ok(StatusCode::OK, json!({"task_id": task.to_string(), "status": status, "label": status.label()}))
+        ok(StatusCode::OK, TaskCancelled { task_id: task, status, label: status.label().to_owned() })
     }
 
     /// What the panel shows outside the selected link, in one request per refresh.
@@ -620,17 +862,17 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
         let now = self.clock.now();
         ok(
             StatusCode::OK,
-            json!({
-                "projects": projects.iter().map(project_json).collect::<Vec<_>>(),
-                "devices": devices.iter().map(device_json).collect::<Vec<_>>(),
-                "links": self.links_json(owner, &links).await?,
-                "runs": runs.iter().map(|r| run_json(r, now, &self.policy)).collect::<Vec<_>>(),
-            }),
+            Overview {
+                projects: projects.iter().map(project_view).collect(),
+                devices: devices.iter().map(device_view).collect(),
+                links: self.link_views(owner, &links).await?,
+                runs: runs.iter().map(|r| run_view(r, now, &self.policy)).collect(),
+            },
         )
     }
 
     /// Links with the outcome of their latest delivery (one more query for all of them).
-    async fn links_json(&self, owner: &OwnerId, links: &[ChatLink]) -> Result<Vec<serde_json::Value>, Fail> {
+    async fn link_views(&self, owner: &OwnerId, links: &[ChatLink]) -> Result<Vec<LinkView>, Fail> {
         let deliveries = if links.iter().any(|l| l.subscription.is_some()) {
             self.store.last_deliveries(owner).await?
         } else {
@@ -638,7 +880,7 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
         };
         Ok(links
             .iter()
-            .map(|l| link_json(l, deliveries.iter().find(|(id, _)| *id == l.link_id).map(|(_, d)| d)))
+            .map(|l| link_view(l, deliveries.iter().find(|(id, _)| *id == l.link_id).map(|(_, d)| d)))
             .collect())
     }
 
@@ -654,7 +896,7 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
         let next = (runs.len() == limit).then(|| runs.last().map(|r| r.command_id.to_string())).flatten();
         ok(
             StatusCode::OK,
-            json!({"runs": runs.iter().map(|r| run_json(r, now, &self.policy)).collect::<Vec<_>>(), "next_cursor": next}),
+            RunPage { runs: runs.iter().map(|r| run_view(r, now, &self.policy)).collect(), next_cursor: next },
         )
     }
 }

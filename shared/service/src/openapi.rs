@@ -1,0 +1,379 @@
+//! The published contract of the owner API and the relay API: an OpenAPI 3.1 document built
+//! from the same route tables the two APIs dispatch through and from the JSON Schemas of their
+//! Rust request and response types (`schemars`), so it cannot drift from the code.
+//!
+//! - A [`Route`] names its method, path template, auth scheme, parameters, body type and every
+//!   answer it can give. [`owner_api::ROUTES`](crate::owner_api::ROUTES) and
+//!   [`relay_api::ROUTES`](crate::relay_api::ROUTES) are the only way into their handlers:
+//!   [`find`] matches a request against a table (and answers 405 with `Allow` from it), and
+//!   each API's `match` over its `Op` enum is exhaustive.
+//! - [`document`] turns both tables into the document served at [`PATH`] by the local server
+//!   and the deployed stack; `docs/openapi.json` pins it (a test compares them), an OpenAPI
+//!   validator checks it, and Schemathesis fuzzes both APIs from it (tests/tests/api_fuzz.rs).
+//! - Limits are schema constraints (`maxLength`, `maxItems`, `minimum`/`maximum`, patterns).
+//!   Rules a schema cannot say (a name that is only spaces, the byte budget of a completion)
+//!   are in the descriptions, and the server's 400 names them.
+
+use http::Method;
+use schemars::generate::SchemaSettings;
+use schemars::{JsonSchema, Schema, SchemaGenerator};
+use serde_json::{Map, Value, json};
+
+/// Where the document is served (no token needed: it describes the API, it holds no data).
+pub const PATH: &str = "/openapi.json";
+
+/// The JSON Schema of a type, as a reference into the document's components where it has one.
+pub type SchemaFn = fn(&mut SchemaGenerator) -> Schema;
+
+/// [`SchemaFn`] for `T`.
+pub fn schema<T: JsonSchema>(g: &mut SchemaGenerator) -> Schema {
+    g.subschema_for::<T>()
+}
+
+/// Who may call a route.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Auth {
+    /// A bearer JWT with the `osfoundry:owner` scope (the panel's sign-in).
+    Owner,
+    /// A relay's device token (`Authorization: Bearer fcd_…`).
+    Device,
+    /// No token (a desktop asking to be paired).
+    Public,
+}
+
+/// Where a parameter goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum In {
+    /// A `{name}` segment of the path.
+    Path,
+    /// `?name=` (optional).
+    Query,
+}
+
+/// A path or query parameter.
+pub struct Param {
+    /// Its name (`{name}` in the path template).
+    pub name: &'static str,
+    /// Path or query.
+    pub location: In,
+    /// What it is, for a person.
+    pub description: &'static str,
+    /// Its schema.
+    pub schema: SchemaFn,
+}
+
+/// A request body.
+pub struct Body {
+    /// Its schema (read with the deserialize contract: defaults make fields optional).
+    pub schema: SchemaFn,
+    /// `false`: an empty body means "all defaults".
+    pub required: bool,
+}
+
+/// One answer a route can give.
+pub struct Answer {
+    /// The HTTP status.
+    pub status: u16,
+    /// When it is given.
+    pub description: &'static str,
+    /// The body's schema; more than one means any of them.
+    pub body: &'static [SchemaFn],
+}
+
+/// One operation of an API.
+pub struct Route<Op: 'static> {
+    /// What the API's dispatcher runs for it.
+    pub op: Op,
+    /// The method.
+    pub method: Method,
+    /// The full path template (`/owner/links/{chat_link_id}`).
+    pub path: &'static str,
+    /// One line on what it does.
+    pub summary: &'static str,
+    /// Who may call it.
+    pub auth: Auth,
+    /// Path parameters in template order, then query parameters.
+    pub params: &'static [Param],
+    /// The body, if it takes one.
+    pub body: Option<Body>,
+    /// Its own answers; [`document`] adds the ones every route of its auth scheme can give.
+    pub answers: &'static [Answer],
+}
+
+/// What [`find`] made of a request.
+pub enum Found<'r, 'p, Op: 'static> {
+    /// The route, and its path parameters in template order.
+    Route(&'r Route<Op>, Vec<&'p str>),
+    /// The path exists with other methods: the `Allow` header's value.
+    WrongMethod(String),
+    /// No route has this path.
+    NoRoute,
+}
+
+/// The route of `routes` for `method` and `path` (a trailing `/` is ignored; a `{param}`
+/// matches one non-empty segment).
+pub fn find<'r, 'p, Op>(routes: &'r [Route<Op>], method: &Method, path: &'p str) -> Found<'r, 'p, Op> {
+    let segments: Vec<&str> = path.trim_end_matches('/').split('/').collect();
+    let mut allow: Vec<&str> = Vec::new();
+    for r in routes {
+        let Some(params) = match_template(r.path, &segments) else { continue };
+        if r.method == *method {
+            return Found::Route(r, params);
+        }
+        allow.push(r.method.as_str());
+    }
+    if allow.is_empty() { Found::NoRoute } else { Found::WrongMethod(allow.join(", ")) }
+}
+
+fn match_template<'p>(template: &str, segments: &[&'p str]) -> Option<Vec<&'p str>> {
+    let parts: Vec<&str> = template.split('/').collect();
+    if parts.len() != segments.len() {
+        return None;
+    }
+    let mut params = Vec::new();
+    for (part, seg) in parts.iter().zip(segments) {
+        if part.starts_with('{') {
+            if seg.is_empty() {
+                return None;
+            }
+            params.push(*seg);
+        } else if part != seg {
+            return None;
+        }
+    }
+    Some(params)
+}
+
+/// The error body every refusal has: `{"error": "<field>: <rule>"}`.
+fn error_schema(g: &mut SchemaGenerator) -> Schema {
+    schema::<domain::relay::ErrorResponse>(g)
+}
+
+/// The answers every route with `auth` (and a body, when `body`) can give.
+fn common_answers(auth: Auth, body: bool) -> Vec<(u16, &'static str)> {
+    let mut v = Vec::new();
+    match auth {
+        Auth::Owner => {
+            v.push((401, "No owner token, or not a valid one."));
+            v.push((403, "The token lacks the osfoundry:owner scope."));
+        }
+        Auth::Device => v.push((401, "No device token, or an unknown or revoked one.")),
+        Auth::Public => {}
+    }
+    if body {
+        v.push((413, "The body is larger than 1 MiB."));
+    }
+    v.push((503, "The store or the token keys are unavailable for a moment; retry. Nothing was changed."));
+    v
+}
+
+/// The OpenAPI 3.1 document of the owner API and the relay API.
+pub fn document() -> Value {
+    let mut responses = SchemaSettings::draft2020_12()
+        .with(|s| {
+            s.definitions_path = "/components/schemas".into();
+            s.meta_schema = None;
+        })
+        .for_serialize()
+        .into_generator();
+    // Request bodies are inlined: their deserialize-contract schemas never collide with the
+    // serialize-contract components of the responses.
+    let mut requests = SchemaSettings::draft2020_12()
+        .with(|s| {
+            s.inline_subschemas = true;
+            s.meta_schema = None;
+        })
+        .for_deserialize()
+        .into_generator();
+    let mut paths = Map::new();
+    add(&mut paths, crate::owner_api::ROUTES, "owner", &mut requests, &mut responses);
+    add(&mut paths, crate::relay_api::ROUTES, "relay", &mut requests, &mut responses);
+    let schemas = responses.take_definitions(true);
+    json!({
+        "openapi": "3.1.0",
+        "info": {
+            "title": "foundry-connect owner and relay APIs",
+            "version": env!("CARGO_PKG_VERSION"),
+            "description": "The owner API is what the web panel does (projects, desktops, chat links, tasks, runs, pairings); the relay API is what the desktop relay calls. Every refusal is a JSON body {\"error\": \"<field>: <rule>\"} (a pairing poll's are RFC 8628's codes) and changes nothing. Another owner's ids answer exactly like ids that do not exist. The MCP endpoint (/mcp) is described by MCP itself, not here.",
+            "license": {"name": "Apache-2.0", "identifier": "Apache-2.0"},
+        },
+        "servers": [{"url": "/", "description": "the stack that serves this document"}],
+        "tags": [
+            {"name": "owner", "description": "The owner's web panel: bearer JWT with the osfoundry:owner scope."},
+            {"name": "relay", "description": "The desktop relay: its device token; pairing needs none."},
+        ],
+        "paths": paths,
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {
+                "ownerToken": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "bearerFormat": "JWT",
+                    "description": "An access token from the stack's sign-in whose scope includes osfoundry:owner; the owner is its subject.",
+                },
+                "deviceToken": {
+                    "type": "http",
+                    "scheme": "bearer",
+                    "description": "A device token (fcd_…), made in the panel or by `relay pair`; the server keeps only its sha256.",
+                },
+            },
+        },
+    })
+}
+
+fn add<Op: std::fmt::Debug>(
+    paths: &mut Map<String, Value>,
+    routes: &[Route<Op>],
+    tag: &str,
+    requests: &mut SchemaGenerator,
+    responses: &mut SchemaGenerator,
+) {
+    for r in routes {
+        let mut answers = Map::new();
+        for a in r.answers {
+            let content = match a.body {
+                [] => None,
+                [one] => Some(one(responses).to_value()),
+                many => Some(json!({"anyOf": many.iter().map(|f| f(responses).to_value()).collect::<Vec<_>>()})),
+            };
+            let mut v = json!({"description": a.description});
+            if let Some(s) = content {
+                v["content"] = json!({"application/json": {"schema": s}});
+            }
+            answers.insert(a.status.to_string(), v);
+        }
+        for (status, description) in common_answers(r.auth, r.body.is_some()) {
+            answers.entry(status.to_string()).or_insert_with(|| {
+                json!({"description": description, "content": {"application/json": {"schema": error_schema(responses).to_value()}}})
+            });
+        }
+        let params: Vec<Value> = r
+            .params
+            .iter()
+            .map(|p| {
+                json!({
+                    "name": p.name,
+                    "in": match p.location { In::Path => "path", In::Query => "query" },
+                    "required": p.location == In::Path,
+                    "description": p.description,
+                    "schema": (p.schema)(requests).to_value(),
+                })
+            })
+            .collect();
+        let mut op = json!({
+            "operationId": operation_id(&format!("{:?}", r.op)),
+            "summary": r.summary,
+            "tags": [tag],
+            "security": match r.auth {
+                Auth::Owner => json!([{"ownerToken": []}]),
+                Auth::Device => json!([{"deviceToken": []}]),
+                Auth::Public => json!([]),
+            },
+            "responses": answers,
+        });
+        if !params.is_empty() {
+            op["parameters"] = json!(params);
+        }
+        if let Some(b) = &r.body {
+            op["requestBody"] = json!({
+                "required": b.required,
+                "content": {"application/json": {"schema": (b.schema)(requests).to_value()}},
+            });
+        }
+        let entry = paths.entry(r.path.to_owned()).or_insert_with(|| json!({}));
+        entry[r.method.as_str().to_ascii_lowercase()] = op;
+    }
+}
+
+/// `ListProjects` → `listProjects`.
+fn operation_id(variant: &str) -> String {
+    let mut chars = variant.chars();
+    chars.next().map(|c| c.to_ascii_lowercase().to_string() + chars.as_str()).unwrap_or_default()
+}
+
+/// The schema of a path parameter that is a UUID id.
+pub fn uuid_param(g: &mut SchemaGenerator) -> Schema {
+    schema::<domain::ids::ProjectId>(g)
+}
+
+/// The schema of a free-text path or query parameter.
+pub fn text_param(g: &mut SchemaGenerator) -> Schema {
+    schema::<String>(g)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, Clone, Copy, PartialEq)]
+    enum T {
+        List,
+        One,
+        Delete,
+    }
+
+    static ROUTES: &[Route<T>] = &[
+        Route {
+            op: T::List,
+            method: Method::GET,
+            path: "/x/items",
+            summary: "",
+            auth: Auth::Public,
+            params: &[],
+            body: None,
+            answers: &[],
+        },
+        Route {
+            op: T::One,
+            method: Method::GET,
+            path: "/x/items/{id}",
+            summary: "",
+            auth: Auth::Public,
+            params: &[],
+            body: None,
+            answers: &[],
+        },
+        Route {
+            op: T::Delete,
+            method: Method::DELETE,
+            path: "/x/items/{id}",
+            summary: "",
+            auth: Auth::Public,
+            params: &[],
+            body: None,
+            answers: &[],
+        },
+    ];
+
+    #[test]
+    fn routes_match_by_template_and_method() {
+        let Found::Route(r, p) = find(ROUTES, &Method::GET, "/x/items/42/") else { panic!("no match") };
+        assert_eq!((r.op, p), (T::One, vec!["42"]));
+        let Found::Route(r, p) = find(ROUTES, &Method::GET, "/x/items") else { panic!("no match") };
+        assert_eq!((r.op, p.len()), (T::List, 0));
+        assert!(matches!(find(ROUTES, &Method::PUT, "/x/items/42"), Found::WrongMethod(a) if a == "GET, DELETE"));
+        assert!(matches!(find(ROUTES, &Method::GET, "/x/items//"), Found::Route(r, _) if r.op == T::List));
+        assert!(matches!(find(ROUTES, &Method::GET, "/x/items/42/more"), Found::NoRoute));
+        assert!(matches!(find(ROUTES, &Method::GET, "/x/other"), Found::NoRoute));
+    }
+
+    #[test]
+    fn operation_ids_are_lower_camel_case() {
+        assert_eq!(operation_id("ListProjects"), "listProjects");
+    }
+}
+
+/// The answer to a request for [`PATH`]: the document (built once per process), or 405.
+pub fn response(method: &Method) -> http::Response<bytes::Bytes> {
+    static DOCUMENT: std::sync::OnceLock<bytes::Bytes> = std::sync::OnceLock::new();
+    if method != Method::GET && method != Method::HEAD {
+        return crate::http_json::method_not_allowed("GET, HEAD");
+    }
+    let body = DOCUMENT.get_or_init(|| bytes::Bytes::from(serde_json::to_vec(&document()).unwrap_or_default()));
+    let mut r = http::Response::new(if method == Method::HEAD { bytes::Bytes::new() } else { body.clone() });
+    let headers = r.headers_mut();
+    headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    headers.insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("public, max-age=300"));
+    r
+}

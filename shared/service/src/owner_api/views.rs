@@ -1,0 +1,394 @@
+//! The owner API's wire types: the request bodies it reads and every response body it writes.
+//! The handlers build these and nothing else, and [`crate::openapi`] publishes their schemas,
+//! so the document and the answers are one definition.
+//!
+//! Times are RFC 3339 strings; `null` means "not yet" (never synced, not revoked, not finished).
+
+use domain::ids::{ChatLinkId, CommandId, IdempotencyKey, ProjectId, TaskId};
+use domain::limits::{MAX_NAME_CHARS, MAX_OBJECTIVE_CHARS};
+use domain::runs::RunStatus;
+use domain::tasks::TaskStatus;
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+/// `POST /projects`, `POST /devices`: a name.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct NameBody {
+    /// 1 to 200 characters, not only spaces.
+    #[schemars(length(min = 1, max = MAX_NAME_CHARS))]
+    pub name: String,
+}
+
+/// `POST /pairings/{code}/approve`: the device's name (the desktop's own name when left out or
+/// when the body is empty).
+#[derive(Deserialize, Default, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ApproveBody {
+    /// 1 to 200 characters, not only spaces.
+    #[serde(default)]
+    #[schemars(length(min = 1, max = MAX_NAME_CHARS))]
+    pub name: Option<String>,
+}
+
+/// `PUT /projects/{id}`: the switch for connected agents.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct EnableBody {
+    /// Whether connected agents may see and use the project.
+    pub enabled: bool,
+}
+
+/// `POST /links`: a chat link to a project.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct LinkBody {
+    /// The owner's project.
+    pub project_id: ProjectId,
+    /// 1 to 200 characters, not only spaces.
+    #[schemars(length(min = 1, max = MAX_NAME_CHARS))]
+    pub name: String,
+}
+
+/// `POST /links/{id}/tasks`: assign a task.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct AssignBody {
+    /// What the chat should do: 1 to 10,000 characters, not only spaces.
+    #[schemars(length(min = 1, max = MAX_OBJECTIVE_CHARS))]
+    pub objective: String,
+    /// The same key with the same objective answers the same task (200); with another, 409.
+    #[schemars(length(min = IdempotencyKey::MIN_CHARS, max = IdempotencyKey::MAX_CHARS))]
+    pub idempotency_key: String,
+}
+
+/// `PUT /links/{id}/subscription`: where the link's events go.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct SubscriptionBody {
+    /// An `https://` URL on a public host (private, loopback and metadata addresses are refused).
+    pub url: String,
+}
+
+/// A graph session a desktop shares in a project.
+#[derive(Serialize, JsonSchema)]
+pub struct SessionView {
+    /// `gs_` + 32 lowercase hex.
+    pub graph_session_id: String,
+    /// Its name.
+    pub name: String,
+    /// Its slug.
+    pub slug: String,
+}
+
+/// A project.
+#[derive(Serialize, JsonSchema)]
+pub struct ProjectView {
+    /// Its id.
+    pub project_id: ProjectId,
+    /// Its name.
+    pub name: String,
+    /// Whether connected agents may use it.
+    pub enabled: bool,
+    /// How many sessions its desktops share.
+    pub shared_sessions: usize,
+    /// Those sessions.
+    pub sessions: Vec<SessionView>,
+    /// The last relay sync.
+    pub last_sync_at: Option<String>,
+    /// When it was made.
+    pub created_at: String,
+}
+
+/// `GET /projects`.
+#[derive(Serialize, JsonSchema)]
+pub struct ProjectList {
+    /// The owner's projects.
+    pub projects: Vec<ProjectView>,
+}
+
+/// A desktop's device token (never the token itself after it was made).
+#[derive(Serialize, JsonSchema)]
+pub struct DeviceView {
+    /// Its id.
+    pub device_id: uuid::Uuid,
+    /// Its name.
+    pub name: String,
+    /// When it was made.
+    pub created_at: String,
+    /// When it was revoked.
+    pub revoked_at: Option<String>,
+    /// The last sync with it.
+    pub last_seen_at: Option<String>,
+}
+
+/// `GET /devices`.
+#[derive(Serialize, JsonSchema)]
+pub struct DeviceList {
+    /// The owner's devices, revoked ones included.
+    pub devices: Vec<DeviceView>,
+}
+
+/// `POST /devices`: the device and its token, shown this once.
+#[derive(Serialize, JsonSchema)]
+pub struct NewDevice {
+    /// The device.
+    #[serde(flatten)]
+    pub device: DeviceView,
+    /// `fcd_…`: the relay's `Authorization: Bearer` token.
+    pub token: String,
+    /// That it is shown only now.
+    pub note: String,
+}
+
+/// Where a pairing is.
+#[derive(Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum PairingState {
+    /// Waiting for the owner.
+    Pending,
+    /// Approved; the relay's next poll makes the device.
+    Approved,
+    /// Refused.
+    Refused,
+    /// The relay has its device.
+    Redeemed,
+}
+
+/// A desktop waiting to be paired (or just decided).
+#[derive(Serialize, JsonSchema)]
+pub struct PairingView {
+    /// `BCDF-GHJK`.
+    pub user_code: String,
+    /// Where it is.
+    pub status: PairingState,
+    /// The desktop's name.
+    pub name: String,
+    /// Its operating system.
+    pub os: String,
+    /// Its architecture.
+    pub arch: String,
+    /// When the relay asked.
+    pub created_at: String,
+    /// When the codes expire.
+    pub expires_at: String,
+    /// The device, once approved.
+    pub device_id: Option<uuid::Uuid>,
+    /// Its name, once approved.
+    pub device_name: Option<String>,
+}
+
+/// The outcome of the latest webhook delivery to a link's subscription.
+#[derive(Serialize, JsonSchema)]
+pub struct DeliveryView {
+    /// The event.
+    pub event_id: String,
+    /// Its type (`task.assigned`, …).
+    pub event_type: String,
+    /// When the attempt ended.
+    pub at: String,
+    /// Whether the receiver answered 2xx.
+    pub ok: bool,
+    /// `HTTP 200`, `timed out`, `refused: …` (never the receiver's body).
+    pub detail: String,
+}
+
+/// A link's event subscription.
+#[derive(Serialize, JsonSchema)]
+pub struct SubscriptionView {
+    /// Where events go.
+    pub url: String,
+    /// When it was set.
+    pub created_at: String,
+    /// The latest delivery.
+    pub last_delivery: Option<DeliveryView>,
+    /// The signing secret (`whsec_…`): only in the answer that made the subscription.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub secret: Option<String>,
+}
+
+/// A chat link.
+#[derive(Serialize, JsonSchema)]
+pub struct LinkView {
+    /// Its id (the chat's `chat_link_id`).
+    pub chat_link_id: ChatLinkId,
+    /// The project it is bound to.
+    pub project_id: ProjectId,
+    /// Its name.
+    pub name: String,
+    /// When it was made.
+    pub created_at: String,
+    /// Its event subscription.
+    pub subscription: Option<SubscriptionView>,
+}
+
+/// `PUT /links/{id}/subscription`: the link with its subscription's secret, shown this once.
+#[derive(Serialize, JsonSchema)]
+pub struct NewSubscription {
+    /// The link (`subscription.secret` set).
+    #[serde(flatten)]
+    pub link: LinkView,
+    /// That the secret is shown only now.
+    pub note: String,
+}
+
+/// `GET /links`.
+#[derive(Serialize, JsonSchema)]
+pub struct LinkList {
+    /// The owner's live links.
+    pub links: Vec<LinkView>,
+}
+
+/// `DELETE /links/{id}`.
+#[derive(Serialize, JsonSchema)]
+pub struct LinkDeleted {
+    /// Always true.
+    pub deleted: bool,
+    /// How many of its open tasks were cancelled.
+    pub cancelled_tasks: usize,
+}
+
+/// `DELETE /devices/{id}`.
+#[derive(Serialize, JsonSchema)]
+pub struct DeviceRevoked {
+    /// Always true.
+    pub revoked: bool,
+}
+
+/// A task in a list (and the start of its detail).
+#[derive(Serialize, JsonSchema)]
+pub struct TaskSummary {
+    /// Its id.
+    pub task_id: TaskId,
+    /// Its status now.
+    pub status: TaskStatus,
+    /// The status for a person.
+    pub label: String,
+    /// The objective: in lists its first 200 characters.
+    pub objective: String,
+    /// Whether `objective` was cut.
+    pub objective_truncated: bool,
+    /// When it was assigned.
+    pub created_at: String,
+    /// When it ended.
+    pub finished_at: Option<String>,
+}
+
+/// A task's live claim.
+#[derive(Serialize, JsonSchema)]
+pub struct ClaimView {
+    /// The claim's fencing id.
+    pub claim_id: String,
+    /// When the lease ends.
+    pub lease_until: String,
+    /// Whether the task is claimed and the lease has not ended.
+    pub live: bool,
+}
+
+/// An artifact a chat uploaded with its result.
+#[derive(Serialize, JsonSchema)]
+pub struct ArtifactView {
+    /// Its id.
+    pub artifact_id: String,
+    /// Its file name.
+    pub name: String,
+    /// Its media type.
+    pub content_type: String,
+    /// Bytes.
+    pub size: u64,
+    /// sha256 (hex) of the bytes.
+    pub sha256: String,
+    /// A short-lived download link (`null` where the stack keeps no artifacts).
+    pub download_url: Option<String>,
+}
+
+/// `GET /links/{id}/tasks/{task}`: all of it.
+#[derive(Serialize, JsonSchema)]
+pub struct TaskDetail {
+    /// The summary, with the whole objective.
+    #[serde(flatten)]
+    pub summary: TaskSummary,
+    /// When an unclaimed task expires.
+    pub expires_at: String,
+    /// The chat's result.
+    pub result: Option<String>,
+    /// The claim, while there is one.
+    pub claim: Option<ClaimView>,
+    /// Its artifacts.
+    pub artifacts: Vec<ArtifactView>,
+}
+
+/// `GET /links/{id}/tasks`: a page, newest first.
+#[derive(Serialize, JsonSchema)]
+pub struct TaskPage {
+    /// The link.
+    pub chat_link_id: ChatLinkId,
+    /// The page.
+    pub tasks: Vec<TaskSummary>,
+    /// Pass as `cursor` for the next page; `null` on the last.
+    pub next_cursor: Option<String>,
+}
+
+/// `POST /links/{id}/tasks/{task}/cancel`: the task's status after it.
+#[derive(Serialize, JsonSchema)]
+pub struct TaskCancelled {
+    /// The task.
+    pub task_id: TaskId,
+    /// `cancelled`, or the status that kept it from being cancelled.
+    pub status: TaskStatus,
+    /// The status for a person.
+    pub label: String,
+}
+
+/// A graph run.
+#[derive(Serialize, JsonSchema)]
+pub struct RunView {
+    /// Its command id.
+    pub command_id: CommandId,
+    /// Its status now.
+    pub status: RunStatus,
+    /// Its project.
+    pub project_id: ProjectId,
+    /// The session it runs.
+    pub graph_session_id: String,
+    /// The session's slug when queued.
+    pub slug: String,
+    /// The agent that queued it.
+    pub agent: String,
+    /// When it was queued.
+    pub queued_at: String,
+    /// When the desktop started it.
+    pub started_at: Option<String>,
+    /// When it ended.
+    pub finished_at: Option<String>,
+    /// Seconds from queued to started.
+    pub wait_s: Option<f64>,
+    /// Seconds from started to ended.
+    pub run_s: Option<f64>,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// Whether the agent asked to cancel it.
+    pub cancel_requested: bool,
+}
+
+/// `GET /runs`: a page, newest first.
+#[derive(Serialize, JsonSchema)]
+pub struct RunPage {
+    /// The page.
+    pub runs: Vec<RunView>,
+    /// Pass as `cursor` for the next page; `null` on the last.
+    pub next_cursor: Option<String>,
+}
+
+/// `GET /overview`: the panel's refresh in one answer.
+#[derive(Serialize, JsonSchema)]
+pub struct Overview {
+    /// The projects.
+    pub projects: Vec<ProjectView>,
+    /// The devices.
+    pub devices: Vec<DeviceView>,
+    /// The live links.
+    pub links: Vec<LinkView>,
+    /// The 20 latest runs.
+    pub runs: Vec<RunView>,
+}
