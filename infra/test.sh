@@ -87,6 +87,11 @@ mcp2=$(venv_for mcp2 "$root/infra/python-mcp2.txt")
 "$root/infra/pyenv.sh" "$mcp2" "$root/infra/python-mcp2.txt"
 export FOUNDRY_PYTHON_MCP1="$mcp1/bin/python" FOUNDRY_PYTHON_MCP2="$mcp2/bin/python"
 
+phase "installing the pinned Schemathesis and openapi-spec-validator for the API contract tests"
+api=$(venv_for api "$root/infra/python-api.txt")
+"$root/infra/pyenv.sh" "$api" "$root/infra/python-api.txt"
+export FOUNDRY_PYTHON_API="$api/bin/python"
+
 phase "installing Chromium (Debian) and the pinned Playwright for the panel's browser test"
 browser=$(venv_for browser "$root/infra/python-browser.txt")
 "$root/infra/browser.sh" "$browser"

@@ -4,6 +4,7 @@
 //! name the module, e.g. `./infra/test.sh conformance::dynamodb::` or
 //! `cargo test -p foundry-tests --test suite relay_soak -- --nocapture`.
 
+mod api_fuzz;
 mod auth_rs256;
 mod cloud_connect;
 mod cloud_shape;

@@ -26,15 +26,20 @@ pub fn method_not_allowed(allow: &str) -> http::Response<Bytes> {
     r
 }
 
-/// Parses a JSON body; the error names the field (`sessions[3].slug: …`) or `body`.
+/// Parses a JSON object body; the error names the field (`sessions[3].slug: …`) or `body`.
 ///
 /// # Errors
 /// The message for a 400.
 pub fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, String> {
+    // Every body is a JSON object: serde would also read a struct from an array, positionally
+    // (`["exec-1"]` as a start), which no published schema allows.
+    if body.iter().find(|b| !b.is_ascii_whitespace()).is_some_and(|b| *b != b'{') {
+        return Err("body: must be a JSON object".to_owned());
+    }
     let mut de = serde_json::Deserializer::from_slice(body);
     serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
-        if path == "." { format!("body: {}", e.inner()) } else { format!("{path}: {}", e.inner()) }
+        if path == "." || path.is_empty() { format!("body: {}", e.inner()) } else { format!("{path}: {}", e.inner()) }
     })
 }
 
