@@ -258,3 +258,265 @@ values = {codes}
     running.stop().await;
     let _ = std::fs::remove_dir_all(dir);
 }
+
+mod mcp_envelope {
+    use proptest::prelude::*;
+    use proptest::test_runner::{Config, RngAlgorithm, TestRng, TestRunner};
+    use serde_json::{Value, json};
+
+    /// A generated request to the MCP endpoint.
+    #[derive(Debug, Clone)]
+    pub struct Probe {
+        method: &'static str,
+        headers: Vec<(&'static str, String)>,
+        pub body: Vec<u8>,
+    }
+
+    const METHODS: &[&str] = &[
+        "initialize",
+        "notifications/initialized",
+        "ping",
+        "tools/list",
+        "tools/call",
+        "tasks/get",
+        "tasks/list",
+        "tasks/result",
+        "tasks/cancel",
+        "resources/list",
+        "prompts/list",
+        "logging/setLevel",
+        "completion/complete",
+        "server/discover",
+    ];
+    const TOOLS: &[&str] = &[
+        "list_graph_sessions",
+        "run_graph_session",
+        "get_graph_run",
+        "cancel_graph_run",
+        "list_linked_chat_tasks",
+        "get_linked_chat_task",
+        "claim_linked_chat_task",
+        "submit_linked_chat_result",
+        "upload_linked_chat_artifact",
+    ];
+
+    fn json_value() -> impl Strategy<Value = Value> {
+        let leaf = prop_oneof![
+            Just(Value::Null),
+            any::<bool>().prop_map(Value::from),
+            any::<i64>().prop_map(Value::from),
+            any::<f64>().prop_filter("finite", |f| f.is_finite()).prop_map(Value::from),
+            ".{0,40}".prop_map(Value::from),
+            prop::sample::select(TOOLS).prop_map(Value::from),
+            "(gs_[0-9a-f]{32}|[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-8[0-9a-f]{3}-[0-9a-f]{12})".prop_map(Value::from),
+        ];
+        leaf.prop_recursive(4, 48, 6, |inner| {
+            prop_oneof![
+                prop::collection::vec(inner.clone(), 0..6).prop_map(Value::Array),
+                prop::collection::btree_map(
+                    prop_oneof![
+                        prop::sample::select(
+                            &[
+                                "name",
+                                "arguments",
+                                "_meta",
+                                "cursor",
+                                "taskId",
+                                "task",
+                                "protocolVersion",
+                                "capabilities",
+                                "clientInfo",
+                                "graph_session_id",
+                                "idempotency_key",
+                                "chat_link_id",
+                                "task_id",
+                                "claim_id",
+                                "command_id"
+                            ][..]
+                        )
+                        .prop_map(str::to_owned),
+                        "[a-zA-Z_/.]{0,12}",
+                    ],
+                    inner,
+                    0..6
+                )
+                .prop_map(|m| Value::Object(m.into_iter().collect())),
+            ]
+        })
+    }
+
+    fn envelope() -> impl Strategy<Value = Value> {
+        prop_oneof![
+            4 => one_message(),
+            1 => prop::collection::vec(one_message(), 0..4).prop_map(Value::Array),
+            1 => json_value(),
+        ]
+    }
+
+    fn one_message() -> impl Strategy<Value = Value> {
+        (
+            prop_oneof![6 => Just(json!("2.0")), 1 => Just(json!("1.0")), 1 => json_value()],
+            prop_oneof![4 => any::<u32>().prop_map(Value::from), 1 => ".{0,12}".prop_map(Value::from), 1 => json_value()],
+            prop_oneof![4 => prop::sample::select(METHODS).prop_map(Value::from), 1 => json_value()],
+            json_value(),
+            (prop::sample::select(TOOLS), json_value()),
+            0..4u8,
+        )
+            .prop_map(|(jsonrpc, id, method, params, (tool, args), shape)| match shape {
+                0 => json!({"jsonrpc": jsonrpc, "id": id, "method": method, "params": if params.is_object() { params } else { json!({"cursor": params}) }}),
+                1 => json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": tool, "arguments": args}}),
+                2 => json!({"jsonrpc": "2.0", "method": method, "params": params}),
+                _ => json!({"jsonrpc": "2.0", "id": id, "result": params}),
+            })
+    }
+
+    fn header_value() -> impl Strategy<Value = String> {
+        "[ -~]{0,40}"
+    }
+
+    /// `valid`, `owner`: tokens the server issued (the owner's lacks the MCP scopes).
+    pub fn probe(valid: String, owner: String) -> impl Strategy<Value = Probe> {
+        let accept = prop_oneof![
+            Just("application/json, text/event-stream".to_owned()),
+            Just("application/json".to_owned()),
+            Just("text/event-stream".to_owned()),
+            Just("*/*".to_owned()),
+            header_value(),
+        ];
+        let content_type = prop_oneof![
+            Just("application/json".to_owned()),
+            Just("application/json; charset=utf-8".to_owned()),
+            Just("text/plain".to_owned()),
+            header_value(),
+        ];
+        let version = prop_oneof![
+            Just("2025-11-25".to_owned()),
+            Just("2026-07-28".to_owned()),
+            Just("2025-06-18".to_owned()),
+            header_value(),
+        ];
+        let auth = prop_oneof![
+            3 => Just(format!("Bearer {valid}")),
+            1 => Just(format!("Bearer {owner}")),
+            1 => header_value(),
+            1 => "Bearer [A-Za-z0-9._-]{0,60}",
+        ];
+        let body = prop_oneof![
+            6 => envelope().prop_map(|v| serde_json::to_vec(&v).unwrap()),
+            1 => prop::collection::vec(any::<u8>(), 0..200),
+            1 => envelope().prop_map(|v| { let mut b = serde_json::to_vec(&v).unwrap(); b.truncate(b.len() / 2); b }),
+        ];
+        // Most probes pass the door (a valid token, the headers MCP asks for) so the body reaches
+        // the JSON-RPC layer; the rest vary every header.
+        let door = (
+            Just(Some("application/json, text/event-stream".to_owned())),
+            Just(Some("application/json".to_owned())),
+            prop::option::of(prop_oneof![Just("2025-11-25".to_owned()), Just("2026-07-28".to_owned())]),
+            Just(Some(format!("Bearer {valid}"))),
+        );
+        let any_door = (
+            prop::option::of(accept),
+            prop::option::of(content_type),
+            prop::option::of(version),
+            prop::option::of(auth),
+        );
+        (
+            prop_oneof![8 => Just("POST"), 1 => Just("GET"), 1 => Just("DELETE"), 1 => Just("PUT")],
+            prop_oneof![3 => door.prop_map(|d| (true, d)), 2 => any_door.prop_map(|d| (false, d))],
+            prop::option::of(prop::sample::select(METHODS).prop_map(str::to_owned)),
+            prop::option::of(header_value()),
+            prop::option::of(header_value()),
+            body,
+        )
+            .prop_map(|(method, (door, (accept, ct, version, auth)), mcp_method, mcp_name, session, body)| {
+                // Through the door, the 2026 routing headers are the body's own (they must match).
+                let (mcp_method, mcp_name, session) = if door {
+                    let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
+                    let own = |p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_owned);
+                    if version.as_deref() == Some("2026-07-28") {
+                        (own("/method"), own("/params/name"), None)
+                    } else {
+                        (None, None, None)
+                    }
+                } else {
+                    (mcp_method, mcp_name, session)
+                };
+                let mut headers = Vec::new();
+                let pairs = [
+                    ("accept", accept),
+                    ("content-type", ct),
+                    ("mcp-protocol-version", version),
+                    ("authorization", auth),
+                    ("mcp-method", mcp_method),
+                    ("mcp-name", mcp_name),
+                    ("mcp-session-id", session),
+                ];
+                for (k, v) in pairs {
+                    if let Some(v) = v {
+                        headers.push((k, v));
+                    }
+                }
+                Probe { method, headers, body }
+            })
+    }
+
+    pub fn runner(cases: u32, seed: u64) -> TestRunner {
+        let mut s = [0u8; 32];
+        s[..8].copy_from_slice(&seed.to_le_bytes());
+        let config = Config { cases, failure_persistence: None, ..Config::default() };
+        TestRunner::new_with_rng(config, TestRng::from_seed(RngAlgorithm::ChaCha, &s))
+    }
+
+    /// Sends `p`: the status, or why no HTTP answer came back.
+    pub async fn send(http: &reqwest::Client, url: &str, p: &Probe) -> Result<(u16, String), String> {
+        let method = reqwest::Method::from_bytes(p.method.as_bytes()).unwrap();
+        let mut req = http.request(method, url).body(p.body.clone());
+        for (k, v) in &p.headers {
+            req = req.header(*k, v.as_str());
+        }
+        match req.send().await {
+            Ok(res) => {
+                let status = res.status().as_u16();
+                let body = res.bytes().await.map_err(|e| format!("the body broke off: {e}"))?;
+                Ok((status, String::from_utf8_lossy(&body[..body.len().min(300)]).into_owned()))
+            }
+            Err(e) => Err(format!("no answer: {e:?}")),
+        }
+    }
+}
+
+#[test]
+fn the_mcp_endpoint_answers_any_envelope_and_headers_without_a_5xx() {
+    let cases: u32 = std::env::var("FOUNDRY_FUZZ_MCP_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(400);
+    let seed: u64 = std::env::var("FOUNDRY_FUZZ_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(25);
+    let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
+    let (running, dir) = rt.block_on(start());
+    let http = reqwest::Client::new();
+    let statuses = std::sync::Mutex::new(std::collections::BTreeMap::<u16, u32>::new());
+    let mut runner = mcp_envelope::runner(cases, seed);
+    let strategy = mcp_envelope::probe(running.token.clone(), running.owner_token.clone());
+    let outcome = runner.run(&strategy, |p| {
+        let (status, answer) = rt
+            .block_on(mcp_envelope::send(&http, &running.mcp_url, &p))
+            .map_err(proptest::test_runner::TestCaseError::fail)?;
+        *statuses.lock().unwrap().entry(status).or_default() += 1;
+        // FOUNDRY_FUZZ_SHOW=<status> prints the probes answered with it.
+        if std::env::var_os("FOUNDRY_FUZZ_SHOW").is_some_and(|v| v.to_str() == Some(&status.to_string())) {
+            eprintln!("{status}: {answer} <- {}", String::from_utf8_lossy(&p.body));
+        }
+        proptest::prop_assert!(status < 500, "{status} for {p:?}");
+        Ok(())
+    });
+    let statuses = statuses.into_inner().unwrap();
+    eprintln!("MCP envelope fuzz: {cases} cases, seed {seed}; statuses {statuses:?}");
+    if let Err(e) = outcome {
+        panic!("{e}");
+    }
+    // Still serving, and the mix reached past the checks at the door.
+    let list = rt.block_on(rpc_2026(&http, &running.mcp_url, &running.token, "tools/list", None, json!({}), json!({})));
+    assert_eq!(list["result"]["tools"].as_array().map(Vec::len), Some(9), "{list}");
+    let answered = statuses.get(&200).copied().unwrap_or(0) + statuses.get(&202).copied().unwrap_or(0);
+    assert!(answered >= cases / 25, "too few probes got past the checks at the door: {statuses:?}");
+    rt.block_on(running.stop());
+    let _ = std::fs::remove_dir_all(dir);
+}

@@ -162,6 +162,15 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
                 return respond(StatusCode::BAD_REQUEST, &[(header::CONTENT_TYPE, "application/json")], body);
             }
         };
+        // A JSON value that is no JSON-RPC message (a batch, a wrong `jsonrpc`, an `id` that is
+        // an object) is an invalid request, said as JSON-RPC: rmcp would answer an empty 415.
+        if let Err(e) = <rmcp::model::ClientJsonRpcMessage as serde::Deserialize>::deserialize(&message) {
+            let body = jsonrpc_error(
+                -32600,
+                &format!("Invalid Request: the body is not one JSON-RPC 2.0 request or notification ({e})"),
+            );
+            return respond(StatusCode::BAD_REQUEST, &[(header::CONTENT_TYPE, "application/json")], body);
+        }
         let message = Some(message);
         let method = message.as_ref().and_then(|m| m.get("method")).and_then(|m| m.as_str()).map(str::to_owned);
         // The one scope check: a tool's own scope; `tasks/get` and `tasks/cancel` (a Graph run
