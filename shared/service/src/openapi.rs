@@ -302,6 +302,20 @@ pub fn text_param(g: &mut SchemaGenerator) -> Schema {
     schema::<String>(g)
 }
 
+/// The answer to a request for [`PATH`]: the document (built once per process), or 405.
+pub fn response(method: &Method) -> http::Response<bytes::Bytes> {
+    static DOCUMENT: std::sync::OnceLock<bytes::Bytes> = std::sync::OnceLock::new();
+    if method != Method::GET && method != Method::HEAD {
+        return crate::http_json::method_not_allowed("GET, HEAD");
+    }
+    let body = DOCUMENT.get_or_init(|| bytes::Bytes::from(serde_json::to_vec(&document()).unwrap_or_default()));
+    let mut r = http::Response::new(if method == Method::HEAD { bytes::Bytes::new() } else { body.clone() });
+    let headers = r.headers_mut();
+    headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
+    headers.insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("public, max-age=300"));
+    r
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -362,18 +376,4 @@ mod tests {
     fn operation_ids_are_lower_camel_case() {
         assert_eq!(operation_id("ListProjects"), "listProjects");
     }
-}
-
-/// The answer to a request for [`PATH`]: the document (built once per process), or 405.
-pub fn response(method: &Method) -> http::Response<bytes::Bytes> {
-    static DOCUMENT: std::sync::OnceLock<bytes::Bytes> = std::sync::OnceLock::new();
-    if method != Method::GET && method != Method::HEAD {
-        return crate::http_json::method_not_allowed("GET, HEAD");
-    }
-    let body = DOCUMENT.get_or_init(|| bytes::Bytes::from(serde_json::to_vec(&document()).unwrap_or_default()));
-    let mut r = http::Response::new(if method == Method::HEAD { bytes::Bytes::new() } else { body.clone() });
-    let headers = r.headers_mut();
-    headers.insert(http::header::CONTENT_TYPE, http::HeaderValue::from_static("application/json"));
-    headers.insert(http::header::CACHE_CONTROL, http::HeaderValue::from_static("public, max-age=300"));
-    r
 }

@@ -18,6 +18,9 @@
 //! Bearer JWT with the `osfoundry:owner` scope; the owner is the token's subject. Every refusal
 //! is `{"error": "<field>: <rule>"}` and writes nothing; another owner's ids answer exactly like
 //! ids that do not exist.
+//!
+//! [`ROUTES`] is the table requests are dispatched through and [`crate::openapi`] publishes;
+//! [`views`] holds every request and response body.
 
 use std::sync::Arc;
 
