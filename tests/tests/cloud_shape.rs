@@ -234,9 +234,12 @@ async fn the_real_binaries_serve_owners_relays_and_both_python_sdks() {
 
 /// The events functions as binaries: the stream's records to `publish_events`, the queue's
 /// messages to `notify` (the test plays the event source mappings), and the receiver gets
-/// `task.claimed` and `task.completed`, signed, once each.
+/// `task.claimed` and `task.completed`, signed, once each. Each delivery is traced: `notify`
+/// logs it under the API Gateway request id of the tool call that made the change (the write
+/// recorded it on the item, `publish_events` passed it on as a message attribute), the same id
+/// the `mcp` function logged when it invoked the tool.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_events_binaries_deliver_claimed_and_completed_once_each() {
+async fn the_events_binaries_deliver_claimed_and_completed_once_each_traced_to_their_tool_calls() {
     let Some(w) = world().await else { return };
     let receiver = Receiver::start().await;
     let project =
@@ -294,14 +297,35 @@ async fn the_events_binaries_deliver_claimed_and_completed_once_each() {
     // SQS → notify (the binary) → the receiver.
     let notify = w.emu.name_of("NotifyFunction").unwrap().to_owned();
     loop {
-        let out = w.sqs.receive_message().queue_url(&w.queue).max_number_of_messages(10).send().await.unwrap();
+        let out = w
+            .sqs
+            .receive_message()
+            .queue_url(&w.queue)
+            .max_number_of_messages(10)
+            .message_attribute_names("All")
+            .send()
+            .await
+            .unwrap();
         let msgs = out.messages.unwrap_or_default();
         if msgs.is_empty() {
             break;
         }
+        // As the event source mapping hands them over, message attributes included.
+        let attributes = |m: &aws_sdk_sqs::types::Message| -> Value {
+            m.message_attributes()
+                .map(|a| {
+                    a.iter()
+                        .map(|(k, v)| {
+                            (k.clone(), json!({"stringValue": v.string_value(), "dataType": v.data_type(), "stringListValues": [], "binaryListValues": []}))
+                        })
+                        .collect::<serde_json::Map<_, _>>()
+                        .into()
+                })
+                .unwrap_or_else(|| json!({}))
+        };
         let records: Vec<Value> = msgs
             .iter()
-            .map(|m| json!({"messageId": m.message_id(), "receiptHandle": m.receipt_handle(), "body": m.body(), "attributes": {"ApproximateReceiveCount": "1"}}))
+            .map(|m| json!({"messageId": m.message_id(), "receiptHandle": m.receipt_handle(), "body": m.body(), "attributes": {"ApproximateReceiveCount": "1"}, "messageAttributes": attributes(m)}))
             .collect();
         let answer = w.emu.invoke(&notify, json!({"Records": records}).to_string().into()).await.unwrap();
         assert_eq!(serde_json::from_slice::<Value>(&answer).unwrap(), json!({"batchItemFailures": []}));
@@ -320,6 +344,44 @@ async fn the_events_binaries_deliver_claimed_and_completed_once_each() {
     assert_eq!(kinds, ["task.assigned", "task.claimed", "task.completed"]);
     assert!(got.iter().all(|r| r.signature_ok));
     assert_eq!(receiver.hits(), 3, "a duplicate delivery");
+
+    // From the tool call to the delivery by one id.
+    let lines = |logical: &str| -> Vec<Value> {
+        let name = w.emu.name_of(logical).unwrap();
+        std::fs::read_to_string(foundry_tests::cloud::log_path(name))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    };
+    let invoked = |tool: &str| -> String {
+        let line = lines("McpFunction")
+            .into_iter()
+            .find(|l| l["fields"]["message"] == "invoking the tool" && l["fields"]["tool"] == tool)
+            .unwrap_or_else(|| panic!("mcp logs invoking {tool}"));
+        line["span"]["request_id"].as_str().unwrap().to_owned()
+    };
+    let delivered: Vec<Value> =
+        lines("NotifyFunction").into_iter().filter(|l| l["fields"]["message"] == "event handled").collect();
+    for (tool, kind) in [("claim_linked_chat_task", "task.claimed"), ("submit_linked_chat_result", "task.completed")] {
+        let id = invoked(tool);
+        assert!(!id.is_empty());
+        let line = delivered
+            .iter()
+            .find(|l| l["fields"]["event_type"] == kind)
+            .unwrap_or_else(|| panic!("notify logged no {kind}: {delivered:?}"));
+        assert_eq!(line["span"]["request_id"], id.as_str(), "{kind} is not traced to its {tool} call: {line}");
+        assert_eq!(line["fields"]["what"], "delivered", "{line}");
+        let tool_lines = lines(match tool {
+            "claim_linked_chat_task" => "ClaimLinkedChatTaskFunction",
+            _ => "SubmitLinkedChatResultFunction",
+        });
+        assert!(tool_lines.iter().any(|l| l["span"]["request_id"] == id.as_str()), "the {tool} function's lines");
+    }
+    // The assignment came through the owner API: its event carries that request's id.
+    let assigned = delivered.iter().find(|l| l["fields"]["event_type"] == "task.assigned").unwrap();
+    let assigned_id = assigned["span"]["request_id"].as_str().unwrap_or_default();
+    assert!(!assigned_id.is_empty() && assigned_id != invoked("claim_linked_chat_task"), "{assigned}");
     let _ = std::fs::remove_dir_all(&w.dir);
 }
 

@@ -19,6 +19,17 @@ pub(crate) fn http_request(req: lambda_http::Request) -> http::Request<Bytes> {
 }
 
 /// A span carrying the request's id: every log line of the handling is then tagged with it.
+/// Answers `req` with `serve` under its request span, every store write it makes recording the
+/// request's id (so the events of its changes carry it: `store_dynamo::with_request_id`).
+pub(crate) async fn traced<F: std::future::Future>(
+    req: http::Request<Bytes>,
+    serve: impl FnOnce(http::Request<Bytes>) -> F,
+) -> F::Output {
+    let id = req.extensions().get::<service::TraceId>().map(|t| t.0.clone());
+    let span = request_span(&req);
+    store_dynamo::with_request_id(id.as_deref(), tracing::Instrument::instrument(serve(req), span)).await
+}
+
 pub(crate) fn request_span(req: &http::Request<Bytes>) -> tracing::Span {
     let id = req.extensions().get::<service::TraceId>().map(|t| t.0.as_str()).unwrap_or_default();
     tracing::info_span!("request", request_id = %id)

@@ -32,6 +32,10 @@ mod http_glue;
 pub mod jwks;
 #[cfg(feature = "mcp")]
 pub mod mcp;
+/// The SQS message attribute naming the request whose change made an event (API Gateway's id,
+/// recorded on the item by the write): `publish_events` sets it, `notify` delivers under it.
+pub const EVENT_REQUEST_ID_ATTRIBUTE: &str = "request_id";
+
 #[cfg(feature = "notifier")]
 pub mod notifier;
 #[cfg(feature = "owner-api")]

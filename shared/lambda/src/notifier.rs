@@ -98,13 +98,30 @@ where
                 let attempt = async {
                     match &parsed[i] {
                         Err(e) => Err(e.clone()),
-                        Ok(ev) => match notifier.deliver(ev).await {
-                            Ok(Delivery::Delivered { .. } | Delivery::NoTarget) => Ok(()),
-                            Ok(Delivery::Failed(e)) => Err(e),
-                            Err(e) => Err(domain::errors::ErrorChain(&e).to_string()),
-                        },
+                        Ok(ev) => {
+                            let outcome = match notifier.deliver(ev).await {
+                                Ok(Delivery::Delivered { .. }) => Ok("delivered"),
+                                Ok(Delivery::NoTarget) => Ok("no subscription"),
+                                Ok(Delivery::Failed(e)) => Err(e),
+                                Err(e) => Err(domain::errors::ErrorChain(&e).to_string()),
+                            };
+                            if let Ok(what) = outcome {
+                                tracing::info!(
+                                    event = ev.id.as_str(),
+                                    event_type = ev.kind.as_str(),
+                                    what,
+                                    "event handled"
+                                );
+                            }
+                            outcome.map(drop)
+                        }
                     }
                 };
+                // Under the request that made the change (`publish_events` copied its id from
+                // the item), so the delivery joins that request's log lines.
+                let request_id = request_id_of(&event.records[i]);
+                let span = tracing::info_span!("request", request_id = %request_id.unwrap_or_default());
+                let attempt = tracing::Instrument::instrument(attempt, span);
                 let outcome = tokio::time::timeout_at(deadline, attempt)
                     .await
                     .unwrap_or_else(|_| Err("not delivered within the batch's deadline".into()));
@@ -136,6 +153,11 @@ where
     let mut response = SqsBatchResponse::default();
     response.batch_item_failures = failures;
     response
+}
+
+/// The request id `publish_events` attached to a message.
+fn request_id_of(message: &aws_lambda_events::event::sqs::SqsMessage) -> Option<&str> {
+    message.message_attributes.get(crate::EVENT_REQUEST_ID_ATTRIBUTE).and_then(|a| a.string_value.as_deref())
 }
 
 /// Runs the notifier until the runtime stops it.

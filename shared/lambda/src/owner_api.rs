@@ -46,10 +46,9 @@ pub async fn run() -> Result<(), Error> {
     lambda_http::run(lambda_http::service_fn(move |req: lambda_http::Request| {
         let app = Arc::clone(&app);
         async move {
-            use tracing::Instrument;
             let req = http_request(req);
-            let span = crate::http_glue::request_span(&req);
-            Ok::<_, Error>(lambda_response(app.handle(req).instrument(span).await))
+            let answer = crate::http_glue::traced(req, |req| async move { app.handle(req).await }).await;
+            Ok::<_, Error>(lambda_response(answer))
         }
     }))
     .await

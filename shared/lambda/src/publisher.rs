@@ -38,7 +38,7 @@ pub trait EventSink: Send + Sync {
     ///
     /// # Errors
     /// [`PublishError`].
-    async fn send(&self, events: &[Event]) -> Result<(), PublishError>;
+    async fn send(&self, events: &[Event], request_id: Option<&str>) -> Result<(), PublishError>;
 }
 
 /// The SQS events queue.
@@ -51,16 +51,26 @@ pub struct SqsSink {
 
 #[async_trait::async_trait]
 impl EventSink for SqsSink {
-    async fn send(&self, events: &[Event]) -> Result<(), PublishError> {
+    async fn send(&self, events: &[Event], request_id: Option<&str>) -> Result<(), PublishError> {
+        let attribute = request_id
+            .map(|id| {
+                aws_sdk_sqs::types::MessageAttributeValue::builder()
+                    .data_type("String")
+                    .string_value(id)
+                    .build()
+                    .map_err(|b| PublishError::Send(b.into()))
+            })
+            .transpose()?;
         let entries = events
             .iter()
             .enumerate()
             .map(|(i, e)| {
-                SendMessageBatchRequestEntry::builder()
-                    .id(format!("e{i}"))
-                    .message_body(e.to_json())
-                    .build()
-                    .map_err(|b| PublishError::Send(b.into()))
+                let entry = SendMessageBatchRequestEntry::builder().id(format!("e{i}")).message_body(e.to_json());
+                let entry = match &attribute {
+                    Some(a) => entry.message_attributes(crate::EVENT_REQUEST_ID_ATTRIBUTE, a.clone()),
+                    None => entry,
+                };
+                entry.build().map_err(|b| PublishError::Send(b.into()))
             })
             .collect::<Result<Vec<_>, _>>()?;
         let out = self
@@ -82,7 +92,7 @@ impl EventSink for SqsSink {
 pub async fn handle(sink: &dyn EventSink, event: &StreamEvent) -> DynamoDbEventResponse {
     let mut failed_from = None;
     for (i, record) in event.records.iter().enumerate() {
-        let events = match events_of_record(record) {
+        let (events, request_id) = match events_of_record(record) {
             Ok(events) => events,
             Err(e) => {
                 let keys = serde_json::to_string(&record.change.keys).unwrap_or_default();
@@ -92,7 +102,7 @@ pub async fn handle(sink: &dyn EventSink, event: &StreamEvent) -> DynamoDbEventR
         };
         let mut sent = Ok(());
         for chunk in events.chunks(10) {
-            sent = sink.send(chunk).await;
+            sent = sink.send(chunk, request_id.as_deref()).await;
             if sent.is_err() {
                 break;
             }
@@ -119,10 +129,12 @@ pub async fn handle(sink: &dyn EventSink, event: &StreamEvent) -> DynamoDbEventR
     response
 }
 
-/// The events a stream record means ([`events_of_change`] over its decoded images).
-fn events_of_record(record: &EventRecord) -> StoreResult<Vec<Event>> {
+/// The events a stream record means ([`events_of_change`] over its decoded images), and the
+/// request that made the change (recorded on the new image).
+fn events_of_record(record: &EventRecord) -> StoreResult<(Vec<Event>, Option<String>)> {
     let (old, new) = crate::stream_images(record)?;
-    events_of_change(old.as_ref(), new.as_ref())
+    let request_id = new.as_ref().and_then(store_dynamo::request_id_of).map(str::to_owned);
+    Ok((events_of_change(old.as_ref(), new.as_ref())?, request_id))
 }
 
 /// Runs the publisher until the runtime stops it.
@@ -168,7 +180,7 @@ mod tests {
 
     #[async_trait::async_trait]
     impl EventSink for Sink {
-        async fn send(&self, events: &[Event]) -> Result<(), PublishError> {
+        async fn send(&self, events: &[Event], _request_id: Option<&str>) -> Result<(), PublishError> {
             if events.iter().any(|e| Some(e.kind.as_str()) == self.fail_on) {
                 return Err(PublishError::Partial(events.len()));
             }

@@ -34,8 +34,8 @@ pub async fn run() -> Result<(), Error> {
             let source = crate::register::source_ip(&req);
             let mut req = http_request(req);
             req.extensions_mut().insert(service::oauth::ClientSource(source));
-            let span = crate::http_glue::request_span(&req);
-            Ok::<_, Error>(lambda_response(tracing::Instrument::instrument(api.handle(req), span).await))
+            let answer = crate::http_glue::traced(req, |req| async move { api.handle(req).await }).await;
+            Ok::<_, Error>(lambda_response(answer))
         }
     }))
     .await

@@ -29,15 +29,13 @@ pub async fn run<T: Handler<DynamoStore>>() -> Result<(), Error> {
             // The `mcp` function's request id: this call's lines carry the same one.
             let id = event.payload.request_id.clone().unwrap_or_default();
             let span = tracing::info_span!("request", request_id = %id);
-            tracing::Instrument::instrument(
-                async {
-                    tracing::info!(tool = T::SPEC.name.as_str(), "tool call");
-                    handle::<T, _>(&deps, &event.payload).await
-                },
-                span,
-            )
-            .await
-            .map_err(Error::from)
+            let call = async {
+                tracing::info!(tool = T::SPEC.name.as_str(), "tool call");
+                handle::<T, _>(&deps, &event.payload).await
+            };
+            // Its writes record the id, so the events of its changes carry it to `notify`.
+            let traced = store_dynamo::with_request_id(Some(&id), tracing::Instrument::instrument(call, span));
+            traced.await.map_err(Error::from)
         }
     }))
     .await

@@ -20,6 +20,61 @@ use crate::error::{DynamoError, build, codes, is_transaction_conflict, sdk};
 use crate::keys::unexpired_after;
 use crate::{DynamoStore, QUEUE_INDEX};
 
+tokio::task_local! {
+    /// The id of the request being served (API Gateway's), set by the function's adapter.
+    static REQUEST_ID: String;
+}
+
+/// The item attribute every write records the request that made it under (or removes, when
+/// the write serves none), so the stream's new image names the request behind each change and
+/// the events published from it can be traced to it ([`request_id_of`]).
+pub const REQUEST_ID_ATTR: &str = "request_id";
+
+/// Longest request id recorded (API Gateway's are 16–36 characters).
+const MAX_REQUEST_ID_CHARS: usize = 128;
+
+/// Runs `f` with every write it makes recording `id` (API Gateway's request id) on the items
+/// it writes. Without an id, writes remove the attribute: an item never names a request that
+/// did not make its current state.
+pub async fn with_request_id<F: std::future::Future>(id: Option<&str>, f: F) -> F::Output {
+    match id.filter(|i| !i.is_empty() && i.len() <= MAX_REQUEST_ID_CHARS) {
+        Some(id) => REQUEST_ID.scope(id.to_owned(), f).await,
+        None => f.await,
+    }
+}
+
+/// The request recorded on an item (a stream image): the one that made its current state.
+pub fn request_id_of(item: &Item) -> Option<&str> {
+    item.get(REQUEST_ID_ATTR).and_then(|v| v.as_s().ok()).map(String::as_str)
+}
+
+fn current_request_id() -> Option<String> {
+    REQUEST_ID.try_with(Clone::clone).ok()
+}
+
+/// `update` with the request id set (or removed without one), as one more action of its `SET`
+/// (or `REMOVE`) clause: DynamoDB allows each clause once.
+fn record_request(update: &str, values: &mut Item) -> String {
+    fn clause_at(update: &str, word: &str) -> Option<usize> {
+        let at = format!("{word} ");
+        if update.starts_with(&at) { Some(0) } else { update.find(&format!(" {at}")).map(|i| i + 1) }
+    }
+    let (word, action) = match current_request_id() {
+        Some(id) => {
+            values.insert(":request_id".to_owned(), s(id));
+            ("SET", "#request_id = :request_id")
+        }
+        None => ("REMOVE", "#request_id"),
+    };
+    match clause_at(update, word) {
+        Some(i) => {
+            let head = i + word.len() + 1;
+            format!("{}{action}, {}", &update[..head], &update[head..])
+        }
+        None => format!("{update} {word} {action}"),
+    }
+}
+
 /// How often a transaction that lost to a concurrent one is tried again.
 pub(crate) const TRANSACTION_ATTEMPTS: u32 = 6;
 
@@ -194,15 +249,16 @@ pub(crate) enum Updated {
 }
 
 impl UpdateRequest<'_> {
-    pub(crate) async fn send(self, return_new: bool) -> StoreResult<Updated> {
-        let names = names(&format!("{} {}", self.update, self.condition));
+    pub(crate) async fn send(mut self, return_new: bool) -> StoreResult<Updated> {
+        let update = record_request(&self.update, &mut self.values);
+        let names = names(&format!("{update} {}", self.condition));
         let result = self
             .store
             .client
             .update_item()
             .table_name(&self.store.table)
             .set_key(Some(self.key))
-            .update_expression(self.update)
+            .update_expression(update)
             .condition_expression(self.condition)
             .set_expression_attribute_names(Some(names))
             // DynamoDB refuses an empty value map: send none when the expressions use no values.
@@ -251,7 +307,15 @@ pub(crate) fn names(expr: &str) -> HashMap<String, String> {
     out
 }
 
-pub(crate) fn put(table: &str, item: Item, condition: &str, condition_values: Item) -> StoreResult<TransactWriteItem> {
+pub(crate) fn put(
+    table: &str,
+    mut item: Item,
+    condition: &str,
+    condition_values: Item,
+) -> StoreResult<TransactWriteItem> {
+    if let Some(id) = current_request_id() {
+        item.insert(REQUEST_ID_ATTR.to_owned(), s(id));
+    }
     let mut p = Put::builder()
         .table_name(table)
         .set_item(Some(item))
@@ -283,8 +347,9 @@ pub(crate) fn update_item(
     key: Item,
     update: &str,
     condition: &str,
-    values: Item,
+    mut values: Item,
 ) -> StoreResult<TransactWriteItem> {
+    let update = &record_request(update, &mut values);
     let u = aws_sdk_dynamodb::types::Update::builder()
         .table_name(table)
         .set_key(Some(key))
@@ -316,6 +381,24 @@ pub(crate) fn old_image(reasons: &[CancellationReason], i: usize) -> Option<&Ite
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn writes_record_the_request_in_their_own_clause_or_remove_it() {
+        let mut v = Item::new();
+        assert_eq!(record_request("SET #a = :a", &mut v), "SET #a = :a REMOVE #request_id");
+        assert_eq!(record_request("SET #a = :a REMOVE #b", &mut v), "SET #a = :a REMOVE #request_id, #b");
+        assert!(v.is_empty());
+        let traced = with_request_id(Some("req-1"), async {
+            let mut v = Item::new();
+            let a = record_request("SET #a = :a REMOVE #b", &mut v);
+            let b = record_request("REMOVE #b ADD #n :one", &mut v);
+            (a, b, v)
+        })
+        .await;
+        assert_eq!(traced.0, "SET #request_id = :request_id, #a = :a REMOVE #b");
+        assert_eq!(traced.1, "REMOVE #b ADD #n :one SET #request_id = :request_id");
+        assert_eq!(traced.2.get(":request_id").and_then(|v| v.as_s().ok()).map(String::as_str), Some("req-1"));
+    }
 
     #[test]
     fn names_cover_every_placeholder_once() {

@@ -294,6 +294,7 @@ fn page_params(query: Option<&str>) -> Result<(usize, Option<String>), Fail> {
                     .ok_or_else(|| bad(format!("limit: must be 1 to {MAX_PAGE} (got {v:?})")))?;
             }
             "cursor" => cursor = Some(v.into_owned()).filter(|c| !c.is_empty()),
+            "" => return Err(bad("query: a parameter without a name (use limit, cursor)")),
             other => return Err(bad(format!("{other}: unknown query parameter (use limit, cursor)"))),
         }
     }
