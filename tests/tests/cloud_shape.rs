@@ -260,6 +260,7 @@ async fn the_events_binaries_deliver_claimed_and_completed_once_each_traced_to_t
     );
     let secret = domain::projects::new_webhook_secret().unwrap();
     receiver.set_secret(&secret);
+    let signing_secret = secret.clone();
     let owner = domain::ids::OwnerId::new("owner-sub").unwrap();
     let link_id = domain::ids::ChatLinkId::parse("l", &link).unwrap();
     use domain::clock::Clock;
@@ -382,6 +383,15 @@ async fn the_events_binaries_deliver_claimed_and_completed_once_each_traced_to_t
     let assigned = delivered.iter().find(|l| l["fields"]["event_type"] == "task.assigned").unwrap();
     let assigned_id = assigned["span"]["request_id"].as_str().unwrap_or_default();
     assert!(!assigned_id.is_empty() && assigned_id != invoked("claim_linked_chat_task"), "{assigned}");
+    // The webhook's signing secret (and the tokens) in no function's log.
+    let dir = foundry_tests::cloud::log_path("x").parent().unwrap().to_path_buf();
+    let logs: String =
+        std::fs::read_dir(&dir).unwrap().flatten().map(|f| std::fs::read_to_string(f.path()).unwrap_or_default()).collect();
+    assert!(logs.contains(&invoked("claim_linked_chat_task")), "the logs were not captured");
+    let bare = signing_secret.strip_prefix("whsec_").unwrap_or(&signing_secret).to_owned();
+    for (what, secret) in [("webhook secret", &bare), ("owner token", &w.owner), ("agent token", &w.agent)] {
+        assert!(!logs.contains(secret.as_str()), "the {what} is in a function's log");
+    }
     let _ = std::fs::remove_dir_all(&w.dir);
 }
 
