@@ -385,8 +385,11 @@ async fn the_events_binaries_deliver_claimed_and_completed_once_each_traced_to_t
     assert!(!assigned_id.is_empty() && assigned_id != invoked("claim_linked_chat_task"), "{assigned}");
     // The webhook's signing secret (and the tokens) in no function's log.
     let dir = foundry_tests::cloud::log_path("x").parent().unwrap().to_path_buf();
-    let logs: String =
-        std::fs::read_dir(&dir).unwrap().flatten().map(|f| std::fs::read_to_string(f.path()).unwrap_or_default()).collect();
+    let logs: String = std::fs::read_dir(&dir)
+        .unwrap()
+        .flatten()
+        .map(|f| std::fs::read_to_string(f.path()).unwrap_or_default())
+        .collect();
     assert!(logs.contains(&invoked("claim_linked_chat_task")), "the logs were not captured");
     let bare = signing_secret.strip_prefix("whsec_").unwrap_or(&signing_secret).to_owned();
     for (what, secret) in [("webhook secret", &bare), ("owner token", &w.owner), ("agent token", &w.agent)] {
