@@ -30,7 +30,23 @@ struct World {
     bucket: String,
 }
 
+/// Everything every function logged in this test process.
+fn all_logs() -> String {
+    let dir = foundry_tests::cloud::log_path("x").parent().unwrap().to_path_buf();
+    std::fs::read_dir(&dir).unwrap().flatten().map(|f| std::fs::read_to_string(f.path()).unwrap_or_default()).collect()
+}
+
 impl World {
+    /// The JSON lines the function `logical` (its template name) logged in this process.
+    fn log_lines(&self, logical: &str) -> Vec<Value> {
+        let name = self.emu.name_of(logical).unwrap();
+        std::fs::read_to_string(foundry_tests::cloud::log_path(name))
+            .unwrap_or_default()
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
     async fn owner(&self, method: &str, path: &str, body: Value) -> Value {
         let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
         let mut req = self.http.request(m, format!("{}/owner{path}", self.emu.gateway)).bearer_auth(&self.owner);
@@ -347,14 +363,7 @@ async fn the_events_binaries_deliver_claimed_and_completed_once_each_traced_to_t
     assert_eq!(receiver.hits(), 3, "a duplicate delivery");
 
     // From the tool call to the delivery by one id.
-    let lines = |logical: &str| -> Vec<Value> {
-        let name = w.emu.name_of(logical).unwrap();
-        std::fs::read_to_string(foundry_tests::cloud::log_path(name))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
-    };
+    let lines = |logical: &str| w.log_lines(logical);
     let invoked = |tool: &str| -> String {
         let line = lines("McpFunction")
             .into_iter()
@@ -384,12 +393,7 @@ async fn the_events_binaries_deliver_claimed_and_completed_once_each_traced_to_t
     let assigned_id = assigned["span"]["request_id"].as_str().unwrap_or_default();
     assert!(!assigned_id.is_empty() && assigned_id != invoked("claim_linked_chat_task"), "{assigned}");
     // The webhook's signing secret (and the tokens) in no function's log.
-    let dir = foundry_tests::cloud::log_path("x").parent().unwrap().to_path_buf();
-    let logs: String = std::fs::read_dir(&dir)
-        .unwrap()
-        .flatten()
-        .map(|f| std::fs::read_to_string(f.path()).unwrap_or_default())
-        .collect();
+    let logs = all_logs();
     assert!(logs.contains(&invoked("claim_linked_chat_task")), "the logs were not captured");
     let bare = signing_secret.strip_prefix("whsec_").unwrap_or(&signing_secret).to_owned();
     for (what, secret) in [("webhook secret", &bare), ("owner token", &w.owner), ("agent token", &w.agent)] {
@@ -537,14 +541,7 @@ async fn one_request_id_ties_a_tool_call_together_and_no_secret_is_logged() {
         .unwrap();
     assert_eq!(sync.status(), 200);
 
-    let lines = |logical: &str| -> Vec<Value> {
-        let name = w.emu.name_of(logical).unwrap();
-        std::fs::read_to_string(foundry_tests::cloud::log_path(name))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
-    };
+    let lines = |logical: &str| w.log_lines(logical);
     let invoked = lines("McpFunction")
         .into_iter()
         .find(|l| l["fields"]["message"] == "invoking the tool" && l["fields"]["tool"] == "claim_linked_chat_task")
@@ -559,11 +556,7 @@ async fn one_request_id_ties_a_tool_call_together_and_no_secret_is_logged() {
     );
 
     // No secret in any log of this run.
-    let dir = foundry_tests::cloud::log_path("x").parent().unwrap().to_path_buf();
-    let mut logs = String::new();
-    for f in std::fs::read_dir(&dir).unwrap().flatten() {
-        logs += &std::fs::read_to_string(f.path()).unwrap_or_default();
-    }
+    let logs = all_logs();
     assert!(logs.contains(&id), "the logs were not captured");
     for (what, secret) in [("owner token", &w.owner), ("agent token", &w.agent), ("device token", &device)] {
         assert!(!logs.contains(secret.as_str()), "the {what} is in a function's log");

@@ -62,6 +62,13 @@ pub struct Param {
     pub schema: SchemaFn,
 }
 
+impl Param {
+    /// A `{name}` segment that is a UUID id.
+    pub const fn path_id(name: &'static str, description: &'static str) -> Self {
+        Self { name, location: In::Path, description, schema: uuid_param }
+    }
+}
+
 /// A request body.
 pub struct Body {
     /// Its schema (read with the deserialize contract: defaults make fields optional).
@@ -145,9 +152,13 @@ fn match_template<'p>(template: &str, segments: &[&'p str]) -> Option<Vec<&'p st
 }
 
 /// The error body every refusal has: `{"error": "<field>: <rule>"}`.
-fn error_schema(g: &mut SchemaGenerator) -> Schema {
+pub fn error_body(g: &mut SchemaGenerator) -> Schema {
     schema::<domain::relay::ErrorResponse>(g)
 }
+
+/// The 400 of a route that reads input.
+pub const BAD_INPUT: Answer =
+    Answer { status: 400, description: "A field breaks its rule: the error names it.", body: &[error_body] };
 
 /// The answers every route with `auth` (and a body, when `body`) can give.
 fn common_answers(auth: Auth, body: bool) -> Vec<(u16, &'static str)> {
@@ -245,7 +256,7 @@ fn add<Op: std::fmt::Debug>(
         }
         for (status, description) in common_answers(r.auth, r.body.is_some()) {
             answers.entry(status.to_string()).or_insert_with(|| {
-                json!({"description": description, "content": {"application/json": {"schema": error_schema(responses).to_value()}}})
+                json!({"description": description, "content": {"application/json": {"schema": error_body(responses).to_value()}}})
             });
         }
         let params: Vec<Value> = r
@@ -327,37 +338,14 @@ mod tests {
         Delete,
     }
 
+    const fn route(op: T, method: Method, path: &'static str) -> Route<T> {
+        Route { op, method, path, summary: "", auth: Auth::Public, params: &[], body: None, answers: &[] }
+    }
+
     static ROUTES: &[Route<T>] = &[
-        Route {
-            op: T::List,
-            method: Method::GET,
-            path: "/x/items",
-            summary: "",
-            auth: Auth::Public,
-            params: &[],
-            body: None,
-            answers: &[],
-        },
-        Route {
-            op: T::One,
-            method: Method::GET,
-            path: "/x/items/{id}",
-            summary: "",
-            auth: Auth::Public,
-            params: &[],
-            body: None,
-            answers: &[],
-        },
-        Route {
-            op: T::Delete,
-            method: Method::DELETE,
-            path: "/x/items/{id}",
-            summary: "",
-            auth: Auth::Public,
-            params: &[],
-            body: None,
-            answers: &[],
-        },
+        route(T::List, Method::GET, "/x/items"),
+        route(T::One, Method::GET, "/x/items/{id}"),
+        route(T::Delete, Method::DELETE, "/x/items/{id}"),
     ];
 
     #[test]

@@ -21,7 +21,7 @@ use http::{Method, StatusCode, header};
 
 use crate::auth::bearer;
 use crate::http_json;
-use crate::openapi::{self, Answer, Auth, Body, Found, In, Param, Route};
+use crate::openapi::{self, Answer, Auth, Body, Found, Param, Route, error_body};
 use domain::clock::SharedClock;
 use domain::devices::token_hash;
 use domain::ids::{CommandId, OwnerId};
@@ -114,19 +114,8 @@ pub enum Op {
     PollPairing,
 }
 
-const P_COMMAND: Param = Param {
-    name: "command_id",
-    location: In::Path,
-    description: "A queued command's id (from a sync).",
-    schema: openapi::uuid_param,
-};
-
-fn error_body(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    openapi::schema::<ErrorResponse>(g)
-}
-
-const BAD: Answer =
-    Answer { status: 400, description: "A field breaks its rule: the error names it.", body: &[error_body] };
+const P_COMMAND: Param = Param::path_id("command_id", "A queued command's id (from a sync).");
+const BAD: Answer = openapi::BAD_INPUT;
 const NO_COMMAND: Answer =
     Answer { status: 404, description: "No such command of this device's owner: stop.", body: &[error_body] };
 const ENDED: Answer = Answer {

@@ -46,7 +46,7 @@ use http::{Method, StatusCode, header};
 pub mod views;
 use views::*;
 
-use crate::openapi::{self, Answer, Auth, Body, Found, In, Param, Route};
+use crate::openapi::{self, Answer, Auth, Body, Found, In, Param, Route, error_body};
 
 use crate::auth::{AuthError, Authenticator, bearer};
 use crate::blobs::{BlobError, BlobStore, Download};
@@ -329,14 +329,10 @@ pub enum Op {
     RefusePairing,
 }
 
-const P_PROJECT: Param =
-    Param { name: "project_id", location: In::Path, description: "A project's id.", schema: openapi::uuid_param };
-const P_DEVICE: Param =
-    Param { name: "device_id", location: In::Path, description: "A device's id.", schema: openapi::uuid_param };
-const P_LINK: Param =
-    Param { name: "chat_link_id", location: In::Path, description: "A chat link's id.", schema: openapi::uuid_param };
-const P_TASK: Param =
-    Param { name: "task_id", location: In::Path, description: "A task's id.", schema: openapi::uuid_param };
+const P_PROJECT: Param = Param::path_id("project_id", "A project's id.");
+const P_DEVICE: Param = Param::path_id("device_id", "A device's id.");
+const P_LINK: Param = Param::path_id("chat_link_id", "A chat link's id.");
+const P_TASK: Param = Param::path_id("task_id", "A task's id.");
 const P_CODE: Param = Param {
     name: "user_code",
     location: In::Path,
@@ -357,17 +353,12 @@ fn page_limit(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({"type": "integer", "minimum": 1, "maximum": MAX_PAGE})
 }
 
-const BAD: Answer =
-    Answer { status: 400, description: "A field breaks its rule: the error names it.", body: &[error_body] };
+const BAD: Answer = openapi::BAD_INPUT;
 const GONE: Answer = Answer {
     status: 404,
     description: "No such item of this owner (another owner's ids answer the same).",
     body: &[error_body],
 };
-
-fn error_body(g: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    openapi::schema::<domain::relay::ErrorResponse>(g)
-}
 
 macro_rules! ok {
     ($status:expr, $what:literal, $t:ty) => {
