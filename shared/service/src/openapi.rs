@@ -360,6 +360,25 @@ mod tests {
         assert!(matches!(find(ROUTES, &Method::GET, "/x/other"), Found::NoRoute));
     }
 
+    /// Each API's handlers read path parameters by position: every template's `{names}` are its
+    /// documented path parameters, in order, and every (method, path) is routed once.
+    #[test]
+    fn templates_and_documented_parameters_agree_in_both_tables() {
+        fn check<Op: std::fmt::Debug>(routes: &[Route<Op>]) {
+            let mut seen = std::collections::HashSet::new();
+            for r in routes {
+                let placeholders: Vec<&str> =
+                    r.path.split('/').filter_map(|s| s.strip_prefix('{').and_then(|s| s.strip_suffix('}'))).collect();
+                let documented: Vec<&str> =
+                    r.params.iter().filter(|p| p.location == In::Path).map(|p| p.name).collect();
+                assert_eq!(placeholders, documented, "{:?} {}", r.op, r.path);
+                assert!(seen.insert((r.method.clone(), r.path)), "{} {} is routed twice", r.method, r.path);
+            }
+        }
+        check(crate::owner_api::ROUTES);
+        check(crate::relay_api::ROUTES);
+    }
+
     #[test]
     fn operation_ids_are_lower_camel_case() {
         assert_eq!(operation_id("ListProjects"), "listProjects");
