@@ -19,34 +19,37 @@
 //! is `{"error": "<field>: <rule>"}` and writes nothing; another owner's ids answer exactly like
 //! ids that do not exist.
 //!
-//! [`ROUTES`] is the table requests are dispatched through and [`crate::openapi`] publishes;
-//! [`views`] holds every request and response body.
+//! | module | what |
+//! |---|---|
+//! | this one | [`OwnerApi::handle`] and one handler per operation |
+//! | `routes` | [`ROUTES`]: the table requests are dispatched through and [`crate::openapi`] publishes |
+//! | [`views`] | every request and response body, and how each view is made from its domain value |
 
 use std::sync::Arc;
 
 use bytes::Bytes;
-use domain::clock::{SharedClock, Timestamp};
-use domain::devices::{Device, new_token};
+use domain::clock::SharedClock;
+use domain::devices::new_token;
 use domain::errors::InputError;
-use domain::events::DeliveryOutcome;
 use domain::ids::{ChatLinkId, CommandId, IdempotencyKey, OwnerId, ProjectId, TaskId};
-use domain::limits::{Policy, cut_chars};
-use domain::pairing::{DecideOutcome, Decision, Pairing, PairingStatus, UserCode};
-use domain::projects::{ChatLink, Project, Subscription, new_webhook_secret, validate_name};
-use domain::runs::Run;
+use domain::limits::Policy;
+use domain::pairing::{DecideOutcome, Decision, UserCode};
+use domain::projects::{ChatLink, Subscription, new_webhook_secret, validate_name};
 use domain::store::{
     AssignTasks, ManageDevices, ManageLinks, ManageProjects, OwnerRuns, PairDevices, ReadTasks, RecordDeliveries,
     StoreError,
 };
 use domain::tasks::{
-    ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome, Task, TaskStatus, validate_objective,
+    ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome, TaskStatus, validate_objective,
 };
-use http::{Method, StatusCode, header};
+use http::{StatusCode, header};
 
+mod routes;
 pub mod views;
+pub use routes::{Op, ROUTES};
 use views::*;
 
-use crate::openapi::{self, Answer, Auth, Body, Found, In, Param, Route, error_body};
+use crate::openapi::{self, Found};
 
 use crate::auth::{AuthError, Authenticator, bearer};
 use crate::blobs::{BlobError, BlobStore, Download};
@@ -163,123 +166,6 @@ fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, Fail> {
     http_json::parse(body).map_err(bad)
 }
 
-fn time(t: Option<Timestamp>) -> Option<String> {
-    t.map(Timestamp::rfc3339)
-}
-
-fn project_view(p: &Project) -> ProjectView {
-    ProjectView {
-        project_id: p.project_id,
-        name: p.name.clone(),
-        enabled: p.enabled,
-        shared_sessions: p.sessions.len(),
-        sessions: p
-            .sessions
-            .iter()
-            .map(|s| SessionView {
-                graph_session_id: s.graph_session_id.as_str().to_owned(),
-                name: s.name.clone(),
-                slug: s.slug.clone(),
-            })
-            .collect(),
-        last_sync_at: time(p.last_sync_at),
-        created_at: p.created_at.rfc3339(),
-    }
-}
-
-fn device_view(d: &Device) -> DeviceView {
-    DeviceView {
-        device_id: d.device_id,
-        name: d.name.clone(),
-        created_at: d.created_at.rfc3339(),
-        revoked_at: time(d.revoked_at),
-        last_seen_at: time(d.last_seen_at),
-    }
-}
-
-fn pairing_view(p: &Pairing) -> PairingView {
-    let (status, device) = match &p.status {
-        PairingStatus::Pending => (PairingState::Pending, None),
-        PairingStatus::Refused => (PairingState::Refused, None),
-        PairingStatus::Approved { device_id, device_name, .. } => {
-            (PairingState::Approved, Some((*device_id, device_name.clone())))
-        }
-        PairingStatus::Redeemed { device_id, device_name, .. } => {
-            (PairingState::Redeemed, Some((*device_id, device_name.clone())))
-        }
-    };
-    let (device_id, device_name) = device.unzip();
-    PairingView {
-        user_code: p.user_code.display(),
-        status,
-        name: p.desktop.name.clone(),
-        os: p.desktop.os.clone(),
-        arch: p.desktop.arch.clone(),
-        created_at: p.created_at.rfc3339(),
-        expires_at: p.expires_at.rfc3339(),
-        device_id,
-        device_name,
-    }
-}
-
-fn link_view(l: &ChatLink, last_delivery: Option<&DeliveryOutcome>) -> LinkView {
-    LinkView {
-        chat_link_id: l.link_id,
-        project_id: l.project_id,
-        name: l.name.clone(),
-        created_at: l.created_at.rfc3339(),
-        // Never the secret: it is shown once, when the subscription is made.
-        subscription: l.subscription.as_ref().map(|s| SubscriptionView {
-            url: s.url.clone(),
-            created_at: s.created_at.rfc3339(),
-            last_delivery: last_delivery.map(|d| DeliveryView {
-                event_id: d.event_id.clone(),
-                event_type: d.event_type.as_str().to_owned(),
-                at: d.at.rfc3339(),
-                ok: d.ok,
-                detail: d.detail.clone(),
-            }),
-            secret: None,
-        }),
-    }
-}
-
-/// A task in a list: the label and a preview of the objective.
-fn task_summary(t: &Task, now: Timestamp) -> TaskSummary {
-    let status = t.status_at(now);
-    let preview = cut_chars(&t.objective, OBJECTIVE_PREVIEW_CHARS);
-    TaskSummary {
-        task_id: t.task_id,
-        status,
-        label: status.label().to_owned(),
-        objective: preview.to_owned(),
-        objective_truncated: preview.len() < t.objective.len(),
-        created_at: t.created_at.rfc3339(),
-        finished_at: time(t.finished_at),
-    }
-}
-
-fn run_view(r: &Run, now: Timestamp, policy: &Policy) -> RunView {
-    let view = r.view(now, policy);
-    let ended = r.finished_at.filter(|_| view.status.is_terminal());
-    let secs = |a: Timestamp, b: Timestamp| b.since(a).as_secs_f64();
-    RunView {
-        command_id: r.command_id,
-        status: view.status,
-        project_id: r.project_id,
-        graph_session_id: r.graph_session_id.as_str().to_owned(),
-        slug: r.slug.clone(),
-        agent: r.agent.as_str().to_owned(),
-        queued_at: r.queued_at.rfc3339(),
-        started_at: time(r.started_at),
-        finished_at: time(ended),
-        wait_s: r.started_at.map(|s| secs(r.queued_at, s)),
-        run_s: r.started_at.zip(ended).map(|(s, e)| secs(s, e)),
-        error: view.error,
-        cancel_requested: r.cancel_requested,
-    }
-}
-
 /// `?limit=&cursor=` of a list request.
 fn page_params(query: Option<&str>) -> Result<(usize, Option<String>), Fail> {
     let mut limit = DEFAULT_PAGE;
@@ -300,266 +186,6 @@ fn page_params(query: Option<&str>) -> Result<(usize, Option<String>), Fail> {
     }
     Ok((limit, cursor))
 }
-
-/// Every operation of the owner API: [`ROUTES`] maps requests to these, and the dispatcher's
-/// `match` over them is exhaustive.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub enum Op {
-    ListProjects,
-    CreateProject,
-    SetProjectEnabled,
-    ListDevices,
-    CreateDevice,
-    RevokeDevice,
-    ListLinks,
-    CreateLink,
-    GetLink,
-    DeleteLink,
-    Subscribe,
-    Unsubscribe,
-    ListTasks,
-    AssignTask,
-    GetTask,
-    CancelTask,
-    ListRuns,
-    Overview,
-    GetPairing,
-    ApprovePairing,
-    RefusePairing,
-}
-
-const P_PROJECT: Param = Param::path_id("project_id", "A project's id.");
-const P_DEVICE: Param = Param::path_id("device_id", "A device's id.");
-const P_LINK: Param = Param::path_id("chat_link_id", "A chat link's id.");
-const P_TASK: Param = Param::path_id("task_id", "A task's id.");
-const P_CODE: Param = Param {
-    name: "user_code",
-    location: In::Path,
-    description: "The 8-letter code `relay pair` printed (BCDF-GHJK; case and hyphens do not matter).",
-    schema: openapi::text_param,
-};
-const P_LIMIT: Param =
-    Param { name: "limit", location: In::Query, description: "Items per page (default 50).", schema: page_limit };
-const P_CURSOR: Param = Param {
-    name: "cursor",
-    location: In::Query,
-    description: "The `next_cursor` of the previous page.",
-    schema: openapi::text_param,
-};
-
-/// `limit`: 1 to [`MAX_PAGE`].
-fn page_limit(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
-    schemars::json_schema!({"type": "integer", "minimum": 1, "maximum": MAX_PAGE})
-}
-
-const BAD: Answer = openapi::BAD_INPUT;
-const GONE: Answer = Answer {
-    status: 404,
-    description: "No such item of this owner (another owner's ids answer the same).",
-    body: &[error_body],
-};
-
-macro_rules! ok {
-    ($status:expr, $what:literal, $t:ty) => {
-        Answer { status: $status, description: $what, body: &[openapi::schema::<$t>] }
-    };
-}
-
-macro_rules! route {
-    ($op:ident, $method:ident, $path:literal, $summary:literal, [$($param:expr),*], $body:expr, [$($answer:expr),* $(,)?]) => {
-        Route {
-            op: Op::$op,
-            method: Method::$method,
-            path: concat!("/owner", $path),
-            summary: $summary,
-            auth: Auth::Owner,
-            params: &[$($param),*],
-            body: $body,
-            answers: &[$($answer),*],
-        }
-    };
-}
-
-const fn body<T: schemars::JsonSchema>() -> Option<Body> {
-    Some(Body { schema: openapi::schema::<T>, required: true })
-}
-
-/// The owner API's routes: what [`OwnerApi::handle`] dispatches through and what
-/// [`openapi::document`] publishes.
-pub static ROUTES: &[Route<Op>] = &[
-    route!(ListProjects, GET, "/projects", "The owner's projects", [], None, [ok!(200, "The projects.", ProjectList)]),
-    route!(
-        CreateProject,
-        POST,
-        "/projects",
-        "Make a project",
-        [],
-        body::<NameBody>(),
-        [ok!(201, "The new project.", ProjectView), BAD]
-    ),
-    route!(
-        SetProjectEnabled,
-        PUT,
-        "/projects/{project_id}",
-        "Turn a project on or off for connected agents",
-        [P_PROJECT],
-        body::<EnableBody>(),
-        [ok!(200, "The project.", ProjectView), BAD, GONE]
-    ),
-    route!(ListDevices, GET, "/devices", "The owner's device tokens", [], None, [ok!(200, "The devices.", DeviceList)]),
-    route!(
-        CreateDevice,
-        POST,
-        "/devices",
-        "Make a device token (shown once)",
-        [],
-        body::<NameBody>(),
-        [ok!(201, "The device and its token.", NewDevice), BAD]
-    ),
-    route!(
-        RevokeDevice,
-        DELETE,
-        "/devices/{device_id}",
-        "Revoke a device token",
-        [P_DEVICE],
-        None,
-        [ok!(200, "Revoked.", DeviceRevoked), BAD, GONE]
-    ),
-    route!(ListLinks, GET, "/links", "The owner's chat links", [], None, [ok!(200, "The links.", LinkList)]),
-    route!(
-        CreateLink,
-        POST,
-        "/links",
-        "Link a chat to a project",
-        [],
-        body::<LinkBody>(),
-        [ok!(201, "The new link.", LinkView), BAD, GONE]
-    ),
-    route!(
-        GetLink,
-        GET,
-        "/links/{chat_link_id}",
-        "One chat link",
-        [P_LINK],
-        None,
-        [ok!(200, "The link.", LinkView), BAD, GONE]
-    ),
-    route!(
-        DeleteLink,
-        DELETE,
-        "/links/{chat_link_id}",
-        "Delete a link (its open tasks are cancelled)",
-        [P_LINK],
-        None,
-        [ok!(200, "Deleted.", LinkDeleted), BAD, GONE]
-    ),
-    route!(
-        Subscribe,
-        PUT,
-        "/links/{chat_link_id}/subscription",
-        "Send the link's events to a webhook (the secret is shown once)",
-        [P_LINK],
-        body::<SubscriptionBody>(),
-        [ok!(200, "The link with the new subscription and its secret.", NewSubscription), BAD, GONE]
-    ),
-    route!(
-        Unsubscribe,
-        DELETE,
-        "/links/{chat_link_id}/subscription",
-        "Stop the link's events",
-        [P_LINK],
-        None,
-        [ok!(200, "The link.", LinkView), BAD, GONE]
-    ),
-    route!(
-        ListTasks,
-        GET,
-        "/links/{chat_link_id}/tasks",
-        "The link's tasks, newest first",
-        [P_LINK, P_LIMIT, P_CURSOR],
-        None,
-        [ok!(200, "A page of tasks.", TaskPage), BAD, GONE]
-    ),
-    route!(
-        AssignTask,
-        POST,
-        "/links/{chat_link_id}/tasks",
-        "Assign a task to the chat",
-        [P_LINK],
-        body::<AssignBody>(),
-        [
-            ok!(201, "The new task.", TaskSummary),
-            ok!(200, "The task this key assigned before, with the same objective.", TaskSummary),
-            BAD,
-            GONE,
-            Answer { status: 409, description: "The key assigned a task with another objective.", body: &[error_body] },
-        ]
-    ),
-    route!(
-        GetTask,
-        GET,
-        "/links/{chat_link_id}/tasks/{task_id}",
-        "One task: result, claim, artifacts",
-        [P_LINK, P_TASK],
-        None,
-        [ok!(200, "The task.", TaskDetail), BAD, GONE]
-    ),
-    route!(
-        CancelTask,
-        POST,
-        "/links/{chat_link_id}/tasks/{task_id}/cancel",
-        "Cancel an open task",
-        [P_LINK, P_TASK],
-        None,
-        [ok!(200, "Its status now (unchanged when it had ended).", TaskCancelled), BAD, GONE]
-    ),
-    route!(
-        ListRuns,
-        GET,
-        "/runs",
-        "The recent graph runs of the owner's projects",
-        [P_LIMIT, P_CURSOR],
-        None,
-        [ok!(200, "A page of runs.", RunPage), BAD]
-    ),
-    route!(
-        Overview,
-        GET,
-        "/overview",
-        "Projects, devices, links and the 20 latest runs",
-        [],
-        None,
-        [ok!(200, "The overview.", Overview)]
-    ),
-    route!(
-        GetPairing,
-        GET,
-        "/pairings/{user_code}",
-        "A desktop waiting to be paired with this code",
-        [P_CODE],
-        None,
-        [ok!(200, "The pairing.", PairingView), BAD, GONE]
-    ),
-    route!(
-        ApprovePairing,
-        POST,
-        "/pairings/{user_code}/approve",
-        "Approve it (the relay's next poll gets its device)",
-        [P_CODE],
-        Some(Body { schema: openapi::schema::<ApproveBody>, required: false }),
-        [ok!(200, "Approved.", PairingView), BAD, GONE]
-    ),
-    route!(
-        RefusePairing,
-        POST,
-        "/pairings/{user_code}/refuse",
-        "Refuse it",
-        [P_CODE],
-        None,
-        [ok!(200, "Refused.", PairingView), BAD, GONE]
-    ),
-];
 
 impl<S: OwnerStore + ?Sized> OwnerApi<S> {
     /// Answers one request whose path starts with [`PREFIX`].

@@ -2,12 +2,19 @@
 //! The handlers build these and nothing else, and [`crate::openapi`] publishes their schemas,
 //! so the document and the answers are one definition.
 //!
+//! The functions at the end make each view from its domain value.
+//!
 //! Times are RFC 3339 strings; `null` means "not yet" (never synced, not revoked, not finished).
 
+use domain::clock::Timestamp;
+use domain::devices::Device;
+use domain::events::DeliveryOutcome;
 use domain::ids::{ChatLinkId, CommandId, IdempotencyKey, ProjectId, TaskId};
-use domain::limits::{MAX_NAME_CHARS, MAX_OBJECTIVE_CHARS};
-use domain::runs::RunStatus;
-use domain::tasks::TaskStatus;
+use domain::limits::{MAX_NAME_CHARS, MAX_OBJECTIVE_CHARS, Policy, cut_chars};
+use domain::pairing::{Pairing, PairingStatus};
+use domain::projects::{ChatLink, Project};
+use domain::runs::{Run, RunStatus};
+use domain::tasks::{Task, TaskStatus};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -391,4 +398,123 @@ pub struct Overview {
     pub links: Vec<LinkView>,
     /// The 20 latest runs.
     pub runs: Vec<RunView>,
+}
+
+// What each view is made from.
+
+pub(super) fn time(t: Option<Timestamp>) -> Option<String> {
+    t.map(Timestamp::rfc3339)
+}
+
+pub(super) fn project_view(p: &Project) -> ProjectView {
+    ProjectView {
+        project_id: p.project_id,
+        name: p.name.clone(),
+        enabled: p.enabled,
+        shared_sessions: p.sessions.len(),
+        sessions: p
+            .sessions
+            .iter()
+            .map(|s| SessionView {
+                graph_session_id: s.graph_session_id.as_str().to_owned(),
+                name: s.name.clone(),
+                slug: s.slug.clone(),
+            })
+            .collect(),
+        last_sync_at: time(p.last_sync_at),
+        created_at: p.created_at.rfc3339(),
+    }
+}
+
+pub(super) fn device_view(d: &Device) -> DeviceView {
+    DeviceView {
+        device_id: d.device_id,
+        name: d.name.clone(),
+        created_at: d.created_at.rfc3339(),
+        revoked_at: time(d.revoked_at),
+        last_seen_at: time(d.last_seen_at),
+    }
+}
+
+pub(super) fn pairing_view(p: &Pairing) -> PairingView {
+    let (status, device) = match &p.status {
+        PairingStatus::Pending => (PairingState::Pending, None),
+        PairingStatus::Refused => (PairingState::Refused, None),
+        PairingStatus::Approved { device_id, device_name, .. } => {
+            (PairingState::Approved, Some((*device_id, device_name.clone())))
+        }
+        PairingStatus::Redeemed { device_id, device_name, .. } => {
+            (PairingState::Redeemed, Some((*device_id, device_name.clone())))
+        }
+    };
+    let (device_id, device_name) = device.unzip();
+    PairingView {
+        user_code: p.user_code.display(),
+        status,
+        name: p.desktop.name.clone(),
+        os: p.desktop.os.clone(),
+        arch: p.desktop.arch.clone(),
+        created_at: p.created_at.rfc3339(),
+        expires_at: p.expires_at.rfc3339(),
+        device_id,
+        device_name,
+    }
+}
+
+pub(super) fn link_view(l: &ChatLink, last_delivery: Option<&DeliveryOutcome>) -> LinkView {
+    LinkView {
+        chat_link_id: l.link_id,
+        project_id: l.project_id,
+        name: l.name.clone(),
+        created_at: l.created_at.rfc3339(),
+        // Never the secret: it is shown once, when the subscription is made.
+        subscription: l.subscription.as_ref().map(|s| SubscriptionView {
+            url: s.url.clone(),
+            created_at: s.created_at.rfc3339(),
+            last_delivery: last_delivery.map(|d| DeliveryView {
+                event_id: d.event_id.clone(),
+                event_type: d.event_type.as_str().to_owned(),
+                at: d.at.rfc3339(),
+                ok: d.ok,
+                detail: d.detail.clone(),
+            }),
+            secret: None,
+        }),
+    }
+}
+
+/// A task in a list: the label and a preview of the objective.
+pub(super) fn task_summary(t: &Task, now: Timestamp) -> TaskSummary {
+    let status = t.status_at(now);
+    let preview = cut_chars(&t.objective, super::OBJECTIVE_PREVIEW_CHARS);
+    TaskSummary {
+        task_id: t.task_id,
+        status,
+        label: status.label().to_owned(),
+        objective: preview.to_owned(),
+        objective_truncated: preview.len() < t.objective.len(),
+        created_at: t.created_at.rfc3339(),
+        finished_at: time(t.finished_at),
+    }
+}
+
+pub(super) fn run_view(r: &Run, now: Timestamp, policy: &Policy) -> RunView {
+    let view = r.view(now, policy);
+    let ended = r.finished_at.filter(|_| view.status.is_terminal());
+    let secs = |a: Timestamp, b: Timestamp| b.since(a).as_secs_f64();
+    RunView {
+        command_id: r.command_id,
+        status: view.status,
+        project_id: r.project_id,
+        graph_session_id: r.graph_session_id.as_str().to_owned(),
+        slug: r.slug.clone(),
+        agent: r.agent.as_str().to_owned(),
+        queued_at: r.queued_at.rfc3339(),
+        started_at: time(r.started_at),
+        finished_at: time(ended),
+        wait_s: r.started_at.map(|s| secs(r.queued_at, s)),
+        run_s: r.started_at.zip(ended).map(|(s, e)| secs(s, e)),
+        error: view.error,
+        cancel_requested: r.cancel_requested,
+    }
 }
