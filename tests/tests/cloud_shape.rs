@@ -37,6 +37,27 @@ fn all_logs() -> String {
 }
 
 impl World {
+    /// A new project of the owner, switched on for connected agents: its id.
+    async fn enabled_project(&self, name: &str) -> String {
+        let project =
+            self.owner("POST", "/projects", json!({"name": name})).await["project_id"].as_str().unwrap().to_owned();
+        self.owner("PUT", &format!("/projects/{project}"), json!({"enabled": true})).await;
+        project
+    }
+
+    /// A new chat link to `project`: its id.
+    async fn link(&self, project: &str, name: &str) -> String {
+        let link = self.owner("POST", "/links", json!({"project_id": project, "name": name})).await;
+        link["chat_link_id"].as_str().unwrap().to_owned()
+    }
+
+    /// A task assigned to `link` through the owner API: its id.
+    async fn assign(&self, link: &str, objective: &str, key: &str) -> String {
+        let body = json!({"objective": objective, "idempotency_key": key});
+        let task = self.owner("POST", &format!("/links/{link}/tasks"), body).await;
+        task["task_id"].as_str().unwrap().to_owned()
+    }
+
     /// The JSON lines the function `logical` (its template name) logged in this process.
     fn log_lines(&self, logical: &str) -> Vec<Value> {
         let name = self.emu.name_of(logical).unwrap();
@@ -126,26 +147,12 @@ async fn the_real_binaries_serve_owners_relays_and_both_python_sdks() {
     let Some(w) = world().await else { return };
 
     // The owner: project, device, two chat links (one per SDK run), a task each, the panel.
-    let project =
-        w.owner("POST", "/projects", json!({"name": "Cloud project"})).await["project_id"].as_str().unwrap().to_owned();
-    w.owner("PUT", &format!("/projects/{project}"), json!({"enabled": true})).await;
+    let project = w.enabled_project("Cloud project").await;
     let device = w.owner("POST", "/devices", json!({"name": "Desktop"})).await["token"].as_str().unwrap().to_owned();
     let mut links = Vec::new();
     for name in ["Chat 1", "Chat 2"] {
-        let l = w.owner("POST", "/links", json!({"project_id": project, "name": name})).await["chat_link_id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
-        let t = w
-            .owner(
-                "POST",
-                &format!("/links/{l}/tasks"),
-                json!({"objective": format!("Work for {name}"), "idempotency_key": format!("cloud-{l}")}),
-            )
-            .await["task_id"]
-            .as_str()
-            .unwrap()
-            .to_owned();
+        let l = w.link(&project, name).await;
+        let t = w.assign(&l, &format!("Work for {name}"), &format!("cloud-{l}")).await;
         links.push((l, t));
     }
     let panel = w.http.get(format!("{}/panel", w.emu.gateway)).send().await.unwrap();
@@ -258,13 +265,8 @@ async fn the_real_binaries_serve_owners_relays_and_both_python_sdks() {
 async fn the_events_binaries_deliver_claimed_and_completed_once_each_traced_to_their_tool_calls() {
     let Some(w) = world().await else { return };
     let receiver = Receiver::start().await;
-    let project =
-        w.owner("POST", "/projects", json!({"name": "Events"})).await["project_id"].as_str().unwrap().to_owned();
-    w.owner("PUT", &format!("/projects/{project}"), json!({"enabled": true})).await;
-    let link = w.owner("POST", "/links", json!({"project_id": project, "name": "Chat"})).await["chat_link_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let project = w.enabled_project("Events").await;
+    let link = w.link(&project, "Chat").await;
     // The cloud's owner API accepts only public https receivers; the subscription to the local
     // receiver goes straight into the table (the notifier checks URLs again at delivery).
     let aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
@@ -287,16 +289,7 @@ async fn the_events_binaries_deliver_claimed_and_completed_once_each_traced_to_t
     };
     use domain::store::ManageLinks;
     store.set_subscription(&owner, link_id, Some(&sub)).await.unwrap().unwrap();
-    let task = w
-        .owner(
-            "POST",
-            &format!("/links/{link}/tasks"),
-            json!({"objective": "Ping", "idempotency_key": "events-cloud-1"}),
-        )
-        .await["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let task = w.assign(&link, "Ping", "events-cloud-1").await;
     let claim = w.tool("claim_linked_chat_task", json!({"chat_link_id": link, "task_id": task})).await;
     let claim_id = claim["structuredContent"]["claim_id"].as_str().unwrap_or_else(|| panic!("{claim}")).to_owned();
     let submit =
@@ -427,9 +420,7 @@ async fn the_doorbell_binaries_ring_the_relay_and_shut_out_a_revoked_desktop() {
     use std::sync::atomic::Ordering;
     let Some(w) = world().await else { return };
     w.doorbell.attach(std::sync::Arc::clone(&w.emu));
-    let project =
-        w.owner("POST", "/projects", json!({"name": "Rings"})).await["project_id"].as_str().unwrap().to_owned();
-    w.owner("PUT", &format!("/projects/{project}"), json!({"enabled": true})).await;
+    let project = w.enabled_project("Rings").await;
     let device = w.owner("POST", "/devices", json!({"name": "Mac"})).await;
     let gs = format!("gs_{}", "d".repeat(32));
     let sleeper = format!("gs_{}", "e".repeat(32));
@@ -510,24 +501,10 @@ async fn the_doorbell_binaries_ring_the_relay_and_shut_out_a_revoked_desktop() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn one_request_id_ties_a_tool_call_together_and_no_secret_is_logged() {
     let Some(w) = world().await else { return };
-    let project =
-        w.owner("POST", "/projects", json!({"name": "Trace"})).await["project_id"].as_str().unwrap().to_owned();
-    w.owner("PUT", &format!("/projects/{project}"), json!({"enabled": true})).await;
+    let project = w.enabled_project("Trace").await;
     let device = w.owner("POST", "/devices", json!({"name": "Mac"})).await["token"].as_str().unwrap().to_owned();
-    let link = w.owner("POST", "/links", json!({"project_id": project, "name": "Chat"})).await["chat_link_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let task = w
-        .owner(
-            "POST",
-            &format!("/links/{link}/tasks"),
-            json!({"objective": "Trace me", "idempotency_key": "trace-0001"}),
-        )
-        .await["task_id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let link = w.link(&project, "Chat").await;
+    let task = w.assign(&link, "Trace me", "trace-0001").await;
     let claim = w.tool("claim_linked_chat_task", json!({"chat_link_id": link, "task_id": task})).await;
     assert!(claim["structuredContent"]["claim_id"].is_string(), "{claim}");
     // The relay API with the device token, so its handling is in the logs too.
