@@ -17,6 +17,7 @@ import time
 import httpx2
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
+from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import async_playwright, expect
 
 ENV = {k: os.environ[k] for k in ["FC_PANEL_URL", "FC_MCP_URL", "FC_MCP_TOKEN", "FC_CHROMIUM", "FC_SCREENSHOT", "FC_PAIR_URL"]}
@@ -286,8 +287,11 @@ async def refresh_ticks(page, refreshes_done, inflight, n):
     own timer has refreshed the overview `n` times; each period's refresh is awaited (bounded)
     before the next period, since the panel arms its next timer when a refresh ends. A period
     that starts none is moved again, at most 2n periods. Returns the refreshes seen."""
-    now_ms = await page.evaluate("Date.now()")
-    await page.clock.pause_at(datetime.datetime.fromtimestamp(now_ms / 1000 + 0.01, tz=datetime.timezone.utc))
+    await pause_now(page)
+    deadline = time.monotonic() + 5
+    while inflight["n"] > 0 and time.monotonic() < deadline:
+        await flush(page)
+    await flush(page)
     seen = 0
     for _ in range(2 * n):
         if seen >= n:
@@ -303,6 +307,26 @@ async def refresh_ticks(page, refreshes_done, inflight, n):
             await flush(page)
         await flush(page)
     return seen
+
+
+async def pause_now(page):
+    """Pauses the page's flowing clock at about its present time. Playwright pauses only at a
+    time given ahead, and the page's clock moves on while that call travels (tens of ms on a
+    loaded machine: "Cannot fast-forward to the past"), so the lead is read again and doubled
+    until the pause lands. A refresh the lead's fast-forward starts is let finish by the caller
+    before it counts."""
+    lead_ms = 10
+    for _ in range(8):
+        now_ms = await page.evaluate("Date.now()")
+        at = datetime.datetime.fromtimestamp((now_ms + lead_ms) / 1000, tz=datetime.timezone.utc)
+        try:
+            await page.clock.pause_at(at)
+            return
+        except PlaywrightError as e:
+            if "to the past" not in str(e):
+                raise
+            lead_ms *= 2
+    raise AssertionError("the page's clock could not be paused (it kept passing the pause time)")
 
 
 async def set_visibility(page, state):
