@@ -22,6 +22,19 @@ pub const DEFAULT_PORT: u16 = 8787;
 /// Folder of relay builds served at `/relay/download/` (default `dist` in the working folder,
 /// where `infra/relay-dist.sh` writes them).
 pub const RELAY_DIST: &str = "FOUNDRY_RELAY_DIST";
+/// Seconds a connection may take to send a request's headers, and may sit idle between
+/// requests, before it is closed (default 10).
+pub const HEADER_TIMEOUT_SECONDS: &str = "FOUNDRY_HEADER_TIMEOUT_SECONDS";
+/// Most connections (doorbell sockets included) open at once; more wait to be accepted
+/// (default 256).
+pub const MAX_CONNECTIONS: &str = "FOUNDRY_MAX_CONNECTIONS";
+/// Default for [`HEADER_TIMEOUT_SECONDS`]: a browser or client sends its headers at once, a
+/// connection that sends half a request line is cut off instead of kept for good.
+pub const DEFAULT_HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
+/// Default for [`MAX_CONNECTIONS`]: far above what one owner's panel, chats and desktops
+/// open, and below the 1,024 file handles a process gets by default on Linux (256 on macOS
+/// counts the database and logs too, which is why it is not higher).
+pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 
 pub use service::settings::ConfigError;
 use service::settings::{PolicyKeys, Reader};
@@ -47,6 +60,10 @@ pub struct LocalConfig {
     pub relay_dist: PathBuf,
     /// The safety poll a relay whose doorbell is connected is told to keep (300 s).
     pub doorbell_poll_interval: std::time::Duration,
+    /// How long a connection may take over a request's headers (or sit idle between requests).
+    pub header_timeout: std::time::Duration,
+    /// Most connections open at once.
+    pub max_connections: usize,
 }
 
 impl LocalConfig {
@@ -60,6 +77,8 @@ impl LocalConfig {
             panel_refresh_seconds: service::panel::DEFAULT_REFRESH_SECONDS,
             relay_dist: PathBuf::from("dist"),
             doorbell_poll_interval: domain::doorbell::DOORBELL_POLL_INTERVAL,
+            header_timeout: DEFAULT_HEADER_TIMEOUT,
+            max_connections: DEFAULT_MAX_CONNECTIONS,
         }
     }
 
@@ -86,6 +105,8 @@ impl LocalConfig {
         );
         let relay_dist =
             r.optional(RELAY_DIST).filter(|d| !d.is_empty()).map_or_else(|| PathBuf::from("dist"), PathBuf::from);
+        let header_timeout = r.seconds(HEADER_TIMEOUT_SECONDS, DEFAULT_HEADER_TIMEOUT);
+        let max_connections = r.count(MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS);
         r.finish(Self {
             data_dir,
             port,
@@ -94,6 +115,8 @@ impl LocalConfig {
             panel_refresh_seconds,
             relay_dist,
             doorbell_poll_interval: domain::doorbell::DOORBELL_POLL_INTERVAL,
+            header_timeout,
+            max_connections,
         })
     }
 }
@@ -145,5 +168,16 @@ mod tests {
     fn reports_every_bad_value_at_once() {
         let e = from(&[(PORT, "eighty"), (PUBLIC_URL, "ftp://x")]).unwrap_err();
         assert_eq!(e.problems.len(), 3, "{e}");
+    }
+
+    #[test]
+    fn a_public_url_with_a_newline_or_a_space_is_refused() {
+        for bad in ["https://x.example\n  Device token:  fcd_forged", "https://x.example/ x", "https://x.example\r\n"] {
+            let e = from(&[(DATA_DIR, "/tmp/x"), (PUBLIC_URL, bad)]).unwrap_err();
+            assert!(e.problems.iter().any(|p| p.starts_with(PUBLIC_URL)), "{bad:?}: {e}");
+        }
+        let c = from(&[(DATA_DIR, "/tmp/x"), (HEADER_TIMEOUT_SECONDS, "2"), (MAX_CONNECTIONS, "8")]).unwrap();
+        assert_eq!((c.header_timeout, c.max_connections), (std::time::Duration::from_secs(2), 8));
+        assert!(from(&[(DATA_DIR, "/tmp/x"), (MAX_CONNECTIONS, "0")]).is_err());
     }
 }

@@ -13,10 +13,13 @@
 //! | module | what |
 //! |---|---|
 //! | [`config`] | typed configuration from the environment, parsed once |
+//! | [`doorbell`] | the relays' WebSocket doorbell, with its bounds per device and in all |
+//! | [`listener`] | HTTP/1.1 with a header-read timeout and a connection cap |
 //! | this file | start-up ([`start`]), the demo data, the router |
 
 pub mod config;
 pub mod doorbell;
+pub mod listener;
 
 use std::net::SocketAddr;
 use std::path::Path;
@@ -31,7 +34,7 @@ use axum::response::IntoResponse;
 use bytes::Bytes;
 use domain::clock::{SharedClock, SystemClock};
 use domain::ids::{ChatLinkId, IdempotencyKey, OwnerId, ProjectId, TaskId};
-use domain::store::{AssignTasks, ManageDevices, ManageLinks, ManageProjects};
+use domain::store::{AssignTasks, AuthenticateDevices, ManageDevices, ManageLinks, ManageProjects};
 use domain::tasks::{AssignOutcome, AssignTask};
 use http_body_util::{BodyExt, Limited};
 use service::auth::{Audience, Authenticator, Grant, Hs256Signer, Keys, ScopeSpelling};
@@ -101,6 +104,8 @@ pub struct Running {
     pub doorbell: Arc<doorbell::Hub>,
     /// Relay API requests per device token (what an idle desktop costs, measured).
     pub relay_requests: Arc<RelayRequests>,
+    /// The listener's open connections (bounded by [`LocalConfig::max_connections`]).
+    pub connections: Arc<listener::Gauge>,
     shutdown: Option<oneshot::Sender<()>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -349,7 +354,7 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
         data_dir: config.data_dir.clone(),
         panel_refresh_seconds: config.panel_refresh_seconds,
         relay_dist: config.relay_dist.clone(),
-        doorbell: Arc::new(doorbell::Hub::new(DOORBELL_RECHECK)),
+        doorbell: Arc::new(doorbell::Hub::new(Arc::clone(&store) as Arc<dyn AuthenticateDevices>, DOORBELL_RECHECK)),
         doorbell_poll_interval: config.doorbell_poll_interval,
         relay_requests: Arc::new(RelayRequests::default()),
         hosts: accepted_hosts(&public_url, addr.port()),
@@ -358,7 +363,9 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
     let relay_requests = Arc::clone(&wiring.relay_requests);
     doorbell::feed(&store, Arc::clone(&doorbell));
     let app = router(Arc::new(AppState::new(&wiring)));
-    let (shutdown, task) = serve(listener, app, &wiring);
+    let connections = Arc::new(listener::Gauge::default());
+    let limits = listener::Limits { header_timeout: config.header_timeout, max_connections: config.max_connections };
+    let (shutdown, task) = serve(listener, app, &wiring, limits, Arc::clone(&connections));
     let panel_url = format!("{public_url}{}#token={owner_token}", service::panel::PATH);
     Ok(Running {
         addr,
@@ -374,6 +381,7 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
         data_dir: config.data_dir.clone(),
         doorbell,
         relay_requests,
+        connections,
         shutdown: Some(shutdown),
         task,
     })
@@ -395,6 +403,8 @@ fn serve(
     listener: tokio::net::TcpListener,
     app: Router,
     w: &Wiring,
+    limits: listener::Limits,
+    connections: Arc<listener::Gauge>,
 ) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
     let (notifier_stop, notifier_rx) = oneshot::channel::<()>();
     let notifier = Notifier::new(Arc::clone(&w.store), w.clock.clone(), UrlPolicy::Local, Arc::new(SystemResolver));
@@ -407,12 +417,7 @@ fn serve(
         let shutdown = async move {
             let _ = rx.await;
         };
-        if let Err(e) = axum::serve(listener, app.into_make_service_with_connect_info::<SocketAddr>())
-            .with_graceful_shutdown(shutdown)
-            .await
-        {
-            tracing::error!(error = %e, "server stopped");
-        }
+        listener::serve(listener, app, limits, connections, shutdown).await;
         let _ = notifier_stop.send(());
         let _ = notifier_task.await;
     });
@@ -459,11 +464,26 @@ async fn read_body(req: http::Request<Body>, max: usize) -> http::Request<Bytes>
     http::Request::from_parts(parts, bytes)
 }
 
+/// What a request naming another host is told on the routes that need no token (the
+/// pairing routes, `/register`, the OAuth endpoints) and on every relay route and the doorbell:
+/// a DNS-rebinding page that reaches 127.0.0.1 under its own name gets nothing.
+fn misdirected() -> axum::response::Response {
+    service::http_json::error(
+        http::StatusCode::MISDIRECTED_REQUEST,
+        "host: this server answers only for its own host name (FOUNDRY_PUBLIC_URL) and loopback",
+    )
+    .map(Body::from)
+    .into_response()
+}
+
 async fn relay(
     State(state): State<Arc<AppState>>,
     ConnectInfo(peer): ConnectInfo<SocketAddr>,
     req: http::Request<Body>,
 ) -> axum::response::Response {
+    if !state.authorize.host_allowed(req.headers()) {
+        return misdirected();
+    }
     let mut req = read_body(req, service::relay_api::MAX_BODY_BYTES).await;
     state.relay_requests.count(req.headers());
     // Pairing requests are counted per TCP peer, as registrations are.
@@ -473,10 +493,15 @@ async fn relay(
 
 async fn ring(
     State(state): State<Arc<AppState>>,
+    slot: Option<axum::Extension<listener::Slot>>,
     headers: http::HeaderMap,
     ws: axum::extract::ws::WebSocketUpgrade,
 ) -> axum::response::Response {
-    doorbell::upgrade(Arc::clone(&state.doorbell), Arc::clone(&state.relay.store), &headers, ws).await
+    if !state.authorize.host_allowed(&headers) {
+        return misdirected();
+    }
+    // The connection's slot under the listener's cap stays taken while the socket is open.
+    doorbell::upgrade(Arc::clone(&state.doorbell), &headers, ws, slot).await
 }
 
 async fn relay_builds(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {
@@ -537,7 +562,7 @@ async fn register(
     req: http::Request<Body>,
 ) -> axum::response::Response {
     if !state.authorize.host_allowed(req.headers()) {
-        return http::StatusCode::MISDIRECTED_REQUEST.into_response();
+        return misdirected();
     }
     // The TCP peer: behind a tunnel every registration comes from the tunnel's own address and
     // shares one per-source limit (the tunnel's forwarding headers could be set by anyone).

@@ -5,10 +5,16 @@
 //!    OS and architecture; the server answers a user code and a URL of the panel.
 //! 2. Print both and poll every `interval` seconds (5 more after each `slow_down`) until the
 //!    owner approves (the token now authenticates this desktop), refuses, or the code expires.
-//! 3. Keep the token in `<state folder>/device-token` (0600) and point the config at it,
+//! 3. Print the account the desktop joined (the approving owner's id, as the panel shows it)
+//!    and, on a terminal, ask before keeping anything: whoever has the code can approve it, so
+//!    a desktop whose code someone else approved is not silently paired into their account
+//!    (RFC 8628 §5.4). Without a terminal, `--yes` accepts the account shown (the installer
+//!    passes it when it has no terminal to ask on).
+//! 4. Keep the token in `<state folder>/device-token` (0600) and point the config at it,
 //!    rewriting `server_url` and `device_token_file` and keeping everything else, comments
 //!    included. The token never crosses the network, so a lost answer costs nothing: the next
-//!    poll is answered with the same device.
+//!    poll is answered with the same device. Declined, nothing is written and the token is
+//!    forgotten: the device in the other account can never be used.
 
 use std::path::{Path, PathBuf};
 use std::time::Duration;
@@ -56,7 +62,7 @@ fn read_poll(status: u16, text: &str) -> Result<Poll, String> {
     Ok(match e.error.as_str() {
         "authorization_pending" => Poll::Wait,
         "slow_down" => Poll::SlowDown(e.interval),
-        "access_denied" => Poll::Done("the owner refused this desktop in the panel; nothing was changed".into()),
+        "access_denied" => Poll::Done(format!("pairing refused: {}; nothing was changed", e.error_description)),
         "expired_token" => {
             Poll::Done("the code expired before it was approved (codes last 10 minutes); run `relay pair` again".into())
         }
@@ -64,13 +70,41 @@ fn read_poll(status: u16, text: &str) -> Result<Poll, String> {
     })
 }
 
-/// `relay pair SERVER_URL [--name NAME]`.
+/// Where the answer to "keep this pairing?" comes from.
+enum Confirm {
+    /// `--yes`: the account shown is accepted.
+    Yes,
+    /// Ask on the terminal.
+    Ask,
+}
+
+/// Asks on the terminal whether to keep the pairing; only `y`/`yes` keeps it.
+fn ask_to_keep(question: &str) -> Result<bool, CliError> {
+    use std::io::{BufRead, Write};
+    print!("{question} [y/N] ");
+    std::io::stdout().flush()?;
+    let mut line = String::new();
+    std::io::stdin().lock().read_line(&mut line)?;
+    Ok(matches!(line.trim().to_ascii_lowercase().as_str(), "y" | "yes"))
+}
+
+/// `relay pair SERVER_URL [--name NAME] [--yes]`.
 ///
 /// # Errors
-/// Bad arguments, an unreachable server, a refusal or an expired code, or a config or token
-/// file that cannot be written (the message says which).
+/// Bad arguments, an unreachable server, a refusal or an expired code, a pairing the owner of
+/// this desktop declined, or a config or token file that cannot be written (the message says
+/// which).
 pub async fn command(config_path: &Path, args: &[String]) -> Result<(), CliError> {
-    let (server_url, name) = parse_args(args)?;
+    let (server_url, name, yes) = parse_args(args)?;
+    let confirm = if yes {
+        Confirm::Yes
+    } else if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
+        Confirm::Ask
+    } else {
+        return Err(CliError::new(
+            "relay pair asks which account to join on a terminal; without one, pass --yes to accept the account it prints",
+        ));
+    };
     if let Some(problem) = server_url_problem(&server_url) {
         return Err(CliError(format!("server URL {server_url:?} {problem}")));
     }
@@ -98,28 +132,39 @@ pub async fn command(config_path: &Path, args: &[String]) -> Result<(), CliError
     println!();
     println!("and check that it shows the code {}. Waiting for the approval…", start.user_code);
     let device = wait(&http, &base, &start).await?;
+    let account = if device.account.is_empty() { "(not named by this server)" } else { device.account.as_str() };
+    println!("approved: this desktop joins account {account} as \"{}\"", device.device_name);
+    if let Confirm::Ask = confirm
+        && !ask_to_keep("Is this your account (the panel you approved it in shows its id)?")?
+    {
+        return Err(CliError::new(
+            "not kept: nothing was written and the token is forgotten, so the device made in that account can never be used. Run `relay pair` again and approve it in your own panel",
+        ));
+    }
     let token_file = store_token(&state_dir, &token)?;
     point_config_at(config_path, &server_url, &token_file)?;
-    println!("paired: this desktop is \"{}\" (device {})", device.device_name, device.device_id);
+    println!("paired: this desktop is \"{}\" (device {}) in account {account}", device.device_name, device.device_id);
     println!("token:  {} (only this file holds it; the server keeps its sha256)", token_file.display());
     println!("config: {}", config_path.display());
     println!("next:   relay session add …, then relay install (or relay run)");
     Ok(())
 }
 
-fn parse_args(args: &[String]) -> Result<(String, String), CliError> {
-    const USAGE: &str = "usage: relay pair SERVER_URL [--name NAME]";
+fn parse_args(args: &[String]) -> Result<(String, String, bool), CliError> {
+    const USAGE: &str = "usage: relay pair SERVER_URL [--name NAME] [--yes]";
     let mut url = None;
     let mut name = None;
+    let mut yes = false;
     let mut it = args.iter();
     while let Some(a) = it.next() {
         match a.as_str() {
             "--name" => name = Some(it.next().ok_or_else(|| CliError::new(USAGE))?.clone()),
+            "--yes" | "-y" => yes = true,
             s if url.is_none() && !s.starts_with('-') => url = Some(s.trim_end_matches('/').to_owned()),
             _ => return Err(CliError::new(USAGE)),
         }
     }
-    Ok((url.ok_or_else(|| CliError::new(USAGE))?, name.unwrap_or_else(host_name)))
+    Ok((url.ok_or_else(|| CliError::new(USAGE))?, name.unwrap_or_else(host_name), yes))
 }
 
 /// Polls until the pairing ends. Network failures and 5xx answers are waited out until the
@@ -216,13 +261,13 @@ mod tests {
         assert!(matches!(read_poll(400, pending), Ok(Poll::Wait)));
         let slow = r#"{"error":"slow_down","error_description":"x","interval":10}"#;
         assert!(matches!(read_poll(400, slow), Ok(Poll::SlowDown(Some(10)))));
-        let denied = r#"{"error":"access_denied","error_description":"x"}"#;
-        assert!(matches!(read_poll(400, denied), Ok(Poll::Done(m)) if m.contains("refused")));
+        let denied = r#"{"error":"access_denied","error_description":"the owner refused this desktop"}"#;
+        assert!(matches!(read_poll(400, denied), Ok(Poll::Done(m)) if m.contains("the owner refused")));
         let expired = r#"{"error":"expired_token","error_description":"x"}"#;
         assert!(matches!(read_poll(400, expired), Ok(Poll::Done(m)) if m.contains("expired")));
         assert!(matches!(read_poll(503, "busy"), Ok(Poll::Wait)));
-        let ok = format!(r#"{{"device_id":"{}","device_name":"Mac"}}"#, uuid::Uuid::nil());
-        assert!(matches!(read_poll(200, &ok), Ok(Poll::Paired(d)) if d.device_name == "Mac"));
+        let ok = format!(r#"{{"device_id":"{}","device_name":"Mac","account":"ana"}}"#, uuid::Uuid::nil());
+        assert!(matches!(read_poll(200, &ok), Ok(Poll::Paired(d)) if d.device_name == "Mac" && d.account == "ana"));
         assert!(read_poll(400, "<html>").is_err());
     }
 
@@ -259,8 +304,9 @@ mod tests {
     #[test]
     fn arguments_need_a_url() {
         assert!(parse_args(&[]).is_err());
-        let (url, name) = parse_args(&["https://x.example/".into(), "--name".into(), "Ana".into()]).unwrap();
-        assert_eq!((url.as_str(), name.as_str()), ("https://x.example", "Ana"));
+        let (url, name, yes) = parse_args(&["https://x.example/".into(), "--name".into(), "Ana".into()]).unwrap();
+        assert_eq!((url.as_str(), name.as_str(), yes), ("https://x.example", "Ana", false));
+        assert!(parse_args(&["https://x".into(), "--yes".into()]).unwrap().2);
         assert!(parse_args(&["https://x".into(), "--bogus".into()]).is_err());
     }
 }

@@ -150,6 +150,7 @@ impl Transport for InProcess {
             .method(method)
             .uri(format!("{}{path}", domain::relay::PREFIX))
             .header("authorization", format!("Bearer {}", self.token))
+            .header("content-type", "application/json")
             .body(Bytes::from(body.unwrap_or_default()))
             .map_err(|e| ClientError::Retryable(e.to_string()))?;
         let res = self.api.handle(req).await;

@@ -5,6 +5,7 @@
 //! `cargo test -p foundry-tests --test suite relay_soak -- --nocapture`.
 
 mod api_fuzz;
+mod attacks;
 mod auth_rs256;
 mod cloud_connect;
 mod cloud_shape;

@@ -172,7 +172,10 @@ fn problems(template: &str) -> Vec<String> {
                         expected.extend(lambda::config::REGISTER_COGNITO_ACTIONS.iter().map(|a| (*a).to_owned()));
                         (lambda::config::REGISTER_DYNAMODB_ACTIONS, None)
                     }
-                    "doorbell" => (lambda::config::DOORBELL_DYNAMODB_ACTIONS, None),
+                    "doorbell" => {
+                        expected.insert("execute-api:ManageConnections".into());
+                        (lambda::config::DOORBELL_DYNAMODB_ACTIONS, None)
+                    }
                     "ring_doorbell" => {
                         expected.insert("execute-api:ManageConnections".into());
                         (lambda::config::RING_DYNAMODB_ACTIONS, None)
@@ -192,11 +195,12 @@ fn problems(template: &str) -> Vec<String> {
                                 && (r.ends_with("ArtifactBucket.Arn}/artifacts/*")
                                     || (name == "owner_api" && r.ends_with("ArtifactBucket.Arn}/relay/*"))))
                             || (action.starts_with("cognito-idp:") && r == "UserPool.Arn")
-                            // Only this stack's doorbell sockets, only posting and closing.
+                            // Only this stack's doorbell sockets: ring_doorbell posts and closes,
+                            // doorbell only closes (the sockets a newer one replaces).
                             || (action == "execute-api:ManageConnections"
-                                && name == "ring_doorbell"
-                                && (r.ends_with(":${DoorbellApi}/relay/POST/@connections/*")
-                                    || r.ends_with(":${DoorbellApi}/relay/DELETE/@connections/*")))
+                                && ((name == "ring_doorbell" && r.ends_with(":${DoorbellApi}/relay/POST/@connections/*"))
+                                    || (matches!(name.as_str(), "ring_doorbell" | "doorbell")
+                                        && r.ends_with(":${DoorbellApi}/relay/DELETE/@connections/*"))))
                     });
                     if !ok {
                         p.push(format!(
@@ -547,6 +551,7 @@ fn the_checker_catches_broken_templates() {
         ("doorbell may manage every API's sockets", t.replacen("${DoorbellApi}/relay/POST/@connections/*", "*/@connections/*", 1)),
         ("doorbell sockets closed by anyone", t.replacen("                - execute-api:ManageConnections\n", "                - execute-api:ManageConnections\n                - execute-api:Invoke\n", 1)),
         ("doorbell function writes anything", t.replacen("                - dynamodb:PutItem\n                - dynamodb:DeleteItem\n", "                - dynamodb:PutItem\n                - dynamodb:DeleteItem\n                - dynamodb:UpdateItem\n", 1)),
+        ("doorbell's $connect may post to sockets", t.replacen("${DoorbellApi}/relay/DELETE/@connections/*\"\n\n  RingDoorbellFunction", "${DoorbellApi}/relay/POST/@connections/*\"\n\n  RingDoorbellFunction", 1)),
         ("panel callback changed", t.replacen("${AWS::URLSuffix}/panel\"]\n      LogoutURLs", "${AWS::URLSuffix}/callback\"]\n      LogoutURLs", 1)),
     ];
     for (what, broken) in cases {

@@ -166,6 +166,7 @@ fn request(method: &str, path: &str, token: &str, body: serde_json::Value) -> ht
         .method(method)
         .uri(path)
         .header("authorization", format!("Bearer {token}"))
+        .header("content-type", "application/json")
         .body(bytes::Bytes::from(body.to_string()))
         .unwrap()
 }

@@ -37,6 +37,27 @@ pub const RECONNECT_BEFORE_LIMIT: Duration = Duration::from_secs(10 * 60);
 /// API Gateway closes a WebSocket idle for 10 minutes; the relay pings more often.
 pub const PING_EVERY: Duration = Duration::from_secs(4 * 60);
 
+/// Most open doorbell sockets of one device. A relay keeps one (two for a moment while it
+/// reconnects before the server noticed the old one is gone): a newer socket replaces the
+/// oldest, so one leaked token cannot hold more ([`CLOSE_REPLACED`]).
+pub const MAX_SOCKETS_PER_DEVICE: usize = 4;
+/// Largest message or frame a relay may send: it sends only pings and a close, each at most
+/// 125 bytes (RFC 6455 §5.5). Anything larger is refused before it is buffered.
+pub const MAX_CLIENT_MESSAGE_BYTES: usize = 4096;
+/// Close code of a socket replaced by a newer one of the same device.
+pub const CLOSE_REPLACED: u16 = 4409;
+/// Close code of a revoked device's socket.
+pub const CLOSE_REVOKED: u16 = 4401;
+
+/// Which of a device's sockets to close when a new one opens: all but the newest
+/// [`MAX_SOCKETS_PER_DEVICE`], oldest first (`sockets` in any order; ties broken by id).
+pub fn sockets_to_replace(sockets: &[Connection]) -> Vec<Connection> {
+    let mut by_age: Vec<&Connection> = sockets.iter().collect();
+    by_age.sort_by(|a, b| (a.connected_at, &a.connection_id).cmp(&(b.connected_at, &b.connection_id)));
+    let excess = by_age.len().saturating_sub(MAX_SOCKETS_PER_DEVICE);
+    by_age.into_iter().take(excess).cloned().collect()
+}
+
 /// What a ring asks of the relay.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "ring", rename_all = "snake_case")]
@@ -116,5 +137,22 @@ mod tests {
         assert_eq!(control, format!(r#"{{"ring":"control","command_id":"{id}"}}"#));
         assert_eq!(serde_json::from_str::<Ring>(&control).unwrap(), Ring::Control { command_id: id });
         assert!(serde_json::from_str::<Ring>(r#"{"ring":"other"}"#).is_err());
+    }
+
+    #[test]
+    fn a_new_socket_replaces_the_oldest_beyond_the_cap() {
+        let socket = |id: &str, at: i64| Connection {
+            connection_id: id.into(),
+            device_id: uuid::Uuid::nil(),
+            connected_at: crate::clock::Timestamp::from_millis(at),
+        };
+        let few: Vec<Connection> = (0..MAX_SOCKETS_PER_DEVICE as i64).map(|i| socket(&format!("c{i}"), i)).collect();
+        assert!(sockets_to_replace(&few).is_empty(), "up to the cap nothing is closed");
+        let mut many = few.clone();
+        many.push(socket("new", 100));
+        many.push(socket("b-tie", 0));
+        many.reverse();
+        let closed: Vec<String> = sockets_to_replace(&many).into_iter().map(|c| c.connection_id).collect();
+        assert_eq!(closed, ["b-tie", "c0"], "the two oldest go, ties by id; the newest stays");
     }
 }

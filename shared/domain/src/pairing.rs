@@ -46,12 +46,21 @@ pub const POLL_INTERVAL: Duration = Duration::from_secs(5);
 pub const POLL_TOLERANCE: Duration = Duration::from_secs(1);
 /// Pairings one source address may start per UTC hour.
 pub const PAIRINGS_PER_SOURCE_PER_HOUR: u32 = 10;
+/// Codes an owner (and, in the cloud, a source address) may look up or decide without a
+/// match in one [`LOOKUP_WINDOW`] before every lookup is refused until the window ends: a
+/// guesser gets 10 tries in 15 minutes out of 20⁸ codes (RFC 8628 §5.1), an owner who mistypes
+/// a code a few times does not notice.
+pub const FAILED_LOOKUPS_PER_WINDOW: u32 = 10;
+/// The window [`FAILED_LOOKUPS_PER_WINDOW`] counts in (aligned to the UTC clock).
+pub const LOOKUP_WINDOW: Duration = Duration::from_secs(15 * 60);
 /// Prefix of device codes (recognisable in a leak, like `fcd_` tokens).
 pub const DEVICE_CODE_PREFIX: &str = "fcp_";
 /// Longest desktop name a relay may send.
 pub const MAX_DESKTOP_NAME_CHARS: usize = 100;
 /// Longest OS or architecture name.
 pub const MAX_PLATFORM_CHARS: usize = 32;
+/// Longest source address kept with a pairing (an IPv6 address is at most 45 characters).
+pub const MAX_SOURCE_ADDRESS_CHARS: usize = 64;
 
 /// A user code, normalised: 8 letters of [`USER_CODE_ALPHABET`], upper case, no separator.
 #[derive(Debug, Clone, PartialEq, Eq, Hash)]
@@ -228,8 +237,11 @@ pub struct Pairing {
     pub token_hash: String,
     /// What the relay said about its desktop.
     pub desktop: Desktop,
-    /// [`crate::clients::source_tag`] of the address it came from.
+    /// [`crate::clients::source_tag`] of the address it came from (what the hourly count keys on).
     pub source: String,
+    /// The address it came from, as the server saw it (shown to the owner before approval,
+    /// RFC 8628 §5.4; empty when the transport does not say).
+    pub source_address: String,
     /// When it was started.
     pub created_at: Timestamp,
     /// When it stops being approvable or redeemable.
@@ -256,6 +268,7 @@ impl Pairing {
             token_hash,
             desktop,
             source: crate::clients::source_tag(source),
+            source_address: source.chars().take(MAX_SOURCE_ADDRESS_CHARS).collect(),
             created_at: now,
             expires_at: now.plus(PAIRING_TTL),
             last_poll_at: None,
@@ -288,6 +301,9 @@ pub enum StartOutcome {
     CodeTaken,
     /// The source address started [`PAIRINGS_PER_SOURCE_PER_HOUR`] pairings this hour.
     TooMany,
+    /// The token hash already belongs to a device (revoked or not): redeeming it could never
+    /// succeed, so the pairing is refused at once (the relay makes a new token and asks again).
+    TokenInUse,
 }
 
 /// The owner's decision.
@@ -312,6 +328,9 @@ pub enum DecideOutcome {
     /// It is not pending any more, expired, or unknown: nothing was written. (Deliberately
     /// one answer: another owner learns nothing about a code someone else decided.)
     NotPending,
+    /// An approval whose token hash already belongs to a device: nothing was written (the
+    /// redemption could never succeed).
+    TokenInUse,
 }
 
 /// What a poll answers (RFC 8628 §3.5).
@@ -325,6 +344,9 @@ pub enum PollOutcome {
     Refused,
     /// `expired_token`: not decided in time, or an unknown device code.
     Expired,
+    /// `access_denied`, and the pairing is refused: by the time it was redeemed its token hash
+    /// belonged to a device (another pairing of the same token was redeemed first).
+    TokenInUse,
     /// Paired: the device exists (created by this poll or by an earlier one whose answer was
     /// lost).
     Paired {
@@ -370,6 +392,10 @@ pub fn classify_poll(p: Option<&Pairing>, device_code_hash: &str, now: Timestamp
         }),
         _ if p.expired(now) => PollStep::Answer(PollOutcome::Expired),
         PairingStatus::Refused => PollStep::Answer(PollOutcome::Refused),
+        // The interval holds in every state that is not final (RFC 8628 §3.5).
+        PairingStatus::Approved { .. } if polled_too_soon(p.last_poll_at, now) => {
+            PollStep::Answer(PollOutcome::SlowDown)
+        }
         PairingStatus::Approved { owner, device_name, device_id } => {
             PollStep::Redeem { owner: owner.clone(), device_name: device_name.clone(), device_id: *device_id }
         }
@@ -391,6 +417,23 @@ pub fn slow_down_cutoff(now: Timestamp) -> Timestamp {
 /// The key of a source's hourly pairing count: its tag and the UTC hour.
 pub fn source_window(source_tag: &str, now: Timestamp) -> String {
     format!("{source_tag}#{}", crate::clients::hour_of(now))
+}
+
+/// The end of the [`LOOKUP_WINDOW`] that `now` falls in (failed lookups count until then).
+pub fn lookup_window_end(now: Timestamp) -> Timestamp {
+    let w = i64::try_from(LOOKUP_WINDOW.as_millis()).unwrap_or(i64::MAX);
+    Timestamp::from_millis((now.as_millis().div_euclid(w) + 1) * w)
+}
+
+/// The attempt counter of an owner's failed pairing lookups ([`crate::store::LimitAttempts`]).
+pub fn owner_lookups_key(owner: &OwnerId) -> String {
+    format!("pairing-lookup#owner#{owner}")
+}
+
+/// The attempt counter of a source address's failed pairing lookups (the cloud's owner API,
+/// which sees the caller's address).
+pub fn source_lookups_key(source: &str) -> String {
+    format!("pairing-lookup#source#{}", crate::clients::source_tag(source))
 }
 
 #[cfg(test)]
@@ -479,9 +522,11 @@ mod tests {
         let owner = OwnerId::new("owner-a").unwrap();
         let device_id = uuid::Uuid::new_v4();
         p.status = PairingStatus::Approved { owner: owner.clone(), device_name: "Mac".into(), device_id };
-        // An approval is redeemed however soon the poll comes.
+        // An approval waits for the interval like everything that is not final ...
+        assert_eq!(classify_poll(Some(&p), &hash, soon), PollStep::Answer(PollOutcome::SlowDown));
+        // ... and is redeemed by the next poll that keeps it.
         assert_eq!(
-            classify_poll(Some(&p), &hash, soon),
+            classify_poll(Some(&p), &hash, t0.plus(POLL_INTERVAL)),
             PollStep::Redeem { owner: owner.clone(), device_name: "Mac".into(), device_id }
         );
         let late = t0.plus(PAIRING_TTL);
@@ -491,6 +536,19 @@ mod tests {
         assert_eq!(classify_poll(Some(&p), &hash, late), paired, "a lost answer is answered again");
         p.status = PairingStatus::Refused;
         assert_eq!(classify_poll(Some(&p), &hash, t0), PollStep::Answer(PollOutcome::Refused));
+    }
+
+    #[test]
+    fn lookup_windows_are_aligned_and_keys_keep_owners_and_sources_apart() {
+        let t = Timestamp::from_millis(1_800_000_000_000);
+        let end = lookup_window_end(t);
+        let w = i64::try_from(LOOKUP_WINDOW.as_millis()).unwrap();
+        assert!(end > t && end.as_millis() - t.as_millis() <= w && end.as_millis() % w == 0);
+        assert_eq!(lookup_window_end(end.minus(Duration::from_millis(1))), end);
+        assert_eq!(lookup_window_end(end).as_millis(), end.as_millis() + w);
+        let a = OwnerId::new("owner-a").unwrap();
+        assert_ne!(owner_lookups_key(&a), source_lookups_key("owner-a"));
+        assert!(!source_lookups_key("203.0.113.7").contains("203.0.113.7"), "addresses are kept as tags");
     }
 
     #[test]

@@ -215,6 +215,12 @@ pub struct PairTokenResponse {
     pub device_id: uuid::Uuid,
     /// The name the owner gave it.
     pub device_name: String,
+    /// The account the desktop joined: the id of the owner who approved it (the panel shows
+    /// the same id). `relay pair` prints it and asks before keeping anything, so a desktop
+    /// whose code someone else approved is not silently paired into their account. Empty from
+    /// a server older than this field.
+    #[serde(default)]
+    pub account: String,
 }
 
 /// A poll that did not pair (HTTP 400, RFC 8628 §3.5): `authorization_pending`, `slow_down`,

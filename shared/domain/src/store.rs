@@ -297,6 +297,18 @@ pub trait PairDevices: Send + Sync {
     async fn poll_pairing(&self, code: &UserCode, device_code_hash: &str) -> StoreResult<PollOutcome>;
 }
 
+/// Owner API: counting failed attempts (pairing codes that matched nothing) per key and fixed
+/// window, so guessing is bounded ([`crate::pairing::FAILED_LOOKUPS_PER_WINDOW`]). A count is
+/// kept until its window ends and means nothing afterwards.
+#[async_trait]
+pub trait LimitAttempts: Send + Sync {
+    /// The failed attempts counted for `key` in the window ending at `window_end` (one read,
+    /// no write).
+    async fn failed_attempts(&self, key: &str, window_end: Timestamp) -> StoreResult<u32>;
+    /// Counts one more failed attempt for `key` in that window; the count after it.
+    async fn record_failed_attempt(&self, key: &str, window_end: Timestamp) -> StoreResult<u32>;
+}
+
 /// The cloud doorbell's open sockets (`crate::doorbell`): written by the `$connect` and
 /// `$disconnect` routes, read by the stream consumer that rings. (The local server keeps its
 /// sockets in memory: only DynamoDB implements this.)
@@ -332,6 +344,7 @@ pub trait Store:
     + OwnerRuns
     + RecordDeliveries
     + PairDevices
+    + LimitAttempts
     + crate::clients::ClientUse
 {
 }
@@ -353,6 +366,7 @@ impl<T> Store for T where
         + OwnerRuns
         + RecordDeliveries
         + PairDevices
+        + LimitAttempts
         + crate::clients::ClientUse
 {
 }

@@ -58,7 +58,8 @@ pub const DOORBELL_URL: &str = "DOORBELL_URL";
 pub const DOORBELL_ENDPOINT: &str = "DOORBELL_ENDPOINT";
 /// What the `doorbell` function may do on the table: read device tokens and socket owners,
 /// write and delete socket items (in transactions).
-pub const DOORBELL_DYNAMODB_ACTIONS: &[&str] = &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem"];
+pub const DOORBELL_DYNAMODB_ACTIONS: &[&str] =
+    &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:DeleteItem", "dynamodb:Query"];
 /// What the `ring_doorbell` function may do on the table: list an owner's sockets, read and
 /// delete socket items of gone sockets.
 pub const RING_DYNAMODB_ACTIONS: &[&str] = &["dynamodb:Query", "dynamodb:GetItem", "dynamodb:DeleteItem"];
@@ -99,7 +100,7 @@ pub fn required_keys(function: &str) -> Option<Vec<String>> {
             );
         }
         "publish_events" => return Some(vec![EVENTS_QUEUE_URL.to_owned()]),
-        "doorbell" => return Some(vec![TABLE_NAME.to_owned()]),
+        "doorbell" => return Some(vec![TABLE_NAME.to_owned(), DOORBELL_ENDPOINT.to_owned()]),
         "ring_doorbell" => return Some(vec![TABLE_NAME.to_owned(), DOORBELL_ENDPOINT.to_owned()]),
         "notify" => return Some(vec![TABLE_NAME.to_owned(), EVENTS_QUEUE_URL.to_owned()]),
         "owner_api" => {
@@ -283,6 +284,9 @@ impl PublisherConfig {
 pub struct DoorbellConfig {
     /// The DynamoDB table (device tokens, open sockets).
     pub table: String,
+    /// The doorbell stage's management endpoint: `$connect` closes the sockets a newer one
+    /// replaces (`domain::doorbell::MAX_SOCKETS_PER_DEVICE`).
+    pub endpoint: String,
 }
 
 impl DoorbellConfig {
@@ -293,7 +297,8 @@ impl DoorbellConfig {
     pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let mut r = Reader::new(get);
         let table = r.required(TABLE_NAME);
-        r.finish(Self { table })
+        let endpoint = r.url(DOORBELL_ENDPOINT).unwrap_or_default();
+        r.finish(Self { table, endpoint })
     }
 }
 

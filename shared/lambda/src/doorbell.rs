@@ -2,7 +2,12 @@
 //!
 //! - **`doorbell`** serves the API's `$connect` and `$disconnect` routes. `$connect` checks the
 //!   device token in the upgrade request's `Authorization` header (401 and nothing stored
-//!   without a valid one) and records the socket as that device's; `$disconnect` forgets it.
+//!   without a valid one) and records the socket as that device's; past
+//!   [`domain::doorbell::MAX_SOCKETS_PER_DEVICE`] sockets of the device the oldest are closed
+//!   and forgotten (a newer one replaces them: one leaked token cannot hold more, and a ring
+//!   never fans out to more); `$disconnect` forgets it. API Gateway itself bounds the size of
+//!   what a client may send (32 KB frames, 128 KB messages) and the route selection sends any
+//!   message to no route.
 //! - **`ring_doorbell`** reads the table's stream: a run queued (`sync`) or a cancel asked of
 //!   a running run (`control`) is posted to the owner's open sockets through the
 //!   `@connections` management API (a `410 Gone` socket is forgotten); a device revoked has
@@ -90,9 +95,33 @@ fn answer(status: i64, body: &str) -> ApiGatewayProxyResponse {
     r
 }
 
-/// One `$connect` or `$disconnect`.
-pub async fn socket_event<S: AuthenticateDevices + DoorbellConnections + ?Sized>(
+/// Closes and forgets the sockets of `device` that a newer one replaces (all but the newest
+/// [`domain::doorbell::MAX_SOCKETS_PER_DEVICE`]); how many. Failures are logged: the socket's
+/// items then expire with their TTL.
+pub async fn replace_old_sockets<S: DoorbellConnections + ?Sized, P: Sockets + ?Sized>(
     store: &S,
+    sockets: &P,
+    device: &domain::devices::Device,
+) -> usize {
+    let mine: Vec<_> =
+        connections(store, &device.owner).await.into_iter().filter(|c| c.device_id == device.device_id).collect();
+    let mut closed = 0;
+    for c in domain::doorbell::sockets_to_replace(&mine) {
+        if let Err(SocketError::Failed(e)) = sockets.close(&c.connection_id).await {
+            tracing::warn!(error = %e, "closing a replaced doorbell socket failed");
+        }
+        match store.close_connection(&c.connection_id).await {
+            Ok(()) => closed += 1,
+            Err(e) => tracing::warn!(error = %domain::errors::ErrorChain(&e), "forgetting a replaced socket failed"),
+        }
+    }
+    closed
+}
+
+/// One `$connect` or `$disconnect`.
+pub async fn socket_event<S: AuthenticateDevices + DoorbellConnections + ?Sized, P: Sockets + ?Sized>(
+    store: &S,
+    sockets: &P,
     event: &ApiGatewayWebsocketProxyRequest,
 ) -> ApiGatewayProxyResponse {
     let ctx = &event.request_context;
@@ -114,7 +143,8 @@ pub async fn socket_event<S: AuthenticateDevices + DoorbellConnections + ?Sized>
             };
             match store.open_connection(&device.owner, device.device_id, connection_id).await {
                 Ok(()) => {
-                    tracing::info!(device = %device.device_id, "doorbell connected");
+                    let replaced = replace_old_sockets(store, sockets, &device).await;
+                    tracing::info!(device = %device.device_id, replaced, "doorbell connected");
                     answer(200, "")
                 }
                 Err(e) => {
@@ -205,9 +235,10 @@ pub async fn run_socket() -> Result<(), Error> {
     let config = DoorbellConfig::from_env(env)?;
     let aws = aws_config().await;
     let store = Arc::new(dynamo_store(&aws, &config.table, Default::default()));
+    let sockets = Arc::new(ApiSockets::new(&aws, &config.endpoint));
     lambda_runtime::run(service_fn(move |event: LambdaEvent<ApiGatewayWebsocketProxyRequest>| {
-        let store = Arc::clone(&store);
-        async move { Ok::<_, Error>(socket_event(store.as_ref(), &event.payload).await) }
+        let (store, sockets) = (Arc::clone(&store), Arc::clone(&sockets));
+        async move { Ok::<_, Error>(socket_event(store.as_ref(), sockets.as_ref(), &event.payload).await) }
     }))
     .await
 }

@@ -18,6 +18,16 @@ pub(crate) fn http_request(req: lambda_http::Request) -> http::Request<Bytes> {
     req
 }
 
+/// The caller's address as API Gateway saw it (`requestContext.http.sourceIp`: the TCP peer,
+/// not a header the caller could set), or empty.
+pub(crate) fn source_ip(req: &lambda_http::Request) -> String {
+    use lambda_http::RequestExt;
+    match req.request_context_ref() {
+        Some(lambda_http::request::RequestContext::ApiGatewayV2(c)) => c.http.source_ip.clone().unwrap_or_default(),
+        _ => String::new(),
+    }
+}
+
 /// A span carrying the request's id: every log line of the handling is then tagged with it.
 /// Answers `req` with `serve` under its request span, every store write it makes recording the
 /// request's id (so the events of its changes carry it: `store_dynamo::with_request_id`).

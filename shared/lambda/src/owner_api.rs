@@ -46,7 +46,10 @@ pub async fn run() -> Result<(), Error> {
     lambda_http::run(lambda_http::service_fn(move |req: lambda_http::Request| {
         let app = Arc::clone(&app);
         async move {
-            let req = http_request(req);
+            // Failed pairing lookups are also counted per source address (guessing is bounded).
+            let source = crate::http_glue::source_ip(&req);
+            let mut req = http_request(req);
+            req.extensions_mut().insert(service::oauth::ClientSource(source));
             let answer = crate::http_glue::traced(req, |req| async move { app.handle(req).await }).await;
             Ok::<_, Error>(lambda_response(answer))
         }

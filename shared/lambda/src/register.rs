@@ -20,8 +20,6 @@ use aws_sdk_cognitoidentityprovider::types::{
 use domain::clients::{ClientSummary, ClientUse, RegisterClients, RegisteredClient};
 use domain::clock::{SharedClock, SystemClock};
 use domain::store::{StoreError, StoreResult};
-use lambda_http::RequestExt;
-use lambda_http::request::RequestContext;
 use service::auth::ScopeSpelling;
 use service::oauth::facade::Facade;
 use service::oauth::{ClientSource, RedirectPolicy, Registrar};
@@ -201,7 +199,7 @@ pub async fn run() -> Result<(), Error> {
     lambda_http::run(lambda_http::service_fn(move |req: lambda_http::Request| {
         let (registrar, facade) = (Arc::clone(&registrar), Arc::clone(&facade));
         async move {
-            let source = source_ip(&req);
+            let source = crate::http_glue::source_ip(&req);
             let mut req = http_request(req);
             let span = crate::http_glue::request_span(&req);
             if let Some(answer) = tracing::Instrument::instrument(facade.handle(&req), span.clone()).await {
@@ -214,11 +212,3 @@ pub async fn run() -> Result<(), Error> {
     .await
 }
 
-/// The caller's address as API Gateway saw it (`requestContext.http.sourceIp`: the TCP peer,
-/// not a header the caller could set).
-pub(crate) fn source_ip(req: &lambda_http::Request) -> String {
-    match req.request_context_ref() {
-        Some(RequestContext::ApiGatewayV2(c)) => c.http.source_ip.clone().unwrap_or_default(),
-        _ => String::new(),
-    }
-}

@@ -31,7 +31,7 @@ pub async fn run() -> Result<(), Error> {
         let api = Arc::clone(&api);
         async move {
             // Pairing requests are counted per source address, as registrations are.
-            let source = crate::register::source_ip(&req);
+            let source = crate::http_glue::source_ip(&req);
             let mut req = http_request(req);
             req.extensions_mut().insert(service::oauth::ClientSource(source));
             let answer = crate::http_glue::traced(req, |req| async move { api.handle(req).await }).await;

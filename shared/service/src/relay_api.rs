@@ -81,6 +81,11 @@ pub async fn device_of<S: AuthenticateDevices + ?Sized>(
 /// What a pairing request from an address over its hourly allowance is told.
 pub const TOO_MANY_PAIRINGS: &str = "too many pairing requests from this address this hour; try again later";
 
+/// What a pairing whose token hash is already a device's is told (at the start; an approval
+/// of one is refused the same way in the owner API).
+pub const TOKEN_IN_USE: &str =
+    "token_sha256: this token already belongs to a device; run `relay pair` again (it makes a new token)";
+
 /// The relay API over a store.
 pub struct RelayApi<S: ?Sized> {
     /// The store.
@@ -116,6 +121,13 @@ pub enum Op {
 
 const P_COMMAND: Param = Param::path_id("command_id", "A queued command's id (from a sync).");
 const BAD: Answer = openapi::BAD_INPUT;
+/// Every relay POST carries JSON: refusing other types keeps a web page from posting here
+/// cross-origin (a form or `text/plain` post needs no CORS preflight, `application/json` does),
+/// e.g. from spending a desktop's hourly pairing allowance.
+const NOT_JSON: Answer =
+    Answer { status: 415, description: "The body is not `Content-Type: application/json`.", body: &[error_body] };
+/// What a body of another type is told.
+pub const JSON_REQUIRED: &str = "content-type: must be application/json";
 const NO_COMMAND: Answer =
     Answer { status: 404, description: "No such command of this device's owner: stop.", body: &[error_body] };
 const ENDED: Answer = Answer {
@@ -134,7 +146,7 @@ macro_rules! route {
             auth: Auth::$auth,
             params: &[$($param),*],
             body: Some(Body { schema: openapi::schema::<$body>, required: true }),
-            answers: &[$($answer),*],
+            answers: &[$($answer,)* NOT_JSON],
         }
     };
 }
@@ -229,6 +241,11 @@ pub static ROUTES: &[Route<Op>] = &[
             Answer { status: 200, description: "The codes.", body: &[openapi::schema::<PairResponse>] },
             BAD,
             Answer {
+                status: 409,
+                description: "The token's hash already belongs to a device: make a new token and ask again.",
+                body: &[error_body]
+            },
+            Answer {
                 status: 429,
                 description: "Too many pairing requests from this address this hour.",
                 body: &[error_body]
@@ -272,6 +289,9 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
                 return http_json::error(StatusCode::NOT_FOUND, format!("no route {path}"));
             }
         };
+        if route.body.is_some() && !crate::oauth::media_type_is(req.headers(), "application/json") {
+            return http_json::error(StatusCode::UNSUPPORTED_MEDIA_TYPE, JSON_REQUIRED);
+        }
         match route.op {
             Op::StartPairing => return self.start_pairing(&req).await,
             Op::PollPairing => return self.poll_pairing(req.body()).await,
@@ -400,6 +420,7 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
                 Err(e) => return internal(&e),
                 Ok(PairingStart::CodeTaken) => {}
                 Ok(PairingStart::TooMany) => return http_json::error(StatusCode::TOO_MANY_REQUESTS, TOO_MANY_PAIRINGS),
+                Ok(PairingStart::TokenInUse) => return http_json::error(StatusCode::CONFLICT, TOKEN_IN_USE),
                 Ok(PairingStart::Started) => {
                     let panel = format!("{}{}", self.public_url.trim_end_matches('/'), crate::panel::PATH);
                     return http_json::response(
@@ -440,9 +461,15 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
             )
         };
         match outcome {
-            PollOutcome::Paired { device_id, device_name, .. } => {
-                http_json::response(StatusCode::OK, PairTokenResponse { device_id, device_name })
-            }
+            PollOutcome::Paired { owner, device_id, device_name } => http_json::response(
+                StatusCode::OK,
+                PairTokenResponse { device_id, device_name, account: owner.as_str().to_owned() },
+            ),
+            PollOutcome::TokenInUse => refuse(
+                "access_denied",
+                "this desktop's token already belongs to a device (another pairing of it was redeemed first); run `relay pair` again",
+                None,
+            ),
             PollOutcome::Pending => {
                 refuse("authorization_pending", "waiting for the owner to approve this desktop in the panel", None)
             }

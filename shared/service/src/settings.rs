@@ -64,14 +64,20 @@ impl<F: Fn(&str) -> Option<String>> Reader<F> {
         self.get_required(key).unwrap_or_default()
     }
 
-    /// An `http(s)` URL without its trailing slash, if set.
+    /// An `http(s)` base URL without its trailing slash, if set: parsed as a URL with a host
+    /// and nothing but a path after it (no user, query or fragment), and refused with any
+    /// whitespace or control character — the value flows into tokens' issuer, printed banners,
+    /// redirects and the installer script, where a newline would start a new line of them.
     pub fn optional_url(&mut self, key: &str) -> Option<String> {
-        let v = (self.get)(key)?.trim_end_matches('/').to_owned();
-        if v.starts_with("https://") || v.starts_with("http://") {
-            Some(v)
-        } else {
-            self.problem(key, format!("must be an http(s) URL (got {v:?})"));
-            None
+        let raw = (self.get)(key)?;
+        let v = raw.trim_end_matches('/').to_owned();
+        let problem = base_url_problem(&v);
+        match problem {
+            None => Some(v),
+            Some(p) => {
+                self.problem(key, format!("{p} (got {raw:?})"));
+                None
+            }
         }
     }
 
@@ -161,6 +167,27 @@ impl<F: Fn(&str) -> Option<String>> Reader<F> {
     }
 }
 
+/// Why `v` is not a base URL the stack can announce, or `None` when it is one.
+pub fn base_url_problem(v: &str) -> Option<&'static str> {
+    if v.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return Some("must be an http(s) URL without spaces or control characters");
+    }
+    if !(v.starts_with("https://") || v.starts_with("http://")) {
+        return Some("must be an http(s) URL");
+    }
+    match url::Url::parse(v) {
+        Err(_) => Some("must be an http(s) URL"),
+        Ok(u) if u.host_str().is_none_or(str::is_empty) => Some("must be an http(s) URL with a host"),
+        Ok(u) if !u.username().is_empty() || u.password().is_some() => {
+            Some("must be an http(s) URL without a user or password")
+        }
+        Ok(u) if u.query().is_some() || u.fragment().is_some() => {
+            Some("must be an http(s) URL without a query or fragment")
+        }
+        Ok(_) => None,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use std::collections::HashMap;
@@ -179,5 +206,31 @@ mod tests {
         let e = r.finish(()).unwrap_err();
         let keys: Vec<&str> = e.problems.iter().filter_map(|p| p.split(':').next()).collect();
         assert_eq!(keys, ["A", "B", "C", "D", "E"], "{e}");
+    }
+
+    #[test]
+    fn base_urls_are_parsed_not_prefix_checked() {
+        for ok in ["https://x.example", "http://127.0.0.1:8787", "https://t.example/base", "http://[::1]:9"] {
+            assert_eq!(base_url_problem(ok), None, "{ok}");
+        }
+        for bad in [
+            "https://x.example\nEvil: 1",
+            "https://x.example\r",
+            "https://x .example",
+            "https://x.example\t",
+            "https://",
+            "http://user:pw@x.example",
+            "https://x.example?a=1",
+            "https://x.example#f",
+            "ftp://x.example",
+            "https://x.exa\u{0}mple",
+        ] {
+            assert!(base_url_problem(bad).is_some(), "{bad:?} must be refused");
+        }
+        let m: HashMap<&str, &str> = [("U", "https://x.example\n")].into();
+        let mut r = Reader::new(|k: &str| m.get(k).map(|v| (*v).to_owned()));
+        assert_eq!(r.optional_url("U"), None);
+        let e = r.finish(()).unwrap_err();
+        assert!(e.problems[0].starts_with("U: must be an http(s) URL without spaces"), "{e}");
     }
 }

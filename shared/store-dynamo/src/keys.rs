@@ -64,6 +64,10 @@ pub(crate) fn pairing_source_key(window: &str) -> Item {
     key(format!("PAIRSRC#{window}"), "PAIRSRC")
 }
 
+pub(crate) fn attempts_key(counter: &str, window_end: Timestamp) -> Item {
+    key(format!("ATTEMPTS#{counter}#{}", window_end.as_millis()), "ATTEMPTS")
+}
+
 pub(crate) fn token_key(hash: &str) -> Item {
     key(format!("DEVTOKEN#{hash}"), "DEVTOKEN")
 }

@@ -2,11 +2,17 @@
 //!
 //! Items: `PAIR#<user code>` / `PAIR` (the pairing, with a TTL a day past its expiry) and
 //! `PAIRSRC#<source tag>#<UTC hour>` / `PAIRSRC` (how many pairings the source started that
-//! hour). Starting is one transaction over both; deciding is one conditional update from
-//! `pending`; a poll is a consistent read decided by [`classify_poll`], then the one write the
-//! decision calls for — recording the poll time, or redeeming: the device's two items and the
-//! pairing's `approved → redeemed` in one transaction. A failed condition is classified again
-//! from the old image it returns, never from a second read.
+//! hour). Starting is one transaction over both, with a check that no device has the token's
+//! hash (`DEVTOKEN#…`, kept when a device is revoked); approving is one transaction from
+//! `pending` with the same check (after a read for the pairing's token hash); a poll is a
+//! consistent read decided by [`classify_poll`], then the one write the decision calls for —
+//! recording the poll time, or redeeming: the device's two items and the pairing's
+//! `approved → redeemed` in one transaction (a token taken meanwhile refuses the pairing
+//! instead). A failed condition is classified again from the old image it returns, never from
+//! a second read.
+//!
+//! Also [`LimitAttempts`]: `ATTEMPTS#<key>#<window end>` / `ATTEMPTS`, a count with a TTL a
+//! day past the window.
 
 use std::time::Duration;
 
@@ -19,13 +25,13 @@ use domain::pairing::{
     DecideOutcome, Decision, Desktop, PAIRINGS_PER_SOURCE_PER_HOUR, Pairing, PairingStatus, PollOutcome, PollStep,
     StartOutcome, UserCode, classify_poll, slow_down_cutoff, source_window,
 };
-use domain::store::{PairDevices, StoreResult};
+use domain::store::{LimitAttempts, PairDevices, StoreResult};
 
 use crate::codec::{Item, Read, bad, n, s, values};
 use crate::devices::device_items;
 use crate::error::unexpected;
-use crate::keys::{pairing_key, pairing_source_key, ttl_at};
-use crate::request::{Updated, failed, old_image, our_write_landed, put, update_item};
+use crate::keys::{attempts_key, pairing_key, pairing_source_key, token_key, ttl_at};
+use crate::request::{Updated, check, failed, old_image, our_write_landed, put, update_item};
 use crate::{DynamoStore, TTL_ATTRIBUTE};
 
 /// A user code whose pairing expired this long ago may be drawn again.
@@ -58,6 +64,7 @@ fn pairing_from(item: &Item) -> StoreResult<Pairing> {
         token_hash: r.s("token_hash")?.to_owned(),
         desktop: Desktop { name: r.s("name")?.to_owned(), os: r.s("os")?.to_owned(), arch: r.s("arch")?.to_owned() },
         source: r.s("source")?.to_owned(),
+        source_address: r.opt_s("source_address").unwrap_or_default().to_owned(),
         created_at: r.ts("created_at")?,
         expires_at: r.ts("expires_at")?,
         last_poll_at: r.opt_ts("last_poll_at")?,
@@ -75,6 +82,7 @@ fn pairing_item(p: &Pairing) -> Item {
         ("os", s(&p.desktop.os)),
         ("arch", s(&p.desktop.arch)),
         ("source", s(&p.source)),
+        ("source_address", s(&p.source_address)),
         ("created_at", n(p.created_at.as_millis())),
         ("expires_at", n(p.expires_at.as_millis())),
         ("status", s(p.status.as_str())),
@@ -128,7 +136,32 @@ impl DynamoStore {
                 let old = old_image(&reasons, 2).map(pairing_from).transpose()?;
                 Ok(answer(classify_poll(old.as_ref(), &p.device_code_hash, now)))
             }
-            Some(reasons) => Err(unexpected("pairing redemption (device id or token collision)", &reasons)),
+            // Another pairing of the same token was redeemed first: this one can never be, so
+            // it ends now instead of failing every poll.
+            Some(reasons) if failed(&reasons, 1) => {
+                let refused = self
+                    .update(
+                        pairing_key(p.user_code.as_str()),
+                        "SET #status = :refused, #last_poll_at = :now",
+                        "#status = :approved AND #device_code_hash = :h",
+                        values([
+                            (":refused", s("refused")),
+                            (":approved", s("approved")),
+                            (":h", s(&p.device_code_hash)),
+                            (":now", n(now.as_millis())),
+                        ]),
+                    )
+                    .send(false)
+                    .await?;
+                match refused {
+                    Updated::Applied(_) => Ok(PollOutcome::TokenInUse),
+                    Updated::Rejected(old) => {
+                        let old = old.as_ref().map(pairing_from).transpose()?;
+                        Ok(answer(classify_poll(old.as_ref(), &p.device_code_hash, now)))
+                    }
+                }
+            }
+            Some(reasons) => Err(unexpected("pairing redemption (device id collision)", &reasons)),
         }
     }
 }
@@ -167,12 +200,14 @@ impl PairDevices for DynamoStore {
                     (":ttl", ttl_at(hour_end.plus(KEEP_AFTER_EXPIRY))),
                 ]),
             )?,
+            check(&self.table, token_key(&pairing.token_hash), "attribute_not_exists(#pk)", Item::new())?,
         ];
         Ok(match self.transact(items).await? {
             None => StartOutcome::Started,
             Some(reasons) if failed(&reasons, 0) && our_write_landed(old_image(&reasons, 0), &item) => {
                 StartOutcome::Started
             }
+            Some(reasons) if failed(&reasons, 2) => StartOutcome::TokenInUse,
             Some(reasons) if failed(&reasons, 0) => StartOutcome::CodeTaken,
             Some(_) => StartOutcome::TooMany,
         })
@@ -190,36 +225,66 @@ impl PairDevices for DynamoStore {
     ) -> StoreResult<DecideOutcome> {
         let now = self.clock.now();
         let condition = "#status = :pending AND #expires_at > :now";
-        let request = match decision {
-            Decision::Approve { device_name, device_id } => self.update(
-                pairing_key(code.as_str()),
-                "SET #status = :approved, #owner = :o, #device_name = :name, #device_id = :d",
-                condition,
-                values([
-                    (":approved", s("approved")),
-                    (":o", s(owner.as_str())),
-                    (":name", s(device_name)),
-                    (":d", s(device_id.to_string())),
-                    (":pending", s("pending")),
-                    (":now", n(now.as_millis())),
-                ]),
-            ),
-            Decision::Refuse => self.update(
-                pairing_key(code.as_str()),
-                "SET #status = :refused, #owner = :o",
-                condition,
-                values([
-                    (":refused", s("refused")),
-                    (":o", s(owner.as_str())),
-                    (":pending", s("pending")),
-                    (":now", n(now.as_millis())),
-                ]),
-            ),
-        };
-        match request.send(true).await? {
-            Updated::Applied(Some(item)) => Ok(DecideOutcome::Decided(Box::new(pairing_from(&item)?))),
-            Updated::Applied(None) => Err(bad("pairing (no new image)")),
-            Updated::Rejected(_) => Ok(DecideOutcome::NotPending),
+        match decision {
+            Decision::Approve { device_name, device_id } => {
+                // The token hash is the pairing's: read it, then approve only that pairing
+                // (`#token_hash = :t`) and only while no device has the hash.
+                let Some(p) = self.get(pairing_key(code.as_str())).await?.as_ref().map(pairing_from).transpose()?
+                else {
+                    return Ok(DecideOutcome::NotPending);
+                };
+                let items = vec![
+                    update_item(
+                        &self.table,
+                        pairing_key(code.as_str()),
+                        "SET #status = :approved, #owner = :o, #device_name = :name, #device_id = :d",
+                        &format!("{condition} AND #token_hash = :t"),
+                        values([
+                            (":approved", s("approved")),
+                            (":o", s(owner.as_str())),
+                            (":name", s(device_name)),
+                            (":d", s(device_id.to_string())),
+                            (":pending", s("pending")),
+                            (":now", n(now.as_millis())),
+                            (":t", s(&p.token_hash)),
+                        ]),
+                    )?,
+                    check(&self.table, token_key(&p.token_hash), "attribute_not_exists(#pk)", Item::new())?,
+                ];
+                match self.transact(items).await? {
+                    None => {
+                        let decided = Pairing {
+                            status: PairingStatus::Approved {
+                                owner: owner.clone(),
+                                device_name: device_name.clone(),
+                                device_id: *device_id,
+                            },
+                            ..p
+                        };
+                        Ok(DecideOutcome::Decided(Box::new(decided)))
+                    }
+                    Some(reasons) if failed(&reasons, 0) => Ok(DecideOutcome::NotPending),
+                    Some(_) => Ok(DecideOutcome::TokenInUse),
+                }
+            }
+            Decision::Refuse => {
+                let request = self.update(
+                    pairing_key(code.as_str()),
+                    "SET #status = :refused, #owner = :o",
+                    condition,
+                    values([
+                        (":refused", s("refused")),
+                        (":o", s(owner.as_str())),
+                        (":pending", s("pending")),
+                        (":now", n(now.as_millis())),
+                    ]),
+                );
+                match request.send(true).await? {
+                    Updated::Applied(Some(item)) => Ok(DecideOutcome::Decided(Box::new(pairing_from(&item)?))),
+                    Updated::Applied(None) => Err(bad("pairing (no new image)")),
+                    Updated::Rejected(_) => Ok(DecideOutcome::NotPending),
+                }
+            }
         }
     }
 
@@ -265,6 +330,36 @@ impl PairDevices for DynamoStore {
                     }
                 }
             }
+        }
+    }
+}
+
+#[async_trait]
+impl LimitAttempts for DynamoStore {
+    async fn failed_attempts(&self, key: &str, window_end: Timestamp) -> StoreResult<u32> {
+        match self.get(attempts_key(key, window_end)).await? {
+            None => Ok(0),
+            Some(item) => u32::try_from(Read(&item).n("count")?).map_err(|_| bad("count")),
+        }
+    }
+
+    async fn record_failed_attempt(&self, key: &str, window_end: Timestamp) -> StoreResult<u32> {
+        let counted = self
+            .update(
+                attempts_key(key, window_end),
+                "ADD #count :one SET #window_end = :w, #ttl = :ttl",
+                "attribute_not_exists(#window_end) OR #window_end = :w",
+                values([
+                    (":one", n(1)),
+                    (":w", n(window_end.as_millis())),
+                    (":ttl", ttl_at(window_end.plus(KEEP_AFTER_EXPIRY))),
+                ]),
+            )
+            .send(true)
+            .await?;
+        match counted {
+            Updated::Applied(Some(item)) => u32::try_from(Read(&item).n("count")?).map_err(|_| bad("count")),
+            Updated::Applied(None) | Updated::Rejected(_) => Err(bad("attempts (no new image)")),
         }
     }
 }

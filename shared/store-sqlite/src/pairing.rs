@@ -1,7 +1,12 @@
 //! Desktops pairing with an owner ([`PairDevices`]): one row per pairing, and a count per
 //! source address and UTC hour. Each call is one transaction that reads the row and decides
 //! with the domain's rules ([`classify_poll`]), so concurrent polls and approvals serialise on
-//! the store's write lock.
+//! the store's write lock. A token hash that already belongs to a device is refused when the
+//! pairing starts, when it is approved and when it is redeemed, so no pairing can wait for a
+//! redemption that would fail.
+//!
+//! Also the failed-attempt counts of [`LimitAttempts`] (table `attempts`, a row per key and
+//! window; windows that ended are deleted on the next count).
 
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, Row, params};
@@ -12,14 +17,14 @@ use domain::pairing::{
     DecideOutcome, Decision, Desktop, PAIRINGS_PER_SOURCE_PER_HOUR, Pairing, PairingStatus, PollOutcome, PollStep,
     StartOutcome, UserCode, classify_poll, slow_down_cutoff, source_window,
 };
-use domain::store::{PairDevices, StoreResult};
+use domain::store::{LimitAttempts, PairDevices, StoreResult};
 
 use crate::SqliteStore;
 use crate::codec::{DEVICE_COLS, col, opt_col, opt_ts, ts};
 use crate::error::corrupt;
 
 const COLS: &str = "user_code, device_code_hash, token_hash, name, os, arch, source, created_at, expires_at, \
-                    last_poll_at, status, owner, device_name, device_id";
+                    last_poll_at, status, owner, device_name, device_id, source_address";
 
 /// A user code whose pairing expired this long ago may be drawn again.
 const REUSE_AFTER_MS: i64 = 3_600_000;
@@ -47,11 +52,17 @@ fn pairing_row(r: &Row<'_>) -> rusqlite::Result<Pairing> {
         token_hash: r.get(2)?,
         desktop: Desktop { name: r.get(3)?, os: r.get(4)?, arch: r.get(5)? },
         source: r.get(6)?,
+        source_address: r.get(14)?,
         created_at: ts(r.get(7)?),
         expires_at: ts(r.get(8)?),
         last_poll_at: opt_ts(r.get(9)?),
         status,
     })
+}
+
+/// Whether any device (revoked or not: the column is unique) has this token hash.
+fn token_in_use(tx: &Connection, token_hash: &str) -> rusqlite::Result<bool> {
+    tx.prepare_cached("SELECT 1 FROM devices WHERE token_hash = ?1")?.exists([token_hash])
 }
 
 fn read(tx: &Connection, code: &str) -> rusqlite::Result<Option<Pairing>> {
@@ -81,6 +92,9 @@ impl PairDevices for SqliteStore {
             if count >= PAIRINGS_PER_SOURCE_PER_HOUR {
                 return Ok(StartOutcome::TooMany);
             }
+            if token_in_use(tx, &p.token_hash)? {
+                return Ok(StartOutcome::TokenInUse);
+            }
             let hour_end = (now.as_millis() / 3_600_000 + 1) * 3_600_000;
             tx.prepare_cached(
                 "INSERT INTO pairing_sources (window, count, hour_end) VALUES (?1, 1, ?2)
@@ -88,7 +102,7 @@ impl PairDevices for SqliteStore {
             )?
             .execute(params![window, hour_end])?;
             tx.prepare_cached(&format!(
-                "INSERT INTO pairings ({COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, NULL, 'pending', NULL, NULL, NULL)"
+                "INSERT INTO pairings ({COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, NULL, 'pending', NULL, NULL, NULL, ?10)"
             ))?
             .execute(params![
                 p.user_code.as_str(),
@@ -100,6 +114,7 @@ impl PairDevices for SqliteStore {
                 p.source,
                 p.created_at.as_millis(),
                 p.expires_at.as_millis(),
+                p.source_address,
             ])?;
             Ok(StartOutcome::Started)
         })
@@ -119,6 +134,13 @@ impl PairDevices for SqliteStore {
     ) -> StoreResult<DecideOutcome> {
         let (code, owner, decision) = (code.as_str().to_owned(), owner.as_str().to_owned(), decision.clone());
         self.write(move |tx, now| {
+            if matches!(decision, Decision::Approve { .. })
+                && let Some(p) = read(tx, &code)?
+                && p.status == PairingStatus::Pending
+                && token_in_use(tx, &p.token_hash)?
+            {
+                return Ok(DecideOutcome::TokenInUse);
+            }
             let changed = match &decision {
                 Decision::Approve { device_name, device_id } => tx
                     .prepare_cached(
@@ -153,6 +175,15 @@ impl PairDevices for SqliteStore {
                 }
                 PollStep::Redeem { owner, device_name, device_id } => {
                     let token_hash = p.map(|p| p.token_hash).unwrap_or_default();
+                    if token_in_use(tx, &token_hash)? {
+                        // Another pairing of the same token was redeemed first: this one can
+                        // never be, so it ends now instead of failing every poll.
+                        tx.prepare_cached(
+                            "UPDATE pairings SET status = 'refused', last_poll_at = ?2 WHERE user_code = ?1 AND status = 'approved'",
+                        )?
+                        .execute(params![code, now.as_millis()])?;
+                        return Ok(PollOutcome::TokenInUse);
+                    }
                     tx.prepare_cached(&format!(
                         "INSERT INTO devices ({DEVICE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, NULL, NULL)"
                     ))?
@@ -176,4 +207,31 @@ fn touch(tx: &Connection, code: &str, now: Timestamp) -> rusqlite::Result<()> {
     )?
     .execute(params![code, now.as_millis(), slow_down_cutoff(now).as_millis()])
     .map(drop)
+}
+
+#[async_trait]
+impl LimitAttempts for SqliteStore {
+    async fn failed_attempts(&self, key: &str, window_end: Timestamp) -> StoreResult<u32> {
+        let key = key.to_owned();
+        self.read(move |tx, _| {
+            tx.prepare_cached("SELECT count FROM attempts WHERE key = ?1 AND window_end = ?2")?
+                .query_row(params![key, window_end.as_millis()], |r| r.get(0))
+                .optional()
+                .map(Option::unwrap_or_default)
+        })
+        .await
+    }
+
+    async fn record_failed_attempt(&self, key: &str, window_end: Timestamp) -> StoreResult<u32> {
+        let key = key.to_owned();
+        self.write(move |tx, now| {
+            tx.prepare_cached("DELETE FROM attempts WHERE window_end <= ?1")?.execute([now.as_millis()])?;
+            tx.prepare_cached(
+                "INSERT INTO attempts (key, window_end, count) VALUES (?1, ?2, 1)
+                 ON CONFLICT (key, window_end) DO UPDATE SET count = count + 1 RETURNING count",
+            )?
+            .query_row(params![key, window_end.as_millis()], |r| r.get(0))
+        })
+        .await
+    }
 }

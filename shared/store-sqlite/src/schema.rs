@@ -9,7 +9,17 @@ use rusqlite::{Connection, TransactionBehavior};
 /// Version 1 is the layout the first builds wrote without a version number; its statements
 /// use `IF NOT EXISTS`, so such a database (version 0 with tables) is adopted as it is.
 pub(crate) const MIGRATIONS: &[&str] =
-    &[SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7, SCHEMA_V8, SCHEMA_V9, SCHEMA_V10];
+    &[
+        SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7, SCHEMA_V8, SCHEMA_V9, SCHEMA_V10, SCHEMA_V11,
+    ];
+
+/// Version 11: the address a pairing came from (shown to the owner who decides it), and the
+/// failed attempts counted per key and window (pairing codes an owner looked up in vain).
+pub(crate) const SCHEMA_V11: &str = r"
+ALTER TABLE pairings ADD COLUMN source_address TEXT NOT NULL DEFAULT '';
+CREATE TABLE attempts (key TEXT NOT NULL, window_end INTEGER NOT NULL, count INTEGER NOT NULL,
+    PRIMARY KEY (key, window_end));
+";
 
 /// Version 10: desktops pairing with an owner (RFC 8628's shape), and how many pairings each
 /// source address started per UTC hour.

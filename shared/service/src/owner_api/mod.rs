@@ -33,11 +33,14 @@ use domain::devices::new_token;
 use domain::errors::InputError;
 use domain::ids::{ChatLinkId, CommandId, IdempotencyKey, OwnerId, ProjectId, TaskId};
 use domain::limits::Policy;
-use domain::pairing::{DecideOutcome, Decision, UserCode};
+use domain::pairing::{
+    DecideOutcome, Decision, FAILED_LOOKUPS_PER_WINDOW, UserCode, lookup_window_end, owner_lookups_key,
+    source_lookups_key,
+};
 use domain::projects::{ChatLink, Subscription, new_webhook_secret, validate_name};
 use domain::store::{
-    AssignTasks, ManageDevices, ManageLinks, ManageProjects, OwnerRuns, PairDevices, ReadTasks, RecordDeliveries,
-    StoreError,
+    AssignTasks, LimitAttempts, ManageDevices, ManageLinks, ManageProjects, OwnerRuns, PairDevices, ReadTasks,
+    RecordDeliveries, StoreError,
 };
 use domain::tasks::{
     ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome, TaskStatus, validate_objective,
@@ -54,6 +57,7 @@ use crate::openapi::{self, Found};
 use crate::auth::{AuthError, Authenticator, bearer};
 use crate::blobs::{BlobError, BlobStore, Download};
 use crate::http_json;
+use crate::oauth::ClientSource;
 use crate::tools::SCOPE_OWNER;
 use crate::webhook_url::{self, UrlPolicy};
 
@@ -80,7 +84,15 @@ pub const DYNAMODB_ACTIONS: &[&str] =
 
 /// The store capabilities the owner API uses.
 pub trait OwnerStore:
-    ManageProjects + ManageDevices + ManageLinks + AssignTasks + ReadTasks + OwnerRuns + RecordDeliveries + PairDevices
+    ManageProjects
+    + ManageDevices
+    + ManageLinks
+    + AssignTasks
+    + ReadTasks
+    + OwnerRuns
+    + RecordDeliveries
+    + PairDevices
+    + LimitAttempts
 {
 }
 impl<T> OwnerStore for T where
@@ -92,6 +104,7 @@ impl<T> OwnerStore for T where
         + OwnerRuns
         + RecordDeliveries
         + PairDevices
+        + LimitAttempts
         + ?Sized
 {
 }
@@ -236,9 +249,10 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
             Op::CancelTask => self.cancel_task(&owner, p[0], p[1]).await,
             Op::ListRuns => self.list_runs(&owner, query).await,
             Op::Overview => self.overview(&owner).await,
-            Op::GetPairing => self.get_pairing(&owner, p[0]).await,
-            Op::ApprovePairing => self.approve_pairing(&owner, p[0], body).await,
-            Op::RefusePairing => self.decide_pairing(&owner, p[0], &Decision::Refuse).await,
+            Op::GetPairing | Op::ApprovePairing | Op::RefusePairing => {
+                let source = req.extensions().get::<ClientSource>().map(|s| s.0.clone());
+                self.pairing_op(route.op, &owner, source.as_deref(), p[0], body).await
+            }
         };
         match reply {
             Ok(r) => r,
@@ -288,6 +302,39 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
         ok(StatusCode::CREATED, NewDevice { device: device_view(&d), token, note })
     }
 
+    /// A pairing lookup or decision, refused while the owner (or, in the cloud, the caller's
+    /// address) has [`FAILED_LOOKUPS_PER_WINDOW`] codes that matched nothing in this window —
+    /// before the lookup, so a guesser who is refused learns nothing, not even a right guess.
+    /// A code that matched nothing counts one more.
+    async fn pairing_op(&self, op: Op, owner: &OwnerId, source: Option<&str>, code: &str, body: &[u8]) -> Reply {
+        let now = self.clock.now();
+        let window_end = lookup_window_end(now);
+        let mut keys = vec![owner_lookups_key(owner)];
+        keys.extend(source.filter(|s| !s.is_empty()).map(source_lookups_key));
+        for key in &keys {
+            if self.store.failed_attempts(key, window_end).await? >= FAILED_LOOKUPS_PER_WINDOW {
+                let minutes = (window_end.as_millis() - now.as_millis() + 59_999) / 60_000;
+                return Err(Fail::Refused(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    format!(
+                        "user_code: too many codes that matched no waiting desktop; try again in {minutes} min (check the code the relay printed)"
+                    ),
+                ));
+            }
+        }
+        let reply = match op {
+            Op::ApprovePairing => self.approve_pairing(owner, code, body).await,
+            Op::RefusePairing => self.decide_pairing(owner, code, &Decision::Refuse).await,
+            _ => self.get_pairing(owner, code).await,
+        };
+        if let Err(Fail::Refused(StatusCode::NOT_FOUND, _)) = &reply {
+            for key in &keys {
+                self.store.record_failed_attempt(key, window_end).await?;
+            }
+        }
+        reply
+    }
+
     async fn get_pairing(&self, owner: &OwnerId, code: &str) -> Reply {
         let code = UserCode::parse("user_code", code)?;
         let p = self.store.get_pairing(&code).await?;
@@ -318,6 +365,10 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
         match self.store.decide_pairing(&code, owner, decision).await? {
             DecideOutcome::Decided(p) => ok(StatusCode::OK, pairing_view(&p)),
             DecideOutcome::NotPending => Err(not_found(NO_PAIRING)),
+            DecideOutcome::TokenInUse => Err(Fail::Refused(
+                StatusCode::CONFLICT,
+                "user_code: this desktop's token already belongs to a device; have it run `relay pair` again".into(),
+            )),
         }
     }
 

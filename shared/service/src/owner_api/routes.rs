@@ -36,6 +36,13 @@ pub enum Op {
     RefusePairing,
 }
 
+/// Too many pairing codes that matched nothing in a short while (guessing is bounded).
+const GUESSING: Answer = Answer {
+    status: 429,
+    description: "Too many codes that matched no waiting desktop in the last minutes: every lookup is refused until the window ends.",
+    body: &[error_body],
+};
+
 const P_PROJECT: Param = Param::path_id("project_id", "A project's id.");
 const P_DEVICE: Param = Param::path_id("device_id", "A device's id.");
 const P_LINK: Param = Param::path_id("chat_link_id", "A chat link's id.");
@@ -246,7 +253,7 @@ pub static ROUTES: &[Route<Op>] = &[
         "A desktop waiting to be paired with this code",
         [P_CODE],
         None,
-        [ok!(200, "The pairing.", PairingView), BAD, GONE]
+        [ok!(200, "The pairing.", PairingView), BAD, GONE, GUESSING]
     ),
     route!(
         ApprovePairing,
@@ -255,7 +262,17 @@ pub static ROUTES: &[Route<Op>] = &[
         "Approve it (the relay's next poll gets its device)",
         [P_CODE],
         Some(Body { schema: openapi::schema::<ApproveBody>, required: false }),
-        [ok!(200, "Approved.", PairingView), BAD, GONE]
+        [
+            ok!(200, "Approved.", PairingView),
+            BAD,
+            GONE,
+            Answer {
+                status: 409,
+                description: "The desktop's token already belongs to a device: it must run `relay pair` again.",
+                body: &[error_body]
+            },
+            GUESSING,
+        ]
     ),
     route!(
         RefusePairing,
@@ -264,6 +281,6 @@ pub static ROUTES: &[Route<Op>] = &[
         "Refuse it",
         [P_CODE],
         None,
-        [ok!(200, "Refused.", PairingView), BAD, GONE]
+        [ok!(200, "Refused.", PairingView), BAD, GONE, GUESSING]
     ),
 ];

@@ -175,6 +175,10 @@ pub struct PairingView {
     pub os: String,
     /// Its architecture.
     pub arch: String,
+    /// The address the relay asked from, as the server saw it (RFC 8628 §5.4: the owner can
+    /// tell a request from their own desktop from one someone else started; empty when the
+    /// transport does not say).
+    pub requested_from: String,
     /// When the relay asked.
     pub created_at: String,
     /// When the codes expire.
@@ -454,6 +458,7 @@ pub(super) fn pairing_view(p: &Pairing) -> PairingView {
         name: p.desktop.name.clone(),
         os: p.desktop.os.clone(),
         arch: p.desktop.arch.clone(),
+        requested_from: p.source_address.clone(),
         created_at: p.created_at.rfc3339(),
         expires_at: p.expires_at.rfc3339(),
         device_id,

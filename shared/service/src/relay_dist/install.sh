@@ -62,6 +62,8 @@ fetch "$SERVER/relay/download/SHA256SUMS" "$tmp/SHA256SUMS" ||
   die "this server has no relay builds to download yet (its operator publishes them: docs/relay.md, \"Publishing the builds\")"
 archive=$(awk -v t="-$target.tar.gz" 'substr($2, length($2) - length(t) + 1) == t { print $2; exit }' "$tmp/SHA256SUMS")
 [ -n "$archive" ] || die "this server has no relay build for $target"
+# Only names of the builds' own shape reach a path: letters, digits, '.', '_' and '-'.
+case $archive in *[!A-Za-z0-9._-]*) die "unexpected file name in SHA256SUMS: $archive" ;; esac
 case $archive in relay-*.tar.gz) ;; *) die "unexpected file name in SHA256SUMS: $archive" ;; esac
 want=$(awk -v f="$archive" '$2 == f { print $1; exit }' "$tmp/SHA256SUMS")
 
@@ -79,10 +81,14 @@ mv -f "$prefix/bin/.relay.new" "$prefix/bin/relay"
 echo "installed $prefix/bin/relay"
 case ":$PATH:" in *":$prefix/bin:"*) ;; *) echo "note: $prefix/bin is not on your PATH" ;; esac
 
-if [ -n "$name" ]; then
-  "$prefix/bin/relay" pair "$SERVER" --name "$name"
+# relay pair prints the account the desktop joined and asks before keeping it, on the
+# terminal (this script's own input is the download); with no terminal it accepts with --yes.
+set -- pair "$SERVER"
+[ -n "$name" ] && set -- "$@" --name "$name"
+if (exec </dev/tty) 2>/dev/null; then
+  "$prefix/bin/relay" "$@" </dev/tty
 else
-  "$prefix/bin/relay" pair "$SERVER"
+  "$prefix/bin/relay" "$@" --yes
 fi
 if [ "$service" = yes ]; then
   "$prefix/bin/relay" install
