@@ -1454,8 +1454,10 @@ async fn pairing_follows_the_device_grant(h: Harness) {
     assert_eq!(h.store.decide_pairing(&code, &a, &Decision::Refuse).await.unwrap(), DecideOutcome::NotPending);
     assert!(h.store.list_devices(&a).await.unwrap().is_empty(), "the device is created when the relay redeems");
 
-    // Redeemed however soon after the last poll.
+    // Approved is not final: the interval still holds (RFC 8628 §3.5), then the next poll redeems.
     let paired = PollOutcome::Paired { owner: a.clone(), device_id, device_name: "Ana's Mac".into() };
+    assert_eq!(h.store.poll_pairing(&code, &hash).await.unwrap(), PollOutcome::SlowDown);
+    h.clock.advance(POLL_INTERVAL);
     assert_eq!(h.store.poll_pairing(&code, &hash).await.unwrap(), paired);
     h.clock.advance(POLL_INTERVAL);
     assert_eq!(h.store.poll_pairing(&code, &hash).await.unwrap(), paired, "a lost answer is answered again");
@@ -1492,6 +1494,67 @@ async fn pairing_follows_the_device_grant(h: Harness) {
         "the old device code is dead"
     );
     assert_eq!(h.store.poll_pairing(&e.user_code, &again_hash).await.unwrap(), PollOutcome::Pending);
+}
+
+/// A token hash that belongs to a device can never be redeemed, so no pairing of it may wait
+/// for that: refused at the start (writing nothing, not even the source's count), at approval,
+/// and — two pairings of one token both approved — at the redemption of the second, which then
+/// ends refused instead of failing every poll.
+async fn a_token_that_belongs_to_a_device_can_never_be_paired(h: Harness) {
+    let a = owner("pair-token");
+    let (taken, _) = domain::devices::new_token().unwrap();
+    let taken = domain::devices::token_hash(&taken);
+    h.store.create_device(&a, "Mac", &taken).await.unwrap();
+    let (mut p, _) = new_pairing(&h, "203.0.113.20");
+    p.token_hash = taken;
+    assert_eq!(h.store.start_pairing(&p).await.unwrap(), PairingStart::TokenInUse);
+    assert!(h.store.get_pairing(&p.user_code).await.unwrap().is_none(), "a refused start writes nothing");
+    for i in 0..PAIRINGS_PER_SOURCE_PER_HOUR {
+        let (q, _) = new_pairing(&h, "203.0.113.20");
+        assert_eq!(h.store.start_pairing(&q).await.unwrap(), PairingStart::Started, "{i}: the refusal was counted");
+    }
+
+    let (first, first_hash) = new_pairing(&h, "203.0.113.21");
+    let (mut second, second_hash) = new_pairing(&h, "203.0.113.21");
+    second.token_hash = first.token_hash.clone();
+    let (mut third, _) = new_pairing(&h, "203.0.113.21");
+    third.token_hash = first.token_hash.clone();
+    for q in [&first, &second, &third] {
+        assert_eq!(h.store.start_pairing(q).await.unwrap(), PairingStart::Started);
+    }
+    for q in [&first, &second] {
+        assert!(matches!(h.store.decide_pairing(&q.user_code, &a, &approve("Mac").0).await.unwrap(), DecideOutcome::Decided(_)));
+    }
+    h.clock.advance(POLL_INTERVAL);
+    assert!(matches!(h.store.poll_pairing(&first.user_code, &first_hash).await.unwrap(), PollOutcome::Paired { .. }));
+    assert_eq!(h.store.poll_pairing(&second.user_code, &second_hash).await.unwrap(), PollOutcome::TokenInUse);
+    h.clock.advance(POLL_INTERVAL);
+    assert_eq!(h.store.poll_pairing(&second.user_code, &second_hash).await.unwrap(), PollOutcome::Refused, "it ended");
+    assert_eq!(h.store.get_pairing(&second.user_code).await.unwrap().unwrap().status, PairingStatus::Refused);
+    assert_eq!(
+        h.store.decide_pairing(&third.user_code, &a, &approve("Mac").0).await.unwrap(),
+        DecideOutcome::TokenInUse,
+        "an approval of a token in use is refused"
+    );
+    assert_eq!(h.store.get_pairing(&third.user_code).await.unwrap().unwrap().status, PairingStatus::Pending);
+    assert_eq!(h.store.list_devices(&a).await.unwrap().len(), 2, "one device per token");
+}
+
+/// Failed attempts are counted per key and window, and a count belongs to its window only.
+async fn failed_attempts_are_counted_per_key_and_window(h: Harness) {
+    use domain::pairing::lookup_window_end;
+    let end = lookup_window_end(h.clock.now());
+    assert_eq!(h.store.failed_attempts("k", end).await.unwrap(), 0);
+    for n in 1..=3 {
+        assert_eq!(h.store.record_failed_attempt("k", end).await.unwrap(), n);
+    }
+    assert_eq!(h.store.failed_attempts("k", end).await.unwrap(), 3);
+    assert_eq!(h.store.failed_attempts("other", end).await.unwrap(), 0, "another key's count leaked");
+    h.clock.set(end);
+    let next = lookup_window_end(h.clock.now());
+    assert_ne!(next, end);
+    assert_eq!(h.store.failed_attempts("k", next).await.unwrap(), 0, "the next window starts afresh");
+    assert_eq!(h.store.record_failed_attempt("k", next).await.unwrap(), 1);
 }
 
 /// A source may start `PAIRINGS_PER_SOURCE_PER_HOUR` pairings an hour; another source is not
@@ -1620,6 +1683,8 @@ async fn pairing_race_catches_the_naive_redemption(h: Harness) {
 
 suite! {
     pairing_follows_the_device_grant,
+    a_token_that_belongs_to_a_device_can_never_be_paired,
+    failed_attempts_are_counted_per_key_and_window,
     pairings_are_limited_per_source_and_hour,
     pairing_race_approves_and_redeems_once,
     pairing_race_catches_the_naive_redemption,

@@ -51,9 +51,10 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 pub const MAX_COMMANDS_PER_SYNC: usize = 100;
 
 /// The IAM actions the `graph_relay` function needs on the table (token lookup, the
-/// conditional updates, the queue index). Proven against the emulator in the suite.
+/// conditional updates, the queue index, and a pairing's check that no device has its token).
+/// Proven against the emulator in the suite.
 pub const DYNAMODB_ACTIONS: &[&str] =
-    &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query"];
+    &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:ConditionCheckItem"];
 
 /// The store capabilities the relay API uses.
 pub trait RelayStore: SyncSessions + RelayRuns + AuthenticateDevices + PairDevices {}
