@@ -11,10 +11,17 @@ service (SQS, S3) concurrent.
 `--no-serialize` turns the lock off, only to show that the claim race test catches an
 emulator that lets two conditional writers win.
 
+It also refuses the Cognito app clients that Cognito documents as invalid and moto creates
+anyway (`CognitoRules`): a build that asks for one fails the cloud tests as it would fail in
+an account. `--cognito-as-moto` turns the rules off, only to show that the tests catch it.
+
 Usage: python moto_serialized.py --port-file PATH [--host 127.0.0.1] [--port 0] [--no-serialize]
+                                 [--cognito-as-moto]
 """
 
 import argparse
+import io
+import json
 import logging
 import os
 import signal
@@ -27,6 +34,8 @@ from moto.moto_server.werkzeug_app import (
     create_backend_app,
 )
 from werkzeug.serving import make_server
+
+from aws_rules import cognito_client_problem
 
 
 class SerializeDynamoDB:
@@ -50,18 +59,54 @@ class SerializeDynamoDB:
                     close()
 
 
+class CognitoRules:
+    """WSGI middleware: Cognito's documented refusals of app clients, before moto sees them."""
+
+    TARGETS = (
+        "AWSCognitoIdentityProviderService.CreateUserPoolClient",
+        "AWSCognitoIdentityProviderService.UpdateUserPoolClient",
+    )
+
+    def __init__(self, app):
+        self.app = app
+
+    def __call__(self, environ, start_response):
+        if environ.get("HTTP_X_AMZ_TARGET", "") not in self.TARGETS:
+            return self.app(environ, start_response)
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length) if length else b""
+        environ["wsgi.input"] = io.BytesIO(body)
+        try:
+            params = json.loads(body or b"{}")
+        except ValueError:
+            params = {}
+        problem = cognito_client_problem(params)
+        if problem is None:
+            return self.app(environ, start_response)
+        answer = json.dumps({"__type": "InvalidParameterException", "message": problem}).encode()
+        start_response("400 Bad Request", [
+            ("Content-Type", "application/x-amz-json-1.1"),
+            ("Content-Length", str(len(answer))),
+            ("x-amzn-ErrorType", "InvalidParameterException"),
+        ])
+        return [answer]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--host", default="127.0.0.1")
     parser.add_argument("--port", type=int, default=0)
     parser.add_argument("--port-file", required=True)
     parser.add_argument("--no-serialize", action="store_true")
+    parser.add_argument("--cognito-as-moto", action="store_true")
     args = parser.parse_args()
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     app = DomainDispatcherApplication(create_backend_app)
     if not args.no_serialize:
         app = SerializeDynamoDB(app)
+    if not args.cognito_as_moto:
+        app = CognitoRules(app)
     server = make_server(args.host, args.port, app, threaded=True, request_handler=MotoRequestHandler)
     port = server.server_address[1]
     with open(args.port_file + ".tmp", "w") as f:

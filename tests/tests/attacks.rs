@@ -370,7 +370,9 @@ async fn a_pairing_that_could_never_finish_is_refused() {
 /// script: refused at start (before: the server started with it).
 #[test]
 fn a_public_url_with_control_characters_is_refused_at_start() {
-    for bad in ["http://127.0.0.1:8787\n  Device token:  fcd_forged", "https://tunnel.example/\r", "https://a b.example"] {
+    for bad in
+        ["http://127.0.0.1:8787\n  Device token:  fcd_forged", "https://tunnel.example/\r", "https://a b.example"]
+    {
         let env: HashMap<&str, &str> = [("FOUNDRY_PUBLIC_URL", bad), ("FOUNDRY_DATA_DIR", "/tmp/x")].into();
         let e = LocalConfig::from_env(|k| env.get(k).map(|v| (*v).to_owned())).unwrap_err();
         assert!(e.to_string().contains("FOUNDRY_PUBLIC_URL"), "{bad:?}: {e}");

@@ -26,6 +26,8 @@ struct World {
     dir: std::path::PathBuf,
     /// The emulated doorbell API (routed to the function only by tests that attach it).
     doorbell: std::sync::Arc<foundry_tests::doorbell_shim::DoorbellShim>,
+    /// Where the emulated doorbell API listens (`host:port`).
+    doorbell_addr: String,
     aws: aws_config::SdkConfig,
     bucket: String,
 }
@@ -116,6 +118,7 @@ async fn world() -> Option<World> {
         table: account.resources.table.clone(),
         dir,
         doorbell: account.doorbell.clone(),
+        doorbell_addr: account.resources.doorbell.clone(),
         aws: account.aws.clone(),
         bucket: account.resources.bucket.clone(),
     })
@@ -491,6 +494,47 @@ async fn the_doorbell_binaries_ring_the_relay_and_shut_out_a_revoked_desktop() {
     .await;
     relay.kill().unwrap();
     relay.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&w.dir);
+}
+
+/// The real `doorbell` binary keeps at most `MAX_SOCKETS_PER_DEVICE` sockets of one device: each
+/// `$connect` past it closes the oldest through `@connections` (API Gateway closes them) and
+/// forgets them, so one leaked token cannot hold more and a ring never fans out to more.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_doorbell_function_keeps_at_most_a_few_sockets_per_device() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let Some(w) = world().await else { return };
+    w.doorbell.attach(std::sync::Arc::clone(&w.emu));
+    let device = w.owner("POST", "/devices", json!({"name": "Mac"})).await;
+    let token = device["token"].as_str().unwrap().to_owned();
+    let cap = domain::doorbell::MAX_SOCKETS_PER_DEVICE;
+    let mut sockets = Vec::new();
+    for _ in 0..cap + 2 {
+        let mut s = tokio::net::TcpStream::connect(&w.doorbell_addr).await.unwrap();
+        let req = format!(
+            "GET /relay HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+             Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\
+             Authorization: Bearer {token}\r\n\r\n",
+            w.doorbell_addr
+        );
+        s.write_all(req.as_bytes()).await.unwrap();
+        let mut head = Vec::new();
+        let mut b = [0u8; 1];
+        while !head.ends_with(b"\r\n\r\n") && s.read(&mut b).await.unwrap() == 1 {
+            head.push(b[0]);
+        }
+        assert!(String::from_utf8_lossy(&head).starts_with("HTTP/1.1 101"), "{}", String::from_utf8_lossy(&head));
+        sockets.push(s);
+    }
+    wait_until("the replaced sockets to close", Duration::from_secs(20), || async {
+        (w.doorbell.open() == cap).then_some(())
+    })
+    .await;
+    for s in sockets.iter_mut().take(2) {
+        let mut rest = Vec::new();
+        let closed = tokio::time::timeout(Duration::from_secs(10), s.read_to_end(&mut rest)).await;
+        assert!(closed.is_ok(), "the oldest sockets are the ones closed");
+    }
     let _ = std::fs::remove_dir_all(&w.dir);
 }
 

@@ -1523,7 +1523,10 @@ async fn a_token_that_belongs_to_a_device_can_never_be_paired(h: Harness) {
         assert_eq!(h.store.start_pairing(q).await.unwrap(), PairingStart::Started);
     }
     for q in [&first, &second] {
-        assert!(matches!(h.store.decide_pairing(&q.user_code, &a, &approve("Mac").0).await.unwrap(), DecideOutcome::Decided(_)));
+        assert!(matches!(
+            h.store.decide_pairing(&q.user_code, &a, &approve("Mac").0).await.unwrap(),
+            DecideOutcome::Decided(_)
+        ));
     }
     h.clock.advance(POLL_INTERVAL);
     assert!(matches!(h.store.poll_pairing(&first.user_code, &first_hash).await.unwrap(), PollOutcome::Paired { .. }));

@@ -7,6 +7,7 @@
 mod api_fuzz;
 mod attacks;
 mod auth_rs256;
+mod aws_rules;
 mod cloud_connect;
 mod cloud_shape;
 mod cold_start;

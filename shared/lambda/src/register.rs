@@ -14,8 +14,7 @@ use aws_sdk_cognitoidentityprovider::error::{DisplayErrorContext, ProvideErrorMe
 use aws_sdk_cognitoidentityprovider::operation::delete_user_pool_client::DeleteUserPoolClientError;
 use aws_sdk_cognitoidentityprovider::operation::describe_user_pool_client::DescribeUserPoolClientError;
 use aws_sdk_cognitoidentityprovider::types::{
-    ExplicitAuthFlowsType, FeatureType, OAuthFlowType, PreventUserExistenceErrorTypes, RefreshTokenRotationType,
-    TimeUnitsType, TokenValidityUnitsType,
+    ExplicitAuthFlowsType, OAuthFlowType, PreventUserExistenceErrorTypes, TimeUnitsType, TokenValidityUnitsType,
 };
 use domain::clients::{ClientSummary, ClientUse, RegisterClients, RegisteredClient};
 use domain::clock::{SharedClock, SystemClock};
@@ -28,8 +27,24 @@ use crate::config::RegisterConfig;
 use crate::http_glue::{http_request, lambda_response};
 use crate::{Error, aws_config, env, init_tracing};
 
-/// How long a rotated-out refresh token still works, for a client whose answer was lost.
-pub const REFRESH_RETRY_GRACE_SECONDS: i32 = 10;
+/// How long one Cognito API call may take (each attempt, and all of its retries together
+/// under [`COGNITO_OPERATION_TIMEOUT`]): a registration makes a few, all inside the function's
+/// 28 s, so a slow Cognito ends as the registrar's own 503.
+pub const COGNITO_ATTEMPT_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(4);
+/// The most one Cognito call may take with its retries.
+pub const COGNITO_OPERATION_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(8);
+
+/// The explicit (non-OAuth) auth flows of a registered client: only the refresh. Sign-in is the
+/// hosted page's authorization code + PKCE, which needs none.
+///
+/// Refresh-token rotation stays off: Cognito documents that "you can't authenticate with
+/// REFRESH_TOKEN_AUTH in app clients with refresh token rotation enabled" and that rotation
+/// requires disabling that flow (cognito/latest/developerguide/
+/// amazon-cognito-user-pools-using-the-refresh-token.html), while an app client given any
+/// explicit flows must keep ALLOW_REFRESH_TOKEN_AUTH, and leaving them out means the default
+/// set, which has it. The pair documented as valid is this one: the flow, without rotation.
+/// The harness's Cognito refuses the other pair as Cognito does (`infra/moto_serialized.py`).
+pub const REGISTERED_CLIENT_AUTH_FLOWS: &[ExplicitAuthFlowsType] = &[ExplicitAuthFlowsType::AllowRefreshTokenAuth];
 /// Access tokens of registered clients live this many minutes (Cognito's default).
 pub const ACCESS_TOKEN_MINUTES: i32 = 60;
 /// Refresh tokens of registered clients live this many days.
@@ -44,7 +59,12 @@ pub struct CognitoClients {
 impl CognitoClients {
     /// The app clients of `pool`.
     pub fn new(aws: &aws_config::SdkConfig, pool: &str) -> Self {
-        Self { client: aws_sdk_cognitoidentityprovider::Client::new(aws), pool: pool.to_owned() }
+        let timeouts = aws_config::timeout::TimeoutConfig::builder()
+            .operation_attempt_timeout(COGNITO_ATTEMPT_TIMEOUT)
+            .operation_timeout(COGNITO_OPERATION_TIMEOUT)
+            .build();
+        let config = aws_sdk_cognitoidentityprovider::config::Builder::from(aws).timeout_config(timeouts).build();
+        Self { client: aws_sdk_cognitoidentityprovider::Client::from_conf(config), pool: pool.to_owned() }
     }
 }
 
@@ -132,18 +152,10 @@ impl RegisterClients for CognitoClients {
             .set_allowed_o_auth_scopes(Some(scopes.to_vec()))
             .set_callback_urls(Some(redirect_uris.to_vec()))
             .supported_identity_providers("COGNITO")
-            .explicit_auth_flows(ExplicitAuthFlowsType::AllowRefreshTokenAuth)
+            .set_explicit_auth_flows(Some(REGISTERED_CLIENT_AUTH_FLOWS.to_vec()))
             .prevent_user_existence_errors(PreventUserExistenceErrorTypes::Enabled)
+            // A refresh token can be revoked (`/oauth2/revoke`); rotation stays off (above).
             .enable_token_revocation(true)
-            // Each refresh token works once, and a new one comes with each refresh (the retry
-            // grace covers a client whose answer was lost in transit).
-            .refresh_token_rotation(
-                RefreshTokenRotationType::builder()
-                    .feature(FeatureType::Enabled)
-                    .retry_grace_period_seconds(REFRESH_RETRY_GRACE_SECONDS)
-                    .build()
-                    .map_err(StoreError::refused)?,
-            )
             .access_token_validity(ACCESS_TOKEN_MINUTES)
             .id_token_validity(ACCESS_TOKEN_MINUTES)
             .refresh_token_validity(REFRESH_TOKEN_DAYS)
@@ -211,4 +223,3 @@ pub async fn run() -> Result<(), Error> {
     }))
     .await
 }
-

@@ -8,10 +8,10 @@ use rusqlite::{Connection, TransactionBehavior};
 ///
 /// Version 1 is the layout the first builds wrote without a version number; its statements
 /// use `IF NOT EXISTS`, so such a database (version 0 with tables) is adopted as it is.
-pub(crate) const MIGRATIONS: &[&str] =
-    &[
-        SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7, SCHEMA_V8, SCHEMA_V9, SCHEMA_V10, SCHEMA_V11,
-    ];
+pub(crate) const MIGRATIONS: &[&str] = &[
+    SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7, SCHEMA_V8, SCHEMA_V9, SCHEMA_V10,
+    SCHEMA_V11,
+];
 
 /// Version 11: the address a pairing came from (shown to the owner who decides it), and the
 /// failed attempts counted per key and window (pairing codes an owner looked up in vain).
