@@ -72,6 +72,10 @@ pub struct FunctionDef {
 pub struct Route {
     /// `POST`, `GET`, `ANY`.
     pub method: String,
+    /// Whether API Gateway may invoke the function: the template grants it an
+    /// `AWS::Lambda::Permission` for `apigateway.amazonaws.com`. Without one, API Gateway
+    /// answers 500 `Internal Server Error` without reaching the function, and so does the shim.
+    pub invokable: bool,
     /// `/mcp`, `/owner/{proxy+}`.
     pub path: String,
     /// The function serving it.
@@ -98,8 +102,32 @@ impl Template {
             .unwrap_or_else(|_| PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../template.yaml"));
         #[allow(clippy::expect_used)]
         let text = std::fs::read_to_string(&path).expect("read template.yaml");
+        Self::from_text(&text)
+    }
+
+    /// A template from its text (tests try broken copies of `template.yaml`).
+    ///
+    /// # Panics
+    /// When the text is not YAML.
+    pub fn from_text(text: &str) -> Template {
         #[allow(clippy::expect_used)]
-        Template { yaml: serde_norway::from_str(&text).expect("parse template.yaml") }
+        Template { yaml: serde_norway::from_str(text).expect("parse template.yaml") }
+    }
+
+    /// The functions API Gateway may invoke (an `AWS::Lambda::Permission` with principal
+    /// `apigateway.amazonaws.com` naming them).
+    fn invokable_by_gateway(&self) -> std::collections::BTreeSet<String> {
+        self.resources()
+            .filter(|(_, v)| {
+                v["Type"].as_str() == Some("AWS::Lambda::Permission")
+                    && v["Properties"]["Principal"].as_str() == Some("apigateway.amazonaws.com")
+                    && v["Properties"]["Action"].as_str() == Some("lambda:InvokeFunction")
+            })
+            .filter_map(|(_, v)| match &v["Properties"]["FunctionName"] {
+                Yaml::Tagged(t) => t.value.as_str().map(|s| s.split('.').next().unwrap_or(s).to_owned()),
+                _ => None,
+            })
+            .collect()
     }
 
     fn resources(&self) -> impl Iterator<Item = (String, &Yaml)> {
@@ -254,6 +282,7 @@ impl Template {
 
     /// The HTTP API's routes.
     pub fn routes(&self) -> Vec<Route> {
+        let invokable = self.invokable_by_gateway();
         let integration_fn = |name: &str| -> String {
             let uri = &self.yaml["Resources"][name]["Properties"]["IntegrationUri"];
             match uri {
@@ -271,7 +300,9 @@ impl Template {
                 };
                 let integration = target.trim_start_matches("integrations/${").trim_end_matches('}');
                 let (method, path) = key.split_once(' ')?;
-                Some(Route { method: method.into(), path: path.into(), function: integration_fn(integration) })
+                let function = integration_fn(integration);
+                let invokable = invokable.contains(&function);
+                Some(Route { method: method.into(), path: path.into(), function, invokable })
             })
             .collect()
     }
@@ -586,6 +617,10 @@ async fn gateway_handler(
     let Some(function) = emu.name_of(&route.function).map(str::to_owned) else {
         return (StatusCode::INTERNAL_SERVER_ERROR, "route without a function").into_response();
     };
+    if !route.invokable {
+        // What API Gateway answers when the function's resource policy does not let it invoke.
+        return (StatusCode::INTERNAL_SERVER_ERROR, "{\"message\":\"Internal Server Error\"}").into_response();
+    }
     let mut hs = serde_json::Map::new();
     for (k, v) in &headers {
         let v = v.to_str().unwrap_or_default().to_owned();

@@ -103,8 +103,13 @@ impl World {
 }
 
 async fn world() -> Option<World> {
+    world_of(&Template::load()).await
+}
+
+/// The deployed shape of `template` (a broken copy, to see what a broken stack answers).
+async fn world_of(template: &Template) -> Option<World> {
     let account = foundry_tests::cloud::account().await?;
-    let emu = Emulator::start(&Template::load(), &account.resources, &account.base_env).await;
+    let emu = Emulator::start(template, &account.resources, &account.base_env).await;
     emu.wait_ready().await;
     let dir = std::env::temp_dir().join(format!("fc-cloud-{}", uuid::Uuid::new_v4().simple()));
     std::fs::create_dir_all(&dir).unwrap();
@@ -536,6 +541,94 @@ async fn the_doorbell_function_keeps_at_most_a_few_sockets_per_device() {
         assert!(closed.is_ok(), "the oldest sockets are the ones closed");
     }
     let _ = std::fs::remove_dir_all(&w.dir);
+}
+
+/// `infra/doctor` run against `w`'s gateway with `args`: (succeeded, what it printed).
+fn doctor(w: &World, args: &[&str]) -> (bool, String) {
+    let out = std::process::Command::new("python3")
+        .arg(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/doctor"))
+        .arg(&w.emu.gateway)
+        .args(args)
+        .output()
+        .unwrap();
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+/// `template.yaml` without the resource `id` (its lines up to the next resource).
+fn without_resource(t: &str, id: &str) -> String {
+    let head = format!("  {id}:");
+    let mut out = Vec::new();
+    let mut skipping = false;
+    for line in t.lines() {
+        if line == head {
+            skipping = true;
+            continue;
+        }
+        let next_resource =
+            line.starts_with("  ") && !line.starts_with("   ") || !line.starts_with(' ') && !line.is_empty();
+        if skipping && next_resource {
+            skipping = false;
+        }
+        if !skipping {
+            out.push(line);
+        }
+    }
+    out.join("\n") + "\n"
+}
+
+/// `infra/doctor` checks the stack from outside as a chat, a relay and a browser reach it —
+/// every step ok on the deployed shape — and on a broken one (a route removed, an invoke
+/// permission removed) it fails and names the cause.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_doctor_checks_the_stack_from_outside_and_names_what_is_broken() {
+    let Some(w) = world().await else { return };
+    w.doorbell.attach(std::sync::Arc::clone(&w.emu));
+    let device = w.owner("POST", "/devices", json!({"name": "Doctor"})).await;
+    let token = device["token"].as_str().unwrap().to_owned();
+    let doorbell = format!("ws://{}/relay", w.doorbell_addr);
+    let args = ["--token", w.agent.as_str(), "--device-token", token.as_str(), "--doorbell-url", doorbell.as_str()];
+    let (ok, out) = doctor(&w, &args);
+    assert!(ok, "the doctor failed on the deployed shape:\n{out}");
+    for step in [
+        "ok    protected resource",
+        "ok    authorization server",
+        "ok    registration",
+        "ok    authorize: redirects to the sign-in",
+        "ok    mcp without a token",
+        "ok    mcp tools/list: 9 tools",
+        "ok    relay api: the device token",
+        "ok    doorbell: the device token opens a socket",
+        "ok    openapi",
+        "ok    installer",
+        "ok    panel",
+    ] {
+        assert!(out.contains(step), "missing {step:?}:\n{out}");
+    }
+    let (ok, again) = doctor(&w, &[]);
+    assert!(ok && again.contains("skip  mcp tools: pass --token"), "{again}");
+    let _ = std::fs::remove_dir_all(&w.dir);
+
+    let t = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../template.yaml")).unwrap();
+    for (what, broken, named) in [
+        (
+            "a route removed",
+            without_resource(&t, "OpenApiRoute"),
+            "FAIL  openapi: API Gateway has no route for GET /openapi.json",
+        ),
+        (
+            "an invoke permission removed",
+            without_resource(&t, "OwnerInvokedByApi"),
+            "FAIL  installer: API Gateway could not run the owner_api function: its invoke permission",
+        ),
+    ] {
+        assert_ne!(broken, t, "{what}: nothing removed");
+        let w = world_of(&Template::from_text(&broken)).await.unwrap();
+        let (ok, out) = doctor(&w, &[]);
+        eprintln!("doctor on a stack with {what}:\n{out}");
+        assert!(!ok, "{what}: the doctor passed:\n{out}");
+        assert!(out.contains(named), "{what}: the cause is not named ({named:?}):\n{out}");
+        let _ = std::fs::remove_dir_all(&w.dir);
+    }
 }
 
 /// One request id through a tool call, and no secret in any log: a `claim_linked_chat_task`
