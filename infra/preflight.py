@@ -177,14 +177,14 @@ def check_aws(args, cfg):
         warn("lambda concurrency", f"could not read it ({brief(e)}); Service Quotas → AWS Lambda → Concurrent executions")
 
     stack = args.stack or cfg.get("stack_name") or "foundry-connect"
-    outputs, params = check_stack(session, stack, errors)
+    outputs, params, deployed = check_stack(session, stack, errors)
 
     prefix = args.domain_prefix or cfg.get("param:AuthDomainPrefix")
     if not prefix:
         warn("domain prefix", "not known yet (sam deploy --guided asks for AuthDomainPrefix): pass --domain-prefix to check it")
     else:
         check_prefix(session, prefix, outputs.get("UserPoolId"), errors)
-    if params.get("TableDeletionProtection") == "false" and outputs:
+    if params.get("TableDeletionProtection") == "false" and deployed:
         warn("table deletion protection",
              "off (the first deploy's default, so a failed create can roll back). Now that the stack exists, turn it on: "
              "sam deploy --parameter-overrides TableDeletionProtection=true (with your other overrides)")
@@ -219,7 +219,7 @@ def stack_resources(cfn, stack, errors):
 
 
 def check_stack(session, stack, errors):
-    """The stack's state, with what to run; its outputs and parameters."""
+    """The stack's state, with what to run; its outputs, parameters, and whether it is deployed."""
     cfn = session.client("cloudformation")
     try:
         s = cfn.describe_stacks(StackName=stack)["Stacks"][0]
@@ -228,13 +228,14 @@ def check_stack(session, stack, errors):
             ok("stack", f"{stack} does not exist yet: the first deploy creates it")
         else:
             fail("stack", f"could not read {stack}: {brief(e)}")
-        return {}, {}
+        return {}, {}, False
     status = s["StackStatus"]
     outputs = {o["OutputKey"]: o.get("OutputValue") for o in s.get("Outputs", [])}
     params = {p["ParameterKey"]: p.get("ParameterValue") for p in s.get("Parameters", [])}
     delete = f"aws cloudformation delete-stack --stack-name {stack}"
     wait_delete = f"aws cloudformation wait stack-delete-complete --stack-name {stack}"
-    if status in ("CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE", "IMPORT_COMPLETE"):
+    deployed = status in ("CREATE_COMPLETE", "UPDATE_COMPLETE", "UPDATE_ROLLBACK_COMPLETE", "IMPORT_COMPLETE")
+    if deployed:
         ok("stack", f"{stack} is {status}: sam deploy updates it")
     elif status == "ROLLBACK_COMPLETE":
         fail("stack", f"{stack} is ROLLBACK_COMPLETE (its first create failed and was rolled back): it can only be "
@@ -262,7 +263,7 @@ def check_stack(session, stack, errors):
         fail("stack", f"{stack} is {status}: wait for it (aws cloudformation describe-stacks --stack-name {stack})")
     else:
         warn("stack", f"{stack} is {status}")
-    return outputs, params
+    return outputs, params, deployed
 
 
 def main():

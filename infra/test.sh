@@ -116,6 +116,8 @@ phase "checking the SAM template (sam validate --lint, which runs cfn-lint; pinn
 deploy=$(venv_for deploy "$root/infra/requirements-deploy.txt")
 "$root/infra/pyenv.sh" "$deploy" "$root/infra/requirements-deploy.txt"
 SAM_CLI_TELEMETRY=0 "$deploy/bin/sam" validate --lint --template "$root/template.yaml"
+# infra/preflight's tests run it with these tools (boto3 comes with the SAM CLI).
+export FOUNDRY_DEPLOY_VENV="$deploy"
 
 phase "cargo fmt --check"
 cargo fmt --all -- --check

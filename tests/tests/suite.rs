@@ -24,6 +24,7 @@ mod model;
 mod oauth_local;
 mod owner_api_http;
 mod panel_browser;
+mod preflight;
 mod python_clients;
 mod readme;
 mod relay_api_http;
