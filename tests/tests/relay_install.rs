@@ -54,10 +54,11 @@ fn home(root: &Path) -> PathBuf {
     home
 }
 
-/// The installer's command, in `home`, as `curl … | sh`.
+/// The installer's command, in `home`, as `curl … | sh`, in a session of its own (`setsid`):
+/// no terminal, as in CI, so `relay pair` is given `--yes` whether or not the test runs in one.
 fn installer(home: &Path, url: &str) -> Command {
-    let mut c = Command::new("sh");
-    c.arg("-c").arg(format!("curl -fsSL {url}/relay/install.sh | sh -s -- --name 'Test desktop'"));
+    let mut c = Command::new("setsid");
+    c.args(["-w", "sh", "-c"]).arg(format!("curl -fsSL {url}/relay/install.sh | sh -s -- --name 'Test desktop'"));
     c.env_clear()
         .env("HOME", home)
         .env("PATH", format!("{}:/usr/local/bin:/usr/bin:/bin", home.join("stub").display()))
@@ -211,5 +212,30 @@ async fn curl_pipe_sh_installs_pairs_and_the_installed_relay_completes_a_run() {
         "{err}"
     );
     assert!(!home2.join(".local/bin/relay").exists());
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// `SHA256SUMS` names reach a path in the installer: only the builds' own shape of name is
+/// taken (letters, digits, `.`, `_`, `-`), so a listed `relay-x/../../…` is refused before any
+/// download is written.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_installer_refuses_archive_names_that_are_paths() {
+    let root = std::env::temp_dir().join(format!("relay-install-names-{}", uuid::Uuid::new_v4()));
+    let dist = root.join("dist");
+    std::fs::create_dir_all(&dist).unwrap();
+    let bad = format!("relay-x/../../../outside-{}.tar.gz", target());
+    std::fs::write(dist.join("SHA256SUMS"), format!("{}  {bad}\n", "0".repeat(64))).unwrap();
+    let running = local::start(LocalConfig { relay_dist: dist, ..LocalConfig::at(root.join("server")) }).await.unwrap();
+    let home = home(&root);
+    let out = tokio::task::spawn_blocking({
+        let url = running.base_url.clone();
+        move || installer(&home, &url).output().unwrap()
+    })
+    .await
+    .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(!out.status.success(), "{err}");
+    assert!(err.contains("unexpected file name in SHA256SUMS"), "{err}");
+    assert!(!root.join("outside").exists() && !root.join("home/.local/bin/relay").exists());
     let _ = std::fs::remove_dir_all(&root);
 }
