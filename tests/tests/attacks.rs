@@ -476,3 +476,56 @@ async fn relay_pair_shows_the_account_joined_and_keeps_nothing_when_declined() {
     assert_eq!(exit, 0, "{out}");
     assert!(written, "{out}");
 }
+
+/// In the cloud the owner function also counts misses per source address (API Gateway's
+/// `sourceIp`): a guesser who spreads guesses over several owner accounts from one address is
+/// stopped all the same, while another address is not held back. On DynamoDB, through the owner
+/// API as the `owner_api` function runs it.
+#[tokio::test]
+async fn in_the_cloud_misses_are_also_counted_per_source_address() {
+    use service::auth::{Authenticator, Grant, Hs256Signer, Keys};
+    use service::oauth::ClientSource;
+    let Some(h) = foundry_tests::Harness::dynamo(foundry_tests::test_policy()).await else { return };
+    let secret = b"an owner-api test secret of 32 b".to_vec();
+    let auth = std::sync::Arc::new(Authenticator {
+        issuer: "iss".into(),
+        audience: service::auth::Audience::Only(vec!["aud".into()]),
+        keys: Keys::Hs256(secret.clone()),
+        clock: h.clock.clone(),
+    });
+    let api = service::owner_api::OwnerApi {
+        store: std::sync::Arc::clone(&h.store),
+        auth,
+        clock: h.clock.clone(),
+        policy: h.policy,
+        blobs: None,
+        urls: service::webhook_url::UrlPolicy::Cloud,
+    };
+    let token = |subject: &str| {
+        Hs256Signer::new(&secret, "iss", "aud")
+            .mint(
+                Grant { subject, client: "panel", scopes: &["osfoundry:owner"] },
+                h.clock.now(),
+                Duration::from_secs(600),
+            )
+            .unwrap()
+    };
+    let lookup = |who: &str, source: &str, code: &str| {
+        let mut req = http::Request::builder()
+            .method("GET")
+            .uri(format!("/owner/pairings/{code}"))
+            .header("authorization", format!("Bearer {}", token(who)))
+            .body(bytes::Bytes::new())
+            .unwrap();
+        req.extensions_mut().insert(ClientSource(source.to_owned()));
+        api.handle(req)
+    };
+    let limit = domain::pairing::FAILED_LOOKUPS_PER_WINDOW as usize;
+    for i in 0..limit {
+        // Every guess from another owner account, all from one address.
+        let status = lookup(&format!("sock-puppet-{i}"), "198.51.100.66", "BCDFGHJK").await.status();
+        assert_eq!(status, 404, "guess {i}");
+    }
+    assert_eq!(lookup("sock-puppet-new", "198.51.100.66", "BCDFGHJK").await.status(), 429, "the address is stopped");
+    assert_eq!(lookup("sock-puppet-new", "203.0.113.1", "BCDFGHJK").await.status(), 404, "another address is not");
+}
