@@ -471,3 +471,71 @@ pub async fn stream_records(stream_arn: &str) -> Vec<serde_json::Value> {
 
 /// The device tests share sessions as when they play the relay's sync through the store.
 pub const TEST_DEVICE: uuid::Uuid = uuid::Uuid::from_u128(0x00000000_0000_4000_8000_0000000000d1);
+
+/// An owner token for `subject`, another owner of the same local deployment as `running`
+/// (minted with its signing secret): what a second account's panel holds.
+///
+/// # Panics
+/// When the data folder has no signing secret.
+pub fn other_owner_token(running: &local::Running, subject: &str) -> String {
+    #[allow(clippy::expect_used)]
+    let secret = std::fs::read(running.data_dir.join("local-token-secret")).expect("the local signing secret");
+    #[allow(clippy::expect_used)]
+    service::auth::Hs256Signer::new(&secret, &running.base_url, local::LOCAL_AUDIENCE)
+        .mint(
+            service::auth::Grant { subject, client: local::LOCAL_CLIENT, scopes: &[service::tools::SCOPE_OWNER] },
+            domain::clock::SystemClock.now(),
+            Duration::from_secs(600),
+        )
+        .expect("mint")
+}
+
+/// Every string inside a YAML value, looking through CloudFormation tags (`!Ref X` → "X").
+pub fn yaml_strings(v: &serde_norway::Value, out: &mut Vec<String>) {
+    use serde_norway::Value;
+    match v {
+        Value::String(s) => out.push(s.clone()),
+        Value::Sequence(seq) => seq.iter().for_each(|x| yaml_strings(x, out)),
+        Value::Mapping(m) => m.values().for_each(|x| yaml_strings(x, out)),
+        Value::Tagged(t) => yaml_strings(&t.value, out),
+        _ => {}
+    }
+}
+
+/// A WebSocket upgrade by hand (`GET path` on `addr` with `Host: host` and, when given, the
+/// bearer `token`): the status of the answer and the stream, which is the open socket after a
+/// 101. Tests write frames on it as an attacker would.
+///
+/// # Panics
+/// When `addr` cannot be reached.
+pub async fn ws_upgrade(addr: &str, path: &str, host: &str, token: Option<&str>) -> (u16, tokio::net::TcpStream) {
+    use tokio::io::AsyncWriteExt;
+    #[allow(clippy::expect_used)]
+    let mut s = tokio::net::TcpStream::connect(addr).await.expect("connect");
+    let auth = token.map(|t| format!("Authorization: Bearer {t}\r\n")).unwrap_or_default();
+    let req = format!(
+        "GET {path} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
+         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n{auth}\r\n"
+    );
+    #[allow(clippy::expect_used)]
+    s.write_all(req.as_bytes()).await.expect("write the upgrade");
+    let (status, _) = read_http_head(&mut s).await;
+    (status, s)
+}
+
+/// Reads an HTTP response head (up to the blank line) from `s`: its status (0 when the
+/// connection closed first) and its text.
+pub async fn read_http_head(s: &mut tokio::net::TcpStream) -> (u16, String) {
+    use tokio::io::AsyncReadExt;
+    let mut head = Vec::new();
+    let mut byte = [0u8; 1];
+    while !head.ends_with(b"\r\n\r\n") {
+        match s.read(&mut byte).await {
+            Ok(1) => head.push(byte[0]),
+            _ => break,
+        }
+    }
+    let text = String::from_utf8_lossy(&head).into_owned();
+    let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
+    (status, text)
+}

@@ -27,32 +27,9 @@ fn host_of(running: &Running) -> String {
     running.addr.to_string()
 }
 
-/// Reads an HTTP response head (up to the blank line) from `s`; its status.
-async fn read_head(s: &mut TcpStream) -> (u16, String) {
-    let mut head = Vec::new();
-    let mut byte = [0u8; 1];
-    while !head.ends_with(b"\r\n\r\n") {
-        if s.read(&mut byte).await.unwrap() == 0 {
-            break;
-        }
-        head.push(byte[0]);
-    }
-    let text = String::from_utf8_lossy(&head).into_owned();
-    let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
-    (status, text)
-}
-
 /// A WebSocket upgrade of the doorbell by hand: its status, and the stream (the socket when 101).
 async fn upgrade(running: &Running, token: &str, host: &str) -> (u16, TcpStream) {
-    let mut s = TcpStream::connect(running.addr).await.unwrap();
-    let req = format!(
-        "GET {DOORBELL} HTTP/1.1\r\nHost: {host}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-         Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\
-         Authorization: Bearer {token}\r\n\r\n"
-    );
-    s.write_all(req.as_bytes()).await.unwrap();
-    let (status, _) = read_head(&mut s).await;
-    (status, s)
+    foundry_tests::ws_upgrade(&running.addr.to_string(), DOORBELL, host, Some(token)).await
 }
 
 /// A masked client frame header (RFC 6455 §5.2) announcing `len` bytes of `opcode`.
@@ -102,20 +79,8 @@ async fn ending(s: &mut TcpStream, within: Duration) -> Result<Option<u16>, ()> 
     tokio::time::timeout(within, read).await.map_err(|_| ())
 }
 
-/// A token for another owner of the same local deployment.
 fn other_owner(running: &Running) -> String {
-    let secret = std::fs::read(running.data_dir.join("local-token-secret")).unwrap();
-    service::auth::Hs256Signer::new(&secret, &running.base_url, local::LOCAL_AUDIENCE)
-        .mint(
-            service::auth::Grant {
-                subject: "mallory",
-                client: local::LOCAL_CLIENT,
-                scopes: &[service::tools::SCOPE_OWNER],
-            },
-            domain::clock::SystemClock.now(),
-            Duration::from_secs(600),
-        )
-        .unwrap()
+    foundry_tests::other_owner_token(running, "mallory")
 }
 
 fn sha256_hex(s: &str) -> String {
@@ -320,7 +285,8 @@ async fn slow_requests_are_cut_off_and_connections_are_capped() {
     let asked = Instant::now();
     let mut late = TcpStream::connect(running.addr).await.unwrap();
     late.write_all(format!("GET /openapi.json HTTP/1.1\r\nHost: {}\r\n\r\n", running.addr).as_bytes()).await.unwrap();
-    let (status, _) = tokio::time::timeout(Duration::from_secs(20), read_head(&mut late)).await.unwrap();
+    let (status, _) =
+        tokio::time::timeout(Duration::from_secs(20), foundry_tests::read_http_head(&mut late)).await.unwrap();
     let waited = asked.elapsed();
     assert_eq!(status, 200);
     assert!(waited >= Duration::from_millis(1500), "answered after {waited:?}: the cap of 8 did not hold");

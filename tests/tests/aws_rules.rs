@@ -45,13 +45,7 @@ fn tag(v: &Value) -> Option<(String, &Value)> {
 }
 
 fn strings(v: &Value, out: &mut Vec<String>) {
-    match v {
-        Value::String(s) => out.push(s.clone()),
-        Value::Sequence(seq) => seq.iter().for_each(|x| strings(x, out)),
-        Value::Mapping(m) => m.values().for_each(|x| strings(x, out)),
-        Value::Tagged(t) => strings(&t.value, out),
-        _ => {}
-    }
+    foundry_tests::yaml_strings(v, out);
 }
 
 /// A function's timeout (its own, else the Globals').

@@ -507,7 +507,7 @@ async fn the_doorbell_binaries_ring_the_relay_and_shut_out_a_revoked_desktop() {
 /// forgets them, so one leaked token cannot hold more and a ring never fans out to more.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_doorbell_function_keeps_at_most_a_few_sockets_per_device() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    use tokio::io::AsyncReadExt;
     let Some(w) = world().await else { return };
     w.doorbell.attach(std::sync::Arc::clone(&w.emu));
     let device = w.owner("POST", "/devices", json!({"name": "Mac"})).await;
@@ -515,20 +515,8 @@ async fn the_doorbell_function_keeps_at_most_a_few_sockets_per_device() {
     let cap = domain::doorbell::MAX_SOCKETS_PER_DEVICE;
     let mut sockets = Vec::new();
     for _ in 0..cap + 2 {
-        let mut s = tokio::net::TcpStream::connect(&w.doorbell_addr).await.unwrap();
-        let req = format!(
-            "GET /relay HTTP/1.1\r\nHost: {}\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n\
-             Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\
-             Authorization: Bearer {token}\r\n\r\n",
-            w.doorbell_addr
-        );
-        s.write_all(req.as_bytes()).await.unwrap();
-        let mut head = Vec::new();
-        let mut b = [0u8; 1];
-        while !head.ends_with(b"\r\n\r\n") && s.read(&mut b).await.unwrap() == 1 {
-            head.push(b[0]);
-        }
-        assert!(String::from_utf8_lossy(&head).starts_with("HTTP/1.1 101"), "{}", String::from_utf8_lossy(&head));
+        let (status, s) = foundry_tests::ws_upgrade(&w.doorbell_addr, "/relay", &w.doorbell_addr, Some(&token)).await;
+        assert_eq!(status, 101);
         sockets.push(s);
     }
     wait_until("the replaced sockets to close", Duration::from_secs(20), || async {

@@ -5,7 +5,7 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use base64::Engine;
-use domain::clock::Clock;
+
 use local::{LocalConfig, Running};
 use serde_json::{Value, json};
 
@@ -37,18 +37,7 @@ async fn start() -> (Running, Api, std::path::PathBuf) {
 
 /// A token for another owner of the same local deployment.
 fn other_owner(running: &Running) -> String {
-    let secret = std::fs::read(running.data_dir.join("local-token-secret")).unwrap();
-    service::auth::Hs256Signer::new(&secret, &running.base_url, local::LOCAL_AUDIENCE)
-        .mint(
-            service::auth::Grant {
-                subject: "mallory",
-                client: local::LOCAL_CLIENT,
-                scopes: &[service::tools::SCOPE_OWNER],
-            },
-            domain::clock::SystemClock.now(),
-            std::time::Duration::from_secs(600),
-        )
-        .unwrap()
+    foundry_tests::other_owner_token(running, "mallory")
 }
 
 #[tokio::test]

@@ -34,13 +34,7 @@ fn function_crates() -> BTreeSet<String> {
 
 /// Strings inside a value, looking through CloudFormation tags (`!Ref X` → "X").
 fn strings(v: &Value, out: &mut Vec<String>) {
-    match v {
-        Value::String(s) => out.push(s.clone()),
-        Value::Sequence(seq) => seq.iter().for_each(|x| strings(x, out)),
-        Value::Mapping(m) => m.values().for_each(|x| strings(x, out)),
-        Value::Tagged(t) => strings(&t.value, out),
-        _ => {}
-    }
+    foundry_tests::yaml_strings(v, out);
 }
 
 fn get<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
