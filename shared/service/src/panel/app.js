@@ -304,6 +304,9 @@ async function lookUpPairing(code) {
   $("pairing-platform").textContent = `${p.os}, ${p.arch}`;
   $("pairing-code").textContent = p.user_code;
   $("pairing-expires").textContent = when(p.expires_at);
+  const age = Math.max(0, Math.round((Date.now() - new Date(p.created_at).getTime()) / 1000));
+  $("pairing-age").textContent = age < 90 ? `${age} s ago` : `${Math.round(age / 60)} min ago`;
+  $("pairing-source").textContent = p.requested_from || "an address the server did not see";
   $("pairing").hidden = p.status !== "pending";
   $("pair-done").textContent = p.status === "pending" ? "" : `This desktop is ${p.status}.`;
 }
