@@ -36,8 +36,8 @@ pub const DEFAULT_HEADER_TIMEOUT: std::time::Duration = std::time::Duration::fro
 /// counts the database and logs too, which is why it is not higher).
 pub const DEFAULT_MAX_CONNECTIONS: usize = 256;
 
-pub use service::settings::ConfigError;
-use service::settings::{PolicyKeys, Reader};
+pub use settings::ConfigError;
+use settings::{PolicyKeys, Reader};
 
 /// The time policy's keys (the lease is not configurable locally).
 const POLICY: PolicyKeys =
@@ -74,7 +74,7 @@ impl LocalConfig {
             port: 0,
             public_url: None,
             policy: domain::limits::Policy::default(),
-            panel_refresh_seconds: service::panel::DEFAULT_REFRESH_SECONDS,
+            panel_refresh_seconds: http_api::panel::DEFAULT_REFRESH_SECONDS,
             relay_dist: PathBuf::from("dist"),
             doorbell_poll_interval: domain::doorbell::DOORBELL_POLL_INTERVAL,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
@@ -100,8 +100,8 @@ impl LocalConfig {
         let policy = r.policy(POLICY);
         let panel_refresh_seconds = r.seconds_within(
             PANEL_REFRESH_SECONDS,
-            service::panel::DEFAULT_REFRESH_SECONDS,
-            service::panel::PANEL_REFRESH_RANGE,
+            http_api::panel::DEFAULT_REFRESH_SECONDS,
+            http_api::panel::PANEL_REFRESH_RANGE,
         );
         let relay_dist =
             r.optional(RELAY_DIST).filter(|d| !d.is_empty()).map_or_else(|| PathBuf::from("dist"), PathBuf::from);

@@ -275,13 +275,13 @@ pub async fn upgrade<K: Send + 'static>(
     if !hub.enabled.load(Ordering::SeqCst) {
         return (http::StatusCode::SERVICE_UNAVAILABLE, "doorbell unavailable").into_response();
     }
-    let Some(device) = service::relay_api::device_of(hub.store.as_ref(), headers).await.ok().flatten() else {
-        return service::http_json::error(http::StatusCode::UNAUTHORIZED, service::relay_api::DEVICE_TOKEN_REQUIRED)
+    let Some(device) = http_util::device_of(hub.store.as_ref(), headers).await.ok().flatten() else {
+        return http_util::http_json::error(http::StatusCode::UNAUTHORIZED, http_util::DEVICE_TOKEN_REQUIRED)
             .map(axum::body::Body::from)
             .into_response();
     };
     let Ok(reg) = hub.reserve(device.owner, device.device_id, device.token_hash) else {
-        return service::http_json::error(
+        return http_util::http_json::error(
             http::StatusCode::SERVICE_UNAVAILABLE,
             "the doorbell has no room for another socket; poll instead",
         )

@@ -2,7 +2,7 @@
 //!
 //! Every function of the stack on the embedded store (a SQLite file), bound to 127.0.0.1:
 //! the MCP endpoint at `/mcp` with its protected-resource metadata, dispatching tool calls
-//! in-process through the same [`service::mcp::Dispatch`] interface the cloud `mcp` function
+//! in-process through the same [`mcp_endpoint::Dispatch`] interface the cloud `mcp` function
 //! uses with Lambda invokes. No AWS account, no emulator.
 //!
 //! On first start it creates a demo owner, project (enabled) and chat link with one queued
@@ -27,6 +27,9 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
+use auth::oauth::local::{AUTHORIZE_PATH, LocalAuthServer, TOKEN_PATH};
+use auth::oauth::{AuthServerConfig, ClientSource, RedirectPolicy, Registrar};
+use auth::{Audience, Authenticator, Grant, Hs256Signer, Keys, ScopeSpelling};
 use axum::Router;
 use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
@@ -36,20 +39,17 @@ use domain::clock::{SharedClock, SystemClock};
 use domain::ids::{ChatLinkId, IdempotencyKey, OwnerId, ProjectId, TaskId};
 use domain::store::{AssignTasks, AuthenticateDevices, ManageDevices, ManageLinks, ManageProjects};
 use domain::tasks::{AssignOutcome, AssignTask};
+use events::webhook_url::UrlPolicy;
+use events::{Notifier, SystemResolver};
+use http_api::owner_api::OwnerApi;
+use http_api::panel::{PanelConfig, SignIn};
+use http_api::relay_api::RelayApi;
 use http_body_util::{BodyExt, Limited};
-use service::auth::{Audience, Authenticator, Grant, Hs256Signer, Keys, ScopeSpelling};
-use service::blobs::DirBlobStore;
-use service::events::{Notifier, SystemResolver};
-use service::mcp::{EndpointConfig, InProcess, McpEndpoint, resource_metadata_response};
-use service::oauth::local::{AUTHORIZE_PATH, LocalAuthServer, TOKEN_PATH};
-use service::oauth::{AuthServerConfig, ClientSource, RedirectPolicy, Registrar};
-use service::owner_api::OwnerApi;
-use service::panel::{PanelConfig, SignIn};
-use service::relay_api::RelayApi;
-use service::tools::{SCOPE_OWNER, SCOPE_READ, SCOPE_RUN, ToolDeps};
-use service::webhook_url::UrlPolicy;
+use mcp_endpoint::{EndpointConfig, InProcess, McpEndpoint, resource_metadata_response};
 use store_sqlite::SqliteStore;
 use tokio::sync::oneshot;
+use tools::blobs::DirBlobStore;
+use tools::{SCOPE_OWNER, SCOPE_READ, SCOPE_RUN, ToolDeps};
 
 pub use config::LocalConfig;
 
@@ -170,7 +170,7 @@ pub struct RelayRequests(std::sync::Mutex<std::collections::HashMap<String, u64>
 
 impl RelayRequests {
     fn count(&self, headers: &http::HeaderMap) {
-        let token = service::auth::bearer(headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()));
+        let token = http_util::bearer(headers.get(http::header::AUTHORIZATION).and_then(|v| v.to_str().ok()));
         if let Some(t) = token {
             let mut m = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             *m.entry(domain::devices::token_hash(t)).or_default() += 1;
@@ -224,7 +224,7 @@ struct AppState {
     panel: PanelConfig,
     doorbell: Arc<doorbell::Hub>,
     relay_requests: Arc<RelayRequests>,
-    builds: service::relay_dist::DirBuilds,
+    builds: http_api::relay_dist::DirBuilds,
     blobs: DirBlobStore,
     base_url: String,
     auth_server: AuthServerConfig,
@@ -254,7 +254,7 @@ impl AppState {
             public_url: Some(w.public_url.clone()),
             mcp_path: MCP_PATH.into(),
             allowed_hosts: Some(Vec::new()),
-            max_body_bytes: service::mcp::DEFAULT_MAX_BODY_BYTES,
+            max_body_bytes: mcp_endpoint::DEFAULT_MAX_BODY_BYTES,
             scopes: ScopeSpelling::local(),
         };
         // OAuth for clients that are given only the URL: the same metadata and registration as
@@ -262,7 +262,7 @@ impl AppState {
         let auth_server = AuthServerConfig {
             authorization_endpoint: AUTHORIZE_PATH.into(),
             token_endpoint: TOKEN_PATH.into(),
-            revocation_endpoint: Some(service::oauth::local::REVOKE_PATH.into()),
+            revocation_endpoint: Some(auth::oauth::local::REVOKE_PATH.into()),
             jwks_uri: None,
             scopes: ScopeSpelling::local(),
             iss_in_response: true,
@@ -291,7 +291,7 @@ impl AppState {
                 urls: UrlPolicy::Local,
             },
             panel: PanelConfig { sign_in: SignIn::Local, refresh_seconds: w.panel_refresh_seconds },
-            builds: service::relay_dist::DirBuilds { dir: w.relay_dist.clone() },
+            builds: http_api::relay_dist::DirBuilds { dir: w.relay_dist.clone() },
             doorbell: Arc::clone(&w.doorbell),
             relay_requests: Arc::clone(&w.relay_requests),
             blobs,
@@ -303,7 +303,7 @@ impl AppState {
                 RedirectPolicy::local(),
                 ScopeSpelling::local(),
                 w.clock.clone(),
-                service::oauth::RegistrationLimits::default(),
+                auth::oauth::RegistrationLimits::default(),
                 Some(Arc::clone(&w.store) as Arc<dyn domain::clients::ClientUse>),
             ),
             authorize: LocalAuthServer::new(
@@ -366,7 +366,7 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
     let connections = Arc::new(listener::Gauge::default());
     let limits = listener::Limits { header_timeout: config.header_timeout, max_connections: config.max_connections };
     let (shutdown, task) = serve(listener, app, &wiring, limits, Arc::clone(&connections));
-    let panel_url = format!("{public_url}{}#token={owner_token}", service::panel::PATH);
+    let panel_url = format!("{public_url}{}#token={owner_token}", http_api::panel::PATH);
     Ok(Running {
         addr,
         mcp_url: format!("{public_url}{MCP_PATH}"),
@@ -408,10 +408,9 @@ fn serve(
 ) -> (oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
     let (notifier_stop, notifier_rx) = oneshot::channel::<()>();
     let notifier = Notifier::new(Arc::clone(&w.store), w.clock.clone(), UrlPolicy::Local, Arc::new(SystemResolver));
-    let notifier_task =
-        tokio::spawn(service::events::run_local(notifier, w.store.write_signal(), NOTIFIER_POLL, async move {
-            let _ = notifier_rx.await;
-        }));
+    let notifier_task = tokio::spawn(events::run_local(notifier, w.store.write_signal(), NOTIFIER_POLL, async move {
+        let _ = notifier_rx.await;
+    }));
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         let shutdown = async move {
@@ -425,13 +424,13 @@ fn serve(
 }
 
 fn router(state: Arc<AppState>) -> Router {
+    use auth::oauth::{AS_METADATA_PATH, REGISTER_PATH};
     use axum::routing::{any, get};
-    use service::mcp::RESOURCE_METADATA_PATH;
-    use service::oauth::{AS_METADATA_PATH, REGISTER_PATH};
+    use mcp_endpoint::RESOURCE_METADATA_PATH;
     let relay_api = format!("{}/{{*rest}}", domain::relay::PREFIX);
-    let owner_api = format!("{}/{{*rest}}", service::owner_api::PREFIX);
-    let panel_pages = format!("{}/{{*rest}}", service::panel::PATH);
-    let downloads = format!("{}{{*rest}}", service::blobs::LOCAL_DOWNLOAD_PREFIX);
+    let owner_api = format!("{}/{{*rest}}", http_api::owner_api::PREFIX);
+    let panel_pages = format!("{}/{{*rest}}", http_api::panel::PATH);
+    let downloads = format!("{}{{*rest}}", tools::blobs::LOCAL_DOWNLOAD_PREFIX);
     Router::new()
         .route(MCP_PATH, any(mcp))
         .route(RESOURCE_METADATA_PATH, get(metadata))
@@ -440,17 +439,17 @@ fn router(state: Arc<AppState>) -> Router {
         .route(REGISTER_PATH, any(register))
         .route(AUTHORIZE_PATH, any(oauth))
         .route(TOKEN_PATH, any(oauth))
-        .route(service::oauth::local::SESSION_PATH, any(oauth))
-        .route(service::oauth::local::REVOKE_PATH, any(oauth))
+        .route(auth::oauth::local::SESSION_PATH, any(oauth))
+        .route(auth::oauth::local::REVOKE_PATH, any(oauth))
         .route(&format!("{}{}", domain::relay::PREFIX, domain::doorbell::PATH), get(ring))
         .route(&relay_api, any(relay))
         .route(&owner_api, any(owner))
-        .route(service::openapi::PATH, any(openapi))
-        .route(service::panel::PATH, any(panel))
+        .route(http_api::openapi::PATH, any(openapi))
+        .route(http_api::panel::PATH, any(panel))
         .route(&panel_pages, any(panel))
         .route(&downloads, get(blob))
-        .route(service::relay_dist::INSTALL_PATH, any(relay_builds))
-        .route(&format!("{}{{*file}}", service::relay_dist::DOWNLOAD_PREFIX), any(relay_builds))
+        .route(http_api::relay_dist::INSTALL_PATH, any(relay_builds))
+        .route(&format!("{}{{*file}}", http_api::relay_dist::DOWNLOAD_PREFIX), any(relay_builds))
         .with_state(state)
 }
 
@@ -468,7 +467,7 @@ async fn read_body(req: http::Request<Body>, max: usize) -> http::Request<Bytes>
 /// pairing routes, `/register`, the OAuth endpoints) and on every relay route and the doorbell:
 /// a DNS-rebinding page that reaches 127.0.0.1 under its own name gets nothing.
 fn misdirected() -> axum::response::Response {
-    service::http_json::error(
+    http_util::http_json::error(
         http::StatusCode::MISDIRECTED_REQUEST,
         "host: this server answers only for its own host name (FOUNDRY_PUBLIC_URL) and loopback",
     )
@@ -484,7 +483,7 @@ async fn relay(
     if !state.authorize.host_allowed(req.headers()) {
         return misdirected();
     }
-    let mut req = read_body(req, service::relay_api::MAX_BODY_BYTES).await;
+    let mut req = read_body(req, http_api::relay_api::MAX_BODY_BYTES).await;
     state.relay_requests.count(req.headers());
     // Pairing requests are counted per TCP peer, as registrations are.
     req.extensions_mut().insert(ClientSource(peer.ip().to_string()));
@@ -523,11 +522,11 @@ async fn blob(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> a
 }
 
 async fn openapi(req: http::Request<Body>) -> axum::response::Response {
-    service::openapi::response(req.method()).map(Body::from).into_response()
+    http_api::openapi::response(req.method()).map(Body::from).into_response()
 }
 
 async fn owner(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {
-    let req = read_body(req, service::owner_api::MAX_BODY_BYTES).await;
+    let req = read_body(req, http_api::owner_api::MAX_BODY_BYTES).await;
     state.owner.handle(req).await.map(Body::from).into_response()
 }
 
@@ -553,7 +552,7 @@ async fn metadata(State(state): State<Arc<AppState>>, headers: http::HeaderMap) 
 }
 
 async fn as_metadata(State(state): State<Arc<AppState>>) -> axum::response::Response {
-    service::oauth::metadata_response(&state.auth_server, &state.base_url).map(Body::from).into_response()
+    auth::oauth::metadata_response(&state.auth_server, &state.base_url).map(Body::from).into_response()
 }
 
 async fn register(
@@ -566,13 +565,13 @@ async fn register(
     }
     // The TCP peer: behind a tunnel every registration comes from the tunnel's own address and
     // shares one per-source limit (the tunnel's forwarding headers could be set by anyone).
-    let mut req = read_body(req, service::oauth::MAX_REGISTRATION_BYTES).await;
+    let mut req = read_body(req, auth::oauth::MAX_REGISTRATION_BYTES).await;
     req.extensions_mut().insert(ClientSource(peer.ip().to_string()));
     state.registrar.handle(req).await.map(Body::from).into_response()
 }
 
 async fn oauth(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {
-    let req = read_body(req, service::oauth::MAX_REGISTRATION_BYTES).await;
+    let req = read_body(req, auth::oauth::MAX_REGISTRATION_BYTES).await;
     state.authorize.handle(req).await.map(Body::from).into_response()
 }
 

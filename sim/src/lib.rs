@@ -4,8 +4,8 @@
 //!
 //! - the **store** is the real embedded store (`store-sqlite`, in memory), on a [`VirtualClock`]
 //!   that reads tokio's paused clock, so leases, expiry and hints run on virtual time;
-//! - the **server** is the real relay API handler (`service::relay_api`) and the real tool
-//!   handlers (`service::tools`), called in process;
+//! - the **server** is the real relay API handler (`http_api::relay_api`) and the real tool
+//!   handlers (`tools`), called in process;
 //! - the **desktop** is the real relay loop (`relay::agent::Relay`) with its real HTTP client
 //!   logic over an in-process [`Transport`] (which can lose requests), backoff jitter from the
 //!   seed, and [`VirtualGraphs`] instead of processes: a run takes the virtual time in its
@@ -30,13 +30,13 @@ use domain::ids::{AgentId, CommandId, GraphSessionId, OwnerId, ProjectId};
 use domain::limits::Policy;
 use domain::runs::{Run, SessionMeta};
 use domain::store::{ManageDevices, ManageProjects, ReadRuns};
+use http_api::relay_api::RelayApi;
 use relay::agent::Relay;
 use relay::client::{Client, ClientError, Transport};
 use relay::config::{Config, Session};
 use relay::executor::{Execute, Outcome};
-use service::relay_api::RelayApi;
-use service::tools::{ToolCall, ToolDeps, ToolName, ToolReply};
 use store_sqlite::SqliteStore;
+use tools::{ToolCall, ToolDeps, ToolName, ToolReply};
 
 /// The whole report for `seed`, `n` runs per row: every table, as text.
 ///
@@ -360,7 +360,7 @@ impl World {
         arguments: serde_json::Value,
     ) -> anyhow::Result<serde_json::Value> {
         let call = ToolCall { tool, owner: self.owner.clone(), agent: agent.clone(), arguments, request_id: None };
-        Ok(match service::tools::handle(&self.deps, &call).await.map_err(|e| anyhow::anyhow!("{e}"))? {
+        Ok(match tools::handle(&self.deps, &call).await.map_err(|e| anyhow::anyhow!("{e}"))? {
             ToolReply::Ok { structured } => structured,
             ToolReply::Rejected { message } | ToolReply::Invalid { message } => serde_json::json!({ "error": message }),
         })

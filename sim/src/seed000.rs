@@ -7,7 +7,7 @@ use domain::ids::CommandId;
 use domain::limits::Policy;
 use domain::runs::RunStatus;
 use serde_json::{Value, json};
-use service::tools::ToolName;
+use tools::ToolName;
 
 use crate::{Rng, Stats, World, secs, session_id, wait_for};
 

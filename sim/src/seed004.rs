@@ -8,7 +8,7 @@ use domain::limits::Policy;
 use domain::store::{AssignTasks, ManageLinks};
 use domain::tasks::{AssignOutcome, AssignTask};
 use serde_json::json;
-use service::tools::ToolName;
+use tools::ToolName;
 
 use crate::{Rng, Stats, World};
 

@@ -728,7 +728,7 @@ fn fixture(name: &str) -> String {
 pub fn access_token(client: &str, scope: &str) -> String {
     let now =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0) as i64;
-    let claims = service::auth::Claims {
+    let claims = auth::Claims {
         iss: issuer(),
         sub: "owner-sub".into(),
         aud: None,

@@ -425,9 +425,9 @@ where
 }
 
 /// Artifact storage in a fresh temporary folder (local-style signed download links).
-pub fn temp_blobs(clock: domain::clock::SharedClock) -> Arc<dyn service::blobs::BlobStore> {
+pub fn temp_blobs(clock: domain::clock::SharedClock) -> Arc<dyn tools::blobs::BlobStore> {
     let dir = std::env::temp_dir().join(format!("fc-blobs-{}", uuid::Uuid::new_v4()));
-    Arc::new(service::blobs::DirBlobStore::new(dir, "http://127.0.0.1:0", b"test blob-link secret, 32 bytes.", clock))
+    Arc::new(tools::blobs::DirBlobStore::new(dir, "http://127.0.0.1:0", b"test blob-link secret, 32 bytes.", clock))
 }
 
 /// One DynamoDB Streams call on the emulator (moto serves the streams API on its endpoint).
@@ -481,9 +481,9 @@ pub fn other_owner_token(running: &local::Running, subject: &str) -> String {
     #[allow(clippy::expect_used)]
     let secret = std::fs::read(running.data_dir.join("local-token-secret")).expect("the local signing secret");
     #[allow(clippy::expect_used)]
-    service::auth::Hs256Signer::new(&secret, &running.base_url, local::LOCAL_AUDIENCE)
+    auth::Hs256Signer::new(&secret, &running.base_url, local::LOCAL_AUDIENCE)
         .mint(
-            service::auth::Grant { subject, client: local::LOCAL_CLIENT, scopes: &[service::tools::SCOPE_OWNER] },
+            auth::Grant { subject, client: local::LOCAL_CLIENT, scopes: &[tools::SCOPE_OWNER] },
             domain::clock::SystemClock.now(),
             Duration::from_secs(600),
         )

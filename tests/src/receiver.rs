@@ -1,5 +1,5 @@
 //! A webhook receiver on 127.0.0.1 for the event tests: it verifies every request's signature
-//! the documented way (`service::events::verify`) and records what it got; it can be told to
+//! the documented way (`events::verify`) and records what it got; it can be told to
 //! fail its first N requests, or all of them.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -118,17 +118,10 @@ async fn hook(State(state): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) 
     let text = String::from_utf8_lossy(&body).into_owned();
     let secret = state.secret.lock().map(|s| s.clone()).unwrap_or_default();
     // The signature, checked at the request's own timestamp: tests move the notifier's clock by
-    // hours, so freshness is checked in `service::events`' unit tests instead.
+    // hours, so freshness is checked in `events`' unit tests instead.
     let now = h("webhook-timestamp").parse().unwrap_or(0);
-    let signature_ok = service::events::verify(
-        &secret,
-        &h("webhook-id"),
-        &h("webhook-timestamp"),
-        &h("webhook-signature"),
-        &text,
-        now,
-    )
-    .is_ok();
+    let signature_ok =
+        events::verify(&secret, &h("webhook-id"), &h("webhook-timestamp"), &h("webhook-signature"), &text, now).is_ok();
     let body: serde_json::Value = serde_json::from_str(&text).unwrap_or_default();
     let kind = body["type"].as_str().unwrap_or_default().to_owned();
     if let Ok(mut v) = state.accepted.lock() {

@@ -36,7 +36,7 @@ async fn start() -> (Running, PathBuf) {
 
 #[test]
 fn the_published_document_is_the_golden_file() {
-    let now = serde_json::to_string_pretty(&service::openapi::document()).unwrap() + "\n";
+    let now = serde_json::to_string_pretty(&http_api::openapi::document()).unwrap() + "\n";
     if std::env::var("FOUNDRY_OPENAPI_UPDATE").as_deref() == Ok("1") {
         std::fs::write(GOLDEN, &now).unwrap();
         return;
@@ -53,18 +53,18 @@ async fn the_served_document_is_valid_openapi_3_1_and_every_route_answers_as_rou
     let Some(python) = api_python() else { return };
     let (running, dir) = start().await;
     let http = reqwest::Client::new();
-    let res = http.get(format!("{}{}", running.base_url, service::openapi::PATH)).send().await.unwrap();
+    let res = http.get(format!("{}{}", running.base_url, http_api::openapi::PATH)).send().await.unwrap();
     assert_eq!(res.status(), 200);
     assert_eq!(res.headers()["content-type"], "application/json");
     let served: Value = res.json().await.unwrap();
-    assert_eq!(served, service::openapi::document());
+    assert_eq!(served, http_api::openapi::document());
     let file = dir.join("openapi.json");
     std::fs::write(&file, served.to_string()).unwrap();
     let check = "import sys, json\nfrom openapi_spec_validator import validate\nfrom openapi_spec_validator.validation.validators import OpenAPIV31SpecValidator\nd = json.load(open(sys.argv[1]))\nvalidate(d, cls=OpenAPIV31SpecValidator)\nprint(len(d['paths']))";
     let out = std::process::Command::new(&python).args(["-c", check]).arg(&file).output().unwrap();
     assert!(out.status.success(), "openapi-spec-validator: {}", String::from_utf8_lossy(&out.stderr));
     eprintln!("openapi.json: valid OpenAPI 3.1, {} paths", String::from_utf8_lossy(&out.stdout).trim());
-    let other = http.post(format!("{}{}", running.base_url, service::openapi::PATH)).send().await.unwrap();
+    let other = http.post(format!("{}{}", running.base_url, http_api::openapi::PATH)).send().await.unwrap();
     assert_eq!(other.status(), 405);
     assert_eq!(other.headers()["allow"], "GET, HEAD");
     // A wrong method on a documented path is told which ones it has.
@@ -231,7 +231,7 @@ values = {codes}
         .env("NO_COLOR", "1")
         .arg("--config-file")
         .arg(&config_file)
-        .args(["run", &format!("{}{}", running.base_url, service::openapi::PATH), "--url", &running.base_url])
+        .args(["run", &format!("{}{}", running.base_url, http_api::openapi::PATH), "--url", &running.base_url])
         .args(["--max-examples", &examples.to_string(), "--workers", "1", "--checks", "all"])
         .args(["--exclude-checks", "positive_data_acceptance", "--request-timeout", "10"])
         .output()
@@ -249,7 +249,7 @@ values = {codes}
     let checked = std::fs::read_to_string(&refusals).unwrap_or_default().lines().count();
     eprintln!(
         "schemathesis: {cases} cases over {} operations, seed {seed_value}, {examples} examples each; {checked} refusals checked to have written nothing",
-        service::openapi::document()["paths"]
+        http_api::openapi::document()["paths"]
             .as_object()
             .map_or(0, |p| p.values().map(|m| m.as_object().map_or(0, serde_json::Map::len)).sum::<usize>())
     );

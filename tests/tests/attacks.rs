@@ -449,23 +449,23 @@ async fn relay_pair_shows_the_account_joined_and_keeps_nothing_when_declined() {
 /// API as the `owner_api` function runs it.
 #[tokio::test]
 async fn in_the_cloud_misses_are_also_counted_per_source_address() {
-    use service::auth::{Authenticator, Grant, Hs256Signer, Keys};
-    use service::oauth::ClientSource;
+    use auth::{Authenticator, Grant, Hs256Signer, Keys};
+    use http_util::ClientSource;
     let Some(h) = foundry_tests::Harness::dynamo(foundry_tests::test_policy()).await else { return };
     let secret = b"an owner-api test secret of 32 b".to_vec();
     let auth = std::sync::Arc::new(Authenticator {
         issuer: "iss".into(),
-        audience: service::auth::Audience::Only(vec!["aud".into()]),
+        audience: auth::Audience::Only(vec!["aud".into()]),
         keys: Keys::Hs256(secret.clone()),
         clock: h.clock.clone(),
     });
-    let api = service::owner_api::OwnerApi {
+    let api = http_api::owner_api::OwnerApi {
         store: std::sync::Arc::clone(&h.store),
         auth,
         clock: h.clock.clone(),
         policy: h.policy,
         blobs: None,
-        urls: service::webhook_url::UrlPolicy::Cloud,
+        urls: events::webhook_url::UrlPolicy::Cloud,
     };
     let token = |subject: &str| {
         Hs256Signer::new(&secret, "iss", "aud")

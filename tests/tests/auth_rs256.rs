@@ -7,12 +7,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
+use auth::{
+    Audience, AuthError, Authenticator, Claims, FetchJwks, Grant, Hs256Signer, JWKS_MIN_REFETCH, JwksCache, Keys,
+};
 use domain::clock::{Clock, ManualClock};
 use jsonwebtoken::jwk::JwkSet;
 use jsonwebtoken::{Algorithm, EncodingKey, Header};
-use service::auth::{
-    Audience, AuthError, Authenticator, Claims, FetchJwks, Grant, Hs256Signer, JWKS_MIN_REFETCH, JwksCache, Keys,
-};
 
 const ISSUER: &str = "https://cognito-idp.eu-west-1.amazonaws.com/eu-west-1_TEST";
 
@@ -25,10 +25,10 @@ struct Fixture {
 
 #[async_trait::async_trait]
 impl FetchJwks for Fixture {
-    async fn fetch(&self) -> Result<JwkSet, service::auth::JwksError> {
+    async fn fetch(&self) -> Result<JwkSet, auth::JwksError> {
         self.fetches.fetch_add(1, Ordering::SeqCst);
         if self.down.load(Ordering::SeqCst) {
-            return Err(service::auth::JwksError::Status { url: "https://issuer/jwks.json".into(), status: 503 });
+            return Err(auth::JwksError::Status { url: "https://issuer/jwks.json".into(), status: 503 });
         }
         Ok(self.set.clone())
     }
@@ -112,14 +112,14 @@ async fn an_issuer_outage_keeps_verifying_with_cached_keys_for_a_bounded_time() 
     auth.verify(&token(&clock)).await.unwrap();
     f.down.store(true, Ordering::SeqCst);
     // The cache lifetime passes and every refresh fails: the cached keys still verify…
-    clock.advance(service::auth::JWKS_TTL + Duration::from_secs(1));
+    clock.advance(auth::JWKS_TTL + Duration::from_secs(1));
     auth.verify(&token(&clock)).await.expect("an issuer outage locked clients out");
     let fetches = f.fetches.load(Ordering::SeqCst);
     // …without a refetch on every request…
     auth.verify(&token(&clock)).await.unwrap();
     assert_eq!(f.fetches.load(Ordering::SeqCst), fetches, "a failed refresh is retried on every request");
     // …and not forever.
-    clock.advance(service::auth::JWKS_MAX_STALE);
+    clock.advance(auth::JWKS_MAX_STALE);
     assert!(
         matches!(auth.verify(&token(&clock)).await, Err(AuthError::KeysUnavailable(_))),
         "day-old keys still verify during an outage (or the refusal is not a retryable 503)"
@@ -145,9 +145,9 @@ async fn wrong_issuer_client_and_algorithm_confusion_are_refused() {
 
 #[tokio::test]
 async fn the_mcp_lambda_router_answers_http_api_events() {
-    use service::mcp::{InProcess, McpEndpoint};
-    use service::tools::ToolDeps;
+    use mcp_endpoint::{InProcess, McpEndpoint};
     use store_sqlite::SqliteStore;
+    use tools::ToolDeps;
     let (mut auth, _, clock) = setup();
     // As the mcp function verifies: any app client of the pool.
     auth.audience = Audience::AnyClient;

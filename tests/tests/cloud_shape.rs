@@ -702,8 +702,8 @@ async fn the_cloud_installer_downloads_from_the_bucket_once_published() {
     let other = no_redirects.get(format!("{}/relay/download/relay.toml", w.emu.gateway)).send().await.unwrap();
     assert!(other.status().is_client_error(), "{}", other.status());
     // The published contract, routed to the owner function like the panel and the installer.
-    let doc = w.http.get(format!("{}{}", w.emu.gateway, service::openapi::PATH)).send().await.unwrap();
+    let doc = w.http.get(format!("{}{}", w.emu.gateway, http_api::openapi::PATH)).send().await.unwrap();
     assert_eq!(doc.status(), 200);
-    assert_eq!(doc.json::<serde_json::Value>().await.unwrap(), service::openapi::document());
+    assert_eq!(doc.json::<serde_json::Value>().await.unwrap(), http_api::openapi::document());
     let _ = std::fs::remove_dir_all(&w.dir);
 }

@@ -19,13 +19,13 @@ use domain::projects::{ChatLink, Subscription, new_webhook_secret};
 use domain::runs::{Completion, FinalStatus, QueueOutcome, QueueRun, SessionMeta};
 use domain::store::Store;
 use domain::tasks::{AssignOutcome, AssignTask, ClaimOutcome, SubmitStatus, SubmitTask};
+use events::webhook_url::UrlPolicy;
+use events::{MAX_ATTEMPTS, Notifier, SystemResolver};
 use foundry_tests::receiver::Receiver;
 use foundry_tests::{Backend, Harness, test_policy};
 use lambda::notifier::Visibility;
 use lambda::publisher::SqsSink;
 use serde_json::{Value, json};
-use service::events::{MAX_ATTEMPTS, Notifier, SystemResolver};
-use service::webhook_url::UrlPolicy;
 
 /// Makes a failed message visible again at once, through the real API call.
 struct Immediately(aws_sdk_sqs::Client, String);
@@ -246,8 +246,7 @@ async fn claim_and_submit_reach_the_webhook_once_each_signed_through_stream_and_
     assert_eq!(got[1].id, derive_task(Some(&task), Some(&claimed))[0].id);
     assert_eq!(got[2].id, derive_task(Some(&claimed), Some(&done))[0].id);
     // What the notifier needed on the table is what its IAM policy grants.
-    let declared: BTreeSet<String> =
-        service::events::NOTIFIER_DYNAMODB_ACTIONS.iter().map(|s| (*s).to_owned()).collect();
+    let declared: BTreeSet<String> = events::NOTIFIER_DYNAMODB_ACTIONS.iter().map(|s| (*s).to_owned()).collect();
     assert!(used.is_subset(&declared), "the notifier used {used:?}, its policy grants {declared:?}");
     let last = c.h.store.last_deliveries(&c.owner).await.unwrap();
     assert_eq!(last.len(), 1);

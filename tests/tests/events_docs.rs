@@ -21,7 +21,7 @@ fn the_documented_verifier_accepts_good_requests_and_catches_forgeries_and_repla
     let now = SystemClock.now().as_epoch_seconds();
     let body = r#"{"data":{"status":"claimed"},"id":"evt_1","type":"task.claimed"}"#;
     let request = |secret: &str, ts: i64, body: &str, sent_body: &str| {
-        let sig = service::events::sign(secret, "evt_1", ts, body).unwrap();
+        let sig = events::sign(secret, "evt_1", ts, body).unwrap();
         json!({"headers": {"webhook-id": "evt_1", "webhook-timestamp": ts.to_string(), "webhook-signature": sig}, "body": sent_body})
     };
     let other = domain::projects::new_webhook_secret().unwrap();

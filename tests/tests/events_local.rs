@@ -21,10 +21,10 @@ use domain::store::{
     RelayRuns, SyncSessions,
 };
 use domain::tasks::{AssignOutcome, AssignTask, ClaimOutcome, SubmitOutcome, SubmitStatus, SubmitTask};
+use events::webhook_url::UrlPolicy;
+use events::{MAX_ATTEMPTS, Notifier, Resolve, SystemResolver, deliver_due};
 use foundry_tests::receiver::Receiver;
 use foundry_tests::wait_until;
-use service::events::{MAX_ATTEMPTS, Notifier, Resolve, SystemResolver, deliver_due};
-use service::webhook_url::UrlPolicy;
 use store_sqlite::SqliteStore;
 
 struct World {
@@ -304,7 +304,7 @@ async fn subscriptions_pointing_inside_the_network_are_never_called() {
     let mut links = Vec::new();
     for host in ["loopback", "private", "metadata", "mixed"] {
         let url = format!("https://{host}.example.test:{port}/hook");
-        assert!(service::webhook_url::check(&url, UrlPolicy::Cloud).is_ok(), "{url} is refused already when saved");
+        assert!(events::webhook_url::check(&url, UrlPolicy::Cloud).is_ok(), "{url} is refused already when saved");
         let (l, _) = w.link(Some(&url)).await;
         w.assign(l.link_id, "x").await;
         links.push((host, l.link_id));

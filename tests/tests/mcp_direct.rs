@@ -8,17 +8,17 @@
 use std::sync::Arc;
 use std::time::Duration;
 
+use auth::{Audience, Authenticator, Grant, Hs256Signer, Keys, ScopeSpelling};
 use bytes::Bytes;
 use domain::clock::{ManualClock, SharedClock};
 use domain::ids::{IdempotencyKey, OwnerId};
 use domain::limits::Policy;
 use domain::store::{AssignTasks, ClaimTasks, ManageLinks, ManageProjects};
 use domain::tasks::{AssignOutcome, AssignTask};
+use mcp_endpoint::{EndpointConfig, InProcess, McpEndpoint};
 use serde_json::{Value, json};
-use service::auth::{Audience, Authenticator, Grant, Hs256Signer, Keys, ScopeSpelling};
-use service::mcp::{EndpointConfig, InProcess, McpEndpoint};
-use service::tools::{SCOPE_READ, SCOPE_RUN, ToolDeps};
 use store_sqlite::SqliteStore;
+use tools::{SCOPE_READ, SCOPE_RUN, ToolDeps};
 
 const ISSUER: &str = "http://127.0.0.1:7777";
 const AUDIENCE: &str = "direct-test";
@@ -87,7 +87,7 @@ async fn fixture() -> Fixture {
             public_url: Some(ISSUER.into()),
             mcp_path: "/mcp".into(),
             allowed_hosts: Some(Vec::new()),
-            max_body_bytes: service::mcp::DEFAULT_MAX_BODY_BYTES,
+            max_body_bytes: mcp_endpoint::DEFAULT_MAX_BODY_BYTES,
             scopes: ScopeSpelling::local(),
         };
         McpEndpoint::new(Arc::new(InProcess(deps)), auth, config)
@@ -331,7 +331,7 @@ async fn a_token_is_verified_once_then_remembered_for_at_most_60_s_and_at_most_1
     assert_eq!(listed_with(e, &t).await, 200);
     assert_eq!(e.token_verifications(), 3);
     // At most VERIFIED_MAX live entries: filling the memory with new tokens evicts the old ones.
-    for i in 0..service::mcp::VERIFIED_MAX {
+    for i in 0..mcp_endpoint::VERIFIED_MAX {
         assert_eq!(listed_with(e, &mint(&format!("owner-{i}"), &f.clock)).await, 200);
     }
     let before = e.token_verifications();

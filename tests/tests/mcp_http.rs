@@ -5,12 +5,12 @@
 
 use std::time::Duration;
 
+use auth::{Grant, Hs256Signer};
 use base64::Engine;
 use domain::clock::{Clock, SystemClock};
 use domain::store::ReadTasks;
 use local::{LocalConfig, Running};
 use serde_json::{Value, json};
-use service::auth::{Grant, Hs256Signer};
 use store_sqlite::SqliteStore;
 
 const ACCEPT: &str = "application/json, text/event-stream";
@@ -260,7 +260,7 @@ async fn bad_requests_get_clear_errors_and_write_nothing() {
         }
     }
     // Oversized body → 413 before anything is parsed.
-    let big = vec![b' '; service::mcp::DEFAULT_MAX_BODY_BYTES + 10];
+    let big = vec![b' '; mcp_endpoint::DEFAULT_MAX_BODY_BYTES + 10];
     let res = s.post_raw(Some(&token), big).await;
     assert_eq!(res.status(), 413);
     let v: Value = res.json().await.unwrap();
@@ -476,7 +476,7 @@ async fn a_task_aware_client_runs_a_graph_run_as_a_task() {
     assert_eq!(finished["result"]["result"]["structuredContent"]["result"], "the weekly report", "{finished}");
     assert!(finished["result"]["result"].get("isError").is_none_or(|e| e == false), "{finished}");
     // Another agent of the same owner does not see it.
-    let other = s.token_with(&[service::tools::SCOPE_READ, service::tools::SCOPE_RUN]);
+    let other = s.token_with(&[tools::SCOPE_READ, tools::SCOPE_RUN]);
     let other: &'static str = Box::leak(other.into_boxed_str());
     let hidden = get(Some(other)).await;
     assert_eq!(hidden["error"]["message"], "Graph run not found or access removed", "{hidden}");

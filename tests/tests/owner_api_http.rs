@@ -76,19 +76,19 @@ async fn links_tasks_and_downloads_work_end_to_end() {
     else {
         panic!()
     };
-    let deps = service::tools::ToolDeps {
+    let deps = tools::ToolDeps {
         store: running.store.clone(),
         clock: std::sync::Arc::new(domain::clock::SystemClock),
         policy: Default::default(),
-        blobs: Some(std::sync::Arc::new(service::blobs::DirBlobStore::new(
+        blobs: Some(std::sync::Arc::new(tools::blobs::DirBlobStore::new(
             running.data_dir.join("blobs"),
             &running.base_url,
             &std::fs::read(running.data_dir.join("local-token-secret")).unwrap(),
             std::sync::Arc::new(domain::clock::SystemClock),
         ))),
     };
-    let call = service::tools::ToolCall {
-        tool: service::tools::ToolName::UploadLinkedChatArtifact,
+    let call = tools::ToolCall {
+        tool: tools::ToolName::UploadLinkedChatArtifact,
         owner: owner.clone(),
         agent: domain::ids::AgentId::new("c", owner.as_str()).unwrap(),
         arguments: json!({"chat_link_id": l, "task_id": t.to_string(), "claim_id": claim_id.to_string(),
@@ -96,8 +96,8 @@ async fn links_tasks_and_downloads_work_end_to_end() {
             "content_base64": base64::engine::general_purpose::STANDARD.encode(b"a,b\n1,2\n")}),
         request_id: None,
     };
-    let reply = service::tools::handle(&deps, &call).await.unwrap();
-    assert!(matches!(reply, service::tools::ToolReply::Ok { .. }), "{reply:?}");
+    let reply = tools::handle(&deps, &call).await.unwrap();
+    assert!(matches!(reply, tools::ToolReply::Ok { .. }), "{reply:?}");
 
     let (s, detail) = api.call("GET", &format!("/links/{l}/tasks/{t}"), Value::Null).await;
     assert_eq!(s, 200);

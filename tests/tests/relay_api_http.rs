@@ -17,7 +17,7 @@ async fn relay_and_owner_apis_refuse_bad_input_clearly_and_write_nothing() {
     let dir = std::env::temp_dir().join(format!("foundry-relayapi-{}", uuid::Uuid::new_v4()));
     let running = local::start(LocalConfig::at(dir.clone())).await.unwrap();
     let http = reqwest::Client::new();
-    let base = format!("{}{}", running.base_url, service::relay_api::PREFIX);
+    let base = format!("{}{}", running.base_url, http_api::relay_api::PREFIX);
     let token = running.device_token.clone();
     let project = running.demo.project_id.to_string();
     let writes = running.store.write_transactions();
@@ -196,7 +196,7 @@ impl TwoDesktops {
         use domain::store::ManageDevices;
         let dir = std::env::temp_dir().join(format!("foundry-{name}-{}", uuid::Uuid::new_v4()));
         let running = local::start(LocalConfig::at(dir.clone())).await.unwrap();
-        let base = format!("{}{}", running.base_url, service::relay_api::PREFIX);
+        let base = format!("{}{}", running.base_url, http_api::relay_api::PREFIX);
         let (b, hash_b) = domain::devices::new_token().unwrap();
         running.store.create_device(&running.demo.owner, "second desktop", &hash_b).await.unwrap();
         let a = running.device_token.clone();
@@ -276,11 +276,11 @@ async fn a_full_queue_for_one_desktop_does_not_starve_another() {
     let d = TwoDesktops::start("starve").await;
     assert_eq!(d.sync(&d.a, &[1]).await.0, 200);
     assert_eq!(d.sync(&d.b, &[2]).await.0, 200);
-    for i in 0..service::relay_api::MAX_COMMANDS_PER_SYNC {
+    for i in 0..http_api::relay_api::MAX_COMMANDS_PER_SYNC {
         d.queue(1, &format!("first-desktop-{i:04}")).await;
     }
     let theirs = d.queue(2, "second-desktop-0001").await;
     assert_eq!(commands(&d.sync(&d.b, &[2]).await.1), vec![theirs], "the second desktop got none");
-    assert_eq!(commands(&d.sync(&d.a, &[1]).await.1).len(), service::relay_api::MAX_COMMANDS_PER_SYNC);
+    assert_eq!(commands(&d.sync(&d.a, &[1]).await.1).len(), http_api::relay_api::MAX_COMMANDS_PER_SYNC);
     d.stop().await;
 }

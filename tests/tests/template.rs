@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
 use serde_norway::Value;
-use service::tools::ToolName;
+use tools::ToolName;
 
 fn root() -> &'static Path {
     Path::new(env!("CARGO_MANIFEST_DIR")).parent().unwrap()
@@ -149,10 +149,10 @@ fn problems(template: &str) -> Vec<String> {
             }
             None => {
                 let (declared, index) = match name.as_str() {
-                    "graph_relay" => (service::relay_api::DYNAMODB_ACTIONS, Some("gsi1")),
+                    "graph_relay" => (http_api::relay_api::DYNAMODB_ACTIONS, Some("gsi1")),
                     "owner_api" => {
                         expected.insert("s3:GetObject".into());
-                        (service::owner_api::DYNAMODB_ACTIONS, Some(store_dynamo::OWNER_RUNS_INDEX))
+                        (http_api::owner_api::DYNAMODB_ACTIONS, Some(store_dynamo::OWNER_RUNS_INDEX))
                     }
                     "publish_events" => {
                         expected.insert("sqs:SendMessage".into());
@@ -160,7 +160,7 @@ fn problems(template: &str) -> Vec<String> {
                     }
                     "notify" => {
                         expected.insert("sqs:ChangeMessageVisibility".into());
-                        (service::events::NOTIFIER_DYNAMODB_ACTIONS, None)
+                        (events::NOTIFIER_DYNAMODB_ACTIONS, None)
                     }
                     "register_client" => {
                         expected.extend(lambda::config::REGISTER_COGNITO_ACTIONS.iter().map(|a| (*a).to_owned()));
@@ -269,7 +269,7 @@ fn problems(template: &str) -> Vec<String> {
     strings(&t["Resources"]["OwnerClient"]["Properties"]["CallbackURLs"], &mut callback);
     let mut panel = Vec::new();
     strings(&t["Outputs"]["PanelUrl"]["Value"], &mut panel);
-    if panel.is_empty() || callback != panel || !panel.iter().all(|u| u.ends_with(service::panel::PATH)) {
+    if panel.is_empty() || callback != panel || !panel.iter().all(|u| u.ends_with(http_api::panel::PATH)) {
         p.push(format!("owner client callback {callback:?} must be the PanelUrl output {panel:?}"));
     }
     p
@@ -324,7 +324,7 @@ fn deploy_problems(t: &Value) -> Vec<String> {
         p.push(format!("AuthDomainPrefix's pattern accepts {accepted:?} of {words:?} (only fc-prod acme are valid)"));
     }
     let min_days = t["Parameters"]["ArtifactRetentionDays"]["MinValue"].as_u64().unwrap_or(0);
-    if min_days * 86_400 < service::blobs::DOWNLOAD_LINK_TTL.as_secs() {
+    if min_days * 86_400 < tools::blobs::DOWNLOAD_LINK_TTL.as_secs() {
         p.push("ArtifactRetentionDays' minimum must outlive a download link".into());
     }
     let sqs = &res["NotifyFunction"]["Properties"]["Events"]["Events"]["Properties"];
@@ -442,8 +442,8 @@ fn event_problems(t: &Value) -> Vec<String> {
         p.push("notify's batches must be at most 10 messages".into());
     }
     let redrive = &res["EventsQueue"]["Properties"]["RedrivePolicy"];
-    if redrive["maxReceiveCount"].as_u64() != Some(u64::from(service::events::MAX_ATTEMPTS)) {
-        p.push(format!("the events queue must give up after {} attempts", service::events::MAX_ATTEMPTS));
+    if redrive["maxReceiveCount"].as_u64() != Some(u64::from(events::MAX_ATTEMPTS)) {
+        p.push(format!("the events queue must give up after {} attempts", events::MAX_ATTEMPTS));
     }
     let alarmed = res.as_mapping().into_iter().flatten().any(|(_, r)| {
         let mut dims = Vec::new();

@@ -15,7 +15,7 @@ use domain::runs::SessionMeta;
 use domain::tasks::{AssignOutcome, AssignTask};
 use foundry_tests::{Backend, Harness, test_policy};
 use serde_json::json;
-use service::tools::{ToolCall, ToolDeps, ToolName, ToolReply, handle};
+use tools::{ToolCall, ToolDeps, ToolName, ToolReply, handle};
 
 /// IAM actions of one logged request; a transaction needs the actions of its parts.
 fn iam(op: &str) -> Vec<String> {
@@ -173,16 +173,16 @@ fn request(method: &str, path: &str, token: &str, body: serde_json::Value) -> ht
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
+    use auth::{Authenticator, Grant, Hs256Signer, Keys};
     use domain::clock::Clock;
-    use service::auth::{Authenticator, Grant, Hs256Signer, Keys};
-    use service::owner_api::OwnerApi;
-    use service::relay_api::RelayApi;
+    use http_api::owner_api::OwnerApi;
+    use http_api::relay_api::RelayApi;
     let Some(h) = Harness::dynamo(test_policy()).await else { return };
     let Backend::Dynamo { log, .. } = &h.backend else { unreachable!() };
     let secret = b"an owner-api test secret of 32 b".to_vec();
     let auth = Arc::new(Authenticator {
         issuer: "iss".into(),
-        audience: service::auth::Audience::Only(vec!["aud".into()]),
+        audience: auth::Audience::Only(vec!["aud".into()]),
         keys: Keys::Hs256(secret.clone()),
         clock: h.clock.clone(),
     });
@@ -199,7 +199,7 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
         clock: h.clock.clone(),
         policy: h.policy,
         blobs: Some(foundry_tests::temp_blobs(h.clock.clone())),
-        urls: service::webhook_url::UrlPolicy::Cloud,
+        urls: events::webhook_url::UrlPolicy::Cloud,
     };
     let relay_api = RelayApi {
         store: Arc::clone(&h.store),
@@ -392,8 +392,8 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
 
     let declared = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<BTreeSet<String>>();
     eprintln!("owner_api: {owner_used:?}\ngraph_relay: {relay_used:?}");
-    assert_eq!(owner_used, declared(service::owner_api::DYNAMODB_ACTIONS));
-    assert_eq!(relay_used, declared(service::relay_api::DYNAMODB_ACTIONS));
+    assert_eq!(owner_used, declared(http_api::owner_api::DYNAMODB_ACTIONS));
+    assert_eq!(relay_used, declared(http_api::relay_api::DYNAMODB_ACTIONS));
     check_cost_inputs("apis", &costed);
 }
 

@@ -11,9 +11,9 @@ use domain::ids::{AgentId, IdempotencyKey, OwnerId};
 use domain::store::{AssignTasks, ClaimTasks, ManageLinks, ManageProjects};
 use domain::tasks::{AssignOutcome, AssignTask, ClaimOutcome};
 use serde_json::json;
-use service::blobs::DirBlobStore;
-use service::tools::{ToolCall, ToolDeps, ToolName, ToolReply, handle};
 use store_sqlite::SqliteStore;
+use tools::blobs::DirBlobStore;
+use tools::{ToolCall, ToolDeps, ToolName, ToolReply, handle};
 
 fn files(dir: &std::path::Path) -> usize {
     fn walk(p: &std::path::Path, n: &mut usize) {

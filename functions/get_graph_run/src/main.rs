@@ -1,8 +1,8 @@
 //! The `get_graph_run` Lambda: one MCP tool, invoked by the `mcp` function with the verified identity
-//! and the arguments. Wiring only: the handler is `service::tools::get_graph_run`, the loop
+//! and the arguments. Wiring only: the handler is `tools::get_graph_run`, the loop
 //! `lambda::tool::run`.
 
 #[tokio::main]
 async fn main() -> Result<(), lambda::Error> {
-    lambda::tool::run::<service::tools::GetGraphRun>().await
+    lambda::tool::run::<tools::GetGraphRun>().await
 }

@@ -1,8 +1,8 @@
 //! The `get_linked_chat_task` Lambda: one MCP tool, invoked by the `mcp` function with the verified identity
-//! and the arguments. Wiring only: the handler is `service::tools::get_linked_chat_task`, the loop
+//! and the arguments. Wiring only: the handler is `tools::get_linked_chat_task`, the loop
 //! `lambda::tool::run`.
 
 #[tokio::main]
 async fn main() -> Result<(), lambda::Error> {
-    lambda::tool::run::<service::tools::GetLinkedChatTask>().await
+    lambda::tool::run::<tools::GetLinkedChatTask>().await
 }

@@ -1,5 +1,5 @@
 //! The `notify` Lambda: delivers events from the SQS queue to chat links' subscriptions as signed
-//! webhooks. Wiring only: the delivery lives in `service::events`, the loop in
+//! webhooks. Wiring only: the delivery lives in `events`, the loop in
 //! `lambda::notifier::run`.
 
 #[tokio::main]

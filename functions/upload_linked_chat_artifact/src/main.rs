@@ -1,8 +1,8 @@
 //! The `upload_linked_chat_artifact` Lambda: one MCP tool, invoked by the `mcp` function with the verified identity
-//! and the arguments. Wiring only: the handler is `service::tools::upload_linked_chat_artifact`, the loop
+//! and the arguments. Wiring only: the handler is `tools::upload_linked_chat_artifact`, the loop
 //! `lambda::tool::run`.
 
 #[tokio::main]
 async fn main() -> Result<(), lambda::Error> {
-    lambda::tool::run::<service::tools::UploadLinkedChatArtifact>().await
+    lambda::tool::run::<tools::UploadLinkedChatArtifact>().await
 }

@@ -4,17 +4,22 @@
 //! [`required_keys`] lists what each function needs, so the SAM template test can check that
 //! the template sets every one of them (derived from this code, not copied).
 
+#[cfg(any(feature = "mcp", test))]
 use std::collections::HashMap;
 
+#[cfg(feature = "mcp")]
+use auth::oauth::AuthServerConfig;
 use domain::limits::Policy;
-use service::auth::ScopeSpelling;
-use service::mcp::{DEFAULT_MAX_BODY_BYTES, EndpointConfig};
-use service::oauth::AuthServerConfig;
-use service::panel::{DEFAULT_REFRESH_SECONDS, PANEL_REFRESH_RANGE, PanelConfig, SignIn};
-use service::settings::{PolicyKeys, Reader};
-use service::tools::{ToolName, ToolSpec};
+#[cfg(feature = "owner-api")]
+use http_api::panel::{DEFAULT_REFRESH_SECONDS, PANEL_REFRESH_RANGE, PanelConfig, SignIn};
+#[cfg(feature = "mcp")]
+use mcp_endpoint::{DEFAULT_MAX_BODY_BYTES, EndpointConfig};
+use settings::{PolicyKeys, Reader};
+#[cfg(feature = "mcp")]
+use tools::scopes::ScopeSpelling;
+use tools::{ToolName, ToolSpec};
 
-pub use service::settings::ConfigError;
+pub use settings::ConfigError;
 
 /// The DynamoDB table.
 pub const TABLE_NAME: &str = "TABLE_NAME";
@@ -180,6 +185,7 @@ impl RelayConfig {
     }
 }
 
+#[cfg(feature = "owner-api")]
 /// Settings of the `owner_api` function.
 #[derive(Debug, Clone, PartialEq)]
 pub struct OwnerConfig {
@@ -205,6 +211,7 @@ pub struct OwnerConfig {
     pub panel_refresh_seconds: u32,
 }
 
+#[cfg(feature = "owner-api")]
 impl OwnerConfig {
     /// Reads the settings through `get`.
     ///
@@ -247,7 +254,7 @@ impl OwnerConfig {
                 logout_url: format!("{base}/logout"),
                 client_id: self.owner_client_id.clone(),
                 scope: "openid osfoundry/owner".into(),
-                redirect_uri: format!("{}{}", self.public_url, service::panel::PATH),
+                redirect_uri: format!("{}{}", self.public_url, http_api::panel::PATH),
             },
             refresh_seconds: self.panel_refresh_seconds,
         }
@@ -352,6 +359,7 @@ impl NotifierConfig {
     }
 }
 
+#[cfg(feature = "mcp")]
 /// Settings of the `mcp` function.
 #[derive(Debug, Clone)]
 pub struct McpConfig {
@@ -367,10 +375,12 @@ pub struct McpConfig {
     pub functions: HashMap<ToolName, String>,
 }
 
+#[cfg(any(feature = "owner-api", feature = "mcp", feature = "register"))]
 fn list(v: &str) -> Vec<String> {
     v.split(',').map(str::trim).filter(|s| !s.is_empty()).map(str::to_owned).collect()
 }
 
+#[cfg(feature = "mcp")]
 impl McpConfig {
     /// Reads the settings through `get`.
     ///
@@ -383,11 +393,11 @@ impl McpConfig {
         let hosted = r.url(HOSTED_AUTH_URL).unwrap_or_default();
         let public_url = r.url(PUBLIC_URL);
         let scopes = ScopeSpelling::with_prefix(&r.required(OAUTH_SCOPE_PREFIX));
-        // The stack's own facade in front of Cognito's (service::oauth::facade): Cognito
+        // The stack's own facade in front of Cognito's (auth::oauth::facade): Cognito
         // refuses the RFC 8707 `resource` that MCP clients send.
         let auth_server = AuthServerConfig {
-            authorization_endpoint: service::oauth::facade::AUTHORIZE_PATH.to_owned(),
-            token_endpoint: service::oauth::facade::TOKEN_PATH.to_owned(),
+            authorization_endpoint: auth::oauth::facade::AUTHORIZE_PATH.to_owned(),
+            token_endpoint: auth::oauth::facade::TOKEN_PATH.to_owned(),
             revocation_endpoint: Some(format!("{hosted}/oauth2/revoke")),
             jwks_uri: Some(jwks_url.clone()),
             scopes: scopes.clone(),
@@ -414,6 +424,7 @@ impl McpConfig {
     }
 }
 
+#[cfg(feature = "register")]
 /// Settings of the `register_client` function.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RegisterConfig {
@@ -424,7 +435,7 @@ pub struct RegisterConfig {
     /// Extra redirect hosts.
     pub extra_redirect_hosts: Vec<String>,
     /// New clients per hour, per source, and in all.
-    pub limits: service::oauth::RegistrationLimits,
+    pub limits: auth::oauth::RegistrationLimits,
     /// Cognito's hosted domain, which `/authorize` and `/token` front.
     pub hosted_auth_url: String,
     /// The MCP URLs a `resource` may name: the API's own, and each custom domain's.
@@ -433,6 +444,7 @@ pub struct RegisterConfig {
     pub table: String,
 }
 
+#[cfg(feature = "register")]
 impl RegisterConfig {
     /// Reads the settings through `get`.
     ///
@@ -446,10 +458,10 @@ impl RegisterConfig {
             .optional(ALLOWED_REDIRECT_HOSTS)
             .map(|v| list(&v).into_iter().map(|h| h.to_ascii_lowercase()).collect())
             .unwrap_or_default();
-        let limits = service::oauth::RegistrationLimits {
-            per_hour: r.count(REGISTRATIONS_PER_HOUR, service::oauth::DEFAULT_REGISTRATIONS_PER_HOUR),
-            per_source: r.count(REGISTRATIONS_PER_SOURCE, service::oauth::DEFAULT_REGISTRATIONS_PER_SOURCE),
-            cap: r.count(REGISTRATION_CAP, service::oauth::DEFAULT_REGISTRATION_CAP),
+        let limits = auth::oauth::RegistrationLimits {
+            per_hour: r.count(REGISTRATIONS_PER_HOUR, auth::oauth::DEFAULT_REGISTRATIONS_PER_HOUR),
+            per_source: r.count(REGISTRATIONS_PER_SOURCE, auth::oauth::DEFAULT_REGISTRATIONS_PER_SOURCE),
+            cap: r.count(REGISTRATION_CAP, auth::oauth::DEFAULT_REGISTRATION_CAP),
         };
         let hosted_auth_url = r.url(HOSTED_AUTH_URL).unwrap_or_default();
         let table = r.required(TABLE_NAME);
@@ -493,6 +505,7 @@ mod tests {
         assert_eq!((ok.table.as_str(), ok.policy.lease, ok.bucket), ("t", Duration::from_secs(60), None));
     }
 
+    #[cfg(all(feature = "mcp", feature = "register"))]
     #[test]
     fn mcp_config_needs_every_tool_function() {
         let e = McpConfig::from_env(map(&[])).unwrap_err();

@@ -130,7 +130,7 @@ pub async fn socket_event<S: AuthenticateDevices + DoorbellConnections + ?Sized,
     };
     match ctx.route_key.as_deref() {
         Some("$connect") => {
-            let device = match service::relay_api::device_of(store, &event.headers).await {
+            let device = match http_util::device_of(store, &event.headers).await {
                 Ok(d) => d,
                 Err(e) => {
                     tracing::error!(error = %domain::errors::ErrorChain(&e), "doorbell connect: token lookup failed");
@@ -138,7 +138,7 @@ pub async fn socket_event<S: AuthenticateDevices + DoorbellConnections + ?Sized,
                 }
             };
             let Some(device) = device else {
-                let body = serde_json::json!({ "error": service::relay_api::DEVICE_TOKEN_REQUIRED }).to_string();
+                let body = serde_json::json!({ "error": http_util::DEVICE_TOKEN_REQUIRED }).to_string();
                 return answer(401, &body);
             };
             match store.open_connection(&device.owner, device.device_id, connection_id).await {

@@ -3,7 +3,7 @@
 use bytes::Bytes;
 
 /// The request as the `service` handlers take it, with API Gateway's request id as a
-/// [`service::TraceId`] extension (the MCP endpoint hands it on to the tool functions).
+/// [`http_util::TraceId`] extension (the MCP endpoint hands it on to the tool functions).
 pub(crate) fn http_request(req: lambda_http::Request) -> http::Request<Bytes> {
     use lambda_http::RequestExt;
     let id = match req.request_context_ref() {
@@ -13,7 +13,7 @@ pub(crate) fn http_request(req: lambda_http::Request) -> http::Request<Bytes> {
     let (parts, body) = req.into_parts();
     let mut req = http::Request::from_parts(parts, Bytes::copy_from_slice(body.as_ref()));
     if let Some(id) = id {
-        req.extensions_mut().insert(service::TraceId(id));
+        req.extensions_mut().insert(http_util::TraceId(id));
     }
     req
 }
@@ -35,13 +35,13 @@ pub(crate) async fn traced<F: std::future::Future>(
     req: http::Request<Bytes>,
     serve: impl FnOnce(http::Request<Bytes>) -> F,
 ) -> F::Output {
-    let id = req.extensions().get::<service::TraceId>().map(|t| t.0.clone());
+    let id = req.extensions().get::<http_util::TraceId>().map(|t| t.0.clone());
     let span = request_span(&req);
     store_dynamo::with_request_id(id.as_deref(), tracing::Instrument::instrument(serve(req), span)).await
 }
 
 pub(crate) fn request_span(req: &http::Request<Bytes>) -> tracing::Span {
-    let id = req.extensions().get::<service::TraceId>().map(|t| t.0.as_str()).unwrap_or_default();
+    let id = req.extensions().get::<http_util::TraceId>().map(|t| t.0.as_str()).unwrap_or_default();
     tracing::info_span!("request", request_id = %id)
 }
 

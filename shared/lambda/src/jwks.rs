@@ -2,7 +2,7 @@
 
 use std::time::Duration;
 
-use service::auth::{FetchJwks, JwksError};
+use auth::{FetchJwks, JwksError};
 
 /// How long one JWKS fetch may take.
 pub const FETCH_TIMEOUT: Duration = Duration::from_secs(5);
@@ -26,7 +26,7 @@ impl HttpJwks {
 
 #[async_trait::async_trait]
 impl FetchJwks for HttpJwks {
-    async fn fetch(&self) -> Result<service::auth::JwkSet, JwksError> {
+    async fn fetch(&self) -> Result<auth::JwkSet, JwksError> {
         let url = || self.url.clone();
         let res =
             self.client.get(&self.url).send().await.map_err(|e| JwksError::Fetch { url: url(), source: e.into() })?;

@@ -8,11 +8,11 @@
 //!
 //! | item | feature | what |
 //! |---|---|---|
-//! | [`config`] | — | typed settings from the environment (read with `service::settings`), every key a constant, all problems reported at once |
+//! | [`config`] | — | typed settings from the environment (read with `settings`), every key a constant, all problems reported at once |
 //! | [`tool::run`] | `tool` | a tool function: `ToolCall` in, `ToolReply` out, for one tool type |
 //! | [`s3::S3Blobs`] | `s3` | artifact bytes in S3 |
-//! | [`jwks::HttpJwks`] | `jwks` | fetches the OAuth issuer's JWKS over HTTPS (cached by `service::auth::JwksCache`) |
-//! | [`mcp::run`] | `mcp` | the `mcp` function: HTTP API events through `service::mcp::McpEndpoint`, tools invoked as Lambdas |
+//! | [`jwks::HttpJwks`] | `jwks` | fetches the OAuth issuer's JWKS over HTTPS (cached by `auth::JwksCache`) |
+//! | [`mcp::run`] | `mcp` | the `mcp` function: HTTP API events through `mcp_endpoint::McpEndpoint`, tools invoked as Lambdas |
 //! | [`relay_api::run`] | `relay-api` | the `graph_relay` function |
 //! | [`register::run`] | `register` | the `register_client` function: RFC 7591 registration as Cognito app clients |
 //! | [`owner_api::run`] | `owner-api` | the `owner_api` function (and the owner's panel) |

@@ -4,12 +4,12 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use auth::oauth::{AS_METADATA_PATH, AuthServerConfig, metadata_response};
+use auth::{Audience, Authenticator, JwksCache, Keys};
 use aws_sdk_lambda::primitives::Blob;
 use domain::clock::{SharedClock, SystemClock};
-use service::auth::{Audience, Authenticator, JwksCache, Keys};
-use service::mcp::{Dispatch, McpEndpoint, RESOURCE_METADATA_PATH, resource_metadata_response};
-use service::oauth::{AS_METADATA_PATH, AuthServerConfig, metadata_response};
-use service::tools::{DispatchError, ToolArgs, ToolCall, ToolFault, ToolName, ToolReply};
+use mcp_endpoint::{Dispatch, McpEndpoint, RESOURCE_METADATA_PATH, resource_metadata_response};
+use tools::{DispatchError, ToolArgs, ToolCall, ToolFault, ToolName, ToolReply};
 
 use crate::config::McpConfig;
 use crate::http_glue::{http_request, lambda_response};

@@ -1,10 +1,10 @@
-//! The `notify` function: SQS events queue → `service::events::Notifier` (signed webhooks to the
+//! The `notify` function: SQS events queue → `events::Notifier` (signed webhooks to the
 //! chat links' subscriptions), reporting partial batch failures.
 //!
 //! A failed message stays on the queue: it is reported in `batchItemFailures` and its
 //! visibility is set to the backoff of its receive count (5 s doubling to 15 min), so the next
 //! attempt comes later and later; after the queue's `maxReceiveCount` (8, like
-//! `service::events::MAX_ATTEMPTS`) SQS moves it to the dead-letter queue. A message that is not
+//! `events::MAX_ATTEMPTS`) SQS moves it to the dead-letter queue. A message that is not
 //! an event never will be: it fails the same way and ends in the DLQ, inspectable.
 
 use std::sync::Arc;
@@ -14,9 +14,9 @@ use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent
 use domain::clock::{SharedClock, SystemClock};
 use domain::events::Event;
 use domain::store::{ManageLinks, RecordDeliveries};
+use events::webhook_url::UrlPolicy;
+use events::{Delivery, Notifier, SystemResolver, backoff};
 use lambda_runtime::{LambdaEvent, service_fn};
-use service::events::{Delivery, Notifier, SystemResolver, backoff};
-use service::webhook_url::UrlPolicy;
 
 use crate::config::NotifierConfig;
 use crate::{Error, aws_config, dynamo_store, env, init_tracing};

@@ -1,15 +1,15 @@
-//! The `owner_api` function: `service::owner_api::OwnerApi` on DynamoDB (owner tokens checked
+//! The `owner_api` function: `http_api::owner_api::OwnerApi` on DynamoDB (owner tokens checked
 //! against the issuer's JWKS, download links presigned on S3) and the owner's web panel.
 
 use std::sync::Arc;
 
+use auth::{Audience, Authenticator, JwksCache, Keys};
 use domain::clock::{SharedClock, SystemClock};
-use service::auth::{Audience, Authenticator, JwksCache, Keys};
-use service::blobs::BlobStore;
-use service::owner_api::OwnerApi;
-use service::panel::{PATH, PanelConfig};
-use service::webhook_url::UrlPolicy;
+use events::webhook_url::UrlPolicy;
+use http_api::owner_api::OwnerApi;
+use http_api::panel::{PATH, PanelConfig};
 use store_dynamo::DynamoStore;
+use tools::blobs::BlobStore;
 
 use crate::config::OwnerConfig;
 use crate::http_glue::{http_request, lambda_response};
@@ -49,7 +49,7 @@ pub async fn run() -> Result<(), Error> {
             // Failed pairing lookups are also counted per source address (guessing is bounded).
             let source = crate::http_glue::source_ip(&req);
             let mut req = http_request(req);
-            req.extensions_mut().insert(service::oauth::ClientSource(source));
+            req.extensions_mut().insert(http_util::ClientSource(source));
             let answer = crate::http_glue::traced(req, |req| async move { app.handle(req).await }).await;
             Ok::<_, Error>(lambda_response(answer))
         }
@@ -80,8 +80,8 @@ impl App {
         if let Some(r) = self.relay_builds(&req).await {
             return r;
         }
-        if req.uri().path() == service::openapi::PATH {
-            return service::openapi::response(req.method());
+        if req.uri().path() == http_api::openapi::PATH {
+            return http_api::openapi::response(req.method());
         }
         self.api.handle(req).await
     }
@@ -90,15 +90,15 @@ impl App {
     /// URL of `relay/<file>` in the artifact bucket (S3 refuses it, 403, when the operator has not
     /// uploaded the builds; the installer then says so).
     async fn relay_builds(&self, req: &http::Request<bytes::Bytes>) -> Option<http::Response<bytes::Bytes>> {
-        use service::relay_dist::{DOWNLOAD_PREFIX, INSTALL_PATH, install_response, servable};
+        use http_api::relay_dist::{DOWNLOAD_PREFIX, INSTALL_PATH, install_response, servable};
         let path = req.uri().path();
         if path == INSTALL_PATH && req.method() == http::Method::GET {
             return Some(install_response(&self.public_url));
         }
         let name = path.strip_prefix(DOWNLOAD_PREFIX).filter(|n| servable(n))?;
         let key = format!("relay/{name}");
-        let kind = if name == service::relay_dist::SUMS { "text/plain" } else { "application/gzip" };
-        let download = service::blobs::Download { key: &key, name, content_type: kind };
+        let kind = if name == http_api::relay_dist::SUMS { "text/plain" } else { "application/gzip" };
+        let download = tools::blobs::Download { key: &key, name, content_type: kind };
         Some(match self.builds.download_url(&download).await {
             Ok(url) => {
                 let mut r = http::Response::new(bytes::Bytes::new());
@@ -108,7 +108,7 @@ impl App {
                 }
                 r
             }
-            Err(e) => service::http_json::unavailable("relay download link", &e),
+            Err(e) => http_util::http_json::unavailable("relay download link", &e),
         })
     }
 }

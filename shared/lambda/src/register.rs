@@ -1,15 +1,17 @@
 //! The `register_client` function: dynamic client registration (RFC 7591, `POST /register`)
 //! backed by Cognito app clients of the deployment's own user pool, and the `/authorize` and
-//! `/token` facade in front of Cognito's hosted endpoints (`service::oauth::facade`).
+//! `/token` facade in front of Cognito's hosted endpoints (`auth::oauth::facade`).
 //!
 //! The rules (redirect allowlist, reuse, rate limit, cap, RFC 7591 errors) are
-//! `service::oauth::Registrar`'s; this module is the [`CognitoClients`] registry it runs over.
+//! `auth::oauth::Registrar`'s; this module is the [`CognitoClients`] registry it runs over.
 //! IAM lets this function create, list, describe and delete app clients of this one pool, and
 //! read and write the table's `CLIENT#…` items (each client's first use), nothing else.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
+use auth::oauth::facade::Facade;
+use auth::oauth::{ClientSource, RedirectPolicy, Registrar};
 use aws_sdk_cognitoidentityprovider::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_cognitoidentityprovider::operation::delete_user_pool_client::DeleteUserPoolClientError;
 use aws_sdk_cognitoidentityprovider::operation::describe_user_pool_client::DescribeUserPoolClientError;
@@ -19,9 +21,7 @@ use aws_sdk_cognitoidentityprovider::types::{
 use domain::clients::{ClientSummary, ClientUse, RegisterClients, RegisteredClient};
 use domain::clock::{SharedClock, SystemClock};
 use domain::store::{StoreError, StoreResult};
-use service::auth::ScopeSpelling;
-use service::oauth::facade::Facade;
-use service::oauth::{ClientSource, RedirectPolicy, Registrar};
+use tools::scopes::ScopeSpelling;
 
 use crate::config::RegisterConfig;
 use crate::http_glue::{http_request, lambda_response};

@@ -1,9 +1,9 @@
-//! The `graph_relay` function: `service::relay_api::RelayApi` on DynamoDB.
+//! The `graph_relay` function: `http_api::relay_api::RelayApi` on DynamoDB.
 
 use std::sync::Arc;
 
 use domain::clock::{SharedClock, SystemClock};
-use service::relay_api::RelayApi;
+use http_api::relay_api::RelayApi;
 
 use crate::config::RelayConfig;
 use crate::http_glue::{http_request, lambda_response};
@@ -33,7 +33,7 @@ pub async fn run() -> Result<(), Error> {
             // Pairing requests are counted per source address, as registrations are.
             let source = crate::http_glue::source_ip(&req);
             let mut req = http_request(req);
-            req.extensions_mut().insert(service::oauth::ClientSource(source));
+            req.extensions_mut().insert(http_util::ClientSource(source));
             let answer = crate::http_glue::traced(req, |req| async move { api.handle(req).await }).await;
             Ok::<_, Error>(lambda_response(answer))
         }

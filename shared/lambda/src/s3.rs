@@ -1,6 +1,6 @@
 //! Artifact bytes in S3 (the bucket encrypts at rest; keys are content-addressed).
 
-use service::blobs::{BlobError, BlobStore, DOWNLOAD_LINK_TTL, Download};
+use tools::blobs::{BlobError, BlobStore, DOWNLOAD_LINK_TTL, Download};
 
 /// The artifact bucket.
 #[derive(Clone, Debug)]
@@ -50,7 +50,7 @@ impl BlobStore for S3Blobs {
             .bucket(&self.bucket)
             .key(what.key)
             .response_content_type(what.content_type)
-            .response_content_disposition(service::blobs::content_disposition(what.name))
+            .response_content_disposition(tools::blobs::content_disposition(what.name))
             .presigned(config)
             .await
             .map_err(|e| failed(e.into()))?;

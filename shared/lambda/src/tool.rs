@@ -4,9 +4,9 @@ use std::sync::Arc;
 
 use domain::clock::{SharedClock, SystemClock};
 use lambda_runtime::{LambdaEvent, service_fn};
-use service::blobs::BlobStore;
-use service::tools::{Handler, ToolCall, ToolDeps, ToolFault, ToolReply, run_tool};
 use store_dynamo::DynamoStore;
+use tools::blobs::BlobStore;
+use tools::{Handler, ToolCall, ToolDeps, ToolFault, ToolReply, run_tool};
 
 use crate::config::ToolConfig;
 use crate::{Error, aws_config, dynamo_store, env, init_tracing};

@@ -228,12 +228,12 @@ async fn main() {
     let base = format!("http://127.0.0.1:{port}");
     wait_up(&format!("{base}/panel")).await;
     let secret = std::fs::read(data.join("local-token-secret")).unwrap();
-    let token = service::auth::Hs256Signer::new(&secret, &base, local::LOCAL_AUDIENCE)
+    let token = auth::Hs256Signer::new(&secret, &base, local::LOCAL_AUDIENCE)
         .mint(
-            service::auth::Grant {
+            auth::Grant {
                 subject: local::DEMO_OWNER,
                 client: local::LOCAL_CLIENT,
-                scopes: &[service::tools::SCOPE_READ, service::tools::SCOPE_RUN],
+                scopes: &[tools::SCOPE_READ, tools::SCOPE_RUN],
             },
             SystemClock.now(),
             Duration::from_secs(3600),

@@ -1,0 +1,695 @@
+//! Connecting is pasting the URL (SPEC §1): the stack's own OAuth authorization-server
+//! metadata and dynamic client registration, in front of whichever server issues the tokens.
+//!
+//! An MCP client that is given only the connector URL does this (MCP authorization spec):
+//!
+//! 1. `POST /mcp` without a token → `401` with `WWW-Authenticate: Bearer resource_metadata=…`;
+//! 2. the protected-resource metadata (RFC 9728) names an authorization server: **this stack's
+//!    own base URL** (not Cognito's issuer — Cognito publishes only OpenID discovery, without
+//!    `code_challenge_methods_supported`, and clients must then refuse to go on);
+//! 3. [`metadata`] at `/.well-known/oauth-authorization-server` (RFC 8414; OpenID discovery is
+//!    not served): issuer = the URL it is served from, the authorize and token endpoints
+//!    ([`facade`]'s in front of Cognito in the cloud, [`local`]'s locally),
+//!    `S256`, the scopes in the spelling the server issues, public clients only, and
+//! 4. a `registration_endpoint` ([`Registrar`], RFC 7591): the client registers its redirect
+//!    URIs — checked against a [`RedirectPolicy`] — and gets a public `client_id` (a Cognito
+//!    app client in the cloud), reused when the same client registers again, created at most
+//!    [`RegistrationLimits`] times an hour from one address, from everywhere, and in all;
+//! 5. then authorization code + PKCE at those endpoints, and `tools/list` with the token.
+
+pub mod facade;
+pub mod local;
+
+use std::collections::BTreeSet;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use domain::clients::{
+    ClientSummary, ClientUse, RegisterClients, RegisteredClient, RegistryName, fingerprint, hour_of,
+    parse_registry_name, registry_name, source_tag,
+};
+use domain::clock::{SharedClock, Timestamp};
+use http::{HeaderValue, Method, StatusCode, header};
+use serde_json::{Value, json};
+
+use crate::ScopeSpelling;
+use tools::{SCOPE_OWNER, SCOPE_READ, SCOPE_RUN};
+
+/// RFC 8414 metadata location (issuer without a path).
+pub const AS_METADATA_PATH: &str = "/.well-known/oauth-authorization-server";
+/// Dynamic client registration (RFC 7591).
+pub const REGISTER_PATH: &str = "/register";
+/// Largest registration request body.
+pub const MAX_REGISTRATION_BYTES: usize = 16 * 1024;
+/// Most redirect URIs one client may register.
+pub const MAX_REDIRECT_URIS: usize = 10;
+/// Longest redirect URI.
+pub const MAX_REDIRECT_URI_CHARS: usize = 2000;
+/// Longest `client_name` (longer names are refused, not cut).
+pub const MAX_CLIENT_NAME_CHARS: usize = 200;
+/// Default registrations per UTC hour (new clients; reusing one is not counted).
+pub const DEFAULT_REGISTRATIONS_PER_HOUR: usize = 20;
+/// Default registrations per UTC hour from one source address.
+pub const DEFAULT_REGISTRATIONS_PER_SOURCE: usize = 5;
+/// Default most dynamically registered clients in all.
+pub const DEFAULT_REGISTRATION_CAP: usize = 200;
+
+/// Where the authorization server's endpoints are, for the metadata document.
+#[derive(Debug, Clone)]
+pub struct AuthServerConfig {
+    /// Authorization endpoint: absolute (Cognito's `…/oauth2/authorize`) or a path of this
+    /// stack (`/oauth/authorize`, local).
+    pub authorization_endpoint: String,
+    /// Token endpoint, absolute or a path.
+    pub token_endpoint: String,
+    /// Token revocation endpoint, if the server has one.
+    pub revocation_endpoint: Option<String>,
+    /// The issuer's key set (OpenID discovery requires one; local tokens are HS256, so none).
+    pub jwks_uri: Option<String>,
+    /// How the server spells the scopes it issues.
+    pub scopes: ScopeSpelling,
+    /// Whether authorization responses carry `iss` (RFC 9207): the local server's do;
+    /// Cognito's do not.
+    pub iss_in_response: bool,
+}
+
+impl AuthServerConfig {
+    fn absolute(base: &str, endpoint: &str) -> String {
+        if endpoint.starts_with('/') { format!("{base}{endpoint}") } else { endpoint.to_owned() }
+    }
+}
+
+/// The RFC 8414 metadata document served at `base`.
+///
+/// OpenID discovery (`/.well-known/openid-configuration`) is not served: this issuer signs no ID
+/// tokens (Cognito's carry Cognito's `iss`; the local server issues none), so claiming to be an
+/// OpenID provider would be false. MCP clients read RFC 8414 first.
+pub fn metadata(config: &AuthServerConfig, base: &str) -> Value {
+    let mut m = json!({
+        "issuer": base,
+        "authorization_endpoint": AuthServerConfig::absolute(base, &config.authorization_endpoint),
+        "token_endpoint": AuthServerConfig::absolute(base, &config.token_endpoint),
+        "registration_endpoint": format!("{base}{REGISTER_PATH}"),
+        "scopes_supported": [config.scopes.spell(SCOPE_READ), config.scopes.spell(SCOPE_RUN)],
+        "response_types_supported": ["code"],
+        "response_modes_supported": ["query"],
+        "grant_types_supported": ["authorization_code", "refresh_token"],
+        "token_endpoint_auth_methods_supported": ["none"],
+        "code_challenge_methods_supported": ["S256"],
+        "authorization_response_iss_parameter_supported": config.iss_in_response,
+    });
+    if let Some(o) = m.as_object_mut() {
+        if let Some(r) = &config.revocation_endpoint {
+            o.insert("revocation_endpoint".into(), json!(AuthServerConfig::absolute(base, r)));
+        }
+        if let Some(j) = &config.jwks_uri {
+            o.insert("jwks_uri".into(), json!(j));
+        }
+    }
+    m
+}
+
+/// Answers `GET` of [`AS_METADATA_PATH`].
+pub fn metadata_response(config: &AuthServerConfig, base: &str) -> http::Response<Bytes> {
+    let mut r = json_response(StatusCode::OK, &metadata(config, base));
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("max-age=3600"));
+    r
+}
+
+/// Which redirect URIs a registering client may use.
+///
+/// - Claude: `https://claude.ai/api/mcp/auth_callback` (and the same on `claude.com`);
+/// - ChatGPT: the legacy `https://chatgpt.com/connector_platform_oauth_redirect` and each
+///   app's own `https://chatgpt.com/connector/oauth/<id>`;
+/// - desktop clients (RFC 8252 loopback redirects): `http://<loopback host>:<any port>/<any
+///   path>` for the hosts in [`RedirectPolicy::loopback_hosts`] — Cognito accepts plain HTTP
+///   only for `localhost`, so the cloud allows only that one, the local server all three;
+/// - any `https` URI on a host the deployer added.
+///
+/// Fragments and user-info are refused everywhere; so are private-use schemes (`cursor://`).
+#[derive(Debug, Clone)]
+pub struct RedirectPolicy {
+    /// Loopback host names accepted over plain HTTP.
+    pub loopback_hosts: Vec<String>,
+    /// Extra hosts (exact, lower case) whose `https` URIs are accepted.
+    pub extra_hosts: Vec<String>,
+}
+
+impl RedirectPolicy {
+    /// The cloud's policy (Cognito: plain HTTP only for `localhost`), plus `extra_hosts`.
+    pub fn cloud(extra_hosts: Vec<String>) -> Self {
+        Self { loopback_hosts: vec!["localhost".into()], extra_hosts }
+    }
+
+    /// The local server's policy: every loopback spelling.
+    pub fn local() -> Self {
+        Self { loopback_hosts: vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()], extra_hosts: Vec::new() }
+    }
+
+    /// Whether `uri` may be registered; the error says which rule it breaks.
+    ///
+    /// # Errors
+    /// The rule, for an `invalid_redirect_uri` answer.
+    pub fn check(&self, uri: &str) -> Result<(), String> {
+        if uri.chars().count() > MAX_REDIRECT_URI_CHARS {
+            return Err(format!("at most {MAX_REDIRECT_URI_CHARS} characters"));
+        }
+        let u = url::Url::parse(uri).map_err(|e| format!("not an absolute URI ({e})"))?;
+        if u.fragment().is_some() {
+            return Err("must not contain a fragment".into());
+        }
+        if !u.username().is_empty() || u.password().is_some() {
+            return Err("must not contain user information".into());
+        }
+        let host = u.host_str().unwrap_or_default().to_ascii_lowercase();
+        match u.scheme() {
+            "http" if self.loopback_hosts.contains(&host) => Ok(()),
+            "http" => Err(format!("plain http is allowed only for {}", self.loopback_hosts.join(", "))),
+            "https" => {
+                let path = u.path();
+                let known = match host.as_str() {
+                    "claude.ai" | "claude.com" => path == "/api/mcp/auth_callback",
+                    "chatgpt.com" => {
+                        path == "/connector_platform_oauth_redirect"
+                            || path.strip_prefix("/connector/oauth/").is_some_and(|id| {
+                                !id.is_empty()
+                                    && id.len() <= 128
+                                    && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                            })
+                    }
+                    _ => false,
+                };
+                if (known && u.query().is_none() && u.port().is_none()) || self.extra_hosts.contains(&host) {
+                    Ok(())
+                } else {
+                    Err(format!(
+                        "{host}{path} is not an allowed callback (Claude's, ChatGPT's, loopback, or a host the deployer added)"
+                    ))
+                }
+            }
+            other => Err(format!("scheme {other} is not allowed (use https, or http on loopback)")),
+        }
+    }
+}
+
+/// A registration the request asks for, validated.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Registration {
+    /// `client_name`, or `MCP client`.
+    pub client_name: String,
+    /// The redirect URIs, without duplicates, in the order given.
+    pub redirect_uris: Vec<String>,
+}
+
+/// An RFC 7591 error answer: `error` code and a description naming the field and the rule.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RegistrationError {
+    /// `invalid_redirect_uri` or `invalid_client_metadata`.
+    pub code: &'static str,
+    /// What is wrong, e.g. `redirect_uris[0]: plain http is allowed only for localhost`.
+    pub description: String,
+}
+
+impl RegistrationError {
+    fn metadata(description: impl Into<String>) -> Self {
+        Self { code: "invalid_client_metadata", description: description.into() }
+    }
+}
+
+/// Scopes a client may list at registration without being granted them (OpenID's and
+/// `offline_access`: refresh tokens are always issued).
+const IGNORED_SCOPES: &[&str] = &["openid", "profile", "email", "offline_access"];
+
+/// Validates a registration request body (RFC 7591 §2): `redirect_uris` (required, allowed
+/// by `policy`), `client_name`, `grant_types` (`authorization_code`, `refresh_token`),
+/// `response_types` (`code`), `token_endpoint_auth_method` (a public client is registered
+/// whatever is asked, as RFC 7591 lets the server decide), `scope` (never the owner's).
+/// Other fields are ignored.
+///
+/// # Errors
+/// The first problem found, as an RFC 7591 error.
+pub fn validate_registration(body: &[u8], policy: &RedirectPolicy) -> Result<Registration, RegistrationError> {
+    let v: Value =
+        serde_json::from_slice(body).map_err(|e| RegistrationError::metadata(format!("body: not JSON ({e})")))?;
+    let o = v.as_object().ok_or_else(|| RegistrationError::metadata("body: must be a JSON object"))?;
+    let strings = |field: &str| -> Result<Option<Vec<String>>, RegistrationError> {
+        match o.get(field) {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::Array(a)) => a
+                .iter()
+                .enumerate()
+                .map(|(i, x)| {
+                    x.as_str()
+                        .map(str::to_owned)
+                        .ok_or_else(|| RegistrationError::metadata(format!("{field}[{i}]: must be a string")))
+                })
+                .collect::<Result<Vec<_>, _>>()
+                .map(Some),
+            Some(_) => Err(RegistrationError::metadata(format!("{field}: must be an array of strings"))),
+        }
+    };
+    let uris = strings("redirect_uris")?.unwrap_or_default();
+    if uris.is_empty() {
+        return Err(RegistrationError {
+            code: "invalid_redirect_uri",
+            description: "redirect_uris: at least one is required".into(),
+        });
+    }
+    if uris.len() > MAX_REDIRECT_URIS {
+        return Err(RegistrationError {
+            code: "invalid_redirect_uri",
+            description: format!("redirect_uris: at most {MAX_REDIRECT_URIS}"),
+        });
+    }
+    for (i, u) in uris.iter().enumerate() {
+        policy.check(u).map_err(|rule| RegistrationError {
+            code: "invalid_redirect_uri",
+            description: format!("redirect_uris[{i}]: {rule}"),
+        })?;
+    }
+    let mut redirect_uris: Vec<String> = Vec::new();
+    for u in uris {
+        if !redirect_uris.contains(&u) {
+            redirect_uris.push(u);
+        }
+    }
+    let client_name = match o.get("client_name") {
+        None | Some(Value::Null) => "MCP client".to_owned(),
+        Some(Value::String(s)) if s.trim().is_empty() => "MCP client".to_owned(),
+        Some(Value::String(s)) if s.chars().count() <= MAX_CLIENT_NAME_CHARS => s.trim().to_owned(),
+        Some(Value::String(_)) => {
+            return Err(RegistrationError::metadata(format!(
+                "client_name: at most {MAX_CLIENT_NAME_CHARS} characters"
+            )));
+        }
+        Some(_) => return Err(RegistrationError::metadata("client_name: must be a string")),
+    };
+    if let Some(grants) = strings("grant_types")? {
+        if let Some(g) = grants.iter().find(|g| !["authorization_code", "refresh_token"].contains(&g.as_str())) {
+            return Err(RegistrationError::metadata(format!(
+                "grant_types: {g} is not supported (authorization_code, refresh_token)"
+            )));
+        }
+        if !grants.iter().any(|g| g == "authorization_code") {
+            return Err(RegistrationError::metadata("grant_types: must include authorization_code"));
+        }
+    }
+    if let Some(types) = strings("response_types")?
+        && let Some(t) = types.iter().find(|t| *t != "code")
+    {
+        return Err(RegistrationError::metadata(format!("response_types: {t} is not supported (code)")));
+    }
+    match o.get("token_endpoint_auth_method") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(m)) if ["none", "client_secret_post", "client_secret_basic"].contains(&m.as_str()) => {}
+        Some(m) => {
+            return Err(RegistrationError::metadata(format!(
+                "token_endpoint_auth_method: {m} is not supported (clients are public: none)"
+            )));
+        }
+    }
+    match o.get("scope") {
+        None | Some(Value::Null) => {}
+        Some(Value::String(s)) => {
+            for scope in s.split_whitespace() {
+                let product = scope.replacen("osfoundry/", "osfoundry:", 1);
+                if product == SCOPE_OWNER {
+                    return Err(RegistrationError::metadata(format!(
+                        "scope: {scope} is the owner's and cannot be granted to a connected client"
+                    )));
+                }
+                if product != SCOPE_READ && product != SCOPE_RUN && !IGNORED_SCOPES.contains(&scope) {
+                    return Err(RegistrationError::metadata(format!(
+                        "scope: {scope} is not supported (the read and run scopes)"
+                    )));
+                }
+            }
+        }
+        Some(_) => return Err(RegistrationError::metadata("scope: must be a space-separated string")),
+    }
+    Ok(Registration { client_name, redirect_uris })
+}
+
+pub use http_util::ClientSource;
+
+/// How many registrations [`Registrar`] accepts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegistrationLimits {
+    /// New clients per UTC hour, from everywhere.
+    pub per_hour: usize,
+    /// New clients per UTC hour from one source address.
+    pub per_source: usize,
+    /// Most dynamically registered clients in all (unused old ones are removed to make room).
+    pub cap: usize,
+}
+
+impl Default for RegistrationLimits {
+    fn default() -> Self {
+        Self {
+            per_hour: DEFAULT_REGISTRATIONS_PER_HOUR,
+            per_source: DEFAULT_REGISTRATIONS_PER_SOURCE,
+            cap: DEFAULT_REGISTRATION_CAP,
+        }
+    }
+}
+
+/// How long the registry's listing is reused before it is read again.
+pub const LISTING_TTL: std::time::Duration = std::time::Duration::from_secs(60);
+/// A registration never used this long after its hour began may be removed to make room.
+pub const UNUSED_CLIENT_AGE: std::time::Duration = std::time::Duration::from_secs(2 * 3600);
+
+/// Dynamic client registration (RFC 7591) over any [`RegisterClients`] registry.
+pub struct Registrar<R: ?Sized> {
+    registry: Arc<R>,
+    redirects: RedirectPolicy,
+    scopes: ScopeSpelling,
+    clock: SharedClock,
+    limits: RegistrationLimits,
+    /// Where use is recorded; with it, never-used old registrations are removed at the cap.
+    usage: Option<Arc<dyn ClientUse>>,
+    /// The registry's listing and when it was read, kept up to date with this instance's own
+    /// creations and deletions.
+    listing: Mutex<Option<(Timestamp, Vec<ClientSummary>)>>,
+    /// Clients known to have been used (use is never undone).
+    used: Mutex<BTreeSet<String>>,
+}
+
+impl<R: RegisterClients + ?Sized> Registrar<R> {
+    /// A registrar over `registry`. `usage`: where the token endpoint records each client's
+    /// first token ([`ClientUse`]); without it no registration is ever removed as unused.
+    pub fn new(
+        registry: Arc<R>,
+        redirects: RedirectPolicy,
+        scopes: ScopeSpelling,
+        clock: SharedClock,
+        limits: RegistrationLimits,
+        usage: Option<Arc<dyn ClientUse>>,
+    ) -> Self {
+        Self {
+            registry,
+            redirects,
+            scopes,
+            clock,
+            limits,
+            usage,
+            listing: Mutex::new(None),
+            used: Mutex::new(BTreeSet::new()),
+        }
+    }
+
+    /// Answers `POST /register`.
+    ///
+    /// The same `client_name` and redirect URIs get the client created the first time (found
+    /// by the name's fingerprint, its redirect URIs compared). Otherwise a new client, unless
+    /// this hour's registrations from this source ([`ClientSource`]) or from everywhere, or all
+    /// registrations, reached their limit (`429` / `503`, `temporarily_unavailable`); at the
+    /// cap, registrations never used and older than [`UNUSED_CLIENT_AGE`] are removed first.
+    /// Limits are counted from the registry's names (listed at most once per [`LISTING_TTL`]
+    /// per instance), so registrations racing, or arriving at another instance, can overshoot:
+    /// the limits are a brake on floods, not an exact quota. A flood from one address is
+    /// refused by its own limit long before it reaches the hourly one, so other clients keep
+    /// registering.
+    pub async fn handle(&self, req: http::Request<Bytes>) -> http::Response<Bytes> {
+        if req.method() != Method::POST {
+            let mut r = oauth_error(StatusCode::METHOD_NOT_ALLOWED, "invalid_request", "use POST");
+            r.headers_mut().insert(header::ALLOW, HeaderValue::from_static("POST"));
+            return r;
+        }
+        // A registration is a JSON document. Refusing other types also keeps any web page from
+        // spending the registration quota cross-origin: a form or `text/plain` post needs no
+        // preflight, `application/json` does.
+        if !media_type_is(req.headers(), "application/json") {
+            return oauth_error(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                "invalid_client_metadata",
+                "Content-Type: must be application/json",
+            );
+        }
+        if req.body().len() > MAX_REGISTRATION_BYTES {
+            return oauth_error(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "invalid_client_metadata",
+                &format!("body: at most {MAX_REGISTRATION_BYTES} bytes"),
+            );
+        }
+        let reg = match validate_registration(req.body(), &self.redirects) {
+            Ok(r) => r,
+            Err(e) => return oauth_error(StatusCode::BAD_REQUEST, e.code, &e.description),
+        };
+        let source = req.extensions().get::<ClientSource>().map(|s| s.0.as_str()).unwrap_or_default();
+        match self.register(&reg, source).await {
+            Ok(client) => {
+                let mut r = json_response(StatusCode::CREATED, &self.client_document(&reg, &client));
+                r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+                r
+            }
+            Err(refusal @ (Refusal::Hourly | Refusal::Source)) => {
+                let description = if matches!(refusal, Refusal::Source) {
+                    format!(
+                        "too many new clients from this address this hour (at most {}); retry later",
+                        self.limits.per_source
+                    )
+                } else {
+                    format!("too many new clients this hour (at most {}); retry later", self.limits.per_hour)
+                };
+                let mut r = oauth_error(StatusCode::TOO_MANY_REQUESTS, "temporarily_unavailable", &description);
+                let now = self.clock.now().as_epoch_seconds();
+                let to_next_hour = 3600 - now.rem_euclid(3600);
+                if let Ok(v) = HeaderValue::from_str(&to_next_hour.to_string()) {
+                    r.headers_mut().insert(header::RETRY_AFTER, v);
+                }
+                r
+            }
+            Err(Refusal::Cap) => oauth_error(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "temporarily_unavailable",
+                &format!(
+                    "this server has {} registered clients, its limit; its owner can remove unused ones",
+                    self.limits.cap
+                ),
+            ),
+            Err(Refusal::Store(e)) => {
+                tracing::error!(error = %domain::errors::ErrorChain(&e), "client registration failed");
+                oauth_error(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable", "retry later")
+            }
+        }
+    }
+
+    /// The registry's clients, from the listing read at most [`LISTING_TTL`] ago.
+    async fn listing(&self) -> Result<Vec<ClientSummary>, Refusal> {
+        let now = self.clock.now();
+        if let Some((at, clients)) = lock(&self.listing).as_ref()
+            && now.since(*at) < LISTING_TTL
+        {
+            return Ok(clients.clone());
+        }
+        let clients = self.registry.list_clients().await.map_err(Refusal::Store)?;
+        *lock(&self.listing) = Some((now, clients.clone()));
+        Ok(clients)
+    }
+
+    fn remember(&self, change: impl FnOnce(&mut Vec<ClientSummary>)) {
+        if let Some((_, clients)) = lock(&self.listing).as_mut() {
+            change(clients);
+        }
+    }
+
+    async fn register(&self, reg: &Registration, source: &str) -> Result<RegisteredClient, Refusal> {
+        let fp = fingerprint(&reg.client_name, &reg.redirect_uris);
+        let clients = self.listing().await?;
+        let mut registered: Vec<(&str, RegistryName<'_>)> =
+            clients.iter().filter_map(|c| parse_registry_name(&c.name).map(|n| (c.client_id.as_str(), n))).collect();
+        let wanted: BTreeSet<&String> = reg.redirect_uris.iter().collect();
+        for (id, _) in registered.iter().filter(|(_, n)| n.fingerprint == fp) {
+            if let Some(c) = self.registry.get_client(id).await.map_err(Refusal::Store)?
+                && c.redirect_uris.iter().collect::<BTreeSet<_>>() == wanted
+            {
+                return Ok(c);
+            }
+        }
+        let now = self.clock.now();
+        let hour = hour_of(now);
+        let tag = source_tag(source);
+        if registered.iter().filter(|(_, n)| n.hour == hour && n.source == tag).count() >= self.limits.per_source {
+            return Err(Refusal::Source);
+        }
+        if registered.iter().filter(|(_, n)| n.hour == hour).count() >= self.limits.per_hour {
+            return Err(Refusal::Hourly);
+        }
+        if registered.len() >= self.limits.cap {
+            let removed = self.sweep(&registered).await?;
+            registered.retain(|(id, _)| !removed.contains(*id));
+            if registered.len() >= self.limits.cap {
+                return Err(Refusal::Cap);
+            }
+        }
+        let scopes = [self.scopes.spell(SCOPE_READ), self.scopes.spell(SCOPE_RUN)];
+        let client = self
+            .registry
+            .create_client(&registry_name(&fp, now, source), &reg.redirect_uris, &scopes)
+            .await
+            .map_err(Refusal::Store)?;
+        let summary = ClientSummary { client_id: client.client_id.clone(), name: client.name.clone() };
+        self.remember(|clients| clients.push(summary));
+        Ok(client)
+    }
+
+    /// Removes the registrations older than [`UNUSED_CLIENT_AGE`] that were never used; the
+    /// ids removed.
+    async fn sweep(&self, registered: &[(&str, RegistryName<'_>)]) -> Result<BTreeSet<String>, Refusal> {
+        let mut removed = BTreeSet::new();
+        let Some(usage) = &self.usage else {
+            return Ok(removed);
+        };
+        // Hours compare as strings (`YYYYMMDDHH`); an hour at or before this one began at
+        // least UNUSED_CLIENT_AGE ago.
+        let old = hour_of(self.clock.now().minus(UNUSED_CLIENT_AGE));
+        for (id, n) in registered.iter().filter(|(_, n)| n.hour <= old.as_str()) {
+            if lock(&self.used).contains(*id) {
+                continue;
+            }
+            if usage.client_used(id).await.map_err(Refusal::Store)? {
+                lock(&self.used).insert((*id).to_owned());
+                continue;
+            }
+            self.registry.delete_client(id).await.map_err(Refusal::Store)?;
+            tracing::info!(client_id = id, hour = n.hour, "removed a registration that was never used");
+            removed.insert((*id).to_owned());
+        }
+        self.remember(|clients| clients.retain(|c| !removed.contains(&c.client_id)));
+        Ok(removed)
+    }
+
+    fn client_document(&self, reg: &Registration, c: &RegisteredClient) -> Value {
+        json!({
+            "client_id": c.client_id,
+            "client_name": reg.client_name,
+            "redirect_uris": c.redirect_uris,
+            "grant_types": ["authorization_code", "refresh_token"],
+            "response_types": ["code"],
+            "token_endpoint_auth_method": "none",
+            "scope": c.scopes.join(" "),
+        })
+    }
+}
+
+pub(crate) use http_util::media_type_is;
+
+pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+enum Refusal {
+    Hourly,
+    Source,
+    Cap,
+    Store(domain::store::StoreError),
+}
+
+/// `{"error": code, "error_description": description}` (RFC 6749 §5.2 / RFC 7591 §3.2.2).
+pub fn oauth_error(status: StatusCode, code: &str, description: &str) -> http::Response<Bytes> {
+    let mut r = json_response(status, &json!({ "error": code, "error_description": description }));
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+fn json_response(status: StatusCode, v: &Value) -> http::Response<Bytes> {
+    http_util::http_json::response(status, v)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn allows_the_clients_callbacks_and_nothing_else() {
+        let cloud = RedirectPolicy::cloud(vec!["mcp.example.com".into()]);
+        for ok in [
+            "https://claude.ai/api/mcp/auth_callback",
+            "https://claude.com/api/mcp/auth_callback",
+            "https://chatgpt.com/connector_platform_oauth_redirect",
+            "https://chatgpt.com/connector/oauth/abc_DEF-123",
+            "http://localhost:33418/callback",
+            "http://localhost/",
+            "https://mcp.example.com/any/path?x=1",
+        ] {
+            assert_eq!(cloud.check(ok), Ok(()), "{ok}");
+        }
+        for (bad, rule) in [
+            ("https://evil.example/api/mcp/auth_callback", "not an allowed callback"),
+            ("https://claude.ai/other", "not an allowed callback"),
+            ("https://claude.ai.evil.example/api/mcp/auth_callback", "not an allowed callback"),
+            ("https://chatgpt.com/connector/oauth/", "not an allowed callback"),
+            ("https://chatgpt.com/connector/oauth/a/b", "not an allowed callback"),
+            ("https://claude.ai:8443/api/mcp/auth_callback", "not an allowed callback"),
+            ("https://claude.ai/api/mcp/auth_callback#x", "fragment"),
+            ("https://user@claude.ai/api/mcp/auth_callback", "user information"),
+            ("http://127.0.0.1:5000/cb", "plain http is allowed only for localhost"),
+            ("http://claude.ai/api/mcp/auth_callback", "plain http"),
+            ("cursor://anysphere/callback", "scheme cursor is not allowed"),
+            ("/relative", "not an absolute URI"),
+        ] {
+            let e = cloud.check(bad).expect_err(bad);
+            assert!(e.contains(rule), "{bad}: {e}");
+        }
+        assert_eq!(RedirectPolicy::local().check("http://127.0.0.1:5000/cb"), Ok(()));
+        assert_eq!(RedirectPolicy::local().check("http://[::1]:5000/cb"), Ok(()));
+    }
+
+    #[test]
+    fn registration_errors_name_the_field_and_rule() {
+        let p = RedirectPolicy::cloud(Vec::new());
+        let err = |body: &str| validate_registration(body.as_bytes(), &p).expect_err(body);
+        assert_eq!(err("[]").description, "body: must be a JSON object");
+        assert_eq!(err("{}").code, "invalid_redirect_uri");
+        let e = err(r#"{"redirect_uris":["https://claude.ai/api/mcp/auth_callback","https://evil.example/cb"]}"#);
+        assert_eq!(e.code, "invalid_redirect_uri");
+        assert!(e.description.starts_with("redirect_uris[1]: "), "{}", e.description);
+        let cb = r#""redirect_uris":["https://claude.ai/api/mcp/auth_callback"]"#;
+        let e = err(&format!(r#"{{{cb},"scope":"osfoundry/read osfoundry/owner"}}"#));
+        assert_eq!(
+            (e.code, e.description.as_str()),
+            (
+                "invalid_client_metadata",
+                "scope: osfoundry/owner is the owner's and cannot be granted to a connected client"
+            )
+        );
+        assert!(err(&format!(r#"{{{cb},"scope":"osfoundry:owner"}}"#)).description.contains("owner"));
+        assert!(err(&format!(r#"{{{cb},"scope":"admin"}}"#)).description.starts_with("scope: admin"));
+        assert!(
+            err(&format!(r#"{{{cb},"grant_types":["client_credentials"]}}"#)).description.starts_with("grant_types:")
+        );
+        assert!(err(&format!(r#"{{{cb},"response_types":["token"]}}"#)).description.starts_with("response_types:"));
+        assert!(
+            err(&format!(r#"{{{cb},"token_endpoint_auth_method":"private_key_jwt"}}"#))
+                .description
+                .starts_with("token_endpoint_auth_method:")
+        );
+        let ok = validate_registration(
+            format!(r#"{{{cb},"client_name":"Claude","scope":"osfoundry/read osfoundry/run offline_access","token_endpoint_auth_method":"client_secret_post","grant_types":["authorization_code","refresh_token"]}}"#).as_bytes(),
+            &p,
+        )
+        .expect("valid");
+        assert_eq!(ok.client_name, "Claude");
+        assert_eq!(ok.redirect_uris, vec!["https://claude.ai/api/mcp/auth_callback"]);
+    }
+
+    #[test]
+    fn metadata_points_at_the_real_endpoints_with_s256_and_issued_scopes() {
+        let c = AuthServerConfig {
+            authorization_endpoint: "https://x.auth.eu-west-1.amazoncognito.com/oauth2/authorize".into(),
+            token_endpoint: "https://x.auth.eu-west-1.amazoncognito.com/oauth2/token".into(),
+            revocation_endpoint: None,
+            jwks_uri: Some("https://cognito-idp.eu-west-1.amazonaws.com/p/.well-known/jwks.json".into()),
+            scopes: ScopeSpelling::with_prefix("osfoundry/"),
+            iss_in_response: false,
+        };
+        let m = metadata(&c, "https://api.example.com");
+        assert_eq!(m["issuer"], "https://api.example.com");
+        assert_eq!(m["registration_endpoint"], "https://api.example.com/register");
+        assert_eq!(m["code_challenge_methods_supported"], json!(["S256"]));
+        assert_eq!(m["scopes_supported"], json!(["osfoundry/read", "osfoundry/run"]));
+        assert_eq!(m["token_endpoint"], "https://x.auth.eu-west-1.amazoncognito.com/oauth2/token");
+        assert!(m.get("subject_types_supported").is_none(), "not an OpenID provider");
+    }
+}

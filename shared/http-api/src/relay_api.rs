@@ -1,0 +1,533 @@
+//! The relay HTTP API (SPEC §4): what the desktop relay calls, with its device token.
+//!
+//! | route | does |
+//! |---|---|
+//! | `POST {PREFIX}/sync` | replace the project's shared-session set (≤ 100), record the sync, return queued commands + `poll_interval_s` |
+//! | `POST {PREFIX}/commands/{id}/start` | queued → running; `409 {"status":"cancelled"}` if cancelled meanwhile |
+//! | `GET {PREFIX}/commands/{id}/control` | heartbeat; `{"cancel_requested":bool}` |
+//! | `POST {PREFIX}/commands/{id}/complete` | running → terminal, idempotent by sha256, cancel wins |
+//! | `POST {PREFIX}/pairings` (no token) | start pairing a desktop: a user code for the owner, a device code to poll with |
+//! | `POST {PREFIX}/pairings/token` (no token) | poll: RFC 8628's pending / slow_down / denied / expired, or the new device |
+//!
+//! Plain functions over `http` types: the `graph_relay` Lambda and the local server call
+//! [`RelayApi::handle`]. Every input is checked before any write (command ids are UUIDs, the
+//! session list and the completion within their limits); every error is JSON
+//! `{"error": "<field>: <rule>"}` with a fitting status.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{Method, StatusCode};
+
+use crate::openapi::{self, Answer, Auth, Body, Found, Param, Route, error_body};
+use domain::clock::SharedClock;
+use domain::ids::{CommandId, OwnerId};
+use domain::limits::{MAX_EXECUTION_ID_CHARS, Policy, char_len};
+use domain::pairing::{
+    Desktop, PAIRING_TTL, POLL_INTERVAL, Pairing, PollOutcome, StartOutcome as PairingStart, UserCode, new_device_code,
+    parse_device_code, validate_token_hash,
+};
+use domain::projects::SyncOutcome;
+use domain::relay::{
+    CompleteResponse, ControlResponse, ErrorResponse, QueuedCommand, StartRequest, StartResponse, StatusResponse,
+    SyncRequest, SyncResponse,
+};
+use domain::relay::{PairError, PairRequest, PairResponse, PairTokenRequest, PairTokenResponse};
+use domain::runs::{
+    CompleteOutcome, Completion, ControlOutcome, QueueFilter, RunStatus, StartOutcome, validate_sessions,
+};
+use domain::store::{AuthenticateDevices, PairDevices, RelayRuns, StoreError, SyncSessions};
+use http_util::http_json;
+
+use http_util::ClientSource;
+
+/// Path prefix of the relay API.
+pub use domain::relay::PREFIX;
+/// Largest request body (a 100-session sync or a maximal completion fit easily).
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// Most queued commands returned by one sync (oldest first).
+pub const MAX_COMMANDS_PER_SYNC: usize = 100;
+
+/// The IAM actions the `graph_relay` function needs on the table (token lookup, the
+/// conditional updates, the queue index, and a pairing's check that no device has its token).
+/// Proven against the emulator in the suite.
+pub const DYNAMODB_ACTIONS: &[&str] =
+    &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:ConditionCheckItem"];
+
+/// The store capabilities the relay API uses.
+pub trait RelayStore: SyncSessions + RelayRuns + AuthenticateDevices + PairDevices {}
+impl<T: SyncSessions + RelayRuns + AuthenticateDevices + PairDevices + ?Sized> RelayStore for T {}
+
+pub use http_util::{DEVICE_TOKEN_REQUIRED, device_of};
+
+/// What a pairing request from an address over its hourly allowance is told.
+pub const TOO_MANY_PAIRINGS: &str = "too many pairing requests from this address this hour; try again later";
+
+/// What a pairing whose token hash is already a device's is told (at the start; an approval
+/// of one is refused the same way in the owner API).
+pub const TOKEN_IN_USE: &str =
+    "token_sha256: this token already belongs to a device; run `relay pair` again (it makes a new token)";
+
+/// The relay API over a store.
+pub struct RelayApi<S: ?Sized> {
+    /// The store.
+    pub store: Arc<S>,
+    /// The clock (`server_time`).
+    pub clock: SharedClock,
+    /// `poll_interval_s` comes from here.
+    pub policy: Policy,
+    /// The stack's public URL (pairing answers point the owner at `{public_url}/panel`).
+    pub public_url: String,
+    /// The doorbell's URL handed to relays in every sync (`None`: no doorbell).
+    pub doorbell_url: Option<String>,
+    /// The safety poll a relay with its doorbell connected is told to keep
+    /// ([`domain::doorbell::DOORBELL_POLL_INTERVAL`]).
+    pub doorbell_poll_interval: std::time::Duration,
+}
+
+fn internal(e: &StoreError) -> http::Response<Bytes> {
+    http_json::unavailable("relay API", e)
+}
+
+/// Every operation of the relay API ([`ROUTES`] maps requests to these).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[allow(missing_docs)]
+pub enum Op {
+    Sync,
+    StartCommand,
+    CommandControl,
+    CompleteCommand,
+    StartPairing,
+    PollPairing,
+}
+
+const P_COMMAND: Param = Param::path_id("command_id", "A queued command's id (from a sync).");
+const BAD: Answer = openapi::BAD_INPUT;
+/// Every relay POST carries JSON: refusing other types keeps a web page from posting here
+/// cross-origin (a form or `text/plain` post needs no CORS preflight, `application/json` does),
+/// e.g. from spending a desktop's hourly pairing allowance.
+const NOT_JSON: Answer =
+    Answer { status: 415, description: "The body is not `Content-Type: application/json`.", body: &[error_body] };
+/// What a body of another type is told.
+pub const JSON_REQUIRED: &str = "content-type: must be application/json";
+const NO_COMMAND: Answer =
+    Answer { status: 404, description: "No such command of this device's owner: stop.", body: &[error_body] };
+const ENDED: Answer = Answer {
+    status: 409,
+    description: "The command is in a state that refuses this (cancelled, ended otherwise): its status.",
+    body: &[openapi::schema::<StatusResponse>],
+};
+
+macro_rules! route {
+    ($op:ident, $method:ident, $path:literal, $auth:ident, $summary:literal, [$($param:expr),*], $body:ty, [$($answer:expr),* $(,)?]) => {
+        Route {
+            op: Op::$op,
+            method: Method::$method,
+            path: concat!("/external-assistants/graph-relays", $path),
+            summary: $summary,
+            auth: Auth::$auth,
+            params: &[$($param),*],
+            body: Some(Body { schema: openapi::schema::<$body>, required: true }),
+            answers: &[$($answer,)* NOT_JSON],
+        }
+    };
+}
+
+/// The relay API's routes: what [`RelayApi::handle`] dispatches through and what
+/// [`openapi::document`] publishes.
+pub static ROUTES: &[Route<Op>] = &[
+    route!(
+        Sync,
+        POST,
+        "/sync",
+        Device,
+        "Replace this desktop's shared sessions of a project; get its queued commands",
+        [],
+        SyncRequest,
+        [
+            Answer {
+                status: 200,
+                description: "Queued commands for this desktop's sessions, oldest first, and the poll interval.",
+                body: &[openapi::schema::<SyncResponse>]
+            },
+            BAD,
+            Answer { status: 404, description: "No such project of this device's owner.", body: &[error_body] },
+            Answer {
+                status: 409,
+                description: "The owner turned the project off for connected agents (`enabled: false`).",
+                body: &[error_body]
+            },
+        ]
+    ),
+    route!(
+        StartCommand,
+        POST,
+        "/commands/{command_id}/start",
+        Device,
+        "Queued → running (a retry with the same execution id is a replay)",
+        [P_COMMAND],
+        StartRequest,
+        [
+            Answer { status: 200, description: "Running: run it.", body: &[openapi::schema::<StartResponse>] },
+            BAD,
+            NO_COMMAND,
+            ENDED,
+        ]
+    ),
+    Route {
+        op: Op::CommandControl,
+        method: Method::GET,
+        path: "/external-assistants/graph-relays/commands/{command_id}/control",
+        summary: "Heartbeat while running: whether to stop",
+        auth: Auth::Device,
+        params: &[P_COMMAND],
+        body: None,
+        answers: &[
+            Answer {
+                status: 200,
+                description: "Keep running, or stop (`cancel_requested`).",
+                body: &[openapi::schema::<ControlResponse>],
+            },
+            BAD,
+            NO_COMMAND,
+        ],
+    },
+    route!(
+        CompleteCommand,
+        POST,
+        "/commands/{command_id}/complete",
+        Device,
+        "Running → ended; the same completion again is a replay, and a requested cancel wins",
+        [P_COMMAND],
+        Completion,
+        [
+            Answer {
+                status: 200,
+                description: "Recorded (or recorded before).",
+                body: &[openapi::schema::<CompleteResponse>]
+            },
+            BAD,
+            NO_COMMAND,
+            ENDED,
+        ]
+    ),
+    route!(
+        StartPairing,
+        POST,
+        "/pairings",
+        Public,
+        "Ask to be paired: a code for the owner to approve in the panel (RFC 8628 §3.2)",
+        [],
+        PairRequest,
+        [
+            Answer { status: 200, description: "The codes.", body: &[openapi::schema::<PairResponse>] },
+            BAD,
+            Answer {
+                status: 409,
+                description: "The token's hash already belongs to a device: make a new token and ask again.",
+                body: &[error_body]
+            },
+            Answer {
+                status: 429,
+                description: "Too many pairing requests from this address this hour.",
+                body: &[error_body]
+            },
+        ]
+    ),
+    route!(
+        PollPairing,
+        POST,
+        "/pairings/token",
+        Public,
+        "Poll: the device once the owner approved",
+        [],
+        PairTokenRequest,
+        [
+            Answer {
+                status: 200,
+                description: "Paired: the relay's own token now authenticates this device.",
+                body: &[openapi::schema::<PairTokenResponse>]
+            },
+            Answer {
+                status: 400,
+                description: "RFC 8628 §3.5: authorization_pending, slow_down, access_denied, expired_token; or a malformed body.",
+                body: &[openapi::schema::<PairError>, error_body]
+            },
+        ]
+    ),
+];
+
+impl<S: RelayStore + ?Sized> RelayApi<S> {
+    /// Answers one request whose path starts with [`PREFIX`].
+    pub async fn handle(&self, req: http::Request<Bytes>) -> http::Response<Bytes> {
+        if req.body().len() > MAX_BODY_BYTES {
+            return http_json::error(StatusCode::PAYLOAD_TOO_LARGE, format!("body: at most {MAX_BODY_BYTES} bytes"));
+        }
+        let (route, p) = match openapi::find(ROUTES, req.method(), req.uri().path()) {
+            Found::Route(r, p) => (r, p),
+            Found::WrongMethod(allow) => return http_json::method_not_allowed(&allow),
+            Found::NoRoute => {
+                let path = req.uri().path().strip_prefix(PREFIX).unwrap_or_default();
+                return http_json::error(StatusCode::NOT_FOUND, format!("no route {path}"));
+            }
+        };
+        if route.body.is_some() && !http_util::media_type_is(req.headers(), "application/json") {
+            return http_json::error(StatusCode::UNSUPPORTED_MEDIA_TYPE, JSON_REQUIRED);
+        }
+        match route.op {
+            Op::StartPairing => return self.start_pairing(&req).await,
+            Op::PollPairing => return self.poll_pairing(req.body()).await,
+            Op::Sync | Op::StartCommand | Op::CommandControl | Op::CompleteCommand => {}
+        }
+        let device = match device_of(self.store.as_ref(), req.headers()).await {
+            Ok(d) => d,
+            Err(e) => return internal(&e),
+        };
+        let Some(device) = device else {
+            return http_json::error(StatusCode::UNAUTHORIZED, DEVICE_TOKEN_REQUIRED);
+        };
+        let owner = device.owner.clone();
+        let command = || CommandId::parse("command_id", p[0]);
+        match route.op {
+            Op::Sync => {
+                let doorbell_up = req.headers().contains_key(domain::doorbell::DOORBELL_HEADER);
+                let res = self.sync(&owner, device.device_id, req.body(), doorbell_up).await;
+                if res.status() == StatusCode::OK
+                    && let Err(e) = self.store.record_device_seen(&device).await
+                {
+                    // Only the owner's "last seen" column depends on it: never fail a sync for it.
+                    tracing::warn!(error = %domain::errors::ErrorChain(&e), "recording the device's last sync failed");
+                }
+                res
+            }
+            Op::StartCommand => match command() {
+                Err(e) => http_json::error(StatusCode::BAD_REQUEST, e.to_string()),
+                Ok(id) => self.start(&owner, id, req.body()).await,
+            },
+            Op::CommandControl => match command() {
+                Err(e) => http_json::error(StatusCode::BAD_REQUEST, e.to_string()),
+                Ok(id) => self.control(&owner, id).await,
+            },
+            Op::CompleteCommand => match command() {
+                Err(e) => http_json::error(StatusCode::BAD_REQUEST, e.to_string()),
+                Ok(id) => self.complete(&owner, id, req.body()).await,
+            },
+            // Answered before the token is looked up (they need none).
+            Op::StartPairing | Op::PollPairing => http_json::error(StatusCode::NOT_FOUND, "no route"),
+        }
+    }
+
+    /// `POST /sync`: this device's sessions replace its own list (other desktops sharing the
+    /// project keep theirs), and only commands for sessions this device shares are handed to it
+    /// — a desktop is never given another desktop's run, so it never refuses (cancels) one.
+    /// While the relay says its doorbell is connected, the safety poll relaxes to
+    /// [`domain::doorbell::DOORBELL_POLL_INTERVAL`].
+    async fn sync(&self, owner: &OwnerId, device: uuid::Uuid, body: &[u8], doorbell_up: bool) -> http::Response<Bytes> {
+        let b: SyncRequest = match http_json::parse(body) {
+            Ok(b) => b,
+            Err(m) => return http_json::error(StatusCode::BAD_REQUEST, m),
+        };
+        let project = b.project_id;
+        if let Err(e) = validate_sessions(&b.sessions) {
+            return http_json::error(StatusCode::BAD_REQUEST, e.to_string());
+        }
+        match self.store.sync_sessions(owner, project, device, &b.sessions).await {
+            Err(e) => internal(&e),
+            Ok(SyncOutcome::NotFound) => http_json::error(StatusCode::NOT_FOUND, "project_id: no such project"),
+            Ok(SyncOutcome::TooLarge { bytes }) => http_json::error(
+                StatusCode::BAD_REQUEST,
+                format!(
+                    "sessions: every desktop's shared sessions of a project take at most {} bytes together (this sync would make {bytes}); share fewer sessions or shorter descriptions",
+                    domain::limits::MAX_SHARES_BYTES
+                ),
+            ),
+            Ok(SyncOutcome::Disabled) => http_json::response(
+                StatusCode::CONFLICT,
+                ErrorResponse { error: "project is not enabled for connected agents".into(), enabled: Some(false) },
+            ),
+            Ok(SyncOutcome::Synced(p)) => {
+                let filter = QueueFilter {
+                    mine: b.sessions.iter().map(|s| s.graph_session_id.clone()).collect(),
+                    shared: p.sessions.iter().map(|s| s.graph_session_id.clone()).collect(),
+                };
+                match self.store.list_queued(owner, project, MAX_COMMANDS_PER_SYNC, &filter).await {
+                    Err(e) => internal(&e),
+                    Ok(runs) => http_json::response(
+                        StatusCode::OK,
+                        SyncResponse {
+                            commands: runs
+                                .into_iter()
+                                .map(|r| QueuedCommand {
+                                    command_id: r.command_id,
+                                    graph_session_id: r.graph_session_id,
+                                    slug: r.slug,
+                                    arguments: r.arguments,
+                                    queued_at: r.queued_at.rfc3339(),
+                                })
+                                .collect(),
+                            poll_interval_s: if doorbell_up && self.doorbell_url.is_some() {
+                                self.doorbell_poll_interval.as_secs().max(1)
+                            } else {
+                                self.policy.poll_interval.as_secs()
+                            },
+                            server_time: self.clock.now().rfc3339(),
+                            doorbell_url: self.doorbell_url.clone(),
+                        },
+                    ),
+                }
+            }
+        }
+    }
+
+    /// `POST /pairings`: a pending pairing under a fresh user code (drawn again on the rare
+    /// collision), counted against the caller's address.
+    async fn start_pairing(&self, req: &http::Request<Bytes>) -> http::Response<Bytes> {
+        let b: PairRequest = match http_json::parse(req.body()) {
+            Ok(b) => b,
+            Err(m) => return http_json::error(StatusCode::BAD_REQUEST, m),
+        };
+        let desktop = Desktop { name: b.name, os: b.os, arch: b.arch };
+        if let Err(e) = desktop.validate().and_then(|()| validate_token_hash(&b.token_sha256)) {
+            return http_json::error(StatusCode::BAD_REQUEST, e.to_string());
+        }
+        let source = req.extensions().get::<ClientSource>().map(|s| s.0.as_str()).unwrap_or_default();
+        for _ in 0..5 {
+            let (code, device_code, hash) =
+                match UserCode::generate().and_then(|c| new_device_code(&c).map(|(dc, h)| (c, dc, h))) {
+                    Ok(v) => v,
+                    Err(e) => return http_json::unavailable("drawing a pairing code", &e),
+                };
+            let p = Pairing::new(code.clone(), hash, b.token_sha256.clone(), desktop.clone(), source, self.clock.now());
+            match self.store.start_pairing(&p).await {
+                Err(e) => return internal(&e),
+                Ok(PairingStart::CodeTaken) => {}
+                Ok(PairingStart::TooMany) => return http_json::error(StatusCode::TOO_MANY_REQUESTS, TOO_MANY_PAIRINGS),
+                Ok(PairingStart::TokenInUse) => return http_json::error(StatusCode::CONFLICT, TOKEN_IN_USE),
+                Ok(PairingStart::Started) => {
+                    let panel = format!("{}{}", self.public_url.trim_end_matches('/'), crate::panel::PATH);
+                    return http_json::response(
+                        StatusCode::OK,
+                        PairResponse {
+                            device_code,
+                            user_code: code.display(),
+                            verification_uri_complete: format!("{panel}?pair={}", code.display()),
+                            verification_uri: panel,
+                            expires_in: PAIRING_TTL.as_secs(),
+                            interval: POLL_INTERVAL.as_secs(),
+                        },
+                    );
+                }
+            }
+        }
+        tracing::error!("five fresh pairing codes in a row were taken");
+        http_json::error(StatusCode::SERVICE_UNAVAILABLE, "temporarily unavailable; retry")
+    }
+
+    /// `POST /pairings/token`: RFC 8628 §3.5's answers, or the paired device.
+    async fn poll_pairing(&self, body: &[u8]) -> http::Response<Bytes> {
+        let b: PairTokenRequest = match http_json::parse(body) {
+            Ok(b) => b,
+            Err(m) => return http_json::error(StatusCode::BAD_REQUEST, m),
+        };
+        let outcome = match parse_device_code(&b.device_code) {
+            None => PollOutcome::Expired,
+            Some((code, hash)) => match self.store.poll_pairing(&code, &hash).await {
+                Ok(o) => o,
+                Err(e) => return internal(&e),
+            },
+        };
+        let refuse = |error: &str, description: &str, interval: Option<u64>| {
+            http_json::response(
+                StatusCode::BAD_REQUEST,
+                PairError { error: error.into(), error_description: description.into(), interval },
+            )
+        };
+        match outcome {
+            PollOutcome::Paired { owner, device_id, device_name } => http_json::response(
+                StatusCode::OK,
+                PairTokenResponse { device_id, device_name, account: owner.as_str().to_owned() },
+            ),
+            PollOutcome::TokenInUse => refuse(
+                "access_denied",
+                "this desktop's token already belongs to a device (another pairing of it was redeemed first); run `relay pair` again",
+                None,
+            ),
+            PollOutcome::Pending => {
+                refuse("authorization_pending", "waiting for the owner to approve this desktop in the panel", None)
+            }
+            PollOutcome::SlowDown => refuse(
+                "slow_down",
+                "polled too soon; wait the interval between polls",
+                Some(POLL_INTERVAL.as_secs() + 5),
+            ),
+            PollOutcome::Refused => refuse("access_denied", "the owner refused this desktop", None),
+            PollOutcome::Expired => refuse(
+                "expired_token",
+                "this pairing code expired or does not exist; run `relay pair` again for a new one",
+                None,
+            ),
+        }
+    }
+
+    async fn start(&self, owner: &OwnerId, id: CommandId, body: &[u8]) -> http::Response<Bytes> {
+        let b: StartRequest = match http_json::parse(body) {
+            Ok(b) => b,
+            Err(m) => return http_json::error(StatusCode::BAD_REQUEST, m),
+        };
+        let n = char_len(&b.execution_id);
+        if n == 0 || n > MAX_EXECUTION_ID_CHARS {
+            return http_json::error(
+                StatusCode::BAD_REQUEST,
+                format!("execution_id: must be 1 to {MAX_EXECUTION_ID_CHARS} characters (got {n})"),
+            );
+        }
+        match self.store.start_run(owner, id, &b.execution_id).await {
+            Err(e) => internal(&e),
+            Ok(StartOutcome::Started) => {
+                http_json::response(StatusCode::OK, StartResponse { status: RunStatus::Running, replayed: false })
+            }
+            Ok(StartOutcome::Replayed) => {
+                http_json::response(StatusCode::OK, StartResponse { status: RunStatus::Running, replayed: true })
+            }
+            Ok(StartOutcome::Refused(status)) => http_json::response(StatusCode::CONFLICT, StatusResponse { status }),
+            Ok(StartOutcome::NotFound) => http_json::error(StatusCode::NOT_FOUND, "command_id: no such command"),
+        }
+    }
+
+    async fn control(&self, owner: &OwnerId, id: CommandId) -> http::Response<Bytes> {
+        match self.store.control_run(owner, id).await {
+            Err(e) => internal(&e),
+            Ok(ControlOutcome::Running { cancel_requested }) => {
+                http_json::response(StatusCode::OK, ControlResponse { cancel_requested, status: None })
+            }
+            // Not running for the server any more (cancelled, timed out): the relay must stop.
+            Ok(ControlOutcome::NotRunning(s)) => {
+                http_json::response(StatusCode::OK, ControlResponse { cancel_requested: true, status: Some(s) })
+            }
+            Ok(ControlOutcome::NotFound) => http_json::error(StatusCode::NOT_FOUND, "command_id: no such command"),
+        }
+    }
+
+    async fn complete(&self, owner: &OwnerId, id: CommandId, body: &[u8]) -> http::Response<Bytes> {
+        let c: Completion = match http_json::parse(body) {
+            Ok(c) => c,
+            Err(m) => return http_json::error(StatusCode::BAD_REQUEST, m),
+        };
+        if let Err(e) = c.validate() {
+            return http_json::error(StatusCode::BAD_REQUEST, e.to_string());
+        }
+        match self.store.complete_run(owner, id, &c).await {
+            Err(e) => internal(&e),
+            Ok(CompleteOutcome::Recorded(status)) => {
+                http_json::response(StatusCode::OK, CompleteResponse { ok: true, replayed: false, status })
+            }
+            Ok(CompleteOutcome::Replayed(status)) => {
+                http_json::response(StatusCode::OK, CompleteResponse { ok: true, replayed: true, status })
+            }
+            Ok(CompleteOutcome::Conflict(status)) => {
+                http_json::response(StatusCode::CONFLICT, StatusResponse { status })
+            }
+            Ok(CompleteOutcome::NotFound) => http_json::error(StatusCode::NOT_FOUND, "command_id: no such command"),
+        }
+    }
+}

@@ -1,0 +1,264 @@
+//! The rmcp server handler: the catalogue, the one `tools/call` both paths run (arguments
+//! parsed once, then dispatched), and the `tools/list` shaping rmcp's types cannot carry.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock, CreateTaskResult,
+    DetailedTask, GetTaskParams, GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Task, TaskPayload, TaskStatus, Tool,
+};
+use rmcp::service::{RequestContext, RoleServer};
+use rmcp::{ErrorData as McpError, ServerHandler};
+
+use auth::{Identity, ScopeSpelling};
+use tools::{ToolArgs, ToolCall, ToolDeps, ToolFault, ToolName, ToolReply, ToolStore, catalogue, handle_parsed};
+
+/// Where a tool call goes after the `mcp` layer checked it.
+#[async_trait::async_trait]
+pub trait Dispatch: Send + Sync + 'static {
+    /// Runs `call` in the tool's own function, or in process. `args` are its arguments as the
+    /// `mcp` layer parsed them: an in-process dispatch runs the tool on them, a remote one sends
+    /// `call` (the function parses its own copy on the other side).
+    async fn dispatch(&self, call: ToolCall, args: ToolArgs) -> Result<ToolReply, ToolFault>;
+}
+
+/// Dispatch in the same process: the local server and tests.
+pub struct InProcess<S: ?Sized>(pub ToolDeps<S>);
+
+#[async_trait::async_trait]
+impl<S: ToolStore + ?Sized + 'static> Dispatch for InProcess<S> {
+    async fn dispatch(&self, call: ToolCall, args: ToolArgs) -> Result<ToolReply, ToolFault> {
+        handle_parsed(&self.0, &call.owner, &call.agent, args).await
+    }
+}
+
+/// The rmcp server handler: catalogue, validation, dispatch.
+pub struct McpHandler<D: ?Sized> {
+    dispatch: Arc<D>,
+    tools: Arc<Vec<Tool>>,
+}
+
+impl<D: ?Sized> Clone for McpHandler<D> {
+    fn clone(&self) -> Self {
+        Self { dispatch: Arc::clone(&self.dispatch), tools: Arc::clone(&self.tools) }
+    }
+}
+
+impl<D: ?Sized> McpHandler<D> {
+    /// A handler dispatching to `dispatch`, listing the catalogue with `scopes` spelled as the
+    /// authorization server issues them.
+    pub fn new(dispatch: Arc<D>, scopes: &ScopeSpelling) -> Self {
+        let tools = catalogue(scopes).into_iter().filter_map(|t| serde_json::from_value(t).ok()).collect();
+        Self { dispatch, tools: Arc::new(tools) }
+    }
+}
+
+const INSTRUCTIONS: &str = "foundry-connect hands work to the owner's desktop and to linked chats. \
+Graph runs are queued, not run inline: run_graph_session returns a ticket, get_graph_run reads it \
+(first after check_after_s). Linked chat tasks are claimed, worked on, then submitted with the claim_id.";
+
+impl<D: Dispatch + ?Sized> ServerHandler for McpHandler<D> {
+    fn get_info(&self) -> ServerConfig {
+        // The Tasks extension (SEP-2663) is offered; it is used only for clients that declare it.
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tasks().build())
+            .with_server_info(Implementation::new("foundry-connect", env!("CARGO_PKG_VERSION")))
+            .with_instructions(INSTRUCTIONS)
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, McpError> {
+        Ok(ListToolsResult { tools: self.tools.as_ref().clone(), ..Default::default() })
+    }
+
+    fn get_tool(&self, name: &str) -> Option<Tool> {
+        self.tools.iter().find(|t| t.name == name).cloned()
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, McpError> {
+        let as_task = context.client_capabilities().is_some_and(|c| c.supports_tasks());
+        self.call(identity_of(&context), request, as_task, trace_of(&context)).await
+    }
+
+    /// `tasks/get`: the Graph run the task is, read through `get_graph_run` (so the same
+    /// visibility: only the agent that started it).
+    async fn get_task(
+        &self,
+        request: GetTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<GetTaskResult, McpError> {
+        let run =
+            self.run_tool(identity_of(&context), ToolName::GetGraphRun, &request.task_id, trace_of(&context)).await?;
+        Ok(GetTaskResult::new(detailed_task(&run)))
+    }
+
+    /// `tasks/cancel`: `cancel_graph_run`.
+    async fn cancel_task(
+        &self,
+        request: CancelTaskParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<(), McpError> {
+        self.run_tool(identity_of(&context), ToolName::CancelGraphRun, &request.task_id, trace_of(&context))
+            .await
+            .map(drop)
+    }
+}
+
+fn identity_of(context: &RequestContext<RoleServer>) -> Option<Identity> {
+    context.extensions.get::<http::request::Parts>().and_then(|p| p.extensions.get::<Identity>()).cloned()
+}
+
+/// The HTTP request's id, when the adapter gave one ([`http_util::TraceId`]).
+fn trace_of(context: &RequestContext<RoleServer>) -> Option<String> {
+    context
+        .extensions
+        .get::<http::request::Parts>()
+        .and_then(|p| p.extensions.get::<http_util::TraceId>())
+        .map(|t| t.0.clone())
+}
+
+/// How long a Graph run lives as a task: a run expires 24 h after it was queued.
+pub const TASK_TTL: std::time::Duration = domain::limits::DEFAULT_EXPIRY;
+
+/// A Graph run (`run_graph_session`'s or `get_graph_run`'s structured output) as a task: the
+/// task id is the command id; queued and running are `working` (the status message says
+/// which), `completed` carries the run as the tool result, `failed` and `expired` too with
+/// `isError: true` (a tool-level outcome, not a protocol error), `cancelled` is `cancelled`.
+/// The poll interval is the run's own `check_after_s`.
+pub fn run_task(run: &serde_json::Value) -> Task {
+    let s = |k: &str| run.get(k).and_then(|v| v.as_str()).unwrap_or_default().to_owned();
+    let status = match run.get("status").and_then(|v| v.as_str()) {
+        Some("completed" | "failed" | "expired") => TaskStatus::Completed,
+        Some("cancelled") => TaskStatus::Cancelled,
+        _ => TaskStatus::Working,
+    };
+    let updated = ["finished_at", "started_at"].iter().map(|k| s(k)).find(|v| !v.is_empty()).unwrap_or(s("queued_at"));
+    let mut task = Task::new(s("command_id"), status, s("queued_at"), updated)
+        .with_ttl_ms(u64::try_from(TASK_TTL.as_millis()).unwrap_or(u64::MAX))
+        .with_status_message(s("status"));
+    if let Some(after) = run.get("check_after_s").and_then(serde_json::Value::as_u64) {
+        task = task.with_poll_interval_ms(after.max(1).saturating_mul(1000));
+    }
+    task
+}
+
+fn detailed_task(run: &serde_json::Value) -> DetailedTask {
+    let task = run_task(run);
+    let status = run.get("status").and_then(|v| v.as_str()).unwrap_or_default();
+    let payload = match task.status {
+        TaskStatus::Completed => {
+            // The result answers the `run_graph_session` call, so it follows that tool's output
+            // schema: get_graph_run's fields (a superset), `check_after_s` 0 once finished.
+            let mut structured = run.clone();
+            if structured.get("check_after_s").is_none_or(serde_json::Value::is_null) {
+                structured["check_after_s"] = serde_json::json!(0);
+            }
+            let result = if status == "completed" {
+                CallToolResult::structured(structured)
+            } else {
+                CallToolResult::structured_error(structured)
+            };
+            match serde_json::to_value(result) {
+                Ok(serde_json::Value::Object(result)) => TaskPayload::Completed { result },
+                _ => TaskPayload::Working,
+            }
+        }
+        TaskStatus::Cancelled => TaskPayload::Cancelled,
+        _ => TaskPayload::Working,
+    };
+    DetailedTask::new(task, payload)
+}
+
+impl<D: Dispatch + ?Sized> McpHandler<D> {
+    /// One `tools/call`, for rmcp's handler and the direct path alike: the arguments parsed
+    /// once, dispatch, and the mapping of the tool's reply to a result (`isError: true` for a
+    /// refusal or invalid arguments) or a JSON-RPC error (an unknown tool, `-32602`; a fault).
+    ///
+    /// `as_task`: the client declared the Tasks extension; `run_graph_session` then answers the
+    /// run as a task (its id is the command id) instead of a ticket result.
+    pub async fn call(
+        &self,
+        identity: Option<Identity>,
+        request: CallToolRequestParams,
+        as_task: bool,
+        request_id: Option<String>,
+    ) -> Result<CallToolResponse, McpError> {
+        let Some(tool) = ToolName::parse(&request.name) else {
+            return Err(McpError::invalid_params(format!("Unknown tool: {}", request.name), None));
+        };
+        let identity = identity.ok_or_else(|| McpError::internal_error("request without identity", None))?;
+        // The scope was checked once, by `McpEndpoint::handle`, before either path.
+        let arguments = request.arguments.map(serde_json::Value::Object).unwrap_or(serde_json::Value::Null);
+        // Arguments that fail validation are a tool execution error (SEP-1303, since 2025-11-25):
+        // hosts pass tool results back to the model, protocol errors they keep, so only a result
+        // lets the model read "idempotency_key: must be 8 to 128 characters" and correct its call.
+        let invalid = |message: String| Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into());
+        let args = match tool.parse_arguments(&arguments) {
+            Ok(a) => a,
+            Err(message) => return invalid(message),
+        };
+        let call = ToolCall { tool, owner: identity.owner, agent: identity.agent, arguments, request_id };
+        match self.dispatch.dispatch(call, args).await {
+            Ok(ToolReply::Ok { structured }) if as_task && tool == ToolName::RunGraphSession => {
+                Ok(CallToolResponse::Task(CreateTaskResult::new(run_task(&structured))))
+            }
+            Ok(ToolReply::Ok { structured }) => Ok(CallToolResult::structured(structured).into()),
+            Ok(ToolReply::Rejected { message }) => Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into()),
+            Ok(ToolReply::Invalid { message }) => invalid(message),
+            Err(fault) => {
+                tracing::error!(tool = tool.as_str(), error = %domain::errors::ErrorChain(&fault), "tool call failed");
+                Err(McpError::internal_error("temporarily unavailable; retry with the same arguments", None))
+            }
+        }
+    }
+}
+
+impl<D: Dispatch + ?Sized> McpHandler<D> {
+    /// Runs `tool` on `{"command_id": task_id}` for a `tasks/*` request: its structured output,
+    /// or the tool's refusal (and an id that is not a run's) as `-32602` with the tool's text.
+    async fn run_tool(
+        &self,
+        identity: Option<Identity>,
+        tool: ToolName,
+        task_id: &str,
+        request_id: Option<String>,
+    ) -> Result<serde_json::Value, McpError> {
+        let identity = identity.ok_or_else(|| McpError::internal_error("request without identity", None))?;
+        let arguments = serde_json::json!({ "command_id": task_id });
+        let not_found = || McpError::invalid_params(domain::errors::RUN_NOT_FOUND, None);
+        let args = tool.parse_arguments(&arguments).map_err(|_| not_found())?;
+        let call = ToolCall { tool, owner: identity.owner, agent: identity.agent, arguments, request_id };
+        match self.dispatch.dispatch(call, args).await {
+            Ok(ToolReply::Ok { structured }) => Ok(structured),
+            Ok(ToolReply::Rejected { message } | ToolReply::Invalid { message }) => {
+                Err(McpError::invalid_params(message, None))
+            }
+            Err(fault) => {
+                tracing::error!(tool = tool.as_str(), error = %domain::errors::ErrorChain(&fault), "task request failed");
+                Err(McpError::internal_error("temporarily unavailable; retry with the same arguments", None))
+            }
+        }
+    }
+}
+
+/// Copies each tool's `_meta.securitySchemes` to a top-level `securitySchemes` field.
+pub(super) fn with_security_schemes(body: Bytes) -> Bytes {
+    let Ok(mut v) = serde_json::from_slice::<serde_json::Value>(&body) else { return body };
+    let Some(tools) = v.pointer_mut("/result/tools").and_then(|t| t.as_array_mut()) else { return body };
+    for t in tools {
+        if let Some(schemes) = t.pointer("/_meta/securitySchemes").cloned()
+            && let Some(o) = t.as_object_mut()
+        {
+            o.insert("securitySchemes".into(), schemes);
+        }
+    }
+    serde_json::to_vec(&v).map(Bytes::from).unwrap_or(body)
+}

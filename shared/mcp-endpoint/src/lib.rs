@@ -1,0 +1,238 @@
+//! # mcp-endpoint — the MCP endpoint: rmcp in stateless JSON mode behind a thin HTTP layer (SPEC §1, §2).
+//!
+//! [`McpEndpoint::handle`] takes a plain `http::Request<Bytes>` and returns a plain response,
+//! so the `mcp` Lambda (through `lambda_http`) and the local server (through axum) run exactly
+//! the same code. The layer around rmcp does what rmcp leaves to the application:
+//!
+//! 1. `GET`/`DELETE` → `405 Allow: POST` at once (clients hang or loop on anything slower);
+//! 2. bodies over the limit → `413`, bodies that are not JSON → `400` with `-32700` (rmcp
+//!    would answer a plain-text 415);
+//! 3. bearer token → [`Identity`](auth::Identity), or `401` with `WWW-Authenticate: Bearer resource_metadata=…`
+//!    (also for a token carrying the owner scope, or neither connector scope);
+//! 4. `tools/call` of a tool whose scope the token lacks → `403 insufficient_scope` — the one
+//!    scope check: every `tools/call` reaches the handler through here (rmcp 3 takes no
+//!    batches, so a call is always the top-level object looked at);
+//! 5. rmcp answers the protocol (both `2025-11-25` and `2026-07-28`), and [`McpHandler`]
+//!    parses the arguments once into the tool's typed value and hands the call to a
+//!    [`Dispatch`] — a synchronous Lambda invoke in the cloud (the tool function parses its own
+//!    copy), [`InProcess`] locally (the tool runs on the parsed value);
+//! 6. `tools/list` responses get the top-level `securitySchemes` field that rmcp's `Tool` type
+//!    cannot carry (copied from each tool's `_meta`).
+//!
+//! **The direct path.** A plain `tools/call` — the hot request of every agent — is answered
+//! without rmcp's per-request machinery (a serve loop spawned per request, the body parsed a
+//! second time, channels between tasks: measured in `docs/results.md`, "Peer benchmark") when
+//! it is unmistakably one rmcp would serve the same way: a protocol version before
+//! `2026-07-28` in the header, no `_meta`, no session or `Origin` header, an accepted `Host`, a
+//! plain `Accept` listing JSON and SSE, a JSON content type, an integer or string `id`. It runs
+//! the same [`McpHandler::call`] and serializes rmcp's own response types with the same legacy
+//! shaping; everything else goes to rmcp. `tests/tests/mcp_direct.rs` sends the same requests
+//! both ways and compares the answers.
+//!
+//! | module | what |
+//! |---|---|
+//! | this one | [`McpEndpoint`]: the HTTP guards above, then the direct path or rmcp |
+//! | `handler` | [`McpHandler`] (rmcp's `ServerHandler`), [`Dispatch`], [`InProcess`] |
+//! | `direct` | the direct `tools/call` path and when it applies |
+//! | `tokens` | verified tokens remembered for a short while ([`VERIFIED_FOR`], [`VERIFIED_MAX`]) |
+//! | `metadata` | [`EndpointConfig`], the public URL and the RFC 9728 resource metadata |
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderValue, Method, StatusCode, header};
+use http_body_util::{BodyExt, Full};
+use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+
+use auth::{AuthError, Authenticator, bearer};
+use tools::{SCOPE_OWNER, SCOPE_READ, SCOPE_RUN, ToolName};
+
+mod direct;
+mod handler;
+mod metadata;
+mod tokens;
+
+pub use handler::{Dispatch, InProcess, McpHandler};
+pub use metadata::{DEFAULT_MAX_BODY_BYTES, EndpointConfig, RESOURCE_METADATA_PATH, resource_metadata_response};
+pub use tokens::{VERIFIED_FOR, VERIFIED_MAX};
+
+/// The MCP endpoint: HTTP in, HTTP out.
+pub struct McpEndpoint<D: ?Sized> {
+    service: StreamableHttpService<McpHandler<D>, NeverSessionManager>,
+    handler: McpHandler<D>,
+    auth: Arc<Authenticator>,
+    config: EndpointConfig,
+    /// `Host` values rmcp accepts, normalized as rmcp does; `None` = no check.
+    hosts: Option<Vec<(String, Option<u16>)>>,
+    direct: bool,
+    verified: tokens::VerifiedTokens,
+}
+
+impl<D: Dispatch + ?Sized> McpEndpoint<D> {
+    /// An endpoint dispatching to `dispatch`, verifying tokens with `auth`.
+    pub fn new(dispatch: Arc<D>, auth: Arc<Authenticator>, config: EndpointConfig) -> Self {
+        let handler = McpHandler::new(dispatch, &config.scopes);
+        let mut rmcp_config = StreamableHttpServerConfig::default()
+            .with_legacy_session_mode(false)
+            .with_json_response(true)
+            .with_sse_keep_alive(None)
+            .with_max_request_body_bytes(config.max_body_bytes);
+        match &config.allowed_hosts {
+            None => rmcp_config = rmcp_config.disable_allowed_hosts(),
+            Some(hosts) if !hosts.is_empty() => rmcp_config = rmcp_config.with_allowed_hosts(hosts.clone()),
+            Some(_) => {}
+        }
+        // The direct path accepts the `Host` values rmcp was just configured with (an empty
+        // list is rmcp's "no check").
+        let hosts = (!rmcp_config.allowed_hosts.is_empty())
+            .then(|| rmcp_config.allowed_hosts.iter().filter_map(|h| direct::normalized_authority(h)).collect());
+        let for_rmcp = handler.clone();
+        let service = StreamableHttpService::new(
+            move || Ok(for_rmcp.clone()),
+            Arc::new(NeverSessionManager::default()),
+            rmcp_config,
+        );
+        Self { service, handler, auth, config, hosts, direct: true, verified: tokens::VerifiedTokens::default() }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &EndpointConfig {
+        &self.config
+    }
+
+    /// Answers one HTTP request to the MCP path.
+    pub async fn handle(&self, req: http::Request<Bytes>) -> http::Response<Bytes> {
+        if req.method() != Method::POST {
+            return respond(
+                StatusCode::METHOD_NOT_ALLOWED,
+                &[(header::ALLOW, "POST")],
+                Bytes::from_static(b"Method Not Allowed"),
+            );
+        }
+        if req.body().len() > self.config.max_body_bytes {
+            let body = jsonrpc_error(-32600, &format!("request body: at most {} bytes", self.config.max_body_bytes));
+            return respond(StatusCode::PAYLOAD_TOO_LARGE, &[(header::CONTENT_TYPE, "application/json")], body);
+        }
+        let base = self.config.base_url(req.headers());
+        let token = bearer(req.headers().get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()));
+        let identity = match token {
+            None => Err(AuthError::Missing),
+            Some(t) => self.identity(t).await,
+        };
+        let identity = match identity {
+            Ok(id) => id,
+            Err(AuthError::KeysUnavailable(e)) => {
+                tracing::error!(error = %domain::errors::ErrorChain(&*e), "cannot fetch the token signing keys");
+                return respond(
+                    StatusCode::SERVICE_UNAVAILABLE,
+                    &[(header::RETRY_AFTER, "5")],
+                    Bytes::from_static(b"Service Unavailable"),
+                );
+            }
+            Err(e) => {
+                tracing::info!(error = %e, "unauthenticated MCP request");
+                let challenge = format!("Bearer resource_metadata=\"{}\"", self.config.metadata_url(&base));
+                return respond(
+                    StatusCode::UNAUTHORIZED,
+                    &[(header::WWW_AUTHENTICATE, &challenge)],
+                    Bytes::from_static(b"Unauthorized"),
+                );
+            }
+        };
+        // Tokens for the owner (the panel's client) or without any connector scope are not
+        // for this resource, even from this deployment's issuer.
+        let connector = identity.has_scope(SCOPE_READ) || identity.has_scope(SCOPE_RUN);
+        if identity.has_scope(SCOPE_OWNER) || !connector {
+            tracing::info!(agent = identity.agent.as_str(), "token without connector scopes, or with the owner's");
+            let challenge = format!(
+                "Bearer error=\"invalid_token\", error_description=\"not a connector token\", resource_metadata=\"{}\"",
+                self.config.metadata_url(&base)
+            );
+            return respond(
+                StatusCode::UNAUTHORIZED,
+                &[(header::WWW_AUTHENTICATE, &challenge)],
+                Bytes::from_static(b"Unauthorized"),
+            );
+        }
+        let message: serde_json::Value = match serde_json::from_slice(req.body()) {
+            Ok(m) => m,
+            Err(e) => {
+                let body = jsonrpc_error(-32700, &format!("Parse error: the body is not JSON ({e})"));
+                return respond(StatusCode::BAD_REQUEST, &[(header::CONTENT_TYPE, "application/json")], body);
+            }
+        };
+        // A JSON value that is no JSON-RPC message (a batch, a wrong `jsonrpc`, an `id` that is
+        // an object) is an invalid request, said as JSON-RPC: rmcp would answer an empty 415.
+        if let Err(e) = <rmcp::model::ClientJsonRpcMessage as serde::Deserialize>::deserialize(&message) {
+            let body = jsonrpc_error(
+                -32600,
+                &format!("Invalid Request: the body is not one JSON-RPC 2.0 request or notification ({e})"),
+            );
+            return respond(StatusCode::BAD_REQUEST, &[(header::CONTENT_TYPE, "application/json")], body);
+        }
+        let message = Some(message);
+        let method = message.as_ref().and_then(|m| m.get("method")).and_then(|m| m.as_str()).map(str::to_owned);
+        // The one scope check: a tool's own scope; `tasks/get` and `tasks/cancel` (a Graph run
+        // as a task) need what get_graph_run and cancel_graph_run need.
+        let scoped_tool = match method.as_deref() {
+            Some("tools/call") => message
+                .as_ref()
+                .and_then(|m| m.pointer("/params/name"))
+                .and_then(|n| n.as_str())
+                .and_then(ToolName::parse),
+            Some("tasks/get") => Some(ToolName::GetGraphRun),
+            Some("tasks/cancel") => Some(ToolName::CancelGraphRun),
+            _ => None,
+        };
+        if let Some(tool) = scoped_tool
+            && !identity.has_scope(tool.spec().scope)
+        {
+            let challenge = format!(
+                "Bearer error=\"insufficient_scope\", scope=\"{}\", resource_metadata=\"{}\"",
+                self.config.scopes.spell(tool.spec().scope),
+                self.config.metadata_url(&base)
+            );
+            return respond(
+                StatusCode::FORBIDDEN,
+                &[(header::WWW_AUTHENTICATE, &challenge)],
+                Bytes::from_static(b"Forbidden"),
+            );
+        }
+        if self.direct
+            && let Some(m) = message.as_ref()
+            && let Some((id, params)) = self.direct_call(req.headers(), m)
+        {
+            let trace = req.extensions().get::<http_util::TraceId>().map(|t| t.0.clone());
+            return self.answer_directly(identity, id, params, trace).await;
+        }
+        let (mut parts, body) = req.into_parts();
+        parts.extensions.insert(identity);
+        let response = self.service.handle(http::Request::from_parts(parts, Full::new(body))).await;
+        let (parts, body) = response.into_parts();
+        let bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
+        let bytes = if method.as_deref() == Some("tools/list") { handler::with_security_schemes(bytes) } else { bytes };
+        let mut out = http::Response::from_parts(parts, bytes.clone());
+        out.headers_mut().remove(header::CONTENT_LENGTH);
+        if let Ok(v) = HeaderValue::from_str(&bytes.len().to_string()) {
+            out.headers_mut().insert(header::CONTENT_LENGTH, v);
+        }
+        out
+    }
+}
+
+fn jsonrpc_error(code: i64, message: &str) -> Bytes {
+    let v = serde_json::json!({"jsonrpc": "2.0", "id": null, "error": {"code": code, "message": message}});
+    Bytes::from(v.to_string())
+}
+
+fn respond(status: StatusCode, headers: &[(header::HeaderName, &str)], body: Bytes) -> http::Response<Bytes> {
+    let mut r = http::Response::new(body);
+    *r.status_mut() = status;
+    for (k, v) in headers {
+        if let Ok(v) = HeaderValue::from_str(v) {
+            r.headers_mut().insert(k.clone(), v);
+        }
+    }
+    r
+}

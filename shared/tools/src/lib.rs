@@ -1,0 +1,494 @@
+//! # tools — the MCP tool catalogue and the tool handlers (SPEC §3, §6)
+//!
+//! What a tool function links: the nine tools, their wire types and catalogue, the artifact
+//! byte store ([`blobs`]) and how scopes are spelled ([`scopes`]) — over the domain and serde,
+//! with no MCP SDK, no token verification and no HTTP client (`cargo tree -p
+//! list_graph_sessions` shows none).
+//!
+//!
+//! **One tool, one place.** Each tool is a module holding everything about it: a unit type
+//! implementing [`Tool`] — its [`ToolSpec`] (name, scope, description, annotations, the IAM
+//! actions its function needs), its input and output types (the schema: `tools/list` is
+//! generated from them and pinned by `tests/golden/tools_list.json`) — and one [`Handler`]
+//! implementation generic over the single store capability it uses. The table at the bottom of
+//! this file ([`ToolName`]) lists the modules; adding a tool is a new module and one line there.
+//!
+//! A tool's own Lambda runs [`run_tool`] for its type only (so a function links only its own
+//! handler); the local server and tests dispatch by name with [`handle`].
+//!
+//! Outcomes are three-way ([`ToolReply`]): a structured result, a domain rejection (a tool
+//! result with `isError: true` and the exact SPEC string), or invalid arguments (also an
+//! `isError: true` result, naming the field and the rule: SEP-1303, so the model can read it). Infrastructure failures are [`ToolFault`]s:
+//! retryable, logged with their causes, never shown with their details.
+
+pub mod blobs;
+mod common;
+pub mod scopes;
+
+pub mod cancel_graph_run;
+pub mod claim_linked_chat_task;
+pub mod get_graph_run;
+pub mod get_linked_chat_task;
+pub mod list_graph_sessions;
+pub mod list_linked_chat_tasks;
+pub mod run_graph_session;
+pub mod submit_linked_chat_result;
+pub mod upload_linked_chat_artifact;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use domain::clock::{SharedClock, Timestamp};
+use domain::ids::{AgentId, OwnerId};
+use domain::limits::Policy;
+use domain::store::{
+    CancelRuns, ClaimTasks, ManageProjects, QueueRuns, ReadRuns, ReadTasks, RecordArtifacts, StoreError,
+};
+use schemars::JsonSchema;
+use serde::de::DeserializeOwned;
+use serde::{Deserialize, Serialize};
+
+pub use crate::blobs::{BlobError, BlobStore};
+pub use cancel_graph_run::CancelGraphRun;
+pub use claim_linked_chat_task::ClaimLinkedChatTask;
+pub use get_graph_run::GetGraphRun;
+pub use get_linked_chat_task::GetLinkedChatTask;
+pub use list_graph_sessions::ListGraphSessions;
+pub use list_linked_chat_tasks::ListLinkedChatTasks;
+pub use run_graph_session::{RunGraphSession, check_after};
+pub use submit_linked_chat_result::SubmitLinkedChatResult;
+pub use upload_linked_chat_artifact::UploadLinkedChatArtifact;
+
+/// Scope for the read tools.
+pub const SCOPE_READ: &str = "osfoundry:read";
+/// Scope for the tools that change something.
+pub const SCOPE_RUN: &str = "osfoundry:run";
+/// Scope for the owner API.
+pub const SCOPE_OWNER: &str = "osfoundry:owner";
+
+/// The MCP tool annotations, set truthfully (clients decide on confirmations from them).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Annotations {
+    /// Changes nothing.
+    pub read_only: bool,
+    /// May cause effects that cannot be undone.
+    pub destructive: bool,
+    /// Repeating the same call has no further effect.
+    pub idempotent: bool,
+    /// Reaches beyond this service (the owner's desktop).
+    pub open_world: bool,
+}
+
+impl Annotations {
+    /// A read: read-only, idempotent, closed world.
+    pub const READ: Self = Self { read_only: true, destructive: false, idempotent: true, open_world: false };
+}
+
+/// The facts of one tool, in one place.
+#[derive(Debug, Clone, Copy)]
+pub struct ToolSpec {
+    /// Which tool (also its wire name and its function's crate name).
+    pub name: ToolName,
+    /// The scope a token needs to call it.
+    pub scope: &'static str,
+    /// The description that teaches the model the protocol.
+    pub description: &'static str,
+    /// MCP annotations.
+    pub annotations: Annotations,
+    /// The IAM actions the tool's function needs on the table (its policy grants exactly
+    /// these). Transactions need the actions of their parts (`PutItem`, `ConditionCheckItem`).
+    /// The suite checks every request the tool makes on the emulator against this list, and
+    /// the template test checks the template against it.
+    pub dynamodb_actions: &'static [&'static str],
+    /// Whether the tool queries a secondary index (its policy then names `table/index/*`).
+    pub queries_index: bool,
+    /// Whether the tool stores artifact bytes (its function then gets the bucket).
+    pub stores_blobs: bool,
+}
+
+/// A tool input: the wire type (schema) and its check into typed arguments.
+pub trait ToolInput: DeserializeOwned + JsonSchema {
+    /// The validated arguments the handler gets.
+    type Args: Send;
+
+    /// Validates the parsed input.
+    ///
+    /// # Errors
+    /// The message of the `isError` result, naming the field and the rule.
+    fn check(self) -> Result<Self::Args, String>;
+}
+
+/// A tool: its facts and its wire types.
+pub trait Tool: Send + Sync + 'static {
+    /// Name, scope, description, annotations, IAM actions.
+    const SPEC: ToolSpec;
+    /// The arguments, as sent.
+    type Input: ToolInput;
+    /// The structured result (the output schema).
+    type Output: Serialize + JsonSchema;
+}
+
+/// A domain rejection: a tool result with `isError: true` and this exact one-line message.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Rejected(pub String);
+
+impl Rejected {
+    /// A rejection with `message`.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self(message.into())
+    }
+}
+
+/// What a handler returns.
+pub type Handled<O> = Result<Result<O, Rejected>, ToolFault>;
+
+/// Who is calling and when.
+#[derive(Debug, Clone, Copy)]
+pub struct Caller<'a> {
+    /// The owner the agent acts for.
+    pub owner: &'a OwnerId,
+    /// The calling agent.
+    pub agent: &'a AgentId,
+    /// The time of the call.
+    pub now: Timestamp,
+}
+
+/// A tool's handler over a store `S` that has the one capability the tool needs.
+pub trait Handler<S: ?Sized>: Tool {
+    /// Runs the tool with validated arguments.
+    fn run(
+        deps: &ToolDeps<S>,
+        caller: Caller<'_>,
+        args: <Self::Input as ToolInput>::Args,
+    ) -> impl Future<Output = Handled<Self::Output>> + Send;
+}
+
+/// What the tool handlers need.
+pub struct ToolDeps<S: ?Sized> {
+    /// The store.
+    pub store: Arc<S>,
+    /// The clock (for hints and views).
+    pub clock: SharedClock,
+    /// The time policy.
+    pub policy: Policy,
+    /// Artifact bytes (only the upload tool uses them; `None` elsewhere).
+    pub blobs: Option<Arc<dyn BlobStore>>,
+}
+
+/// One tool call, as the `mcp` function hands it to a tool function: the verified identity
+/// and the arguments (never the token).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+pub struct ToolCall {
+    /// Which tool.
+    pub tool: ToolName,
+    /// The owner the agent acts for.
+    pub owner: OwnerId,
+    /// The calling agent.
+    pub agent: AgentId,
+    /// The raw arguments.
+    #[serde(default)]
+    pub arguments: serde_json::Value,
+    /// The id of the request that made the call ([`http_util::TraceId`]), for the tool's logs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+}
+
+/// What a tool answered.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ToolReply {
+    /// The structured result (matches the output schema).
+    Ok {
+        /// The result object.
+        structured: serde_json::Value,
+    },
+    /// A domain rejection: `isError: true` with this one-line message.
+    Rejected {
+        /// The exact message.
+        message: String,
+    },
+    /// Invalid arguments: an `isError: true` result with this message (SEP-1303).
+    Invalid {
+        /// Names the field and the rule.
+        message: String,
+    },
+}
+
+/// Why a tool call could not be dispatched to its function.
+#[derive(Debug, thiserror::Error)]
+pub enum DispatchError {
+    /// No function is configured for the tool.
+    #[error("no function configured for {0}")]
+    NoFunction(&'static str),
+    /// A call reached the function of another tool.
+    #[error("{call} reached the {function} function")]
+    WrongFunction {
+        /// The tool called.
+        call: &'static str,
+        /// The function that received it.
+        function: &'static str,
+    },
+    /// The invoke itself failed (network, throttling, permissions).
+    #[error("invoking {function}")]
+    Invoke {
+        /// The function.
+        function: String,
+        /// The cause.
+        #[source]
+        source: domain::store::BoxError,
+    },
+    /// The function ran and failed (`FunctionError`), or answered something that is not a
+    /// [`ToolReply`].
+    #[error("{function} answered with an error: {detail}")]
+    Function {
+        /// The function.
+        function: String,
+        /// What it said (logged only).
+        detail: String,
+    },
+}
+
+/// A failure that is not the caller's: retryable, details logged only.
+#[derive(Debug, thiserror::Error)]
+pub enum ToolFault {
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The blob store failed.
+    #[error(transparent)]
+    Blob(#[from] BlobError),
+    /// The dispatch to the tool's function failed.
+    #[error(transparent)]
+    Dispatch(#[from] DispatchError),
+}
+
+/// Parses and checks a tool's arguments (`null` reads as `{}`), without copying them.
+///
+/// # Errors
+/// The message of the `isError` result, naming the field (`arguments.week`) and the rule.
+pub fn parse_args<I: ToolInput>(args: &serde_json::Value) -> Result<I::Args, String> {
+    let empty;
+    let args = if args.is_null() {
+        empty = serde_json::Value::Object(serde_json::Map::new());
+        &empty
+    } else {
+        args
+    };
+    let input: I = serde_path_to_error::deserialize(args).map_err(|e| {
+        let path = e.path().to_string();
+        if path == "." { format!("arguments: {}", e.inner()) } else { format!("{path}: {}", e.inner()) }
+    })?;
+    input.check()
+}
+
+/// Runs tool `T` for `call` against `deps` (the tool's function calls this for its own type):
+/// parses the arguments, then [`run_parsed`].
+///
+/// # Errors
+/// [`ToolFault`] when the store or blob store fails (retryable; never the caller's fault).
+pub async fn run_tool<T: Handler<S>, S: ?Sized>(deps: &ToolDeps<S>, call: &ToolCall) -> Result<ToolReply, ToolFault> {
+    if call.tool != T::SPEC.name {
+        return Err(DispatchError::WrongFunction { call: call.tool.as_str(), function: T::SPEC.name.as_str() }.into());
+    }
+    let args = match parse_args::<T::Input>(&call.arguments) {
+        Ok(a) => a,
+        Err(message) => return Ok(ToolReply::Invalid { message }),
+    };
+    run_parsed::<T, S>(deps, &call.owner, &call.agent, args).await
+}
+
+/// Runs tool `T` on arguments parsed already (the in-process path parses them once, in the
+/// `mcp` layer) for the agent `agent` of `owner`.
+///
+/// # Errors
+/// [`ToolFault`] when the store or blob store fails (retryable; never the caller's fault).
+pub async fn run_parsed<T: Handler<S>, S: ?Sized>(
+    deps: &ToolDeps<S>,
+    owner: &OwnerId,
+    agent: &AgentId,
+    args: <T::Input as ToolInput>::Args,
+) -> Result<ToolReply, ToolFault> {
+    let caller = Caller { owner, agent, now: deps.clock.now() };
+    Ok(match T::run(deps, caller, args).await? {
+        Ok(out) => ToolReply::Ok { structured: serde_json::to_value(&out).unwrap_or_default() },
+        Err(Rejected(message)) => ToolReply::Rejected { message },
+    })
+}
+
+/// The JSON Schema of `T` as an MCP schema object (no `$schema`/`title` noise).
+fn schema<T: JsonSchema>() -> serde_json::Map<String, serde_json::Value> {
+    let mut v = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_default();
+    if let Some(o) = v.as_object_mut() {
+        o.remove("$schema");
+        o.remove("title");
+    }
+    match v {
+        serde_json::Value::Object(o) => o,
+        _ => serde_json::Map::new(),
+    }
+}
+
+/// The capabilities the tools use together (what in-process dispatch needs).
+pub trait ToolStore:
+    ManageProjects + QueueRuns + ReadRuns + CancelRuns + ReadTasks + ClaimTasks + RecordArtifacts
+{
+}
+impl<T: ManageProjects + QueueRuns + ReadRuns + CancelRuns + ReadTasks + ClaimTasks + RecordArtifacts + ?Sized>
+    ToolStore for T
+{
+}
+
+/// The table: every tool's type, in catalogue order. Generates [`ToolName`] and the by-name
+/// functions, and checks at compile time that each tool's `SPEC.name` is its own entry.
+macro_rules! tools {
+    ($($variant:ident => $module:ident),+ $(,)?) => {
+        /// The tools, in catalogue order. Serialized as the wire name (`claim_linked_chat_task`).
+        #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+        #[serde(rename_all = "snake_case")]
+        pub enum ToolName {
+            $(
+                #[doc = concat!("`", stringify!($module), "`")]
+                $variant,
+            )+
+        }
+
+        $(const _: () = assert!(matches!(<$variant as Tool>::SPEC.name, ToolName::$variant));)+
+
+        impl ToolName {
+            /// Every tool, in catalogue order.
+            pub const ALL: &'static [ToolName] = &[$(Self::$variant),+];
+
+            /// The wire name (also the Lambda function's crate name).
+            pub fn as_str(self) -> &'static str {
+                match self { $(Self::$variant => stringify!($module)),+ }
+            }
+
+            /// The tool's facts.
+            pub fn spec(self) -> &'static ToolSpec {
+                match self { $(Self::$variant => &<$variant as Tool>::SPEC),+ }
+            }
+
+            /// The input schema (from the input type).
+            pub fn input_schema(self) -> serde_json::Map<String, serde_json::Value> {
+                match self { $(Self::$variant => schema::<<$variant as Tool>::Input>()),+ }
+            }
+
+            /// The output schema (from the output type).
+            pub fn output_schema(self) -> serde_json::Map<String, serde_json::Value> {
+                match self { $(Self::$variant => schema::<<$variant as Tool>::Output>()),+ }
+            }
+
+            /// Parses and checks arguments once, into the typed value the tool runs on (the
+            /// `mcp` layer does this before dispatching).
+            ///
+            /// # Errors
+            /// The message of the `isError` result, naming the field and the rule.
+            pub fn parse_arguments(self, args: &serde_json::Value) -> Result<ToolArgs, String> {
+                match self { $(Self::$variant => parse_args::<<$variant as Tool>::Input>(args).map(ToolArgs::$variant)),+ }
+            }
+        }
+
+        /// One tool's parsed and checked arguments, tagged with the tool.
+        pub enum ToolArgs {
+            $(
+                #[doc = concat!("`", stringify!($module), "`'s arguments")]
+                $variant(<<$variant as Tool>::Input as ToolInput>::Args),
+            )+
+        }
+
+        /// Runs one tool in process on arguments [`ToolName::parse_arguments`] parsed (the local
+        /// server and tests).
+        ///
+        /// # Errors
+        /// [`ToolFault`] when the store or blob store fails (retryable; never the caller's fault).
+        pub async fn handle_parsed<S: ToolStore + ?Sized>(
+            deps: &ToolDeps<S>,
+            owner: &OwnerId,
+            agent: &AgentId,
+            args: ToolArgs,
+        ) -> Result<ToolReply, ToolFault> {
+            match args { $(ToolArgs::$variant(a) => run_parsed::<$variant, S>(deps, owner, agent, a).await),+ }
+        }
+
+        /// Runs one tool call in process, by name (the local server and tests).
+        ///
+        /// # Errors
+        /// [`ToolFault`] when the store or blob store fails (retryable; never the caller's fault).
+        pub async fn handle<S: ToolStore + ?Sized>(deps: &ToolDeps<S>, call: &ToolCall) -> Result<ToolReply, ToolFault> {
+            match call.tool { $(ToolName::$variant => run_tool::<$variant, S>(deps, call).await),+ }
+        }
+    };
+}
+
+tools! {
+    ListGraphSessions => list_graph_sessions,
+    RunGraphSession => run_graph_session,
+    GetGraphRun => get_graph_run,
+    CancelGraphRun => cancel_graph_run,
+    ListLinkedChatTasks => list_linked_chat_tasks,
+    GetLinkedChatTask => get_linked_chat_task,
+    ClaimLinkedChatTask => claim_linked_chat_task,
+    SubmitLinkedChatResult => submit_linked_chat_result,
+    UploadLinkedChatArtifact => upload_linked_chat_artifact,
+}
+
+impl ToolName {
+    /// Parses a wire name.
+    pub fn parse(s: &str) -> Option<Self> {
+        Self::ALL.iter().copied().find(|t| t.as_str() == s)
+    }
+}
+
+/// The `tools/list` entries, generated from the specs and types, with the scopes spelled the
+/// way the authorization server issues them.
+pub fn catalogue(scopes: &crate::scopes::ScopeSpelling) -> Vec<serde_json::Value> {
+    ToolName::ALL
+        .iter()
+        .map(|&t| {
+            let spec = t.spec();
+            let a = spec.annotations;
+            let schemes = serde_json::json!([{ "type": "oauth2", "scopes": [scopes.spell(spec.scope)] }]);
+            serde_json::json!({
+                "name": t.as_str(),
+                "description": spec.description,
+                "inputSchema": t.input_schema(),
+                "outputSchema": t.output_schema(),
+                "annotations": {
+                    "readOnlyHint": a.read_only,
+                    "destructiveHint": a.destructive,
+                    "idempotentHint": a.idempotent,
+                    "openWorldHint": a.open_world,
+                },
+                "securitySchemes": schemes,
+                "_meta": { "securitySchemes": schemes },
+            })
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_tool_has_a_closed_input_schema_and_a_scope() {
+        for &t in ToolName::ALL {
+            assert_eq!(
+                t.input_schema().get("additionalProperties"),
+                Some(&serde_json::Value::Bool(false)),
+                "{}",
+                t.as_str()
+            );
+            assert!([SCOPE_READ, SCOPE_RUN].contains(&t.spec().scope));
+            assert_eq!(ToolName::parse(t.as_str()), Some(t));
+            assert_eq!(serde_json::to_value(t).unwrap(), serde_json::json!(t.as_str()));
+            let read_only = t.spec().annotations.read_only;
+            assert_eq!(
+                read_only,
+                t.spec().scope == SCOPE_READ,
+                "{}: read-only tools are exactly the read-scope ones",
+                t.as_str()
+            );
+        }
+    }
+}
