@@ -1,5 +1,5 @@
 //! The `mcp` Lambda: the MCP endpoint: auth, protocol, validation, dispatch to the tool functions. Wiring only: the handlers live in
-//! `service`, the loop in `lambda::mcp::run`.
+//! `mcp-endpoint`, the loop in `lambda::mcp::run`.
 
 #[tokio::main]
 async fn main() -> Result<(), lambda::Error> {

@@ -2,7 +2,7 @@
 
 use bytes::Bytes;
 
-/// The request as the `service` handlers take it, with API Gateway's request id as a
+/// The request as the HTTP handlers take it, with API Gateway's request id as a
 /// [`http_util::TraceId`] extension (the MCP endpoint hands it on to the tool functions).
 pub(crate) fn http_request(req: lambda_http::Request) -> http::Request<Bytes> {
     use lambda_http::RequestExt;

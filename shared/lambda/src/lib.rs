@@ -1,7 +1,7 @@
 //! # lambda — the Lambda glue of foundry-connect
 //!
 //! Each `functions/<name>` crate's `main` is one call into this crate; what a function does
-//! lives in `service` (the tool handlers, the MCP endpoint, the HTTP APIs) over `store-dynamo`.
+//! lives in the service crates (`tools`, `mcp-endpoint`, `http-api`, `events`, `auth`) over `store-dynamo`.
 //! Cargo features keep each function's binary to what it uses: a tool function links neither
 //! the S3 nor the Lambda client unless it stores artifacts, only `mcp` links the Lambda client,
 //! and only the token-verifying functions link the JWKS fetcher.
