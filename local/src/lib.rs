@@ -304,7 +304,7 @@ impl AppState {
                 ScopeSpelling::local(),
                 w.clock.clone(),
                 auth::oauth::RegistrationLimits::default(),
-                Some(Arc::clone(&w.store) as Arc<dyn domain::clients::ClientUse>),
+                Some(Arc::clone(&w.store) as Arc<dyn domain::store::ClientUse>),
             ),
             authorize: LocalAuthServer::new(
                 Arc::clone(&w.store),

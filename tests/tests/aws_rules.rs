@@ -687,7 +687,7 @@ fn each_rule_catches_its_mutation() {
 #[tokio::test]
 async fn the_harness_cognito_refuses_what_cognito_refuses_and_registers_the_codes_clients() {
     use aws_sdk_cognitoidentityprovider::types::{ExplicitAuthFlowsType, FeatureType, RefreshTokenRotationType};
-    use domain::clients::RegisterClients;
+    use domain::store::RegisterClients;
     let Some(account) = foundry_tests::cloud::account().await else { return };
     let cognito = aws_sdk_cognitoidentityprovider::Client::new(&account.aws);
     let pool = &account.resources.user_pool;

@@ -206,7 +206,7 @@ async fn python_oauth_through_the_facade(python_var: &str) {
         Default::default(),
     );
     assert!(
-        domain::clients::ClientUse::client_used(&store, client_id).await.unwrap(),
+        domain::store::ClientUse::client_used(&store, client_id).await.unwrap(),
         "the first token was not recorded"
     );
 }

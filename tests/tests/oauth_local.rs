@@ -11,7 +11,7 @@ use std::sync::Arc;
 
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use domain::clients::RegisterClients;
+use domain::store::RegisterClients;
 use local::LocalConfig;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
@@ -561,7 +561,7 @@ async fn refresh_tokens_rotate_and_a_reused_one_revokes_its_family() {
 /// cross-origin without a preflight) is refused with 415 and registers nothing.
 #[tokio::test]
 async fn a_registration_that_is_not_json_is_refused_and_registers_nothing() {
-    use domain::clients::RegisterClients;
+    use domain::store::RegisterClients;
     let (running, c, dir) = start().await;
     let before = running.store.list_clients().await.unwrap().len();
     let body = json!({"client_name": "Page", "redirect_uris": ["http://127.0.0.1:33422/cb"]}).to_string();
@@ -651,7 +651,7 @@ async fn never_used_registrations_make_room_at_the_cap_and_the_registry_is_not_l
             tools::scopes::ScopeSpelling::local(),
             shared,
             limits,
-            sweep.then(|| store.clone() as Arc<dyn domain::clients::ClientUse>),
+            sweep.then(|| store.clone() as Arc<dyn domain::store::ClientUse>),
         );
         let mut ids = Vec::new();
         for port in 1..=3 {
@@ -660,7 +660,7 @@ async fn never_used_registrations_make_room_at_the_cap_and_the_registry_is_not_l
             ids.push(id);
         }
         assert_eq!(registry.listings.load(SeqCst), 1, "three registrations in a minute listed the registry once");
-        domain::clients::ClientUse::mark_client_used(&*store, &ids[0]).await.unwrap();
+        domain::store::ClientUse::mark_client_used(&*store, &ids[0]).await.unwrap();
         assert_eq!(status_and_id(&r, 4).await.0, 503, "the cap holds while every registration is fresh");
         clock.advance(Duration::from_secs(3600));
         assert_eq!(status_and_id(&r, 4).await.0, 503, "an hour old is not yet unused for long");

@@ -16,6 +16,7 @@ mod events_bench;
 mod events_cloud;
 mod events_docs;
 mod events_local;
+mod layout;
 mod linearizability;
 mod mcp_conformance;
 mod mcp_direct;

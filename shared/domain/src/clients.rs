@@ -14,11 +14,9 @@
 //! store records it when a token is issued ([`ClientUse`]), so registrations nobody completed
 //! can be removed.
 
-use async_trait::async_trait;
 use sha2::{Digest, Sha256};
 
 use crate::clock::Timestamp;
-use crate::store::StoreResult;
 
 /// Prefix of the names of dynamically registered clients (pre-created clients never use it).
 pub const NAME_PREFIX: &str = "dcr-";
@@ -45,36 +43,6 @@ pub struct ClientSummary {
     pub name: String,
 }
 
-/// Where registered clients are kept.
-#[async_trait]
-pub trait RegisterClients: Send + Sync {
-    /// Every client of the registry (pre-created ones too; callers filter by [`NAME_PREFIX`]).
-    async fn list_clients(&self) -> StoreResult<Vec<ClientSummary>>;
-    /// One client, or `None` if there is none with that id.
-    async fn get_client(&self, client_id: &str) -> StoreResult<Option<RegisteredClient>>;
-    /// Creates a public client (authorization code + PKCE, refresh tokens, no secret) that may
-    /// use exactly `redirect_uris` and ask for exactly `scopes`.
-    async fn create_client(
-        &self,
-        name: &str,
-        redirect_uris: &[String],
-        scopes: &[String],
-    ) -> StoreResult<RegisteredClient>;
-    /// Deletes a client (fine if it is already gone).
-    async fn delete_client(&self, client_id: &str) -> StoreResult<()>;
-}
-
-/// Whether registered clients were ever issued a token. The stores keep it (Cognito keeps no
-/// such record; in the cloud the stack's token facade sees each exchange), so registrations
-/// nobody completed can be removed.
-#[async_trait]
-pub trait ClientUse: Send + Sync {
-    /// Records that `client_id` was issued a token (the first time is kept; idempotent).
-    async fn mark_client_used(&self, client_id: &str) -> StoreResult<()>;
-    /// Whether it ever was.
-    async fn client_used(&self, client_id: &str) -> StoreResult<bool>;
-}
-
 /// What presenting a refresh token did (RFC 9700 §4.14: rotation with reuse detection).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Rotation {
@@ -85,19 +53,6 @@ pub enum Rotation {
     Reused,
     /// The family is revoked, or unknown.
     Revoked,
-}
-
-/// Refresh-token families of the local authorization server (Cognito keeps its own).
-#[async_trait]
-pub trait RefreshTokens: Send + Sync {
-    /// Starts `family` with `token` current, kept until `expires`.
-    async fn start_family(&self, family: &str, token: &str, expires: Timestamp) -> StoreResult<()>;
-    /// Presents `token` of `family`: current → `next` becomes current ([`Rotation::Rotated`]);
-    /// another of the family → the family is revoked ([`Rotation::Reused`]); else
-    /// [`Rotation::Revoked`]. One conditional write.
-    async fn rotate(&self, family: &str, token: &str, next: &str) -> StoreResult<Rotation>;
-    /// Revokes `family` (fine if unknown).
-    async fn revoke_family(&self, family: &str) -> StoreResult<()>;
 }
 
 /// The stable part of a registration's name: the same client name and redirect URIs (in any

@@ -425,7 +425,7 @@ pub fn lookup_window_end(now: Timestamp) -> Timestamp {
     Timestamp::from_millis((now.as_millis().div_euclid(w) + 1) * w)
 }
 
-/// The attempt counter of an owner's failed pairing lookups ([`crate::store::LimitAttempts`]).
+/// The attempt counter of an owner's failed pairing lookups (`store::LimitAttempts`).
 pub fn owner_lookups_key(owner: &OwnerId) -> String {
     format!("pairing-lookup#owner#{owner}")
 }

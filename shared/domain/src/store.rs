@@ -16,6 +16,7 @@
 
 use async_trait::async_trait;
 
+use crate::clients::{ClientSummary, RegisteredClient, Rotation};
 use crate::clock::Timestamp;
 use crate::devices::Device;
 use crate::events::{DeliveryOutcome, OutboxEntry};
@@ -323,6 +324,51 @@ pub trait DoorbellConnections: Send + Sync {
     async fn connections_of(&self, owner: &OwnerId) -> StoreResult<Vec<crate::doorbell::Connection>>;
 }
 
+// ---- OAuth clients (the authorization servers, `crate::clients`) ----------------------------
+
+/// Where registered clients are kept.
+#[async_trait]
+pub trait RegisterClients: Send + Sync {
+    /// Every client of the registry (pre-created ones too; callers filter by [`crate::clients::NAME_PREFIX`]).
+    async fn list_clients(&self) -> StoreResult<Vec<ClientSummary>>;
+    /// One client, or `None` if there is none with that id.
+    async fn get_client(&self, client_id: &str) -> StoreResult<Option<RegisteredClient>>;
+    /// Creates a public client (authorization code + PKCE, refresh tokens, no secret) that may
+    /// use exactly `redirect_uris` and ask for exactly `scopes`.
+    async fn create_client(
+        &self,
+        name: &str,
+        redirect_uris: &[String],
+        scopes: &[String],
+    ) -> StoreResult<RegisteredClient>;
+    /// Deletes a client (fine if it is already gone).
+    async fn delete_client(&self, client_id: &str) -> StoreResult<()>;
+}
+
+/// Whether registered clients were ever issued a token. The stores keep it (Cognito keeps no
+/// such record; in the cloud the stack's token facade sees each exchange), so registrations
+/// nobody completed can be removed.
+#[async_trait]
+pub trait ClientUse: Send + Sync {
+    /// Records that `client_id` was issued a token (the first time is kept; idempotent).
+    async fn mark_client_used(&self, client_id: &str) -> StoreResult<()>;
+    /// Whether it ever was.
+    async fn client_used(&self, client_id: &str) -> StoreResult<bool>;
+}
+
+/// Refresh-token families of the local authorization server (Cognito keeps its own).
+#[async_trait]
+pub trait RefreshTokens: Send + Sync {
+    /// Starts `family` with `token` current, kept until `expires`.
+    async fn start_family(&self, family: &str, token: &str, expires: Timestamp) -> StoreResult<()>;
+    /// Presents `token` of `family`: current → `next` becomes current ([`Rotation::Rotated`]);
+    /// another of the family → the family is revoked ([`Rotation::Reused`]); else
+    /// [`Rotation::Revoked`]. One conditional write.
+    async fn rotate(&self, family: &str, token: &str, next: &str) -> StoreResult<Rotation>;
+    /// Revokes `family` (fine if unknown).
+    async fn revoke_family(&self, family: &str) -> StoreResult<()>;
+}
+
 /// How fresh a device's `last_seen_at` is kept.
 pub const DEVICE_SEEN_GRANULARITY: std::time::Duration = std::time::Duration::from_secs(60);
 
@@ -345,7 +391,7 @@ pub trait Store:
     + RecordDeliveries
     + PairDevices
     + LimitAttempts
-    + crate::clients::ClientUse
+    + ClientUse
 {
 }
 
@@ -367,6 +413,6 @@ impl<T> Store for T where
         + RecordDeliveries
         + PairDevices
         + LimitAttempts
-        + crate::clients::ClientUse
+        + ClientUse
 {
 }

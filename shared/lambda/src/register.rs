@@ -18,8 +18,9 @@ use aws_sdk_cognitoidentityprovider::operation::describe_user_pool_client::Descr
 use aws_sdk_cognitoidentityprovider::types::{
     ExplicitAuthFlowsType, OAuthFlowType, PreventUserExistenceErrorTypes, TimeUnitsType, TokenValidityUnitsType,
 };
-use domain::clients::{ClientSummary, ClientUse, RegisterClients, RegisteredClient};
+use domain::clients::{ClientSummary, RegisteredClient};
 use domain::clock::{SharedClock, SystemClock};
+use domain::store::{ClientUse, RegisterClients};
 use domain::store::{StoreError, StoreResult};
 use tools::scopes::ScopeSpelling;
 

@@ -4,7 +4,7 @@
 
 use async_trait::async_trait;
 
-use domain::clients::ClientUse;
+use domain::store::ClientUse;
 use domain::store::StoreResult;
 
 use crate::DynamoStore;

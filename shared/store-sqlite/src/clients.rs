@@ -5,9 +5,10 @@
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 
-use domain::clients::{ClientSummary, ClientUse, RefreshTokens, RegisterClients, RegisteredClient, Rotation};
+use domain::clients::{ClientSummary, RegisteredClient, Rotation};
 use domain::clock::Timestamp;
 use domain::store::StoreResult;
+use domain::store::{ClientUse, RefreshTokens, RegisterClients};
 
 use crate::SqliteStore;
 use crate::codec::{col, json};

@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::Bytes;
-use domain::clients::ClientUse;
+use domain::store::ClientUse;
 use http::{HeaderValue, Method, StatusCode, header};
 
 use super::{media_type_is, oauth_error};

@@ -25,10 +25,10 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use domain::clients::{
-    ClientSummary, ClientUse, RegisterClients, RegisteredClient, RegistryName, fingerprint, hour_of,
-    parse_registry_name, registry_name, source_tag,
+    ClientSummary, RegisteredClient, RegistryName, fingerprint, hour_of, parse_registry_name, registry_name, source_tag,
 };
 use domain::clock::{SharedClock, Timestamp};
+use domain::store::{ClientUse, RegisterClients};
 use http::{HeaderValue, Method, StatusCode, header};
 use serde_json::{Value, json};
 

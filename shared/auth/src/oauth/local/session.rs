@@ -2,7 +2,7 @@
 //! sees a consent form and may answer it.
 
 use bytes::Bytes;
-use domain::clients::{RefreshTokens, RegisterClients};
+use domain::store::{RefreshTokens, RegisterClients};
 use http::{HeaderValue, StatusCode, header};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 
