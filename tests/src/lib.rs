@@ -539,3 +539,104 @@ pub async fn read_http_head(s: &mut tokio::net::TcpStream) -> (u16, String) {
     let status = text.split(' ').nth(1).and_then(|c| c.parse().ok()).unwrap_or(0);
     (status, text)
 }
+
+/// Whether this run rewrites the pinned outputs (the golden tool list, `docs/openapi.json`, the
+/// cost inputs) instead of comparing them: `FOUNDRY_UPDATE=1`, the one switch for all of them.
+///
+/// # Panics
+/// When `FOUNDRY_UPDATE` is set under `CI=true` (CI compares, it never rewrites), or set to
+/// anything but `1` (so `FOUNDRY_UPDATE=0` cannot rewrite a file by accident).
+pub fn update_requested() -> bool {
+    match std::env::var("FOUNDRY_UPDATE") {
+        Err(_) => false,
+        Ok(_) if std::env::var("CI").as_deref() == Ok("true") => {
+            panic!("FOUNDRY_UPDATE is refused under CI=true: CI compares the pinned files, it never rewrites them")
+        }
+        Ok(v) if v == "1" => true,
+        Ok(v) => panic!("FOUNDRY_UPDATE={v:?}: set it to 1 to rewrite the pinned files, or leave it unset"),
+    }
+}
+
+/// Compares `now` with the pinned file at `path` (relative to the repository), or rewrites it
+/// under [`update_requested`].
+///
+/// # Panics
+/// When they differ (naming the file and the switch), or the file cannot be written.
+pub fn pinned(path: &str, now: &str) {
+    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join(path);
+    if update_requested() {
+        #[allow(clippy::expect_used)]
+        std::fs::write(&file, now).expect("rewrite the pinned file");
+        return;
+    }
+    let was = std::fs::read_to_string(&file).unwrap_or_default();
+    assert!(was == now, "{path} is not what the code makes now: review the change, then run with FOUNDRY_UPDATE=1");
+}
+
+/// The local server on a fresh temporary folder, for a test: [`LocalServer::start`] makes the
+/// folder and starts the server with its data in `<folder>/server`; the folder goes when the
+/// fixture does ([`LocalServer::stop`], or drop). It dereferences to the [`local::Running`]
+/// server, so `server.base_url`, `server.store`, … read as before.
+pub struct LocalServer {
+    running: Option<local::Running>,
+    /// The test's own folder (the server's data is in `server/` under it; relays and files of
+    /// the test go beside it).
+    pub dir: PathBuf,
+}
+
+impl LocalServer {
+    /// Starts the server with `config` applied to the defaults (data in `<dir>/server`, any
+    /// free port); `name` prefixes the folder's name.
+    ///
+    /// # Panics
+    /// When the server cannot start.
+    pub async fn start(name: &str, config: impl FnOnce(local::LocalConfig) -> local::LocalConfig) -> Self {
+        let dir = std::env::temp_dir().join(format!("{name}-{}", uuid::Uuid::new_v4()));
+        #[allow(clippy::expect_used)]
+        let running =
+            local::start(config(local::LocalConfig::at(dir.join("server")))).await.expect("start the local server");
+        Self { running: Some(running), dir }
+    }
+
+    /// The defaults ([`Self::start`] with no change).
+    pub async fn default(name: &str) -> Self {
+        Self::start(name, |c| c).await
+    }
+
+    /// Stops the server and starts it again on the same data folder, with `config` applied to
+    /// the defaults (a restart keeps the data and the signing secret).
+    ///
+    /// # Panics
+    /// When the server cannot start again.
+    pub async fn restart(&mut self, config: impl FnOnce(local::LocalConfig) -> local::LocalConfig) {
+        if let Some(r) = self.running.take() {
+            r.stop().await;
+        }
+        #[allow(clippy::expect_used)]
+        let running = local::start(config(local::LocalConfig::at(self.dir.join("server"))))
+            .await
+            .expect("restart the local server");
+        self.running = Some(running);
+    }
+
+    /// Stops the server (in-flight requests finish) and removes the folder.
+    pub async fn stop(mut self) {
+        if let Some(r) = self.running.take() {
+            r.stop().await;
+        }
+    }
+}
+
+impl std::ops::Deref for LocalServer {
+    type Target = local::Running;
+    fn deref(&self) -> &local::Running {
+        #[allow(clippy::expect_used)]
+        self.running.as_ref().expect("the server is running until the fixture stops")
+    }
+}
+
+impl Drop for LocalServer {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.dir);
+    }
+}

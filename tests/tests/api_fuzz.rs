@@ -1,6 +1,6 @@
 //! The published contract, checked from outside (issue 25, items 1 and 2).
 //!
-//! - `/openapi.json` is what `docs/openapi.json` pins (`FOUNDRY_OPENAPI_UPDATE=1` rewrites the
+//! - `/openapi.json` is what `docs/openapi.json` pins (`FOUNDRY_UPDATE=1` rewrites the
 //!   file after a deliberate change), and openapi-spec-validator (PyPI, pinned) finds it valid.
 //! - Schemathesis (PyPI, pinned in `infra/python-api.txt`) fuzzes every operation of both APIs
 //!   from that document against the local server, with real owner and device tokens and real
@@ -19,33 +19,23 @@
 use std::path::{Path, PathBuf};
 
 use foundry_tests::mcp::rpc_2026;
-use local::{LocalConfig, Running};
+use local::Running;
 use serde_json::{Value, json};
-
-const GOLDEN: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/openapi.json");
 
 fn api_python() -> Option<PathBuf> {
     foundry_tests::python::sdk("FOUNDRY_PYTHON_API").map(PathBuf::from)
 }
 
-async fn start() -> (Running, PathBuf) {
-    let dir = std::env::temp_dir().join(format!("foundry-api-fuzz-{}", uuid::Uuid::new_v4()));
-    let running = local::start(LocalConfig::at(dir.clone())).await.unwrap();
+async fn start() -> (foundry_tests::LocalServer, PathBuf) {
+    let running = foundry_tests::LocalServer::default("foundry-api-fuzz").await;
+    let dir = running.dir.clone();
     (running, dir)
 }
 
 #[test]
 fn the_published_document_is_the_golden_file() {
     let now = serde_json::to_string_pretty(&http_api::openapi::document()).unwrap() + "\n";
-    if std::env::var("FOUNDRY_OPENAPI_UPDATE").as_deref() == Ok("1") {
-        std::fs::write(GOLDEN, &now).unwrap();
-        return;
-    }
-    let pinned = std::fs::read_to_string(GOLDEN).unwrap_or_default();
-    assert!(
-        pinned == now,
-        "docs/openapi.json is not the document the code builds: review the change, then run with FOUNDRY_OPENAPI_UPDATE=1"
-    );
+    foundry_tests::pinned("docs/openapi.json", &now);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -77,7 +67,6 @@ async fn the_served_document_is_valid_openapi_3_1_and_every_route_answers_as_rou
     assert_eq!(wrong.status(), 405);
     assert_eq!(wrong.headers()["allow"], "GET, DELETE");
     running.stop().await;
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Real items for the fuzzer to find: ids it could never guess.
@@ -256,7 +245,6 @@ values = {codes}
     assert!(cases >= 1000, "only {cases} cases ran");
     assert!(checked >= 100, "the data check ran on only {checked} refusals");
     running.stop().await;
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 mod mcp_envelope {
@@ -490,7 +478,7 @@ fn the_mcp_endpoint_answers_any_envelope_and_headers_without_a_5xx() {
     let cases: u32 = std::env::var("FOUNDRY_FUZZ_MCP_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(400);
     let seed: u64 = std::env::var("FOUNDRY_FUZZ_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(25);
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
-    let (running, dir) = rt.block_on(start());
+    let (running, _dir) = rt.block_on(start());
     let http = reqwest::Client::new();
     let statuses = std::sync::Mutex::new(std::collections::BTreeMap::<u16, u32>::new());
     let mut runner = mcp_envelope::runner(cases, seed);
@@ -518,5 +506,4 @@ fn the_mcp_endpoint_answers_any_envelope_and_headers_without_a_5xx() {
     let answered = statuses.get(&200).copied().unwrap_or(0) + statuses.get(&202).copied().unwrap_or(0);
     assert!(answered >= cases / 25, "too few probes got past the checks at the door: {statuses:?}");
     rt.block_on(running.stop());
-    let _ = std::fs::remove_dir_all(dir);
 }

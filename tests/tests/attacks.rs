@@ -18,9 +18,8 @@ use tokio::net::TcpStream;
 const DOORBELL: &str = "/external-assistants/graph-relays/doorbell";
 const PAIRINGS: &str = "/external-assistants/graph-relays/pairings";
 
-async fn start(config: impl FnOnce(LocalConfig) -> LocalConfig) -> Running {
-    let dir = std::env::temp_dir().join(format!("foundry-attacks-{}", uuid::Uuid::new_v4()));
-    local::start(config(LocalConfig::at(dir))).await.unwrap()
+async fn start(config: impl FnOnce(LocalConfig) -> LocalConfig) -> foundry_tests::LocalServer {
+    foundry_tests::LocalServer::start("foundry-attacks", config).await
 }
 
 fn host_of(running: &Running) -> String {
@@ -423,6 +422,7 @@ async fn pair_on_a_terminal(running: &Running, approver: &str, answer: &str) -> 
     let written = std::fs::read_to_string(&config).unwrap().contains("device_token_file");
     let token = dir.join("state/device-token").exists();
     assert_eq!(written, token, "the config and the token are written together or not at all");
+    let _ = std::fs::remove_dir_all(&dir);
     (exit, out, written)
 }
 

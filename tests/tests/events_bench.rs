@@ -25,8 +25,7 @@ fn pct(sorted: &[Duration], p: f64) -> f64 {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a benchmark (asserts its goals loosely): run with --ignored --nocapture"]
 async fn local_event_latency_and_throughput() {
-    let dir = std::env::temp_dir().join(format!("foundry-evbench-{}", uuid::Uuid::new_v4()));
-    let running = local::start(local::LocalConfig::at(dir.clone())).await.unwrap();
+    let running = foundry_tests::LocalServer::default("foundry-evbench").await;
     let receiver = Receiver::start().await;
     let http = reqwest::Client::new();
     let link = running.demo.chat_link_id;
@@ -108,5 +107,4 @@ async fn local_event_latency_and_throughput() {
     .await;
     println!("event body bytes: task.claimed {} (body: {})", claimed.body.to_string().len(), claimed.body);
     running.stop().await;
-    let _ = std::fs::remove_dir_all(dir);
 }

@@ -319,8 +319,7 @@ async fn subscriptions_pointing_inside_the_network_are_never_called() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_local_server_delivers_claimed_and_completed_once_each_signed() {
-    let dir = std::env::temp_dir().join(format!("foundry-events-{}", uuid::Uuid::new_v4()));
-    let running = local::start(local::LocalConfig::at(dir.clone())).await.unwrap();
+    let running = foundry_tests::LocalServer::default("foundry-events").await;
     let receiver = Receiver::start().await;
     let http = reqwest::Client::new();
     let link = running.demo.chat_link_id;
@@ -368,5 +367,4 @@ async fn the_local_server_delivers_claimed_and_completed_once_each_signed() {
     assert_eq!(receiver.hits(), 2);
     let _: Timestamp = running.store.get_task(&owner, link, t).await.unwrap().unwrap().created_at;
     running.stop().await;
-    let _ = std::fs::remove_dir_all(dir);
 }

@@ -16,7 +16,6 @@ use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
-use local::LocalConfig;
 
 struct Proxy {
     target: String,
@@ -80,8 +79,7 @@ async fn official_conformance_server_scenarios() {
         );
         return;
     };
-    let dir = std::env::temp_dir().join(format!("foundry-conf-{}", uuid::Uuid::new_v4()));
-    let running = local::start(LocalConfig::at(dir.clone())).await.unwrap();
+    let running = foundry_tests::LocalServer::default("foundry-conf").await;
     let proxy = Arc::new(Proxy {
         target: format!("http://{}", running.addr),
         token: running.token.clone(),
@@ -129,6 +127,5 @@ async fn official_conformance_server_scenarios() {
     }
     server.abort();
     running.stop().await;
-    let _ = std::fs::remove_dir_all(dir);
     assert!(failures.is_empty(), "conformance failures:\n{}", failures.join("\n"));
 }

@@ -12,7 +12,6 @@ use std::sync::Arc;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use domain::store::RegisterClients;
-use local::LocalConfig;
 use serde_json::{Value, json};
 use sha2::{Digest, Sha256};
 
@@ -140,18 +139,17 @@ async fn owner_session(http: &reqwest::Client, base: &str, owner_token: &str) ->
     cookie.split(';').next().unwrap().to_owned()
 }
 
-async fn start() -> (local::Running, Client, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("foundry-oauth-{}", uuid::Uuid::new_v4()));
-    let running = local::start(LocalConfig::at(dir.clone())).await.unwrap();
+async fn start() -> (foundry_tests::LocalServer, Client) {
+    let running = foundry_tests::LocalServer::default("foundry-oauth").await;
     let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
     let owner = owner_session(&http, &running.base_url, &running.owner_token).await;
     let client = Client { http, base: running.base_url.clone(), owner };
-    (running, client, dir)
+    (running, client)
 }
 
 #[tokio::test]
 async fn an_mcp_client_connects_to_the_local_server_from_nothing_but_the_url() {
-    let (running, c, dir) = start().await;
+    let (running, c) = start().await;
     let base = c.base.clone();
     // 1. An unauthenticated call: 401 pointing at the protected-resource metadata.
     let res = c
@@ -271,12 +269,11 @@ async fn an_mcp_client_connects_to_the_local_server_from_nothing_but_the_url() {
     assert_eq!(res.status(), 400);
     assert!(res.headers().get("location").is_none());
     running.stop().await;
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test]
 async fn registrations_are_checked_and_floods_are_refused() {
-    let (running, c, dir) = start().await;
+    let (running, c) = start().await;
     for (body, code, field) in [
         (json!({"redirect_uris": ["https://evil.example/callback"]}), "invalid_redirect_uri", "redirect_uris[0]"),
         (json!({"redirect_uris": ["http://192.168.1.5/cb"]}), "invalid_redirect_uri", "redirect_uris[0]"),
@@ -317,12 +314,11 @@ async fn registrations_are_checked_and_floods_are_refused() {
     let (status, _) = c.register(json!({"redirect_uris": ["https://claude.ai/api/mcp/auth_callback"]})).await;
     assert_eq!(status, 201, "reusing a client is not a new registration");
     running.stop().await;
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 async fn python_oauth(python_var: &str) {
     let Some(python) = foundry_tests::python::sdk(python_var) else { return };
-    let (running, _, dir) = start().await;
+    let (running, _) = start().await;
     let link = running.demo.chat_link_id.to_string();
     let envs = [
         ("FC_URL", running.mcp_url.as_str()),
@@ -336,7 +332,6 @@ async fn python_oauth(python_var: &str) {
     let client = running.store.get_client(seen["client_id"].as_str().unwrap()).await.unwrap().unwrap();
     assert_eq!(client.redirect_uris, vec![seen["redirect_uri"].as_str().unwrap()]);
     running.stop().await;
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test]
@@ -354,7 +349,7 @@ async fn the_python_sdk_1x_oauth_client_connects_with_only_the_url() {
 /// past the bound for one client new requests are refused instead.
 #[tokio::test]
 async fn a_flood_of_authorization_requests_never_evicts_the_owners_pending_consent() {
-    let (running, c, dir) = start().await;
+    let (running, c) = start().await;
     let redirect = "http://127.0.0.1:33418/callback";
     let client_id = c.register_claude(redirect).await;
     let (_, challenge) = pkce();
@@ -406,7 +401,6 @@ async fn a_flood_of_authorization_requests_never_evicts_the_owners_pending_conse
     let location = res.headers()["location"].to_str().unwrap().to_owned();
     assert!(location.contains("code=") && location.contains("state=owner"), "{location}");
     running.stop().await;
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// RFC 6749 §4.1.3 and RFC 8707 at the token endpoint: a code from a request that named its
@@ -414,7 +408,7 @@ async fn a_flood_of_authorization_requests_never_evicts_the_owners_pending_conse
 /// server's MCP URL is `invalid_target`, and the access token names the resource in `aud`.
 #[tokio::test]
 async fn the_code_exchange_is_bound_to_the_redirect_uri_and_the_token_to_the_resource() {
-    let (running, c, dir) = start().await;
+    let (running, c) = start().await;
     let redirect = "http://127.0.0.1:33419/callback";
     let client_id = c.register_claude(redirect).await;
     let new_code = |challenge: String| {
@@ -457,7 +451,6 @@ async fn the_code_exchange_is_bound_to_the_redirect_uri_and_the_token_to_the_res
     let claims: Value = serde_json::from_slice(&URL_SAFE_NO_PAD.decode(payload).unwrap()).unwrap();
     assert!(claims["aud"].as_array().unwrap().iter().any(|a| a == running.mcp_url.as_str()), "{claims}");
     running.stop().await;
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// The attack the consent page must stop: whoever reaches the port (a local process, or anyone
@@ -466,7 +459,7 @@ async fn the_code_exchange_is_bound_to_the_redirect_uri_and_the_token_to_the_res
 /// refused; a foreign `Host` gets nothing at all; an owner token is what opens a session.
 #[tokio::test]
 async fn without_the_owners_session_nobody_can_approve_a_client() {
-    let (running, c, dir) = start().await;
+    let (running, c) = start().await;
     let redirect = "http://127.0.0.1:33420/callback";
     let (status, reg) = c.register(json!({"client_name": "Not Claude", "redirect_uris": [redirect]})).await;
     assert_eq!(status, 201, "{reg}");
@@ -507,14 +500,13 @@ async fn without_the_owners_session_nobody_can_approve_a_client() {
         assert_eq!(res.status(), 421, "{path} with a foreign Host");
     }
     running.stop().await;
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Refresh tokens rotate on use, a used one coming back revokes its whole family (RFC 9700
 /// §4.14), and the revocation endpoint (RFC 7009) ends a family.
 #[tokio::test]
 async fn refresh_tokens_rotate_and_a_reused_one_revokes_its_family() {
-    let (running, c, dir) = start().await;
+    let (running, c) = start().await;
     let redirect = "http://127.0.0.1:33421/callback";
     let client_id = c.register_claude(redirect).await;
     let sign_in = || async {
@@ -554,7 +546,6 @@ async fn refresh_tokens_rotate_and_a_reused_one_revokes_its_family() {
     let res = c.http.post(format!("{}/oauth/revoke", c.base)).form(&[("token", "nonsense")]).send().await.unwrap();
     assert_eq!(res.status(), 200);
     running.stop().await;
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// A registration is JSON: a `text/plain` or form post (which any web page can send
@@ -562,7 +553,7 @@ async fn refresh_tokens_rotate_and_a_reused_one_revokes_its_family() {
 #[tokio::test]
 async fn a_registration_that_is_not_json_is_refused_and_registers_nothing() {
     use domain::store::RegisterClients;
-    let (running, c, dir) = start().await;
+    let (running, c) = start().await;
     let before = running.store.list_clients().await.unwrap().len();
     let body = json!({"client_name": "Page", "redirect_uris": ["http://127.0.0.1:33422/cb"]}).to_string();
     for content_type in ["text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x"] {
@@ -582,7 +573,6 @@ async fn a_registration_that_is_not_json_is_refused_and_registers_nothing() {
     let (status, _) = c.register(serde_json::from_str(&body).unwrap()).await;
     assert_eq!(status, 201, "the same registration as JSON");
     running.stop().await;
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// The embedded registry behind a counter of its listings.

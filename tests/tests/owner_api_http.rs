@@ -6,7 +6,7 @@
 
 use base64::Engine;
 
-use local::{LocalConfig, Running};
+use local::Running;
 use serde_json::{Value, json};
 
 struct Api {
@@ -28,11 +28,10 @@ impl Api {
     }
 }
 
-async fn start() -> (Running, Api, std::path::PathBuf) {
-    let dir = std::env::temp_dir().join(format!("foundry-owner-{}", uuid::Uuid::new_v4()));
-    let running = local::start(LocalConfig::at(dir.clone())).await.unwrap();
+async fn start() -> (foundry_tests::LocalServer, Api) {
+    let running = foundry_tests::LocalServer::default("foundry-owner").await;
     let api = Api { http: reqwest::Client::new(), base: running.base_url.clone(), token: running.owner_token.clone() };
-    (running, api, dir)
+    (running, api)
 }
 
 /// A token for another owner of the same local deployment.
@@ -42,7 +41,7 @@ fn other_owner(running: &Running) -> String {
 
 #[tokio::test]
 async fn links_tasks_and_downloads_work_end_to_end() {
-    let (running, api, dir) = start().await;
+    let (running, api) = start().await;
     let project = running.demo.project_id.to_string();
     let (s, link) = api.call("POST", "/links", json!({"project_id": project, "name": "Pricing chat"})).await;
     assert_eq!(s, 201, "{link}");
@@ -147,12 +146,11 @@ async fn links_tasks_and_downloads_work_end_to_end() {
     assert_eq!(s, 200);
     assert!(overview["projects"].as_array().unwrap().iter().any(|p| p["project_id"] == project.as_str()));
     running.stop().await;
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test]
 async fn refusals_name_the_field_and_the_rule_and_write_nothing() {
-    let (running, api, dir) = start().await;
+    let (running, api) = start().await;
     let project = running.demo.project_id.to_string();
     let l = running.demo.chat_link_id.to_string();
     let t = running.demo.task_id.unwrap().to_string();
@@ -261,5 +259,4 @@ async fn refusals_name_the_field_and_the_rule_and_write_nothing() {
     let no_scope = Api { token: running.token.clone(), ..mallory };
     assert_eq!(no_scope.call("GET", "/links", Value::Null).await.0, 403, "an MCP token opened the owner API");
     running.stop().await;
-    let _ = std::fs::remove_dir_all(dir);
 }

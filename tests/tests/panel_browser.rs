@@ -20,8 +20,9 @@ async fn the_panel_does_the_owners_work_in_a_real_browser() {
         return;
     };
     let chromium = std::env::var("FOUNDRY_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
-    let dir = std::env::temp_dir().join(format!("foundry-panel-{}", uuid::Uuid::new_v4()));
-    let running = local::start(LocalConfig { panel_refresh_seconds: 1, ..LocalConfig::at(dir.clone()) }).await.unwrap();
+    let running =
+        foundry_tests::LocalServer::start("foundry-panel", |at| LocalConfig { panel_refresh_seconds: 1, ..at }).await;
+    let dir = running.dir.clone();
     let screenshot = std::env::var("FOUNDRY_PANEL_SCREENSHOT")
         .unwrap_or_else(|_| dir.join("panel.png").to_string_lossy().into_owned());
     // A desktop asks to be paired; the scenario approves it in the panel.
@@ -81,5 +82,4 @@ async fn the_panel_does_the_owners_work_in_a_real_browser() {
     assert_eq!(parsed["tasks"].as_array().unwrap().len(), 50);
     eprintln!("a 50-task list response: {} bytes ({} per task)", page.len(), page.len() / 50);
     running.stop().await;
-    let _ = std::fs::remove_dir_all(dir);
 }

@@ -9,7 +9,6 @@ use domain::ids::{AgentId, CommandId, GraphSessionId};
 use domain::runs::{RunStatus, SessionMeta};
 use domain::store::{ReadRuns, ReadTasks, SyncSessions};
 use domain::tasks::TaskStatus;
-use local::LocalConfig;
 use serde_json::Value;
 
 async fn drive(python_var: &str, expected_protocol: &str) {
@@ -23,8 +22,7 @@ async fn drive(python_var: &str, expected_protocol: &str) {
         );
         return;
     };
-    let dir = std::env::temp_dir().join(format!("foundry-py-{}", uuid::Uuid::new_v4()));
-    let running = local::start(LocalConfig::at(dir.clone())).await.unwrap();
+    let running = foundry_tests::LocalServer::default("foundry-py").await;
     let demo = running.demo.clone();
     let gs = GraphSessionId::parse("g", &format!("gs_{}", "ab".repeat(16))).unwrap();
     let meta = SessionMeta {
@@ -64,7 +62,6 @@ async fn drive(python_var: &str, expected_protocol: &str) {
     let task = running.store.get_task(&demo.owner, demo.chat_link_id, demo.task_id.unwrap()).await.unwrap().unwrap();
     assert_eq!(task.status, TaskStatus::Completed);
     running.stop().await;
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test]

@@ -5,8 +5,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use local::LocalConfig;
-
 /// The fenced python block whose first line is `marker`.
 fn example(marker: &str) -> String {
     let readme = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../README.md")).unwrap();
@@ -31,8 +29,8 @@ async fn run(python_var: &str, marker: &str) {
     let code = example(marker);
     let placeholder = r#"URL, TOKEN, LINK = "http://127.0.0.1:8787/mcp", "<Bearer token>", "<Chat link id>""#;
     assert!(code.contains(placeholder), "the README example lost its placeholder line:\n{code}");
-    let dir = std::env::temp_dir().join(format!("foundry-readme-{}", uuid::Uuid::new_v4()));
-    let running = local::start(LocalConfig::at(dir.clone())).await.unwrap();
+    let running = foundry_tests::LocalServer::default("foundry-readme").await;
+    let dir = running.dir.clone();
     let filled = format!(
         "URL, TOKEN, LINK = {:?}, {:?}, {:?}",
         running.mcp_url,
@@ -48,7 +46,6 @@ async fn run(python_var: &str, marker: &str) {
     let task = running.demo.task_id.unwrap().to_string();
     assert!(stdout.contains(&task), "the {marker} example did not print the demo task {task}:\n{stdout}");
     running.stop().await;
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test]

@@ -3,7 +3,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use local::LocalConfig;
 use serde_json::{Value, json};
 
 async fn call(http: &reqwest::Client, method: reqwest::Method, url: String, token: &str, body: Value) -> (u16, Value) {
@@ -14,8 +13,7 @@ async fn call(http: &reqwest::Client, method: reqwest::Method, url: String, toke
 
 #[tokio::test]
 async fn relay_and_owner_apis_refuse_bad_input_clearly_and_write_nothing() {
-    let dir = std::env::temp_dir().join(format!("foundry-relayapi-{}", uuid::Uuid::new_v4()));
-    let running = local::start(LocalConfig::at(dir.clone())).await.unwrap();
+    let running = foundry_tests::LocalServer::default("foundry-relayapi").await;
     let http = reqwest::Client::new();
     let base = format!("{}{}", running.base_url, http_api::relay_api::PREFIX);
     let token = running.device_token.clone();
@@ -178,13 +176,11 @@ async fn relay_and_owner_apis_refuse_bad_input_clearly_and_write_nothing() {
     .await;
     assert_eq!(status, 401, "a revoked token still works");
     running.stop().await;
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 /// Two desktops on the demo project: the local server's device (A) and a second one (B).
 struct TwoDesktops {
-    running: local::Running,
-    dir: std::path::PathBuf,
+    running: foundry_tests::LocalServer,
     http: reqwest::Client,
     base: String,
     a: String,
@@ -194,13 +190,12 @@ struct TwoDesktops {
 impl TwoDesktops {
     async fn start(name: &str) -> Self {
         use domain::store::ManageDevices;
-        let dir = std::env::temp_dir().join(format!("foundry-{name}-{}", uuid::Uuid::new_v4()));
-        let running = local::start(LocalConfig::at(dir.clone())).await.unwrap();
+        let running = foundry_tests::LocalServer::default(&format!("foundry-{name}")).await;
         let base = format!("{}{}", running.base_url, http_api::relay_api::PREFIX);
         let (b, hash_b) = domain::devices::new_token().unwrap();
         running.store.create_device(&running.demo.owner, "second desktop", &hash_b).await.unwrap();
         let a = running.device_token.clone();
-        Self { running, dir, http: reqwest::Client::new(), base, a, b }
+        Self { running, http: reqwest::Client::new(), base, a, b }
     }
 
     fn gs(n: usize) -> String {
@@ -239,7 +234,6 @@ impl TwoDesktops {
 
     async fn stop(self) {
         self.running.stop().await;
-        let _ = std::fs::remove_dir_all(self.dir);
     }
 }
 

@@ -16,7 +16,7 @@ use domain::limits::Policy;
 use domain::runs::{QueueOutcome, QueueRun, RunStatus};
 use domain::store::{CancelRuns, ManageDevices, ManageProjects, QueueRuns, ReadRuns};
 use foundry_tests::{built_binary, wait_until};
-use local::{LocalConfig, Running};
+use local::LocalConfig;
 
 fn gs(n: u32) -> GraphSessionId {
     GraphSessionId::parse("g", &format!("gs_{n:032x}")).unwrap()
@@ -39,7 +39,7 @@ impl Drop for Desk {
 }
 
 struct World {
-    running: Running,
+    running: foundry_tests::LocalServer,
     dir: PathBuf,
     owner: OwnerId,
     agent: AgentId,
@@ -48,14 +48,13 @@ struct World {
 }
 
 async fn world(policy: Policy, doorbell_poll: Duration) -> World {
-    let dir = std::env::temp_dir().join(format!("relay-doorbell-{}", uuid::Uuid::new_v4()));
-    let running = local::start(LocalConfig {
+    let running = foundry_tests::LocalServer::start("relay-doorbell", |at| LocalConfig {
         policy,
         doorbell_poll_interval: doorbell_poll,
-        ..LocalConfig::at(dir.join("server"))
+        ..at
     })
-    .await
-    .unwrap();
+    .await;
+    let dir = running.dir.clone();
     let owner = running.demo.owner.clone();
     World {
         running,

@@ -18,12 +18,12 @@ use domain::limits::Policy;
 use domain::runs::{QueueOutcome, QueueRun, Run, RunStatus, SessionMeta};
 use domain::store::{CancelRuns, ManageProjects, QueueRuns, ReadRuns, SyncSessions};
 use foundry_tests::{built_binary, kill_group, process_alive, wait_until};
-use local::{LocalConfig, Running};
+use local::LocalConfig;
 use relay::agent::Relay;
 use relay::config::Config;
 
 struct Env {
-    running: Running,
+    running: foundry_tests::LocalServer,
     dir: PathBuf,
     agent: AgentId,
 }
@@ -33,9 +33,9 @@ fn gs(n: u8) -> GraphSessionId {
 }
 
 async fn env(heartbeat_timeout: Duration) -> Env {
-    let dir = std::env::temp_dir().join(format!("relay-e2e-{}", uuid::Uuid::new_v4()));
     let policy = Policy { poll_interval: Duration::from_secs(1), heartbeat_timeout, ..Policy::default() };
-    let running = local::start(LocalConfig { policy, ..LocalConfig::at(dir.join("server")) }).await.unwrap();
+    let running = foundry_tests::LocalServer::start("relay-e2e", |at| LocalConfig { policy, ..at }).await;
+    let dir = running.dir.clone();
     Env { running, dir, agent: AgentId::new("e2e-client", local::DEMO_OWNER).unwrap() }
 }
 

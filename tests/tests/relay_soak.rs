@@ -125,10 +125,9 @@ async fn runs_survive_random_kills_and_a_lossy_network() {
     let soak = Duration::from_secs(std::env::var("SOAK_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(60));
     let seed = seed_dice();
     println!("soak seed {seed} (SOAK_SEED={seed} asks for the same sequence of faults)");
-    let dir = std::env::temp_dir().join(format!("relay-soak-{}", uuid::Uuid::new_v4()));
-    std::fs::create_dir_all(&dir).unwrap();
     let policy = Policy { poll_interval: Duration::from_secs(1), ..Policy::default() };
-    let running = local::start(LocalConfig { policy, ..LocalConfig::at(dir.join("server")) }).await.unwrap();
+    let running = foundry_tests::LocalServer::start("relay-soak", |at| LocalConfig { policy, ..at }).await;
+    let dir = running.dir.clone();
     let faults = Arc::new(Faults::default());
     let proxy = fault_proxy(running.base_url.clone(), Arc::clone(&faults)).await;
 
@@ -266,5 +265,4 @@ async fn runs_survive_random_kills_and_a_lossy_network() {
     assert!(twice.is_empty(), "runs executed more than once: {twice:?} (seed {seed})");
     assert_eq!(completed + failed_with_reason, queued.len());
     running.stop().await;
-    let _ = std::fs::remove_dir_all(dir);
 }

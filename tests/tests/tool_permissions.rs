@@ -34,12 +34,12 @@ fn iam(op: &str) -> Vec<String> {
 }
 
 /// `docs/cost-inputs.json` holds the DynamoDB requests of each operation `infra/cost.py` prices,
-/// as measured here: `section`'s must equal `measured` (with `FOUNDRY_COST_UPDATE=1` the file is
+/// as measured here: `section`'s must equal `measured` (with `FOUNDRY_UPDATE=1` the file is
 /// rewritten instead, then `python3 infra/cost.py` prints the new table for docs/cost.md).
 fn check_cost_inputs(section: &str, measured: &BTreeMap<String, Vec<String>>) {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/cost-inputs.json");
     let mut doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
-    if std::env::var_os("FOUNDRY_COST_UPDATE").is_some() {
+    if foundry_tests::update_requested() {
         doc["dynamodb_requests"][section] = json!(measured);
         std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap() + "\n").unwrap();
         return;
@@ -47,7 +47,7 @@ fn check_cost_inputs(section: &str, measured: &BTreeMap<String, Vec<String>>) {
     assert_eq!(
         doc["dynamodb_requests"][section],
         json!(measured),
-        "docs/cost-inputs.json: the {section} requests changed; rerun this test with FOUNDRY_COST_UPDATE=1, then python3 infra/cost.py for docs/cost.md"
+        "docs/cost-inputs.json: the {section} requests changed; rerun this test with FOUNDRY_UPDATE=1, then python3 infra/cost.py for docs/cost.md"
     );
 }
 

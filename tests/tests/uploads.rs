@@ -90,10 +90,8 @@ async fn a_refused_upload_stores_no_bytes_and_dot_ids_are_invalid() {
 #[tokio::test]
 async fn the_local_token_secret_is_readable_by_its_owner_only() {
     use std::os::unix::fs::PermissionsExt;
-    let dir = std::env::temp_dir().join(format!("fc-secret-{}", uuid::Uuid::new_v4()));
-    let running = local::start(local::LocalConfig::at(dir.clone())).await.unwrap();
-    let mode = std::fs::metadata(dir.join("local-token-secret")).unwrap().permissions().mode() & 0o777;
+    let running = foundry_tests::LocalServer::default("fc-secret").await;
+    let mode = std::fs::metadata(running.data_dir.join("local-token-secret")).unwrap().permissions().mode() & 0o777;
     assert_eq!(mode, 0o600, "the token secret is mode {mode:o}");
     running.stop().await;
-    let _ = std::fs::remove_dir_all(dir);
 }
