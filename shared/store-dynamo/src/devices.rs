@@ -10,7 +10,7 @@ use domain::store::{AuthenticateDevices, DEVICE_SEEN_GRANULARITY, ManageDevices,
 use crate::DynamoStore;
 use crate::codec::{Item, Read, device_from, n, opt_from, project_from, s, values};
 use crate::error::{build, unexpected};
-use crate::keys::{device_key, token_key};
+use crate::keys::{device_key, owner_partition, token_key};
 use crate::request::{failed, names, old_image, our_write_landed, put};
 
 /// A new device's two items: the owner's record (for listing) and the token record (for the
@@ -49,7 +49,7 @@ impl ManageDevices for DynamoStore {
 
     async fn list_devices(&self, owner: &OwnerId) -> StoreResult<Vec<Device>> {
         let mut v: Vec<Device> = self
-            .query_all(format!("OWNER#{owner}"), "DEVICE#")
+            .query_all(owner_partition(owner), "DEVICE#")
             .await?
             .iter()
             .map(device_from)
@@ -81,7 +81,7 @@ impl ManageDevices for DynamoStore {
         }
         // Its shares go with it: one versioned write per project it shared in.
         let needle = device.to_string();
-        for item in self.query_all(format!("OWNER#{owner}"), "PROJECT#").await? {
+        for item in self.query_all(owner_partition(owner), "PROJECT#").await? {
             let shares = Read(&item).opt_parse("device_shares", |v| Some(v.to_owned()))?.unwrap_or_default();
             if shares.contains(&needle) {
                 let project = project_from(&item)?.project_id;

@@ -18,20 +18,12 @@ use domain::store::{DoorbellConnections, StoreResult};
 
 use crate::codec::{Item, Read, device_from, n, opt_from, run_from, s, values};
 use crate::error::{build, unexpected};
-use crate::keys::{key, ttl_at};
+use crate::keys::{doorbell_partition, socket_key, socket_of_owner_key, ttl_at};
 use crate::request::put;
 use crate::{DynamoStore, TTL_ATTRIBUTE};
 
 /// How long past API Gateway's limit a socket's items are kept.
 const KEEP: Duration = Duration::from_secs(10 * 60);
-
-fn owner_item_key(owner: &OwnerId, id: &str) -> Item {
-    key(format!("DOORBELL#{owner}"), format!("CONN#{id}"))
-}
-
-fn socket_key(id: &str) -> Item {
-    key(format!("DBCONN#{id}"), "DBCONN")
-}
 
 impl DynamoStore {
     fn delete_item(&self, key: Item) -> StoreResult<TransactWriteItem> {
@@ -45,7 +37,7 @@ impl DoorbellConnections for DynamoStore {
     async fn open_connection(&self, owner: &OwnerId, device: uuid::Uuid, connection_id: &str) -> StoreResult<()> {
         let now = self.clock.now();
         let expires = now.plus(MAX_CONNECTION + KEEP);
-        let mut mine = owner_item_key(owner, connection_id);
+        let mut mine = socket_of_owner_key(owner, connection_id);
         mine.extend(values([
             ("connection_id", s(connection_id)),
             ("device_id", s(device.to_string())),
@@ -69,7 +61,7 @@ impl DoorbellConnections for DynamoStore {
         let Some(socket) = self.get(socket_key(connection_id)).await? else { return Ok(()) };
         let owner = Read(&socket).parse("owner", |v| OwnerId::new(v).ok())?;
         let items = vec![
-            self.delete_item(owner_item_key(&owner, connection_id))?,
+            self.delete_item(socket_of_owner_key(&owner, connection_id))?,
             self.delete_item(socket_key(connection_id))?,
         ];
         match self.transact(items).await? {
@@ -81,7 +73,7 @@ impl DoorbellConnections for DynamoStore {
     async fn connections_of(&self, owner: &OwnerId) -> StoreResult<Vec<Connection>> {
         let now = self.clock.now().as_millis();
         let mut out = Vec::new();
-        for item in self.query_all(format!("DOORBELL#{owner}"), "CONN#").await? {
+        for item in self.query_all(doorbell_partition(owner), "CONN#").await? {
             let r = Read(&item);
             if r.n("expires_at")? <= now {
                 continue;

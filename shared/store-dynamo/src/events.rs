@@ -13,7 +13,7 @@ use aws_sdk_dynamodb::operation::put_item::PutItemError;
 
 use crate::codec::{Item, Read, bad, n, opt_from, run_from, s, task_from, values};
 use crate::error::sdk;
-use crate::keys::{key, ttl_at};
+use crate::keys::{delivery_key, delivery_partition, ttl_at};
 use crate::request::names;
 use crate::{DynamoStore, TTL_ATTRIBUTE};
 
@@ -25,7 +25,7 @@ impl RecordDeliveries for DynamoStore {
     async fn record_delivery(&self, owner: &OwnerId, link: ChatLinkId, outcome: &DeliveryOutcome) -> StoreResult<()> {
         let body = serde_json::to_string(outcome).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let at = n(outcome.at.as_millis());
-        let mut item = key(format!("DELIVERY#{owner}"), link.to_string());
+        let mut item = delivery_key(owner, link);
         item.extend(values([
             ("outcome", s(body)),
             ("at", at.clone()),
@@ -52,7 +52,7 @@ impl RecordDeliveries for DynamoStore {
     }
 
     async fn last_deliveries(&self, owner: &OwnerId) -> StoreResult<Vec<(ChatLinkId, DeliveryOutcome)>> {
-        let items = self.query_all(format!("DELIVERY#{owner}"), "").await?;
+        let items = self.query_all(delivery_partition(owner), "").await?;
         items
             .iter()
             .map(|i| {

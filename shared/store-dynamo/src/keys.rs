@@ -1,5 +1,6 @@
-//! The table's key layout: every item's `pk`/`sk`, and the sort-key bound that leaves expired
-//! items out of an index query.
+//! The table's key layout, in one place: every item's `pk`/`sk`, every partition a query names,
+//! every index key, and the sort-key bound that leaves expired items out of an index query.
+//! No other module formats a key.
 
 use std::collections::HashMap;
 
@@ -15,12 +16,67 @@ pub(crate) fn key(pk: String, sk: impl Into<String>) -> Item {
     HashMap::from([("pk".to_owned(), s(pk)), ("sk".to_owned(), s(sk))])
 }
 
+// ---- partitions (a `Query` names one) --------------------------------------------------------
+
+/// The owner's items: projects, chat links, devices (`PROJECT#`, `LINK#`, `DEVICE#` sort keys).
+pub(crate) fn owner_partition(owner: &OwnerId) -> String {
+    format!("OWNER#{owner}")
+}
+
+/// A chat link's items: its tasks (`TASK#`) and their artifacts (`ARTIFACT#`).
+pub(crate) fn link_partition(link: ChatLinkId) -> String {
+    format!("LINK#{link}")
+}
+
+/// The owner's open doorbell sockets (`CONN#<id>` sort keys).
+pub(crate) fn doorbell_partition(owner: &OwnerId) -> String {
+    format!("DOORBELL#{owner}")
+}
+
+/// The owner's latest delivery per chat link (the link id as the sort key).
+pub(crate) fn delivery_partition(owner: &OwnerId) -> String {
+    format!("DELIVERY#{owner}")
+}
+
+/// The queue index's partition of a project (`gsi1pk`).
+pub(crate) fn queue_partition(project: ProjectId) -> String {
+    format!("QUEUE#{project}")
+}
+
+/// The open-tasks index's partition of a chat link (`gsi2pk`).
+pub(crate) fn open_tasks_partition(link: ChatLinkId) -> String {
+    format!("OPEN#{link}")
+}
+
+/// The owner-runs index's partition (`gsi3pk`).
+pub(crate) fn owner_runs_partition(owner: &OwnerId) -> String {
+    format!("RUNS#{owner}")
+}
+
+/// An index sort key that begins with the expiry, so `> unexpired_after(now)` leaves expired
+/// items out (`gsi1sk`, `gsi2sk`).
+pub(crate) fn expiring_sort_key(expires_at: Timestamp, id: impl std::fmt::Display) -> String {
+    format!("{}#{id}", expires_at.sortable())
+}
+
+/// The sort keys of a task's artifacts begin with this.
+pub(crate) fn artifacts_prefix(task: TaskId) -> String {
+    format!("ARTIFACT#{task}#")
+}
+
+/// The upper bound of a page of a link's tasks, newest first: below `before`, or all of them.
+pub(crate) fn tasks_before(before: Option<TaskId>) -> String {
+    before.map_or_else(|| "TASK#~".to_owned(), |t| format!("TASK#{t}"))
+}
+
+// ---- items -----------------------------------------------------------------------------------
+
 pub(crate) fn project_key(owner: &OwnerId, project: ProjectId) -> Item {
-    key(format!("OWNER#{owner}"), format!("PROJECT#{project}"))
+    key(owner_partition(owner), format!("PROJECT#{project}"))
 }
 
 pub(crate) fn link_key(owner: &OwnerId, link: ChatLinkId) -> Item {
-    key(format!("OWNER#{owner}"), format!("LINK#{link}"))
+    key(owner_partition(owner), format!("LINK#{link}"))
 }
 
 pub(crate) fn run_key(command: CommandId) -> Item {
@@ -28,7 +84,7 @@ pub(crate) fn run_key(command: CommandId) -> Item {
 }
 
 pub(crate) fn task_key(link: ChatLinkId, task: TaskId) -> Item {
-    key(format!("LINK#{link}"), format!("TASK#{task}"))
+    key(link_partition(link), format!("TASK#{task}"))
 }
 
 pub(crate) fn idem_key(record: &str) -> Item {
@@ -45,11 +101,11 @@ pub(crate) fn ttl_at(t: Timestamp) -> AttributeValue {
 }
 
 pub(crate) fn artifact_key(r: &ArtifactRecord) -> Item {
-    key(format!("LINK#{}", r.link_id), format!("ARTIFACT#{}#{}", r.task_id, r.artifact_id))
+    key(link_partition(r.link_id), format!("ARTIFACT#{}#{}", r.task_id, r.artifact_id))
 }
 
 pub(crate) fn device_key(owner: &OwnerId, device: uuid::Uuid) -> Item {
-    key(format!("OWNER#{owner}"), format!("DEVICE#{device}"))
+    key(owner_partition(owner), format!("DEVICE#{device}"))
 }
 
 pub(crate) fn client_use_key(client_id: &str) -> Item {
@@ -66,6 +122,21 @@ pub(crate) fn pairing_source_key(window: &str) -> Item {
 
 pub(crate) fn attempts_key(counter: &str, window_end: Timestamp) -> Item {
     key(format!("ATTEMPTS#{counter}#{}", window_end.as_millis()), "ATTEMPTS")
+}
+
+/// A doorbell socket under its owner (one query for a ring).
+pub(crate) fn socket_of_owner_key(owner: &OwnerId, connection_id: &str) -> Item {
+    key(doorbell_partition(owner), format!("CONN#{connection_id}"))
+}
+
+/// A doorbell socket by its id alone (`$disconnect` knows only the id).
+pub(crate) fn socket_key(connection_id: &str) -> Item {
+    key(format!("DBCONN#{connection_id}"), "DBCONN")
+}
+
+/// The latest delivery to a chat link.
+pub(crate) fn delivery_key(owner: &OwnerId, link: ChatLinkId) -> Item {
+    key(delivery_partition(owner), link.to_string())
 }
 
 pub(crate) fn token_key(hash: &str) -> Item {

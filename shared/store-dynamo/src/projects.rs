@@ -16,7 +16,7 @@ use domain::store::{ManageLinks, ManageProjects, StoreError, StoreResult, SyncSe
 use crate::DynamoStore;
 use crate::codec::{Item, Read, b, link_from, live_link, n, opt_from, project_from, s, task_from, values};
 use crate::error::{sdk, unexpected};
-use crate::keys::{link_key, project_key, task_key, ttl_at};
+use crate::keys::{link_key, link_partition, owner_partition, project_key, task_key, ttl_at};
 use crate::request::{Updated, check, failed, names, old_image, our_write_landed, put};
 
 #[async_trait]
@@ -81,7 +81,7 @@ impl ManageProjects for DynamoStore {
     }
 
     async fn list_projects(&self, owner: &OwnerId) -> StoreResult<Vec<Project>> {
-        self.query_all(format!("OWNER#{owner}"), "PROJECT#").await?.iter().map(project_from).collect()
+        self.query_all(owner_partition(owner), "PROJECT#").await?.iter().map(project_from).collect()
     }
 }
 
@@ -211,7 +211,7 @@ impl ManageLinks for DynamoStore {
     }
 
     async fn list_links(&self, owner: &OwnerId) -> StoreResult<Vec<ChatLink>> {
-        let items = self.query_all(format!("OWNER#{owner}"), "LINK#").await?;
+        let items = self.query_all(owner_partition(owner), "LINK#").await?;
         let mut links = items.iter().filter(|i| live_link(i)).map(link_from).collect::<StoreResult<Vec<_>>>()?;
         links.sort_by_key(|l| (l.created_at, l.link_id));
         Ok(links)
@@ -236,7 +236,7 @@ impl ManageLinks for DynamoStore {
             return Ok(None);
         }
         let mut cancelled = 0;
-        for item in self.query_all(format!("LINK#{link}"), "TASK#").await? {
+        for item in self.query_all(link_partition(link), "TASK#").await? {
             let task = task_from(&item)?;
             if task.owner != *owner || task.link_deleted {
                 continue;

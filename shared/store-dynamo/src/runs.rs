@@ -16,7 +16,7 @@ use domain::store::{CancelRuns, ManageProjects, OwnerRuns, QueueRuns, ReadRuns, 
 
 use crate::codec::{Read, b, bad, n, opt_from, project_from, run_from, s, values};
 use crate::idempotency::{Create, Created};
-use crate::keys::{project_key, run_key, ttl_at};
+use crate::keys::{expiring_sort_key, owner_runs_partition, project_key, queue_partition, run_key, ttl_at};
 use crate::request::{Updated, check, names};
 use crate::{DynamoStore, OWNER_RUNS_INDEX, QUEUE_INDEX, TTL_ATTRIBUTE};
 
@@ -110,9 +110,9 @@ impl QueueRuns for DynamoStore {
             ("queued_at", n(now.as_millis())),
             ("expires_at", n(run.expires_at.as_millis())),
             ("cancel_requested", b(false)),
-            ("gsi1pk", s(format!("QUEUE#{}", run.project_id))),
-            ("gsi1sk", s(format!("{}#{}", run.expires_at.sortable(), run.command_id))),
-            ("gsi3pk", s(format!("RUNS#{}", run.owner))),
+            ("gsi1pk", s(queue_partition(run.project_id))),
+            ("gsi1sk", s(expiring_sort_key(run.expires_at, run.command_id))),
+            ("gsi3pk", s(owner_runs_partition(&run.owner))),
             ("gsi3sk", s(run.command_id.to_string())),
             (TTL_ATTRIBUTE, ttl_at(run.expires_at.plus(self.policy.retention))),
         ]));
@@ -215,7 +215,7 @@ impl RelayRuns for DynamoStore {
         limit: usize,
         filter: &QueueFilter,
     ) -> StoreResult<Vec<Run>> {
-        self.query_unexpired(QUEUE_INDEX, format!("QUEUE#{project}"), owner, limit, |item| {
+        self.query_unexpired(QUEUE_INDEX, queue_partition(project), owner, limit, |item| {
             let run = run_from(item)?;
             Ok(filter.keeps(&run).then_some(run))
         })
@@ -386,7 +386,7 @@ impl OwnerRuns for DynamoStore {
                 .index_name(OWNER_RUNS_INDEX)
                 .key_condition_expression("#gsi3pk = :p AND #gsi3sk < :before")
                 .set_expression_attribute_names(Some(names("#gsi3pk #gsi3sk")))
-                .expression_attribute_values(":p", s(format!("RUNS#{owner}")))
+                .expression_attribute_values(":p", s(owner_runs_partition(owner)))
                 .expression_attribute_values(":before", s(before.clone()))
                 .scan_index_forward(false)
         };

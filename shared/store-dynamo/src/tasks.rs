@@ -17,7 +17,10 @@ use domain::tasks::{
 use crate::codec::{Item, Read, bad, n, opt_from, s, task_from, values};
 use crate::error::{build, sdk, unexpected};
 use crate::idempotency::{Create, Created};
-use crate::keys::{artifact_key, link_key, task_key, ttl_at};
+use crate::keys::{
+    artifact_key, artifacts_prefix, expiring_sort_key, link_key, link_partition, open_tasks_partition, task_key,
+    tasks_before, ttl_at,
+};
 use crate::request::{Updated, check, failed, names, old_image, put, update_item};
 use crate::{DynamoStore, OPEN_TASKS_INDEX, TTL_ATTRIBUTE};
 
@@ -51,8 +54,8 @@ impl AssignTasks for DynamoStore {
             ("status", s(TaskStatus::Queued.as_str())),
             ("created_at", n(now.as_millis())),
             ("expires_at", n(task.expires_at.as_millis())),
-            ("gsi2pk", s(format!("OPEN#{}", task.link_id))),
-            ("gsi2sk", s(format!("{}#{}", task.expires_at.sortable(), task.task_id))),
+            ("gsi2pk", s(open_tasks_partition(task.link_id))),
+            ("gsi2sk", s(expiring_sort_key(task.expires_at, task.task_id))),
             (TTL_ATTRIBUTE, ttl_at(task.expires_at.plus(self.policy.retention))),
         ]));
         let create = Create {
@@ -113,14 +116,14 @@ impl AssignTasks for DynamoStore {
         limit: usize,
         before: Option<TaskId>,
     ) -> StoreResult<TaskPage> {
-        let hi = before.map_or_else(|| "TASK#~".to_owned(), |t| format!("TASK#{t}"));
+        let hi = tasks_before(before);
         let query = || {
             self.client
                 .query()
                 .table_name(&self.table)
                 .key_condition_expression("#pk = :pk AND #sk BETWEEN :lo AND :hi")
                 .set_expression_attribute_names(Some(names("#pk #sk")))
-                .expression_attribute_values(":pk", s(format!("LINK#{link}")))
+                .expression_attribute_values(":pk", s(link_partition(link)))
                 .expression_attribute_values(":lo", s("TASK#"))
                 .expression_attribute_values(":hi", s(hi.clone()))
                 .scan_index_forward(false)
@@ -148,7 +151,7 @@ impl AssignTasks for DynamoStore {
         link: ChatLinkId,
         task: TaskId,
     ) -> StoreResult<Vec<ArtifactRecord>> {
-        let items = self.query_all(format!("LINK#{link}"), &format!("ARTIFACT#{task}#")).await?;
+        let items = self.query_all(link_partition(link), &artifacts_prefix(task)).await?;
         let mut out = Vec::with_capacity(items.len());
         for item in items.iter().filter(|i| Read(i).opt_s("owner") == Some(owner.as_str())) {
             let r = Read(item);
@@ -171,8 +174,10 @@ impl AssignTasks for DynamoStore {
 #[async_trait]
 impl ReadTasks for DynamoStore {
     async fn list_open_tasks(&self, owner: &OwnerId, link: ChatLinkId, limit: usize) -> StoreResult<Vec<Task>> {
-        self.query_unexpired(OPEN_TASKS_INDEX, format!("OPEN#{link}"), owner, limit, |item| task_from(item).map(Some))
-            .await
+        self.query_unexpired(OPEN_TASKS_INDEX, open_tasks_partition(link), owner, limit, |item| {
+            task_from(item).map(Some)
+        })
+        .await
     }
 
     async fn get_task(&self, owner: &OwnerId, link: ChatLinkId, task: TaskId) -> StoreResult<Option<Task>> {
