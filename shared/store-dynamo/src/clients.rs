@@ -8,18 +8,18 @@ use domain::store::ClientUse;
 use domain::store::StoreResult;
 
 use crate::DynamoStore;
-use crate::codec::{n, values};
+use crate::codec::n;
 use crate::keys::client_use_key;
+use crate::write::{Update, missing};
 
 #[async_trait]
 impl ClientUse for DynamoStore {
     /// One conditional `UpdateItem` that keeps the first time (failing harmlessly after it).
     async fn mark_client_used(&self, client_id: &str) -> StoreResult<()> {
         self.update(
-            client_use_key(client_id),
-            "SET #first_used_at = :now",
-            "attribute_not_exists(#first_used_at)",
-            values([(":now", n(self.clock.now().as_millis()))]),
+            Update::of(client_use_key(client_id))
+                .set("first_used_at", n(self.clock.now().as_millis()))
+                .when(missing("first_used_at")),
         )
         .send(false)
         .await

@@ -9,9 +9,10 @@ use domain::store::{AuthenticateDevices, DEVICE_SEEN_GRANULARITY, ManageDevices,
 
 use crate::DynamoStore;
 use crate::codec::{Item, Read, device_from, n, opt_from, project_from, s, values};
-use crate::error::{build, unexpected};
+use crate::error::unexpected;
 use crate::keys::{device_key, owner_partition, token_key};
-use crate::request::{failed, names, old_image, our_write_landed, put};
+use crate::request::{failed, old_image, our_write_landed, put, update_item};
+use crate::write::{Update, exists, le, missing};
 
 /// A new device's two items: the owner's record (for listing) and the token record (for the
 /// relay's one-read authentication), written together in one transaction.
@@ -63,17 +64,9 @@ impl ManageDevices for DynamoStore {
             return Ok(false);
         };
         let now = self.clock.now();
+        // Both items, revoked once (a second revoke keeps the first time).
         let update = |k: Item| -> StoreResult<TransactWriteItem> {
-            let u = aws_sdk_dynamodb::types::Update::builder()
-                .table_name(&self.table)
-                .set_key(Some(k))
-                .update_expression("SET #revoked_at = if_not_exists(#revoked_at, :now)")
-                .condition_expression("attribute_exists(#pk)")
-                .set_expression_attribute_names(Some(names("#revoked_at #pk")))
-                .expression_attribute_values(":now", n(now.as_millis()))
-                .build()
-                .map_err(build)?;
-            Ok(TransactWriteItem::builder().update(u).build())
+            update_item(&self.table, Update::of(k).set_if_absent("revoked_at", n(now.as_millis())).when(exists("pk")))
         };
         let items = vec![update(device_key(owner, device))?, update(token_key(&d.token_hash))?];
         if self.transact(items).await?.is_some() {
@@ -103,10 +96,11 @@ impl AuthenticateDevices for DynamoStore {
     async fn record_device_seen(&self, device: &Device) -> StoreResult<()> {
         let now = self.clock.now();
         self.update(
-            device_key(&device.owner, device.device_id),
-            "SET #last_seen_at = :now",
-            "attribute_exists(#pk) AND (attribute_not_exists(#last_seen_at) OR #last_seen_at <= :cutoff)",
-            values([(":now", n(now.as_millis())), (":cutoff", n(now.minus(DEVICE_SEEN_GRANULARITY).as_millis()))]),
+            Update::of(device_key(&device.owner, device.device_id)).set("last_seen_at", n(now.as_millis())).when(
+                exists("pk").and(
+                    missing("last_seen_at").or(le("last_seen_at", n(now.minus(DEVICE_SEEN_GRANULARITY).as_millis()))),
+                ),
+            ),
         )
         .send(false)
         .await

@@ -61,6 +61,7 @@ mod request;
 mod runs;
 mod schema;
 mod tasks;
+mod write;
 
 pub use codec::Item;
 pub use doorbell::{revoked_device_of_change, ring_of_change};

@@ -32,6 +32,7 @@ use crate::devices::device_items;
 use crate::error::unexpected;
 use crate::keys::{attempts_key, pairing_key, pairing_source_key, token_key, ttl_at};
 use crate::request::{Updated, check, failed, old_image, our_write_landed, put, update_item};
+use crate::write::{Update, eq, gt, le, lt, missing};
 use crate::{DynamoStore, TTL_ATTRIBUTE};
 
 /// A user code whose pairing expired this long ago may be drawn again.
@@ -116,16 +117,15 @@ impl DynamoStore {
             put(&self.table, token, "attribute_not_exists(#pk)", Item::new())?,
             update_item(
                 &self.table,
-                pairing_key(p.user_code.as_str()),
-                "SET #status = :redeemed, #last_poll_at = :now",
-                "#status = :approved AND #device_id = :d AND #device_code_hash = :h AND #expires_at > :now",
-                values([
-                    (":redeemed", s("redeemed")),
-                    (":approved", s("approved")),
-                    (":d", s(device_id.to_string())),
-                    (":h", s(&p.device_code_hash)),
-                    (":now", n(now.as_millis())),
-                ]),
+                Update::of(pairing_key(p.user_code.as_str()))
+                    .set("status", s("redeemed"))
+                    .set("last_poll_at", n(now.as_millis()))
+                    .when(
+                        eq("status", s("approved"))
+                            .and(eq("device_id", s(device_id.to_string())))
+                            .and(eq("device_code_hash", s(&p.device_code_hash)))
+                            .and(gt("expires_at", n(now.as_millis()))),
+                    ),
             )?,
         ];
         match self.transact(items).await? {
@@ -141,15 +141,10 @@ impl DynamoStore {
             Some(reasons) if failed(&reasons, 1) => {
                 let refused = self
                     .update(
-                        pairing_key(p.user_code.as_str()),
-                        "SET #status = :refused, #last_poll_at = :now",
-                        "#status = :approved AND #device_code_hash = :h",
-                        values([
-                            (":refused", s("refused")),
-                            (":approved", s("approved")),
-                            (":h", s(&p.device_code_hash)),
-                            (":now", n(now.as_millis())),
-                        ]),
+                        Update::of(pairing_key(p.user_code.as_str()))
+                            .set("status", s("refused"))
+                            .set("last_poll_at", n(now.as_millis()))
+                            .when(eq("status", s("approved")).and(eq("device_code_hash", s(&p.device_code_hash)))),
                     )
                     .send(false)
                     .await?;
@@ -191,14 +186,10 @@ impl PairDevices for DynamoStore {
             )?,
             update_item(
                 &self.table,
-                pairing_source_key(&source_window(&pairing.source, now)),
-                "ADD #count :one SET #ttl = :ttl",
-                "attribute_not_exists(#count) OR #count < :limit",
-                values([
-                    (":one", n(1)),
-                    (":limit", n(i64::from(PAIRINGS_PER_SOURCE_PER_HOUR))),
-                    (":ttl", ttl_at(hour_end.plus(KEEP_AFTER_EXPIRY))),
-                ]),
+                Update::of(pairing_source_key(&source_window(&pairing.source, now)))
+                    .add("count", n(1))
+                    .set("ttl", ttl_at(hour_end.plus(KEEP_AFTER_EXPIRY)))
+                    .when(missing("count").or(lt("count", n(i64::from(PAIRINGS_PER_SOURCE_PER_HOUR))))),
             )?,
             check(&self.table, token_key(&pairing.token_hash), "attribute_not_exists(#pk)", Item::new())?,
         ];
@@ -224,7 +215,8 @@ impl PairDevices for DynamoStore {
         decision: &Decision,
     ) -> StoreResult<DecideOutcome> {
         let now = self.clock.now();
-        let condition = "#status = :pending AND #expires_at > :now";
+        // Only a pending, unexpired pairing is decided, once.
+        let pending = || eq("status", s("pending")).and(gt("expires_at", n(now.as_millis())));
         match decision {
             Decision::Approve { device_name, device_id } => {
                 // The token hash is the pairing's: read it, then approve only that pairing
@@ -236,18 +228,12 @@ impl PairDevices for DynamoStore {
                 let items = vec![
                     update_item(
                         &self.table,
-                        pairing_key(code.as_str()),
-                        "SET #status = :approved, #owner = :o, #device_name = :name, #device_id = :d",
-                        &format!("{condition} AND #token_hash = :t"),
-                        values([
-                            (":approved", s("approved")),
-                            (":o", s(owner.as_str())),
-                            (":name", s(device_name)),
-                            (":d", s(device_id.to_string())),
-                            (":pending", s("pending")),
-                            (":now", n(now.as_millis())),
-                            (":t", s(&p.token_hash)),
-                        ]),
+                        Update::of(pairing_key(code.as_str()))
+                            .set("status", s("approved"))
+                            .set("owner", s(owner.as_str()))
+                            .set("device_name", s(device_name))
+                            .set("device_id", s(device_id.to_string()))
+                            .when(pending().and(eq("token_hash", s(&p.token_hash)))),
                     )?,
                     check(&self.table, token_key(&p.token_hash), "attribute_not_exists(#pk)", Item::new())?,
                 ];
@@ -269,15 +255,10 @@ impl PairDevices for DynamoStore {
             }
             Decision::Refuse => {
                 let request = self.update(
-                    pairing_key(code.as_str()),
-                    "SET #status = :refused, #owner = :o",
-                    condition,
-                    values([
-                        (":refused", s("refused")),
-                        (":o", s(owner.as_str())),
-                        (":pending", s("pending")),
-                        (":now", n(now.as_millis())),
-                    ]),
+                    Update::of(pairing_key(code.as_str()))
+                        .set("status", s("refused"))
+                        .set("owner", s(owner.as_str()))
+                        .when(pending()),
                 );
                 match request.send(true).await? {
                     Updated::Applied(Some(item)) => Ok(DecideOutcome::Decided(Box::new(pairing_from(&item)?))),
@@ -300,16 +281,11 @@ impl PairDevices for DynamoStore {
             PollStep::Touch => {
                 let touched = self
                     .update(
-                        pairing_key(code.as_str()),
-                        "SET #last_poll_at = :now",
-                        "#status = :pending AND #device_code_hash = :h \
-                         AND (attribute_not_exists(#last_poll_at) OR #last_poll_at <= :cutoff)",
-                        values([
-                            (":now", n(now.as_millis())),
-                            (":pending", s("pending")),
-                            (":h", s(device_code_hash)),
-                            (":cutoff", n(slow_down_cutoff(now).as_millis())),
-                        ]),
+                        Update::of(pairing_key(code.as_str())).set("last_poll_at", n(now.as_millis())).when(
+                            eq("status", s("pending")).and(eq("device_code_hash", s(device_code_hash))).and(
+                                missing("last_poll_at").or(le("last_poll_at", n(slow_down_cutoff(now).as_millis()))),
+                            ),
+                        ),
                     )
                     .send(false)
                     .await?;
@@ -346,14 +322,11 @@ impl LimitAttempts for DynamoStore {
     async fn record_failed_attempt(&self, key: &str, window_end: Timestamp) -> StoreResult<u32> {
         let counted = self
             .update(
-                attempts_key(key, window_end),
-                "ADD #count :one SET #window_end = :w, #ttl = :ttl",
-                "attribute_not_exists(#window_end) OR #window_end = :w",
-                values([
-                    (":one", n(1)),
-                    (":w", n(window_end.as_millis())),
-                    (":ttl", ttl_at(window_end.plus(KEEP_AFTER_EXPIRY))),
-                ]),
+                Update::of(attempts_key(key, window_end))
+                    .add("count", n(1))
+                    .set("window_end", n(window_end.as_millis()))
+                    .set("ttl", ttl_at(window_end.plus(KEEP_AFTER_EXPIRY)))
+                    .when(missing("window_end").or(eq("window_end", n(window_end.as_millis())))),
             )
             .send(true)
             .await?;

@@ -18,6 +18,7 @@ use crate::codec::{Item, Read, b, link_from, live_link, n, opt_from, project_fro
 use crate::error::{sdk, unexpected};
 use crate::keys::{link_key, link_partition, owner_partition, project_key, task_key, ttl_at};
 use crate::request::{Updated, check, failed, names, old_image, our_write_landed, put};
+use crate::write::{Update, eq, exists, gt, is_in, missing};
 
 #[async_trait]
 impl ManageProjects for DynamoStore {
@@ -62,12 +63,7 @@ impl ManageProjects for DynamoStore {
         enabled: bool,
     ) -> StoreResult<Option<Project>> {
         let out = self
-            .update(
-                project_key(owner, project),
-                "SET #enabled = :e",
-                "attribute_exists(#pk)",
-                values([(":e", b(enabled))]),
-            )
+            .update(Update::of(project_key(owner, project)).set("enabled", b(enabled)).when(exists("pk")))
             .send(true)
             .await?;
         match out {
@@ -131,35 +127,27 @@ impl DynamoStore {
                 return Ok(SyncOutcome::TooLarge { bytes: stored.bytes() });
             }
             let StoredShares { union, union_json, shares_json } = stored;
-            let mut vals = values([
-                (":s", s(union_json)),
-                (":ds", s(shares_json)),
-                (":v", n(version)),
-                (":next", n(version + 1)),
-                (":now", n(self.clock.now().as_millis())),
-                (":t", b(true)),
-            ]);
             let ids: Vec<String> = union.iter().map(|m| m.graph_session_id.to_string()).collect();
-            let mut set = "SET #sessions = :s, #device_shares = :ds, #share_ver = :next".to_owned();
+            let mut write = Update::of(project_key(owner, project))
+                .set("sessions", s(union_json))
+                .set("device_shares", s(shares_json))
+                .set("share_ver", n(version + 1));
             if sync {
-                set += ", #last_sync_at = :now";
+                write = write.set("last_sync_at", n(self.clock.now().as_millis()));
             }
             // DynamoDB has no empty sets: an empty union removes the attribute.
-            let update = if ids.is_empty() {
-                format!("{set} REMOVE #session_ids")
+            write = if ids.is_empty() {
+                write.remove("session_ids")
             } else {
-                vals.insert(":ids".into(), AttributeValue::Ss(ids));
-                format!("{set}, #session_ids = :ids")
+                write.set("session_ids", AttributeValue::Ss(ids))
             };
-            let mut condition =
-                "attribute_exists(#pk) AND (attribute_not_exists(#share_ver) OR #share_ver = :v)".to_owned();
+            // Only over the version read (another device's sync in between wins, and this one
+            // is redone), and a sync only while the project is enabled.
+            let mut when = exists("pk").and(missing("share_ver").or(eq("share_ver", n(version))));
             if sync {
-                condition += " AND #enabled = :t";
-            } else {
-                vals.remove(":t");
-                vals.remove(":now");
+                when = when.and(eq("enabled", b(true)));
             }
-            match self.update(project_key(owner, project), &update, &condition, vals).send(true).await? {
+            match self.update(write.when(when)).send(true).await? {
                 Updated::Applied(item) => {
                     return Ok(match opt_from(item.as_ref(), project_from)? {
                         Some(p) => SyncOutcome::Synced(p),
@@ -225,10 +213,11 @@ impl ManageLinks for DynamoStore {
         let now = self.clock.now();
         let out = self
             .update(
-                link_key(owner, link),
-                "SET #deleted_at = if_not_exists(#deleted_at, :now), #ttl = :ttl REMOVE #subscription",
-                "attribute_exists(#pk)",
-                values([(":now", n(now.as_millis())), (":ttl", ttl_at(now.plus(self.policy.retention)))]),
+                Update::of(link_key(owner, link))
+                    .set_if_absent("deleted_at", n(now.as_millis()))
+                    .set("ttl", ttl_at(now.plus(self.policy.retention)))
+                    .remove("subscription")
+                    .when(exists("pk")),
             )
             .send(false)
             .await?;
@@ -243,18 +232,18 @@ impl ManageLinks for DynamoStore {
             }
             let cancel = self
                 .update(
-                    task_key(link, task.task_id),
-                    "SET #status = :cancelled, #finished_at = :now, #link_deleted = :t, #ttl = :ttl REMOVE #gsi2pk, #gsi2sk",
-                    "#owner = :o AND #status IN (:queued, :claimed) AND #expires_at > :now",
-                    values([
-                        (":cancelled", s("cancelled")),
-                        (":queued", s("queued")),
-                        (":claimed", s("claimed")),
-                        (":now", n(now.as_millis())),
-                        (":o", s(owner.as_str())),
-                        (":t", b(true)),
-                        (":ttl", ttl_at(now.plus(self.policy.retention))),
-                    ]),
+                    Update::of(task_key(link, task.task_id))
+                        .set("status", s("cancelled"))
+                        .set("finished_at", n(now.as_millis()))
+                        .set("link_deleted", b(true))
+                        .set("ttl", ttl_at(now.plus(self.policy.retention)))
+                        .remove("gsi2pk")
+                        .remove("gsi2sk")
+                        .when(
+                            eq("owner", s(owner.as_str()))
+                                .and(is_in("status", vec![s("queued"), s("claimed")]))
+                                .and(gt("expires_at", n(now.as_millis()))),
+                        ),
                 )
                 .send(false)
                 .await?;
@@ -263,10 +252,9 @@ impl ManageLinks for DynamoStore {
                 // Finished (or expired) already: only hide it.
                 Updated::Rejected(_) => {
                     self.update(
-                        task_key(link, task.task_id),
-                        "SET #link_deleted = :t",
-                        "#owner = :o",
-                        values([(":t", b(true)), (":o", s(owner.as_str()))]),
+                        Update::of(task_key(link, task.task_id))
+                            .set("link_deleted", b(true))
+                            .when(eq("owner", s(owner.as_str()))),
                     )
                     .send(false)
                     .await?;
@@ -282,15 +270,15 @@ impl ManageLinks for DynamoStore {
         link: ChatLinkId,
         subscription: Option<&Subscription>,
     ) -> StoreResult<Option<ChatLink>> {
-        let (update, vals) = match subscription {
+        let write = match subscription {
             Some(sub) => {
                 let json = serde_json::to_string(sub).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-                ("SET #subscription = :s", values([(":s", s(json))]))
+                Update::of(link_key(owner, link)).set("subscription", s(json))
             }
-            None => ("REMOVE #subscription", Item::new()),
+            None => Update::of(link_key(owner, link)).remove("subscription"),
         };
-        let condition = "attribute_exists(#pk) AND attribute_not_exists(#deleted_at)";
-        match self.update(link_key(owner, link), update, condition, vals).send(true).await? {
+        let write = write.when(exists("pk").and(missing("deleted_at")));
+        match self.update(write).send(true).await? {
             Updated::Applied(item) => opt_from(item.as_ref(), link_from),
             Updated::Rejected(_) => Ok(None),
         }

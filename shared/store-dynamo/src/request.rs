@@ -18,6 +18,7 @@ use domain::store::{StoreError, StoreResult};
 use crate::codec::{Item, s};
 use crate::error::{DynamoError, build, codes, is_transaction_conflict, sdk};
 use crate::keys::unexpired_after;
+use crate::write::Update;
 use crate::{DynamoStore, QUEUE_INDEX};
 
 tokio::task_local! {
@@ -52,35 +53,13 @@ fn current_request_id() -> Option<String> {
     REQUEST_ID.try_with(Clone::clone).ok()
 }
 
-/// `update` with the request id set (or removed without one), as one more action of its `SET`
-/// (or `REMOVE`) clause: DynamoDB allows each clause once.
-fn record_request(update: &str, values: &mut Item) -> String {
-    fn clause_at(update: &str, word: &str) -> Option<usize> {
-        let at = format!("{word} ");
-        if update.starts_with(&at) { Some(0) } else { update.find(&format!(" {at}")).map(|i| i + 1) }
-    }
-    let (word, action) = match current_request_id() {
-        Some(id) => {
-            values.insert(":request_id".to_owned(), s(id));
-            ("SET", "#request_id = :request_id")
-        }
-        None => ("REMOVE", "#request_id"),
-    };
-    match clause_at(update, word) {
-        Some(i) => {
-            let head = i + word.len() + 1;
-            format!("{}{action}, {}", &update[..head], &update[head..])
-        }
-        None => format!("{update} {word} {action}"),
-    }
-}
-
 /// How often a transaction that lost to a concurrent one is tried again.
 pub(crate) const TRANSACTION_ATTEMPTS: u32 = 6;
 
 impl DynamoStore {
-    pub(crate) fn update(&self, key: Item, update: &str, condition: &str, values: Item) -> UpdateRequest<'_> {
-        UpdateRequest { store: self, key, update: update.to_owned(), condition: condition.to_owned(), values }
+    /// `update` as one `UpdateItem` (with `ALL_OLD` when its condition fails).
+    pub(crate) fn update(&self, update: Update) -> UpdateRequest<'_> {
+        UpdateRequest { store: self, update }
     }
 
     pub(crate) async fn get(&self, key: Item) -> StoreResult<Option<Item>> {
@@ -234,10 +213,7 @@ impl DynamoStore {
 /// One conditional `UpdateItem` with `ALL_OLD` on failure.
 pub(crate) struct UpdateRequest<'a> {
     store: &'a DynamoStore,
-    key: Item,
-    update: String,
-    condition: String,
-    values: Item,
+    update: Update,
 }
 
 /// Result of a conditional update.
@@ -249,20 +225,18 @@ pub(crate) enum Updated {
 }
 
 impl UpdateRequest<'_> {
-    pub(crate) async fn send(mut self, return_new: bool) -> StoreResult<Updated> {
-        let update = record_request(&self.update, &mut self.values);
-        let names = names(&format!("{update} {}", self.condition));
+    pub(crate) async fn send(self, return_new: bool) -> StoreResult<Updated> {
+        let r = self.update.render(current_request_id().as_deref());
         let result = self
             .store
             .client
             .update_item()
             .table_name(&self.store.table)
-            .set_key(Some(self.key))
-            .update_expression(update)
-            .condition_expression(self.condition)
-            .set_expression_attribute_names(Some(names))
-            // DynamoDB refuses an empty value map: send none when the expressions use no values.
-            .set_expression_attribute_values(Some(self.values).filter(|v| !v.is_empty()))
+            .set_key(Some(self.update.key))
+            .update_expression(r.update)
+            .set_condition_expression(r.condition)
+            .set_expression_attribute_names(Some(r.names))
+            .set_expression_attribute_values(r.values)
             .return_values(if return_new { ReturnValue::AllNew } else { ReturnValue::None })
             .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
             .send()
@@ -341,22 +315,16 @@ pub(crate) fn check(table: &str, key: Item, condition: &str, condition_values: I
     Ok(TransactWriteItem::builder().condition_check(c.build().map_err(build)?).build())
 }
 
-/// A conditional `Update` as a transaction item (with `ALL_OLD` on a failed condition).
-pub(crate) fn update_item(
-    table: &str,
-    key: Item,
-    update: &str,
-    condition: &str,
-    mut values: Item,
-) -> StoreResult<TransactWriteItem> {
-    let update = &record_request(update, &mut values);
+/// `update` as a transaction item (with `ALL_OLD` on a failed condition).
+pub(crate) fn update_item(table: &str, update: Update) -> StoreResult<TransactWriteItem> {
+    let r = update.render(current_request_id().as_deref());
     let u = aws_sdk_dynamodb::types::Update::builder()
         .table_name(table)
-        .set_key(Some(key))
-        .update_expression(update)
-        .condition_expression(condition)
-        .set_expression_attribute_names(Some(names(&format!("{update} {condition}"))))
-        .set_expression_attribute_values(Some(values).filter(|v| !v.is_empty()))
+        .set_key(Some(update.key))
+        .update_expression(r.update)
+        .set_condition_expression(r.condition)
+        .set_expression_attribute_names(Some(r.names))
+        .set_expression_attribute_values(r.values)
         .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
         .build()
         .map_err(build)?;
@@ -383,21 +351,12 @@ mod tests {
     use super::*;
 
     #[tokio::test]
-    async fn writes_record_the_request_in_their_own_clause_or_remove_it() {
-        let mut v = Item::new();
-        assert_eq!(record_request("SET #a = :a", &mut v), "SET #a = :a REMOVE #request_id");
-        assert_eq!(record_request("SET #a = :a REMOVE #b", &mut v), "SET #a = :a REMOVE #request_id, #b");
-        assert!(v.is_empty());
-        let traced = with_request_id(Some("req-1"), async {
-            let mut v = Item::new();
-            let a = record_request("SET #a = :a REMOVE #b", &mut v);
-            let b = record_request("REMOVE #b ADD #n :one", &mut v);
-            (a, b, v)
-        })
-        .await;
-        assert_eq!(traced.0, "SET #request_id = :request_id, #a = :a REMOVE #b");
-        assert_eq!(traced.1, "REMOVE #b ADD #n :one SET #request_id = :request_id");
-        assert_eq!(traced.2.get(":request_id").and_then(|v| v.as_s().ok()).map(String::as_str), Some("req-1"));
+    async fn writes_record_the_serving_request_or_remove_it() {
+        let u = crate::write::Update::of(crate::keys::key("P".into(), "S")).set("a", s("x"));
+        assert_eq!(u.render(current_request_id().as_deref()).update, "SET #a = :v0 REMOVE #request_id");
+        let traced = with_request_id(Some("req-1"), async { u.render(current_request_id().as_deref()) }).await;
+        assert_eq!(traced.update, "SET #request_id = :v0, #a = :v1");
+        assert_eq!(traced.values.unwrap()[":v0"], s("req-1"));
     }
 
     #[test]

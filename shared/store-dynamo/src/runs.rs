@@ -1,8 +1,6 @@
 //! Graph runs: [`QueueRuns`], [`ReadRuns`], [`CancelRuns`], [`RelayRuns`], [`OwnerRuns`].
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::error::{DisplayErrorContext, SdkError};
-use aws_sdk_dynamodb::operation::update_item::UpdateItemError;
 use aws_sdk_dynamodb::types::AttributeValue;
 
 use domain::ids::{AgentId, CommandId, OwnerId, ProjectId};
@@ -18,6 +16,7 @@ use crate::codec::{Read, b, bad, n, opt_from, project_from, run_from, s, values}
 use crate::idempotency::{Create, Created};
 use crate::keys::{expiring_sort_key, owner_runs_partition, project_key, queue_partition, run_key, ttl_at};
 use crate::request::{Updated, check, names};
+use crate::write::{Update, eq, exists, gt, missing};
 use crate::{DynamoStore, OWNER_RUNS_INDEX, QUEUE_INDEX, TTL_ATTRIBUTE};
 
 impl DynamoStore {
@@ -29,29 +28,21 @@ impl DynamoStore {
         let key = domain::runs::duration_key(&run.graph_session_id, finished);
         let ms = n(finished.since(started).as_millis() as i64);
         for first in [true, false, true] {
-            let req = self
-                .client
-                .update_item()
-                .table_name(&self.table)
-                .set_key(Some(project_key(owner, run.project_id)))
-                .expression_attribute_names("#pk", "pk")
-                .expression_attribute_names("#durations", "durations");
-            let req = if first {
-                req.update_expression("SET #durations.#k = :ms")
-                    .condition_expression("attribute_exists(#pk) AND attribute_exists(#durations)")
-                    .expression_attribute_names("#k", key.clone())
-                    .expression_attribute_values(":ms", ms.clone())
+            // The summary map exists: set one entry; else create the map with it.
+            let write = if first {
+                Update::of(project_key(owner, run.project_id))
+                    .set_entry("durations", key.clone(), ms.clone())
+                    .when(exists("pk").and(exists("durations")))
             } else {
-                req.update_expression("SET #durations = :m")
-                    .condition_expression("attribute_exists(#pk) AND attribute_not_exists(#durations)")
-                    .expression_attribute_values(":m", AttributeValue::M([(key.clone(), ms.clone())].into()))
+                Update::of(project_key(owner, run.project_id))
+                    .set("durations", AttributeValue::M([(key.clone(), ms.clone())].into()))
+                    .when(exists("pk").and(missing("durations")))
             };
-            match req.send().await {
-                Ok(_) => return,
-                Err(SdkError::ServiceError(se))
-                    if matches!(se.err(), UpdateItemError::ConditionalCheckFailedException(_)) => {}
+            match self.update(write).send(false).await {
+                Ok(Updated::Applied(_)) => return,
+                Ok(Updated::Rejected(_)) => {}
                 Err(e) => {
-                    tracing::warn!(error = %DisplayErrorContext(&e), "recording a run's duration failed; hints fall back to 15 s");
+                    tracing::warn!(error = %domain::errors::ErrorChain(&e), "recording a run's duration failed; hints fall back to 15 s");
                     return;
                 }
             }
@@ -160,16 +151,17 @@ impl CancelRuns for DynamoStore {
         let now = self.clock.now();
         let out = self
             .update(
-                run_key(command),
-                "SET #status = :cancelled, #finished_at = :now, #ttl = :ttl REMOVE #gsi1pk, #gsi1sk",
-                "#agent = :a AND #status = :queued AND #expires_at > :now",
-                values([
-                    (":cancelled", s("cancelled")),
-                    (":queued", s("queued")),
-                    (":now", n(now.as_millis())),
-                    (":a", s(agent.as_str())),
-                    (":ttl", ttl_at(now.plus(self.policy.retention))),
-                ]),
+                Update::of(run_key(command))
+                    .set("status", s("cancelled"))
+                    .set("finished_at", n(now.as_millis()))
+                    .set("ttl", ttl_at(now.plus(self.policy.retention)))
+                    .remove("gsi1pk")
+                    .remove("gsi1sk")
+                    .when(
+                        eq("agent", s(agent.as_str()))
+                            .and(eq("status", s("queued")))
+                            .and(gt("expires_at", n(now.as_millis()))),
+                    ),
             )
             .send(false)
             .await?;
@@ -179,15 +171,11 @@ impl CancelRuns for DynamoStore {
             CancelStep::FlagRunning => {
                 let out = self
                     .update(
-                        run_key(command),
-                        "SET #cancel_requested = :t",
-                        "#agent = :a AND #status = :running AND #last_heartbeat_at > :cutoff",
-                        values([
-                            (":t", b(true)),
-                            (":a", s(agent.as_str())),
-                            (":running", s("running")),
-                            (":cutoff", n(now.minus(self.policy.heartbeat_timeout).as_millis())),
-                        ]),
+                        Update::of(run_key(command)).set("cancel_requested", b(true)).when(
+                            eq("agent", s(agent.as_str()))
+                                .and(eq("status", s("running")))
+                                .and(gt("last_heartbeat_at", n(now.minus(self.policy.heartbeat_timeout).as_millis()))),
+                        ),
                     )
                     .send(false)
                     .await?;
@@ -226,16 +214,18 @@ impl RelayRuns for DynamoStore {
         let now = self.clock.now();
         let out = self
             .update(
-                run_key(command),
-                "SET #status = :running, #started_at = :now, #last_heartbeat_at = :now, #execution_id = :e REMOVE #gsi1pk, #gsi1sk",
-                "#owner = :o AND #status = :queued AND #expires_at > :now",
-                values([
-                    (":running", s("running")),
-                    (":queued", s("queued")),
-                    (":now", n(now.as_millis())),
-                    (":e", s(execution_id)),
-                    (":o", s(owner.as_str())),
-                ]),
+                Update::of(run_key(command))
+                    .set("status", s("running"))
+                    .set("started_at", n(now.as_millis()))
+                    .set("last_heartbeat_at", n(now.as_millis()))
+                    .set("execution_id", s(execution_id))
+                    .remove("gsi1pk")
+                    .remove("gsi1sk")
+                    .when(
+                        eq("owner", s(owner.as_str()))
+                            .and(eq("status", s("queued")))
+                            .and(gt("expires_at", n(now.as_millis()))),
+                    ),
             )
             .send(false)
             .await?;
@@ -251,15 +241,11 @@ impl RelayRuns for DynamoStore {
         let now = self.clock.now();
         let out = self
             .update(
-                run_key(command),
-                "SET #last_heartbeat_at = :now",
-                "#owner = :o AND #status = :running AND #last_heartbeat_at > :cutoff",
-                values([
-                    (":now", n(now.as_millis())),
-                    (":o", s(owner.as_str())),
-                    (":running", s("running")),
-                    (":cutoff", n(now.minus(self.policy.heartbeat_timeout).as_millis())),
-                ]),
+                Update::of(run_key(command)).set("last_heartbeat_at", n(now.as_millis())).when(
+                    eq("owner", s(owner.as_str()))
+                        .and(eq("status", s("running")))
+                        .and(gt("last_heartbeat_at", n(now.minus(self.policy.heartbeat_timeout).as_millis()))),
+                ),
             )
             .send(true)
             .await?;
@@ -285,38 +271,30 @@ impl RelayRuns for DynamoStore {
         let meta = Completion { result: None, ..completion.clone() };
         let meta = serde_json::to_string(&meta).map_err(|e| StoreError::Corrupt(e.to_string()))?;
         let cutoff = n(now.minus(self.policy.heartbeat_timeout).as_millis());
-        let mut vals = values([
-            (":status", s(status.as_str())),
-            (":now", n(now.as_millis())),
-            (":e", s(completion.execution_id.clone())),
-            (":c", s(meta.clone())),
-            (":h", s(hash.clone())),
-            (":ttl", ttl_at(now.plus(self.policy.retention))),
-            (":o", s(owner.as_str())),
-            (":running", s("running")),
-            (":cutoff", cutoff.clone()),
-            (":f", b(false)),
-        ]);
-        let (set_result, result_value) = match &completion.result {
-            Some(r) => (", #result = :r", Some(s(r.clone()))),
-            None => ("", None),
-        };
-        if let Some(v) = &result_value {
-            vals.insert(":r".into(), v.clone());
-        }
-        let update = format!(
-            "SET #status = :status, #finished_at = :now, #execution_id = :e, #completion = :c, #completion_hash = :h, #ttl = :ttl{set_result} REMOVE #gsi1pk, #gsi1sk"
-        );
-        let running =
-            "(#status = :running AND #execution_id = :e AND #last_heartbeat_at > :cutoff AND #cancel_requested = :f)";
+        let result_value = completion.result.as_ref().map(|r| s(r.clone()));
+        // Running under this execution, still reporting, and no cancel asked.
+        let running = eq("status", s("running"))
+            .and(eq("execution_id", s(completion.execution_id.clone())))
+            .and(gt("last_heartbeat_at", cutoff.clone()))
+            .and(eq("cancel_requested", b(false)));
         // A queued command may only be refused (failed/cancelled), never completed unstarted.
-        let condition = if status == RunStatus::Completed {
-            format!("#owner = :o AND {running}")
+        let allowed = if status == RunStatus::Completed {
+            running
         } else {
-            vals.insert(":queued".into(), s("queued"));
-            format!("#owner = :o AND ({running} OR (#status = :queued AND #expires_at > :now))")
+            running.or(eq("status", s("queued")).and(gt("expires_at", n(now.as_millis()))))
         };
-        let old = match self.update(run_key(command), &update, &condition, vals).send(true).await? {
+        let mut write = Update::of(run_key(command))
+            .set("status", s(status.as_str()))
+            .set("finished_at", n(now.as_millis()))
+            .set("execution_id", s(completion.execution_id.clone()))
+            .set("completion", s(meta.clone()))
+            .set("completion_hash", s(hash.clone()))
+            .set("ttl", ttl_at(now.plus(self.policy.retention)));
+        if let Some(v) = &result_value {
+            write = write.set("result", v.clone());
+        }
+        let write = write.remove("gsi1pk").remove("gsi1sk").when(eq("owner", s(owner.as_str())).and(allowed));
+        let old = match self.update(write).send(true).await? {
             Updated::Applied(new) => {
                 if status == RunStatus::Completed
                     && let Some(run) = opt_from(new.as_ref(), run_from)?
@@ -331,33 +309,24 @@ impl RelayRuns for DynamoStore {
         match classify_complete(old.as_ref(), owner, completion, &hash, now, &self.policy) {
             CompleteStep::Done(outcome) => Ok(outcome),
             CompleteStep::RecordCancelled => {
-                let mut vals = values([
-                    (":cancelled", s("cancelled")),
-                    (":now", n(now.as_millis())),
-                    (":c", s(meta)),
-                    (":h", s(hash.clone())),
-                    (":ttl", ttl_at(now.plus(self.policy.retention))),
-                    (":o", s(owner.as_str())),
-                    (":running", s("running")),
-                    (":e", s(completion.execution_id.clone())),
-                    (":t", b(true)),
-                    (":cutoff", cutoff),
-                ]);
+                // The agent asked to cancel: recorded cancelled whatever the relay reports.
+                let mut write = Update::of(run_key(command))
+                    .set("status", s("cancelled"))
+                    .set("finished_at", n(now.as_millis()))
+                    .set("completion", s(meta))
+                    .set("completion_hash", s(hash.clone()))
+                    .set("ttl", ttl_at(now.plus(self.policy.retention)));
                 if let Some(v) = result_value {
-                    vals.insert(":r".into(), v);
+                    write = write.set("result", v);
                 }
-                let update = format!(
-                    "SET #status = :cancelled, #finished_at = :now, #completion = :c, #completion_hash = :h, #ttl = :ttl{set_result}"
+                let write = write.when(
+                    eq("owner", s(owner.as_str()))
+                        .and(eq("status", s("running")))
+                        .and(eq("execution_id", s(completion.execution_id.clone())))
+                        .and(eq("cancel_requested", b(true)))
+                        .and(gt("last_heartbeat_at", cutoff)),
                 );
-                let out = self
-                    .update(
-                        run_key(command),
-                        &update,
-                        "#owner = :o AND #status = :running AND #execution_id = :e AND #cancel_requested = :t AND #last_heartbeat_at > :cutoff",
-                        vals,
-                    )
-                    .send(false)
-                    .await?;
+                let out = self.update(write).send(false).await?;
                 Ok(match out {
                     Updated::Applied(_) => CompleteOutcome::Recorded(RunStatus::Cancelled),
                     Updated::Rejected(old) => {

@@ -22,6 +22,7 @@ use crate::keys::{
     tasks_before, ttl_at,
 };
 use crate::request::{Updated, check, failed, names, old_image, put, update_item};
+use crate::write::{Update, eq, gt, is_in, le, lt, missing};
 use crate::{DynamoStore, OPEN_TASKS_INDEX, TTL_ATTRIBUTE};
 
 impl DynamoStore {
@@ -83,17 +84,17 @@ impl AssignTasks for DynamoStore {
         let now = self.clock.now();
         let out = self
             .update(
-                task_key(link, task),
-                "SET #status = :cancelled, #finished_at = :now, #ttl = :ttl REMOVE #gsi2pk, #gsi2sk",
-                "#owner = :o AND #status IN (:queued, :claimed) AND #expires_at > :now",
-                values([
-                    (":cancelled", s("cancelled")),
-                    (":queued", s("queued")),
-                    (":claimed", s("claimed")),
-                    (":now", n(now.as_millis())),
-                    (":o", s(owner.as_str())),
-                    (":ttl", ttl_at(now.plus(self.policy.retention))),
-                ]),
+                Update::of(task_key(link, task))
+                    .set("status", s("cancelled"))
+                    .set("finished_at", n(now.as_millis()))
+                    .set("ttl", ttl_at(now.plus(self.policy.retention)))
+                    .remove("gsi2pk")
+                    .remove("gsi2sk")
+                    .when(
+                        eq("owner", s(owner.as_str()))
+                            .and(is_in("status", vec![s("queued"), s("claimed")]))
+                            .and(gt("expires_at", n(now.as_millis()))),
+                    ),
             )
             .send(false)
             .await?;
@@ -193,17 +194,17 @@ impl ClaimTasks for DynamoStore {
         let lease_until = now.plus(self.policy.lease);
         let out = self
             .update(
-                task_key(link, task),
-                "SET #status = :claimed, #claim_id = :c, #lease_until = :lease, #claimed_at = :now",
-                "#owner = :o AND #expires_at > :now AND (#status = :queued OR (#status = :claimed AND #lease_until <= :now))",
-                values([
-                    (":claimed", s("claimed")),
-                    (":queued", s("queued")),
-                    (":c", s(claim_id.to_string())),
-                    (":lease", n(lease_until.as_millis())),
-                    (":now", n(now.as_millis())),
-                    (":o", s(owner.as_str())),
-                ]),
+                Update::of(task_key(link, task))
+                    .set("status", s("claimed"))
+                    .set("claim_id", s(claim_id.to_string()))
+                    .set("lease_until", n(lease_until.as_millis()))
+                    .set("claimed_at", n(now.as_millis()))
+                    .when(
+                        eq("owner", s(owner.as_str())).and(gt("expires_at", n(now.as_millis()))).and(
+                            eq("status", s("queued"))
+                                .or(eq("status", s("claimed")).and(le("lease_until", n(now.as_millis())))),
+                        ),
+                    ),
             )
             .send(false)
             .await?;
@@ -221,19 +222,20 @@ impl ClaimTasks for DynamoStore {
         let SubmitTask { owner, link_id: link, task_id: task, claim_id: claim, status, result } = req;
         let out = self
             .update(
-                task_key(*link, *task),
-                "SET #status = :status, #result = :r, #result_hash = :h, #finished_at = :now, #ttl = :ttl REMOVE #gsi2pk, #gsi2sk",
-                "#owner = :o AND #status = :claimed AND #claim_id = :c AND #expires_at > :now",
-                values([
-                    (":status", s(TaskStatus::from(*status).as_str())),
-                    (":r", s(result.as_str())),
-                    (":h", s(hash.clone())),
-                    (":now", n(now.as_millis())),
-                    (":ttl", ttl_at(now.plus(self.policy.retention))),
-                    (":o", s(owner.as_str())),
-                    (":claimed", s("claimed")),
-                    (":c", s(claim.to_string())),
-                ]),
+                Update::of(task_key(*link, *task))
+                    .set("status", s(TaskStatus::from(*status).as_str()))
+                    .set("result", s(result.as_str()))
+                    .set("result_hash", s(hash.clone()))
+                    .set("finished_at", n(now.as_millis()))
+                    .set("ttl", ttl_at(now.plus(self.policy.retention)))
+                    .remove("gsi2pk")
+                    .remove("gsi2sk")
+                    .when(
+                        eq("owner", s(owner.as_str()))
+                            .and(eq("status", s("claimed")))
+                            .and(eq("claim_id", s(claim.to_string())))
+                            .and(gt("expires_at", n(now.as_millis()))),
+                    ),
             )
             .send(false)
             .await?;
@@ -275,23 +277,20 @@ impl RecordArtifacts for DynamoStore {
             put(&self.table, item, "attribute_not_exists(#pk)", Item::new())?,
             update_item(
                 &self.table,
-                task_key(r.link_id, r.task_id),
-                "SET #artifact_count = if_not_exists(#artifact_count, :zero) + :one, \
-                 #artifact_bytes = if_not_exists(#artifact_bytes, :zero) + :size",
-                "#owner = :o AND #status = :claimed AND #claim_id = :c AND #expires_at > :now \
-                 AND (attribute_not_exists(#artifact_count) OR #artifact_count < :max) \
-                 AND (attribute_not_exists(#artifact_bytes) OR #artifact_bytes <= :room)",
-                values([
-                    (":o", s(owner.as_str())),
-                    (":claimed", s("claimed")),
-                    (":c", s(r.claim_id.to_string())),
-                    (":now", n(now.as_millis())),
-                    (":zero", n(0)),
-                    (":one", n(1)),
-                    (":size", n(size)),
-                    (":max", n(i64::from(MAX_ARTIFACTS_PER_TASK))),
-                    (":room", n(room)),
-                ]),
+                Update::of(task_key(r.link_id, r.task_id))
+                    .increment("artifact_count", n(0), n(1))
+                    .increment("artifact_bytes", n(0), n(size))
+                    .when(
+                        eq("owner", s(owner.as_str()))
+                            .and(eq("status", s("claimed")))
+                            .and(eq("claim_id", s(r.claim_id.to_string())))
+                            .and(gt("expires_at", n(now.as_millis())))
+                            .and(
+                                missing("artifact_count")
+                                    .or(lt("artifact_count", n(i64::from(MAX_ARTIFACTS_PER_TASK)))),
+                            )
+                            .and(missing("artifact_bytes").or(le("artifact_bytes", n(room)))),
+                    ),
             )?,
         ];
         let Some(reasons) = self.transact(items).await? else { return Ok(ArtifactOutcome::Recorded) };
