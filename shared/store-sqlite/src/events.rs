@@ -32,7 +32,7 @@ pub(crate) fn record_events(tx: &Connection, events: &[Event], now: Timestamp) -
 /// (from the write's `RETURNING`; `None` when nothing changed), and the events that change means
 /// go to the outbox in the same transaction: the outbox can never disagree with the data.
 pub(crate) fn change_run<T>(
-    tx: &Connection,
+    tx: &crate::pool::Tx<'_>,
     id: &str,
     now: Timestamp,
     f: impl FnOnce(Option<&Run>) -> rusqlite::Result<(T, Option<Run>)>,
@@ -41,7 +41,7 @@ pub(crate) fn change_run<T>(
     let (out, new) = f(old.as_ref())?;
     if let Some(new) = new.filter(|n| old.as_ref() != Some(n)) {
         record_events(tx, &derive_run(old.as_ref(), Some(&new)), now)?;
-        crate::rings::note_run(old.as_ref(), &new);
+        tx.rings.note_run(old.as_ref(), &new);
     }
     Ok(out)
 }

@@ -24,8 +24,10 @@
 //! | `events` | the outbox written with every change (`EventOutbox`); `RecordDeliveries` |
 //! | `idempotency` | idempotency records and the one idempotent create |
 //! | `clients` | `RegisterClients` (the local authorization server's registry), `ClientUse`, `RefreshTokens` |
+//! | `pairing` | `PairDevices`, `LimitAttempts` |
+//! | `doorbell` | the rings a transaction's changes make, carried by the transaction, published after it commits |
 //! | `schema` | the schema and its migrations ([`SCHEMA_VERSION`], [`SchemaError`]) |
-//! | `pool`, `codec`, `error` | connections and transactions; columns and row decoding; SQLite errors |
+//! | `pool`, `codec`, `error` | connections and transactions (`Tx`); columns and row decoding; SQLite errors |
 
 use std::path::Path;
 use std::sync::Arc;
@@ -48,7 +50,7 @@ mod idempotency;
 mod pairing;
 mod pool;
 mod projects;
-mod rings;
+mod doorbell;
 mod runs;
 mod schema;
 mod tasks;

@@ -11,6 +11,7 @@ use domain::clock::{SharedClock, Timestamp};
 use domain::limits::Policy;
 use domain::store::{StoreError, StoreResult};
 
+use crate::doorbell::Rings;
 use crate::SqliteStore;
 use crate::error::{poisoned, sql_err};
 use crate::schema::migrate;
@@ -108,13 +109,13 @@ impl SqliteStore {
         })
     }
 
-    /// Runs `f` in a transaction on a pooled connection. `tracked` writes count in
+    /// Runs `f` in a transaction on a pooled connection ([`Tx`]). `tracked` writes count in
     /// [`SqliteStore::write_transactions`] and wake the outbox's consumer; the notifier's own
     /// bookkeeping (delivered, failed, last outcome) is untracked: it changes no task or run.
     pub(crate) async fn run<T, F>(&self, behavior: TransactionBehavior, tracked: bool, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection, Timestamp) -> rusqlite::Result<T> + Send + 'static,
+        F: FnOnce(&Tx<'_>, Timestamp) -> rusqlite::Result<T> + Send + 'static,
     {
         let pool = Arc::clone(&self.pool);
         let writes = Arc::clone(&self.writes);
@@ -130,11 +131,10 @@ impl SqliteStore {
         // write) and, once committed, wakes the outbox's consumer.
         let transact = move |pool: &Pool, conn: Connection| {
             let before = conn.total_changes();
-            drop(crate::rings::take());
-            let out = in_transaction(&conn, behavior, |c| f(c, now));
-            let noted = crate::rings::take();
+            let tx = Tx { conn: &conn, rings: Rings::default() };
+            let out = in_transaction(&conn, behavior, |_| f(&tx, now));
             if out.is_ok() {
-                for r in noted {
+                for r in tx.rings.into_vec() {
                     // No receiver (no doorbell server) is fine.
                     let _ = rings.send(r);
                 }
@@ -167,7 +167,7 @@ impl SqliteStore {
     pub(crate) async fn read<T, F>(&self, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection, Timestamp) -> rusqlite::Result<T> + Send + 'static,
+        F: FnOnce(&Tx<'_>, Timestamp) -> rusqlite::Result<T> + Send + 'static,
     {
         self.run(TransactionBehavior::Deferred, true, f).await
     }
@@ -175,7 +175,7 @@ impl SqliteStore {
     pub(crate) async fn write<T, F>(&self, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection, Timestamp) -> rusqlite::Result<T> + Send + 'static,
+        F: FnOnce(&Tx<'_>, Timestamp) -> rusqlite::Result<T> + Send + 'static,
     {
         self.run(TransactionBehavior::Immediate, true, f).await
     }
@@ -184,9 +184,24 @@ impl SqliteStore {
     pub(crate) async fn bookkeeping<T, F>(&self, f: F) -> StoreResult<T>
     where
         T: Send + 'static,
-        F: FnOnce(&Connection, Timestamp) -> rusqlite::Result<T> + Send + 'static,
+        F: FnOnce(&Tx<'_>, Timestamp) -> rusqlite::Result<T> + Send + 'static,
     {
         self.run(TransactionBehavior::Immediate, false, f).await
+    }
+}
+
+/// A transaction in progress: its connection (which it dereferences to), and what its changes
+/// ring on the doorbell, published once it commits.
+pub(crate) struct Tx<'c> {
+    conn: &'c Connection,
+    /// The doorbell rings of its changes so far.
+    pub(crate) rings: Rings,
+}
+
+impl std::ops::Deref for Tx<'_> {
+    type Target = Connection;
+    fn deref(&self) -> &Connection {
+        self.conn
     }
 }
 

@@ -71,7 +71,7 @@ impl QueueRuns for SqliteStore {
                     run.expires_at.as_millis(),
                 ])?;
                 record_events(tx, &derive_run(None, Some(&run)), now)?;
-                crate::rings::note_run(None, &run);
+                tx.rings.note_run(None, &run);
                 Ok(Ok((run.command_id.to_string(), run)))
             })?;
             Ok(match created {
