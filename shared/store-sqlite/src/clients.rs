@@ -3,7 +3,7 @@
 //! ([`ClientUse`]), and refresh-token families ([`RefreshTokens`]).
 
 use async_trait::async_trait;
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{OptionalExtension, named_params, params};
 
 use domain::clients::{ClientSummary, RegisteredClient, Rotation};
 use domain::clock::Timestamp;
@@ -118,10 +118,10 @@ impl RefreshTokens for SqliteStore {
         self.write(move |tx, now| {
             let rotated = tx
                 .prepare_cached(
-                    "UPDATE refresh_families SET current = ?3 \
-                     WHERE family = ?1 AND current = ?2 AND revoked = 0 AND expires_at > ?4",
+                    "UPDATE refresh_families SET current = :next \
+                     WHERE family = :family AND current = :token AND revoked = 0 AND expires_at > :now",
                 )?
-                .execute(params![family, token, next, now.as_millis()])?;
+                .execute(named_params! {":family": family, ":token": token, ":next": next, ":now": now.as_millis()})?;
             if rotated == 1 {
                 return Ok(Rotation::Rotated);
             }

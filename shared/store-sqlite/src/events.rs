@@ -2,7 +2,7 @@
 //! transaction ([`EventOutbox`]), and the last webhook delivery per link ([`RecordDeliveries`]).
 
 use async_trait::async_trait;
-use rusqlite::{Connection, params};
+use rusqlite::{Connection, named_params, params};
 
 use domain::clock::Timestamp;
 use domain::events::{DeliveryOutcome, Event, OutboxEntry, derive_run, derive_task};
@@ -19,9 +19,9 @@ pub(crate) fn record_events(tx: &Connection, events: &[Event], now: Timestamp) -
     for e in events {
         tx.prepare_cached(
             "INSERT OR IGNORE INTO event_outbox (event_id, owner, body, created_at, state, attempts, next_attempt_at) \
-             VALUES (?1, ?2, ?3, ?4, 'pending', 0, ?4)",
+             VALUES (:id, :owner, :body, :now, 'pending', 0, :now)",
         )?
-        .execute(params![e.id, e.data.owner, e.to_json(), now.as_millis()])?;
+        .execute(named_params! {":id": e.id, ":owner": e.data.owner, ":body": e.to_json(), ":now": now.as_millis()})?;
     }
     Ok(())
 }
@@ -120,11 +120,11 @@ impl EventOutbox for SqliteStore {
         let (id, error) = (event_id.to_owned(), error.to_owned());
         self.bookkeeping(move |tx, _| {
             tx.prepare_cached(
-                "UPDATE event_outbox SET attempts = attempts + 1, last_error = ?1, \
-                 state = CASE WHEN ?2 IS NULL THEN 'dead' ELSE 'pending' END, \
-                 next_attempt_at = COALESCE(?2, next_attempt_at) WHERE event_id = ?3",
+                "UPDATE event_outbox SET attempts = attempts + 1, last_error = :error, \
+                 state = CASE WHEN :retry_at IS NULL THEN 'dead' ELSE 'pending' END, \
+                 next_attempt_at = COALESCE(:retry_at, next_attempt_at) WHERE event_id = :id",
             )?
-            .execute(params![error, retry_at.map(Timestamp::as_millis), id])
+            .execute(named_params! {":error": error, ":retry_at": retry_at.map(Timestamp::as_millis), ":id": id})
             .map(drop)
         })
         .await

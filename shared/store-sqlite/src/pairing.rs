@@ -9,7 +9,7 @@
 //! window; windows that ended are deleted on the next count).
 
 use async_trait::async_trait;
-use rusqlite::{Connection, OptionalExtension, Row, params};
+use rusqlite::{Connection, OptionalExtension, Row, named_params, params};
 
 use domain::clock::Timestamp;
 use domain::ids::OwnerId;
@@ -144,16 +144,22 @@ impl PairDevices for SqliteStore {
             let changed = match &decision {
                 Decision::Approve { device_name, device_id } => tx
                     .prepare_cached(
-                        "UPDATE pairings SET status = 'approved', owner = ?2, device_name = ?3, device_id = ?4
-                         WHERE user_code = ?1 AND status = 'pending' AND expires_at > ?5",
+                        "UPDATE pairings SET status = 'approved', owner = :owner, device_name = :device_name, device_id = :device_id
+                         WHERE user_code = :code AND status = 'pending' AND expires_at > :now",
                     )?
-                    .execute(params![code, owner, device_name, device_id.to_string(), now.as_millis()])?,
+                    .execute(named_params! {
+                        ":code": code,
+                        ":owner": owner,
+                        ":device_name": device_name,
+                        ":device_id": device_id.to_string(),
+                        ":now": now.as_millis(),
+                    })?,
                 Decision::Refuse => tx
                     .prepare_cached(
-                        "UPDATE pairings SET status = 'refused', owner = ?2
-                         WHERE user_code = ?1 AND status = 'pending' AND expires_at > ?3",
+                        "UPDATE pairings SET status = 'refused', owner = :owner
+                         WHERE user_code = :code AND status = 'pending' AND expires_at > :now",
                     )?
-                    .execute(params![code, owner, now.as_millis()])?,
+                    .execute(named_params! {":code": code, ":owner": owner, ":now": now.as_millis()})?,
             };
             Ok(match (changed, read(tx, &code)?) {
                 (1, Some(p)) => DecideOutcome::Decided(Box::new(p)),
@@ -202,10 +208,10 @@ impl PairDevices for SqliteStore {
 
 fn touch(tx: &Connection, code: &str, now: Timestamp) -> rusqlite::Result<()> {
     tx.prepare_cached(
-        "UPDATE pairings SET last_poll_at = ?2 WHERE user_code = ?1 AND status = 'pending'
-         AND (last_poll_at IS NULL OR last_poll_at <= ?3)",
+        "UPDATE pairings SET last_poll_at = :now WHERE user_code = :code AND status = 'pending'
+         AND (last_poll_at IS NULL OR last_poll_at <= :cutoff)",
     )?
-    .execute(params![code, now.as_millis(), slow_down_cutoff(now).as_millis()])
+    .execute(named_params! {":code": code, ":now": now.as_millis(), ":cutoff": slow_down_cutoff(now).as_millis()})
     .map(drop)
 }
 

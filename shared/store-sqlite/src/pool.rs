@@ -11,8 +11,8 @@ use domain::clock::{SharedClock, Timestamp};
 use domain::limits::Policy;
 use domain::store::{StoreError, StoreResult};
 
-use crate::doorbell::Rings;
 use crate::SqliteStore;
+use crate::doorbell::Rings;
 use crate::error::{poisoned, sql_err};
 use crate::schema::migrate;
 

@@ -2,7 +2,7 @@
 //! [`ManageLinks`].
 
 use async_trait::async_trait;
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, named_params, params};
 
 use domain::events::derive_task;
 use domain::ids::{ChatLinkId, OwnerId, ProjectId};
@@ -224,11 +224,15 @@ impl ManageLinks for SqliteStore {
             // events come from the write's own images.
             let cancelled: Vec<Task> = {
                 let mut st = tx.prepare_cached(&format!(
-                    "UPDATE tasks SET status = 'cancelled', finished_at = ?1, link_deleted = 1 \
-                     WHERE link_id = ?2 AND owner = ?3 AND status IN ('queued', 'claimed') AND expires_at > ?1 \
+                    "UPDATE tasks SET status = 'cancelled', finished_at = :now, link_deleted = 1 \
+                     WHERE link_id = :link AND owner = :owner AND status IN ('queued', 'claimed') AND expires_at > :now \
                      RETURNING {TASK_COLS}"
                 ))?;
-                st.query_map(params![now.as_millis(), link.to_string(), owner], task_row)?
+                st.query_map(named_params! {
+                    ":now": now.as_millis(),
+                    ":link": link.to_string(),
+                    ":owner": owner,
+                }, task_row)?
                     .collect::<rusqlite::Result<_>>()?
             };
             for new in &cancelled {

@@ -1,7 +1,7 @@
 //! Graph runs: [`QueueRuns`], [`ReadRuns`], [`CancelRuns`], [`RelayRuns`], [`OwnerRuns`].
 
 use async_trait::async_trait;
-use rusqlite::{Connection, OptionalExtension, params};
+use rusqlite::{Connection, OptionalExtension, named_params, params};
 
 use domain::clock::Timestamp;
 use domain::events::derive_run;
@@ -103,10 +103,10 @@ impl CancelRuns for SqliteStore {
             change_run(tx, &id, now, |old| {
                 let new = tx
                     .prepare_cached(&format!(
-                        "UPDATE runs SET status = 'cancelled', finished_at = ?1 \
-                         WHERE command_id = ?2 AND agent = ?3 AND status = 'queued' AND expires_at > ?1 RETURNING {RUN_COLS}"
+                        "UPDATE runs SET status = 'cancelled', finished_at = :now \
+                         WHERE command_id = :id AND agent = :agent AND status = 'queued' AND expires_at > :now RETURNING {RUN_COLS}"
                     ))?
-                    .query_row(params![now.as_millis(), id, agent.as_str()], run_row)
+                    .query_row(named_params! {":now": now.as_millis(), ":id": id, ":agent": agent.as_str()}, run_row)
                     .optional()?;
                 if new.is_some() {
                     return Ok((CancelRunOutcome::Cancelled, new));
@@ -178,10 +178,15 @@ impl RelayRuns for SqliteStore {
             change_run(tx, &id, now, |old| {
                 let new = tx
                     .prepare_cached(&format!(
-                        "UPDATE runs SET status = 'running', started_at = ?1, last_heartbeat_at = ?1, execution_id = ?2 \
-                         WHERE command_id = ?3 AND owner = ?4 AND status = 'queued' AND expires_at > ?1 RETURNING {RUN_COLS}"
+                        "UPDATE runs SET status = 'running', started_at = :now, last_heartbeat_at = :now, execution_id = :execution_id \
+                         WHERE command_id = :id AND owner = :owner AND status = 'queued' AND expires_at > :now RETURNING {RUN_COLS}"
                     ))?
-                    .query_row(params![now.as_millis(), execution_id, id, owner.as_str()], run_row)
+                    .query_row(named_params! {
+                        ":now": now.as_millis(),
+                        ":execution_id": execution_id,
+                        ":id": id,
+                        ":owner": owner.as_str(),
+                    }, run_row)
                     .optional()?;
                 if new.is_some() {
                     return Ok((StartOutcome::Started, new));
@@ -235,23 +240,23 @@ impl RelayRuns for SqliteStore {
                 let allow_queued = status != RunStatus::Completed;
                 let new = tx
                     .prepare_cached(&format!(
-                        "UPDATE runs SET status = ?1, finished_at = ?2, execution_id = ?3, completion = ?4, completion_hash = ?5 \
-                         WHERE command_id = ?6 AND owner = ?7 AND ( \
-                           (status = 'running' AND execution_id = ?3 AND last_heartbeat_at > ?8 AND cancel_requested = 0) \
-                           OR (?9 AND status = 'queued' AND expires_at > ?2)) RETURNING {RUN_COLS}"
+                        "UPDATE runs SET status = :status, finished_at = :now, execution_id = :execution_id, completion = :completion, completion_hash = :hash \
+                         WHERE command_id = :id AND owner = :owner AND ( \
+                           (status = 'running' AND execution_id = :execution_id AND last_heartbeat_at > :cutoff AND cancel_requested = 0) \
+                           OR (:allow_queued AND status = 'queued' AND expires_at > :now)) RETURNING {RUN_COLS}"
                     ))?
                     .query_row(
-                        params![
-                            status.as_str(),
-                            now.as_millis(),
-                            completion.execution_id,
-                            body,
-                            hash,
-                            id,
-                            owner.as_str(),
-                            cutoff,
-                            allow_queued
-                        ],
+                        named_params! {
+                            ":status": status.as_str(),
+                            ":now": now.as_millis(),
+                            ":execution_id": completion.execution_id,
+                            ":completion": body,
+                            ":hash": hash,
+                            ":id": id,
+                            ":owner": owner.as_str(),
+                            ":cutoff": cutoff,
+                            ":allow_queued": allow_queued,
+                        },
                         run_row,
                     )
                     .optional()?;

@@ -2,7 +2,7 @@
 //! [`RecordArtifacts`].
 
 use async_trait::async_trait;
-use rusqlite::{OptionalExtension, params};
+use rusqlite::{OptionalExtension, named_params, params};
 
 use domain::events::derive_task;
 use domain::ids::{ChatLinkId, ClaimId, OwnerId, TaskId};
@@ -69,10 +69,15 @@ impl AssignTasks for SqliteStore {
             change_task(tx, &link.to_string(), &task.to_string(), now, |old| {
                 let new = tx
                     .prepare_cached(&format!(
-                        "UPDATE tasks SET status = 'cancelled', finished_at = ?1 WHERE task_id = ?2 AND link_id = ?3 \
-                         AND owner = ?4 AND status IN ('queued', 'claimed') AND expires_at > ?1 RETURNING {TASK_COLS}"
+                        "UPDATE tasks SET status = 'cancelled', finished_at = :now WHERE task_id = :task AND link_id = :link \
+                         AND owner = :owner AND status IN ('queued', 'claimed') AND expires_at > :now RETURNING {TASK_COLS}"
                     ))?
-                    .query_row(params![now.as_millis(), task.to_string(), link.to_string(), owner.as_str()], task_row)
+                    .query_row(named_params! {
+                        ":now": now.as_millis(),
+                        ":task": task.to_string(),
+                        ":link": link.to_string(),
+                        ":owner": owner.as_str(),
+                    }, task_row)
                     .optional()?;
                 if new.is_some() {
                     return Ok((CancelTaskOutcome::Cancelled, new));
@@ -183,19 +188,19 @@ impl ClaimTasks for SqliteStore {
                 let lease_until = now.plus(lease);
                 let new = tx
                     .prepare_cached(&format!(
-                        "UPDATE tasks SET status = 'claimed', claim_id = ?1, lease_until = ?2, claimed_at = ?6 \
-                         WHERE task_id = ?3 AND link_id = ?4 AND owner = ?5 AND expires_at > ?6 \
-                         AND (status = 'queued' OR (status = 'claimed' AND lease_until <= ?6)) RETURNING {TASK_COLS}"
+                        "UPDATE tasks SET status = 'claimed', claim_id = :claim_id, lease_until = :lease_until, claimed_at = :now \
+                         WHERE task_id = :task AND link_id = :link AND owner = :owner AND expires_at > :now \
+                         AND (status = 'queued' OR (status = 'claimed' AND lease_until <= :now)) RETURNING {TASK_COLS}"
                     ))?
                     .query_row(
-                        params![
-                            claim_id.to_string(),
-                            lease_until.as_millis(),
-                            task.to_string(),
-                            link.to_string(),
-                            owner.as_str(),
-                            now.as_millis()
-                        ],
+                        named_params! {
+                            ":claim_id": claim_id.to_string(),
+                            ":lease_until": lease_until.as_millis(),
+                            ":task": task.to_string(),
+                            ":link": link.to_string(),
+                            ":owner": owner.as_str(),
+                            ":now": now.as_millis(),
+                        },
                         task_row,
                     )
                     .optional()?;
@@ -216,21 +221,21 @@ impl ClaimTasks for SqliteStore {
             change_task(tx, &link.to_string(), &task.to_string(), now, |old| {
                 let new = tx
                     .prepare_cached(&format!(
-                        "UPDATE tasks SET status = ?1, result = ?2, result_hash = ?3, finished_at = ?4 \
-                         WHERE task_id = ?5 AND link_id = ?6 AND owner = ?7 AND status = 'claimed' AND claim_id = ?8 \
-                         AND expires_at > ?4 RETURNING {TASK_COLS}"
+                        "UPDATE tasks SET status = :status, result = :result, result_hash = :hash, finished_at = :now \
+                         WHERE task_id = :task AND link_id = :link AND owner = :owner AND status = 'claimed' AND claim_id = :claim \
+                         AND expires_at > :now RETURNING {TASK_COLS}"
                     ))?
                     .query_row(
-                        params![
-                            TaskStatus::from(*status).as_str(),
-                            result,
-                            hash,
-                            now.as_millis(),
-                            task.to_string(),
-                            link.to_string(),
-                            owner.as_str(),
-                            claim.to_string(),
-                        ],
+                        named_params! {
+                            ":status": TaskStatus::from(*status).as_str(),
+                            ":result": result,
+                            ":hash": hash,
+                            ":now": now.as_millis(),
+                            ":task": task.to_string(),
+                            ":link": link.to_string(),
+                            ":owner": owner.as_str(),
+                            ":claim": claim.to_string(),
+                        },
                         task_row,
                     )
                     .optional()?;
