@@ -201,6 +201,22 @@ async fn plain_tool_calls_are_answered_directly_and_exactly_as_rmcp_answers_them
     }
     let (_, v, _) = both(&f, &h, &cases[8]).await;
     assert_eq!(v["error"]["code"], -32602, "{v}");
+    // A plain listing is answered directly too, from the catalogue built with its schemes in
+    // place, exactly as rmcp's answer once its tools got them.
+    for body in [
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}),
+        json!({"jsonrpc": "2.0", "id": "l", "method": "tools/list", "params": {}}),
+    ] {
+        let (status, v, direct) = both(&f, &h, &body.to_string()).await;
+        assert!(direct, "a plain tools/list goes the direct way: {body}");
+        assert_eq!(status, 200, "{v}");
+        let tools = v["result"]["tools"].as_array().unwrap();
+        assert_eq!(tools.len(), tools::ToolName::ALL.len(), "{v}");
+        for t in tools {
+            assert!(t["securitySchemes"].is_array(), "{t}");
+            assert_eq!(t["securitySchemes"], t["_meta"]["securitySchemes"], "{t}");
+        }
+    }
     // The claim replay really is the claim (both paths ran the tool).
     let (_, v, _) = both(&f, &h, &cases[2]).await;
     assert_eq!(v["result"]["structuredContent"]["claim_id"], f.claim_id.as_str(), "{v}");
@@ -239,7 +255,9 @@ async fn anything_unusual_goes_to_rmcp_and_still_gets_the_same_answer() {
         json!({"jsonrpc": "2.0", "id": 1.5, "method": "tools/call", "params": {"name": "list_linked_chat_tasks", "arguments": {"chat_link_id": f.link}}}),
         json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "list_linked_chat_tasks", "arguments": {"chat_link_id": f.link}, "_meta": {"progressToken": 1}}}),
         json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call", "params": {"name": "list_linked_chat_tasks", "arguments": "x"}}),
-        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list"}),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {"cursor": "c"}}),
+        json!({"jsonrpc": "2.0", "id": 4, "method": "tools/list", "params": {"_meta": {"progressToken": 1}}}),
+        json!({"jsonrpc": "2.0", "method": "tools/list"}),
         json!({"jsonrpc": "2.0", "method": "tools/call", "params": {"name": "list_linked_chat_tasks"}}),
         json!([{"jsonrpc": "2.0", "id": 5, "method": "tools/call", "params": {"name": "list_linked_chat_tasks"}}]),
     ];
@@ -256,6 +274,11 @@ async fn anything_unusual_goes_to_rmcp_and_still_gets_the_same_answer() {
     let ro = standard(&f.read_only, &mut ro_bearer);
     let run = call(json!(1), "run_graph_session", json!({"graph_session_id": "g", "idempotency_key": "k-1"}));
     let (status, _, _) = both(&f, &ro, &run).await;
+    assert_eq!(status, 403);
+    // So is one whose params are not a call's shape (rmcp's catch-all request): its name
+    // still decides.
+    let odd = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "run_graph_session", "arguments": "x"}});
+    let (status, _, _) = both(&f, &ro, &odd.to_string()).await;
     assert_eq!(status, 403);
 }
 

@@ -9,7 +9,7 @@ use auth::{Audience, Authenticator, JwksCache, Keys};
 use aws_sdk_lambda::primitives::Blob;
 use domain::clock::{SharedClock, SystemClock};
 use mcp_endpoint::{Dispatch, McpEndpoint, RESOURCE_METADATA_PATH, resource_metadata_response};
-use tools::{DispatchError, ToolArgs, ToolCall, ToolFault, ToolName, ToolReply};
+use tools::{DispatchError, ToolCall, ToolFault, ToolName, ToolReply};
 
 use crate::config::McpConfig;
 use crate::http_glue::{http_request, lambda_response};
@@ -39,7 +39,7 @@ impl LambdaDispatch {
 #[async_trait::async_trait]
 impl Dispatch for LambdaDispatch {
     /// Sends the raw call; the tool's function parses its own copy of the arguments.
-    async fn dispatch(&self, call: ToolCall, _args: ToolArgs) -> Result<ToolReply, ToolFault> {
+    async fn dispatch(&self, call: ToolCall) -> Result<ToolReply, ToolFault> {
         let name = self.functions.get(&call.tool).ok_or(DispatchError::NoFunction(call.tool.as_str()))?;
         let function = || name.clone();
         tracing::info!(tool = call.tool.as_str(), function = name.as_str(), "invoking the tool");

@@ -1,14 +1,16 @@
-//! The direct path: a plain `tools/call` answered without rmcp's per-request machinery, when
-//! it is unmistakably one rmcp would serve the same way (see the module above for the rules).
+//! The direct path: a plain `tools/call` or `tools/list` answered without rmcp's per-request
+//! machinery, when it is unmistakably one rmcp would serve the same way (see the module above
+//! for the rules).
 
 use bytes::Bytes;
 use http::{StatusCode, header};
 use rmcp::model::{
-    CallToolRequestParams, JsonRpcError, JsonRpcResponse, JsonRpcVersion2_0, RequestId, ServerJsonRpcMessage,
-    ServerResult,
+    CallToolRequestParams, ClientJsonRpcMessage, ClientRequest, JsonRpcError, JsonRpcMessage, JsonRpcRequest,
+    JsonRpcResponse, JsonRpcVersion2_0, RequestId, RequestMetaObject, ServerJsonRpcMessage, ServerResult,
 };
 
 use auth::Identity;
+use tools::ToolName;
 
 use super::{Dispatch, McpEndpoint, respond};
 
@@ -34,18 +36,18 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
     /// out): for the tests that compare both paths, and for diagnosis.
     pub fn answers_directly(&self, req: &http::Request<Bytes>) -> bool {
         self.direct
-            && serde_json::from_slice::<serde_json::Value>(req.body())
-                .is_ok_and(|m| self.direct_call(req.headers(), &m).is_some())
+            && self.plain_headers(req.headers())
+            && serde_json::from_slice::<ClientJsonRpcMessage>(req.body()).is_ok_and(|m| plain(m).is_some())
     }
 
-    /// The call, when `message` is a plain `tools/call` that rmcp would serve on its legacy
-    /// stateless path exactly as [`Self::answer_directly`] does; `None` sends it to rmcp.
-    /// Every check is as strict as rmcp's or stricter (anything unusual goes to rmcp).
-    pub(super) fn direct_call(
-        &self,
-        headers: &http::HeaderMap,
-        message: &serde_json::Value,
-    ) -> Option<(RequestId, CallToolRequestParams)> {
+    /// Whether the headers are those of a plain request rmcp would serve on its legacy
+    /// stateless path exactly as the direct path does. Every check is as strict as rmcp's or
+    /// stricter (anything unusual goes to rmcp).
+    pub(super) fn plain_headers(&self, headers: &http::HeaderMap) -> bool {
+        self.check_headers(headers).is_some()
+    }
+
+    fn check_headers(&self, headers: &http::HeaderMap) -> Option<()> {
         let version = headers.get("mcp-protocol-version")?.to_str().ok()?;
         if !DIRECT_VERSIONS.contains(&version)
             || headers.contains_key("mcp-session-id")
@@ -72,40 +74,37 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
         }
         let content_type = headers.get(header::CONTENT_TYPE)?.to_str().ok()?;
         let essence = content_type.split_once(';').map_or(content_type, |(e, _)| e);
-        if !json || !sse || !essence.trim().eq_ignore_ascii_case("application/json") {
-            return None;
-        }
-        let m = message.as_object()?;
-        if m.len() != 4 || m.get("jsonrpc")?.as_str()? != "2.0" || m.get("method")?.as_str()? != "tools/call" {
-            return None;
-        }
-        let id = match m.get("id")? {
-            v @ serde_json::Value::String(_) => v,
-            v @ serde_json::Value::Number(n) if n.is_i64() => v,
-            _ => return None,
-        };
-        let params = m.get("params")?.as_object()?;
-        if params.keys().any(|k| k != "name" && k != "arguments")
-            || !params.get("name")?.is_string()
-            || params.get("arguments").is_some_and(|a| !a.is_object())
-        {
-            return None;
-        }
-        let id = serde_json::from_value::<RequestId>(id.clone()).ok()?;
-        let params = serde_json::from_value::<CallToolRequestParams>(serde_json::Value::Object(params.clone())).ok()?;
-        Some((id, params))
+        (json && sse && essence.trim().eq_ignore_ascii_case("application/json")).then_some(())
     }
 
-    /// Runs a call [`Self::direct_call`] accepted and answers it as rmcp's JSON mode does:
-    /// `200`, `application/json`, the result shaped for a peer before `2026-07-28`.
+    /// Answers a plain `tools/list` as rmcp's JSON mode does for a peer before `2026-07-28`,
+    /// from the catalogue built once with its `securitySchemes` in place.
+    pub(super) fn list_directly(&self, id: &RequestId) -> http::Response<Bytes> {
+        #[derive(serde::Serialize)]
+        struct Listed<'a> {
+            jsonrpc: JsonRpcVersion2_0,
+            id: &'a RequestId,
+            result: Tools<'a>,
+        }
+        #[derive(serde::Serialize)]
+        struct Tools<'a> {
+            tools: &'a serde_json::Value,
+        }
+        let listed = Listed { jsonrpc: JsonRpcVersion2_0, id, result: Tools { tools: self.handler.listed() } };
+        json_ok(serde_json::to_vec(&listed))
+    }
+
+    /// Runs a plain call and answers it as rmcp's JSON mode does: `200`, `application/json`,
+    /// the result shaped for a peer before `2026-07-28`. `tool` is the one the endpoint parsed.
     pub(super) async fn answer_directly(
         &self,
         identity: Identity,
         id: RequestId,
+        tool: Option<ToolName>,
         params: CallToolRequestParams,
         request_id: Option<String>,
     ) -> http::Response<Bytes> {
-        let message = match self.handler.call(Some(identity), params, false, request_id).await {
+        let message = match self.handler.call(Some(identity), tool, params, false, request_id).await {
             Ok(response) => {
                 let mut result = ServerResult::from(response);
                 result.strip_result_type_for_legacy_peer();
@@ -114,19 +113,55 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
             }
             Err(error) => ServerJsonRpcMessage::Error(JsonRpcError::new(Some(id), error)),
         };
-        match serde_json::to_vec(&message) {
-            Ok(body) => {
-                let length = body.len().to_string();
-                respond(
-                    StatusCode::OK,
-                    &[(header::CONTENT_TYPE, "application/json"), (header::CONTENT_LENGTH, &length)],
-                    Bytes::from(body),
-                )
-            }
-            Err(e) => {
-                tracing::error!(error = %e, "cannot serialize a tool result");
-                respond(StatusCode::INTERNAL_SERVER_ERROR, &[], Bytes::from_static(b"Internal Server Error"))
-            }
+        json_ok(serde_json::to_vec(&message))
+    }
+}
+
+/// A plain request the direct path answers: a `tools/call` or a `tools/list`.
+pub(super) enum Plain {
+    /// `tools/call`: its id and params.
+    Call(RequestId, CallToolRequestParams),
+    /// `tools/list` of the whole catalogue: its id.
+    List(RequestId),
+}
+
+/// The plain request `message` is, if it is one: a request (not a notification) with no
+/// `_meta` anywhere and none of the fields of `2026-07-28`'s input requests; a `tools/list`
+/// without a cursor. Fields the message type does not know rmcp ignores as well.
+pub(super) fn plain(message: ClientJsonRpcMessage) -> Option<Plain> {
+    let JsonRpcMessage::Request(JsonRpcRequest { id, request, .. }) = message else { return None };
+    match request {
+        ClientRequest::CallToolRequest(c) => {
+            let p = &c.params;
+            let plain = c.extensions.get::<RequestMetaObject>().is_none()
+                && p.meta.is_none()
+                && p.input_responses.is_none()
+                && p.request_state.is_none();
+            plain.then_some(Plain::Call(id, c.params))
+        }
+        ClientRequest::ListToolsRequest(l) => {
+            let plain = l.extensions.get::<RequestMetaObject>().is_none()
+                && l.params.as_ref().is_none_or(|p| p.meta.is_none() && p.cursor.is_none());
+            plain.then_some(Plain::List(id))
+        }
+        _ => None,
+    }
+}
+
+/// `200`, `application/json` and the body, or a `500` when it could not be serialized.
+fn json_ok(body: serde_json::Result<Vec<u8>>) -> http::Response<Bytes> {
+    match body {
+        Ok(body) => {
+            let length = body.len().to_string();
+            respond(
+                StatusCode::OK,
+                &[(header::CONTENT_TYPE, "application/json"), (header::CONTENT_LENGTH, &length)],
+                Bytes::from(body),
+            )
+        }
+        Err(e) => {
+            tracing::error!(error = %e, "cannot serialize an answer");
+            respond(StatusCode::INTERNAL_SERVER_ERROR, &[], Bytes::from_static(b"Internal Server Error"))
         }
     }
 }

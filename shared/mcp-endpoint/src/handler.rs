@@ -1,5 +1,6 @@
-//! The rmcp server handler: the catalogue, the one `tools/call` both paths run (arguments
-//! parsed once, then dispatched), and the `tools/list` shaping rmcp's types cannot carry.
+//! The rmcp server handler: the catalogue, the one `tools/call` both paths run (the tool the
+//! endpoint parsed, dispatched with its arguments as they came), and the `tools/list` shaping
+//! rmcp's types cannot carry.
 
 use std::sync::Arc;
 
@@ -11,17 +12,18 @@ use rmcp::model::{
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
+use serde::Deserialize;
 
 use auth::{Identity, ScopeSpelling};
-use tools::{ToolArgs, ToolCall, ToolDeps, ToolFault, ToolName, ToolReply, ToolStore, catalogue, handle_parsed};
+use tools::{ToolCall, ToolDeps, ToolFault, ToolName, ToolReply, ToolStore, catalogue, handle};
 
 /// Where a tool call goes after the `mcp` layer checked it.
 #[async_trait::async_trait]
 pub trait Dispatch: Send + Sync + 'static {
-    /// Runs `call` in the tool's own function, or in process. `args` are its arguments as the
-    /// `mcp` layer parsed them: an in-process dispatch runs the tool on them, a remote one sends
-    /// `call` (the function parses its own copy on the other side).
-    async fn dispatch(&self, call: ToolCall, args: ToolArgs) -> Result<ToolReply, ToolFault>;
+    /// Runs `call` in the tool's own function, or in process. Its arguments are still the
+    /// request's JSON: whoever runs the tool parses them, once (in the cloud that is the tool's
+    /// function, so the `mcp` function never parses what it only forwards).
+    async fn dispatch(&self, call: ToolCall) -> Result<ToolReply, ToolFault>;
 }
 
 /// Dispatch in the same process: the local server and tests.
@@ -29,20 +31,23 @@ pub struct InProcess<S: ?Sized>(pub ToolDeps<S>);
 
 #[async_trait::async_trait]
 impl<S: ToolStore + ?Sized + 'static> Dispatch for InProcess<S> {
-    async fn dispatch(&self, call: ToolCall, args: ToolArgs) -> Result<ToolReply, ToolFault> {
-        handle_parsed(&self.0, &call.owner, &call.agent, args).await
+    async fn dispatch(&self, call: ToolCall) -> Result<ToolReply, ToolFault> {
+        handle(&self.0, &call).await
     }
 }
 
 /// The rmcp server handler: catalogue, validation, dispatch.
 pub struct McpHandler<D: ?Sized> {
     dispatch: Arc<D>,
+    /// The catalogue as rmcp's type (no `securitySchemes`: see `with_security_schemes`).
     tools: Arc<Vec<Tool>>,
+    /// The catalogue as listed, built once with each tool's `securitySchemes` in place.
+    listed: Arc<serde_json::Value>,
 }
 
 impl<D: ?Sized> Clone for McpHandler<D> {
     fn clone(&self) -> Self {
-        Self { dispatch: Arc::clone(&self.dispatch), tools: Arc::clone(&self.tools) }
+        Self { dispatch: Arc::clone(&self.dispatch), tools: Arc::clone(&self.tools), listed: Arc::clone(&self.listed) }
     }
 }
 
@@ -50,8 +55,14 @@ impl<D: ?Sized> McpHandler<D> {
     /// A handler dispatching to `dispatch`, listing the catalogue with `scopes` spelled as the
     /// authorization server issues them.
     pub fn new(dispatch: Arc<D>, scopes: &ScopeSpelling) -> Self {
-        let tools = catalogue(scopes).into_iter().filter_map(|t| serde_json::from_value(t).ok()).collect();
-        Self { dispatch, tools: Arc::new(tools) }
+        let listed = catalogue(scopes);
+        let tools = listed.iter().filter_map(|t| Tool::deserialize(t).ok()).collect();
+        Self { dispatch, tools: Arc::new(tools), listed: Arc::new(serde_json::Value::Array(listed)) }
+    }
+
+    /// The `tools` array of a `tools/list` result, schemes in place.
+    pub(super) fn listed(&self) -> &serde_json::Value {
+        &self.listed
     }
 }
 
@@ -85,7 +96,10 @@ impl<D: Dispatch + ?Sized> ServerHandler for McpHandler<D> {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let as_task = context.client_capabilities().is_some_and(|c| c.supports_tasks());
-        self.call(identity_of(&context), request, as_task, trace_of(&context)).await
+        // The endpoint parsed the name once and put the tool beside the identity.
+        let tool =
+            context.extensions.get::<http::request::Parts>().and_then(|p| p.extensions.get::<ToolName>()).copied();
+        self.call(identity_of(&context), tool, request, as_task, trace_of(&context)).await
     }
 
     /// `tasks/get`: the Graph run the task is, read through `get_graph_run` (so the same
@@ -178,20 +192,22 @@ fn detailed_task(run: &serde_json::Value) -> DetailedTask {
 }
 
 impl<D: Dispatch + ?Sized> McpHandler<D> {
-    /// One `tools/call`, for rmcp's handler and the direct path alike: the arguments parsed
-    /// once, dispatch, and the mapping of the tool's reply to a result (`isError: true` for a
-    /// refusal or invalid arguments) or a JSON-RPC error (an unknown tool, `-32602`; a fault).
+    /// One `tools/call`, for rmcp's handler and the direct path alike: dispatch, and the
+    /// mapping of the tool's reply to a result (`isError: true` for a refusal or invalid
+    /// arguments) or a JSON-RPC error (an unknown tool, `-32602`; a fault).
     ///
+    /// `tool` is the tool the endpoint parsed from `request.name` (`None`: not one of ours).
     /// `as_task`: the client declared the Tasks extension; `run_graph_session` then answers the
     /// run as a task (its id is the command id) instead of a ticket result.
     pub async fn call(
         &self,
         identity: Option<Identity>,
+        tool: Option<ToolName>,
         request: CallToolRequestParams,
         as_task: bool,
         request_id: Option<String>,
     ) -> Result<CallToolResponse, McpError> {
-        let Some(tool) = ToolName::parse(&request.name) else {
+        let Some(tool) = tool else {
             return Err(McpError::invalid_params(format!("Unknown tool: {}", request.name), None));
         };
         let identity = identity.ok_or_else(|| McpError::internal_error("request without identity", None))?;
@@ -201,12 +217,8 @@ impl<D: Dispatch + ?Sized> McpHandler<D> {
         // hosts pass tool results back to the model, protocol errors they keep, so only a result
         // lets the model read "idempotency_key: must be 8 to 128 characters" and correct its call.
         let invalid = |message: String| Ok(CallToolResult::error(vec![ContentBlock::text(message)]).into());
-        let args = match tool.parse_arguments(&arguments) {
-            Ok(a) => a,
-            Err(message) => return invalid(message),
-        };
         let call = ToolCall { tool, owner: identity.owner, agent: identity.agent, arguments, request_id };
-        match self.dispatch.dispatch(call, args).await {
+        match self.dispatch.dispatch(call).await {
             Ok(ToolReply::Ok { structured }) if as_task && tool == ToolName::RunGraphSession => {
                 Ok(CallToolResponse::Task(CreateTaskResult::new(run_task(&structured))))
             }
@@ -223,7 +235,8 @@ impl<D: Dispatch + ?Sized> McpHandler<D> {
 
 impl<D: Dispatch + ?Sized> McpHandler<D> {
     /// Runs `tool` on `{"command_id": task_id}` for a `tasks/*` request: its structured output,
-    /// or the tool's refusal (and an id that is not a run's) as `-32602` with the tool's text.
+    /// or the tool's refusal as `-32602` with the tool's text (an id that is not a run's id:
+    /// `run not found`, as for a run of someone else's).
     async fn run_tool(
         &self,
         identity: Option<Identity>,
@@ -233,14 +246,11 @@ impl<D: Dispatch + ?Sized> McpHandler<D> {
     ) -> Result<serde_json::Value, McpError> {
         let identity = identity.ok_or_else(|| McpError::internal_error("request without identity", None))?;
         let arguments = serde_json::json!({ "command_id": task_id });
-        let not_found = || McpError::invalid_params(domain::errors::RUN_NOT_FOUND, None);
-        let args = tool.parse_arguments(&arguments).map_err(|_| not_found())?;
         let call = ToolCall { tool, owner: identity.owner, agent: identity.agent, arguments, request_id };
-        match self.dispatch.dispatch(call, args).await {
+        match self.dispatch.dispatch(call).await {
             Ok(ToolReply::Ok { structured }) => Ok(structured),
-            Ok(ToolReply::Rejected { message } | ToolReply::Invalid { message }) => {
-                Err(McpError::invalid_params(message, None))
-            }
+            Ok(ToolReply::Rejected { message }) => Err(McpError::invalid_params(message, None)),
+            Ok(ToolReply::Invalid { .. }) => Err(McpError::invalid_params(domain::errors::RUN_NOT_FOUND, None)),
             Err(fault) => {
                 tracing::error!(tool = tool.as_str(), error = %domain::errors::ErrorChain(&fault), "task request failed");
                 Err(McpError::internal_error("temporarily unavailable; retry with the same arguments", None))

@@ -5,27 +5,32 @@
 //! the same code. The layer around rmcp does what rmcp leaves to the application:
 //!
 //! 1. `GET`/`DELETE` → `405 Allow: POST` at once (clients hang or loop on anything slower);
-//! 2. bodies over the limit → `413`, bodies that are not JSON → `400` with `-32700` (rmcp
-//!    would answer a plain-text 415);
+//! 2. bodies over the limit → `413`; the body parsed **once**, straight into rmcp's message
+//!    type: not JSON → `400` with `-32700`, JSON but no JSON-RPC message → `400` with `-32600`
+//!    (rmcp would answer a plain-text 415);
 //! 3. bearer token → [`Identity`](auth::Identity), or `401` with `WWW-Authenticate: Bearer resource_metadata=…`
 //!    (also for a token carrying the owner scope, or neither connector scope);
-//! 4. `tools/call` of a tool whose scope the token lacks → `403 insufficient_scope` — the one
-//!    scope check: every `tools/call` reaches the handler through here (rmcp 3 takes no
-//!    batches, so a call is always the top-level object looked at);
-//! 5. rmcp answers the protocol (both `2025-11-25` and `2026-07-28`), and [`McpHandler`]
-//!    parses the arguments once into the tool's typed value and hands the call to a
-//!    [`Dispatch`] — a synchronous Lambda invoke in the cloud (the tool function parses its own
-//!    copy), [`InProcess`] locally (the tool runs on the parsed value);
-//! 6. `tools/list` responses get the top-level `securitySchemes` field that rmcp's `Tool` type
-//!    cannot carry (copied from each tool's `_meta`).
+//! 4. the tool a `tools/call` names parsed once into a [`ToolName`], which goes down with the
+//!    call (on rmcp's path in the request's extensions, beside the identity); a tool whose scope
+//!    the token lacks → `403 insufficient_scope` — the one scope check: every `tools/call`
+//!    reaches the handler through here (rmcp 3 takes no batches, so a call is always the
+//!    top-level object looked at);
+//! 5. rmcp answers the protocol (both `2025-11-25` and `2026-07-28`), and [`McpHandler`] hands
+//!    the call to a [`Dispatch`] with its arguments as they came: whoever runs the tool parses
+//!    them once — the tool's own function in the cloud (a synchronous Lambda invoke), the tool
+//!    in process locally ([`InProcess`]);
+//! 6. the catalogue is built once with each tool's `securitySchemes` in place, and the direct
+//!    path lists it as it is; on rmcp's path (whose `Tool` type cannot carry the field) the
+//!    `tools/list` answer gets it copied from each tool's `_meta`.
 //!
-//! **The direct path.** A plain `tools/call` — the hot request of every agent — is answered
-//! without rmcp's per-request machinery (a serve loop spawned per request, the body parsed a
-//! second time, channels between tasks: measured in `docs/results.md`, "Peer benchmark") when
-//! it is unmistakably one rmcp would serve the same way: a protocol version before
-//! `2026-07-28` in the header, no `_meta`, no session or `Origin` header, an accepted `Host`, a
-//! plain `Accept` listing JSON and SSE, a JSON content type, an integer or string `id`. It runs
-//! the same [`McpHandler::call`] and serializes rmcp's own response types with the same legacy
+//! **The direct path.** A plain `tools/call` — the hot request of every agent — and a plain
+//! `tools/list` are answered without rmcp's per-request machinery (a serve loop spawned per
+//! request, the body parsed a second time, channels between tasks: measured in
+//! `docs/results.md`, "Peer benchmark") when they are unmistakably ones rmcp would serve the
+//! same way: a protocol version before `2026-07-28` in the header, no `_meta`, no session or
+//! `Origin` header, an accepted `Host`, a plain `Accept` listing JSON and SSE, a JSON content
+//! type, a request (not a notification), a listing without a cursor. The call runs the same
+//! [`McpHandler::call`]; both serialize rmcp's own response types with the same legacy
 //! shaping; everything else goes to rmcp. `tests/tests/mcp_direct.rs` sends the same requests
 //! both ways and compares the answers.
 //!
@@ -42,6 +47,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{HeaderValue, Method, StatusCode, header};
 use http_body_util::{BodyExt, Full};
+use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
@@ -155,35 +161,36 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
                 Bytes::from_static(b"Unauthorized"),
             );
         }
-        let message: serde_json::Value = match serde_json::from_slice(req.body()) {
+        // The one parse of the body: straight into rmcp's message type. Bytes that are no JSON
+        // are a parse error; JSON that is no JSON-RPC message (a batch, a wrong `jsonrpc`, an
+        // `id` that is an object) an invalid request, said as JSON-RPC (rmcp would answer an
+        // empty 415).
+        let message: ClientJsonRpcMessage = match serde_json::from_slice(req.body()) {
             Ok(m) => m,
-            Err(e) => {
+            Err(e) if e.is_syntax() || e.is_eof() => {
                 let body = jsonrpc_error(-32700, &format!("Parse error: the body is not JSON ({e})"));
                 return respond(StatusCode::BAD_REQUEST, &[(header::CONTENT_TYPE, "application/json")], body);
             }
+            Err(e) => {
+                let body = jsonrpc_error(
+                    -32600,
+                    &format!("Invalid Request: the body is not one JSON-RPC 2.0 request or notification ({e})"),
+                );
+                return respond(StatusCode::BAD_REQUEST, &[(header::CONTENT_TYPE, "application/json")], body);
+            }
         };
-        // A JSON value that is no JSON-RPC message (a batch, a wrong `jsonrpc`, an `id` that is
-        // an object) is an invalid request, said as JSON-RPC: rmcp would answer an empty 415.
-        if let Err(e) = <rmcp::model::ClientJsonRpcMessage as serde::Deserialize>::deserialize(&message) {
-            let body = jsonrpc_error(
-                -32600,
-                &format!("Invalid Request: the body is not one JSON-RPC 2.0 request or notification ({e})"),
-            );
-            return respond(StatusCode::BAD_REQUEST, &[(header::CONTENT_TYPE, "application/json")], body);
-        }
-        let message = Some(message);
-        let method = message.as_ref().and_then(|m| m.get("method")).and_then(|m| m.as_str()).map(str::to_owned);
+        let request = match &message {
+            JsonRpcMessage::Request(r) => Some(&r.request),
+            _ => None,
+        };
+        // The tool a `tools/call` names, parsed once and carried to the handler on either path.
+        let called = request.and_then(called_tool);
         // The one scope check: a tool's own scope; `tasks/get` and `tasks/cancel` (a Graph run
         // as a task) need what get_graph_run and cancel_graph_run need.
-        let scoped_tool = match method.as_deref() {
-            Some("tools/call") => message
-                .as_ref()
-                .and_then(|m| m.pointer("/params/name"))
-                .and_then(|n| n.as_str())
-                .and_then(ToolName::parse),
-            Some("tasks/get") => Some(ToolName::GetGraphRun),
-            Some("tasks/cancel") => Some(ToolName::CancelGraphRun),
-            _ => None,
+        let scoped_tool = match request {
+            Some(ClientRequest::GetTaskRequest(_)) => Some(ToolName::GetGraphRun),
+            Some(ClientRequest::CancelTaskRequest(_)) => Some(ToolName::CancelGraphRun),
+            _ => called,
         };
         if let Some(tool) = scoped_tool
             && !identity.has_scope(tool.spec().scope)
@@ -199,25 +206,44 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
                 Bytes::from_static(b"Forbidden"),
             );
         }
-        if self.direct
-            && let Some(m) = message.as_ref()
-            && let Some((id, params)) = self.direct_call(req.headers(), m)
-        {
-            let trace = req.extensions().get::<http_util::TraceId>().map(|t| t.0.clone());
-            return self.answer_directly(identity, id, params, trace).await;
+        let listing = matches!(request, Some(ClientRequest::ListToolsRequest(_)));
+        if self.direct && self.plain_headers(req.headers()) {
+            match direct::plain(message) {
+                Some(direct::Plain::Call(id, params)) => {
+                    let trace = req.extensions().get::<http_util::TraceId>().map(|t| t.0.clone());
+                    return self.answer_directly(identity, id, called, params, trace).await;
+                }
+                Some(direct::Plain::List(id)) => return self.list_directly(&id),
+                None => {}
+            }
         }
         let (mut parts, body) = req.into_parts();
         parts.extensions.insert(identity);
+        if let Some(tool) = called {
+            parts.extensions.insert(tool);
+        }
         let response = self.service.handle(http::Request::from_parts(parts, Full::new(body))).await;
         let (parts, body) = response.into_parts();
         let bytes = body.collect().await.map(|c| c.to_bytes()).unwrap_or_default();
-        let bytes = if method.as_deref() == Some("tools/list") { handler::with_security_schemes(bytes) } else { bytes };
+        let bytes = if listing { handler::with_security_schemes(bytes) } else { bytes };
         let mut out = http::Response::from_parts(parts, bytes.clone());
         out.headers_mut().remove(header::CONTENT_LENGTH);
         if let Ok(v) = HeaderValue::from_str(&bytes.len().to_string()) {
             out.headers_mut().insert(header::CONTENT_LENGTH, v);
         }
         out
+    }
+}
+
+/// The tool a `tools/call` names, if it is one of ours. A `tools/call` whose params are not a
+/// call's shape lands in rmcp's catch-all variant: its name still decides the scope check.
+fn called_tool(request: &ClientRequest) -> Option<ToolName> {
+    match request {
+        ClientRequest::CallToolRequest(c) => ToolName::parse(&c.params.name),
+        ClientRequest::CustomRequest(c) if c.method == "tools/call" => {
+            c.params.as_ref()?.get("name")?.as_str().and_then(ToolName::parse)
+        }
+        _ => None,
     }
 }
 

@@ -297,12 +297,11 @@ pub async fn run_tool<T: Handler<S>, S: ?Sized>(deps: &ToolDeps<S>, call: &ToolC
     run_parsed::<T, S>(deps, &call.owner, &call.agent, args).await
 }
 
-/// Runs tool `T` on arguments parsed already (the in-process path parses them once, in the
-/// `mcp` layer) for the agent `agent` of `owner`.
+/// Runs tool `T` on arguments [`run_tool`] parsed, for the agent `agent` of `owner`.
 ///
 /// # Errors
 /// [`ToolFault`] when the store or blob store fails (retryable; never the caller's fault).
-pub async fn run_parsed<T: Handler<S>, S: ?Sized>(
+async fn run_parsed<T: Handler<S>, S: ?Sized>(
     deps: &ToolDeps<S>,
     owner: &OwnerId,
     agent: &AgentId,
@@ -377,37 +376,6 @@ macro_rules! tools {
             pub fn output_schema(self) -> serde_json::Map<String, serde_json::Value> {
                 match self { $(Self::$variant => schema::<<$variant as Tool>::Output>()),+ }
             }
-
-            /// Parses and checks arguments once, into the typed value the tool runs on (the
-            /// `mcp` layer does this before dispatching).
-            ///
-            /// # Errors
-            /// The message of the `isError` result, naming the field and the rule.
-            pub fn parse_arguments(self, args: &serde_json::Value) -> Result<ToolArgs, String> {
-                match self { $(Self::$variant => parse_args::<<$variant as Tool>::Input>(args).map(ToolArgs::$variant)),+ }
-            }
-        }
-
-        /// One tool's parsed and checked arguments, tagged with the tool.
-        pub enum ToolArgs {
-            $(
-                #[doc = concat!("`", stringify!($module), "`'s arguments")]
-                $variant(<<$variant as Tool>::Input as ToolInput>::Args),
-            )+
-        }
-
-        /// Runs one tool in process on arguments [`ToolName::parse_arguments`] parsed (the local
-        /// server and tests).
-        ///
-        /// # Errors
-        /// [`ToolFault`] when the store or blob store fails (retryable; never the caller's fault).
-        pub async fn handle_parsed<S: ToolStore + ?Sized>(
-            deps: &ToolDeps<S>,
-            owner: &OwnerId,
-            agent: &AgentId,
-            args: ToolArgs,
-        ) -> Result<ToolReply, ToolFault> {
-            match args { $(ToolArgs::$variant(a) => run_parsed::<$variant, S>(deps, owner, agent, a).await),+ }
         }
 
         /// Runs one tool call in process, by name (the local server and tests).
