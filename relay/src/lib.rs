@@ -18,6 +18,7 @@
 //! | [`cli`] | the subcommands behind `relay status`, `check`, `install`, `uninstall` |
 //! | [`doorbell`] | the outbound WebSocket the server rings: `sync` wakes the loop, `control` the running command's check |
 //! | [`pair`] | `relay pair URL`: the device grant (RFC 8628) from the desktop side, the token kept 0600, the config pointed at it |
+//! | `error` | the errors the library returns to its binary |
 //! | [`sessions`] | `relay session add / list / remove`: `[[sessions]]` edited keeping comments, atomically |
 
 pub mod agent;

@@ -15,6 +15,12 @@
 //! One tokio runtime on one thread with paused time: the same seed gives the same output, byte
 //! for byte ([`report`] is checked by a test). Randomness (graph durations, phases, cancel
 //! moments) comes from [`Rng`], seeded.
+//!
+//! | module | what |
+//! |---|---|
+//! | this one | the virtual clock, the transport, the graphs and [`report`], shared by the scenarios |
+//! | `seed000` | seed 000 (Graph runs on the desktop): pickup wait, polling strategies, cancel, the desktop offline, a lost completion |
+//! | `seed004` | seed 004 (tasks for a linked chat): lease takeover, the claim race, polling a big inbox, bytes per inbox |
 
 mod seed000;
 mod seed004;

@@ -9,6 +9,18 @@
 //! DynamoDB comes from `AWS_ENDPOINT_URL` (the test script starts moto behind a serializing
 //! wrapper when it is unset; point it at LocalStack or leave it to a real account's endpoint).
 //! Without it the DynamoDB half skips loudly, except under `CI=true`, where it fails.
+//!
+//! | module | what |
+//! |---|---|
+//! | this one | [`Harness`], the one [`LocalServer`] fixture, `FOUNDRY_UPDATE=1` for pinned outputs |
+//! | [`cloud`] | the deployed shape on one machine: the real function binaries behind a small Lambda emulator |
+//! | [`doorbell_shim`] | API Gateway's WebSocket API, emulated for the cloud shape |
+//! | [`faults`] | a DynamoDB endpoint that fails on purpose (a proxy in front of the emulator) |
+//! | [`hosted_ui`] | Cognito's hosted `/oauth2/authorize` and `/oauth2/token`, as the cloud shape meets them |
+//! | [`mcp`] | requests of the MCP 2026-07-28 revision, as a client without a handshake sends them |
+//! | [`python`] | the pinned Python MCP SDKs and the OAuth client script |
+//! | [`receiver`] | a webhook receiver that verifies every request's signature |
+//! | [`registration`] | a registration flood both the local server and the cloud shape must survive |
 
 pub mod cloud;
 pub mod doorbell_shim;

@@ -121,3 +121,50 @@ fn no_source_file_outside_the_tests_is_over_700_lines() {
         .collect();
     assert!(long.is_empty(), "split these along their seams: {long:?}");
 }
+
+/// The modules `lib` declares (`mod x;`, `pub mod x;`, `pub(crate) mod x;`; not inline ones
+/// such as `mod tests { … }`), and the names its `//!` table rows mention in backticks.
+fn modules_and_table(lib: &str) -> (BTreeSet<String>, BTreeSet<String>) {
+    let declared = lib
+        .lines()
+        .filter_map(|l| {
+            let l = l.trim_start();
+            let rest = ["pub(crate) mod ", "pub mod ", "mod "].iter().find_map(|p| l.strip_prefix(p))?;
+            rest.strip_suffix(';').map(str::to_owned)
+        })
+        .collect();
+    let mut listed = BTreeSet::new();
+    for row in lib.lines().filter_map(|l| l.strip_prefix("//! |")) {
+        for (i, part) in row.split('`').enumerate() {
+            if i % 2 == 1 {
+                listed.extend(part.split("::").map(str::to_owned));
+            }
+        }
+    }
+    (declared, listed)
+}
+
+/// Module maps are kept where they cannot drift: each crate's `//!` table (docs/architecture.md
+/// points there). A crate with modules has a table, and the table names every one of them.
+#[test]
+fn every_crates_module_table_names_each_of_its_modules() {
+    let out =
+        std::process::Command::new("git").args(["ls-files", "*/src/lib.rs"]).current_dir(root()).output().unwrap();
+    let mut checked = 0;
+    let mut missing = Vec::new();
+    for lib in String::from_utf8_lossy(&out.stdout).lines() {
+        let text = std::fs::read_to_string(root().join(lib)).unwrap();
+        let (declared, listed) = modules_and_table(&text);
+        if declared.is_empty() {
+            continue;
+        }
+        checked += 1;
+        missing.extend(declared.difference(&listed).map(|m| format!("{lib}: {m}")));
+    }
+    assert!(checked >= 10, "only {checked} crates with modules were found");
+    assert!(missing.is_empty(), "add these modules to their crate's //! table: {missing:?}");
+    // The check can fail: a module declared but not in the table.
+    let (declared, listed) =
+        modules_and_table("//! | module | what |\n//! |---|---|\n//! | [`a`] | the a |\nmod a;\npub mod b;\n");
+    assert_eq!(declared.difference(&listed).collect::<Vec<_>>(), [&"b".to_owned()]);
+}

@@ -4,14 +4,14 @@
 //! it discovers the authorization server and registers a public client with its redirect URIs.
 //! Where the clients live is the registry's business — Cognito app clients in the cloud, a
 //! table of the embedded store locally — so the registration rules (allow-listed redirects,
-//! reuse, rate limit, cap; `auth::oauth`) are written once over [`RegisterClients`].
+//! reuse, rate limit, cap; `auth::oauth`) are written once over [`RegisterClients`](crate::store::RegisterClients).
 //!
 //! Reuse and the limits are read from client *names*: a registration's name is
 //! `dcr-<16 hex of sha256(client name, redirect URIs)>-<UTC hour YYYYMMDDHH>-<8 hex of
 //! sha256(source address)>`, so the registry needs no other state than the clients themselves
 //! (Cognito has nothing else to keep it in) to count registrations per hour and per source.
 //! Whether a client was ever used (got a token) is the one fact a name cannot hold: the
-//! store records it when a token is issued ([`ClientUse`]), so registrations nobody completed
+//! store records it when a token is issued ([`ClientUse`](crate::store::ClientUse)), so registrations nobody completed
 //! can be removed.
 
 use sha2::{Digest, Sha256};

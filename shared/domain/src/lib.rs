@@ -7,7 +7,7 @@
 //!
 //! | module | what it holds |
 //! |---|---|
-//! | [`clients`] | OAuth app clients registered by chats (RFC 7591): the registry trait, names that carry reuse and rate limits |
+//! | [`clients`] | OAuth app clients registered by chats (RFC 7591): their records, names that carry reuse, rate limits (the registry traits are in [`store`]) |
 //! | [`clock`] | [`clock::Timestamp`] and the injected [`clock::Clock`] (system or manual) |
 //! | [`ids`] | validated ids: UUIDv7 command/task ids, `gs_` session ids, agent ids, keys |
 //! | [`errors`] | the exact error strings of the contract, [`errors::InputError`], [`errors::ErrorChain`] |

@@ -18,6 +18,8 @@
 //! | [`owner_api::run`] | `owner-api` | the `owner_api` function (and the owner's panel) |
 //! | [`publisher::run`] | `publisher` | the `publish_events` function: table stream → events → SQS (`aws_lambda_events`' DynamoDB event in, its partial-batch response out) |
 //! | [`notifier::run`] | `notifier` | the `notify` function: SQS → signed webhooks (`SqsEvent` in, `SqsBatchResponse` out) |
+//! | [`doorbell::run_socket`], [`doorbell::run_ring`] | `doorbell` | the cloud doorbell: the WebSocket API's `$connect`/`$disconnect` function, and the ring function on the table's stream |
+//! | `http_glue` | `http` | HTTP API (payload v2) events ↔ plain `http` types with `Bytes` bodies |
 //!
 //! Errors follow one rule: a domain rejection or invalid tool arguments are a tool result
 //! (`isError: true`), other bad input a `-32602` or a 400,

@@ -40,6 +40,9 @@
 //! | `events` | stream images → domain events; `RecordDeliveries` |
 //! | `idempotency` | idempotency records and the one idempotent-create transaction |
 //! | `schema` | the table's definition ([`create_table`]) |
+//! | `pairing` | `PairDevices`: pairings, per-source counts, failed attempts |
+//! | `doorbell` | the doorbell's open sockets (`DoorbellConnections`) and which stream records ring |
+//! | `write` | the update builder every `UpdateItem` goes through: sets, removes, conditions, the request id |
 //! | `keys`, `codec`, `request`, `error` | key layout; attribute values and decoding; reads, queries, conditional updates and transactions; SDK errors |
 
 use aws_sdk_dynamodb::Client;

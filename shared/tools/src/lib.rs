@@ -20,6 +20,15 @@
 //! result with `isError: true` and the exact SPEC string), or invalid arguments (also an
 //! `isError: true` result, naming the field and the rule: SEP-1303, so the model can read it). Infrastructure failures are [`ToolFault`]s:
 //! retryable, logged with their causes, never shown with their details.
+//!
+//! | module | what |
+//! |---|---|
+//! | this one | [`Tool`], [`ToolSpec`], [`Handler`], [`ToolName`] and the by-name functions, the catalogue |
+//! | [`list_graph_sessions`], [`run_graph_session`], [`get_graph_run`], [`cancel_graph_run`] | the Graph-run tools, one module each |
+//! | [`list_linked_chat_tasks`], [`get_linked_chat_task`], [`claim_linked_chat_task`], [`submit_linked_chat_result`], [`upload_linked_chat_artifact`] | the linked-chat tools, one module each |
+//! | `common` | inputs several tools share, and where artifact bytes go |
+//! | [`blobs`] | the artifact byte store ([`blobs::BlobStore`]): S3 in the cloud, files locally |
+//! | [`scopes`] | the scopes and how the authorization server spells them ([`scopes::ScopeSpelling`]) |
 
 pub mod blobs;
 mod common;
@@ -282,7 +291,7 @@ pub fn parse_args<I: ToolInput>(args: &serde_json::Value) -> Result<I::Args, Str
 }
 
 /// Runs tool `T` for `call` against `deps` (the tool's function calls this for its own type):
-/// parses the arguments, then [`run_parsed`].
+/// parses the arguments, then `run_parsed`.
 ///
 /// # Errors
 /// [`ToolFault`] when the store or blob store fails (retryable; never the caller's fault).
