@@ -28,6 +28,11 @@ pub const HEADER_TIMEOUT_SECONDS: &str = "FOUNDRY_HEADER_TIMEOUT_SECONDS";
 /// Most connections (doorbell sockets included) open at once; more wait to be accepted
 /// (default 256).
 pub const MAX_CONNECTIONS: &str = "FOUNDRY_MAX_CONNECTIONS";
+/// Development switch: `true` lets OAuth clients' metadata documents (`client_id` URLs) be
+/// fetched from a loopback address — without certificate checks for that host — so a developer
+/// or a test can host one on this machine. Off by default: loopback, private and other special
+/// addresses are never fetched (`oauth::cimd`).
+pub const ALLOW_LOOPBACK_CLIENT_METADATA: &str = "FOUNDRY_ALLOW_LOOPBACK_CLIENT_METADATA";
 /// Default for [`HEADER_TIMEOUT_SECONDS`]: a browser or client sends its headers at once, a
 /// connection that sends half a request line is cut off instead of kept for good.
 pub const DEFAULT_HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -64,6 +69,8 @@ pub struct LocalConfig {
     pub header_timeout: std::time::Duration,
     /// Most connections open at once.
     pub max_connections: usize,
+    /// [`ALLOW_LOOPBACK_CLIENT_METADATA`].
+    pub allow_loopback_client_metadata: bool,
 }
 
 impl LocalConfig {
@@ -79,6 +86,7 @@ impl LocalConfig {
             doorbell_poll_interval: domain::doorbell::DOORBELL_POLL_INTERVAL,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
+            allow_loopback_client_metadata: false,
         }
     }
 
@@ -107,6 +115,7 @@ impl LocalConfig {
             r.optional(RELAY_DIST).filter(|d| !d.is_empty()).map_or_else(|| PathBuf::from("dist"), PathBuf::from);
         let header_timeout = r.seconds(HEADER_TIMEOUT_SECONDS, DEFAULT_HEADER_TIMEOUT);
         let max_connections = r.count(MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS);
+        let allow_loopback_client_metadata = r.flag(ALLOW_LOOPBACK_CLIENT_METADATA, false);
         r.finish(Self {
             data_dir,
             port,
@@ -117,6 +126,7 @@ impl LocalConfig {
             doorbell_poll_interval: domain::doorbell::DOORBELL_POLL_INTERVAL,
             header_timeout,
             max_connections,
+            allow_loopback_client_metadata,
         })
     }
 }

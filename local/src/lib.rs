@@ -27,8 +27,6 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::Context;
-use auth::oauth::local::{AUTHORIZE_PATH, LocalAuthServer, TOKEN_PATH};
-use auth::oauth::{AuthServerConfig, ClientSource, RedirectPolicy, Registrar};
 use auth::{Audience, Authenticator, Grant, Hs256Signer, Keys, ScopeSpelling};
 use axum::Router;
 use axum::body::Body;
@@ -46,6 +44,8 @@ use http_api::panel::{PanelConfig, SignIn};
 use http_api::relay_api::RelayApi;
 use http_body_util::{BodyExt, Limited};
 use mcp_endpoint::{EndpointConfig, InProcess, McpEndpoint, resource_metadata_response};
+use oauth::local::{AUTHORIZE_PATH, LocalAuthServer, TOKEN_PATH};
+use oauth::{AuthServerConfig, ClientSource, RedirectPolicy, Registrar};
 use store_sqlite::SqliteStore;
 use tokio::sync::oneshot;
 use tools::blobs::DirBlobStore;
@@ -214,6 +214,8 @@ struct Wiring {
     /// `Host` values the OAuth endpoints and `/register` accept: the public URL's, and loopback
     /// with the bound port.
     hosts: Vec<String>,
+    /// Client metadata documents may be fetched from loopback (the development switch).
+    allow_loopback_client_metadata: bool,
 }
 
 /// Every handler the router serves.
@@ -262,10 +264,11 @@ impl AppState {
         let auth_server = AuthServerConfig {
             authorization_endpoint: AUTHORIZE_PATH.into(),
             token_endpoint: TOKEN_PATH.into(),
-            revocation_endpoint: Some(auth::oauth::local::REVOKE_PATH.into()),
+            revocation_endpoint: Some(oauth::local::REVOKE_PATH.into()),
             jwks_uri: None,
             scopes: ScopeSpelling::local(),
             iss_in_response: true,
+            client_metadata_documents: true,
         };
         Self {
             endpoint: McpEndpoint::new(Arc::new(InProcess(deps)), Arc::clone(&auth), endpoint_config),
@@ -303,7 +306,7 @@ impl AppState {
                 RedirectPolicy::local(),
                 ScopeSpelling::local(),
                 w.clock.clone(),
-                auth::oauth::RegistrationLimits::default(),
+                oauth::RegistrationLimits::default(),
                 Some(Arc::clone(&w.store) as Arc<dyn domain::store::ClientUse>),
             ),
             authorize: LocalAuthServer::new(
@@ -313,7 +316,11 @@ impl AppState {
                 &format!("{}{MCP_PATH}", w.public_url),
                 w.clock.clone(),
             )
-            .with_allowed_hosts(w.hosts.clone()),
+            .with_allowed_hosts(w.hosts.clone())
+            .with_documents(Arc::new(
+                oauth::cimd::Documents::new(Arc::new(events::SystemResolver), w.clock.clone())
+                    .allowing_loopback(w.allow_loopback_client_metadata),
+            )),
         }
     }
 }
@@ -358,6 +365,7 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
         doorbell_poll_interval: config.doorbell_poll_interval,
         relay_requests: Arc::new(RelayRequests::default()),
         hosts: accepted_hosts(&public_url, addr.port()),
+        allow_loopback_client_metadata: config.allow_loopback_client_metadata,
     };
     let doorbell = Arc::clone(&wiring.doorbell);
     let relay_requests = Arc::clone(&wiring.relay_requests);
@@ -424,9 +432,9 @@ fn serve(
 }
 
 fn router(state: Arc<AppState>) -> Router {
-    use auth::oauth::{AS_METADATA_PATH, REGISTER_PATH};
     use axum::routing::{any, get};
     use mcp_endpoint::RESOURCE_METADATA_PATH;
+    use oauth::{AS_METADATA_PATH, REGISTER_PATH};
     let relay_api = format!("{}/{{*rest}}", domain::relay::PREFIX);
     let owner_api = format!("{}/{{*rest}}", http_api::owner_api::PREFIX);
     let panel_pages = format!("{}/{{*rest}}", http_api::panel::PATH);
@@ -439,8 +447,8 @@ fn router(state: Arc<AppState>) -> Router {
         .route(REGISTER_PATH, any(register))
         .route(AUTHORIZE_PATH, any(oauth))
         .route(TOKEN_PATH, any(oauth))
-        .route(auth::oauth::local::SESSION_PATH, any(oauth))
-        .route(auth::oauth::local::REVOKE_PATH, any(oauth))
+        .route(oauth::local::SESSION_PATH, any(oauth))
+        .route(oauth::local::REVOKE_PATH, any(oauth))
         .route(&format!("{}{}", domain::relay::PREFIX, domain::doorbell::PATH), get(ring))
         .route(&relay_api, any(relay))
         .route(&owner_api, any(owner))
@@ -552,7 +560,7 @@ async fn metadata(State(state): State<Arc<AppState>>, headers: http::HeaderMap) 
 }
 
 async fn as_metadata(State(state): State<Arc<AppState>>) -> axum::response::Response {
-    auth::oauth::metadata_response(&state.auth_server, &state.base_url).map(Body::from).into_response()
+    oauth::metadata_response(&state.auth_server, &state.base_url).map(Body::from).into_response()
 }
 
 async fn register(
@@ -565,13 +573,13 @@ async fn register(
     }
     // The TCP peer: behind a tunnel every registration comes from the tunnel's own address and
     // shares one per-source limit (the tunnel's forwarding headers could be set by anyone).
-    let mut req = read_body(req, auth::oauth::MAX_REGISTRATION_BYTES).await;
+    let mut req = read_body(req, oauth::MAX_REGISTRATION_BYTES).await;
     req.extensions_mut().insert(ClientSource(peer.ip().to_string()));
     state.registrar.handle(req).await.map(Body::from).into_response()
 }
 
 async fn oauth(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {
-    let req = read_body(req, auth::oauth::MAX_REGISTRATION_BYTES).await;
+    let req = read_body(req, oauth::MAX_REGISTRATION_BYTES).await;
     state.authorize.handle(req).await.map(Body::from).into_response()
 }
 

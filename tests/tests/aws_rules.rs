@@ -370,7 +370,7 @@ fn integrations_end_before_api_gateway_does(t: &Value) -> Vec<String> {
 
 fn the_facade_ends_before_its_function(t: &Value) -> Vec<String> {
     let f = &t["Resources"]["RegisterClientFunction"];
-    let budget = auth::oauth::facade::UPSTREAM_TIMEOUT.max(lambda::register::COGNITO_OPERATION_TIMEOUT).as_secs();
+    let budget = oauth::facade::UPSTREAM_TIMEOUT.max(lambda::register::COGNITO_OPERATION_TIMEOUT).as_secs();
     let s = timeout(t, f);
     if s < budget + 5 {
         return vec![format!(

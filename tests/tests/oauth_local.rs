@@ -301,7 +301,7 @@ async fn registrations_are_checked_and_floods_are_refused() {
     }
     // A flood from one address stops at its own limit; other addresses keep registering until
     // the hourly limit; registering an existing client still works after both.
-    let limits = auth::oauth::RegistrationLimits::default();
+    let limits = oauth::RegistrationLimits::default();
     let created = foundry_tests::registration::flood_then_others(
         &format!("{}/register", c.base),
         limits.per_source,
@@ -613,7 +613,7 @@ fn registration(port: u16, source: &str) -> http::Request<bytes::Bytes> {
     req
 }
 
-async fn status_and_id(r: &auth::oauth::Registrar<CountingRegistry>, port: u16) -> (u16, String) {
+async fn status_and_id(r: &oauth::Registrar<CountingRegistry>, port: u16) -> (u16, String) {
     let res = r.handle(registration(port, "198.51.100.9")).await;
     let v: Value = serde_json::from_slice(res.body()).unwrap();
     (res.status().as_u16(), v["client_id"].as_str().unwrap_or_default().to_owned())
@@ -624,8 +624,8 @@ async fn status_and_id(r: &auth::oauth::Registrar<CountingRegistry>, port: u16) 
 /// sweep off (where nothing records use) shows the cap holding.
 #[tokio::test]
 async fn never_used_registrations_make_room_at_the_cap_and_the_registry_is_not_listed_every_call() {
-    use auth::oauth::{RedirectPolicy, Registrar, RegistrationLimits};
     use domain::clock::{ManualClock, SharedClock, Timestamp};
+    use oauth::{RedirectPolicy, Registrar, RegistrationLimits};
     use std::sync::atomic::Ordering::SeqCst;
     use std::time::Duration;
     for sweep in [true, false] {

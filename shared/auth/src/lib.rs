@@ -1,9 +1,8 @@
-//! # auth — who is calling: bearer tokens, and the authorization servers (SPEC §1)
+//! # auth — who is calling: bearer tokens (SPEC §1)
 //!
 //! | module | what |
 //! |---|---|
 //! | this one | bearer tokens: RS256 against a cached JWKS, HS256 in local mode ([`Authenticator`]) |
-//! | [`oauth`] | connecting with only the URL: the authorization-server metadata, dynamic client registration, the local authorize/token endpoints and the cloud's facade in front of Cognito |
 //!
 //!
 //! Deployments verify RS256 JWTs against the issuer's JWKS (Amazon Cognito or any OpenID
@@ -15,8 +14,6 @@
 //!
 //! The agent id is the token's client (`azp` or `client_id`) plus its subject; the owner is the
 //! subject (one owner per deployment signs in through the connector's OAuth flow).
-
-pub mod oauth;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;

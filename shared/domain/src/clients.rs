@@ -4,7 +4,7 @@
 //! it discovers the authorization server and registers a public client with its redirect URIs.
 //! Where the clients live is the registry's business — Cognito app clients in the cloud, a
 //! table of the embedded store locally — so the registration rules (allow-listed redirects,
-//! reuse, rate limit, cap; `auth::oauth`) are written once over [`RegisterClients`](crate::store::RegisterClients).
+//! reuse, rate limit, cap; `oauth`) are written once over [`RegisterClients`](crate::store::RegisterClients).
 //!
 //! Reuse and the limits are read from client *names*: a registration's name is
 //! `dcr-<16 hex of sha256(client name, redirect URIs)>-<UTC hour YYYYMMDDHH>-<8 hex of

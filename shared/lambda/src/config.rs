@@ -7,13 +7,13 @@
 #[cfg(any(feature = "mcp", test))]
 use std::collections::HashMap;
 
-#[cfg(feature = "mcp")]
-use auth::oauth::AuthServerConfig;
 use domain::limits::Policy;
 #[cfg(feature = "owner-api")]
 use http_api::panel::{DEFAULT_REFRESH_SECONDS, PANEL_REFRESH_RANGE, PanelConfig, SignIn};
 #[cfg(feature = "mcp")]
 use mcp_endpoint::{DEFAULT_MAX_BODY_BYTES, EndpointConfig};
+#[cfg(feature = "mcp")]
+use oauth::AuthServerConfig;
 use settings::{PolicyKeys, Reader};
 #[cfg(feature = "mcp")]
 use tools::scopes::ScopeSpelling;
@@ -393,15 +393,16 @@ impl McpConfig {
         let hosted = r.url(HOSTED_AUTH_URL).unwrap_or_default();
         let public_url = r.url(PUBLIC_URL);
         let scopes = ScopeSpelling::with_prefix(&r.required(OAUTH_SCOPE_PREFIX));
-        // The stack's own facade in front of Cognito's (auth::oauth::facade): Cognito
+        // The stack's own facade in front of Cognito's (oauth::facade): Cognito
         // refuses the RFC 8707 `resource` that MCP clients send.
         let auth_server = AuthServerConfig {
-            authorization_endpoint: auth::oauth::facade::AUTHORIZE_PATH.to_owned(),
-            token_endpoint: auth::oauth::facade::TOKEN_PATH.to_owned(),
+            authorization_endpoint: oauth::facade::AUTHORIZE_PATH.to_owned(),
+            token_endpoint: oauth::facade::TOKEN_PATH.to_owned(),
             revocation_endpoint: Some(format!("{hosted}/oauth2/revoke")),
             jwks_uri: Some(jwks_url.clone()),
             scopes: scopes.clone(),
             iss_in_response: false,
+            client_metadata_documents: false,
         };
         // The API's own host always; custom domains when listed.
         let mut allowed_hosts: Vec<String> =
@@ -435,7 +436,7 @@ pub struct RegisterConfig {
     /// Extra redirect hosts.
     pub extra_redirect_hosts: Vec<String>,
     /// New clients per hour, per source, and in all.
-    pub limits: auth::oauth::RegistrationLimits,
+    pub limits: oauth::RegistrationLimits,
     /// Cognito's hosted domain, which `/authorize` and `/token` front.
     pub hosted_auth_url: String,
     /// The MCP URLs a `resource` may name: the API's own, and each custom domain's.
@@ -458,10 +459,10 @@ impl RegisterConfig {
             .optional(ALLOWED_REDIRECT_HOSTS)
             .map(|v| list(&v).into_iter().map(|h| h.to_ascii_lowercase()).collect())
             .unwrap_or_default();
-        let limits = auth::oauth::RegistrationLimits {
-            per_hour: r.count(REGISTRATIONS_PER_HOUR, auth::oauth::DEFAULT_REGISTRATIONS_PER_HOUR),
-            per_source: r.count(REGISTRATIONS_PER_SOURCE, auth::oauth::DEFAULT_REGISTRATIONS_PER_SOURCE),
-            cap: r.count(REGISTRATION_CAP, auth::oauth::DEFAULT_REGISTRATION_CAP),
+        let limits = oauth::RegistrationLimits {
+            per_hour: r.count(REGISTRATIONS_PER_HOUR, oauth::DEFAULT_REGISTRATIONS_PER_HOUR),
+            per_source: r.count(REGISTRATIONS_PER_SOURCE, oauth::DEFAULT_REGISTRATIONS_PER_SOURCE),
+            cap: r.count(REGISTRATION_CAP, oauth::DEFAULT_REGISTRATION_CAP),
         };
         let hosted_auth_url = r.url(HOSTED_AUTH_URL).unwrap_or_default();
         let table = r.required(TABLE_NAME);

@@ -4,11 +4,11 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use auth::oauth::{AS_METADATA_PATH, AuthServerConfig, metadata_response};
 use auth::{Audience, Authenticator, JwksCache, Keys};
 use aws_sdk_lambda::primitives::Blob;
 use domain::clock::{SharedClock, SystemClock};
 use mcp_endpoint::{Dispatch, McpEndpoint, RESOURCE_METADATA_PATH, resource_metadata_response};
+use oauth::{AS_METADATA_PATH, AuthServerConfig, metadata_response};
 use tools::{DispatchError, ToolCall, ToolFault, ToolName, ToolReply};
 
 use crate::config::McpConfig;

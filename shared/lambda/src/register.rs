@@ -1,17 +1,15 @@
 //! The `register_client` function: dynamic client registration (RFC 7591, `POST /register`)
 //! backed by Cognito app clients of the deployment's own user pool, and the `/authorize` and
-//! `/token` facade in front of Cognito's hosted endpoints (`auth::oauth::facade`).
+//! `/token` facade in front of Cognito's hosted endpoints (`oauth::facade`).
 //!
 //! The rules (redirect allowlist, reuse, rate limit, cap, RFC 7591 errors) are
-//! `auth::oauth::Registrar`'s; this module is the [`CognitoClients`] registry it runs over.
+//! `oauth::Registrar`'s; this module is the [`CognitoClients`] registry it runs over.
 //! IAM lets this function create, list, describe and delete app clients of this one pool, and
 //! read and write the table's `CLIENT#…` items (each client's first use), nothing else.
 
 use std::sync::Arc;
 
 use async_trait::async_trait;
-use auth::oauth::facade::Facade;
-use auth::oauth::{ClientSource, RedirectPolicy, Registrar};
 use aws_sdk_cognitoidentityprovider::error::{DisplayErrorContext, ProvideErrorMetadata, SdkError};
 use aws_sdk_cognitoidentityprovider::operation::delete_user_pool_client::DeleteUserPoolClientError;
 use aws_sdk_cognitoidentityprovider::operation::describe_user_pool_client::DescribeUserPoolClientError;
@@ -22,6 +20,8 @@ use domain::clients::{ClientSummary, RegisteredClient};
 use domain::clock::{SharedClock, SystemClock};
 use domain::store::{ClientUse, RegisterClients};
 use domain::store::{StoreError, StoreResult};
+use oauth::facade::Facade;
+use oauth::{ClientSource, RedirectPolicy, Registrar};
 use tools::scopes::ScopeSpelling;
 
 use crate::config::RegisterConfig;

@@ -66,7 +66,7 @@ impl EndpointConfig {
     pub fn resource_metadata(&self, base: &str) -> serde_json::Value {
         serde_json::json!({
             "resource": self.resource(base),
-            // The stack's own authorization-server metadata (auth::oauth), at the same base.
+            // The stack's own authorization-server metadata (oauth), at the same base.
             "authorization_servers": [base],
             "scopes_supported": [self.scopes.spell(tools::SCOPE_READ), self.scopes.spell(tools::SCOPE_RUN)],
             "bearer_methods_supported": ["header"],

@@ -7,15 +7,15 @@ use http::{HeaderValue, StatusCode, header};
 use jsonwebtoken::{Algorithm, DecodingKey, Validation};
 
 use super::{LocalAuthServer, MAX_SESSIONS, SESSION_COOKIE, SESSION_TTL, lock, page, random_token};
-use crate::Claims;
-use crate::oauth::oauth_error;
+use crate::oauth_error;
+use auth::Claims;
 use tools::SCOPE_OWNER;
 
 impl<R: RegisterClients + RefreshTokens + ?Sized> LocalAuthServer<R> {
     /// Opens an owner session for a request carrying the owner's own token (the panel's): the
     /// answer sets the session cookie, `HttpOnly`, `SameSite=Strict`, for `/oauth` only.
     pub(super) fn open_session(&self, headers: &http::HeaderMap) -> http::Response<Bytes> {
-        let token = crate::bearer(headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()));
+        let token = auth::bearer(headers.get(header::AUTHORIZATION).and_then(|v| v.to_str().ok()));
         if !token.is_some_and(|t| self.is_owner_token(t)) {
             return oauth_error(StatusCode::UNAUTHORIZED, "invalid_token", "an owner token is required");
         }

@@ -30,8 +30,8 @@ use bytes::Bytes;
 use domain::store::ClientUse;
 use http::{HeaderValue, Method, StatusCode, header};
 
-use super::{media_type_is, oauth_error};
-use crate::ScopeSpelling;
+use crate::{media_type_is, oauth_error};
+use auth::ScopeSpelling;
 use tools::{SCOPE_READ, SCOPE_RUN};
 
 /// The facade's authorization endpoint (a path of this stack).

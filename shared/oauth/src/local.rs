@@ -1,9 +1,11 @@
 //! The local server's own authorization endpoint and token endpoint, so OAuth-only MCP clients
 //! connect to the local stack with nothing pasted but the URL.
 //!
-//! - `GET /oauth/authorize`: checks the client and its exact redirect URI (errors before that
-//!   are shown on a page, never redirected — RFC 6749 §4.1.2.1), requires PKCE `S256`, and
-//!   shows a one-click consent page for the local owner. The form carries a single-use
+//! - `GET /oauth/authorize`: checks the client — registered, or a metadata document fetched
+//!   by its URL ([`crate::cimd`]) — and its redirect URI (exactly one it listed, any port on a
+//!   listed loopback one; errors before that are shown on a page, never redirected — RFC 6749
+//!   §4.1.2.1), requires PKCE `S256`, and shows a one-click consent page for the local owner,
+//!   naming a document's client and the host that serves it. The form carries a single-use
 //!   anti-forgery token bound to this request (10 minutes).
 //! - `POST /oauth/authorize`: Allow → `303` to the redirect URI with a code (single use, 60 s)
 //!   plus `state` and `iss` (RFC 9207); Deny → `error=access_denied`.
@@ -22,7 +24,7 @@ use std::time::Duration;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use bytes::Bytes;
-use domain::clients::{RegisteredClient, Rotation};
+use domain::clients::Rotation;
 use domain::clock::{SharedClock, Timestamp};
 use domain::store::{ClientUse, RefreshTokens, RegisterClients};
 use http::{HeaderValue, Method, StatusCode, header};
@@ -30,8 +32,9 @@ use jsonwebtoken::{Algorithm, DecodingKey, EncodingKey, Header, Validation};
 use serde_json::json;
 use sha2::{Digest, Sha256};
 
-use super::{lock, oauth_error};
-use crate::{Claims, Grant, Hs256Signer};
+use crate::cimd::{self, Documents};
+use crate::{RedirectPolicy, lock, oauth_error};
+use auth::{Claims, Grant, Hs256Signer};
 use tools::{SCOPE_OWNER, SCOPE_READ, SCOPE_RUN};
 
 /// The authorization endpoint's path.
@@ -50,7 +53,10 @@ pub const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
 /// Most owner sessions kept at once.
 pub const MAX_SESSIONS: usize = 64;
 
+mod pages;
 mod session;
+
+use pages::{bad_page, consent_page, escape, page, redirect};
 
 use session::not_the_owner;
 /// How long a consent page stays usable.
@@ -82,6 +88,14 @@ struct Pending {
     expires: Timestamp,
 }
 
+/// The client behind an authorization request, as the consent page shows it.
+struct Asking {
+    client_id: String,
+    /// From a metadata document: its `client_name` and the host serving it.
+    from_document: Option<(String, String)>,
+    redirect_uris: Vec<String>,
+}
+
 /// The local authorization server.
 pub struct LocalAuthServer<R: ?Sized> {
     /// Registered clients (the same registry `/register` writes).
@@ -99,6 +113,11 @@ pub struct LocalAuthServer<R: ?Sized> {
     /// anything else is refused before any work, so a page on another origin that resolves to
     /// this machine (DNS rebinding) cannot drive the flow.
     pub allowed_hosts: Vec<String>,
+    /// Where client metadata documents come from (`None`: only registered clients).
+    pub documents: Option<Arc<Documents>>,
+    /// The redirect URIs a metadata document's client may be sent back to (a registered
+    /// client's were checked when it registered).
+    pub redirects: RedirectPolicy,
     consents: Mutex<HashMap<String, Pending>>,
     codes: Mutex<HashMap<String, Pending>>,
     /// Owner sessions: the cookie's value → until when.
@@ -115,6 +134,8 @@ impl<R: RegisterClients + RefreshTokens + ClientUse + ?Sized> LocalAuthServer<R>
             resource: resource.to_owned(),
             clock,
             allowed_hosts: Vec::new(),
+            documents: None,
+            redirects: RedirectPolicy::local(),
             consents: Mutex::new(HashMap::new()),
             codes: Mutex::new(HashMap::new()),
             sessions: Mutex::new(HashMap::new()),
@@ -124,6 +145,13 @@ impl<R: RegisterClients + RefreshTokens + ClientUse + ?Sized> LocalAuthServer<R>
     /// Accepts requests whose `Host` is one of `hosts` only (an empty list accepts any).
     pub fn with_allowed_hosts(mut self, hosts: Vec<String>) -> Self {
         self.allowed_hosts = hosts;
+        self
+    }
+
+    /// Accepts clients whose `client_id` is a metadata document, fetched through `documents`.
+    #[must_use]
+    pub fn with_documents(mut self, documents: Arc<Documents>) -> Self {
+        self.documents = Some(documents);
         self
     }
 
@@ -160,27 +188,64 @@ impl<R: RegisterClients + RefreshTokens + ClientUse + ?Sized> LocalAuthServer<R>
         }
     }
 
+    /// The client `client_id` names: a metadata document (fetched, [`super::cimd`]) or a
+    /// registered client. `Err` is the page to answer.
+    async fn client(&self, client_id: &str) -> Result<Asking, http::Response<Bytes>> {
+        if cimd::is_document_url(client_id) {
+            let Some(documents) = &self.documents else {
+                return Err(bad_page("This server does not accept client metadata documents."));
+            };
+            return match documents.get(client_id).await {
+                Ok(d) => Ok(Asking {
+                    client_id: d.client_id.clone(),
+                    from_document: Some((d.client_name.clone(), d.host.clone())),
+                    redirect_uris: d.redirect_uris.clone(),
+                }),
+                Err(e @ cimd::DocumentError::Invalid { .. }) => {
+                    Err(bad_page(&format!("The client cannot be used: {e}.")))
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "fetching a client metadata document");
+                    Err(page(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        "Try again",
+                        &escape(&format!("The client's metadata could not be read: {e}.")),
+                        None,
+                    ))
+                }
+            };
+        }
+        match self.registry.get_client(client_id).await {
+            Ok(Some(c)) => Ok(Asking { client_id: c.client_id, from_document: None, redirect_uris: c.redirect_uris }),
+            Ok(None) => Err(bad_page("This client is not registered here. Remove the connector and add it again.")),
+            Err(e) => {
+                tracing::error!(error = %domain::errors::ErrorChain(&e), "reading a registered client");
+                Err(page(StatusCode::SERVICE_UNAVAILABLE, "Try again", "The server could not read its clients.", None))
+            }
+        }
+    }
+
     async fn authorize(&self, query: &str, owner_session: bool) -> http::Response<Bytes> {
         let q = form(query.as_bytes());
         let get = |k: &str| q.get(k).map(String::as_str);
         let Some(client_id) = get("client_id") else {
             return bad_page("The request names no client (client_id is missing).");
         };
-        let client = match self.registry.get_client(client_id).await {
-            Ok(Some(c)) => c,
-            Ok(None) => return bad_page("This client is not registered here. Remove the connector and add it again."),
-            Err(e) => {
-                tracing::error!(error = %domain::errors::ErrorChain(&e), "reading a registered client");
-                return page(
-                    StatusCode::SERVICE_UNAVAILABLE,
-                    "Try again",
-                    "The server could not read its clients.",
-                    None,
-                );
-            }
+        let client = match self.client(client_id).await {
+            Ok(c) => c,
+            Err(page) => return page,
         };
+        // A listed loopback redirect admits any port (RFC 8252 §7.3); a document's must also be
+        // one this server allows at all (as a registration's is when it registers).
         let redirect_uri = match get("redirect_uri") {
-            Some(u) if client.redirect_uris.iter().any(|r| r == u) => u.to_owned(),
+            Some(u) if client.redirect_uris.iter().any(|r| cimd::redirect_matches(r, u)) => {
+                if client.from_document.is_some()
+                    && let Err(rule) = self.redirects.check(u)
+                {
+                    return bad_page(&format!("redirect_uri: {rule}."));
+                }
+                u.to_owned()
+            }
             Some(_) => return bad_page("redirect_uri is not one this client registered."),
             None if client.redirect_uris.len() == 1 => client.redirect_uris[0].clone(),
             None => return bad_page("redirect_uri is required: this client registered several."),
@@ -350,8 +415,15 @@ impl<R: RegisterClients + RefreshTokens + ClientUse + ?Sized> LocalAuthServer<R>
                         "the refresh token was issued to another client",
                     );
                 }
-                match self.registry.get_client(client_id).await {
-                    Ok(Some(_)) => {}
+                let still_there = if cimd::is_document_url(client_id) {
+                    self.client(client_id).await.map(|_| Some(())).map_err(|_| ())
+                } else {
+                    self.registry.get_client(client_id).await.map(|c| c.map(drop)).map_err(|e| {
+                        tracing::error!(error = %domain::errors::ErrorChain(&e), "reading a registered client");
+                    })
+                };
+                match still_there {
+                    Ok(Some(())) => {}
                     Ok(None) => {
                         return oauth_error(
                             StatusCode::BAD_REQUEST,
@@ -359,9 +431,12 @@ impl<R: RegisterClients + RefreshTokens + ClientUse + ?Sized> LocalAuthServer<R>
                             "the client is no longer registered",
                         );
                     }
-                    Err(e) => {
-                        tracing::error!(error = %domain::errors::ErrorChain(&e), "reading a registered client");
-                        return oauth_error(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable", "retry later");
+                    Err(()) => {
+                        return oauth_error(
+                            StatusCode::BAD_REQUEST,
+                            "invalid_grant",
+                            "the client is no longer registered, or its metadata document cannot be read",
+                        );
                     }
                 }
                 // Rotation with reuse detection (RFC 9700 §4.14): each refresh token works once;
@@ -495,7 +570,7 @@ fn granted_scopes(scope: Option<&str>) -> Result<Vec<String>, String> {
             if !out.contains(&product) {
                 out.push(product);
             }
-        } else if !super::IGNORED_SCOPES.contains(&s) {
+        } else if !crate::registration::IGNORED_SCOPES.contains(&s) {
             return Err(format!("{s} is not supported (the read and run scopes)"));
         }
     }
@@ -534,102 +609,6 @@ fn random_token() -> String {
         return uuid::Uuid::new_v4().simple().to_string();
     }
     URL_SAFE_NO_PAD.encode(b)
-}
-
-/// `303` to `uri` with `params`, `state` and `iss` appended to its query.
-fn redirect(uri: &str, params: &[(&str, &str)], state: Option<&str>, issuer: &str) -> http::Response<Bytes> {
-    let Ok(mut u) = url::Url::parse(uri) else {
-        return bad_page("The registered redirect URI cannot be used.");
-    };
-    {
-        let mut q = u.query_pairs_mut();
-        for (k, v) in params {
-            q.append_pair(k, v);
-        }
-        if let Some(s) = state {
-            q.append_pair("state", s);
-        }
-        q.append_pair("iss", issuer);
-    }
-    let mut r = http::Response::new(Bytes::new());
-    *r.status_mut() = StatusCode::SEE_OTHER;
-    if let Ok(v) = HeaderValue::from_str(u.as_str()) {
-        r.headers_mut().insert(header::LOCATION, v);
-    }
-    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    r
-}
-
-fn bad_page(message: &str) -> http::Response<Bytes> {
-    page(StatusCode::BAD_REQUEST, "Cannot connect", message, None)
-}
-
-fn escape(s: &str) -> String {
-    s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#39;")
-}
-
-/// An HTML page with a strict CSP: no scripts, forms only to this server (and, after Allow,
-/// the redirect's origin — CSP `form-action` applies to the redirect too), no framing.
-fn page(status: StatusCode, title: &str, body_html: &str, form_target: Option<&str>) -> http::Response<Bytes> {
-    let html = format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><meta name=\"viewport\" content=\"width=device-width\">\
-         <title>{t} · foundry-connect</title><style>body{{font:16px system-ui,sans-serif;max-width:34em;margin:4em auto;padding:0 1em;color:#222}}\
-         button{{font:inherit;padding:.5em 1.4em;margin-right:.6em;border-radius:6px;border:1px solid #888;cursor:pointer}}\
-         button.allow{{background:#1b5e20;color:#fff;border-color:#1b5e20}}code{{background:#f2f2f2;padding:0 .3em}}</style></head>\
-         <body><h1>{t}</h1>{body_html}</body></html>",
-        t = escape(title)
-    );
-    let mut r = http::Response::new(Bytes::from(html));
-    *r.status_mut() = status;
-    let form_action = match form_target {
-        Some(origin) => format!("'self' {origin}"),
-        None => "'none'".to_owned(),
-    };
-    let csp = format!(
-        "default-src 'none'; style-src 'unsafe-inline'; form-action {form_action}; frame-ancestors 'none'; base-uri 'none'"
-    );
-    let h = r.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static("text/html; charset=utf-8"));
-    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-    h.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    h.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
-    if let Ok(v) = HeaderValue::from_str(&csp) {
-        h.insert(header::CONTENT_SECURITY_POLICY, v);
-    }
-    r
-}
-
-fn consent_page(client: &RegisteredClient, p: &Pending, csrf: &str, owner: &str) -> http::Response<Bytes> {
-    let (origin, shown) = match url::Url::parse(&p.redirect_uri) {
-        Ok(u) => (
-            u.origin().ascii_serialization(),
-            format!("{}{}", u.host_str().unwrap_or_default(), u.port().map(|p| format!(":{p}")).unwrap_or_default()),
-        ),
-        Err(_) => (String::new(), p.redirect_uri.clone()),
-    };
-    let scopes: Vec<String> = p
-        .scopes
-        .iter()
-        .map(|s| match s.as_str() {
-            SCOPE_READ => "read your graph sessions, runs and linked chat tasks".to_owned(),
-            SCOPE_RUN => "queue and cancel graph runs, claim and complete linked chat tasks".to_owned(),
-            other => escape(other),
-        })
-        .map(|s| format!("<li>{s}</li>"))
-        .collect();
-    let body = format!(
-        "<p>An MCP client wants to use this local foundry-connect as <code>{owner}</code>. It will return to \
-         <code>{shown}</code> (client <code>{client}</code>).</p><p>It will be able to:</p><ul>{scopes}</ul>\
-         <form method=\"post\" action=\"{AUTHORIZE_PATH}\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
-         <button class=\"allow\" name=\"decision\" value=\"allow\" type=\"submit\">Allow</button>\
-         <button name=\"decision\" value=\"deny\" type=\"submit\">Deny</button></form>",
-        owner = escape(owner),
-        shown = escape(&shown),
-        client = escape(&client.client_id),
-        scopes = scopes.join(""),
-        csrf = escape(csrf),
-    );
-    page(StatusCode::OK, "Connect an MCP client", &body, Some(&origin))
 }
 
 #[cfg(test)]
