@@ -10,8 +10,9 @@ from the 303 (nothing listens on the redirect URI).
 
 Run by tests/tests/cloud_connect.rs against the cloud shape with FC_FLOW=cognito: the stack's
 /authorize redirects to Cognito's hosted page (emulated; it signs the owner in at once), which
-redirects back with the code. FC_REDIRECT overrides the redirect URI (Cognito allows plain http only
-for localhost). Without FC_LINK the tool call is list_graph_sessions.
+redirects to the stack's callback, which sends the client back with the code and iss. FC_REDIRECT
+overrides the redirect URI. FC_CIMD makes the client a Client ID Metadata Document client (its
+client_id is that URL; nothing is registered). Without FC_LINK the tool call is list_graph_sessions.
 
 Prints one JSON line with what happened; exits non-zero on the first failed check.
 """
@@ -98,9 +99,10 @@ def click_allow(authorize_url):
 
 def follow_sign_in(authorize_url):
     """The cloud: the stack's /authorize answers 302 to Cognito's hosted page, which (emulated,
-    the owner signed in) answers 302 back to the client. Returns that last redirect target."""
+    the owner signed in) answers 302 to the stack's own callback, which answers 302 back to the
+    client. Returns that last redirect target."""
     url = authorize_url
-    for hop in range(2):
+    for hop in range(4):
         try:
             urllib.request.build_opener(NoRedirect).open(url)
             check(False, f"hop {hop}: {url} did not redirect")
@@ -108,7 +110,9 @@ def follow_sign_in(authorize_url):
             check(e.code in (302, 303), f"hop {hop}: {url} answered {e.code}: {e.read()[:300]!r}")
             url = e.headers["Location"]
             seen.setdefault("hops", []).append(url.split("?")[0])
-    return url
+        if url.startswith(REDIRECT):
+            return url
+    check(False, f"never sent back to {REDIRECT}: {seen.get('hops')}")
 
 
 answer = {}
@@ -125,6 +129,7 @@ async def redirect_handler(authorize_url):
     check(location.startswith(REDIRECT), f"sent back to the registered redirect, got {location}")
     check("code" in back, f"a code came back: {location}")
     answer.update({k: v[0] for k, v in back.items()})
+    seen["iss"] = answer.get("iss")
 
 
 async def callback_handler():
@@ -169,7 +174,10 @@ async def main():
         grant_types=["authorization_code", "refresh_token"],
         response_types=["code"],
     )
-    provider = OAuthClientProvider(URL, metadata, storage, redirect_handler, callback_handler)
+    # FC_CIMD: the client's metadata document URL (a Client ID Metadata Document, used when the
+    # server advertises client_id_metadata_document_supported) instead of registering.
+    extra = {"client_metadata_url": os.environ["FC_CIMD"]} if os.environ.get("FC_CIMD") else {}
+    provider = OAuthClientProvider(URL, metadata, storage, redirect_handler, callback_handler, **extra)
     if MAJOR >= 2:
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client

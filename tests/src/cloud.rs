@@ -836,15 +836,16 @@ pub async fn account() -> Option<Account> {
         doorbell: doorbell_addr.to_string(),
     };
     let var = |k: &str| std::env::var(k).unwrap_or_default();
-    // What the Lambda service gives every function, the emulated endpoint, and one test-only
-    // switch (the notifier may call a receiver on loopback; the template test makes sure the
-    // template never sets it).
+    // What the Lambda service gives every function, the emulated endpoint, and two test-only
+    // switches (the notifier may call a receiver on loopback, the facade fetch a client metadata
+    // document there; the template test makes sure the template never sets them).
     let base_env = vec![
         ("AWS_ENDPOINT_URL".to_owned(), var("AWS_ENDPOINT_URL")),
         ("AWS_ACCESS_KEY_ID".to_owned(), var("AWS_ACCESS_KEY_ID")),
         ("AWS_SECRET_ACCESS_KEY".to_owned(), var("AWS_SECRET_ACCESS_KEY")),
         ("AWS_REGION".to_owned(), REGION.to_owned()),
         (lambda::config::ALLOW_LOOPBACK_WEBHOOKS.to_owned(), "true".to_owned()),
+        (lambda::config::ALLOW_LOOPBACK_CLIENT_METADATA.to_owned(), "true".to_owned()),
     ];
     Some(Account { resources, base_env, aws, hosted_ui, doorbell })
 }

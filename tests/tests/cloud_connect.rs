@@ -112,7 +112,9 @@ async fn claude_and_chatgpt_connect_with_only_the_connector_url() {
         .await
         .unwrap();
     let c = described.user_pool_client().unwrap();
-    assert_eq!(c.callback_urls(), [CLAUDE]);
+    // Claude's callback, and the facade's own, which Cognito returns every sign-in to.
+    let facade_callback = format!("{}{}", emu.gateway, oauth::facade::CALLBACK_PATH);
+    assert_eq!(c.callback_urls(), [CLAUDE.to_owned(), facade_callback.clone()]);
     assert_eq!(c.allowed_o_auth_scopes(), issued.as_slice());
     assert_eq!(c.allowed_o_auth_flows().iter().map(|f| f.as_str()).collect::<Vec<_>>(), ["code"]);
     assert!(c.client_secret().is_none(), "a public client has no secret");
@@ -190,7 +192,17 @@ async fn python_oauth_through_the_facade(python_var: &str) {
     let seen = foundry_tests::python::oauth_connect(&python, python_var, &envs).await;
     assert_eq!(seen["resource"], connector, "the SDK sent resource to the stack's /authorize");
     let hosted = template.output("HostedSignInDomain", &acct.resources, &emu.gateway);
-    assert_eq!(seen["hops"], json!([format!("{hosted}/oauth2/authorize"), redirect]), "facade → Cognito → client");
+    let callback = format!("{}{}", emu.gateway, oauth::facade::CALLBACK_PATH);
+    assert_eq!(
+        seen["hops"],
+        json!([format!("{hosted}/oauth2/authorize"), callback, redirect]),
+        "facade → Cognito → the facade's callback → client"
+    );
+    assert_eq!(
+        seen["iss"],
+        template.output("McpConnectorUrl", &acct.resources, &emu.gateway).trim_end_matches("/mcp"),
+        "RFC 9207 iss"
+    );
     // Cognito never saw `resource`, and it saw the authorization and the token request.
     let asked = acct.hosted_ui.seen.lock().unwrap().clone();
     assert!(

@@ -473,8 +473,10 @@ fn event_problems(t: &Value) -> Vec<String> {
         }
     }
     for (id, r) in res.as_mapping().into_iter().flatten() {
-        if !r["Properties"]["Environment"]["Variables"][lambda::config::ALLOW_LOOPBACK_WEBHOOKS].is_null() {
-            p.push(format!("{id:?} sets {}: a test-only switch", lambda::config::ALLOW_LOOPBACK_WEBHOOKS));
+        for switch in [lambda::config::ALLOW_LOOPBACK_WEBHOOKS, lambda::config::ALLOW_LOOPBACK_CLIENT_METADATA] {
+            if !r["Properties"]["Environment"]["Variables"][switch].is_null() {
+                p.push(format!("{id:?} sets {switch}: a test-only switch"));
+            }
         }
     }
     p

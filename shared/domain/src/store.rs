@@ -356,6 +356,31 @@ pub trait ClientUse: Send + Sync {
     async fn client_used(&self, client_id: &str) -> StoreResult<bool>;
 }
 
+/// The cloud facade's authorization flows (`oauth::facade`): one-time records kept under a key
+/// until they expire — an authorization request waiting for Cognito's answer, a code bound to
+/// the redirect URI it was sent to. (The local server keeps its flows in memory: only DynamoDB
+/// implements this.)
+#[async_trait]
+pub trait AuthorizationFlows: Send + Sync {
+    /// Keeps `record` under `key` until `expires`; `false` (nothing written) when the key is
+    /// taken.
+    async fn begin_flow(&self, key: &str, record: &str, expires: Timestamp) -> StoreResult<bool>;
+    /// Removes the record under `key` and returns it unless it has expired: of concurrent
+    /// callers, exactly one gets it (one conditional delete).
+    async fn take_flow(&self, key: &str) -> StoreResult<Option<String>>;
+}
+
+/// Which Cognito app client serves each client metadata document (`oauth::facade`): one per
+/// document URL, created once, whatever number of connections and instances ask at once.
+#[async_trait]
+pub trait MetadataClients: Send + Sync {
+    /// The app client recorded for the document at `url`.
+    async fn metadata_client(&self, url: &str) -> StoreResult<Option<String>>;
+    /// Records `client_id` for `url` unless one is recorded already; the one recorded after the
+    /// call (the first writer's: a loser deletes the app client it created).
+    async fn keep_metadata_client(&self, url: &str, client_id: &str) -> StoreResult<String>;
+}
+
 /// Refresh-token families of the local authorization server (Cognito keeps its own).
 #[async_trait]
 pub trait RefreshTokens: Send + Sync {

@@ -69,9 +69,10 @@ pub const DOORBELL_DYNAMODB_ACTIONS: &[&str] =
 /// delete socket items of gone sockets.
 pub const RING_DYNAMODB_ACTIONS: &[&str] = &["dynamodb:Query", "dynamodb:GetItem", "dynamodb:DeleteItem"];
 
-/// What the `register_client` function may do on the table: read and record clients' first use
-/// (`CLIENT#…` items only).
-pub const REGISTER_DYNAMODB_ACTIONS: &[&str] = &["dynamodb:GetItem", "dynamodb:UpdateItem"];
+/// What the `register_client` function may do on the table (`CLIENT#…` items only): read and
+/// record clients' first use and each metadata document's app client, begin the facade's flows
+/// and take them (a conditional delete).
+pub const REGISTER_DYNAMODB_ACTIONS: &[&str] = &["dynamodb:GetItem", "dynamodb:UpdateItem", "dynamodb:DeleteItem"];
 /// Optional: extra hosts whose `https` redirect URIs clients may register, comma-separated.
 pub const ALLOWED_REDIRECT_HOSTS: &str = "ALLOWED_REDIRECT_HOSTS";
 /// Optional: new app clients per UTC hour (default 20).
@@ -80,6 +81,10 @@ pub const REGISTRATIONS_PER_HOUR: &str = "REGISTRATIONS_PER_HOUR";
 pub const REGISTRATIONS_PER_SOURCE: &str = "REGISTRATIONS_PER_SOURCE";
 /// Optional: most dynamically registered app clients (default 200).
 pub const REGISTRATION_CAP: &str = "REGISTRATION_CAP";
+/// Development switch (`true`/`false`, default `false`): client metadata documents may be
+/// fetched from a loopback address (`oauth::cimd`). Only the cloud-shape tests turn it on; in an
+/// account nothing listens on the function's loopback.
+pub const ALLOW_LOOPBACK_CLIENT_METADATA: &str = "ALLOW_LOOPBACK_CLIENT_METADATA";
 /// Optional: more accepted `Host` values (custom domains), comma-separated. The host of
 /// [`PUBLIC_URL`] is always accepted; any other `Host` gets 403 (DNS-rebinding protection).
 pub const ALLOWED_HOSTS: &str = "ALLOWED_HOSTS";
@@ -401,8 +406,9 @@ impl McpConfig {
             revocation_endpoint: Some(format!("{hosted}/oauth2/revoke")),
             jwks_uri: Some(jwks_url.clone()),
             scopes: scopes.clone(),
-            iss_in_response: false,
-            client_metadata_documents: false,
+            // The facade sends every authorization response itself (its own callback).
+            iss_in_response: true,
+            client_metadata_documents: true,
         };
         // The API's own host always; custom domains when listed.
         let mut allowed_hosts: Vec<String> =
@@ -443,6 +449,10 @@ pub struct RegisterConfig {
     pub resources: Vec<String>,
     /// The table where each client's first token is recorded.
     pub table: String,
+    /// The stack's own URL (the facade's callback is under it).
+    pub public_url: String,
+    /// [`ALLOW_LOOPBACK_CLIENT_METADATA`].
+    pub allow_loopback_client_metadata: bool,
 }
 
 #[cfg(feature = "register")]
@@ -466,11 +476,23 @@ impl RegisterConfig {
         };
         let hosted_auth_url = r.url(HOSTED_AUTH_URL).unwrap_or_default();
         let table = r.required(TABLE_NAME);
-        let mut resources: Vec<String> = r.url(PUBLIC_URL).map(|u| format!("{u}/mcp")).into_iter().collect();
+        let public_url = r.url(PUBLIC_URL).unwrap_or_default();
+        let mut resources: Vec<String> = vec![format!("{public_url}/mcp")];
         resources.extend(
             r.optional(ALLOWED_HOSTS).map(|v| list(&v)).unwrap_or_default().iter().map(|h| format!("https://{h}/mcp")),
         );
-        r.finish(Self { user_pool_id, scope_prefix, extra_redirect_hosts, limits, hosted_auth_url, resources, table })
+        let allow_loopback_client_metadata = r.flag(ALLOW_LOOPBACK_CLIENT_METADATA, false);
+        r.finish(Self {
+            user_pool_id,
+            scope_prefix,
+            extra_redirect_hosts,
+            limits,
+            hosted_auth_url,
+            resources,
+            table,
+            public_url,
+            allow_loopback_client_metadata,
+        })
     }
 }
 

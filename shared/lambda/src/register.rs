@@ -20,7 +20,8 @@ use domain::clients::{ClientSummary, RegisteredClient};
 use domain::clock::{SharedClock, SystemClock};
 use domain::store::{ClientUse, RegisterClients};
 use domain::store::{StoreError, StoreResult};
-use oauth::facade::Facade;
+use oauth::cimd::Documents;
+use oauth::facade::{Facade, FacadeParts};
 use oauth::{ClientSource, RedirectPolicy, Registrar};
 use tools::scopes::ScopeSpelling;
 
@@ -198,17 +199,41 @@ pub async fn run() -> Result<(), Error> {
     let config = RegisterConfig::from_env(env)?;
     let aws = aws_config().await;
     let clock: SharedClock = Arc::new(SystemClock);
-    let usage: Arc<dyn ClientUse> = Arc::new(crate::dynamo_store(&aws, &config.table, Default::default()));
+    let store = Arc::new(crate::dynamo_store(&aws, &config.table, Default::default()));
+    let usage: Arc<dyn ClientUse> = Arc::clone(&store) as _;
     let scopes = ScopeSpelling::with_prefix(&config.scope_prefix);
-    let registrar = Arc::new(Registrar::new(
-        Arc::new(CognitoClients::new(&aws, &config.user_pool_id)),
-        RedirectPolicy::cloud(config.extra_redirect_hosts.clone()),
-        scopes.clone(),
-        clock,
-        config.limits,
-        Some(Arc::clone(&usage)),
-    ));
-    let facade = Arc::new(Facade::new(&config.hosted_auth_url, config.resources.clone(), scopes, Some(usage))?);
+    let clients = Arc::new(CognitoClients::new(&aws, &config.user_pool_id));
+    let documents = Documents::new(Arc::new(events::SystemResolver), Arc::clone(&clock))
+        .allowing_loopback(config.allow_loopback_client_metadata);
+    // A document's client never reaches Cognito's callbacks, so every loopback spelling can be
+    // allowed for it (RFC 8252 prefers 127.0.0.1).
+    let mut redirects = RedirectPolicy::cloud(config.extra_redirect_hosts.clone());
+    redirects.loopback_hosts = RedirectPolicy::local().loopback_hosts;
+    let facade = Arc::new(Facade::new(FacadeParts {
+        upstream: config.hosted_auth_url.clone(),
+        public_url: config.public_url.clone(),
+        resources: config.resources.clone(),
+        scopes: scopes.clone(),
+        usage: Some(Arc::clone(&usage)),
+        clients: Arc::clone(&clients) as _,
+        flows: Arc::clone(&store) as _,
+        document_clients: Arc::clone(&store) as _,
+        documents: Some(Arc::new(documents)),
+        redirects,
+        document_client_cap: oauth::facade::DEFAULT_DOCUMENT_CLIENT_CAP,
+        clock: Arc::clone(&clock),
+    })?);
+    let registrar = Arc::new(
+        Registrar::new(
+            clients,
+            RedirectPolicy::cloud(config.extra_redirect_hosts.clone()),
+            scopes,
+            clock,
+            config.limits,
+            Some(usage),
+        )
+        .with_owned_callback(facade.callback().to_owned()),
+    );
     lambda_http::run(lambda_http::service_fn(move |req: lambda_http::Request| {
         let (registrar, facade) = (Arc::clone(&registrar), Arc::clone(&facade));
         async move {

@@ -16,23 +16,44 @@
 //!   Cognito's issuer, not this one), and RFC 6749 §3.3 lets a server grant less than asked, so
 //!   a client asking for them gets its access and refresh tokens instead of `invalid_scope`;
 //!   anything else is passed on for Cognito to refuse;
-//! - `/authorize`: redirect (302) to Cognito's `/oauth2/authorize` with every other parameter
-//!   unchanged; `/token`: post the form to Cognito's `/oauth2/token` and answer what it answers.
+//! - `/authorize`: check the client — a registered app client, or a Client ID Metadata Document
+//!   fetched by its URL ([`crate::cimd`], with one app client per document, `clients`) — and
+//!   its redirect URI (one it listed; any port on a listed loopback one, RFC 8252 §7.3), require
+//!   PKCE `S256`, keep the request under a fresh `state` ([`AuthorizationFlows`], 10 minutes)
+//!   and redirect (302) to Cognito's `/oauth2/authorize` with the app client and the facade's own
+//!   callback ([`CALLBACK_PATH`]) in place of the client's: Cognito matches callbacks exactly,
+//!   and could never take a loopback redirect on a port chosen at run time;
+//! - [`CALLBACK_PATH`]: take the request back (once), bind Cognito's code to the client and the
+//!   redirect URI it asked for, and send the client back there with the code, its own `state`
+//!   and `iss` (RFC 9207) — errors too;
+//! - `/token`: take the code's binding (once), check the same client and redirect URI come with
+//!   it (so a code cannot be replayed to another redirect or client), put the app client and the
+//!   callback back, post the form to Cognito's `/oauth2/token` and answer what it answers.
 //!
-//! Tokens stay Cognito's: nothing is issued, stored or signed here. A successful exchange
-//! records that the client was used ([`ClientUse`]), so registrations nobody completed can be
-//! removed.
+//! App clients made before the facade owned the callback (without it among their callbacks)
+//! go to Cognito as before, their redirect checked by Cognito, without `iss`.
+//!
+//! Tokens stay Cognito's: nothing is issued or signed here. A successful exchange records that
+//! the client was used ([`ClientUse`]), so registrations nobody completed can be removed.
 
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use bytes::Bytes;
-use domain::store::ClientUse;
+use domain::clock::SharedClock;
+use domain::store::{AuthorizationFlows, ClientUse, MetadataClients, RegisterClients};
 use http::{HeaderValue, Method, StatusCode, header};
+use serde::{Deserialize, Serialize};
 
-use crate::{media_type_is, oauth_error};
+use crate::cimd::{Documents, is_document_url, redirect_matches};
+use crate::{RedirectPolicy, media_type_is, oauth_error};
 use auth::ScopeSpelling;
 use tools::{SCOPE_READ, SCOPE_RUN};
+
+mod clients;
+
+use clients::Listed;
 
 /// The facade's authorization endpoint (a path of this stack).
 pub const AUTHORIZE_PATH: &str = "/authorize";
@@ -119,67 +140,262 @@ fn encode(params: &[(String, String)]) -> String {
     url::form_urlencoded::Serializer::new(String::new()).extend_pairs(params).finish()
 }
 
+/// The callback the facade owns (a path of the stack's own URL): every app client it sends to
+/// Cognito has it, so Cognito always returns here and the facade hands the code on.
+pub const CALLBACK_PATH: &str = "/oauth/callback";
+/// How long an authorization request may wait for Cognito's answer (the person signing in).
+pub const FLOW_TTL: Duration = Duration::from_secs(600);
+/// How long a code handed on may wait for its exchange (Cognito's codes live 5 minutes).
+pub const CODE_TTL: Duration = Duration::from_secs(300);
+/// Default most app clients made for metadata documents.
+pub const DEFAULT_DOCUMENT_CLIENT_CAP: usize = 200;
+/// How app clients made for metadata documents are named (never a registration's `dcr-`).
+pub const DOCUMENT_CLIENT_PREFIX: &str = "cimd ";
+
+/// An authorization request waiting for Cognito's answer (kept under its own `state`).
+#[derive(Debug, Clone, Serialize, Deserialize)]
+struct Pending {
+    /// The `client_id` the client sent (a registered id, or its document's URL).
+    client_id: String,
+    /// The app client Cognito saw.
+    app_client: String,
+    /// Where the client asked to be sent back.
+    redirect_uri: String,
+    /// The request named `redirect_uri` (then the token request must repeat it).
+    redirect_given: bool,
+    /// The client's own `state`.
+    state: Option<String>,
+    /// The issuer the client discovered (the API's URL or a custom domain's).
+    issuer: String,
+}
+
+/// What the facade holds, beside Cognito's hosted domain.
+pub struct FacadeParts {
+    /// Cognito's hosted domain, `https://<prefix>.auth.<region>.amazoncognito.com`.
+    pub upstream: String,
+    /// The stack's own URL: the callback is `{public_url}`[`CALLBACK_PATH`].
+    pub public_url: String,
+    /// The MCP URLs a `resource` may name (the API's own, custom domains').
+    pub resources: Vec<String>,
+    /// How Cognito spells the scopes.
+    pub scopes: ScopeSpelling,
+    /// Where each client's first token is recorded.
+    pub usage: Option<Arc<dyn ClientUse>>,
+    /// The pool's app clients.
+    pub clients: Arc<dyn RegisterClients>,
+    /// The pending requests and bound codes.
+    pub flows: Arc<dyn AuthorizationFlows>,
+    /// The app client of each metadata document.
+    pub document_clients: Arc<dyn MetadataClients>,
+    /// Where metadata documents are fetched (`None`: only registered clients).
+    pub documents: Option<Arc<Documents>>,
+    /// Where a metadata document's client may be sent back to.
+    pub redirects: RedirectPolicy,
+    /// Most app clients made for metadata documents.
+    pub document_client_cap: usize,
+    /// "Now".
+    pub clock: SharedClock,
+}
+
 /// The facade in front of one Cognito domain.
 pub struct Facade {
-    /// Cognito's hosted domain, `https://<prefix>.auth.<region>.amazoncognito.com`.
-    upstream: String,
-    /// The MCP URLs a `resource` may name (the API's own, custom domains').
-    resources: Vec<String>,
-    scopes: ScopeSpelling,
-    usage: Option<Arc<dyn ClientUse>>,
+    parts: FacadeParts,
+    callback: String,
     http: reqwest::Client,
+    /// Document URL → app client, as recorded (never changes once recorded).
+    known: Mutex<HashMap<String, String>>,
 }
 
 impl Facade {
-    /// A facade forwarding to `upstream`, accepting `resources`, recording use in `usage`.
+    /// A facade over `parts`.
     ///
     /// # Errors
     /// The HTTP client cannot be built.
-    pub fn new(
-        upstream: &str,
-        resources: Vec<String>,
-        scopes: ScopeSpelling,
-        usage: Option<Arc<dyn ClientUse>>,
-    ) -> Result<Self, reqwest::Error> {
+    pub fn new(mut parts: FacadeParts) -> Result<Self, reqwest::Error> {
         let _ = rustls::crypto::ring::default_provider().install_default();
         let http =
             reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).timeout(UPSTREAM_TIMEOUT).build()?;
-        Ok(Self { upstream: upstream.trim_end_matches('/').to_owned(), resources, scopes, usage, http })
+        parts.upstream = parts.upstream.trim_end_matches('/').to_owned();
+        let callback = format!("{}{CALLBACK_PATH}", parts.public_url.trim_end_matches('/'));
+        Ok(Self { parts, callback, http, known: Mutex::new(HashMap::new()) })
     }
 
-    /// Answers `GET /authorize` or `POST /token`; `None` for any other path.
+    /// The callback URL every app client the facade drives must have.
+    pub fn callback(&self) -> &str {
+        &self.callback
+    }
+
+    /// Answers `GET /authorize`, `GET` [`CALLBACK_PATH`] or `POST /token`; `None` for any
+    /// other path.
     pub async fn handle(&self, req: &http::Request<Bytes>) -> Option<http::Response<Bytes>> {
         match req.uri().path() {
-            AUTHORIZE_PATH => Some(self.authorize(req)),
+            AUTHORIZE_PATH => Some(self.authorize(req).await),
+            CALLBACK_PATH => Some(self.callback_answer(req).await),
             TOKEN_PATH => Some(self.token(req).await),
             _ => None,
         }
     }
 
-    fn authorize(&self, req: &http::Request<Bytes>) -> http::Response<Bytes> {
+    /// The issuer the client discovered: the base of the resource on the request's host, else
+    /// the stack's own URL.
+    fn issuer_for(&self, headers: &http::HeaderMap) -> String {
+        let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
+        self.parts
+            .resources
+            .iter()
+            .filter_map(|r| r.trim_end_matches('/').strip_suffix("/mcp"))
+            .find(|base| base.split_once("://").is_some_and(|(_, h)| h.eq_ignore_ascii_case(host)))
+            .map_or_else(|| self.parts.public_url.trim_end_matches('/').to_owned(), str::to_owned)
+    }
+
+    async fn authorize(&self, req: &http::Request<Bytes>) -> http::Response<Bytes> {
         if req.method() != Method::GET {
             return not_allowed("GET");
         }
         let pairs: Vec<(String, String)> =
             url::form_urlencoded::parse(req.uri().query().unwrap_or_default().as_bytes()).into_owned().collect();
-        // Errors are answered here, not redirected: the redirect URI is not checked yet (Cognito
-        // checks it against the client's), and redirecting to an unchecked one is an open
-        // redirect (RFC 6749 §4.1.2.1).
-        let params = match forwarded_params(&pairs, &self.resources, &self.scopes) {
+        // Errors before the redirect URI is checked are answered here, not redirected:
+        // redirecting to an unchecked one is an open redirect (RFC 6749 §4.1.2.1).
+        let mut params = match forwarded_params(&pairs, &self.parts.resources, &self.parts.scopes) {
             Ok(p) => p,
             Err(r) => return oauth_error(StatusCode::BAD_REQUEST, r.code, &r.description),
         };
-        let location = format!("{}/oauth2/authorize?{}", self.upstream, encode(&params));
-        let mut r = http::Response::new(Bytes::new());
-        *r.status_mut() = StatusCode::FOUND;
-        match HeaderValue::from_str(&location) {
-            Ok(v) => {
-                r.headers_mut().insert(header::LOCATION, v);
+        let get = |k: &str| params.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        let Some(client_id) = get("client_id") else {
+            return oauth_error(StatusCode::BAD_REQUEST, "invalid_request", "client_id: required");
+        };
+        let (listed, document) = match self.listed_redirects(&client_id).await {
+            Ok(Listed::Owned(uris)) => (uris, None),
+            Ok(Listed::Document(d)) => (d.redirect_uris.clone(), Some(d)),
+            // An app client made before the facade owned the callback: Cognito checks its
+            // redirect as it always did (no `iss`, exact ports).
+            Ok(Listed::Legacy) => {
+                return found(&format!("{}/oauth2/authorize?{}", self.parts.upstream, encode(&params)));
             }
-            Err(_) => return oauth_error(StatusCode::BAD_REQUEST, "invalid_request", "query: not a valid URL query"),
+            Err(answer) => return answer,
+        };
+        let given = get("redirect_uri");
+        let redirect_uri = match &given {
+            Some(u) if listed.iter().any(|l| redirect_matches(l, u)) => u.clone(),
+            Some(_) => {
+                return oauth_error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request",
+                    "redirect_uri: not one this client registered or its metadata document lists",
+                );
+            }
+            None if listed.len() == 1 => listed[0].clone(),
+            None => {
+                return oauth_error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request",
+                    "redirect_uri: required (several are listed)",
+                );
+            }
+        };
+        if document.is_some()
+            && let Err(rule) = self.parts.redirects.check(&redirect_uri)
+        {
+            return oauth_error(StatusCode::BAD_REQUEST, "invalid_request", &format!("redirect_uri: {rule}"));
         }
-        r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
-        r
+        let issuer = self.issuer_for(req.headers());
+        let state = get("state");
+        // From here on the redirect URI is the client's own: errors go back to it, with `iss`.
+        let fail = |code: &str, description: &str| {
+            back_to(&redirect_uri, &[("error", code), ("error_description", description)], state.as_deref(), &issuer)
+        };
+        if get("response_type").as_deref() != Some("code") {
+            return fail("unsupported_response_type", "response_type must be code");
+        }
+        if get("code_challenge_method").as_deref() != Some("S256") || get("code_challenge").is_none() {
+            return fail("invalid_request", "PKCE is required: code_challenge with code_challenge_method S256");
+        }
+        let app_client = match &document {
+            Some(d) => match self.app_client_for(d).await {
+                Ok(id) => id,
+                Err(answer) => return fail("temporarily_unavailable", &answer),
+            },
+            None => client_id.clone(),
+        };
+        let key = random_key();
+        let pending = Pending {
+            client_id: client_id.clone(),
+            app_client: app_client.clone(),
+            redirect_uri: redirect_uri.clone(),
+            redirect_given: given.is_some(),
+            state: state.clone(),
+            issuer: issuer.clone(),
+        };
+        let Ok(record) = serde_json::to_string(&pending) else {
+            return fail("server_error", "could not record the request");
+        };
+        let expires = self.parts.clock.now().plus(FLOW_TTL);
+        match self.parts.flows.begin_flow(&format!("a.{key}"), &record, expires).await {
+            Ok(true) => {}
+            Ok(false) | Err(_) => return fail("temporarily_unavailable", "retry later"),
+        }
+        for (k, v) in &mut params {
+            match k.as_str() {
+                "client_id" => v.clone_from(&app_client),
+                "redirect_uri" => v.clone_from(&self.callback),
+                "state" => v.clone_from(&key),
+                _ => {}
+            }
+        }
+        if given.is_none() {
+            params.push(("redirect_uri".into(), self.callback.clone()));
+        }
+        if state.is_none() {
+            params.push(("state".into(), key));
+        }
+        found(&format!("{}/oauth2/authorize?{}", self.parts.upstream, encode(&params)))
+    }
+
+    /// Cognito's answer: the pending request it belongs to is taken (once), and the client sent
+    /// back to its own redirect URI with the code (bound to that URI), its `state` and `iss`.
+    async fn callback_answer(&self, req: &http::Request<Bytes>) -> http::Response<Bytes> {
+        if req.method() != Method::GET {
+            return not_allowed("GET");
+        }
+        let q: HashMap<String, String> =
+            url::form_urlencoded::parse(req.uri().query().unwrap_or_default().as_bytes()).into_owned().collect();
+        let taken = match q.get("state") {
+            Some(key) => self.parts.flows.take_flow(&format!("a.{key}")).await,
+            None => Ok(None),
+        };
+        let pending = match taken {
+            Ok(Some(record)) => serde_json::from_str::<Pending>(&record).ok(),
+            Ok(None) => None,
+            Err(e) => {
+                tracing::error!(error = %domain::errors::ErrorChain(&e), "taking an authorization flow");
+                return oauth_error(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable", "retry later");
+            }
+        };
+        let Some(p) = pending else {
+            return oauth_error(
+                StatusCode::BAD_REQUEST,
+                "invalid_request",
+                "this sign-in expired or was already used: start again from the MCP client",
+            );
+        };
+        if let Some(error) = q.get("error") {
+            let mut params = vec![("error", error.as_str())];
+            if let Some(d) = q.get("error_description") {
+                params.push(("error_description", d));
+            }
+            return back_to(&p.redirect_uri, &params, p.state.as_deref(), &p.issuer);
+        }
+        let Some(code) = q.get("code") else {
+            return back_to(&p.redirect_uri, &[("error", "server_error")], p.state.as_deref(), &p.issuer);
+        };
+        let bound = serde_json::to_string(&p).unwrap_or_default();
+        let expires = self.parts.clock.now().plus(CODE_TTL);
+        match self.parts.flows.begin_flow(&code_key(code), &bound, expires).await {
+            Ok(true) => back_to(&p.redirect_uri, &[("code", code)], p.state.as_deref(), &p.issuer),
+            Ok(false) | Err(_) => {
+                back_to(&p.redirect_uri, &[("error", "temporarily_unavailable")], p.state.as_deref(), &p.issuer)
+            }
+        }
     }
 
     async fn token(&self, req: &http::Request<Bytes>) -> http::Response<Bytes> {
@@ -201,13 +417,16 @@ impl Facade {
             );
         }
         let pairs: Vec<(String, String)> = url::form_urlencoded::parse(req.body()).into_owned().collect();
-        let params = match forwarded_params(&pairs, &self.resources, &self.scopes) {
+        let mut params = match forwarded_params(&pairs, &self.parts.resources, &self.parts.scopes) {
             Ok(p) => p,
             Err(r) => return oauth_error(StatusCode::BAD_REQUEST, r.code, &r.description),
         };
+        if let Err(answer) = self.translate(&mut params).await {
+            return answer;
+        }
         let mut upstream = self
             .http
-            .post(format!("{}/oauth2/token", self.upstream))
+            .post(format!("{}/oauth2/token", self.parts.upstream))
             .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
             .body(encode(&params));
         // A confidential client authenticates with HTTP Basic; pass it on untouched.
@@ -243,17 +462,116 @@ impl Facade {
         r
     }
 
-    /// A token was issued to the form's `client_id`: record it (on refreshes too, so a mark
-    /// lost to a failed write is made again within the access token's life). A failure is
-    /// logged, never turned into a failed answer: the tokens are already issued.
+    /// A token request as Cognito must see it: a code the facade handed on is taken (once) and
+    /// must come from the client it was issued to with the redirect URI it was sent to; then the
+    /// app client and the facade's callback replace them. A document's refresh names its app
+    /// client. Codes the facade never saw (app clients from before it owned the callback) go on
+    /// unchanged, for Cognito to check.
+    async fn translate(&self, params: &mut Vec<(String, String)>) -> Result<(), http::Response<Bytes>> {
+        let get = |p: &[(String, String)], k: &str| p.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+        let invalid_grant = |d: &str| oauth_error(StatusCode::BAD_REQUEST, "invalid_grant", d);
+        let client_id = get(params, "client_id").unwrap_or_default();
+        let set = |p: &mut Vec<(String, String)>, k: &str, v: &str| match p.iter_mut().find(|(n, _)| n == k) {
+            Some((_, old)) => *old = v.to_owned(),
+            None => p.push((k.to_owned(), v.to_owned())),
+        };
+        match get(params, "grant_type").as_deref() {
+            Some("authorization_code") => {
+                let Some(code) = get(params, "code") else { return Ok(()) };
+                let taken = self.parts.flows.take_flow(&code_key(&code)).await.map_err(|e| {
+                    tracing::error!(error = %domain::errors::ErrorChain(&e), "taking a bound code");
+                    oauth_error(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable", "retry later")
+                })?;
+                let Some(p) = taken.and_then(|r| serde_json::from_str::<Pending>(&r).ok()) else {
+                    return if is_document_url(&client_id) {
+                        Err(invalid_grant("the code is unknown, used or expired"))
+                    } else {
+                        Ok(())
+                    };
+                };
+                if p.client_id != client_id {
+                    return Err(invalid_grant("the code was issued to another client"));
+                }
+                match get(params, "redirect_uri") {
+                    Some(u) if u != p.redirect_uri => {
+                        return Err(invalid_grant("redirect_uri does not match the authorization request"));
+                    }
+                    None if p.redirect_given => {
+                        return Err(invalid_grant("redirect_uri is required: the authorization request had one"));
+                    }
+                    _ => {}
+                }
+                set(params, "client_id", &p.app_client);
+                set(params, "redirect_uri", &self.callback);
+            }
+            Some("refresh_token") if is_document_url(&client_id) => {
+                let Some(app) = self.known_app_client(&client_id).await? else {
+                    return Err(invalid_grant("the client is unknown"));
+                };
+                set(params, "client_id", &app);
+            }
+            _ => {}
+        }
+        Ok(())
+    }
+
+    /// A token was issued to the app client: record it (on refreshes too, so a mark lost to a
+    /// failed write is made again within the access token's life). A failure is logged, never
+    /// turned into a failed answer: the tokens are already issued.
     async fn record_use(&self, params: &[(String, String)]) {
-        let (Some(usage), Some((_, client))) = (&self.usage, params.iter().find(|(k, _)| k == "client_id")) else {
+        let (Some(usage), Some((_, client))) = (&self.parts.usage, params.iter().find(|(k, _)| k == "client_id"))
+        else {
             return;
         };
         if let Err(e) = usage.mark_client_used(client).await {
             tracing::error!(error = %domain::errors::ErrorChain(&e), client_id = %client, "recording a client's use");
         }
     }
+}
+
+/// The key a handed-on code is bound under (the code itself is never stored).
+fn code_key(code: &str) -> String {
+    format!("c.{}", domain::runs::sha256_hex(code.as_bytes()))
+}
+
+fn random_key() -> String {
+    let mut b = [0u8; 32];
+    if getrandom::fill(&mut b).is_err() {
+        return uuid::Uuid::new_v4().simple().to_string();
+    }
+    domain::runs::sha256_hex(&b)
+}
+
+/// `302` to `location`.
+fn found(location: &str) -> http::Response<Bytes> {
+    let mut r = http::Response::new(Bytes::new());
+    *r.status_mut() = StatusCode::FOUND;
+    match HeaderValue::from_str(location) {
+        Ok(v) => {
+            r.headers_mut().insert(header::LOCATION, v);
+        }
+        Err(_) => return oauth_error(StatusCode::BAD_REQUEST, "invalid_request", "query: not a valid URL query"),
+    }
+    r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    r
+}
+
+/// `302` to the client's `redirect_uri` with `params`, its `state` and `iss` (RFC 9207).
+fn back_to(redirect_uri: &str, params: &[(&str, &str)], state: Option<&str>, issuer: &str) -> http::Response<Bytes> {
+    let Ok(mut u) = url::Url::parse(redirect_uri) else {
+        return oauth_error(StatusCode::BAD_REQUEST, "invalid_request", "redirect_uri: not an absolute URI");
+    };
+    {
+        let mut q = u.query_pairs_mut();
+        for (k, v) in params {
+            q.append_pair(k, v);
+        }
+        if let Some(s) = state {
+            q.append_pair("state", s);
+        }
+        q.append_pair("iss", issuer);
+    }
+    found(u.as_str())
 }
 
 fn not_allowed(allow: &'static str) -> http::Response<Bytes> {

@@ -199,6 +199,9 @@ pub struct Registrar<R: ?Sized> {
     listing: Mutex<Option<(Timestamp, Vec<ClientSummary>)>>,
     /// Clients known to have been used (use is never undone).
     used: Mutex<BTreeSet<String>>,
+    /// A callback every new client gets beside its own (the cloud facade's, which Cognito
+    /// returns to), left out when clients are compared and shown.
+    owned_callback: Option<String>,
 }
 
 impl<R: RegisterClients + ?Sized> Registrar<R> {
@@ -221,7 +224,21 @@ impl<R: RegisterClients + ?Sized> Registrar<R> {
             usage,
             listing: Mutex::new(None),
             used: Mutex::new(BTreeSet::new()),
+            owned_callback: None,
         }
+    }
+
+    /// Gives every new client `callback` too (see [`crate::facade::CALLBACK_PATH`]).
+    #[must_use]
+    pub fn with_owned_callback(mut self, callback: String) -> Self {
+        self.owned_callback = Some(callback);
+        self
+    }
+
+    /// `uris` without the owned callback.
+    fn own<'a>(&self, uris: &'a [String]) -> impl Iterator<Item = &'a String> {
+        let owned = self.owned_callback.clone();
+        uris.iter().filter(move |u| owned.as_deref() != Some(u.as_str()))
     }
 
     /// Answers `POST /register`.
@@ -329,7 +346,7 @@ impl<R: RegisterClients + ?Sized> Registrar<R> {
         let wanted: BTreeSet<&String> = reg.redirect_uris.iter().collect();
         for (id, _) in registered.iter().filter(|(_, n)| n.fingerprint == fp) {
             if let Some(c) = self.registry.get_client(id).await.map_err(Refusal::Store)?
-                && c.redirect_uris.iter().collect::<BTreeSet<_>>() == wanted
+                && self.own(&c.redirect_uris).collect::<BTreeSet<_>>() == wanted
             {
                 return Ok(c);
             }
@@ -351,9 +368,11 @@ impl<R: RegisterClients + ?Sized> Registrar<R> {
             }
         }
         let scopes = [self.scopes.spell(SCOPE_READ), self.scopes.spell(SCOPE_RUN)];
+        let mut callbacks = reg.redirect_uris.clone();
+        callbacks.extend(self.owned_callback.clone());
         let client = self
             .registry
-            .create_client(&registry_name(&fp, now, source), &reg.redirect_uris, &scopes)
+            .create_client(&registry_name(&fp, now, source), &callbacks, &scopes)
             .await
             .map_err(Refusal::Store)?;
         let summary = ClientSummary { client_id: client.client_id.clone(), name: client.name.clone() };
@@ -391,7 +410,7 @@ impl<R: RegisterClients + ?Sized> Registrar<R> {
         json!({
             "client_id": c.client_id,
             "client_name": reg.client_name,
-            "redirect_uris": c.redirect_uris,
+            "redirect_uris": self.own(&c.redirect_uris).collect::<Vec<_>>(),
             "grant_types": ["authorization_code", "refresh_token"],
             "response_types": ["code"],
             "token_endpoint_auth_method": "none",

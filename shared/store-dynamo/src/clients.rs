@@ -1,16 +1,27 @@
-//! Whether registered OAuth clients were ever issued a token ([`ClientUse`]): one item per
-//! client that was, `pk = CLIENT#<client_id>`, `sk = USED`. The clients themselves are Cognito
-//! app clients; this is the one fact about them Cognito does not keep.
+//! What the cloud keeps about OAuth clients beside Cognito's app clients, all under `CLIENT#`
+//! (the `register_client` function may write nowhere else):
+//!
+//! - [`ClientUse`]: whether a registered client was ever issued a token, `CLIENT#<client_id>` /
+//!   `USED` — the one fact about them Cognito does not keep;
+//! - [`MetadataClients`]: the app client of each client metadata document, `CLIENT#DOC#<sha256(url)>`
+//!   / `DOC`, written once (first writer wins);
+//! - [`AuthorizationFlows`]: the facade's one-time records, `CLIENT#FLOW#<key>` / `FLOW`, with a TTL
+//!   and taken by one conditional delete.
 
 use async_trait::async_trait;
+use aws_sdk_dynamodb::error::SdkError;
+use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
+use aws_sdk_dynamodb::types::ReturnValue;
 
-use domain::store::ClientUse;
-use domain::store::StoreResult;
+use domain::clock::Timestamp;
+use domain::store::{AuthorizationFlows, ClientUse, MetadataClients, StoreError, StoreResult};
 
-use crate::DynamoStore;
-use crate::codec::n;
-use crate::keys::client_use_key;
+use crate::codec::{Read, n, opt_from, s};
+use crate::error::sdk;
+use crate::keys::{client_use_key, flow_key, metadata_client_key, ttl_at};
+use crate::request::Updated;
 use crate::write::{Update, missing};
+use crate::{DynamoStore, TTL_ATTRIBUTE};
 
 #[async_trait]
 impl ClientUse for DynamoStore {
@@ -28,5 +39,83 @@ impl ClientUse for DynamoStore {
 
     async fn client_used(&self, client_id: &str) -> StoreResult<bool> {
         Ok(self.get(client_use_key(client_id)).await?.is_some())
+    }
+}
+
+#[async_trait]
+impl MetadataClients for DynamoStore {
+    async fn metadata_client(&self, url: &str) -> StoreResult<Option<String>> {
+        let item = self.get(metadata_client_key(url)).await?;
+        opt_from(item.as_ref(), |i| Read(i).s("client_id").map(str::to_owned))
+    }
+
+    /// One conditional `UpdateItem` that writes only where nothing is; on failure the old image
+    /// names the winner (no second read).
+    async fn keep_metadata_client(&self, url: &str, client_id: &str) -> StoreResult<String> {
+        let outcome = self
+            .update(
+                Update::of(metadata_client_key(url))
+                    .set("client_id", s(client_id))
+                    .set("url", s(url))
+                    .set("created_at", n(self.clock.now().as_millis()))
+                    .when(missing("client_id")),
+            )
+            .send(false)
+            .await?;
+        match outcome {
+            Updated::Applied(_) => Ok(client_id.to_owned()),
+            Updated::Rejected(Some(old)) => Read(&old).s("client_id").map(str::to_owned),
+            Updated::Rejected(None) => {
+                Err(StoreError::Corrupt("a metadata client's condition failed on no item".into()))
+            }
+        }
+    }
+}
+
+#[async_trait]
+impl AuthorizationFlows for DynamoStore {
+    async fn begin_flow(&self, key: &str, record: &str, expires: Timestamp) -> StoreResult<bool> {
+        let outcome = self
+            .update(
+                Update::of(flow_key(key))
+                    .set("record", s(record))
+                    .set("expires_at", n(expires.as_millis()))
+                    .set(TTL_ATTRIBUTE, ttl_at(expires))
+                    .when(missing("record")),
+            )
+            .send(false)
+            .await?;
+        Ok(matches!(outcome, Updated::Applied(_)))
+    }
+
+    /// One `DeleteItem` conditional on the item existing, returning it: DynamoDB serializes the
+    /// deletes of one item, so one caller gets the old image and the others a failed condition.
+    /// An expired record is deleted too, and not returned (TTL deletes late).
+    async fn take_flow(&self, key: &str) -> StoreResult<Option<String>> {
+        let result = self
+            .client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(flow_key(key)))
+            .condition_expression("attribute_exists(#pk)")
+            .expression_attribute_names("#pk", "pk")
+            .return_values(ReturnValue::AllOld)
+            .send()
+            .await;
+        let old = match result {
+            Ok(out) => out.attributes,
+            Err(SdkError::ServiceError(se))
+                if matches!(se.err(), DeleteItemError::ConditionalCheckFailedException(_)) =>
+            {
+                return Ok(None);
+            }
+            Err(e) => return Err(sdk(e)),
+        };
+        let Some(old) = old else { return Ok(None) };
+        let r = Read(&old);
+        if r.ts("expires_at")? <= self.clock.now() {
+            return Ok(None);
+        }
+        r.s("record").map(|v| Some(v.to_owned()))
     }
 }

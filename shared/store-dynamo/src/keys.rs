@@ -112,6 +112,16 @@ pub(crate) fn client_use_key(client_id: &str) -> Item {
     key(format!("CLIENT#{client_id}"), "USED")
 }
 
+/// An authorization flow of the cloud facade (under `CLIENT#`, where its function may write).
+pub(crate) fn flow_key(flow: &str) -> Item {
+    key(format!("CLIENT#FLOW#{flow}"), "FLOW")
+}
+
+/// The app client of a client metadata document, by the hash of its URL (URLs are long).
+pub(crate) fn metadata_client_key(url: &str) -> Item {
+    key(format!("CLIENT#DOC#{}", domain::runs::sha256_hex(url.as_bytes())), "DOC")
+}
+
 pub(crate) fn pairing_key(code: &str) -> Item {
     key(format!("PAIR#{code}"), "PAIR")
 }

@@ -11,6 +11,8 @@
 //! | artifact | `LINK#<link_id>` | `ARTIFACT#<task_id>#<artifact_id>` | |
 //! | idempotency key | `IDEM#<sha256(scope, principal, key)>` | `IDEM` | |
 //! | a registered OAuth client's first use | `CLIENT#<client_id>` | `USED` | |
+//! | the app client of a client metadata document | `CLIENT#DOC#<sha256(url)>` | `DOC` | |
+//! | a facade authorization flow (a pending request, a bound code) | `CLIENT#FLOW#<key>` | `FLOW` | |
 //!
 //! Tasks live under their link, so a task id asked through another link is simply a missing
 //! key: "not claimable: missing" comes from the data layout, not from an extra check. The
@@ -36,7 +38,7 @@
 //! | `runs` | `QueueRuns`, `ReadRuns`, `CancelRuns`, `RelayRuns`, `OwnerRuns` |
 //! | `tasks` | `AssignTasks`, `ReadTasks`, `ClaimTasks`, `RecordArtifacts` |
 //! | `devices` | `ManageDevices`, `AuthenticateDevices` |
-//! | `clients` | `ClientUse` (Cognito keeps the clients themselves) |
+//! | `clients` | `ClientUse` (Cognito keeps the clients themselves), `MetadataClients`, `AuthorizationFlows` |
 //! | `events` | stream images → domain events; `RecordDeliveries` |
 //! | `idempotency` | idempotency records and the one idempotent-create transaction |
 //! | `schema` | the table's definition ([`create_table`]) |
