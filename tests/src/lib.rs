@@ -14,6 +14,7 @@
 //! |---|---|
 //! | this one | [`Harness`], the one [`LocalServer`] fixture, `FOUNDRY_UPDATE=1` for pinned outputs |
 //! | [`cloud`] | the deployed shape on one machine: the real function binaries behind a small Lambda emulator |
+//! | [`documents`] | an HTTPS host of client metadata documents on loopback (the fixture certificate) |
 //! | [`doorbell_shim`] | API Gateway's WebSocket API, emulated for the cloud shape |
 //! | [`faults`] | a DynamoDB endpoint that fails on purpose (a proxy in front of the emulator) |
 //! | [`hosted_ui`] | Cognito's hosted `/oauth2/authorize` and `/oauth2/token`, as the cloud shape meets them |
@@ -23,6 +24,7 @@
 //! | [`registration`] | a registration flood both the local server and the cloud shape must survive |
 
 pub mod cloud;
+pub mod documents;
 pub mod doorbell_shim;
 pub mod faults;
 pub mod hosted_ui;

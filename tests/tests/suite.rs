@@ -8,6 +8,7 @@ mod api_fuzz;
 mod attacks;
 mod auth_rs256;
 mod aws_rules;
+mod client_metadata;
 mod cloud_connect;
 mod cloud_shape;
 mod cold_start;
