@@ -16,6 +16,7 @@ pub struct CancelGraphRun;
 impl Tool for CancelGraphRun {
     const SPEC: ToolSpec = ToolSpec {
         name: ToolName::CancelGraphRun,
+        title: "Cancel a Graph run",
         scope: SCOPE_RUN,
         description: "Cancel a Graph run you queued. A queued run is cancelled at once and never starts. A running run gets a cancel request; the desktop stops it within a few seconds and it ends cancelled. A finished run is returned unchanged.",
         annotations: Annotations { read_only: false, destructive: true, idempotent: true, open_world: false },

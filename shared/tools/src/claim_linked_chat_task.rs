@@ -15,6 +15,7 @@ pub struct ClaimLinkedChatTask;
 impl Tool for ClaimLinkedChatTask {
     const SPEC: ToolSpec = ToolSpec {
         name: ToolName::ClaimLinkedChatTask,
+        title: "Claim a task from the owner",
         scope: SCOPE_RUN,
         description: "Claim a queued task of this linked chat before working on it. Returns claim_id and lease_until. Claiming again while your claim is live returns the same claim, so a repeated call is safe. Keep the claim_id: submit_linked_chat_result needs it. After lease_until the task can be claimed again (a new claim_id) and the old claim's submit will be rejected. Tasks of other chats are not claimable.",
         annotations: Annotations { read_only: false, destructive: false, idempotent: true, open_world: false },

@@ -19,6 +19,7 @@ pub struct GetGraphRun;
 impl Tool for GetGraphRun {
     const SPEC: ToolSpec = ToolSpec {
         name: ToolName::GetGraphRun,
+        title: "Check a Graph run",
         scope: SCOPE_READ,
         description: "Read a Graph run you queued: status (queued, running, completed, failed, cancelled, expired), result (or result_truncated when it exceeded 100,000 characters), error, tokens and cost. check_after_s says when another check is worth it (the desktop's next pickup, or the run's expected end from the session's recent runs); follow it instead of polling quickly. Runs queued by other agents are not visible.",
         annotations: Annotations::READ,

@@ -17,6 +17,7 @@ pub struct GetLinkedChatTask;
 impl Tool for GetLinkedChatTask {
     const SPEC: ToolSpec = ToolSpec {
         name: ToolName::GetLinkedChatTask,
+        title: "Read a task from the owner",
         scope: SCOPE_READ,
         description: "Read one task of this linked chat: status, objective, claim and result.",
         annotations: Annotations::READ,

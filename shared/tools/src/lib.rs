@@ -98,6 +98,9 @@ impl Annotations {
 pub struct ToolSpec {
     /// Which tool (also its wire name and its function's crate name).
     pub name: ToolName,
+    /// A short human title (`title`, and `annotations.title`): what hosts show in their tool
+    /// lists and directories.
+    pub title: &'static str,
     /// The scope a token needs to call it.
     pub scope: &'static str,
     /// The description that teaches the model the protocol.
@@ -323,16 +326,64 @@ async fn run_parsed<T: Handler<S>, S: ?Sized>(
     })
 }
 
-/// The JSON Schema of `T` as an MCP schema object (no `$schema`/`title` noise).
+/// The JSON Schema of `T` as an MCP schema object (no `$schema`/`title` noise), with only JSON
+/// Schema's own formats ([`json_schema_formats`]).
 fn schema<T: JsonSchema>() -> serde_json::Map<String, serde_json::Value> {
     let mut v = serde_json::to_value(schemars::schema_for!(T)).unwrap_or_default();
     if let Some(o) = v.as_object_mut() {
         o.remove("$schema");
         o.remove("title");
     }
+    json_schema_formats(&mut v);
     match v {
         serde_json::Value::Object(o) => o,
         _ => serde_json::Map::new(),
+    }
+}
+
+/// Replaces the integer formats schemars writes (`uint64`, `int32`, `uint`, …: OpenAPI's and
+/// its own, not JSON Schema's — the TypeScript SDK's validator warns `unknown format "uint64"
+/// ignored`) by the range they mean, `minimum` and `maximum` (bounds beyond 2^53 − 1, which
+/// JSON numbers cannot hold exactly, are left out); `float`/`double` are dropped. JSON Schema's
+/// own formats (`uuid`, `date-time`, `uri`, …) stay.
+pub fn json_schema_formats(v: &mut serde_json::Value) {
+    const SAFE: i128 = (1 << 53) - 1;
+    match v {
+        serde_json::Value::Object(o) => {
+            let range = match o.get("format").and_then(serde_json::Value::as_str) {
+                Some("float" | "double") => Some((None, None)),
+                Some(f) => {
+                    let (signed, bits) = match (f.strip_prefix("uint"), f.strip_prefix("int")) {
+                        (Some(b), _) => (false, b),
+                        (None, Some(b)) => (true, b),
+                        _ => (true, "-"),
+                    };
+                    let bits: Option<u32> = if bits.is_empty() { Some(64) } else { bits.parse().ok() };
+                    bits.filter(|b| [8, 16, 32, 64, 128].contains(b)).map(|b| {
+                        let (lo, hi) = if signed {
+                            (-(1i128 << (b - 1)), (1i128 << (b - 1)) - 1)
+                        } else {
+                            (0, (1i128 << b) - 1)
+                        };
+                        (Some(lo).filter(|l| *l >= -SAFE), Some(hi).filter(|h| *h <= SAFE))
+                    })
+                }
+                None => None,
+            };
+            if let Some((lo, hi)) = range {
+                o.remove("format");
+                for (key, bound) in [("minimum", lo), ("maximum", hi)] {
+                    if let Some(b) = bound
+                        && !o.contains_key(key)
+                    {
+                        o.insert(key.into(), serde_json::json!(b as i64));
+                    }
+                }
+            }
+            o.values_mut().for_each(json_schema_formats);
+        }
+        serde_json::Value::Array(a) => a.iter_mut().for_each(json_schema_formats),
+        _ => {}
     }
 }
 
@@ -427,10 +478,12 @@ pub fn catalogue(scopes: &crate::scopes::ScopeSpelling) -> Vec<serde_json::Value
             let schemes = serde_json::json!([{ "type": "oauth2", "scopes": [scopes.spell(spec.scope)] }]);
             serde_json::json!({
                 "name": t.as_str(),
+                "title": spec.title,
                 "description": spec.description,
                 "inputSchema": t.input_schema(),
                 "outputSchema": t.output_schema(),
                 "annotations": {
+                    "title": spec.title,
                     "readOnlyHint": a.read_only,
                     "destructiveHint": a.destructive,
                     "idempotentHint": a.idempotent,
@@ -447,8 +500,45 @@ pub fn catalogue(scopes: &crate::scopes::ScopeSpelling) -> Vec<serde_json::Value
 mod tests {
     use super::*;
 
+    /// Every schema uses only JSON Schema's own formats (Draft 2020-12 §7.3), and an integer
+    /// format's range survives as bounds.
+    #[test]
+    fn schemas_use_only_json_schemas_own_formats() {
+        const OWN: &[&str] = &[
+            "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4",
+            "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template", "json-pointer",
+            "relative-json-pointer", "regex",
+        ];
+        fn formats(v: &serde_json::Value, out: &mut Vec<String>) {
+            match v {
+                serde_json::Value::Object(o) => {
+                    if let Some(f) = o.get("format").and_then(serde_json::Value::as_str) {
+                        out.push(f.to_owned());
+                    }
+                    o.values().for_each(|x| formats(x, out));
+                }
+                serde_json::Value::Array(a) => a.iter().for_each(|x| formats(x, out)),
+                _ => {}
+            }
+        }
+        let mut found = Vec::new();
+        for &t in ToolName::ALL {
+            formats(&serde_json::Value::Object(t.input_schema()), &mut found);
+            formats(&serde_json::Value::Object(t.output_schema()), &mut found);
+        }
+        let foreign: Vec<_> = found.iter().filter(|f| !OWN.contains(&f.as_str())).collect();
+        assert!(foreign.is_empty(), "formats JSON Schema does not define: {foreign:?}");
+        let mut v = serde_json::json!({"a": {"type": "integer", "format": "uint64"}, "b": {"format": "int32"}, "c": {"format": "uint8", "minimum": 1}});
+        json_schema_formats(&mut v);
+        assert_eq!(
+            v,
+            serde_json::json!({"a": {"type": "integer", "minimum": 0}, "b": {"minimum": -2147483648i64, "maximum": 2147483647}, "c": {"minimum": 1, "maximum": 255}})
+        );
+    }
+
     #[test]
     fn every_tool_has_a_closed_input_schema_and_a_scope() {
+        assert!(ToolName::ALL.iter().all(|t| !t.spec().title.is_empty() && t.spec().title.len() <= 40));
         for &t in ToolName::ALL {
             assert_eq!(
                 t.input_schema().get("additionalProperties"),

@@ -14,6 +14,7 @@ pub struct ListGraphSessions;
 impl Tool for ListGraphSessions {
     const SPEC: ToolSpec = ToolSpec {
         name: ToolName::ListGraphSessions,
+        title: "List Graph sessions",
         scope: SCOPE_READ,
         description: "List the Graph sessions the owner's desktop has shared in a connected project, as of the desktop's last sync. An empty list is normal: nothing appears until the owner shares a session from the desktop.",
         annotations: Annotations::READ,

@@ -19,6 +19,7 @@ pub struct ListLinkedChatTasks;
 impl Tool for ListLinkedChatTasks {
     const SPEC: ToolSpec = ToolSpec {
         name: ToolName::ListLinkedChatTasks,
+        title: "List tasks from the owner",
         scope: SCOPE_READ,
         description: "List the open tasks (queued or claimed) the owner assigned to this linked chat. Reading never changes anything. To work on a task, claim it with claim_linked_chat_task first.",
         annotations: Annotations::READ,

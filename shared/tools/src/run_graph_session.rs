@@ -29,6 +29,7 @@ pub struct RunGraphSession;
 impl Tool for RunGraphSession {
     const SPEC: ToolSpec = ToolSpec {
         name: ToolName::RunGraphSession,
+        title: "Run a Graph session on the desktop",
         scope: SCOPE_RUN,
         description: "Queue a Graph run on the owner's desktop. This returns a ticket (command_id, status \"queued\") BEFORE the Graph starts: the desktop picks work up by polling, runs one Graph at a time, and may be offline. Read progress and the result with get_graph_run, first after check_after_s seconds (when the desktop can have picked it up, or when it is expected to have finished if this session ran before; checking earlier only costs a call). idempotency_key is required: if a response is lost, call again with the SAME key and arguments to get the same run back instead of starting a second one; the same key with different arguments is rejected. project_id is needed only when the session is shared in more than one connected project.",
         // Starts side effects on the desktop (destructive, open world); idempotent only

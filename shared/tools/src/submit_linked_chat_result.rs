@@ -17,6 +17,7 @@ pub struct SubmitLinkedChatResult;
 impl Tool for SubmitLinkedChatResult {
     const SPEC: ToolSpec = ToolSpec {
         name: ToolName::SubmitLinkedChatResult,
+        title: "Submit a task result",
         scope: SCOPE_RUN,
         description: "Submit the result of a task you claimed, with its claim_id and status completed or failed. Repeating the identical submit is safe and returns ok with replayed: true. Rejected, and not worth retrying: a different result for a task that is already finished; a claim that was taken over after its lease ran out; a task the owner cancelled (a cancelled claim can never be completed).",
         annotations: Annotations { read_only: false, destructive: false, idempotent: true, open_world: false },

@@ -24,6 +24,7 @@ pub struct UploadLinkedChatArtifact;
 impl Tool for UploadLinkedChatArtifact {
     const SPEC: ToolSpec = ToolSpec {
         name: ToolName::UploadLinkedChatArtifact,
+        title: "Attach a file to a task",
         scope: SCOPE_RUN,
         description: "Attach a file (base64, at most 3 MiB) to a task you claimed, before submitting the result. artifact_id is yours to choose and must stay the same across retries: the same artifact_id with the same bytes is a safe replay, with different bytes it is rejected. The same claim rules as submit apply.",
         annotations: Annotations { read_only: false, destructive: false, idempotent: true, open_world: false },
