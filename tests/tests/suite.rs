@@ -23,6 +23,7 @@ mod mcp_conformance;
 mod mcp_direct;
 mod mcp_http;
 mod model;
+mod oauth_conformance;
 mod oauth_local;
 mod owner_api_http;
 mod panel_browser;

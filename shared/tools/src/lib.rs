@@ -360,11 +360,8 @@ pub fn json_schema_formats(v: &mut serde_json::Value) {
                     };
                     let bits: Option<u32> = if bits.is_empty() { Some(64) } else { bits.parse().ok() };
                     bits.filter(|b| [8, 16, 32, 64, 128].contains(b)).map(|b| {
-                        let (lo, hi) = if signed {
-                            (-(1i128 << (b - 1)), (1i128 << (b - 1)) - 1)
-                        } else {
-                            (0, (1i128 << b) - 1)
-                        };
+                        let (lo, hi) =
+                            if signed { (-(1i128 << (b - 1)), (1i128 << (b - 1)) - 1) } else { (0, (1i128 << b) - 1) };
                         (Some(lo).filter(|l| *l >= -SAFE), Some(hi).filter(|h| *h <= SAFE))
                     })
                 }
@@ -505,9 +502,25 @@ mod tests {
     #[test]
     fn schemas_use_only_json_schemas_own_formats() {
         const OWN: &[&str] = &[
-            "date-time", "date", "time", "duration", "email", "idn-email", "hostname", "idn-hostname", "ipv4",
-            "ipv6", "uri", "uri-reference", "iri", "iri-reference", "uuid", "uri-template", "json-pointer",
-            "relative-json-pointer", "regex",
+            "date-time",
+            "date",
+            "time",
+            "duration",
+            "email",
+            "idn-email",
+            "hostname",
+            "idn-hostname",
+            "ipv4",
+            "ipv6",
+            "uri",
+            "uri-reference",
+            "iri",
+            "iri-reference",
+            "uuid",
+            "uri-template",
+            "json-pointer",
+            "relative-json-pointer",
+            "regex",
         ];
         fn formats(v: &serde_json::Value, out: &mut Vec<String>) {
             match v {
