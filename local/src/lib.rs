@@ -251,6 +251,7 @@ impl AppState {
             clock: w.clock.clone(),
             policy: w.policy,
             blobs: Some(Arc::new(blobs.clone())),
+            panel_url: Some(format!("{}{}", w.public_url, http_api::panel::PATH)),
         };
         let endpoint_config = EndpointConfig {
             public_url: Some(w.public_url.clone()),

@@ -246,7 +246,7 @@ impl World {
             doorbell_url: None,
             doorbell_poll_interval: domain::doorbell::DOORBELL_POLL_INTERVAL,
         });
-        let deps = ToolDeps { store: Arc::clone(&store), clock: clock.clone(), policy, blobs: None };
+        let deps = ToolDeps { store: Arc::clone(&store), clock: clock.clone(), policy, blobs: None, panel_url: None };
         let shm = PathBuf::from("/dev/shm");
         let tmp = if shm.is_dir() { shm } else { std::env::temp_dir() };
         Ok(Self {

@@ -242,6 +242,13 @@ async def main():
         await page.locator("#h-link").scroll_into_view_if_needed()
         await page.screenshot(path=ENV["FC_SCREENSHOT"], full_page=True)
 
+        # A tool result's page: the claim's `url` (what ChatGPT cites) opens the task's detail.
+        url = claim.get("url") or ""
+        check(url.endswith(f"/panel?link={link}&task={task}"), f"the claim's url: {url!r}")
+        await page.goto(url + "#token=" + await page.evaluate("sessionStorage.getItem('fc.token')"))
+        await expect(page.locator("#task-result")).to_have_text("Revenue grew 12% in Q3.", timeout=TIMEOUT)
+        check(await page.locator("#task-detail").is_visible(), "the linked task's detail is not shown")
+
         # Pairing a desktop: the URL `relay pair` printed, opened signed in; the panel shows
         # the waiting desktop and approves it. (The page's clock is real again: resume() above.)
         pair_url = ENV["FC_PAIR_URL"]

@@ -157,6 +157,7 @@ async fn the_mcp_lambda_router_answers_http_api_events() {
         clock: clock.clone(),
         policy: Default::default(),
         blobs: Some(foundry_tests::temp_blobs(clock.clone())),
+        panel_url: None,
     };
     // As the mcp function configures itself from the template's environment.
     let config = lambda::config::McpConfig::from_env(|k| {

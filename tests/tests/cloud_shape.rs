@@ -193,6 +193,11 @@ async fn the_real_binaries_serve_owners_relays_and_both_python_sdks() {
     })
     .await;
     assert_eq!(done["structuredContent"]["result"], "{\"week\":48}");
+    // Results with a page link to it in the panel (the function's PUBLIC_URL), the text copy too.
+    let page = format!("{}/panel?run={command}", w.emu.gateway);
+    assert_eq!(done["structuredContent"]["url"], page, "get_graph_run's url");
+    assert_eq!(queued["structuredContent"]["url"], page, "run_graph_session's url");
+    assert!(done["content"][0]["text"].as_str().unwrap().contains(&page), "the text copy has the url: {done}");
 
     // A task-aware client (2026-07-28, the Tasks extension declared) gets a run as a task and
     // its result through tasks/get — mcp → Lambda Invoke → get_graph_run — never calling

@@ -82,7 +82,13 @@ async fn fixture() -> Fixture {
             keys: Keys::Hs256(SECRET.to_vec()),
             clock: clock.clone(),
         });
-        let deps = ToolDeps { store: Arc::clone(&store), clock: clock.clone(), policy: Policy::default(), blobs: None };
+        let deps = ToolDeps {
+            store: Arc::clone(&store),
+            clock: clock.clone(),
+            policy: Policy::default(),
+            blobs: None,
+            panel_url: None,
+        };
         let config = EndpointConfig {
             public_url: Some(ISSUER.into()),
             mcp_path: "/mcp".into(),

@@ -85,6 +85,7 @@ async fn links_tasks_and_downloads_work_end_to_end() {
             &std::fs::read(running.data_dir.join("local-token-secret")).unwrap(),
             std::sync::Arc::new(domain::clock::SystemClock),
         ))),
+        panel_url: None,
     };
     let call = tools::ToolCall {
         tool: tools::ToolName::UploadLinkedChatArtifact,

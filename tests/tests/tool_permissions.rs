@@ -82,6 +82,7 @@ async fn every_tool_uses_exactly_its_declared_dynamodb_actions() {
         clock: h.clock.clone(),
         policy: h.policy,
         blobs: Some(foundry_tests::temp_blobs(h.clock.clone())),
+        panel_url: None,
     };
 
     let (p, l, t) = (project.project_id.to_string(), link.to_string(), task.task_id.to_string());

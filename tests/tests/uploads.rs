@@ -41,7 +41,8 @@ async fn a_refused_upload_stores_no_bytes_and_dot_ids_are_invalid() {
         b"secret for upload test links....",
         clock.clone(),
     ));
-    let deps = ToolDeps { store: store.clone(), clock, policy: Default::default(), blobs: Some(blobs) };
+    let deps =
+        ToolDeps { store: store.clone(), clock, policy: Default::default(), blobs: Some(blobs), panel_url: None };
     let owner = OwnerId::new("o").unwrap();
     let p = store.create_project(&owner, "P").await.unwrap();
     let link = store.create_link(&owner, p.project_id, "L").await.unwrap().unwrap().link_id;

@@ -146,6 +146,9 @@ pub struct ToolConfig {
     pub policy: Policy,
     /// Artifact bucket (upload function only).
     pub bucket: Option<String>,
+    /// The owner panel's URL (`PUBLIC_URL` + `/panel`), for the `url` of results with a page
+    /// there; set for the tools whose results have one.
+    pub panel_url: Option<String>,
 }
 
 impl ToolConfig {
@@ -158,7 +161,8 @@ impl ToolConfig {
         let table = r.required(TABLE_NAME);
         let policy = r.policy(POLICY);
         let bucket = tool.stores_blobs.then(|| r.required(ARTIFACT_BUCKET));
-        r.finish(Self { table, policy, bucket })
+        let panel_url = r.optional_url(PUBLIC_URL).map(|u| format!("{u}/panel"));
+        r.finish(Self { table, policy, bucket, panel_url })
     }
 }
 

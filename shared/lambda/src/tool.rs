@@ -22,7 +22,13 @@ pub async fn run<T: Handler<DynamoStore>>() -> Result<(), Error> {
     let blobs = blobs(&aws, &config)?;
     let clock: SharedClock = Arc::new(SystemClock);
     let store = dynamo_store(&aws, &config.table, config.policy);
-    let deps = Arc::new(ToolDeps { store: Arc::new(store), clock, policy: config.policy, blobs });
+    let deps = Arc::new(ToolDeps {
+        store: Arc::new(store),
+        clock,
+        policy: config.policy,
+        blobs,
+        panel_url: config.panel_url.clone(),
+    });
     lambda_runtime::run(service_fn(move |event: LambdaEvent<ToolCall>| {
         let deps = Arc::clone(&deps);
         async move {

@@ -34,13 +34,21 @@ pub struct ClaimOutput {
     pub claim_id: String,
     /// The claim holds the task until then (RFC 3339).
     pub lease_until: String,
+    /// Its page in the owner's panel (the owner signs in to open it); absent when the server
+    /// does not know its panel's address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 impl<S: ClaimTasks + ?Sized> Handler<S> for ClaimLinkedChatTask {
     async fn run(deps: &ToolDeps<S>, caller: Caller<'_>, (link, task): (ChatLinkId, TaskId)) -> Handled<ClaimOutput> {
         Ok(match deps.store.claim_task(caller.owner, link, task).await? {
             ClaimOutcome::Claimed { claim_id, lease_until } | ClaimOutcome::Replayed { claim_id, lease_until } => {
-                Ok(ClaimOutput { claim_id: claim_id.to_string(), lease_until: lease_until.rfc3339() })
+                Ok(ClaimOutput {
+                    claim_id: claim_id.to_string(),
+                    lease_until: lease_until.rfc3339(),
+                    url: deps.task_page(link, task),
+                })
             }
             ClaimOutcome::Rejected(why) => Err(Rejected::new(why.to_string())),
         })

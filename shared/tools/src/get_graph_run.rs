@@ -60,6 +60,10 @@ pub struct GraphRunOutput {
     pub reported_cost: Option<f64>,
     /// Seconds until another check can first show a change; null once finished.
     pub check_after_s: Option<u64>,
+    /// Its page in the owner's panel (the owner signs in to open it); absent when the server
+    /// does not know its panel's address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 impl<S: ReadRuns + ManageProjects + ?Sized> Handler<S> for GetGraphRun {
@@ -83,6 +87,7 @@ impl<S: ReadRuns + ManageProjects + ?Sized> Handler<S> for GetGraphRun {
             total_tokens: c.and_then(|c| c.total_tokens),
             reported_cost: c.and_then(|c| c.reported_cost),
             check_after_s: check_after(view.status, project.as_ref(), &run, caller.now, &deps.policy),
+            url: deps.run_page(run.command_id),
         }))
     }
 }

@@ -52,6 +52,10 @@ pub struct TaskOutput {
     pub result: Option<String>,
     /// RFC 3339, once finished.
     pub finished_at: Option<String>,
+    /// Its page in the owner's panel (the owner signs in to open it); absent when the server
+    /// does not know its panel's address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 impl<S: ReadTasks + ?Sized> Handler<S> for GetLinkedChatTask {
@@ -60,6 +64,7 @@ impl<S: ReadTasks + ?Sized> Handler<S> for GetLinkedChatTask {
             return Ok(Err(Rejected::new(TASK_NOT_FOUND)));
         };
         Ok(Ok(TaskOutput {
+            url: deps.task_page(t.link_id, t.task_id),
             task_id: t.task_id.to_string(),
             chat_link_id: t.link_id.to_string(),
             status: t.status_at(caller.now),

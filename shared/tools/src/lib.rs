@@ -185,6 +185,21 @@ pub struct ToolDeps<S: ?Sized> {
     pub policy: Policy,
     /// Artifact bytes (only the upload tool uses them; `None` elsewhere).
     pub blobs: Option<Arc<dyn BlobStore>>,
+    /// The owner's panel (`<base>/panel`): results with a page there carry its `url` (ChatGPT
+    /// cites only results with one). `None`: no `url`.
+    pub panel_url: Option<String>,
+}
+
+impl<S: ?Sized> ToolDeps<S> {
+    /// A run's page in the panel: `<panel>?run=<command_id>` (the row among the recent runs).
+    pub fn run_page(&self, run: domain::ids::CommandId) -> Option<String> {
+        self.panel_url.as_ref().map(|p| format!("{p}?run={run}"))
+    }
+
+    /// A task's page in the panel: `<panel>?link=<chat_link_id>&task=<task_id>` (its detail).
+    pub fn task_page(&self, link: domain::ids::ChatLinkId, task: domain::ids::TaskId) -> Option<String> {
+        self.panel_url.as_ref().map(|p| format!("{p}?link={link}&task={task}"))
+    }
 }
 
 /// One tool call, as the `mcp` function hands it to a tool function: the verified identity

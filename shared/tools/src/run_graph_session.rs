@@ -101,6 +101,10 @@ pub struct RunQueuedOutput {
     pub check_after_s: u64,
     /// Seconds since the desktop last synced; null if it never did. Large values mean the desktop looks offline.
     pub desktop_last_seen_s: Option<u64>,
+    /// Its page in the owner's panel (the owner signs in to open it); absent when the server
+    /// does not know its panel's address.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
 }
 
 impl<S: QueueRuns + ManageProjects + ?Sized> Handler<S> for RunGraphSession {
@@ -126,6 +130,7 @@ impl<S: QueueRuns + ManageProjects + ?Sized> Handler<S> for RunGraphSession {
             queued_at: run.queued_at.rfc3339(),
             check_after_s: check_after(status, project.as_ref(), &run, now, &deps.policy).unwrap_or(0),
             desktop_last_seen_s: last_seen(project.as_ref(), now),
+            url: deps.run_page(run.command_id),
         }))
     }
 }

@@ -234,7 +234,7 @@ function renderTasks(tasks, next) {
 }
 
 function renderRuns(runs) {
-  $("runs").replaceChildren(...runs.map((r) => h("tr", {},
+  $("runs").replaceChildren(...runs.map((r) => h("tr", { "data-run": r.command_id },
     h("td", {}, r.slug), h("td", {}, r.status + (r.cancel_requested && r.status === "running" ? " (cancelling)" : "")),
     h("td", {}, r.agent.split(":")[0]), h("td", {}, when(r.queued_at)), h("td", {}, secs(r.wait_s)),
     h("td", {}, secs(r.run_s)), h("td", {}, r.error || ""))));
@@ -388,11 +388,38 @@ function wire() {
   window.addEventListener("focus", () => { refresh(); schedule(); });
 }
 
+// Opens what a tool result linked to: the task's detail under its chat link, or the run's row.
+async function openLinked() {
+  const open = JSON.parse(store.getItem("fc.open") || "null");
+  store.removeItem("fc.open");
+  if (!open) return;
+  if (open.link && open.task) {
+    selected = open.link;
+    await refresh();
+    await showTask(open.task);
+    $("task-detail").scrollIntoView();
+  } else if (open.run) {
+    const row = document.querySelector(`tr[data-run="${CSS.escape(open.run)}"]`);
+    if (row) {
+      row.setAttribute("aria-current", "true");
+      row.classList.add("linked");
+      row.scrollIntoView();
+    } else {
+      $("global-error").textContent = "That run is not among the recent runs.";
+    }
+  }
+}
+
 async function main() {
   cfg = await (await fetch("/panel/config.json")).json();
   // `relay pair` prints /panel?pair=CODE: keep the code across a sign-in redirect.
-  const pair = new URLSearchParams(location.search).get("pair");
+  const query = new URLSearchParams(location.search);
+  const pair = query.get("pair");
   if (pair) store.setItem("fc.pair", pair);
+  // A tool result's page (`url`): /panel?run=ID or /panel?link=ID&task=ID, kept the same way.
+  if (query.get("run") || query.get("task")) {
+    store.setItem("fc.open", JSON.stringify({ run: query.get("run"), link: query.get("link"), task: query.get("task") }));
+  }
   wire();
   let signedIn = false;
   try {
@@ -409,6 +436,7 @@ async function main() {
   $("install-line").textContent = `curl -fsSL ${location.origin}/relay/install.sh | sh`;
   await refresh();
   schedule();
+  await openLinked();
   const pending = store.getItem("fc.pair");
   if (pending) {
     $("pair-code").value = pending;
