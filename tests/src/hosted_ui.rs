@@ -67,6 +67,7 @@ impl HostedUi {
         axum::Router::new()
             .route("/oauth2/authorize", axum::routing::get(authorize))
             .route("/oauth2/token", axum::routing::post(token))
+            .route("/oauth2/revoke", axum::routing::post(revoke))
             .with_state(Arc::clone(self))
     }
 
@@ -122,6 +123,25 @@ async fn authorize(State(ui): State<Arc<HostedUi>>, uri: axum::http::Uri) -> Res
         },
     );
     back(&[("code", code.as_str())])
+}
+
+/// `/oauth2/revoke` as Cognito answers it: `200` for a refresh token of that client (revoked),
+/// `400 invalid_client` for a client the pool does not have, `200` for any other token (RFC 7009).
+async fn revoke(State(ui): State<Arc<HostedUi>>, body: axum::body::Bytes) -> Response {
+    let form: Vec<(String, String)> = url::form_urlencoded::parse(&body).into_owned().collect();
+    lock(&ui.seen).push(format!("revoke {}", String::from_utf8_lossy(&body)));
+    let get = |k: &str| form.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let client_id = get("client_id").unwrap_or_default();
+    if ui.client(&client_id).await.is_none() {
+        return oauth_error(StatusCode::BAD_REQUEST, "invalid_client", "unknown client");
+    }
+    let mut refresh = lock(&ui.refresh);
+    if let Some(token) = get("token")
+        && refresh.get(&token).is_some_and(|(c, _)| *c == client_id)
+    {
+        refresh.remove(&token);
+    }
+    StatusCode::OK.into_response()
 }
 
 async fn token(State(ui): State<Arc<HostedUi>>, body: axum::body::Bytes) -> Response {

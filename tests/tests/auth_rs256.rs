@@ -309,6 +309,6 @@ async fn the_mcp_lambda_router_answers_http_api_events() {
         assert_eq!(doc["code_challenge_methods_supported"], serde_json::json!(["S256"]));
         assert_eq!(doc["authorization_endpoint"], "https://abc.execute-api.eu-west-1.amazonaws.com/authorize");
         assert_eq!(doc["token_endpoint"], "https://abc.execute-api.eu-west-1.amazonaws.com/token");
-        assert_eq!(doc["revocation_endpoint"], "https://fc.auth.eu-west-1.amazoncognito.com/oauth2/revoke");
+        assert_eq!(doc["revocation_endpoint"], "https://abc.execute-api.eu-west-1.amazonaws.com/revoke");
     }
 }

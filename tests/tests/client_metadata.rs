@@ -267,7 +267,7 @@ async fn the_local_consent_page_names_the_documents_client_and_refuses_unlisted_
 /// One scripted connection through the cloud facade with `document` as the client: authorize →
 /// Cognito's page (emulated, signed in) → the facade's callback → back to `redirect` with the
 /// code and `iss` → the token exchange. The access token.
-async fn cloud_connect_once(http: &reqwest::Client, gateway: &str, connector: &str, document: &str) -> String {
+async fn cloud_connect_once(http: &reqwest::Client, gateway: &str, connector: &str, document: &str) -> Value {
     let (verifier, challenge) = pkce();
     let redirect = format!("http://127.0.0.1:{}/callback", random_port());
     let q = [
@@ -302,8 +302,7 @@ async fn cloud_connect_once(http: &reqwest::Client, gateway: &str, connector: &s
     ];
     let token = http.post(format!("{gateway}/token")).form(&form).send().await.unwrap();
     assert_eq!(token.status(), 200);
-    let body: Value = token.json().await.unwrap();
-    body["access_token"].as_str().unwrap().to_owned()
+    token.json().await.unwrap()
 }
 
 /// Through the facade: a document client connects, the code is bound to its client and
@@ -332,7 +331,8 @@ async fn a_hundred_cloud_connections_with_one_document_make_one_app_client() {
     assert_eq!(meta["authorization_response_iss_parameter_supported"], true);
 
     let started = Instant::now();
-    let token = cloud_connect_once(&http, &emu.gateway, &connector, &document).await;
+    let tokens = cloud_connect_once(&http, &emu.gateway, &connector, &document).await;
+    let token = tokens["access_token"].as_str().unwrap().to_owned();
     let cold = started.elapsed();
     let started = Instant::now();
     cloud_connect_once(&http, &emu.gateway, &connector, &document).await;
@@ -378,6 +378,27 @@ async fn a_hundred_cloud_connections_with_one_document_make_one_app_client() {
         warm.as_millis()
     );
     assert_eq!(host.hits(), 1, "the function fetched the document once (max-age=3600)");
+    // A refresh and a revocation name the document; Cognito sees its app client.
+    let app_client = made[0].client_id().unwrap().to_owned();
+    let refresh = tokens["refresh_token"].as_str().unwrap();
+    let refreshed = http
+        .post(format!("{}/token", emu.gateway))
+        .form(&[("grant_type", "refresh_token"), ("refresh_token", refresh), ("client_id", document.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(refreshed.status(), 200, "{}", refreshed.text().await.unwrap_or_default());
+    let refresh = refreshed.json::<Value>().await.unwrap()["refresh_token"].as_str().unwrap_or(refresh).to_owned();
+    let revoked = http
+        .post(format!("{}/revoke", emu.gateway))
+        .form(&[("token", refresh.as_str()), ("client_id", document.as_str())])
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(revoked.status(), 200);
+    let asked = acct.hosted_ui.seen.lock().unwrap().clone();
+    let last = asked.iter().rev().find(|r| r.starts_with("revoke ")).unwrap();
+    assert!(last.contains(&format!("client_id={app_client}")), "{last}");
     // The token works on the MCP endpoint.
     let res = http
         .post(&connector)

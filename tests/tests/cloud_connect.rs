@@ -78,7 +78,6 @@ async fn claude_and_chatgpt_connect_with_only_the_connector_url() {
 
     // 3. Its RFC 8414 metadata: the stack's own facade in front of Cognito's endpoints (which
     // refuse the `resource` MCP clients send). No OpenID discovery: it signs no ID tokens.
-    let hosted = out("HostedSignInDomain");
     let openid = http.get(format!("{as_base}/.well-known/openid-configuration")).send().await.unwrap();
     assert_eq!(openid.status(), 404, "not an OpenID provider");
     for path in ["/.well-known/oauth-authorization-server"] {
@@ -87,7 +86,7 @@ async fn claude_and_chatgpt_connect_with_only_the_connector_url() {
         assert_eq!(m["code_challenge_methods_supported"], json!(["S256"]), "{path}");
         assert_eq!(m["authorization_endpoint"], format!("{as_base}/authorize"), "{path}");
         assert_eq!(m["token_endpoint"], format!("{as_base}/token"), "{path}");
-        assert_eq!(m["revocation_endpoint"], format!("{hosted}/oauth2/revoke"), "{path}");
+        assert_eq!(m["revocation_endpoint"], format!("{as_base}/revoke"), "{path}");
         assert_eq!(m["registration_endpoint"], out("RegistrationEndpoint"), "{path}");
         assert_eq!(m["scopes_supported"], json!(issued), "{path}");
         assert_eq!(m["token_endpoint_auth_methods_supported"], json!(["none"]), "{path}");

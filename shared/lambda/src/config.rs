@@ -98,7 +98,7 @@ pub fn tool_function_key(tool: ToolName) -> String {
 pub fn required_keys(function: &str) -> Option<Vec<String>> {
     if function == "mcp" {
         let mut keys: Vec<String> =
-            [OAUTH_ISSUER, JWKS_URL, HOSTED_AUTH_URL, PUBLIC_URL, OAUTH_SCOPE_PREFIX].map(str::to_owned).to_vec();
+            [OAUTH_ISSUER, JWKS_URL, PUBLIC_URL, OAUTH_SCOPE_PREFIX].map(str::to_owned).to_vec();
         keys.extend(ToolName::ALL.iter().map(|&t| tool_function_key(t)));
         return Some(keys);
     }
@@ -399,7 +399,6 @@ impl McpConfig {
         let mut r = Reader::new(get);
         let issuer = r.required(OAUTH_ISSUER);
         let jwks_url = r.required(JWKS_URL);
-        let hosted = r.url(HOSTED_AUTH_URL).unwrap_or_default();
         let public_url = r.url(PUBLIC_URL);
         let scopes = ScopeSpelling::with_prefix(&r.required(OAUTH_SCOPE_PREFIX));
         // The stack's own facade in front of Cognito's (oauth::facade): Cognito
@@ -407,7 +406,8 @@ impl McpConfig {
         let auth_server = AuthServerConfig {
             authorization_endpoint: oauth::facade::AUTHORIZE_PATH.to_owned(),
             token_endpoint: oauth::facade::TOKEN_PATH.to_owned(),
-            revocation_endpoint: Some(format!("{hosted}/oauth2/revoke")),
+            // The facade's: a document's client id names its app client there.
+            revocation_endpoint: Some(oauth::facade::REVOKE_PATH.to_owned()),
             jwks_uri: Some(jwks_url.clone()),
             scopes: scopes.clone(),
             // The facade sends every authorization response itself (its own callback).
@@ -554,10 +554,7 @@ mod tests {
         // The stack's own facade, in front of Cognito's (which refuses `resource`); revocation
         // goes to Cognito directly.
         assert_eq!(c.auth_server.token_endpoint, "/token");
-        assert_eq!(
-            c.auth_server.revocation_endpoint.as_deref(),
-            Some("https://fc.auth.eu-west-1.amazoncognito.com/oauth2/revoke")
-        );
+        assert_eq!(c.auth_server.revocation_endpoint.as_deref(), Some(oauth::facade::REVOKE_PATH));
         let r = RegisterConfig::from_env(map(&[
             (USER_POOL_ID.into(), "pool"),
             (OAUTH_SCOPE_PREFIX.into(), "osfoundry/"),

@@ -59,6 +59,8 @@ use clients::Listed;
 pub const AUTHORIZE_PATH: &str = "/authorize";
 /// The facade's token endpoint.
 pub const TOKEN_PATH: &str = "/token";
+/// The facade's revocation endpoint (RFC 7009): Cognito's, with a document's app client.
+pub const REVOKE_PATH: &str = "/revoke";
 /// Largest token request body.
 pub const MAX_TOKEN_REQUEST_BYTES: usize = 16 * 1024;
 /// How long a token request may wait for Cognito (under the function's timeout).
@@ -231,7 +233,8 @@ impl Facade {
         match req.uri().path() {
             AUTHORIZE_PATH => Some(self.authorize(req).await),
             CALLBACK_PATH => Some(self.callback_answer(req).await),
-            TOKEN_PATH => Some(self.token(req).await),
+            TOKEN_PATH => Some(self.token(req, "/oauth2/token").await),
+            REVOKE_PATH => Some(self.token(req, "/oauth2/revoke").await),
             _ => None,
         }
     }
@@ -398,7 +401,9 @@ impl Facade {
         }
     }
 
-    async fn token(&self, req: &http::Request<Bytes>) -> http::Response<Bytes> {
+    /// `POST /token` (to Cognito's `upstream_path` `/oauth2/token`) or `POST /revoke` (to
+    /// `/oauth2/revoke`): the same checks and translation ([`Self::translate`]), Cognito's answer.
+    async fn token(&self, req: &http::Request<Bytes>, upstream_path: &str) -> http::Response<Bytes> {
         if req.method() != Method::POST {
             return not_allowed("POST");
         }
@@ -426,7 +431,7 @@ impl Facade {
         }
         let mut upstream = self
             .http
-            .post(format!("{}/oauth2/token", self.parts.upstream))
+            .post(format!("{}{upstream_path}", self.parts.upstream))
             .header(header::CONTENT_TYPE, "application/x-www-form-urlencoded")
             .body(encode(&params));
         // A confidential client authenticates with HTTP Basic; pass it on untouched.
@@ -449,7 +454,7 @@ impl Facade {
                 return oauth_error(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable", "retry later");
             }
         };
-        if status.is_success() {
+        if status.is_success() && upstream_path == "/oauth2/token" {
             self.record_use(&params).await;
         }
         let mut r = http::Response::new(body);
@@ -504,7 +509,7 @@ impl Facade {
                 set(params, "client_id", &p.app_client);
                 set(params, "redirect_uri", &self.callback);
             }
-            Some("refresh_token") if is_document_url(&client_id) => {
+            Some("refresh_token") | None if is_document_url(&client_id) => {
                 let Some(app) = self.known_app_client(&client_id).await? else {
                     return Err(invalid_grant("the client is unknown"));
                 };
