@@ -536,12 +536,11 @@ mod tests {
     #[test]
     fn mcp_config_needs_every_tool_function() {
         let e = McpConfig::from_env(map(&[])).unwrap_err();
-        assert_eq!(e.problems.len(), 5 + ToolName::ALL.len());
+        assert_eq!(e.problems.len(), 4 + ToolName::ALL.len());
         assert!(e.to_string().starts_with("bad configuration:\nOAUTH_ISSUER: required\n"), "{e}");
         let mut pairs: Vec<(String, &str)> = vec![
             (OAUTH_ISSUER.into(), "https://cognito-idp.eu-west-1.amazonaws.com/pool"),
             (JWKS_URL.into(), "https://cognito-idp.eu-west-1.amazonaws.com/pool/.well-known/jwks.json"),
-            (HOSTED_AUTH_URL.into(), "https://fc.auth.eu-west-1.amazoncognito.com"),
             (PUBLIC_URL.into(), "https://abc.execute-api.eu-west-1.amazonaws.com"),
             (OAUTH_SCOPE_PREFIX.into(), "osfoundry/"),
             (ALLOWED_HOSTS.into(), "mcp.example.com"),
@@ -551,8 +550,8 @@ mod tests {
             pairs.push((tool_function_key(*t), n));
         }
         let c = McpConfig::from_env(map(&pairs)).unwrap();
-        // The stack's own facade, in front of Cognito's (which refuses `resource`); revocation
-        // goes to Cognito directly.
+        // The stack's own facade, in front of Cognito's (which refuses `resource`), revocation
+        // included (a document's client id names its app client there).
         assert_eq!(c.auth_server.token_endpoint, "/token");
         assert_eq!(c.auth_server.revocation_endpoint.as_deref(), Some(oauth::facade::REVOKE_PATH));
         let r = RegisterConfig::from_env(map(&[
@@ -593,7 +592,7 @@ mod tests {
         let meta = c.endpoint.resource_metadata("https://x");
         assert_eq!(meta["scopes_supported"], serde_json::json!(["osfoundry/read", "osfoundry/run"]));
         assert_eq!(c.functions.len(), 9);
-        assert_eq!(required_keys("mcp").unwrap().len(), 14);
+        assert_eq!(required_keys("mcp").unwrap().len(), 13);
         assert_eq!(required_keys("upload_linked_chat_artifact").unwrap(), vec!["TABLE_NAME", "ARTIFACT_BUCKET"]);
         assert_eq!(required_keys("nope"), None);
     }

@@ -101,7 +101,7 @@ pub struct LocalAuthServer<R: ?Sized> {
     /// Registered clients (the same registry `/register` writes).
     pub registry: Arc<R>,
     /// Signs local tokens: the secret, the issuer (the local base URL) and the audience of
-    /// access tokens (what the local [`crate::Authenticator`] accepts).
+    /// access tokens (what the local [`auth::Authenticator`] accepts).
     pub signer: Hs256Signer,
     /// The owner every consent is given as.
     pub owner: String,
