@@ -563,20 +563,10 @@ fn found(location: &str) -> http::Response<Bytes> {
 
 /// `302` to the client's `redirect_uri` with `params`, its `state` and `iss` (RFC 9207).
 fn back_to(redirect_uri: &str, params: &[(&str, &str)], state: Option<&str>, issuer: &str) -> http::Response<Bytes> {
-    let Ok(mut u) = url::Url::parse(redirect_uri) else {
-        return oauth_error(StatusCode::BAD_REQUEST, "invalid_request", "redirect_uri: not an absolute URI");
-    };
-    {
-        let mut q = u.query_pairs_mut();
-        for (k, v) in params {
-            q.append_pair(k, v);
-        }
-        if let Some(s) = state {
-            q.append_pair("state", s);
-        }
-        q.append_pair("iss", issuer);
+    match crate::authorization_response(redirect_uri, params, state, issuer) {
+        Some(u) => found(u.as_str()),
+        None => oauth_error(StatusCode::BAD_REQUEST, "invalid_request", "redirect_uri: not an absolute URI"),
     }
-    found(u.as_str())
 }
 
 fn not_allowed(allow: &'static str) -> http::Response<Bytes> {

@@ -212,6 +212,29 @@ impl RedirectPolicy {
 }
 
 pub use http_util::ClientSource;
+
+/// An authorization response's target: `redirect_uri` with `params`, the client's `state` and
+/// `iss` (RFC 9207) appended to its query; `None` when it is not an absolute URI. Both servers
+/// answer through it, so every authorization response carries `iss`.
+pub(crate) fn authorization_response(
+    redirect_uri: &str,
+    params: &[(&str, &str)],
+    state: Option<&str>,
+    issuer: &str,
+) -> Option<url::Url> {
+    let mut u = url::Url::parse(redirect_uri).ok()?;
+    {
+        let mut q = u.query_pairs_mut();
+        for (k, v) in params {
+            q.append_pair(k, v);
+        }
+        if let Some(s) = state {
+            q.append_pair("state", s);
+        }
+        q.append_pair("iss", issuer);
+    }
+    Some(u)
+}
 pub(crate) use http_util::media_type_is;
 
 pub(crate) fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {

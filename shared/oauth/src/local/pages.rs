@@ -9,19 +9,9 @@ use tools::{SCOPE_READ, SCOPE_RUN};
 
 /// `303` to `uri` with `params`, `state` and `iss` appended to its query.
 pub(super) fn redirect(uri: &str, params: &[(&str, &str)], state: Option<&str>, issuer: &str) -> http::Response<Bytes> {
-    let Ok(mut u) = url::Url::parse(uri) else {
+    let Some(u) = crate::authorization_response(uri, params, state, issuer) else {
         return bad_page("The registered redirect URI cannot be used.");
     };
-    {
-        let mut q = u.query_pairs_mut();
-        for (k, v) in params {
-            q.append_pair(k, v);
-        }
-        if let Some(s) = state {
-            q.append_pair("state", s);
-        }
-        q.append_pair("iss", issuer);
-    }
     let mut r = http::Response::new(Bytes::new());
     *r.status_mut() = StatusCode::SEE_OTHER;
     if let Ok(v) = HeaderValue::from_str(u.as_str()) {
