@@ -226,11 +226,22 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         let mut ticker = tokio::time::interval(poll);
         ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
         let mut wake = WakeCheck::now();
+        let mut network = crate::network::Addresses::now();
         let mut wake_tick = tokio::time::interval(WAKE_CHECK);
         wake_tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
         let _socket = self.doorbell_token.clone().map(|token| {
             let backoff = self.jitter_seed.map_or_else(Backoff::default, |s| Backoff::seeded(s ^ 0xd00b));
-            AbortOnDrop(tokio::spawn(crate::doorbell::keep_open(Arc::clone(&self.bell), token, backoff)))
+            let (timing, proxies) = (self.config().doorbell_timing, crate::proxy::Proxies::from_env());
+            for p in &proxies.unsupported {
+                tracing::warn!("proxy setting ignored (connecting directly): {p}");
+            }
+            AbortOnDrop(tokio::spawn(crate::doorbell::keep_open(
+                Arc::clone(&self.bell),
+                token,
+                backoff,
+                timing,
+                proxies,
+            )))
         });
         let mut bell_up = self.bell.watch_up();
         loop {
@@ -250,13 +261,18 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
                     continue;
                 }
                 _ = wake_tick.tick() => {
-                    // A laptop that slept: sync at once (a run queued meanwhile waits no longer,
-                    // and a running one's control poll is due), with the backoff forgotten.
-                    if !wake.woke() {
+                    // A laptop that slept, or moved to another network: sync at once (a run
+                    // queued meanwhile waits no longer, and a running one's control poll is
+                    // due), with the backoff forgotten, and replace the doorbell's socket,
+                    // which is most likely dead without having closed.
+                    let woke = wake.woke();
+                    let moved = network.changed();
+                    if !woke && !moved {
                         continue;
                     }
-                    tracing::info!("the computer woke from sleep; syncing now");
+                    tracing::info!(woke, network_changed = moved, "the computer woke or its network changed; syncing now");
                     backoff.reset();
+                    self.bell.reconnect();
                 }
                 () = &mut shutdown => break,
             }

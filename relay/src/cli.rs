@@ -3,7 +3,6 @@
 
 use std::path::{Path, PathBuf};
 
-use crate::client::{Client, RelayServer};
 use crate::config::Config;
 use crate::service::{self, Platform};
 use crate::status::Status;
@@ -30,6 +29,9 @@ impl From<std::io::Error> for CliError {
 /// # Errors
 /// The file's problems, all of them.
 pub fn load(path: &Path) -> Result<Config, CliError> {
+    if !path.exists() {
+        return Err(crate::sessions::missing_config(path));
+    }
     Config::load(path).map_err(|e| CliError(format!("{}:\n{e}", path.display())))
 }
 
@@ -84,40 +86,53 @@ pub fn status(config_path: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
-/// `relay check`: the config loads, the server is reachable and accepts the device token.
-/// A control poll for a command that does not exist answers 404 and writes nothing.
+/// `relay check`: every finding of [`crate::check`], under the login service's environment.
 ///
 /// # Errors
-/// When the config does not load or the server cannot be reached or refuses the token.
+/// When the config does not load, or any check failed (each printed with its fix).
 pub async fn check(config_path: &Path) -> Result<(), CliError> {
-    let config = load(config_path)?;
-    let client = Client::new(&config.server_url, &config.device_token).map_err(|e| CliError(e.to_string()))?;
-    let nobody = domain::ids::CommandId::parse("c", "00000000-0000-4000-8000-000000000000")
-        .map_err(|e| CliError(e.to_string()))?;
-    match client.control(nobody).await {
-        Ok(_) => {
-            println!(
-                "config OK ({} session(s)); server {} reachable; device token accepted",
-                config.sessions.len(),
-                config.server_url
-            );
-            Ok(())
-        }
-        Err(e) => Err(CliError(format!("server check failed: {e}"))),
+    let failed = crate::check::print(&findings(config_path).await?);
+    if failed > 0 {
+        return Err(CliError(format!("{failed} problem(s) found (each with its fix above)")));
     }
+    println!("all checks passed");
+    Ok(())
+}
+
+async fn findings(config_path: &Path) -> Result<Vec<crate::check::Finding>, CliError> {
+    let config = load(config_path)?;
+    let home = home()?;
+    let platform = Platform::current();
+    let env = std::fs::read_to_string(service::service_file(platform, &home))
+        .ok()
+        .map(|text| service::service_environment(platform, &text));
+    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("relay"));
+    let mut out = crate::check::local_findings(platform, config_path, &config, &home, env.as_deref(), &exe);
+    let proxies = match &env {
+        Some(pairs) => crate::proxy::Proxies::from_pairs(pairs),
+        None => crate::proxy::Proxies::from_env(),
+    };
+    out.extend(crate::check::network_findings(&config, &proxies).await);
+    Ok(out)
 }
 
 /// Tests only (they run as root on CI machines): lets `install` run as root.
 pub const ALLOW_ROOT_ENV: &str = "FOUNDRY_RELAY_TEST_ALLOW_ROOT";
 
-/// `relay install`: writes the login service for this platform and loads it (again: a
-/// second install replaces the loaded job). Refused as root: a login service belongs to the
-/// owner's account, and graphs must not run as root.
+/// `relay install`: writes the login service for this platform (0644, with the install-time
+/// `PATH`, `LANG` and proxy variables) and loads it (again: a second install replaces the
+/// loaded job), then runs `relay check` under it. Refused as root: a login service belongs to
+/// the owner's account, and graphs must not run as root.
+///
+/// With no session to load into — a Mac reached over SSH or not logged in at the GUI, a Linux
+/// shell without a user service manager — the file is written and the command succeeds: the
+/// relay starts at the next login (docs/relay.md says what headless machines need). On Linux
+/// it also says when the relay would stop at logout (no lingering).
 ///
 /// # Errors
 /// When run as root, `HOME` is unset, the config does not load, or the file cannot be written
-/// or loaded.
-pub fn install(config_path: &Path) -> Result<(), CliError> {
+/// or loaded (with the system's reason and the fix when it is a known one).
+pub async fn install(config_path: &Path) -> Result<(), CliError> {
     if nix::unistd::geteuid().is_root() && std::env::var_os(ALLOW_ROOT_ENV).is_none() {
         return Err(CliError::new(
             "refusing to install as root: run `relay install` as the user whose desktop runs the graphs",
@@ -137,23 +152,59 @@ pub fn install(config_path: &Path) -> Result<(), CliError> {
         working_dir: home.clone(),
         path: std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin".into()),
         lang: std::env::var("LANG").ok().filter(|l| !l.is_empty()).unwrap_or_else(|| "en_US.UTF-8".into()),
+        carried: service::carried_from(|k| std::env::var(k).ok()),
     };
-    std::fs::write(&file, service::service_text(platform, &spec))?;
+    service::write_service_file(&file, &service::service_text(platform, &spec))
+        .map_err(|e| CliError(format!("writing {}: {e}", file.display())))?;
     println!("wrote {}", file.display());
     println!("graphs will run with PATH={} (from this shell; run install again after changing it)", spec.path);
-    let commands = service::load_commands(platform, &file, &uid());
-    match service::run_commands(&commands, std::time::Duration::from_millis(500)) {
-        Ok(()) => {
-            println!("loaded: the relay runs now and at every login");
-            println!("logs:   {}", log_dir.join("relay.log").display());
-            Ok(())
-        }
-        Err(e) => Err(CliError(format!(
-            "wrote {} but could not load it: {e}\nload it yourself with: {}",
-            file.display(),
-            commands.iter().map(|c| c.command.join(" ")).collect::<Vec<_>>().join(" && ")
-        ))),
+    if !spec.carried.is_empty() {
+        let names: Vec<&str> = spec.carried.iter().map(|(k, _)| k.as_str()).collect();
+        println!("proxy settings carried into the service: {}", names.join(", "));
     }
+    let uid = uid();
+    match service::session(platform, &uid) {
+        service::Session::Absent(why) => {
+            let (what, then) = match platform {
+                Platform::MacOs => (
+                    "no GUI login session now (over SSH, or nobody logged in)",
+                    "for a Mac nobody logs in to, turn on automatic login or use a LaunchDaemon (docs/relay.md, \"Headless Macs\")",
+                ),
+                Platform::Linux => (
+                    "no systemd user manager reachable now",
+                    "to run it without a login, enable lingering: loginctl enable-linger $USER",
+                ),
+            };
+            println!("{what} ({why}): the relay starts at your next login");
+            println!("        {then}");
+        }
+        service::Session::Present => {
+            let commands = service::load_commands(platform, &file, &uid);
+            if let Err(e) = service::run_commands(&commands, std::time::Duration::from_millis(500)) {
+                let hint = service::load_failure_hint(platform, &e).map(|h| format!("\n{h}")).unwrap_or_default();
+                return Err(CliError(format!(
+                    "wrote {} but could not load it: {e}{hint}\nload it yourself with: {}",
+                    file.display(),
+                    commands.iter().map(|c| c.command.join(" ")).collect::<Vec<_>>().join(" && ")
+                )));
+            }
+            println!("loaded: the relay runs now and at every login");
+            if platform == Platform::Linux && service::lingering(&uid) == Some(false) {
+                println!(
+                    "note:   systemd stops it when you log out; to keep it running: loginctl enable-linger {}",
+                    std::env::var("USER").unwrap_or_else(|_| uid.clone())
+                );
+            }
+        }
+    }
+    println!("logs:   {}", log_dir.join("relay.log").display());
+    println!();
+    println!("checking the setup as the login service will see it (relay check):");
+    let failed = crate::check::print(&findings(config_path).await?);
+    if failed > 0 {
+        println!("{failed} problem(s) to fix (above); the service is installed, and `relay check` tests again");
+    }
+    Ok(())
 }
 
 /// `relay uninstall`: unloads the login service — by its label, so a job whose file was

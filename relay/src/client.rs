@@ -102,7 +102,8 @@ pub struct Https {
     http: reqwest::Client,
     base: String,
     token: String,
-    /// While it is connected, syncs say so (`DOORBELL_HEADER`): the server relaxes the poll.
+    /// While it is open, syncs say how long ago it last answered (`DOORBELL_HEADER`): the
+    /// server relaxes the poll while that is recent.
     bell: Option<std::sync::Arc<crate::doorbell::Doorbell>>,
 }
 
@@ -121,8 +122,10 @@ impl Transport for Https {
         if let Some(b) = body {
             req = req.header("content-type", "application/json").body(b);
         }
-        if path == "/sync" && self.bell.as_ref().is_some_and(|b| b.is_up()) {
-            req = req.header(domain::doorbell::DOORBELL_HEADER, "connected");
+        if path == "/sync"
+            && let Some(age) = self.bell.as_ref().and_then(|b| b.alive_age())
+        {
+            req = req.header(domain::doorbell::DOORBELL_HEADER, domain::doorbell::alive_header(age));
         }
         let res = req.bearer_auth(&self.token).send().await.map_err(|e| ClientError::Retryable(e.to_string()))?;
         let status = res.status().as_u16();
@@ -151,15 +154,29 @@ fn status_of(text: &str) -> String {
 }
 
 /// The relay's HTTP client (the relay API, `relay pair`): rustls with ring, 30 s per request,
-/// 10 s to connect.
+/// 10 s to connect, through the proxies of the relay's environment.
 ///
 /// # Errors
 /// When the TLS stack cannot start.
 pub fn https_client() -> Result<reqwest::Client, reqwest::Error> {
+    https_client_with(&crate::proxy::Proxies::from_env())
+}
+
+/// [`https_client`] through `proxies` (`relay check` passes the agent's, read from its service
+/// file): the same rule as the doorbell's socket, not reqwest's own reading of the variables.
+///
+/// # Errors
+/// When the TLS stack cannot start.
+pub fn https_client_with(proxies: &crate::proxy::Proxies) -> Result<reqwest::Client, reqwest::Error> {
     // reqwest is built without a crypto provider (see Cargo.toml): use ring. Installing twice
     // is harmless (the second returns the first).
     let _ = rustls::crypto::ring::default_provider().install_default();
-    reqwest::Client::builder().timeout(Duration::from_secs(30)).connect_timeout(Duration::from_secs(10)).build()
+    reqwest::Client::builder()
+        .timeout(Duration::from_secs(30))
+        .connect_timeout(Duration::from_secs(10))
+        .no_proxy()
+        .proxy(proxies.for_reqwest())
+        .build()
 }
 
 impl Client<Https> {
@@ -168,13 +185,18 @@ impl Client<Https> {
     /// # Errors
     /// When the TLS stack cannot start.
     pub fn new(server_url: &str, token: &str) -> Result<Self, reqwest::Error> {
-        let http = https_client()?;
-        Ok(Self::over(Https {
+        Ok(Self::with_http(https_client()?, server_url, token))
+    }
+
+    /// A client for `server_url` with `token` over `http` (`relay check`'s, with the agent's
+    /// proxies).
+    pub fn with_http(http: reqwest::Client, server_url: &str, token: &str) -> Self {
+        Self::over(Https {
             http,
             base: format!("{server_url}{}", domain::relay::PREFIX),
             token: token.to_owned(),
             bell: None,
-        }))
+        })
     }
 
     /// Syncs tell the server when `bell` is connected.

@@ -51,6 +51,10 @@ struct RawConfig {
     #[serde(default = "yes")]
     doorbell: bool,
     #[serde(default)]
+    doorbell_ping_ms: Option<u64>,
+    #[serde(default)]
+    doorbell_pong_deadline_ms: Option<u64>,
+    #[serde(default)]
     sessions: Vec<RawSession>,
 }
 
@@ -117,6 +121,10 @@ pub struct Config {
     /// Whether to keep the doorbell open when the server offers one (`doorbell = false`: poll
     /// only).
     pub doorbell: bool,
+    /// How often the doorbell is pinged and how long a ping may go unanswered
+    /// (`doorbell_ping_ms`, `doorbell_pong_deadline_ms`; default 240 s and 20 s — shorter only
+    /// for tests: API Gateway bills each ping as a message).
+    pub doorbell_timing: crate::doorbell::Timing,
     /// The sessions this desktop runs.
     pub sessions: Vec<Session>,
 }
@@ -254,10 +262,17 @@ impl Config {
             poll: raw.poll_s.map(Duration::from_secs).unwrap_or(DEFAULT_POLL),
             cancel_grace: ms(raw.cancel_grace_ms, DEFAULT_CANCEL_GRACE),
             doorbell: raw.doorbell,
+            doorbell_timing: crate::doorbell::Timing {
+                ping: ms(raw.doorbell_ping_ms, domain::doorbell::PING_EVERY),
+                pong_deadline: ms(raw.doorbell_pong_deadline_ms, domain::doorbell::PONG_DEADLINE),
+            },
             sessions,
         };
         if config.control_poll.is_zero() || config.poll.is_zero() {
             errors.push("control_poll_ms / poll_s: must be > 0".into());
+        }
+        if config.doorbell_timing.ping.is_zero() || config.doorbell_timing.pong_deadline.is_zero() {
+            errors.push("doorbell_ping_ms / doorbell_pong_deadline_ms: must be > 0".into());
         }
         if errors.is_empty() { Ok(config) } else { Err(errors.join("\n")) }
     }

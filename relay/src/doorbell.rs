@@ -4,24 +4,49 @@
 //! - `{"ring":"sync"}` wakes the relay's loop for a pass at once (during a run it syncs but
 //!   starts nothing: one run at a time); `{"ring":"control"}` makes the running command check
 //!   its control at once.
-//! - Pings every [`PING_EVERY`] keep the connection inside API Gateway's 10-minute idle limit;
-//!   it is replaced before the 2-hour limit; after a failure it is retried with the relay's
-//!   jittered backoff (1 s, 2 s, … 5 min).
-//! - While it is up, syncs say so (`DOORBELL_HEADER`) and the server relaxes the safety poll to
-//!   300 s; when it drops, the loop goes back to its own interval at once and syncs (rings sent
-//!   while it was down are lost, the sync is not).
+//! - Pings every [`PING_EVERY`] keep the connection inside API Gateway's 10-minute idle limit,
+//!   and each must be answered within [`PONG_DEADLINE`]: a socket cut silently (a laptop that
+//!   slept, a Wi-Fi change, a NAT that forgot the flow — no close frame ever arrives) is called
+//!   dead then and replaced. TCP keepalive (60 s idle, then every 10 s) covers the time between
+//!   pings on the kernel's side. It is replaced before the 2-hour limit, at once when the loop
+//!   sees the computer wake or its network addresses change ([`Doorbell::reconnect`]), and after
+//!   a failure it is retried with the relay's jittered backoff (1 s, 2 s, … 5 min).
+//! - Syncs carry `DOORBELL_HEADER` with the age of the socket's last answer, by the wall clock
+//!   (which, unlike the monotonic one, counts the time a Mac slept); the server relaxes the
+//!   safety poll to 300 s only while that age is within `PROVEN_WITHIN`. When it drops, the loop
+//!   goes back to its own interval at once and syncs (rings sent while it was down are lost, the
+//!   sync is not).
+//! - It connects through the `http://` proxy the environment names for its URL
+//!   ([`crate::proxy`]: `HTTPS_PROXY` for `wss://`), with an HTTP `CONNECT` tunnel.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
-use domain::doorbell::{MAX_CONNECTION, PING_EVERY, RECONNECT_BEFORE_LIMIT, Ring};
+use domain::doorbell::{MAX_CONNECTION, PING_EVERY, PONG_DEADLINE, RECONNECT_BEFORE_LIMIT, Ring};
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::{Notify, watch};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
 use crate::backoff::Backoff;
+use crate::proxy::Proxies;
+
+/// How often the socket is pinged and how long each ping may go unanswered (the config's
+/// `doorbell_ping_ms` / `doorbell_pong_deadline_ms` shorten them in tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Timing {
+    /// Between pings.
+    pub ping: Duration,
+    /// How long a ping may go unanswered.
+    pub pong_deadline: Duration,
+}
+
+impl Default for Timing {
+    fn default() -> Self {
+        Self { ping: PING_EVERY, pong_deadline: PONG_DEADLINE }
+    }
+}
 
 /// The doorbell's state, shared by the socket task, the loop and the HTTP client.
 #[derive(Debug)]
@@ -34,6 +59,10 @@ pub struct Doorbell {
     url: watch::Sender<Option<String>>,
     rings: AtomicU64,
     last_error: Mutex<Option<String>>,
+    /// When the socket last proved alive (opened, or any frame received), by the wall clock.
+    alive_at: Mutex<Option<SystemTime>>,
+    /// Asks for a new socket now (the computer woke, its addresses changed).
+    renew: Notify,
 }
 
 impl Default for Doorbell {
@@ -45,6 +74,8 @@ impl Default for Doorbell {
             url: watch::channel(None).0,
             rings: AtomicU64::new(0),
             last_error: Mutex::new(None),
+            alive_at: Mutex::new(None),
+            renew: Notify::new(),
         }
     }
 }
@@ -53,6 +84,28 @@ impl Doorbell {
     /// Whether the socket is open now.
     pub fn is_up(&self) -> bool {
         *self.up.borrow()
+    }
+
+    /// How long ago the open socket last proved alive (by the wall clock, so the time a
+    /// computer slept counts); `None` while it is not open.
+    pub fn alive_age(&self) -> Option<Duration> {
+        if !self.is_up() {
+            return None;
+        }
+        let at = (*self.alive_at.lock().ok()?)?;
+        Some(SystemTime::now().duration_since(at).unwrap_or_default())
+    }
+
+    /// Replaces the socket now (and skips a backoff wait): the loop calls it when the computer
+    /// woke or its network changed, after which an open socket is likely dead.
+    pub fn reconnect(&self) {
+        self.renew.notify_one();
+    }
+
+    fn alive(&self) {
+        if let Ok(mut g) = self.alive_at.lock() {
+            *g = Some(SystemTime::now());
+        }
     }
 
     /// Changes of [`Doorbell::is_up`].
@@ -110,14 +163,15 @@ impl Doorbell {
 
 /// Why a connection ended.
 enum Ended {
-    /// Replaced on purpose (the 2-hour limit): reconnect at once.
+    /// Replaced on purpose (the 2-hour limit, a wake, a new URL): reconnect at once.
     Refresh,
     /// Closed or failed: reconnect after the backoff.
     Dropped(String),
 }
 
-/// Keeps the doorbell open with `token` for as long as the task lives (the caller aborts it).
-pub async fn keep_open(bell: Arc<Doorbell>, token: String, mut backoff: Backoff) {
+/// Keeps the doorbell open with `token` for as long as the task lives (the caller aborts it),
+/// through `proxies`, pinging as `timing` says.
+pub async fn keep_open(bell: Arc<Doorbell>, token: String, mut backoff: Backoff, timing: Timing, proxies: Proxies) {
     let mut url_rx = bell.url.subscribe();
     loop {
         let Some(url) = url_rx.borrow_and_update().clone() else {
@@ -126,17 +180,18 @@ pub async fn keep_open(bell: Arc<Doorbell>, token: String, mut backoff: Backoff)
             }
             continue;
         };
-        let ended = match connect(&url, &token).await {
+        let ended = match connect(&url, &token, &proxies).await {
             Err(e) => Ended::Dropped(e),
             Ok(ws) => {
                 tracing::info!(%url, "doorbell connected; the safety poll relaxes");
                 backoff.reset();
                 bell.set_error(None);
+                bell.alive();
                 bell.up.send_replace(true);
                 // Rings sent while it was down are lost: one sync covers them.
                 bell.sync.notify_one();
                 let ended = tokio::select! {
-                    e = listen(ws, &bell) => e,
+                    e = listen(ws, &bell, timing) => e,
                     _ = url_rx.changed() => Ended::Refresh,
                 };
                 bell.up.send_replace(false);
@@ -152,6 +207,7 @@ pub async fn keep_open(bell: Arc<Doorbell>, token: String, mut backoff: Backoff)
                 tokio::select! {
                     () = tokio::time::sleep(delay) => {}
                     _ = url_rx.changed() => {}
+                    () = bell.renew.notified() => {}
                 }
             }
         }
@@ -160,20 +216,48 @@ pub async fn keep_open(bell: Arc<Doorbell>, token: String, mut backoff: Backoff)
 
 type Socket = tokio_tungstenite::WebSocketStream<tokio_tungstenite::MaybeTlsStream<tokio::net::TcpStream>>;
 
-async fn connect(url: &str, token: &str) -> Result<Socket, String> {
+async fn connect(url: &str, token: &str, proxies: &Proxies) -> Result<Socket, String> {
     let mut req = url.into_client_request().map_err(|e| format!("bad doorbell URL {url}: {e}"))?;
     let auth = format!("Bearer {token}").parse().map_err(|_| "the device token is not a valid header".to_owned())?;
     req.headers_mut().insert(http::header::AUTHORIZATION, auth);
-    let tls = tls_config()?;
-    let connector = tokio_tungstenite::Connector::Rustls(tls);
-    let connecting = tokio_tungstenite::connect_async_tls_with_config(req, None, false, Some(connector));
-    match tokio::time::timeout(Duration::from_secs(15), connecting).await {
-        Err(_) => Err("connecting timed out".into()),
-        Ok(Err(tokio_tungstenite::tungstenite::Error::Http(res))) => {
-            Err(format!("the server refused the doorbell (HTTP {})", res.status().as_u16()))
+    let tls = req.uri().scheme_str() == Some("wss");
+    let host = req.uri().host().ok_or_else(|| format!("bad doorbell URL {url}: no host"))?.to_owned();
+    let port = req.uri().port_u16().unwrap_or(if tls { 443 } else { 80 });
+    let connector = tokio_tungstenite::Connector::Rustls(tls_config()?);
+    let connecting = async {
+        let tcp = crate::proxy::connect(proxies.for_target(tls, &host), &host, port).await?;
+        keepalive(&tcp);
+        match tokio_tungstenite::client_async_tls_with_config(req, tcp, None, Some(connector)).await {
+            Err(tokio_tungstenite::tungstenite::Error::Http(res)) => {
+                Err(format!("the server refused the doorbell (HTTP {})", res.status().as_u16()))
+            }
+            Err(e) => Err(e.to_string()),
+            Ok((ws, _)) => Ok(ws),
         }
-        Ok(Err(e)) => Err(e.to_string()),
-        Ok(Ok((ws, _))) => Ok(ws),
+    };
+    tokio::time::timeout(Duration::from_secs(15), connecting).await.map_err(|_| "connecting timed out".to_owned())?
+}
+
+/// Opens the doorbell at `url` with `token` through `proxies`, and closes it (`relay check`).
+///
+/// # Errors
+/// Why it did not open.
+pub async fn probe(url: &str, token: &str, proxies: &Proxies) -> Result<(), String> {
+    let mut ws = connect(url, token, proxies).await?;
+    let _ = ws.close(None).await;
+    Ok(())
+}
+
+/// TCP keepalive on the doorbell's socket: probes after 60 s idle, every 10 s, 3 unanswered
+/// end it. (Between pings the kernel notices a dead peer on its own; the pong deadline is
+/// what the relay itself enforces.)
+fn keepalive(tcp: &tokio::net::TcpStream) {
+    let params = socket2::TcpKeepalive::new()
+        .with_time(Duration::from_secs(60))
+        .with_interval(Duration::from_secs(10))
+        .with_retries(3);
+    if let Err(e) = socket2::SockRef::from(tcp).set_tcp_keepalive(&params) {
+        tracing::debug!(error = %e, "TCP keepalive not set on the doorbell");
     }
 }
 
@@ -185,29 +269,54 @@ fn tls_config() -> Result<Arc<rustls::ClientConfig>, String> {
     rustls::ClientConfig::with_platform_verifier().map(Arc::new).map_err(|e| format!("TLS set-up failed: {e}"))
 }
 
-async fn listen(ws: Socket, bell: &Doorbell) -> Ended {
+async fn listen(ws: Socket, bell: &Doorbell, timing: Timing) -> Ended {
     let (mut tx, mut rx) = ws.split();
-    let mut ping = tokio::time::interval(PING_EVERY);
+    let mut ping = tokio::time::interval(timing.ping);
     ping.tick().await;
     let refresh = tokio::time::sleep(MAX_CONNECTION - RECONNECT_BEFORE_LIMIT);
     tokio::pin!(refresh);
+    // When the oldest unanswered ping went out (any frame received answers it).
+    let mut unanswered: Option<tokio::time::Instant> = None;
     loop {
+        let deadline = async {
+            match unanswered {
+                Some(sent) => tokio::time::sleep_until(sent + timing.pong_deadline).await,
+                None => std::future::pending().await,
+            }
+        };
         tokio::select! {
-            msg = rx.next() => match msg {
-                Some(Ok(Message::Text(t))) => bell.received(t.as_str()),
-                Some(Ok(Message::Close(frame))) => {
-                    return Ended::Dropped(frame.map_or_else(|| "closed by the server".into(), |f| {
-                        format!("closed by the server ({} {})", u16::from(f.code), f.reason)
-                    }));
+            msg = rx.next() => {
+                if let Some(Ok(_)) = &msg {
+                    bell.alive();
+                    unanswered = None;
                 }
-                Some(Ok(_)) => {}
-                Some(Err(e)) => return Ended::Dropped(e.to_string()),
-                None => return Ended::Dropped("connection ended".into()),
-            },
+                match msg {
+                    Some(Ok(Message::Text(t))) => bell.received(t.as_str()),
+                    Some(Ok(Message::Close(frame))) => {
+                        return Ended::Dropped(frame.map_or_else(|| "closed by the server".into(), |f| {
+                            format!("closed by the server ({} {})", u16::from(f.code), f.reason)
+                        }));
+                    }
+                    Some(Ok(_)) => {}
+                    Some(Err(e)) => return Ended::Dropped(e.to_string()),
+                    None => return Ended::Dropped("connection ended".into()),
+                }
+            }
             _ = ping.tick() => {
                 if let Err(e) = tx.send(Message::Ping(Vec::new().into())).await {
                     return Ended::Dropped(e.to_string());
                 }
+                unanswered.get_or_insert_with(tokio::time::Instant::now);
+            }
+            () = deadline => {
+                return Ended::Dropped(format!(
+                    "no answer to a ping within {} s: the connection died without closing (a sleep or a network change)",
+                    timing.pong_deadline.as_secs_f64()
+                ));
+            }
+            () = bell.renew.notified() => {
+                let _ = tx.send(Message::Close(None)).await;
+                return Ended::Refresh;
             }
             () = &mut refresh => {
                 let _ = tx.send(Message::Close(None)).await;

@@ -6,6 +6,7 @@
 //!
 //! | module | what |
 //! |---|---|
+//! | [`args`] | the command line (clap): `--config` anywhere, `--help` everywhere, `--version`, completions |
 //! | [`config`] | the TOML config file: server, device token, sessions and their commands |
 //! | [`client`] | the relay API client (sync, start, control, complete) |
 //! | [`disk`] | the outbox and the start journal, fsynced |
@@ -15,14 +16,19 @@
 //! | [`backoff`] | retry delays after a failed pass (exponential, jittered, seedable) |
 //! | [`status`] | what `relay status` shows (`status.json` in the state folder) |
 //! | [`service`] | `install` / `uninstall`: a launchd agent on macOS, a systemd user unit on Linux |
+//! | [`check`] | `relay check`: the setup as the login service sees it, each finding with its fix |
 //! | [`cli`] | the subcommands behind `relay status`, `check`, `install`, `uninstall` |
 //! | [`doorbell`] | the outbound WebSocket the server rings: `sync` wakes the loop, `control` the running command's check |
+//! | [`proxy`] | `HTTPS_PROXY`, `HTTP_PROXY`, `ALL_PROXY`, `NO_PROXY`: one rule for the HTTPS calls and the doorbell (a `CONNECT` tunnel) |
+//! | [`network`] | whether the computer's addresses changed (the doorbell is then replaced) |
 //! | [`pair`] | `relay pair URL`: the device grant (RFC 8628) from the desktop side, the token kept 0600, the config pointed at it |
 //! | `error` | the errors the library returns to its binary |
 //! | [`sessions`] | `relay session add / list / remove`: `[[sessions]]` edited keeping comments, atomically |
 
 pub mod agent;
+pub mod args;
 pub mod backoff;
+pub mod check;
 pub mod cli;
 pub mod client;
 pub mod command;
@@ -31,7 +37,9 @@ pub mod disk;
 pub mod doorbell;
 mod error;
 pub mod executor;
+pub mod network;
 pub mod pair;
+pub mod proxy;
 pub mod service;
 pub mod sessions;
 pub mod status;

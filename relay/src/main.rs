@@ -1,24 +1,19 @@
-//! `relay [--config PATH] <run|status|check|install|uninstall|session …>`: argument parsing and wiring;
-//! the subcommands live in `relay::cli`, the loop in `relay::agent`.
+//! `relay [--config PATH] <pair|run|status|check|install|uninstall|session|completions>`: the
+//! command line is `relay::args` (clap); the subcommands live in `relay::cli`, the loop in
+//! `relay::agent`. Errors are printed as one message (`relay: …`, exit 1), never as a stack
+//! trace, whatever `RUST_BACKTRACE` says.
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 
-use anyhow::{Context, bail};
+use clap::{CommandFactory, Parser};
 use relay::agent::Relay;
+use relay::args::{Cli, Command};
 use relay::config::{CONFIG_ENV, default_config_path};
 use relay::{cli, service};
 
-const USAGE: &str = "usage: relay [--config PATH] <pair|run|status|check|install|uninstall|session>
-  pair URL   pair this desktop with the owner's account (approve it in the panel) [--name NAME]
-  run        poll the server and run shared Graph sessions (Ctrl-C / SIGTERM stop it)
-  status     config, last sync, outbox size, current run
-  check      validate the config and reach the server with the device token
-  install    write a launchd agent (macOS) or systemd user unit (Linux) that starts the relay at login
-  uninstall  remove it
-config: --config, else $FOUNDRY_RELAY_CONFIG, else the platform config dir (relay.toml)";
-
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> ExitCode {
     // Under launchd or systemd the relay writes its own bounded log file (service::LOG_FILE_ENV).
     match std::env::var_os(service::LOG_FILE_ENV) {
         Some(file) => {
@@ -29,33 +24,35 @@ async fn main() -> anyhow::Result<()> {
         }
         None => logging::init_terminal(),
     }
-    let mut args = std::env::args().skip(1);
-    let mut config_path: Option<PathBuf> = std::env::var_os(CONFIG_ENV).map(PathBuf::from);
-    let mut command = None;
-    let mut rest: Vec<String> = Vec::new();
-    while let Some(a) = args.next() {
-        match a.as_str() {
-            "--config" if command.is_none() => config_path = Some(args.next().context("--config needs a path")?.into()),
-            "-h" | "--help" if command.is_none() => {
-                println!("{USAGE}");
-                return Ok(());
-            }
-            c if command.is_none() => command = Some(c.to_owned()),
-            // `session` and `pair` take their own arguments (a command after `--`, a URL).
-            _ if matches!(command.as_deref(), Some("session" | "pair")) => rest.push(a),
-            other => bail!("unexpected argument {other:?}\n{USAGE}"),
+    let args = Cli::parse();
+    match dispatch(args).await {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => {
+            eprintln!("relay: {e:#}");
+            ExitCode::FAILURE
         }
     }
-    let config_path = config_path.or_else(default_config_path).context("no config path: set --config")?;
-    match command.as_deref() {
-        Some("run") => run(&config_path).await,
-        Some("status") => Ok(cli::status(&config_path)?),
-        Some("check") => Ok(cli::check(&config_path).await?),
-        Some("install") => Ok(cli::install(&config_path)?),
-        Some("uninstall") => Ok(cli::uninstall(&config_path)?),
-        Some("session") => Ok(relay::sessions::command(&config_path, &rest)?),
-        Some("pair") => Ok(relay::pair::command(&config_path, &rest).await?),
-        _ => bail!("{USAGE}"),
+}
+
+async fn dispatch(args: Cli) -> anyhow::Result<()> {
+    if let Command::Completions { shell } = args.command {
+        clap_complete::generate(shell, &mut Cli::command(), "relay", &mut std::io::stdout());
+        return Ok(());
+    }
+    let config_path: PathBuf = args
+        .config
+        .or_else(|| std::env::var_os(CONFIG_ENV).map(PathBuf::from))
+        .or_else(default_config_path)
+        .ok_or_else(|| anyhow::anyhow!("no config path: HOME is not set; pass --config PATH"))?;
+    match args.command {
+        Command::Run => run(&config_path).await,
+        Command::Status => Ok(cli::status(&config_path)?),
+        Command::Check => Ok(cli::check(&config_path).await?),
+        Command::Install => Ok(cli::install(&config_path).await?),
+        Command::Uninstall => Ok(cli::uninstall(&config_path)?),
+        Command::Session(which) => Ok(relay::sessions::command(&config_path, which)?),
+        Command::Pair(pair) => Ok(relay::pair::command(&config_path, pair).await?),
+        Command::Completions { .. } => Ok(()),
     }
 }
 

@@ -94,8 +94,10 @@ fn ask_to_keep(question: &str) -> Result<bool, CliError> {
 /// Bad arguments, an unreachable server, a refusal or an expired code, a pairing the owner of
 /// this desktop declined, or a config or token file that cannot be written (the message says
 /// which).
-pub async fn command(config_path: &Path, args: &[String]) -> Result<(), CliError> {
-    let (server_url, name, yes) = parse_args(args)?;
+pub async fn command(config_path: &Path, args: crate::args::Pair) -> Result<(), CliError> {
+    let server_url = args.server_url.trim_end_matches('/').to_owned();
+    let name = args.name.unwrap_or_else(host_name);
+    let yes = args.yes;
     let confirm = if yes {
         Confirm::Yes
     } else if std::io::IsTerminal::is_terminal(&std::io::stdin()) {
@@ -146,25 +148,12 @@ pub async fn command(config_path: &Path, args: &[String]) -> Result<(), CliError
     println!("paired: this desktop is \"{}\" (device {}) in account {account}", device.device_name, device.device_id);
     println!("token:  {} (only this file holds it; the server keeps its sha256)", token_file.display());
     println!("config: {}", config_path.display());
-    println!("next:   relay session add …, then relay install (or relay run)");
-    Ok(())
-}
-
-fn parse_args(args: &[String]) -> Result<(String, String, bool), CliError> {
-    const USAGE: &str = "usage: relay pair SERVER_URL [--name NAME] [--yes]";
-    let mut url = None;
-    let mut name = None;
-    let mut yes = false;
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        match a.as_str() {
-            "--name" => name = Some(it.next().ok_or_else(|| CliError::new(USAGE))?.clone()),
-            "--yes" | "-y" => yes = true,
-            s if url.is_none() && !s.starts_with('-') => url = Some(s.trim_end_matches('/').to_owned()),
-            _ => return Err(CliError::new(USAGE)),
-        }
+    if !args.from_installer {
+        println!(
+            "next:   relay session add --name NAME --project PROJECT_ID -- COMMAND, then relay install (or relay run)"
+        );
     }
-    Ok((url.ok_or_else(|| CliError::new(USAGE))?, name.unwrap_or_else(host_name), yes))
+    Ok(())
 }
 
 /// Polls until the pairing ends. Network failures and 5xx answers are waited out until the
@@ -299,14 +288,5 @@ mod tests {
             "{text}"
         );
         std::fs::remove_dir_all(&dir).unwrap();
-    }
-
-    #[test]
-    fn arguments_need_a_url() {
-        assert!(parse_args(&[]).is_err());
-        let (url, name, yes) = parse_args(&["https://x.example/".into(), "--name".into(), "Ana".into()]).unwrap();
-        assert_eq!((url.as_str(), name.as_str(), yes), ("https://x.example", "Ana", false));
-        assert!(parse_args(&["https://x".into(), "--yes".into()]).unwrap().2);
-        assert!(parse_args(&["https://x".into(), "--bogus".into()]).is_err());
     }
 }

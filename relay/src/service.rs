@@ -19,10 +19,19 @@ pub enum Platform {
     Linux,
 }
 
+/// Tests only: `macos` or `linux` makes `install`, `uninstall` and `check` act as on that
+/// platform (the Linux tests drive the launchd path against a stubbed `launchctl`).
+pub const TEST_PLATFORM_ENV: &str = "FOUNDRY_RELAY_TEST_PLATFORM";
+
 impl Platform {
-    /// The platform this binary was built for.
+    /// The platform this binary was built for (or the one [`TEST_PLATFORM_ENV`] names).
     pub fn current() -> Self {
-        if cfg!(target_os = "macos") { Self::MacOs } else { Self::Linux }
+        match std::env::var(TEST_PLATFORM_ENV).as_deref() {
+            Ok("macos") => Self::MacOs,
+            Ok("linux") => Self::Linux,
+            _ if cfg!(target_os = "macos") => Self::MacOs,
+            _ => Self::Linux,
+        }
     }
 }
 
@@ -60,6 +69,13 @@ pub const LOG_MAX_BYTES: u64 = 10 * 1024 * 1024;
 /// Seconds launchd waits before starting the relay again after it exited with an error.
 pub const THROTTLE_SECONDS: u32 = 30;
 
+/// The variables `install` copies from the installing shell into the service, when set: the
+/// proxies in both spellings (launchd and systemd start the relay with none of the shell's
+/// variables, so a relay that paired through a proxy would never sync under them). `PATH` and
+/// `LANG` are always set ([`ServiceSpec`]).
+pub const CARRIED: [&str; 8] =
+    ["HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy", "NO_PROXY", "no_proxy"];
+
 /// What the service runs: the binary, its config, and the environment a login shell would
 /// have given it (launchd's own is `PATH=/usr/bin:/bin:/usr/sbin:/sbin` in `/`, where `node`,
 /// `uv` and anything in `/opt/homebrew/bin` are not found and `python3` is Apple's).
@@ -77,10 +93,64 @@ pub struct ServiceSpec {
     pub path: String,
     /// `LANG` as it was when `install` ran (`en_US.UTF-8` if unset).
     pub lang: String,
+    /// The [`CARRIED`] variables that were set, in that order.
+    pub carried: Vec<(String, String)>,
+}
+
+impl ServiceSpec {
+    /// Every variable the service sets, in file order.
+    pub fn environment(&self) -> Vec<(String, String)> {
+        let mut env = vec![("PATH".to_owned(), self.path.clone()), ("LANG".to_owned(), self.lang.clone())];
+        env.extend(self.carried.iter().cloned());
+        env.push((SUPERVISED_ENV.to_owned(), "1".to_owned()));
+        env.push((LOG_FILE_ENV.to_owned(), self.log_dir.join("relay.log").display().to_string()));
+        env
+    }
+}
+
+/// The [`CARRIED`] variables set (and not empty) in `lookup`.
+pub fn carried_from(lookup: impl Fn(&str) -> Option<String>) -> Vec<(String, String)> {
+    CARRIED.iter().filter_map(|k| lookup(k).filter(|v| !v.is_empty()).map(|v| ((*k).to_owned(), v))).collect()
 }
 
 fn xml_escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+fn xml_unescape(s: &str) -> String {
+    s.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&apos;", "'").replace("&amp;", "&")
+}
+
+/// The variables a service file written by [`service_text`] gives the relay: what `relay
+/// check` runs its checks under (the agent's environment, not the terminal's).
+pub fn service_environment(platform: Platform, text: &str) -> Vec<(String, String)> {
+    match platform {
+        Platform::MacOs => {
+            let Some(start) = text.find("<key>EnvironmentVariables</key>") else { return Vec::new() };
+            let rest = &text[start..];
+            let dict = rest.find("</dict>").map_or(rest, |end| &rest[..end]);
+            let mut out = Vec::new();
+            for part in dict.split("<key>").skip(2) {
+                let Some((key, after)) = part.split_once("</key>") else { continue };
+                let value = after
+                    .split_once("<string>")
+                    .and_then(|(_, v)| v.split_once("</string>"))
+                    .map(|(v, _)| xml_unescape(v))
+                    .unwrap_or_default();
+                out.push((xml_unescape(key), value));
+            }
+            out
+        }
+        Platform::Linux => text
+            .lines()
+            .filter_map(|l| l.strip_prefix("Environment="))
+            .filter_map(|v| {
+                let v = v.strip_prefix('"').and_then(|v| v.strip_suffix('"')).unwrap_or(v);
+                let v = v.replace("\\\"", "\"").replace("\\\\", "\\");
+                v.split_once('=').map(|(k, v)| (k.to_owned(), v.to_owned()))
+            })
+            .collect(),
+    }
 }
 
 /// The service file's text.
@@ -91,7 +161,6 @@ fn xml_escape(s: &str) -> String {
 /// and Buildkite agent do: `Background` puts every graph on efficiency cores with throttled
 /// I/O); the install-time `PATH` and `LANG`, the home folder as working directory.
 pub fn service_text(platform: Platform, spec: &ServiceSpec) -> String {
-    let log = spec.log_dir.join("relay.log");
     let stdout = spec.log_dir.join("relay.stdout.log");
     match platform {
         Platform::MacOs => {
@@ -112,11 +181,7 @@ pub fn service_text(platform: Platform, spec: &ServiceSpec) -> String {
   <key>WorkingDirectory</key><string>{wd}</string>
   <key>EnvironmentVariables</key>
   <dict>
-    <key>PATH</key><string>{path}</string>
-    <key>LANG</key><string>{lang}</string>
-    <key>{SUPERVISED_ENV}</key><string>1</string>
-    <key>{LOG_FILE_ENV}</key><string>{log}</string>
-  </dict>
+{env}  </dict>
   <key>StandardOutPath</key><string>{stdout}</string>
   <key>StandardErrorPath</key><string>{stdout}</string>
 </dict>
@@ -125,9 +190,11 @@ pub fn service_text(platform: Platform, spec: &ServiceSpec) -> String {
                 exe = e(&spec.exe),
                 config = e(&spec.config),
                 wd = e(&spec.working_dir),
-                path = xml_escape(&spec.path),
-                lang = xml_escape(&spec.lang),
-                log = e(&log),
+                env = spec
+                    .environment()
+                    .iter()
+                    .map(|(k, v)| format!("    <key>{}</key><string>{}</string>\n", xml_escape(k), xml_escape(v)))
+                    .collect::<String>(),
                 stdout = e(&stdout),
             )
         }
@@ -136,16 +203,122 @@ pub fn service_text(platform: Platform, spec: &ServiceSpec) -> String {
             let q = |s: &str| format!("\"{}\"", s.replace('\\', "\\\\").replace('"', "\\\""));
             format!(
                 "[Unit]\nDescription=foundry-connect desktop relay\nAfter=network-online.target\n\n[Service]\n\
-                 ExecStart={} --config {} run\nWorkingDirectory={}\nEnvironment={}\nEnvironment={}\nEnvironment={SUPERVISED_ENV}=1\nEnvironment={}\n\
+                 ExecStart={} --config {} run\nWorkingDirectory={}\n{}\
                  Restart=on-failure\nRestartSec={THROTTLE_SECONDS}\nKillMode=control-group\n\n[Install]\nWantedBy=default.target\n",
                 q(&spec.exe.display().to_string()),
                 q(&spec.config.display().to_string()),
                 q(&spec.working_dir.display().to_string()),
-                q(&format!("PATH={}", spec.path)),
-                q(&format!("LANG={}", spec.lang)),
-                q(&format!("{LOG_FILE_ENV}={}", log.display())),
+                spec.environment()
+                    .iter()
+                    .map(|(k, v)| format!("Environment={}\n", q(&format!("{k}={v}"))))
+                    .collect::<String>(),
             )
         }
+    }
+}
+
+/// Writes the service file atomically with mode 0644, whatever the umask: launchd refuses an
+/// agent whose file is group- or world-writable ("Path had bad ownership/permissions",
+/// launchctl(1)), and a umask of 002 would make it so.
+///
+/// # Errors
+/// The folder cannot be written.
+pub fn write_service_file(file: &Path, text: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+    let dir = file.parent().unwrap_or(Path::new("."));
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        file.file_name().and_then(|n| n.to_str()).unwrap_or("service"),
+        std::process::id()
+    ));
+    let written = (|| {
+        let mut f = std::fs::OpenOptions::new().write(true).create(true).truncate(true).mode(0o644).open(&tmp)?;
+        f.write_all(text.as_bytes())?;
+        // The mode given to open() is masked by the umask; set it exactly.
+        f.set_permissions(std::fs::Permissions::from_mode(0o644))?;
+        f.sync_all()?;
+        std::fs::rename(&tmp, file)
+    })();
+    if written.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    written
+}
+
+/// Whether the user has a session the service can be loaded into now.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Session {
+    /// Loading now works.
+    Present,
+    /// No GUI login (macOS: over SSH, a headless Mac, before login) or no user service
+    /// manager (Linux: no user bus): the file is written and the service starts at the next
+    /// login. The reason, as the system said it.
+    Absent(String),
+}
+
+/// Asks the platform whether there is a session to load into: `launchctl print gui/<uid>`
+/// (the `gui/<uid>` domain exists only while the user is logged in at the GUI, launchctl(1));
+/// `systemctl --user is-system-running` (answers, in any state, only with a user manager to
+/// ask; "Failed to connect to bus" otherwise).
+pub fn session(platform: Platform, uid: &str) -> Session {
+    let (program, args): (&str, Vec<String>) = match platform {
+        Platform::MacOs => ("launchctl", vec!["print".into(), format!("gui/{uid}")]),
+        Platform::Linux => ("systemctl", vec!["--user".into(), "is-system-running".into()]),
+    };
+    match std::process::Command::new(program).args(&args).output() {
+        Err(e) => Session::Absent(format!("{program}: {e}")),
+        Ok(out) => {
+            let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+            let absent = match platform {
+                // Any failure: the domain is not there.
+                Platform::MacOs => !out.status.success(),
+                // is-system-running exits non-zero when "degraded" too: only no answer counts.
+                Platform::Linux => {
+                    said.contains("Failed to connect to bus") || said.trim().is_empty() && !out.status.success()
+                }
+            };
+            if absent {
+                Session::Absent(said.trim().lines().next().unwrap_or("no answer").to_owned())
+            } else {
+                Session::Present
+            }
+        }
+    }
+}
+
+/// Whether systemd keeps this user's services running after logout (`loginctl show-user
+/// <uid> --property=Linger --value`): `Some(false)` when it says `no`, `None` when it cannot
+/// say.
+pub fn lingering(uid: &str) -> Option<bool> {
+    let out = std::process::Command::new("loginctl")
+        .args(["show-user", uid, "--property=Linger", "--value"])
+        .output()
+        .ok()
+        .filter(|o| o.status.success())?;
+    match String::from_utf8_lossy(&out.stdout).trim() {
+        "yes" => Some(true),
+        "no" => Some(false),
+        _ => None,
+    }
+}
+
+/// What to tell the owner when loading failed with `error` (the failing command's output).
+pub fn load_failure_hint(platform: Platform, error: &str) -> Option<&'static str> {
+    match platform {
+        // launchctl's error 5 (EIO) on bootstrap: the job is disabled — most often because the
+        // owner switched "foundry-connect relay" off under Login Items after macOS announced
+        // "Background Items Added" (macOS 13+).
+        Platform::MacOs if error.contains("Bootstrap failed: 5") || error.contains(": 5: Input/output error") => Some(
+            "macOS refused to start the agent (error 5). If you switched the relay off under System Settings > General > \
+             Login Items & Extensions (\"Allow in the Background\"), switch it on and run `relay install` again; \
+             otherwise run `launchctl enable gui/$(id -u)/com.foundry-connect.relay` and install again.",
+        ),
+        Platform::Linux if error.contains("Failed to connect to bus") => Some(
+            "no systemd user manager is reachable from this shell (su/sudo, a container, cron): run `relay install` from \
+             your own login session",
+        ),
+        _ => None,
     }
 }
 
@@ -246,7 +419,62 @@ mod tests {
             working_dir: PathBuf::from("/home/u"),
             path: "/opt/homebrew/bin:/usr/bin:/bin".into(),
             lang: "de_DE.UTF-8".into(),
+            carried: vec![
+                ("HTTPS_PROXY".into(), "http://u:p&q@proxy.corp:3128".into()),
+                ("no_proxy".into(), "localhost,.corp \"x\"".into()),
+            ],
         }
+    }
+
+    /// What the service file gives the relay reads back as exactly the spec's variables, on
+    /// both platforms (`relay check` runs under them), proxies included.
+    #[test]
+    fn the_service_environment_round_trips() {
+        for platform in [Platform::MacOs, Platform::Linux] {
+            let env = service_environment(platform, &service_text(platform, &spec()));
+            assert_eq!(env, spec().environment(), "{platform:?}");
+            assert!(env.iter().any(|(k, v)| k == "HTTPS_PROXY" && v == "http://u:p&q@proxy.corp:3128"));
+        }
+        let carried = carried_from(|k| (k == "http_proxy" || k == "NO_PROXY").then(|| format!("v-{k}")));
+        assert_eq!(
+            carried,
+            [("http_proxy".to_owned(), "v-http_proxy".to_owned()), ("NO_PROXY".into(), "v-NO_PROXY".into())]
+        );
+        assert!(carried_from(|_| Some(String::new())).is_empty(), "an empty variable is not carried");
+    }
+
+    /// Under a umask that would leave it group-writable (002) the file is still 0644: launchd
+    /// refuses an agent others can write.
+    #[test]
+    fn the_service_file_is_0644_whatever_the_umask() {
+        use std::os::unix::fs::PermissionsExt;
+        let dir = std::env::temp_dir().join(format!("relay-svc-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let file = dir.join("x.plist");
+        // The umask is process-wide: set and restore it around the write only.
+        let old = nix::sys::stat::umask(nix::sys::stat::Mode::from_bits_truncate(0o002));
+        std::fs::write(dir.join("probe"), b"").unwrap();
+        let written = write_service_file(&file, "text");
+        nix::sys::stat::umask(old);
+        written.unwrap();
+        assert_eq!(std::fs::metadata(dir.join("probe")).unwrap().permissions().mode() & 0o777, 0o664, "the umask took");
+        assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o644);
+        std::fs::set_permissions(&file, std::fs::Permissions::from_mode(0o666)).unwrap();
+        write_service_file(&file, "again").unwrap();
+        assert_eq!(std::fs::metadata(&file).unwrap().permissions().mode() & 0o777, 0o644, "a rewrite fixes the mode");
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    #[test]
+    fn known_load_failures_say_what_to_do() {
+        let e = "launchctl bootstrap gui/501 /x.plist (exit status: 5): Bootstrap failed: 5: Input/output error";
+        assert!(load_failure_hint(Platform::MacOs, e).unwrap().contains("Login Items"));
+        assert!(
+            load_failure_hint(Platform::Linux, "Failed to connect to bus: No medium found")
+                .unwrap()
+                .contains("login session")
+        );
+        assert_eq!(load_failure_hint(Platform::MacOs, "something else"), None);
     }
 
     #[test]
@@ -289,6 +517,8 @@ mod tests {
         assert_eq!(v["EnvironmentVariables"][SUPERVISED_ENV], "1");
         assert_eq!(v["StandardOutPath"], "/home/u/Library/Logs/foundry-connect/relay.stdout.log");
         assert_eq!(v["EnvironmentVariables"][LOG_FILE_ENV], "/home/u/Library/Logs/foundry-connect/relay.log");
+        assert_eq!(v["EnvironmentVariables"]["HTTPS_PROXY"], "http://u:p&q@proxy.corp:3128");
+        assert_eq!(v["EnvironmentVariables"]["no_proxy"], "localhost,.corp \"x\"");
         let _ = std::fs::remove_file(file);
     }
 

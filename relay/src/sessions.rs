@@ -122,29 +122,56 @@ pub fn replace(path: &Path, text: &str) -> Result<(), CliError> {
     Ok(())
 }
 
-const USAGE: &str = "usage:
-  relay session add --name NAME --project PROJECT_ID [--project …] [--slug SLUG] [--version V] [--description TEXT] -- COMMAND [ARGS…]
-  relay session list
-  relay session remove ID_OR_SLUG";
+/// What the config-reading commands say when there is no config yet.
+pub(crate) fn missing_config(path: &Path) -> CliError {
+    CliError(format!(
+        "no config at {}: pair this desktop first with `relay pair SERVER_URL` (it writes the config), or pass --config PATH",
+        path.display()
+    ))
+}
 
-/// `relay session …` with the arguments after `session`.
+/// Reads the config's text, naming the command that creates a missing one.
+fn read(config_path: &Path) -> Result<String, CliError> {
+    std::fs::read_to_string(config_path).map_err(|e| match e.kind() {
+        std::io::ErrorKind::NotFound => missing_config(config_path),
+        _ => CliError(format!("{}: {e}", config_path.display())),
+    })
+}
+
+impl From<crate::args::SessionAdd> for NewSession {
+    fn from(a: crate::args::SessionAdd) -> Self {
+        Self {
+            name: a.name,
+            description: a.description,
+            slug: a.slug,
+            version: a.version,
+            projects: a.projects,
+            command: a.command,
+        }
+    }
+}
+
+/// `relay session …`.
 ///
 /// # Errors
-/// Bad arguments (with the usage), or the change was refused (nothing written).
-pub fn command(config_path: &Path, args: &[String]) -> Result<(), CliError> {
+/// No config yet (naming `relay pair`), or the change was refused (nothing written).
+pub fn command(config_path: &Path, which: crate::args::Session) -> Result<(), CliError> {
+    use crate::args::Session;
     let base = config_path.parent().unwrap_or(Path::new("."));
-    let read = || std::fs::read_to_string(config_path).map_err(|e| CliError(format!("{}: {e}", config_path.display())));
-    match args.split_first() {
-        Some((sub, rest)) if sub == "add" => {
-            let new = parse_add(rest)?;
-            let (text, id) = add_to(&read()?, &new, base)?;
+    match which {
+        Session::Add(add) => {
+            let new = NewSession::from(add);
+            if new.name.trim().is_empty() {
+                return Err(CliError::new("--name: must not be empty"));
+            }
+            let (text, id) = add_to(&read(config_path)?, &new, base)?;
             replace(config_path, &text)?;
             println!("added {id} ({}) to {}", new.name, config_path.display());
             println!("a running relay shares it at its next sync");
             Ok(())
         }
-        Some((sub, [])) if sub == "list" => {
-            let config = Config::load(config_path).map_err(|e| CliError(format!("{}:\n{e}", config_path.display())))?;
+        Session::List => {
+            let config = crate::cli::load(config_path)?;
             if config.sessions.is_empty() {
                 println!("no sessions (add one: relay session add --name … --project … -- command …)");
             }
@@ -162,42 +189,14 @@ pub fn command(config_path: &Path, args: &[String]) -> Result<(), CliError> {
             }
             Ok(())
         }
-        Some((sub, [which])) if sub == "remove" => {
-            let text = remove_from(&read()?, which)?;
+        Session::Remove { id_or_slug } => {
+            let text = remove_from(&read(config_path)?, &id_or_slug)?;
             Config::parse(&text, base).map_err(|e| CliError(format!("the session was not removed:\n{e}")))?;
             replace(config_path, &text)?;
-            println!("removed {which} from {}", config_path.display());
+            println!("removed {id_or_slug} from {}", config_path.display());
             Ok(())
         }
-        _ => Err(CliError::new(USAGE)),
     }
-}
-
-fn parse_add(args: &[String]) -> Result<NewSession, CliError> {
-    let mut new = NewSession::default();
-    let mut it = args.iter();
-    while let Some(a) = it.next() {
-        let mut val = |flag: &str| it.next().cloned().ok_or_else(|| CliError(format!("{flag} needs a value\n{USAGE}")));
-        match a.as_str() {
-            "--name" => new.name = val("--name")?,
-            "--description" => new.description = val("--description")?,
-            "--slug" => new.slug = val("--slug")?,
-            "--version" => new.version = val("--version")?,
-            "--project" => new.projects.push(val("--project")?),
-            "--" => {
-                new.command = it.by_ref().cloned().collect();
-                break;
-            }
-            other => return Err(CliError(format!("unexpected argument {other:?}\n{USAGE}"))),
-        }
-    }
-    if new.name.trim().is_empty() {
-        return Err(CliError(format!("--name is required\n{USAGE}")));
-    }
-    if new.command.is_empty() {
-        return Err(CliError(format!("the command goes after --\n{USAGE}")));
-    }
-    Ok(new)
 }
 
 #[cfg(test)]
@@ -275,25 +274,30 @@ command = ["sh", "-c", "cat"]
         let path = dir.join("relay.toml");
         std::fs::write(&path, CONFIG).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
-        command(
-            &path,
-            &[
-                "add".into(),
-                "--name".into(),
-                "Daily".into(),
-                "--project".into(),
-                "0190b3c4-5d6e-4f80-9a1b-2c3d4e5f6a7b".into(),
-                "--".into(),
-                "true".into(),
-            ],
-        )
-        .unwrap();
+        let add = |name: &str, command: &[&str]| {
+            crate::args::Session::Add(crate::args::SessionAdd {
+                name: name.into(),
+                projects: vec!["0190b3c4-5d6e-4f80-9a1b-2c3d4e5f6a7b".into()],
+                slug: String::new(),
+                version: "1".into(),
+                description: String::new(),
+                command: command.iter().map(|s| (*s).to_owned()).collect(),
+            })
+        };
+        command(&path, add("Daily", &["true"])).unwrap();
         assert_eq!(Config::load(&path).unwrap().sessions.len(), 2);
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "a temporary file was left");
-        command(&path, &["remove".into(), "daily".into()]).unwrap();
+        command(&path, crate::args::Session::Remove { id_or_slug: "daily".into() }).unwrap();
         assert_eq!(Config::load(&path).unwrap().sessions.len(), 1);
-        assert!(command(&path, &["add".into(), "--name".into(), "X".into()]).unwrap_err().0.contains("after --"));
+        // Before `relay pair` there is no config: the error names the command that writes it.
+        let none = dir.join("none/relay.toml");
+        for which in
+            [add("X", &["true"]), crate::args::Session::List, crate::args::Session::Remove { id_or_slug: "x".into() }]
+        {
+            let e = command(&none, which).unwrap_err().0;
+            assert!(e.contains("relay pair SERVER_URL") && e.contains("none/relay.toml"), "{e}");
+        }
         let _ = std::fs::remove_dir_all(dir);
     }
 }

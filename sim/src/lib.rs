@@ -299,6 +299,7 @@ impl World {
             poll: self.policy.poll_interval,
             cancel_grace: Duration::from_secs(1),
             doorbell: false,
+            doorbell_timing: relay::doorbell::Timing::default(),
             sessions: vec![Session { meta, projects: vec![self.project], launch: vec!["virtual".to_owned()].into() }],
         };
         let transport = InProcess {

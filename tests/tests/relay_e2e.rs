@@ -591,7 +591,8 @@ async fn a_second_relay_on_the_same_state_folder_refuses_to_start() {
 /// `relay install` writes the login service and loads it; `uninstall` unloads and removes it.
 /// The service manager is a stub on `PATH` that records how it was called (this machine has
 /// no user session manager); when loading fails, install says so and how to do it by hand.
-#[tokio::test]
+/// (Multi-threaded: `install` ends with `relay check`, which calls the server this test runs.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn install_loads_the_service_and_uninstall_unloads_it() {
     let e = env(Duration::from_secs(600)).await;
     let (_, config) = e.config(&[(1, "report", "echo ok")], "state");
@@ -599,9 +600,18 @@ async fn install_loads_the_service_and_uninstall_unloads_it() {
     let stubs = e.dir.join("stubs");
     std::fs::create_dir_all(&stubs).unwrap();
     let calls = e.dir.join("calls.log");
+    // The session probe (`systemctl --user is-system-running`, `launchctl print gui/…`) finds a
+    // session; every other call exits `exit`.
     let stub = |exit: u8| {
         let path = stubs.join(if cfg!(target_os = "macos") { "launchctl" } else { "systemctl" });
-        std::fs::write(&path, format!("#!/bin/sh\necho \"$*\" >> {}\nexit {exit}\n", calls.display())).unwrap();
+        std::fs::write(
+            &path,
+            format!(
+                "#!/bin/sh\necho \"$*\" >> {}\ncase \"$*\" in *is-system-running*|print*) echo running; exit 0 ;; esac\nexit {exit}\n",
+                calls.display()
+            ),
+        )
+        .unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
     };
@@ -631,6 +641,9 @@ async fn install_loads_the_service_and_uninstall_unloads_it() {
     }
     let out = relay(&["install"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    // It ends with `relay check` under the unit's variables: the server answered.
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(said.contains("device token accepted") && said.contains("(its variables are used below)"), "{said}");
     let file = relay::service::service_file(relay::service::Platform::current(), &home);
     assert!(file.exists());
     let log = std::fs::read_to_string(&calls).unwrap();

@@ -79,6 +79,7 @@ fn config(poll: Duration) -> Config {
         poll,
         cancel_grace: Duration::from_secs(1),
         doorbell: false,
+        doorbell_timing: crate::doorbell::Timing::default(),
         sessions: vec![Session { meta, projects: vec![ProjectId::generate()], launch: vec!["true".to_owned()].into() }],
     }
 }
@@ -236,6 +237,7 @@ fn fast_config(state_dir: &std::path::Path, sessions: Vec<Session>) -> Config {
         poll: Duration::from_millis(100),
         cancel_grace: Duration::from_millis(500),
         doorbell: false,
+        doorbell_timing: crate::doorbell::Timing::default(),
         sessions,
     }
 }

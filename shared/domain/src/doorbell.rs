@@ -21,11 +21,36 @@ use crate::runs::{Run, RunStatus};
 /// Path of the doorbell under the relay API's prefix (the local server's WebSocket route).
 pub const PATH: &str = "/doorbell";
 
-/// The header a relay sends on its syncs while its doorbell is connected; the server then
-/// answers [`DOORBELL_POLL_INTERVAL`] as `poll_interval_s`. (The relay's own word is enough: a
-/// relay that lies only polls less, and it returns to the normal interval itself when its
-/// socket closes.)
+/// The header a relay sends on its syncs while its doorbell has been proven alive recently:
+/// `alive; age=<seconds since the socket last answered>` ([`alive_header`]). The server answers
+/// [`DOORBELL_POLL_INTERVAL`] as `poll_interval_s` only when that age is within
+/// [`PROVEN_WITHIN`] ([`proven_alive`]): an open socket is not enough, since after a sleep or a
+/// network change one can look open for minutes while nothing reaches it. (The relay's own
+/// word is still all there is: a relay that lies only polls less, and it returns to the normal
+/// interval itself when its socket fails a ping.) The earlier value `connected`, which said
+/// only that a socket was open, no longer relaxes the poll.
 pub const DOORBELL_HEADER: &str = "x-foundry-doorbell";
+
+/// How long the relay waits for the pong to each ping before it calls the socket dead and
+/// reconnects (a socket cut silently, with no close frame, by a sleep or a network change).
+pub const PONG_DEADLINE: Duration = Duration::from_secs(20);
+
+/// Longest time since a doorbell last answered for which the server still relaxes the poll:
+/// one ping interval plus the pong deadline (a live socket answers within it).
+pub const PROVEN_WITHIN: Duration = Duration::from_secs(PING_EVERY.as_secs() + PONG_DEADLINE.as_secs());
+
+/// The [`DOORBELL_HEADER`] value for a socket that last answered `age` ago.
+pub fn alive_header(age: Duration) -> String {
+    format!("alive; age={}", age.as_secs())
+}
+
+/// Whether a [`DOORBELL_HEADER`] value proves a socket that answered within [`PROVEN_WITHIN`].
+pub fn proven_alive(value: &str) -> bool {
+    value
+        .strip_prefix("alive; age=")
+        .and_then(|a| a.trim().parse::<u64>().ok())
+        .is_some_and(|age| age <= PROVEN_WITHIN.as_secs())
+}
 
 /// The safety poll while the doorbell is connected: 300 s (a tenth of the requests at most).
 pub const DOORBELL_POLL_INTERVAL: Duration = Duration::from_secs(300);
@@ -113,6 +138,18 @@ mod tests {
 
     fn queued() -> Run {
         crate::runs::sample_run()
+    }
+
+    /// Only a fresh proof of life relaxes the poll: not the old bare `connected`, not an age
+    /// past one ping and its deadline, not garbage.
+    #[test]
+    fn only_a_recent_answer_proves_the_doorbell_alive() {
+        assert!(proven_alive(&alive_header(Duration::ZERO)));
+        assert!(proven_alive(&alive_header(PROVEN_WITHIN)));
+        assert!(!proven_alive(&alive_header(PROVEN_WITHIN + Duration::from_secs(1))));
+        for v in ["connected", "alive", "alive; age=-1", "alive; age=x", ""] {
+            assert!(!proven_alive(v), "{v:?}");
+        }
     }
 
     #[test]

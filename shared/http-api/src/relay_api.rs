@@ -290,7 +290,11 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
         let command = || CommandId::parse("command_id", p[0]);
         match route.op {
             Op::Sync => {
-                let doorbell_up = req.headers().contains_key(domain::doorbell::DOORBELL_HEADER);
+                let doorbell_up = req
+                    .headers()
+                    .get(domain::doorbell::DOORBELL_HEADER)
+                    .and_then(|v| v.to_str().ok())
+                    .is_some_and(domain::doorbell::proven_alive);
                 let res = self.sync(&owner, device.device_id, req.body(), doorbell_up).await;
                 if res.status() == StatusCode::OK
                     && let Err(e) = self.store.record_device_seen(&device).await

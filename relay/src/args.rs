@@ -1,0 +1,199 @@
+//! The command line (clap, derive): `relay [--config PATH] <command> …`, with `--config` and
+//! `--help` accepted anywhere, `relay help <command>`, `--version`, and `relay completions
+//! <shell>`. Usage errors print the usage and exit 2; they never print a stack trace.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// The relay's arguments.
+#[derive(Debug, Parser)]
+#[command(
+    name = "relay",
+    version,
+    about = "The foundry-connect desktop relay: runs the Graph sessions you share, for the chats you connect",
+    after_help = "config: --config, else $FOUNDRY_RELAY_CONFIG, else the platform's config folder (relay.toml)"
+)]
+pub struct Cli {
+    /// The config file (default: $FOUNDRY_RELAY_CONFIG, else relay.toml in the platform's
+    /// config folder).
+    #[arg(long, global = true, value_name = "PATH")]
+    pub config: Option<PathBuf>,
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The subcommands.
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Pair this desktop with the owner's account (approve it in the panel).
+    Pair(Pair),
+    /// Poll the server and run shared Graph sessions (Ctrl-C / SIGTERM stop it).
+    Run,
+    /// The config, last sync, outbox size, current run.
+    Status,
+    /// Find what stops the relay under its login service: the config, the files' modes, each
+    /// session's folder and command, the proxy, the server, the doorbell, the clock.
+    Check,
+    /// Start the relay at every login: a launchd agent (macOS) or a systemd user unit (Linux).
+    Install,
+    /// Remove the login service (the state folder and the token stay).
+    Uninstall,
+    /// Add, list or remove the Graph sessions this desktop shares.
+    #[command(subcommand)]
+    Session(Session),
+    /// Print a completion script for a shell (e.g. `relay completions zsh > ~/.zfunc/_relay`).
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
+}
+
+/// `relay pair`.
+#[derive(Debug, Clone, Args, PartialEq, Eq)]
+pub struct Pair {
+    /// The server's URL (the panel's "Add a desktop" shows it).
+    pub server_url: String,
+    /// This desktop's name in the panel (default: the host name).
+    #[arg(long)]
+    pub name: Option<String>,
+    /// Accept the account the approval names without asking (for scripts with no terminal).
+    #[arg(long, short = 'y')]
+    pub yes: bool,
+    /// Set by the one-line installer, which runs `relay install` itself and prints the next
+    /// steps: the closing "next:" line is left out.
+    #[arg(long, hide = true)]
+    pub from_installer: bool,
+}
+
+/// `relay session …`.
+#[derive(Debug, Clone, Subcommand, PartialEq, Eq)]
+pub enum Session {
+    /// Share a Graph: `relay session add --name NAME --project ID -- COMMAND [ARGS…]`.
+    Add(SessionAdd),
+    /// The sessions in the config.
+    List,
+    /// Stop sharing a session (by its id or slug).
+    Remove {
+        /// Its `gs_…` id or its slug.
+        id_or_slug: String,
+    },
+}
+
+/// `relay session add`.
+#[derive(Debug, Clone, Args, PartialEq, Eq)]
+pub struct SessionAdd {
+    /// The name shown to agents.
+    #[arg(long)]
+    pub name: String,
+    /// A project it is shared in (repeat for more).
+    #[arg(long = "project", required = true, value_name = "PROJECT_ID")]
+    pub projects: Vec<String>,
+    /// The slug (default: from the name).
+    #[arg(long, default_value = "")]
+    pub slug: String,
+    /// The version label.
+    #[arg(long, default_value = "1", value_name = "V")]
+    pub version: String,
+    /// What it does, for agents.
+    #[arg(long, default_value = "")]
+    pub description: String,
+    /// The program and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    pub command: Vec<String>,
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    fn parse(args: &[&str]) -> Result<Cli, clap::Error> {
+        Cli::try_parse_from(std::iter::once("relay").chain(args.iter().copied()))
+    }
+
+    #[test]
+    fn the_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    /// `--config` before or after the subcommand (the second is what launchd agents written by
+    /// earlier relays run), and nowhere is required.
+    #[test]
+    fn config_goes_anywhere() {
+        for args in [["--config", "/x.toml", "run"], ["run", "--config", "/x.toml"]] {
+            let cli = parse(&args).unwrap();
+            assert_eq!(cli.config.as_deref(), Some(std::path::Path::new("/x.toml")), "{args:?}");
+            assert!(matches!(cli.command, Command::Run));
+        }
+        let cli = parse(&["session", "list", "--config", "/y.toml"]).unwrap();
+        assert_eq!(cli.config.as_deref(), Some(std::path::Path::new("/y.toml")));
+        assert!(parse(&["run"]).unwrap().config.is_none());
+    }
+
+    /// `--help` on every subcommand, `help <cmd>`, `--version`: each ends the parse with its
+    /// own kind (printed by clap, exit 0), never "unexpected argument".
+    #[test]
+    fn help_and_version_everywhere() {
+        use clap::error::ErrorKind;
+        for args in [
+            &["--help"][..],
+            &["run", "--help"],
+            &["session", "add", "--help"],
+            &["session", "--help"],
+            &["help", "pair"],
+            &["help", "session", "add"],
+        ] {
+            let e = parse(args).unwrap_err();
+            assert_eq!(e.kind(), ErrorKind::DisplayHelp, "{args:?}: {e}");
+        }
+        assert_eq!(parse(&["--version"]).unwrap_err().kind(), ErrorKind::DisplayVersion);
+        assert_eq!(parse(&["bogus"]).unwrap_err().kind(), ErrorKind::InvalidSubcommand);
+    }
+
+    #[test]
+    fn session_add_takes_the_command_after_the_double_dash() {
+        let cli = parse(&[
+            "session",
+            "add",
+            "--name",
+            "Weekly",
+            "--project",
+            "p1",
+            "--project",
+            "p2",
+            "--version",
+            "3",
+            "--",
+            "sh",
+            "-c",
+            "echo --name",
+        ])
+        .unwrap();
+        let Command::Session(Session::Add(a)) = cli.command else { panic!() };
+        assert_eq!(a.projects, ["p1", "p2"]);
+        assert_eq!(a.command, ["sh", "-c", "echo --name"]);
+        assert_eq!((a.version.as_str(), a.slug.as_str()), ("3", ""));
+        let e = parse(&["session", "add", "--name", "X", "--project", "p"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::MissingRequiredArgument, "{e}");
+        let pair = parse(&["pair", "https://x.example", "--yes", "--name", "Mac"]).unwrap();
+        assert!(
+            matches!(pair.command, Command::Pair(Pair { yes: true, ref name, .. }) if name.as_deref() == Some("Mac"))
+        );
+    }
+
+    #[test]
+    fn completions_are_generated_for_each_shell() {
+        for shell in [clap_complete::Shell::Zsh, clap_complete::Shell::Bash, clap_complete::Shell::Fish] {
+            let mut out = Vec::new();
+            clap_complete::generate(shell, &mut Cli::command(), "relay", &mut out);
+            let text = String::from_utf8(out).unwrap();
+            assert!(
+                text.contains("session") && text.contains("config") && text.contains("completions"),
+                "{shell}: {text}"
+            );
+        }
+    }
+}
