@@ -31,7 +31,35 @@ pub struct Dir {
 }
 
 fn sync_dir(path: &Path) -> std::io::Result<()> {
-    std::fs::File::open(path)?.sync_all()
+    sync_file(&std::fs::File::open(path)?)
+}
+
+/// Flushes `file` to stable storage. On macOS `File::sync_all` is `fcntl(F_FULLFSYNC)` (the
+/// drive's own cache too), which SMB and FUSE home folders refuse (`ENOTSUP`, `EINVAL`): there
+/// the relay falls back to `fsync(2)`, the most those file systems offer, instead of failing
+/// every write of the outbox.
+///
+/// # Errors
+/// Any other failure of the flush.
+pub fn sync_file(file: &std::fs::File) -> std::io::Result<()> {
+    with_fallback(file.sync_all(), || nix::unistd::fsync(file).map_err(std::io::Error::from))
+}
+
+/// `first`, or `fallback()` when `first` is "not supported here".
+fn with_fallback(first: std::io::Result<()>, fallback: impl FnOnce() -> std::io::Result<()>) -> std::io::Result<()> {
+    match first {
+        Err(e) if matches!(e.raw_os_error(), Some(errno) if unsupported(errno)) => {
+            tracing::debug!(error = %e, "full fsync not supported on this file system; plain fsync");
+            fallback()
+        }
+        other => other,
+    }
+}
+
+/// ENOTSUP / EOPNOTSUPP / EINVAL, as this platform numbers them.
+fn unsupported(errno: i32) -> bool {
+    use nix::errno::Errno;
+    [Errno::ENOTSUP, Errno::EOPNOTSUPP, Errno::EINVAL].iter().any(|e| *e as i32 == errno)
 }
 
 impl Dir {
@@ -57,7 +85,7 @@ impl Dir {
         let tmp = self.path.join(format!(".{id}.tmp"));
         let mut f = private_files::options().open(&tmp)?;
         f.write_all(&serde_json::to_vec(value).map_err(std::io::Error::other)?)?;
-        f.sync_all()?;
+        sync_file(&f)?;
         std::fs::rename(&tmp, self.file(id))?;
         sync_dir(&self.path)
     }
@@ -236,7 +264,7 @@ impl State {
         let tmp = self.root.join(".synced-projects.tmp");
         let mut f = private_files::options().open(&tmp)?;
         f.write_all(&serde_json::to_vec(projects).map_err(std::io::Error::other)?)?;
-        f.sync_all()?;
+        sync_file(&f)?;
         std::fs::rename(&tmp, self.root.join("synced-projects.json"))?;
         sync_dir(&self.root)
     }
@@ -275,6 +303,29 @@ impl State {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A file system that refuses the full flush (SMB, FUSE: ENOTSUP or EINVAL) gets the plain
+    /// one; any other failure is reported, and the fallback is not tried.
+    #[test]
+    fn an_unsupported_full_fsync_falls_back_to_fsync() {
+        use nix::errno::Errno;
+        for refused in [Errno::ENOTSUP, Errno::EINVAL] {
+            let mut fell_back = false;
+            let r = with_fallback(Err(std::io::Error::from_raw_os_error(refused as i32)), || {
+                fell_back = true;
+                Ok(())
+            });
+            assert!(r.is_ok() && fell_back, "{refused}");
+        }
+        let mut fell_back = false;
+        let r = with_fallback(Err(std::io::Error::from_raw_os_error(Errno::EIO as i32)), || {
+            fell_back = true;
+            Ok(())
+        });
+        assert!(r.is_err() && !fell_back, "an I/O error is not 'unsupported'");
+        let f = std::fs::File::open(std::env::temp_dir()).unwrap();
+        sync_file(&f).unwrap();
+    }
 
     fn mode(p: &Path) -> u32 {
         use std::os::unix::fs::PermissionsExt;

@@ -139,18 +139,19 @@ impl Execute for Processes {
     }
 }
 
-/// Keeps a Mac from idle-sleeping while the graph runs: `caffeinate -i -w <pid>` holds the
-/// assertion until that process exits (and is killed with the run, `kill_on_drop`). A laptop
-/// that slept mid-run would miss its control polls and the server would fail the run after 10
-/// minutes. Elsewhere nothing (Linux desktops rarely idle-sleep with a user session busy; a
+/// Keeps a Mac from idle-sleeping while the graph runs: `caffeinate -i -w <relay pid>` holds
+/// the assertion until it is dropped (`kill_on_drop`) or the relay itself exits. A laptop that
+/// slept mid-run would miss its control polls and the server would fail the run after 10
+/// minutes. It watches the relay, not the graph: a cancelled graph's leader often exits at
+/// SIGTERM while the rest of its group is still in its grace period, and the Mac must stay
+/// awake until the group is gone, so the holder is dropped only when the stop is over.
+/// Elsewhere nothing (Linux desktops rarely idle-sleep with a user session busy; a
 /// `systemd-inhibit` wrapper in the session's command does it where needed).
-fn keep_awake(pid: Option<u32>) -> Option<tokio::process::Child> {
-    if !cfg!(target_os = "macos") {
-        return None;
-    }
-    let pid = pid?;
-    tokio::process::Command::new("/usr/bin/caffeinate")
-        .args(["-i", "-w", &pid.to_string()])
+const CAFFEINATE: Option<&str> = if cfg!(target_os = "macos") { Some("/usr/bin/caffeinate") } else { None };
+
+fn keep_awake(program: Option<&str>) -> Option<tokio::process::Child> {
+    tokio::process::Command::new(program?)
+        .args(["-i", "-w", &std::process::id().to_string()])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -205,6 +206,17 @@ pub async fn run(
     cancel: impl Future<Output = ()>,
     grace: Duration,
 ) -> Outcome {
+    run_awake(launch, arguments, cancel, grace, CAFFEINATE).await
+}
+
+/// [`run`], holding the sleep assertion with `awake` (a stand-in for `caffeinate` in tests).
+async fn run_awake(
+    launch: &Launch,
+    arguments: &serde_json::Value,
+    cancel: impl Future<Output = ()>,
+    grace: Duration,
+    awake: Option<&str>,
+) -> Outcome {
     let Some((program, args)) = launch.command.split_first() else {
         return Outcome::failed("the session has no command configured".into());
     };
@@ -228,7 +240,7 @@ pub async fn run(
     // Armed only while the leader is unreaped: its pid is the group's id and cannot be reused
     // until it is reaped.
     let mut guard = GroupGuard(pid);
-    let _awake = keep_awake(pid);
+    let awake = keep_awake(awake);
     let input = serde_json::to_vec(arguments).unwrap_or_default();
     if let Some(mut stdin) = child.stdin.take() {
         tokio::spawn(async move {
@@ -262,6 +274,8 @@ pub async fn run(
                 let mut stopping = stopping;
                 stop_group(pid, &mut child, grace).await;
                 stopping.0 = None;
+                // Awake until the whole group is gone.
+                drop(awake);
             });
             return Outcome::cancelled();
         }
@@ -293,6 +307,7 @@ pub async fn run(
     }
     let out = std::mem::take(&mut *out_buf.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
     let err = std::mem::take(&mut *err_buf.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+    drop(awake);
     match status {
         Ok(s) if s.success() && truncated => Outcome {
             status: FinalStatus::Completed,
@@ -379,6 +394,51 @@ mod tests {
 
     fn sh(script: &str) -> Launch {
         Launch::from(vec!["sh".into(), "-c".into(), script.into()])
+    }
+
+    /// The sleep assertion outlives the cancelled graph's leader: a child that ignores SIGTERM
+    /// keeps the group alive through the grace, and the stand-in `caffeinate` (a script that
+    /// records its pid and waits) must still run then, and be gone once the group was killed.
+    #[tokio::test]
+    async fn the_mac_stays_awake_until_a_cancelled_graph_is_gone() {
+        let dir = std::env::temp_dir().join(format!("relay-awake-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let fake = dir.join("caffeinate");
+        std::fs::write(&fake, format!("#!/bin/sh\necho \"$$ $*\" > {}/awake\nexec sleep 600\n", dir.display())).unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let started = dir.join("started");
+        // The leader exits at SIGTERM; its child ignores it and lives until SIGKILL.
+        let script = format!("sh -c 'trap \"\" TERM; touch {}; sleep 600' & wait", started.display());
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let grace = Duration::from_secs(3);
+        let launch = sh(&script);
+        let run = tokio::spawn(async move {
+            run_awake(&launch, &serde_json::json!({}), async { rx.await.unwrap_or(()) }, grace, Some(fake.to_str().unwrap())).await
+        });
+        let alive = |pid: i32| nix::sys::signal::kill(Pid::from_raw(pid), None).is_ok();
+        let pid = loop {
+            if started.exists()
+                && let Some(line) = std::fs::read_to_string(dir.join("awake")).ok().filter(|l| l.ends_with('\n'))
+            {
+                assert!(line.contains(&format!("-i -w {}", std::process::id())), "it watches the relay: {line}");
+                break line.split_whitespace().next().unwrap().parse::<i32>().unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        tx.send(()).unwrap();
+        let cancelled = std::time::Instant::now();
+        assert_eq!(run.await.unwrap().status, FinalStatus::Cancelled);
+        // Reported cancelled at once; the group is in its grace, and the Mac is held awake.
+        tokio::time::sleep(Duration::from_millis(500)).await;
+        assert!(cancelled.elapsed() < grace, "the check must fall inside the grace");
+        assert!(alive(pid), "caffeinate ended while the cancelled graph was still stopping");
+        let gone = std::time::Instant::now();
+        while alive(pid) && gone.elapsed() < Duration::from_secs(10) {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(!alive(pid), "caffeinate outlived the graph's group");
+        let _ = std::fs::remove_dir_all(dir);
     }
 
     #[tokio::test]

@@ -114,7 +114,7 @@ pub fn replace(path: &Path, text: &str) -> Result<(), CliError> {
         std::process::id()
     ));
     let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(&tmp)?;
-    let written = f.write_all(text.as_bytes()).and_then(|()| f.sync_all());
+    let written = f.write_all(text.as_bytes()).and_then(|()| crate::disk::sync_file(&f));
     if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
         let _ = std::fs::remove_file(&tmp);
         return Err(CliError(format!("writing {}: {e}", path.display())));

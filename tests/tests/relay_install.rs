@@ -121,6 +121,7 @@ async fn curl_pipe_sh_installs_pairs_and_the_installed_relay_completes_a_run() {
         printed.push(l);
     }
     assert!(status.status.success(), "installer failed: {printed:?}\n{}", String::from_utf8_lossy(&status.stderr));
+    assert!(!printed.iter().any(|l| l.contains("then relay install")), "{printed:?}");
 
     // What it left: the binary, the token (0600), the config, the unit, the service loaded.
     let bin = home.join(".local/bin/relay");
@@ -212,6 +213,136 @@ async fn curl_pipe_sh_installs_pairs_and_the_installed_relay_completes_a_run() {
         "{err}"
     );
     assert!(!home2.join(".local/bin/relay").exists());
+    let _ = std::fs::remove_dir_all(&root);
+}
+
+/// A stub program in `dir`: a shell script.
+fn stub(dir: &Path, name: &str, script: &str) {
+    let path = dir.join(name);
+    std::fs::write(&path, format!("#!/bin/sh\n{script}\n")).unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o755)).unwrap();
+}
+
+/// Approves the pairing the installer's output names (the owner, through the owner API).
+async fn approve_printed_code(rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>, printed: &mut Vec<String>, url: &str, owner_token: &str) {
+    let code = loop {
+        let line = tokio::time::timeout(Duration::from_secs(60), rx.recv()).await.expect("installer output").unwrap();
+        printed.push(line.clone());
+        if let Some((_, code)) = line.split_once("?pair=") {
+            break code.trim().to_owned();
+        }
+    };
+    let approved = reqwest::Client::new()
+        .post(format!("{url}/owner/pairings/{code}/approve"))
+        .bearer_auth(owner_token)
+        .json(&json!({}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(approved.status(), 200);
+}
+
+/// The installer on a Mac as the issue describes it, with fake `uname`, `sysctl`, `xattr` and
+/// `launchctl` (the relay is told to act as on macOS): a shell under Rosetta (`uname -m` says
+/// x86_64, `sysctl -n hw.optional.arm64` says 1) gets the Apple silicon build — the Intel
+/// archive here is a binary that fails, so a wrong pick cannot pass; the download loses its
+/// quarantine attribute before it is moved into place; over SSH with no GUI login
+/// (`launchctl print gui/<uid>` fails) the agent is written, 0644 under a umask of 002, and the
+/// installer exits 0 saying it starts at the next login, without bootstrapping; a relative
+/// `--prefix` is made absolute in the plist; the zsh line that puts the prefix on `PATH` is
+/// printed; a proxy variable of the installing shell is carried into the agent; and `relay
+/// pair` does not tell the owner to run `relay install`, which the installer did.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_mac_under_rosetta_over_ssh_the_installer_picks_arm64_and_defers_to_the_next_login() {
+    let root = std::env::temp_dir().join(format!("relay-install-mac-{}", uuid::Uuid::new_v4()));
+    let dist = root.join("dist");
+    std::fs::create_dir_all(dist.join("x")).unwrap();
+    let relay = built_binary("relay", &["relay/src", "shared/domain/src"]);
+    let mut sums = String::new();
+    for (t, bin) in [("aarch64-apple-darwin", None), ("x86_64-apple-darwin", Some("#!/bin/sh\necho 'the Intel build ran' >&2\nexit 86\n"))] {
+        match bin {
+            None => {
+                std::fs::copy(&relay, dist.join("x/relay")).unwrap();
+            }
+            Some(script) => {
+                std::fs::remove_file(dist.join("x/relay")).unwrap();
+                std::fs::write(dist.join("x/relay"), script).unwrap();
+                use std::os::unix::fs::PermissionsExt;
+                std::fs::set_permissions(dist.join("x/relay"), std::fs::Permissions::from_mode(0o755)).unwrap();
+            }
+        }
+        let name = format!("relay-0.1.0-{t}.tar.gz");
+        assert!(Command::new("tar").arg("-C").arg(dist.join("x")).arg("-czf").arg(dist.join(&name)).arg("relay").status().unwrap().success());
+        sums.push_str(&format!("{}  {name}\n", sha256_of(&dist.join(&name))));
+    }
+    std::fs::write(dist.join("SHA256SUMS"), sums).unwrap();
+    let running = local::start(LocalConfig { relay_dist: dist, ..LocalConfig::at(root.join("server")) }).await.unwrap();
+    let url = running.base_url.clone();
+    let home = root.join("Users/ana");
+    let stubs = home.join("stub");
+    std::fs::create_dir_all(&stubs).unwrap();
+    let log = |n: &str| home.join(format!("{n}.log"));
+    stub(&stubs, "uname", "case $1 in -s) echo Darwin ;; -m) echo x86_64 ;; *) echo Darwin ;; esac");
+    stub(&stubs, "sysctl", "[ \"$*\" = \"-n hw.optional.arm64\" ] && echo 1");
+    stub(&stubs, "xattr", &format!("echo \"$*\" >> {}", log("xattr").display()));
+    stub(
+        &stubs,
+        "launchctl",
+        &format!(
+            "echo \"$*\" >> {}\ncase $1 in print) echo 'Could not find domain for port identifier: 0x0' >&2; exit 113 ;; esac",
+            log("launchctl").display()
+        ),
+    );
+    let mut c = Command::new("setsid");
+    c.args(["-w", "sh", "-c"])
+        .arg(format!("umask 002; curl -fsSL {url}/relay/install.sh | sh -s -- --prefix tools --name 'Ana Mac'"))
+        .env_clear()
+        .env("HOME", &home)
+        .env("PATH", format!("{}:/usr/local/bin:/usr/bin:/bin", stubs.display()))
+        .env("LANG", "C.UTF-8")
+        .env("SHELL", "/bin/zsh")
+        .env("HTTPS_PROXY", "http://proxy.invalid:3128")
+        .env(relay::cli::ALLOW_ROOT_ENV, "1")
+        .env(relay::service::TEST_PLATFORM_ENV, "macos")
+        .current_dir(&home);
+    let mut child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let stdout = child.stdout.take().unwrap();
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut printed = Vec::new();
+    approve_printed_code(&mut rx, &mut printed, &url, &running.owner_token).await;
+    let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap();
+    while let Ok(l) = rx.try_recv() {
+        printed.push(l);
+    }
+    let text = printed.join("\n");
+    assert!(out.status.success(), "installer failed: {text}\n{}", String::from_utf8_lossy(&out.stderr));
+    let bin = home.join("tools/bin/relay");
+    assert!(text.contains("under Rosetta") && text.contains("relay-0.1.0-aarch64-apple-darwin.tar.gz"), "{text}");
+    assert!(!text.contains("the Intel build ran"), "{text}");
+    let xattr = std::fs::read_to_string(log("xattr")).unwrap();
+    assert_eq!(xattr.trim(), format!("-d com.apple.quarantine {}/tools/bin/.relay.new", home.display()));
+    assert!(text.contains("add this line to ~/.zprofile"), "{text}");
+    assert!(text.contains(&format!("export PATH=\"{}/tools/bin:$PATH\"", home.display())), "{text}");
+    assert!(text.contains(&format!("done. Share a graph with: {} session add", bin.display())), "{text}");
+    assert!(!text.contains("then relay install"), "pair told the owner to do what the installer did: {text}");
+    assert!(text.contains("no GUI login session now") && text.contains("starts at your next login"), "{text}");
+    let calls = std::fs::read_to_string(log("launchctl")).unwrap();
+    assert!(calls.contains("print gui/") && !calls.contains("bootstrap"), "{calls}");
+    let plist = home.join("Library/LaunchAgents/com.foundry-connect.relay.plist");
+    use std::os::unix::fs::PermissionsExt;
+    assert_eq!(std::fs::metadata(&plist).unwrap().permissions().mode() & 0o777, 0o644);
+    let env = relay::service::service_environment(relay::service::Platform::MacOs, &std::fs::read_to_string(&plist).unwrap());
+    assert!(env.contains(&("HTTPS_PROXY".to_owned(), "http://proxy.invalid:3128".to_owned())), "{env:?}");
+    let args = std::fs::read_to_string(&plist).unwrap();
+    assert!(args.contains(&format!("<string>{}</string>", bin.display())), "the plist's binary is not absolute: {args}");
+    // The check at the end ran as on a Mac: the privacy note is there.
+    assert!(text.contains("Local Network permission"), "{text}");
     let _ = std::fs::remove_dir_all(&root);
 }
 

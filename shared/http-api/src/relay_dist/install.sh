@@ -26,15 +26,30 @@ done
 
 die() { echo "relay installer: $*" >&2; exit 1; }
 
-case $(uname -s) in
+# The service file records the binary's path: a relative --prefix would be relative to
+# wherever launchd or systemd starts it.
+case $prefix in
+  /*) ;;
+  *) prefix=$(pwd)/$prefix ;;
+esac
+
+kernel=$(uname -s)
+case $kernel in
   Darwin) os=apple-darwin ;;
   Linux) os=unknown-linux-musl ;;
-  *) die "no relay build for $(uname -s); the relay runs on macOS and Linux" ;;
+  *) die "no relay build for $kernel; the relay runs on macOS and Linux" ;;
 esac
-case $(uname -m) in
+machine=$(uname -m)
+# A shell translated by Rosetta reports x86_64 on Apple silicon: installing the Intel build
+# would run the relay, and every graph it starts, translated. The hardware tells the truth.
+if [ "$kernel" = Darwin ] && [ "$machine" = x86_64 ] && [ "$(sysctl -n hw.optional.arm64 2>/dev/null)" = 1 ]; then
+  echo "this shell runs under Rosetta; installing the Apple silicon build"
+  machine=arm64
+fi
+case $machine in
   arm64 | aarch64) arch=aarch64 ;;
   x86_64 | amd64) arch=x86_64 ;;
-  *) die "no relay build for the $(uname -m) architecture" ;;
+  *) die "no relay build for the $machine architecture" ;;
 esac
 target=$arch-$os
 
@@ -77,13 +92,38 @@ tar -xzf "$tmp/$archive" -C "$tmp/x" relay || die "$archive does not hold the re
 mkdir -p "$prefix/bin"
 cp "$tmp/x/relay" "$prefix/bin/.relay.new"
 chmod 755 "$prefix/bin/.relay.new"
+# A file that arrived through a browser or AirDrop carries com.apple.quarantine, and
+# Gatekeeper kills a quarantined ad-hoc signed binary at launch. Its checksum has passed.
+if [ "$kernel" = Darwin ] && command -v xattr >/dev/null 2>&1; then
+  xattr -d com.apple.quarantine "$prefix/bin/.relay.new" 2>/dev/null || true
+fi
 mv -f "$prefix/bin/.relay.new" "$prefix/bin/relay"
 echo "installed $prefix/bin/relay"
-case ":$PATH:" in *":$prefix/bin:"*) ;; *) echo "note: $prefix/bin is not on your PATH" ;; esac
+
+# ~/.local/bin is not on a Mac's PATH (nor on some Linux shells'): say the exact line for the
+# owner's shell, and use the full path below until it is added.
+relay=relay
+case ":$PATH:" in
+  *":$prefix/bin:"*) ;;
+  *)
+    relay=$prefix/bin/relay
+    case $(basename "${SHELL:-sh}") in
+      zsh) rc='~/.zprofile' line="export PATH=\"$prefix/bin:\$PATH\"" ;;
+      bash) if [ "$kernel" = Darwin ]; then rc='~/.bash_profile'; else rc='~/.bashrc'; fi
+        line="export PATH=\"$prefix/bin:\$PATH\"" ;;
+      fish) rc='~/.config/fish/config.fish' line="fish_add_path $prefix/bin" ;;
+      *) rc='~/.profile' line="export PATH=\"$prefix/bin:\$PATH\"" ;;
+    esac
+    echo "$prefix/bin is not on your PATH. To type just \`relay\`, add this line to $rc and open a new terminal:"
+    echo
+    echo "    $line"
+    echo
+    ;;
+esac
 
 # relay pair prints the account the desktop joined and asks before keeping it, on the
 # terminal (this script's own input is the download); with no terminal it accepts with --yes.
-set -- pair "$SERVER"
+set -- pair "$SERVER" --from-installer
 [ -n "$name" ] && set -- "$@" --name "$name"
 if (exec </dev/tty) 2>/dev/null; then
   "$prefix/bin/relay" "$@" </dev/tty
@@ -93,4 +133,5 @@ fi
 if [ "$service" = yes ]; then
   "$prefix/bin/relay" install
 fi
-echo "done. Share a graph with: $prefix/bin/relay session add --name NAME --project PROJECT_ID -- COMMAND"
+echo "done. Share a graph with: $relay session add --name NAME --project PROJECT_ID -- COMMAND"
+[ "$service" = yes ] || echo "then start it with: $relay run (or $relay install, to start it at every login)"
