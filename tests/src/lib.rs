@@ -18,6 +18,7 @@
 //! | [`doorbell_shim`] | API Gateway's WebSocket API, emulated for the cloud shape |
 //! | [`faults`] | a DynamoDB endpoint that fails on purpose (a proxy in front of the emulator) |
 //! | [`hosted_ui`] | Cognito's hosted `/oauth2/authorize` and `/oauth2/token`, as the cloud shape meets them |
+//! | [`net`] | a TCP forwarder that cuts connections silently, and an HTTP forward proxy |
 //! | [`mcp`] | requests of the MCP 2026-07-28 revision, as a client without a handshake sends them |
 //! | [`python`] | the pinned Python MCP SDKs and the OAuth client script |
 //! | [`receiver`] | a webhook receiver that verifies every request's signature |
@@ -29,6 +30,7 @@ pub mod doorbell_shim;
 pub mod faults;
 pub mod hosted_ui;
 pub mod mcp;
+pub mod net;
 pub mod python;
 pub mod receiver;
 pub mod registration;

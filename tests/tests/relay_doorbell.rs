@@ -48,9 +48,15 @@ struct World {
 }
 
 async fn world(policy: Policy, doorbell_poll: Duration) -> World {
+    world_at(policy, doorbell_poll, None).await
+}
+
+/// [`world`] with the server's public URL (a forwarder in front of it).
+async fn world_at(policy: Policy, doorbell_poll: Duration, public_url: Option<String>) -> World {
     let running = foundry_tests::LocalServer::start("relay-doorbell", |at| LocalConfig {
         policy,
         doorbell_poll_interval: doorbell_poll,
+        public_url,
         ..at
     })
     .await;
@@ -69,6 +75,12 @@ impl World {
     /// A desktop: its own device, project and one session running `script`; the relay binary
     /// started with `extra` config lines.
     async fn desk(&self, n: u32, script: &str, extra: &str) -> Desk {
+        self.desk_via(n, script, extra, &self.running.base_url, &[]).await
+    }
+
+    /// [`World::desk`] reaching the server at `server_url`, with `env` in the relay's
+    /// environment (every proxy variable of the test's own is removed first).
+    async fn desk_via(&self, n: u32, script: &str, extra: &str, server_url: &str, env: &[(&str, &str)]) -> Desk {
         let store = &self.running.store;
         let project = store.create_project(&self.owner, &format!("Desk {n}")).await.unwrap();
         store.set_project_enabled(&self.owner, project.project_id, true).await.unwrap();
@@ -81,14 +93,19 @@ impl World {
             "server_url = \"{}\"\ndevice_token = \"{token}\"\nstate_dir = \"{}\"\ncancel_grace_ms = 1000\n{extra}\n\
              [[sessions]]\ngraph_session_id = \"{}\"\nname = \"desk {n}\"\nslug = \"desk-{n}\"\nversion = \"1\"\n\
              projects = [\"{}\"]\ncommand = [\"sh\", \"-c\", {}]\n",
-            self.running.base_url,
+            server_url,
             state.join("state").display(),
             gs(n),
             project.project_id,
             serde_json::to_string(script).unwrap()
         );
         std::fs::write(&config, text).unwrap();
-        let child = std::process::Command::new(built_binary("relay", &["relay/src", "shared/domain/src"]))
+        let mut command = std::process::Command::new(built_binary("relay", &["relay/src", "shared/domain/src"]));
+        for v in relay::proxy::VARIABLES {
+            command.env_remove(v).env_remove(v.to_ascii_lowercase());
+        }
+        let child = command
+            .envs(env.iter().copied())
             .arg("--config")
             .arg(&config)
             .arg("run")
@@ -234,6 +251,61 @@ async fn a_lost_ring_is_covered_by_the_safety_poll() {
     w.status_of(id, RunStatus::Completed, Duration::from_secs(10)).await;
     eprintln!("lost ring: pickup {pickup:.3} s with a 3 s safety poll");
     assert_eq!(w.running.doorbell.rings_sent(), 0, "the fault hook let a ring through");
+    drop(desk);
+    cleanup(&w.dir);
+}
+
+/// A socket cut silently — no close frame, no FIN: the forwarder in front of the server just
+/// stops moving bytes, as a sleep or a Wi-Fi change does — is called dead when a ping goes
+/// unanswered for the pong deadline (1.5 s here, pings every 0.5 s), and a new socket opens
+/// through the forwarder; TCP keepalive alone would take 90 s, and without the deadline the
+/// relay would go on believing the old one. The relay meanwhile stops claiming a live
+/// doorbell, so the server no longer relaxes its poll.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_socket_cut_silently_is_replaced_within_the_pong_deadline() {
+    let fwd = foundry_tests::net::Forwarder::bind().await;
+    let w = world_at(Policy::default(), domain::doorbell::DOORBELL_POLL_INTERVAL, Some(fwd.url())).await;
+    fwd.set_target(w.running.addr);
+    let desk = w.desk_via(5, "echo done", "doorbell_ping_ms = 500\ndoorbell_pong_deadline_ms = 1500", &fwd.url(), &[]).await;
+    w.ready(&desk, true).await;
+    let hub = &w.running.doorbell;
+    assert_eq!(hub.connected(Some(desk.device)), 1);
+    let accepted = fwd.accepted();
+    fwd.freeze();
+    let cut = Instant::now();
+    // The server's end of the old socket never hears of it: a second socket of the device is
+    // the new one.
+    wait_until("a new doorbell socket", Duration::from_secs(10), || async {
+        (hub.connected(Some(desk.device)) >= 2 && fwd.accepted() > accepted).then_some(())
+    })
+    .await;
+    let replaced = cut.elapsed().as_secs_f64();
+    eprintln!("silent cut: a new doorbell socket after {replaced:.2} s (ping 0.5 s, pong deadline 1.5 s)");
+    assert!(replaced >= 1.5, "replaced before the deadline could have passed ({replaced:.2} s): not the deadline's doing");
+    // And it works: a queued run is rung through the new socket (the relaxed poll is 300 s).
+    let id = w.queue(&desk).await;
+    w.pickup(id, Duration::from_secs(40)).await;
+    drop(desk);
+    cleanup(&w.dir);
+}
+
+/// Through an HTTP proxy (`HTTP_PROXY`, the only route the relay is given here): the syncs
+/// go as absolute-form requests and the doorbell through a `CONNECT` tunnel, and a queued run
+/// is rung at once through it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_syncs_and_the_doorbell_go_through_the_proxy() {
+    let proxy = foundry_tests::net::HttpProxy::start().await;
+    let w = world(Policy::default(), domain::doorbell::DOORBELL_POLL_INTERVAL).await;
+    let base = w.running.base_url.clone();
+    let desk = w.desk_via(6, "echo done", "control_poll_ms = 10000", &base, &[("HTTP_PROXY", &proxy.url())]).await;
+    w.ready(&desk, true).await;
+    let id = w.queue(&desk).await;
+    let pickup = w.pickup(id, Duration::from_secs(8)).await;
+    eprintln!("through the proxy: pickup {pickup:.3} s");
+    let seen = proxy.seen();
+    let host = base.trim_start_matches("http://");
+    assert!(seen.iter().any(|l| l.starts_with(&format!("CONNECT {host} "))), "the doorbell did not tunnel: {seen:?}");
+    assert!(seen.iter().any(|l| l.starts_with(&format!("POST {base}{}/sync ", domain::relay::PREFIX))), "{seen:?}");
     drop(desk);
     cleanup(&w.dir);
 }
