@@ -404,7 +404,8 @@ mod tests {
         let dir = std::env::temp_dir().join(format!("relay-awake-{}", uuid::Uuid::new_v4()));
         std::fs::create_dir_all(&dir).unwrap();
         let fake = dir.join("caffeinate");
-        std::fs::write(&fake, format!("#!/bin/sh\necho \"$$ $*\" > {}/awake\nexec sleep 600\n", dir.display())).unwrap();
+        std::fs::write(&fake, format!("#!/bin/sh\necho \"$$ $*\" > {}/awake\nexec sleep 600\n", dir.display()))
+            .unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
         let started = dir.join("started");
@@ -414,7 +415,14 @@ mod tests {
         let grace = Duration::from_secs(3);
         let launch = sh(&script);
         let run = tokio::spawn(async move {
-            run_awake(&launch, &serde_json::json!({}), async { rx.await.unwrap_or(()) }, grace, Some(fake.to_str().unwrap())).await
+            run_awake(
+                &launch,
+                &serde_json::json!({}),
+                async { rx.await.unwrap_or(()) },
+                grace,
+                Some(fake.to_str().unwrap()),
+            )
+            .await
         });
         let alive = |pid: i32| nix::sys::signal::kill(Pid::from_raw(pid), None).is_ok();
         let pid = loop {

@@ -266,7 +266,8 @@ async fn a_socket_cut_silently_is_replaced_within_the_pong_deadline() {
     let fwd = foundry_tests::net::Forwarder::bind().await;
     let w = world_at(Policy::default(), domain::doorbell::DOORBELL_POLL_INTERVAL, Some(fwd.url())).await;
     fwd.set_target(w.running.addr);
-    let desk = w.desk_via(5, "echo done", "doorbell_ping_ms = 500\ndoorbell_pong_deadline_ms = 1500", &fwd.url(), &[]).await;
+    let desk =
+        w.desk_via(5, "echo done", "doorbell_ping_ms = 500\ndoorbell_pong_deadline_ms = 1500", &fwd.url(), &[]).await;
     w.ready(&desk, true).await;
     let hub = &w.running.doorbell;
     assert_eq!(hub.connected(Some(desk.device)), 1);
@@ -281,7 +282,10 @@ async fn a_socket_cut_silently_is_replaced_within_the_pong_deadline() {
     .await;
     let replaced = cut.elapsed().as_secs_f64();
     eprintln!("silent cut: a new doorbell socket after {replaced:.2} s (ping 0.5 s, pong deadline 1.5 s)");
-    assert!(replaced >= 1.5, "replaced before the deadline could have passed ({replaced:.2} s): not the deadline's doing");
+    assert!(
+        replaced >= 1.5,
+        "replaced before the deadline could have passed ({replaced:.2} s): not the deadline's doing"
+    );
     // And it works: a queued run is rung through the new socket (the relaxed poll is 300 s).
     let id = w.queue(&desk).await;
     w.pickup(id, Duration::from_secs(40)).await;

@@ -682,3 +682,118 @@ async fn install_loads_the_service_and_uninstall_unloads_it() {
     );
     e.finish().await;
 }
+
+/// `relay check` runs under the login service's environment, not the terminal's: a session's
+/// command found on the shell's `PATH` but not on the unit's is a failure naming the unit's
+/// `PATH`; a proxy variable present only in the unit is the proxy it tries (and here fails to
+/// reach); a config others can read while it holds the token is flagged. Each failure comes
+/// with its fix and makes the command exit non-zero; fixed, the same check passes.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn check_runs_under_the_login_services_environment() {
+    use std::os::unix::fs::PermissionsExt;
+    let e = env(Duration::from_secs(600)).await;
+    let tools = e.dir.join("tools");
+    let stubs = e.dir.join("stubs");
+    std::fs::create_dir_all(&tools).unwrap();
+    std::fs::create_dir_all(&stubs).unwrap();
+    std::fs::write(tools.join("graphtool"), "#!/bin/sh\necho ok\n").unwrap();
+    std::fs::set_permissions(tools.join("graphtool"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    std::fs::write(stubs.join("systemctl"), "#!/bin/sh\ncase \"$*\" in *is-system-running*) echo running ;; esac\n")
+        .unwrap();
+    std::fs::set_permissions(stubs.join("systemctl"), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let (text, config) = e.config(&[(1, "report", "echo ok")], "state");
+    let text = text.replace("command = [\"sh\", \"-c\", \"echo ok\"]", "command = [\"graphtool\"]");
+    std::fs::write(&config, &text).unwrap();
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o644)).unwrap();
+    let home = e.dir.join("home");
+    let relay = |args: &[&str], path: &str, proxy: Option<&str>| {
+        let mut c = std::process::Command::new(built_binary("relay", &["relay/src", "shared/domain/src"]));
+        for v in relay::proxy::VARIABLES {
+            c.env_remove(v).env_remove(v.to_ascii_lowercase());
+        }
+        if let Some(p) = proxy {
+            c.env("HTTP_PROXY", p);
+        }
+        c.args(args)
+            .arg("--config")
+            .arg(&config)
+            .env("HOME", &home)
+            .env("PATH", path)
+            .env(relay::cli::ALLOW_ROOT_ENV, "1")
+            .env(relay::service::TEST_PLATFORM_ENV, "linux")
+            .output()
+            .unwrap()
+    };
+    let narrow = format!("{}:/usr/bin:/bin", stubs.display());
+    let wide = format!("{}:{narrow}", tools.display());
+    // Installed from a shell without the tool on PATH and with a proxy nobody listens on.
+    let installed = relay(&["install"], &narrow, Some("http://127.0.0.1:9"));
+    assert!(installed.status.success(), "{}", String::from_utf8_lossy(&installed.stderr));
+    // Checked from a shell that has the tool and no proxy: the unit's environment decides.
+    let out = relay(&["check"], &wide, None);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(!out.status.success(), "{said}");
+    assert!(
+        said.contains(&format!("FAIL  session report: command graphtool is not found on the agent's PATH ({narrow})")),
+        "{said}"
+    );
+    assert!(said.contains("fix: use its full path in the session"), "{said}");
+    assert!(said.contains("FAIL  proxy 127.0.0.1:9"), "{said}");
+    assert!(said.contains("FAIL  the config holds the device token and others can read it (mode 644)"), "{said}");
+    assert!(String::from_utf8_lossy(&out.stderr).contains("problem(s) found"));
+    // Fixed: installed again from the shell that has the tool, without the proxy; the config 0600.
+    std::fs::set_permissions(&config, std::fs::Permissions::from_mode(0o600)).unwrap();
+    assert!(relay(&["install"], &wide, None).status.success());
+    let out = relay(&["check"], &wide, None);
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}");
+    for line in [
+        format!("ok    session report: command graphtool is {}", tools.join("graphtool").display()),
+        "device token accepted".to_owned(),
+        "clock within".to_owned(),
+        "doorbell ws://".to_owned(),
+    ] {
+        assert!(said.contains(&line), "{line:?} not in:\n{said}");
+    }
+    e.finish().await;
+}
+
+/// The command line's conventions, on the built binary: `--config` before or after the
+/// subcommand, `--version`, `--help` on a subcommand, a usage error without a stack trace
+/// even with `RUST_BACKTRACE=1` (exit 2), and a missing config naming `relay pair`.
+#[test]
+fn the_command_line_follows_the_conventions() {
+    let bin = built_binary("relay", &["relay/src", "shared/domain/src"]);
+    let run = |args: &[&str]| {
+        std::process::Command::new(&bin)
+            .args(args)
+            .env("RUST_BACKTRACE", "1")
+            .env("HOME", "/nonexistent")
+            .output()
+            .unwrap()
+    };
+    let version = run(&["--version"]);
+    assert!(version.status.success());
+    assert_eq!(String::from_utf8_lossy(&version.stdout).trim(), format!("relay {}", env!("CARGO_PKG_VERSION")));
+    let help = run(&["session", "add", "--help"]);
+    assert!(help.status.success() && String::from_utf8_lossy(&help.stdout).contains("--project"), "{help:?}");
+    let bad = run(&["run", "--bogus"]);
+    let err = String::from_utf8_lossy(&bad.stderr);
+    assert_eq!(bad.status.code(), Some(2), "{err}");
+    assert!(err.contains("unexpected argument '--bogus'") && !err.contains("stack backtrace"), "{err}");
+    let dir = std::env::temp_dir().join(format!("relay-cli-{}", uuid::Uuid::new_v4()));
+    let missing = dir.join("relay.toml");
+    for args in [
+        vec!["run", "--config", missing.to_str().unwrap()],
+        vec!["--config", missing.to_str().unwrap(), "status"],
+        vec!["session", "add", "--name", "X", "--project", "p", "--config", missing.to_str().unwrap(), "--", "true"],
+    ] {
+        let out = run(&args);
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{args:?}: {err}");
+        assert!(
+            err.contains("pair this desktop first with `relay pair SERVER_URL`") && !err.contains("stack backtrace"),
+            "{args:?}: {err}"
+        );
+    }
+}

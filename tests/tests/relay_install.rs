@@ -225,7 +225,12 @@ fn stub(dir: &Path, name: &str, script: &str) {
 }
 
 /// Approves the pairing the installer's output names (the owner, through the owner API).
-async fn approve_printed_code(rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>, printed: &mut Vec<String>, url: &str, owner_token: &str) {
+async fn approve_printed_code(
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<String>,
+    printed: &mut Vec<String>,
+    url: &str,
+    owner_token: &str,
+) {
     let code = loop {
         let line = tokio::time::timeout(Duration::from_secs(60), rx.recv()).await.expect("installer output").unwrap();
         printed.push(line.clone());
@@ -260,7 +265,10 @@ async fn on_a_mac_under_rosetta_over_ssh_the_installer_picks_arm64_and_defers_to
     std::fs::create_dir_all(dist.join("x")).unwrap();
     let relay = built_binary("relay", &["relay/src", "shared/domain/src"]);
     let mut sums = String::new();
-    for (t, bin) in [("aarch64-apple-darwin", None), ("x86_64-apple-darwin", Some("#!/bin/sh\necho 'the Intel build ran' >&2\nexit 86\n"))] {
+    for (t, bin) in [
+        ("aarch64-apple-darwin", None),
+        ("x86_64-apple-darwin", Some("#!/bin/sh\necho 'the Intel build ran' >&2\nexit 86\n")),
+    ] {
         match bin {
             None => {
                 std::fs::copy(&relay, dist.join("x/relay")).unwrap();
@@ -273,7 +281,17 @@ async fn on_a_mac_under_rosetta_over_ssh_the_installer_picks_arm64_and_defers_to
             }
         }
         let name = format!("relay-0.1.0-{t}.tar.gz");
-        assert!(Command::new("tar").arg("-C").arg(dist.join("x")).arg("-czf").arg(dist.join(&name)).arg("relay").status().unwrap().success());
+        assert!(
+            Command::new("tar")
+                .arg("-C")
+                .arg(dist.join("x"))
+                .arg("-czf")
+                .arg(dist.join(&name))
+                .arg("relay")
+                .status()
+                .unwrap()
+                .success()
+        );
         sums.push_str(&format!("{}  {name}\n", sha256_of(&dist.join(&name))));
     }
     std::fs::write(dist.join("SHA256SUMS"), sums).unwrap();
@@ -337,10 +355,14 @@ async fn on_a_mac_under_rosetta_over_ssh_the_installer_picks_arm64_and_defers_to
     let plist = home.join("Library/LaunchAgents/com.foundry-connect.relay.plist");
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(std::fs::metadata(&plist).unwrap().permissions().mode() & 0o777, 0o644);
-    let env = relay::service::service_environment(relay::service::Platform::MacOs, &std::fs::read_to_string(&plist).unwrap());
+    let env =
+        relay::service::service_environment(relay::service::Platform::MacOs, &std::fs::read_to_string(&plist).unwrap());
     assert!(env.contains(&("HTTPS_PROXY".to_owned(), "http://proxy.invalid:3128".to_owned())), "{env:?}");
     let args = std::fs::read_to_string(&plist).unwrap();
-    assert!(args.contains(&format!("<string>{}</string>", bin.display())), "the plist's binary is not absolute: {args}");
+    assert!(
+        args.contains(&format!("<string>{}</string>", bin.display())),
+        "the plist's binary is not absolute: {args}"
+    );
     // The check at the end ran as on a Mac: the privacy note is there.
     assert!(text.contains("Local Network permission"), "{text}");
     let _ = std::fs::remove_dir_all(&root);
