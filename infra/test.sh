@@ -112,6 +112,11 @@ export FOUNDRY_CONFORMANCE_CLI="$conf/node_modules/@modelcontextprotocol/conform
 export FOUNDRY_CONFORMANCE2_CLI="$conf/node_modules/conformance-0-2/dist/index.js"
 export FOUNDRY_INSPECTOR_CLI="$conf/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
 
+phase "installing the pinned release tools (zig, lief) for the Mach-O check's test"
+dist=$(venv_for dist "$root/infra/requirements-dist.txt")
+"$root/infra/pyenv.sh" "$dist" "$root/infra/requirements-dist.txt"
+export FOUNDRY_PYTHON_DIST="$dist/bin/python"
+
 phase "checking the SAM template (sam validate --lint, which runs cfn-lint; pinned in infra/requirements-deploy.txt)"
 deploy=$(venv_for deploy "$root/infra/requirements-deploy.txt")
 "$root/infra/pyenv.sh" "$deploy" "$root/infra/requirements-deploy.txt"

@@ -19,6 +19,7 @@ mod events_docs;
 mod events_local;
 mod layout;
 mod linearizability;
+mod macho_check;
 mod mcp_conformance;
 mod mcp_direct;
 mod mcp_http;
