@@ -15,9 +15,18 @@
 # macOS: there is no SDK here, so Security and CoreFoundation are linked against the stubs in
 # infra/macos-stubs (the real frameworks load on the Mac). The minimum macOS is
 # $MACOSX_DEPLOYMENT_TARGET (11.0). infra/check_macho.py then parses every Mach-O (lief): CPU
-# types, minimum OS, only system libraries linked, and an ad-hoc code signature on arm64 whose
-# page hashes match the file. Nothing here ran on a real Mac (docs/relay.md says what that
-# leaves unverified).
+# types, minimum OS, only system libraries linked, a code signature on arm64 whose page hashes
+# match the file (codeLimit, flags, CodeDirectory version), and 16 KiB arm64 slices in the
+# universal file. Nothing here ran on a real Mac (docs/relay.md says what that leaves unverified).
+#
+# Signing with a Developer ID (optional; docs/relay.md, "Signed builds"): with
+#   FOUNDRY_SIGN_P12=developer-id.p12 FOUNDRY_SIGN_P12_PASSWORD_FILE=pw.txt   (or FOUNDRY_SIGN_PEM=key-and-cert.pem)
+# every macOS binary is signed by rcodesign (apple-codesign; $FOUNDRY_RCODESIGN or `rcodesign`
+# on PATH) with the hardened runtime before it is checked and packed, and checked as
+# `--expect developer-id`; without them the builds keep the linker's ad-hoc signature. With
+# FOUNDRY_NOTARY_API_KEY=key.json (`rcodesign encode-app-store-connect-api-key`) each signed
+# binary is also submitted to Apple's notary service and waited for; a bare executable cannot
+# be stapled, so Gatekeeper looks its ticket up online.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -52,25 +61,73 @@ pack() {
   echo "packed $out/relay-$version-$name.tar.gz ($(stat -c %s "$out/relay-$version-$name.tar.gz") bytes)"
 }
 
+sign=()
+if [ -n "${FOUNDRY_SIGN_P12:-}" ]; then
+  sign=(--p12-file "$FOUNDRY_SIGN_P12")
+  [ -n "${FOUNDRY_SIGN_P12_PASSWORD_FILE:-}" ] && sign+=(--p12-password-file "$FOUNDRY_SIGN_P12_PASSWORD_FILE")
+elif [ -n "${FOUNDRY_SIGN_PEM:-}" ]; then
+  sign=(--pem-file "$FOUNDRY_SIGN_PEM")
+fi
+rcodesign=${FOUNDRY_RCODESIGN:-rcodesign}
+expect=adhoc
+if [ ${#sign[@]} -gt 0 ]; then
+  command -v "$rcodesign" >/dev/null || { echo "signing asked for, but $rcodesign is not installed (cargo install apple-codesign --locked --version 0.29.0)" >&2; exit 1; }
+  expect=developer-id
+fi
+
+# Signs (when asked) a copy of one macOS binary; prints the path to pack.
+signed() {
+  local bin=$1 name=$2 dir
+  if [ ${#sign[@]} -eq 0 ]; then
+    echo "$bin"
+    return
+  fi
+  dir=$(mktemp -d)
+  "$rcodesign" sign "${sign[@]}" --code-signature-flags runtime --binary-identifier com.foundry-connect.relay \
+    "$bin" "$dir/relay" >&2
+  if [ -n "${FOUNDRY_NOTARY_API_KEY:-}" ]; then
+    (cd "$dir" && zip -q "relay-$name.zip" relay)
+    "$rcodesign" notary-submit --api-key-file "$FOUNDRY_NOTARY_API_KEY" --wait "$dir/relay-$name.zip" >&2
+  fi
+  echo "$dir/relay"
+}
+
 macs=()
+names=()
 for t in "${targets[@]}"; do
   echo "== $t"
   cargo zigbuild --release --locked -p relay --target "$t"
-  pack "$CARGO_TARGET_DIR/$t/release/relay" "$t"
-  case $t in *-apple-darwin) macs+=("$CARGO_TARGET_DIR/$t/release/relay") ;; esac
+  case $t in
+    *-apple-darwin) macs+=("$CARGO_TARGET_DIR/$t/release/relay"); names+=("$t") ;;
+    *) pack "$CARGO_TARGET_DIR/$t/release/relay" "$t" ;;
+  esac
 done
 
 if [ ${#macs[@]} -eq 2 ]; then
   # cargo-zigbuild's universal2 target reuses the two thin builds and joins them (as `lipo -create`).
   echo "== universal2-apple-darwin"
   cargo zigbuild --release --locked -p relay --target universal2-apple-darwin
-  pack "$CARGO_TARGET_DIR/universal2-apple-darwin/release/relay" universal2-apple-darwin
   macs+=("$CARGO_TARGET_DIR/universal2-apple-darwin/release/relay")
+  names+=(universal2-apple-darwin)
 fi
 
 if [ ${#macs[@]} -gt 0 ]; then
-  echo "== checking the Mach-O files"
-  python infra/check_macho.py --min-macos "$MACOSX_DEPLOYMENT_TARGET" "${macs[@]}"
+  staged=()
+  for i in "${!macs[@]}"; do
+    staged+=("$(signed "${macs[$i]}" "${names[$i]}")")
+  done
+  echo "== checking the Mach-O files (--expect $expect)"
+  # check_macho names the CPU types it expects from the path: stage under the target's name.
+  checked=()
+  for i in "${!staged[@]}"; do
+    mkdir -p "$CARGO_TARGET_DIR/checked/${names[$i]}/release"
+    cp "${staged[$i]}" "$CARGO_TARGET_DIR/checked/${names[$i]}/release/relay"
+    checked+=("$CARGO_TARGET_DIR/checked/${names[$i]}/release/relay")
+  done
+  python infra/check_macho.py --min-macos "$MACOSX_DEPLOYMENT_TARGET" --expect "$expect" "${checked[@]}"
+  for i in "${!checked[@]}"; do
+    pack "${checked[$i]}" "${names[$i]}"
+  done
 fi
 
 (cd "$out" && sha256sum relay-"$version"-*.tar.gz > SHA256SUMS)
