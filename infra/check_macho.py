@@ -147,9 +147,12 @@ def check(path: str, min_macos: str, expect: str = "adhoc") -> list:
             print(f"{where}: links {lib.name}")
             if not lib.name.startswith(SYSTEM_PREFIXES):
                 problems.append(f"{where}: links a non-system library {lib.name}")
-        if cpu == "arm64":
+        # arm64 must always be signed (the kernel kills it otherwise); a Developer ID build must
+        # sign every slice (Gatekeeper and notarization check the x86_64 one too).
+        if cpu == "arm64" or expect == "developer-id":
             if not b.has_code_signature:
-                problems.append(f"{where}: no LC_CODE_SIGNATURE (macOS kills unsigned arm64 binaries)")
+                why = "macOS kills unsigned arm64 binaries" if cpu == "arm64" else "a Developer ID build signs every slice"
+                problems.append(f"{where}: no LC_CODE_SIGNATURE ({why})")
             else:
                 cs = b.code_signature
                 summary, found = signature_problems(raw, cs.data_offset, cs.data_size, expect)

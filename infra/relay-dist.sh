@@ -22,7 +22,8 @@
 # Signing with a Developer ID (optional; docs/relay.md, "Signed builds"): with
 #   FOUNDRY_SIGN_P12=developer-id.p12 FOUNDRY_SIGN_P12_PASSWORD_FILE=pw.txt   (or FOUNDRY_SIGN_PEM=key-and-cert.pem)
 # every macOS binary is signed by rcodesign (apple-codesign; $FOUNDRY_RCODESIGN or `rcodesign`
-# on PATH) with the hardened runtime before it is checked and packed, and checked as
+# on PATH) with the hardened runtime and a secure timestamp (Apple's server, which notarization
+# requires; FOUNDRY_SIGN_TIMESTAMP_URL=none for an offline trial) before it is checked and packed, and checked as
 # `--expect developer-id`; without them the builds keep the linker's ad-hoc signature. With
 # FOUNDRY_NOTARY_API_KEY=key.json (`rcodesign encode-app-store-connect-api-key`) each signed
 # binary is also submitted to Apple's notary service and waited for; a bare executable cannot
@@ -84,6 +85,7 @@ signed() {
   fi
   dir=$(mktemp -d)
   "$rcodesign" sign "${sign[@]}" --code-signature-flags runtime --binary-identifier com.foundry-connect.relay \
+    --timestamp-url "${FOUNDRY_SIGN_TIMESTAMP_URL:-http://timestamp.apple.com/ts01}" \
     "$bin" "$dir/relay" >&2
   if [ -n "${FOUNDRY_NOTARY_API_KEY:-}" ]; then
     (cd "$dir" && zip -q "relay-$name.zip" relay)

@@ -175,8 +175,14 @@ pub async fn install(config_path: &Path) -> Result<(), CliError> {
                     "to run it without a login, enable lingering: loginctl enable-linger $USER",
                 ),
             };
-            println!("{what} ({why}): the relay starts at your next login");
-            println!("        {then}");
+            if platform == Platform::Linux && why.contains("No such file or directory") {
+                println!(
+                    "systemd is not installed here ({why}): the unit was written but nothing will start it; start `relay run` from your desktop's autostart instead"
+                );
+            } else {
+                println!("{what} ({why}): the relay starts at your next login");
+                println!("        {then}");
+            }
         }
         service::Session::Present => {
             let commands = service::load_commands(platform, &file, &uid);

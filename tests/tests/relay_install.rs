@@ -89,13 +89,7 @@ async fn curl_pipe_sh_installs_pairs_and_the_installed_relay_completes_a_run() {
 
     // The installer prints the panel URL with the code, then waits for the approval.
     let mut child = installer(&home, &url).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let mut rx = lines_of(&mut child);
     let mut printed = Vec::new();
     let code = loop {
         let line = tokio::time::timeout(Duration::from_secs(60), rx.recv()).await.expect("installer output").unwrap();
@@ -216,6 +210,18 @@ async fn curl_pipe_sh_installs_pairs_and_the_installed_relay_completes_a_run() {
     let _ = std::fs::remove_dir_all(&root);
 }
 
+/// The child's stdout, line by line, as it prints them.
+fn lines_of(child: &mut std::process::Child) -> tokio::sync::mpsc::UnboundedReceiver<String> {
+    let stdout = child.stdout.take().unwrap();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel::<String>();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    rx
+}
+
 /// A stub program in `dir`: a shell script.
 fn stub(dir: &Path, name: &str, script: &str) {
     let path = dir.join(name);
@@ -325,13 +331,7 @@ async fn on_a_mac_under_rosetta_over_ssh_the_installer_picks_arm64_and_defers_to
         .env(relay::service::TEST_PLATFORM_ENV, "macos")
         .current_dir(&home);
     let mut child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
-    let stdout = child.stdout.take().unwrap();
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<String>();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
+    let mut rx = lines_of(&mut child);
     let mut printed = Vec::new();
     approve_printed_code(&mut rx, &mut printed, &url, &running.owner_token).await;
     let out = tokio::task::spawn_blocking(move || child.wait_with_output().unwrap()).await.unwrap();
