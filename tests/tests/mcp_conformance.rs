@@ -4,6 +4,10 @@
 //! the 2026-07-28 revision's (stateless serving, caching hints, HTTP header validation) in the
 //! era each applies to, against the baseline `infra/conformance/expected-failures.yaml` of
 //! checks that need the reference fixture's demo tools (docs/mcp.md says which do not apply).
+//! The baseline stays exact both ways: the runner fails an entry that starts passing, and this
+//! test fails one that no run reports as a `FAILURE` any more (gone, `INFO` or `SKIPPED`), read
+//! from each run's `checks.json`; and every run must print its `Passed: n/m` summary with m > 0,
+//! so a scenario the runner skipped (exit 0, no checks) fails instead of passing silently.
 //!
 //! The runner connects without credentials, so it talks to a small proxy here that adds the
 //! bearer token and forwards everything else untouched (method, path, headers including `Host`,
@@ -65,6 +69,45 @@ const SCENARIOS_0_2: &[(&str, &str)] = &[
     ("tasks-mrtr-composition", "extension"),
 ];
 
+/// Whether the runner's output has its summary with at least one check (`Passed: n/m`, m > 0).
+fn summary_ran(text: &str) -> Result<(), String> {
+    let line = text.lines().find(|l| l.contains("Passed:")).ok_or("no \"Passed:\" line: the scenario did not run")?;
+    let total = line
+        .split("Passed:")
+        .nth(1)
+        .and_then(|r| r.split(',').next())
+        .and_then(|r| r.trim().split('/').nth(1))
+        .and_then(|n| n.trim().parse::<u32>().ok())
+        .ok_or_else(|| format!("unreadable summary: {line}"))?;
+    if total == 0 { Err(format!("no checks ran: {line}")) } else { Ok(()) }
+}
+
+/// The checks a 0.2 run wrote under `dir` (`<dir>/<run>/checks.json`).
+fn checks_of(dir: &std::path::Path) -> Option<serde_json::Value> {
+    let run = std::fs::read_dir(dir).ok()?.filter_map(Result::ok).find(|e| e.path().join("checks.json").exists())?;
+    serde_json::from_slice(&std::fs::read(run.path().join("checks.json")).ok()?).ok()
+}
+
+/// The `scenario:check` entries of the baseline file.
+fn baseline_entries(yaml: &str) -> Vec<String> {
+    yaml.lines().filter_map(|l| l.trim().strip_prefix("- ")).map(|e| e.trim().to_owned()).collect()
+}
+
+/// Baseline entries whose check no run of their scenario reports as `FAILURE`: gone, `INFO`,
+/// `SKIPPED` (the runner flags `SUCCESS` itself).
+fn stale_entries(entries: &[String], reported: &[(String, serde_json::Value)]) -> Vec<String> {
+    entries
+        .iter()
+        .filter(|e| {
+            let Some((scenario, check)) = e.split_once(':') else { return true };
+            !reported.iter().filter(|(s, _)| s == scenario).any(|(_, checks)| {
+                checks.as_array().is_some_and(|a| a.iter().any(|c| c["id"] == check && c["status"] == "FAILURE"))
+            })
+        })
+        .cloned()
+        .collect()
+}
+
 #[tokio::test]
 async fn official_conformance_server_scenarios() {
     let (Some(node), Some(cli)) =
@@ -101,6 +144,11 @@ async fn official_conformance_server_scenarios() {
         runs.push((cli2.clone(), scenario, Some(era)));
     }
     let baseline = concat!(env!("CARGO_MANIFEST_DIR"), "/../infra/conformance/expected-failures.yaml");
+    // Every 0.2 run writes its checks (checks.json), read below against the baseline.
+    let out_dir = std::env::var_os("FOUNDRY_CONFORMANCE_OUT")
+        .map(std::path::PathBuf::from)
+        .unwrap_or_else(|| running.dir.join("conformance-out"));
+    let mut reported: Vec<(String, serde_json::Value)> = Vec::new();
     for (cli, scenario, era) in runs {
         let mut cmd = tokio::process::Command::new(&node);
         cmd.arg(&cli).args(["server", "--url", &url, "--scenario", scenario]);
@@ -110,9 +158,7 @@ async fn official_conformance_server_scenarios() {
             if era != "extension" {
                 cmd.args(["--spec-version", era]);
             }
-            if let Some(out) = std::env::var_os("FOUNDRY_CONFORMANCE_OUT") {
-                cmd.arg("-o").arg(std::path::Path::new(&out).join(format!("{scenario}-{era}")));
-            }
+            cmd.arg("-o").arg(out_dir.join(format!("{scenario}-{era}")));
         }
         let out = cmd.output().await.unwrap();
         let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
@@ -124,7 +170,33 @@ async fn official_conformance_server_scenarios() {
         if !out.status.success() {
             failures.push(format!("{scenario}:\n{text}"));
         }
+        // A scenario the runner skipped (or did not know) exits 0 without checks: require them.
+        if let Err(e) = summary_ran(&text) {
+            failures.push(format!("{scenario} {}: {e}", era.unwrap_or("(0.1)")));
+        }
+        if era.is_some() {
+            match checks_of(&out_dir.join(format!("{scenario}-{}", era.unwrap_or_default()))) {
+                Some(checks) => reported.push((scenario.to_owned(), checks)),
+                None => failures.push(format!("{scenario}: the runner wrote no checks.json")),
+            }
+        }
     }
+    let entries = baseline_entries(&std::fs::read_to_string(baseline).unwrap());
+    assert!(entries.len() > 10, "the baseline did not parse: {entries:?}");
+    let stale = stale_entries(&entries, &reported);
+    if !stale.is_empty() {
+        failures.push(format!(
+            "infra/conformance/expected-failures.yaml has entries the runner no longer reports as failures (gone, INFO, SKIPPED or passing): remove them\n{}",
+            stale.join("\n")
+        ));
+    }
+    // The broken variants the guards must catch: a baseline entry for a check that is never
+    // reported, one that comes back SKIPPED, and a run that printed no summary.
+    let ghost = vec!["caching:no-such-check".to_owned()];
+    assert_eq!(stale_entries(&ghost, &reported), ghost, "a stale entry went unnoticed");
+    let skipped = serde_json::json!([{"id": "x", "status": "SKIPPED"}]);
+    assert_eq!(stale_entries(&["s:x".to_owned()], &[("s".to_owned(), skipped)]).len(), 1, "SKIPPED counted as failing");
+    assert!(summary_ran("Scenario s skipped: not applicable to this spec version").is_err());
     server.abort();
     running.stop().await;
     assert!(failures.is_empty(), "conformance failures:\n{}", failures.join("\n"));
