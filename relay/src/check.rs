@@ -22,7 +22,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
-use crate::config::Config;
+use crate::config::{Config, file_mode as mode};
 use crate::proxy::Proxies;
 use crate::service::{self, Platform};
 
@@ -78,12 +78,6 @@ pub fn tcc_protected(dir: &Path, home: &Path) -> Option<String> {
         "Library/Mobile Documents" => "iCloud Drive".to_owned(),
         other => format!("~/{other}"),
     })
-}
-
-/// The mode bits of `path`, if it exists.
-fn mode(path: &Path) -> Option<u32> {
-    use std::os::unix::fs::PermissionsExt;
-    std::fs::metadata(path).ok().map(|m| m.permissions().mode() & 0o777)
 }
 
 /// Where `program` is on `path` (a program with a `/` is taken as it is).
@@ -303,7 +297,7 @@ pub async fn network_findings(config: &Config, proxies: &Proxies) -> Vec<Finding
         out.push(ok("doorbell off in the config (doorbell = false): polling only"));
         return out;
     }
-    out.push(doorbell_finding(config, proxies).await);
+    out.push(doorbell_finding(config, proxies, http).await);
     out
 }
 
@@ -312,15 +306,12 @@ pub fn clock_skew(here: SystemTime, there: SystemTime) -> Duration {
     here.duration_since(there).or_else(|_| there.duration_since(here)).unwrap_or_default()
 }
 
-async fn doorbell_finding(config: &Config, proxies: &Proxies) -> Finding {
+async fn doorbell_finding(config: &Config, proxies: &Proxies, http: reqwest::Client) -> Finding {
     use crate::client::{Client, RelayServer, Synced};
     let Some(project) = config.projects().first().copied() else {
         return note("doorbell not checked: no sessions yet", "relay session add …, then relay check");
     };
-    let client = match crate::client::https_client_with(proxies) {
-        Ok(http) => Client::with_http(http, &config.server_url, &config.device_token),
-        Err(e) => return fail(format!("HTTPS cannot start: {e}"), "report this"),
-    };
+    let client = Client::with_http(http, &config.server_url, &config.device_token);
     match client.sync(project, &config.sessions_for(project)).await {
         Ok(Synced::Commands { doorbell_url: Some(url), .. }) => {
             let url = crate::doorbell::websocket_url(&url);

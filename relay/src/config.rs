@@ -243,7 +243,7 @@ impl Config {
         let device_token_file = raw.device_token_file.as_deref().map(resolve);
         let mut warnings = Vec::new();
         if let Some(f) = &device_token_file
-            && let Some(mode) = private_files_mode(f)
+            && let Some(mode) = file_mode(f)
             && mode & 0o077 != 0
         {
             warnings.push(format!(
@@ -278,7 +278,8 @@ impl Config {
     }
 }
 
-fn private_files_mode(path: &Path) -> Option<u32> {
+/// The permission bits of `path`, if it exists.
+pub(crate) fn file_mode(path: &Path) -> Option<u32> {
     use std::os::unix::fs::PermissionsExt;
     std::fs::metadata(path).ok().map(|m| m.permissions().mode() & 0o777)
 }
