@@ -1,7 +1,9 @@
 """Prints docs/cost.md's tables from docs/cost-inputs.json: the DynamoDB requests each
 operation makes (measured by tests/tests/tool_permissions.rs, which fails when they drift), the
-functions' configured memory and measured warm durations, and list prices with their date.
-Re-run it when prices change:
+functions' configured memory and measured warm durations, and list prices with their date; and
+from docs/doorbell-figures.json the syncs a day of an idle desktop (written by the doorbell
+benchmark, tests/tests/relay_doorbell.rs, `doorbell_idle_requests`). Re-run it when prices or
+figures change:
 
     python3 infra/cost.py [docs/cost-inputs.json]
 
@@ -14,6 +16,7 @@ Update / Delete 2 write units and each ConditionCheck 2 read units.
 
 import json
 import math
+import os
 import sys
 
 TOOLS = [
@@ -69,6 +72,8 @@ def main():
     path = sys.argv[1] if len(sys.argv) > 1 else "docs/cost-inputs.json"
     doc = json.load(open(path))
     pr = Prices(doc)
+    idle = json.load(open(os.path.join(os.path.dirname(path), "doorbell-figures.json")))["idle"]
+    idle_per_day = idle["on_per_day"]
     req = doc["dynamodb_requests"]
     print(f"Prices as of {doc['prices']['as_of']} ({doc['prices']['source']}).\n")
 
@@ -87,7 +92,7 @@ def main():
     step = {k: pr.api() + pr.invocation("graph_relay") + pr.dynamo(apis[k]) for k in ("relay_start", "relay_control", "relay_complete")}
     month = 30 * 86400
     poll20 = month / 20 * sync
-    syncs300 = 279 * 30 * sync
+    syncs300 = idle_per_day * 30 * sync
     conn = month / 60 * doc["prices"]["websocket_connection_minutes_per_million"] / 1e6
     reconnects = month / (110 * 60) * (2 * pr.invocation("graph_relay") + 2 * pr.p["websocket_messages_per_million"] / 1e6
                                         + 2 * 2 * pr.p["dynamodb_write_unit_per_million"] / 1e6 + 2 * pr.p["dynamodb_read_unit_per_million"] / 1e6)
@@ -97,7 +102,7 @@ def main():
     print("|---|---|")
     print(f"| one sync ({', '.join(apis['relay_sync_with_work'])}) | ${sync * 1e6:.2f} per million |")
     print(f"| idle desktop-month, polling every 20 s (129,600 syncs) | ${poll20:.3f} |")
-    print(f"| idle desktop-month, doorbell: syncs every 300 s (279/day, measured) | ${syncs300:.3f} |")
+    print(f"| idle desktop-month, doorbell: syncs every 300 s ({idle_per_day:,}/day, measured) | ${syncs300:.3f} |")
     print(f"| ... the socket open all month (43,200 connection-minutes) | ${conn:.3f} |")
     print(f"| ... reconnects every 110 min ($connect + $disconnect) | ${reconnects:.4f} |")
     print(f"| ... pings every 4 min, if billed as messages | ${pings:.3f} |")

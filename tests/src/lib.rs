@@ -19,6 +19,7 @@
 //! | [`faults`] | a DynamoDB endpoint that fails on purpose (a proxy in front of the emulator) |
 //! | [`hosted_ui`] | Cognito's hosted `/oauth2/authorize` and `/oauth2/token`, as the cloud shape meets them |
 //! | [`net`] | a TCP forwarder that cuts connections silently, and an HTTP forward proxy |
+//! | [`mutants`] | pairing steps without their conditions: right one at a time, wrong only in a race |
 //! | [`mcp`] | requests of the MCP 2026-07-28 revision, as a client without a handshake sends them |
 //! | [`python`] | the pinned Python MCP SDKs and the OAuth client script |
 //! | [`receiver`] | a webhook receiver that verifies every request's signature |
@@ -30,6 +31,7 @@ pub mod doorbell_shim;
 pub mod faults;
 pub mod hosted_ui;
 pub mod mcp;
+pub mod mutants;
 pub mod net;
 pub mod python;
 pub mod receiver;
@@ -588,6 +590,47 @@ pub fn pinned(path: &str, now: &str) {
     let was = std::fs::read_to_string(&file).unwrap_or_default();
     assert!(was == now, "{path} is not what the code makes now: review the change, then run with FOUNDRY_UPDATE=1");
 }
+
+/// The Markdown tables of `text`: runs of lines starting with `|`, in order.
+pub fn markdown_tables(text: &str) -> Vec<Vec<&str>> {
+    let mut out: Vec<Vec<&str>> = Vec::new();
+    let mut current: Vec<&str> = Vec::new();
+    for line in text.lines() {
+        if line.starts_with('|') {
+            current.push(line);
+        } else if !current.is_empty() {
+            out.push(std::mem::take(&mut current));
+        }
+    }
+    if !current.is_empty() {
+        out.push(current);
+    }
+    out
+}
+
+/// Each table `printed` has is in `doc` whole: the doc's table with the same header has exactly
+/// the printed rows, in order — a stale row left beside a new one, or a row missing, fails.
+///
+/// # Errors
+/// Naming the first table that is missing or differs, with both versions.
+pub fn tables_match(printed: &str, doc: &str) -> Result<(), String> {
+    let in_doc = markdown_tables(doc);
+    for t in markdown_tables(printed) {
+        let Some(d) = in_doc.iter().find(|d| d.first() == t.first()) else {
+            return Err(format!("no table headed `{}`", t[0]));
+        };
+        if *d != t {
+            return Err(format!(
+                "the table headed `{}` is\n{}\nbut the command prints\n{}",
+                t[0],
+                d.join("\n"),
+                t.join("\n")
+            ));
+        }
+    }
+    Ok(())
+}
+
 
 /// The local server on a fresh temporary folder, for a test: [`LocalServer::start`] makes the
 /// folder and starts the server with its data in `<folder>/server`; the folder goes when the

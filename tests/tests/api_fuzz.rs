@@ -13,6 +13,12 @@
 //! - The MCP endpoint's JSON-RPC envelope gets generated input from `proptest`: arbitrary JSON
 //!   bodies (and bytes that are not JSON) under arbitrary header sets. Nothing panics, and no
 //!   answer is a 5xx.
+//!
+//! Each fuzzer runs twice: from the fixed seed (the regression set: the same cases every run,
+//! so a change that breaks one of them is caught at once) and from a rotating seed with a
+//! smaller budget (new cases every run, so over many runs the fuzzing covers more than one
+//! seed's cases). The rotating seed is printed before it is used; `FOUNDRY_FUZZ_ROTATING_SEED`
+//! replays it.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -159,12 +165,43 @@ fn toml_list(v: &[String]) -> String {
     serde_json::to_string(v).unwrap()
 }
 
+/// The seed of this run's rotating half: `FOUNDRY_FUZZ_ROTATING_SEED`, or a fresh one. Printed
+/// either way, with the variable that replays it.
+fn rotating_seed(what: &str) -> u64 {
+    let seed = std::env::var("FOUNDRY_FUZZ_ROTATING_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or_else(|| {
+        let mut b = [0u8; 4];
+        getrandom::fill(&mut b).expect("random seed");
+        u64::from(u32::from_le_bytes(b))
+    });
+    eprintln!("{what}: rotating seed {seed} (replay: FOUNDRY_FUZZ_ROTATING_SEED={seed})");
+    seed
+}
+
+/// The fixed seed's regression set: the same 40 examples of every operation each run.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn schemathesis_finds_no_failure_in_the_owner_and_relay_apis() {
-    let Some(python) = api_python() else { return };
-    let schemathesis = python.parent().unwrap().join("schemathesis");
     let examples: u32 = std::env::var("FOUNDRY_FUZZ_EXAMPLES").ok().and_then(|v| v.parse().ok()).unwrap_or(40);
-    let seed_value: u64 = std::env::var("FOUNDRY_FUZZ_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(25);
+    let seed: u64 = std::env::var("FOUNDRY_FUZZ_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(25);
+    let Some((cases, checked)) = schemathesis(seed, examples).await else { return };
+    assert!(cases >= 1000, "only {cases} cases ran");
+    assert!(checked >= 100, "the data check ran on only {checked} refusals");
+}
+
+/// New cases each run: a rotating seed, 8 examples of every operation.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn schemathesis_from_a_rotating_seed_finds_no_failure() {
+    let seed = rotating_seed("schemathesis");
+    let Some((cases, checked)) = schemathesis(seed, 8).await else { return };
+    assert!(cases >= 200, "only {cases} cases ran (seed {seed})");
+    assert!(checked >= 20, "the data check ran on only {checked} refusals (seed {seed})");
+}
+
+/// One Schemathesis run of `examples` per operation from `seed` against a fresh seeded
+/// server, with the data check: the cases generated and the refusals checked (`None` when the
+/// pinned Python is not installed).
+async fn schemathesis(seed_value: u64, examples: u32) -> Option<(u64, usize)> {
+    let python = api_python()?;
+    let schemathesis = python.parent().unwrap().join("schemathesis");
     let (running, dir) = start().await;
     let seeded = seed(&running).await;
     let db = running.data_dir.join("foundry.sqlite3");
@@ -230,7 +267,7 @@ values = {codes}
     let stderr = String::from_utf8_lossy(&out.stderr);
     let summary = stdout.lines().skip_while(|l| !l.contains("SUMMARY")).collect::<Vec<_>>().join("\n");
     eprintln!("{summary}");
-    assert!(out.status.success(), "Schemathesis found failures:\n{stdout}\n{stderr}");
+    assert!(out.status.success(), "Schemathesis found failures (seed {seed_value}):\n{stdout}\n{stderr}");
     let cases = stdout
         .lines()
         .find_map(|l| l.trim().split_once(" generated, ").and_then(|(n, _)| n.trim().parse::<u64>().ok()))
@@ -242,9 +279,8 @@ values = {codes}
             .as_object()
             .map_or(0, |p| p.values().map(|m| m.as_object().map_or(0, serde_json::Map::len)).sum::<usize>())
     );
-    assert!(cases >= 1000, "only {cases} cases ran");
-    assert!(checked >= 100, "the data check ran on only {checked} refusals");
     running.stop().await;
+    Some((cases, checked))
 }
 
 mod mcp_envelope {
@@ -473,10 +509,23 @@ mod mcp_envelope {
     }
 }
 
+/// The fixed seed's regression set: the same 400 probes each run.
 #[test]
 fn the_mcp_endpoint_answers_any_envelope_and_headers_without_a_5xx() {
     let cases: u32 = std::env::var("FOUNDRY_FUZZ_MCP_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(400);
     let seed: u64 = std::env::var("FOUNDRY_FUZZ_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(25);
+    envelope_fuzz(cases, seed);
+}
+
+/// New probes each run: a rotating seed, 100 probes.
+#[test]
+fn the_mcp_endpoint_answers_envelopes_from_a_rotating_seed_without_a_5xx() {
+    envelope_fuzz(100, rotating_seed("MCP envelope fuzz"));
+}
+
+/// `cases` probes from `seed` against a fresh server: none gets a 5xx or no answer, the
+/// server still serves, and enough got past the checks at the door.
+fn envelope_fuzz(cases: u32, seed: u64) {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let (running, _dir) = rt.block_on(start());
     let http = reqwest::Client::new();
@@ -498,7 +547,7 @@ fn the_mcp_endpoint_answers_any_envelope_and_headers_without_a_5xx() {
     let statuses = statuses.into_inner().unwrap();
     eprintln!("MCP envelope fuzz: {cases} cases, seed {seed}; statuses {statuses:?}");
     if let Err(e) = outcome {
-        panic!("{e}");
+        panic!("seed {seed}: {e}");
     }
     // Still serving, and the mix reached past the checks at the door.
     let list = rt.block_on(rpc_2026(&http, &running.mcp_url, &running.token, "tools/list", None, json!({}), json!({})));

@@ -1582,70 +1582,145 @@ async fn pairings_are_limited_per_source_and_hour(h: Harness) {
 
 const PAIR_RACES: usize = 20;
 const PAIR_RACERS: usize = 8;
+/// Pairings per mutant and pace (each mutant was caught in every one of 20 at once, on both
+/// stores, when this was set).
+const MUTANT_RACES: usize = 5;
 
 /// What racing approvals and polls produced, over `PAIR_RACES` pairings.
-#[derive(Debug, Default)]
+#[derive(Debug, Default, PartialEq)]
 struct PairRace {
     /// Pairings approved by more than one owner.
     double_approved: usize,
     /// Pairings whose pollers did not all end with the same one device (an error, two ids,
     /// or the owner holding other than one device).
     not_redeemed_once: usize,
+    /// The first poll that did not end paired, and how it ended.
+    first_failure: Option<String>,
 }
 
-/// For each pairing, `PAIR_RACERS` owners approve at once; then `PAIR_RACERS` polls with the
-/// device code run at once through `poll`.
-async fn pair_race<F, Fut>(h: &Arc<Harness>, poll: F) -> PairRace
+/// Which steps a pairing race drives: the store's, or a mutant's.
+#[derive(Clone, Copy, Debug)]
+enum PairSteps {
+    /// `decide_pairing` and `poll_pairing`.
+    Store,
+    /// [`Harness::approve_without_condition`], the store's polls.
+    ApproveWithoutCondition,
+    /// The store's approvals, [`Harness::redeem_without_condition`].
+    RedeemWithoutCondition,
+    /// The store's approvals; a poll reads the pairing and creates a fresh device when it says
+    /// approved, never marking it redeemed (wrong even one at a time).
+    NaiveRedemption,
+}
+
+/// Whether the racers of a pairing go at once (behind a barrier) or one after another.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Pace {
+    AtOnce,
+    OneAtATime,
+}
+
+async fn approve_with(h: &Harness, steps: PairSteps, code: &UserCode, o: &OwnerId) -> bool {
+    let outcome = match steps {
+        PairSteps::ApproveWithoutCondition => {
+            h.approve_without_condition(code, o, "racing", uuid::Uuid::new_v4()).await.unwrap()
+        }
+        _ => h.store.decide_pairing(code, o, &approve("racing").0).await.unwrap(),
+    };
+    matches!(outcome, DecideOutcome::Decided(_))
+}
+
+async fn poll_with(h: &Harness, steps: PairSteps, p: &Pairing, hash: &str) -> Result<PollOutcome, String> {
+    match steps {
+        PairSteps::RedeemWithoutCondition => h.redeem_without_condition(&p.user_code, hash).await.map_err(|e| e.to_string()),
+        PairSteps::NaiveRedemption => {
+            let read = h.store.get_pairing(&p.user_code).await.map_err(|e| e.to_string())?;
+            match read.map(|r| r.status) {
+                Some(PairingStatus::Approved { owner, device_name, .. }) => {
+                    let d =
+                        h.store.create_device(&owner, &device_name, &p.token_hash).await.map_err(|e| e.to_string())?;
+                    Ok(PollOutcome::Paired { owner, device_id: d.device_id, device_name })
+                }
+                _ => h.store.poll_pairing(&p.user_code, hash).await.map_err(|e| e.to_string()),
+            }
+        }
+        _ => h.store.poll_pairing(&p.user_code, hash).await.map_err(|e| e.to_string()),
+    }
+}
+
+/// Runs `run(i)` for `i` in `0..n`, at once behind a barrier or one after another.
+async fn racers<T, F, Fut>(n: usize, pace: Pace, run: F) -> Vec<T>
 where
-    F: Fn(Arc<Harness>, Pairing, String) -> Fut + Send + Sync + Copy + 'static,
-    Fut: std::future::Future<Output = Result<PollOutcome, String>> + Send,
+    T: Send + 'static,
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = T> + Send + 'static,
 {
+    let mut out = Vec::new();
+    if pace == Pace::OneAtATime {
+        for i in 0..n {
+            out.push(run(i).await);
+        }
+        return out;
+    }
+    let barrier = Arc::new(Barrier::new(n));
+    let tasks: Vec<_> = (0..n)
+        .map(|i| {
+            let (barrier, work) = (Arc::clone(&barrier), run(i));
+            tokio::spawn(async move {
+                barrier.wait().await;
+                work.await
+            })
+        })
+        .collect();
+    for t in tasks {
+        out.push(t.await.unwrap());
+    }
+    out
+}
+
+/// For each of `races` pairings, `PAIR_RACERS` owners approve through `steps` at `pace`;
+/// then `PAIR_RACERS` polls with the device code, the same way.
+async fn pair_race(h: &Arc<Harness>, steps: PairSteps, pace: Pace, races: usize) -> PairRace {
     let mut report = PairRace::default();
-    for race in 0..PAIR_RACES {
+    // Owners of this race only: a harness may run several.
+    let run = uuid::Uuid::new_v4().simple().to_string()[..8].to_owned();
+    for race in 0..races {
         let (p, hash) = new_pairing(h, &format!("192.0.2.{race}"));
         h.store.start_pairing(&p).await.unwrap();
-        let barrier = Arc::new(Barrier::new(PAIR_RACERS));
-        let approvals: Vec<_> = (0..PAIR_RACERS)
-            .map(|i| {
-                let (h, code, barrier) = (Arc::clone(h), p.user_code.clone(), Arc::clone(&barrier));
-                tokio::spawn(async move {
-                    let o = owner(&format!("racer-{race}-{i}"));
-                    barrier.wait().await;
-                    let won = matches!(
-                        h.store.decide_pairing(&code, &o, &approve("racing").0).await.unwrap(),
-                        DecideOutcome::Decided(_)
-                    );
-                    won.then_some(o)
-                })
-            })
-            .collect();
-        let mut winners = Vec::new();
-        for a in approvals {
-            winners.extend(a.await.unwrap());
-        }
+        let winners: Vec<OwnerId> = racers(PAIR_RACERS, pace, |i| {
+            let (h, code, run) = (Arc::clone(h), p.user_code.clone(), run.clone());
+            async move {
+                let o = owner(&format!("racer-{run}-{race}-{i}"));
+                approve_with(&h, steps, &code, &o).await.then_some(o)
+            }
+        })
+        .await
+        .into_iter()
+        .flatten()
+        .collect();
         report.double_approved += usize::from(winners.len() != 1);
-        let barrier = Arc::new(Barrier::new(PAIR_RACERS));
-        let polls: Vec<_> = (0..PAIR_RACERS)
-            .map(|_| {
-                let (h, p, hash, barrier) = (Arc::clone(h), p.clone(), hash.clone(), Arc::clone(&barrier));
-                tokio::spawn(async move {
-                    barrier.wait().await;
-                    poll(h, p, hash).await
-                })
-            })
-            .collect();
+        let polls = racers(PAIR_RACERS, pace, |_| {
+            let (h, p, hash) = (Arc::clone(h), p.clone(), hash.clone());
+            async move { poll_with(&h, steps, &p, &hash).await }
+        })
+        .await;
         let mut ids = HashSet::new();
         let mut failures = 0;
         for poll in polls {
-            match poll.await.unwrap() {
+            match poll {
                 Ok(PollOutcome::Paired { device_id, .. }) => drop(ids.insert(device_id)),
-                _ => failures += 1,
+                other => {
+                    failures += 1;
+                    report.first_failure.get_or_insert_with(|| format!("{other:?}").chars().take(160).collect());
+                }
             }
         }
-        let devices = match winners.first() {
-            Some(o) => h.store.list_devices(o).await.unwrap().len(),
-            None => 0,
-        };
+        let mut devices = 0;
+        for o in &winners {
+            devices += h.store.list_devices(o).await.unwrap().len();
+        }
+        if failures == 0 && (ids.len() != 1 || devices != 1) {
+            report.first_failure.get_or_insert_with(|| format!("{} device ids answered, {devices} devices", ids.len()));
+        }
         report.not_redeemed_once += usize::from(failures > 0 || ids.len() != 1 || devices != 1);
     }
     report
@@ -1653,10 +1728,7 @@ where
 
 async fn pairing_race_approves_and_redeems_once(h: Harness) {
     let h = Arc::new(h);
-    let report = pair_race(&h, |h, p, hash| async move {
-        h.store.poll_pairing(&p.user_code, &hash).await.map_err(|e| e.to_string())
-    })
-    .await;
+    let report = pair_race(&h, PairSteps::Store, Pace::AtOnce, PAIR_RACES).await;
     eprintln!(
         "[{}] pairing race: {PAIR_RACES} pairings x {PAIR_RACERS} owners, then x {PAIR_RACERS} polls: {report:?}",
         h.name()
@@ -1665,23 +1737,30 @@ async fn pairing_race_approves_and_redeems_once(h: Harness) {
     assert_eq!(report.not_redeemed_once, 0, "a pairing was not redeemed exactly once");
 }
 
-/// The broken variant: redeem by reading the pairing and creating the device when it says
-/// approved (no condition tying the two). The same race must catch it.
+/// The mutants that need the race: each is the store's step without its condition. One at a
+/// time each must look right (so the race, not a plain bug, is what the at-once run catches);
+/// with `PAIR_RACERS` at once the same race must catch each.
+async fn pairing_race_catches_the_unconditional_approval_and_redemption_only_at_once(h: Harness) {
+    let h = Arc::new(h);
+    for (steps, caught) in [
+        (PairSteps::ApproveWithoutCondition, (|r: &PairRace| r.double_approved) as fn(&PairRace) -> usize),
+        (PairSteps::RedeemWithoutCondition, |r: &PairRace| r.not_redeemed_once),
+    ] {
+        let alone = pair_race(&h, steps, Pace::OneAtATime, MUTANT_RACES).await;
+        let raced = pair_race(&h, steps, Pace::AtOnce, MUTANT_RACES).await;
+        eprintln!("[{}] {steps:?}: one at a time {alone:?}, {PAIR_RACERS} at once {raced:?}", h.name());
+        assert_eq!(alone, PairRace::default(), "{steps:?} is wrong even one at a time: not a race mutant");
+        assert!(caught(&raced) > 0, "{PAIR_RACERS} racers at once did not catch {steps:?}");
+    }
+}
+
+/// The plain broken variant: a redemption that never marks the pairing redeemed (wrong even
+/// one at a time, as the one-at-a-time run shows).
 async fn pairing_race_catches_the_naive_redemption(h: Harness) {
     let h = Arc::new(h);
-    let report = pair_race(&h, |h, p, hash| async move {
-        let read = h.store.get_pairing(&p.user_code).await.map_err(|e| e.to_string())?;
-        match read.map(|r| r.status) {
-            Some(PairingStatus::Approved { owner, device_name, .. }) => {
-                let d = h.store.create_device(&owner, &device_name, &p.token_hash).await.map_err(|e| e.to_string())?;
-                Ok(PollOutcome::Paired { owner, device_id: d.device_id, device_name })
-            }
-            _ => h.store.poll_pairing(&p.user_code, &hash).await.map_err(|e| e.to_string()),
-        }
-    })
-    .await;
-    eprintln!("[{}] naive pairing race: {report:?}", h.name());
-    assert!(report.not_redeemed_once > 0, "the race did not catch the naive redemption");
+    let alone = pair_race(&h, PairSteps::NaiveRedemption, Pace::OneAtATime, MUTANT_RACES).await;
+    eprintln!("[{}] naive pairing redemption, one at a time: {alone:?}", h.name());
+    assert!(alone.not_redeemed_once > 0, "the naive redemption was not caught");
 }
 
 suite! {
@@ -1690,6 +1769,7 @@ suite! {
     failed_attempts_are_counted_per_key_and_window,
     pairings_are_limited_per_source_and_hour,
     pairing_race_approves_and_redeems_once,
+    pairing_race_catches_the_unconditional_approval_and_redemption_only_at_once,
     pairing_race_catches_the_naive_redemption,
     a_clients_use_is_recorded_once_and_read_back,
     claim_race_conditional_write_never_double_claims,

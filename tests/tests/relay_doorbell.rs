@@ -3,14 +3,16 @@
 //! Every test sets the waits the doorbell must beat far above what it asserts (a 300 s relaxed
 //! poll, a 10 s control poll), so a ring that did not arrive fails the test instead of being
 //! covered by a lucky poll. Latencies are printed; the figures are the benchmark's
-//! (`doorbell_benchmark`, ignored: `cargo nextest run --run-ignored only -E 'test(doorbell_benchmark)'`).
+//! (`doorbell_benchmark` and `doorbell_idle_requests`, ignored; run by [`BENCHMARK_COMMAND`], they
+//! write docs/doorbell-figures.json, which the docs and `infra/cost.py` are held to). The test
+//! command holds the promises themselves at small scale
+//! (`the_doorbell_keeps_its_promises_and_a_broken_one_is_caught`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use domain::clock::{Clock, SystemClock};
 use domain::ids::{AgentId, CommandId, GraphSessionId, IdempotencyKey, OwnerId, ProjectId};
 use domain::limits::Policy;
 use domain::runs::{QueueOutcome, QueueRun, RunStatus};
@@ -345,25 +347,217 @@ async fn a_revoked_device_is_disconnected_and_cannot_reconnect() {
     cleanup(&w.dir);
 }
 
-fn percentiles(mut v: Vec<f64>) -> (f64, f64, f64, usize) {
-    v.sort_by(f64::total_cmp);
-    let at = |q: f64| v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1];
-    (at(0.5), at(0.95), *v.last().unwrap(), v.len())
+/// A distribution of latencies in seconds: how many, the median, the 95th percentile, the worst.
+#[derive(Clone, Copy, Debug, PartialEq)]
+struct Spread {
+    n: usize,
+    p50: f64,
+    p95: f64,
+    max: f64,
 }
 
-/// The benchmark behind docs/results.md ("Doorbell"), run outside nextest's 10-minute limit:
-/// `target/debug/deps/suite-* --ignored --nocapture relay_doorbell::doorbell_benchmark`. `DESKS` relays at once, each chaining
-/// `FOUNDRY_DOORBELL_RUNS / DESKS` runs (the next queued as soon as the previous finished), with
-/// and without the doorbell at the default polls; then cancels of running graphs with and
-/// without a child process.
+impl Spread {
+    fn of(mut v: Vec<f64>) -> Spread {
+        assert!(!v.is_empty(), "no samples");
+        v.sort_by(f64::total_cmp);
+        let at = |q: f64| v[((v.len() as f64 * q).ceil() as usize).clamp(1, v.len()) - 1];
+        Spread { n: v.len(), p50: at(0.5), p95: at(0.95), max: v[v.len() - 1] }
+    }
+
+    fn json(self) -> serde_json::Value {
+        serde_json::json!({ "n": self.n, "p50": round3(self.p50), "p95": round3(self.p95), "max": round3(self.max) })
+    }
+
+    fn from_json(v: &serde_json::Value) -> Spread {
+        let f = |k: &str| v[k].as_f64().unwrap_or_else(|| panic!("doorbell figures: `{k}` missing in {v}"));
+        Spread { n: f("n") as usize, p50: f("p50"), p95: f("p95"), max: f("max") }
+    }
+
+    /// `p50 / p95 / max s`, as docs/results.md shows it.
+    fn cell(self) -> String {
+        format!("{:.3} / {:.3} / {:.3} s", self.p50, self.p95, self.max)
+    }
+}
+
+fn round3(x: f64) -> f64 {
+    (x * 1000.0).round() / 1000.0
+}
+
+impl World {
+    /// `per_desk` runs on each of `desks` at once, each queued as soon as the previous one
+    /// completed: the seconds from queued to started of every run.
+    async fn chained_pickups(&self, desks: &[Desk], per_desk: u32, within: Duration) -> Vec<f64> {
+        let waits = futures_util::future::join_all(desks.iter().map(|d| async move {
+            let mut waits = Vec::new();
+            for _ in 0..per_desk {
+                let id = self.queue(d).await;
+                waits.push(self.pickup(id, within).await);
+                self.status_of(id, RunStatus::Completed, Duration::from_secs(30)).await;
+            }
+            waits
+        }))
+        .await;
+        waits.into_iter().flatten().collect()
+    }
+
+    /// `per_desk` runs on each of `desks` at once, each cancelled once running (0.1 s after
+    /// it started, so the graph's child is up): the seconds from the cancel to `cancelled`.
+    async fn chained_cancels(&self, desks: &[Desk], per_desk: u32, within: Duration) -> Vec<f64> {
+        let times = futures_util::future::join_all(desks.iter().map(|d| async move {
+            let mut times = Vec::new();
+            for _ in 0..per_desk {
+                let id = self.queue(d).await;
+                self.pickup(id, within).await;
+                self.status_of(id, RunStatus::Running, Duration::from_secs(10)).await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                times.push(self.cancel(id, within).await);
+            }
+            times
+        }))
+        .await;
+        times.into_iter().flatten().collect()
+    }
+
+    /// The requests the server counted from `on` and `off` over `window` of idleness.
+    async fn idle_requests(&self, on: &Desk, off: &Desk, window: Duration) -> (u64, u64) {
+        let count = |d: &Desk| self.running.relay_requests.of(&d.token);
+        let (a, b) = (count(on), count(off));
+        tokio::time::sleep(window).await;
+        (count(on) - a, count(off) - b)
+    }
+}
+
+/// What the doorbell must buy, whatever the intervals: a pickup and a cancel of a running graph
+/// within a second at the 95th percentile, and an idle desktop making at least ten times fewer
+/// requests than one that polls (while still polling: the safety net is there). Each broken
+/// promise is one line of the answer.
+fn doorbell_verdict(pickup: Spread, cancel: Spread, idle_on: u64, idle_off: u64) -> Vec<String> {
+    let mut broken = Vec::new();
+    if pickup.p95 >= 1.0 {
+        broken.push(format!("pickup p95 {:.3} s is not under 1 s", pickup.p95));
+    }
+    if cancel.p95 >= 1.0 {
+        broken.push(format!("cancel p95 {:.3} s is not under 1 s", cancel.p95));
+    }
+    if idle_on == 0 {
+        broken.push("the idle desktop with the doorbell made no request: its safety poll is gone".to_owned());
+    } else if idle_off < 10 * idle_on {
+        broken.push(format!("idle requests off/on {idle_off}/{idle_on} is under 10"));
+    }
+    broken
+}
+
+/// The doorbell's promises, in the test command, at small scale and shortened intervals: three
+/// desktops chaining pickups, three cancelling running graphs (with a child), and an idle pair
+/// (doorbell on and off, on a server of their own) counted over 40 s, all at once. The server's poll is 1 s and the
+/// relaxed poll 20 s: 20:1, where the real intervals (300 s and 20 s) are 15:1, in a fifteenth
+/// of the time; the control poll is 10 s, so a fast cancel can only be the ring.
+///
+/// The same verdict is given to a server whose doorbell is broken (every ring dropped, the poll
+/// not relaxed: 3 s both), measured at once beside it: it must find all three promises broken.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "benchmark: minutes of wall time"]
+async fn the_doorbell_keeps_its_promises_and_a_broken_one_is_caught() {
+    let relaxed = Duration::from_secs(20);
+    let fast = Policy { poll_interval: Duration::from_secs(1), ..Policy::default() };
+    let good = world(fast, relaxed).await;
+    // The idle pair on a server of its own: a ring goes to every desktop of the owner, so the
+    // busy desktops' rings would wake it.
+    let quiet = world(fast, relaxed).await;
+    let broken = world(Policy { poll_interval: Duration::from_secs(3), ..Policy::default() }, Duration::from_secs(3)).await;
+    broken.running.doorbell.drop_rings(true);
+    let control = "control_poll_ms = 10000";
+    let child = "sh -c 'sleep 60'; echo";
+    let mut g = Vec::new();
+    for (n, script, extra) in [
+        (600, "echo done", control),
+        (601, "echo done", control),
+        (602, "echo done", control),
+        (603, child, control),
+        (604, child, control),
+        (605, child, control),
+    ] {
+        g.push(good.desk(n, script, extra).await);
+    }
+    let q = [quiet.desk(606, "echo done", "").await, quiet.desk(607, "echo done", "doorbell = false").await];
+    let mut b = Vec::new();
+    for (n, script, extra) in [
+        (610, "echo done", "control_poll_ms = 3000"),
+        (611, child, "control_poll_ms = 3000"),
+        (612, "echo done", ""),
+        (613, "echo done", "doorbell = false"),
+    ] {
+        b.push(broken.desk(n, script, extra).await);
+    }
+    for d in &g {
+        good.ready(d, true).await;
+    }
+    quiet.ready(&q[0], true).await;
+    quiet.ready(&q[1], false).await;
+    for (i, d) in b.iter().enumerate() {
+        broken.ready(d, i != 3).await;
+    }
+    let window = Duration::from_secs(40);
+    let within = Duration::from_secs(30);
+    let (gp, gc, (g_on, g_off), bp, bc, (b_on, b_off)) = tokio::join!(
+        good.chained_pickups(&g[0..3], 4, within),
+        good.chained_cancels(&g[3..6], 2, within),
+        quiet.idle_requests(&q[0], &q[1], window),
+        broken.chained_pickups(&b[0..1], 3, within),
+        broken.chained_cancels(&b[1..2], 2, within),
+        broken.idle_requests(&b[2], &b[3], window),
+    );
+    let (gp, gc, bp, bc) = (Spread::of(gp), Spread::of(gc), Spread::of(bp), Spread::of(bc));
+    eprintln!(
+        "doorbell: pickup {gp:?}, cancel {gc:?}, idle {window:?}: on {g_on}, off {g_off}\n\
+         broken doorbell: pickup {bp:?}, cancel {bc:?}, idle: on {b_on}, off {b_off}"
+    );
+    let verdict = doorbell_verdict(gp, gc, g_on, g_off);
+    assert!(verdict.is_empty(), "the doorbell broke its promises: {verdict:?}");
+    let caught = doorbell_verdict(bp, bc, b_on, b_off);
+    assert_eq!(caught.len(), 3, "a broken doorbell passed a promise: only {caught:?} were caught");
+    drop((g, q, b));
+    for w in [&good, &quiet, &broken] {
+        cleanup(&w.dir);
+    }
+}
+
+/// Where the benchmarks write their figures and docs/results.md, docs/cost.md and
+/// `infra/cost.py` read them.
+fn figures_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/doorbell-figures.json")
+}
+
+/// Replaces `section` of docs/doorbell-figures.json (the other benchmark's section stays).
+fn write_figures(section: &str, value: serde_json::Value) {
+    let path = figures_path();
+    let mut doc: serde_json::Value = std::fs::read_to_string(&path)
+        .ok()
+        .and_then(|s| serde_json::from_str(&s).ok())
+        .unwrap_or_else(|| serde_json::json!({}));
+    doc[section] = value;
+    std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap() + "\n").unwrap();
+    eprintln!("wrote {} ({section})", path.display());
+}
+
+/// The command that runs the benchmarks: nextest's `benchmark` profile, whose timeout is above
+/// their wall time (the default one stops a test at 600 s; the idle one sleeps 620 s).
+const BENCHMARK_COMMAND: &str =
+    "cargo nextest run --workspace --profile benchmark --run-ignored only -E 'test(/relay_doorbell::doorbell_/)'";
+
+/// The benchmark behind docs/results.md ("Doorbell"), writing docs/doorbell-figures.json's
+/// `benchmark` section ([`BENCHMARK_COMMAND`]; `FOUNDRY_DOORBELL_RUNS` changes n, 200 by
+/// default). `DESKS` relays at once, each chaining `runs / DESKS` runs, with and without the
+/// doorbell at the default polls; then cancels of running graphs with and without a child
+/// process.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+#[ignore = "benchmark: about 25 minutes of wall time"]
 async fn doorbell_benchmark() {
     const DESKS: u32 = 10;
     let runs: u32 = std::env::var("FOUNDRY_DOORBELL_RUNS").ok().and_then(|v| v.parse().ok()).unwrap_or(200);
     let per_desk = runs.div_ceil(DESKS);
-    let mut report = Vec::new();
+    let mut figures = serde_json::json!({ "command": BENCHMARK_COMMAND, "desks": DESKS });
     for doorbell in [true, false] {
+        let mode = if doorbell { "on" } else { "off" };
         let w = world(Policy::default(), domain::doorbell::DOORBELL_POLL_INTERVAL).await;
         let extra = if doorbell { "" } else { "doorbell = false" };
         let mut desks = Vec::new();
@@ -373,70 +567,30 @@ async fn doorbell_benchmark() {
         for d in &desks {
             w.ready(d, doorbell).await;
         }
-        let started = SystemClock.now();
-        let waits = futures_util::future::join_all(desks.iter().map(|d| {
-            let w = &w;
-            async move {
-                let mut waits = Vec::new();
-                for _ in 0..per_desk {
-                    let id = w.queue(d).await;
-                    waits.push(w.pickup(id, Duration::from_secs(60)).await);
-                    w.status_of(id, RunStatus::Completed, Duration::from_secs(30)).await;
-                }
-                waits
-            }
-        }))
-        .await;
-        let waits: Vec<f64> = waits.into_iter().flatten().collect();
-        let (p50, p95, max, n) = percentiles(waits);
-        report.push(format!(
-            "pickup, doorbell {}: n={n} p50 {p50:.3} s, p95 {p95:.3} s, max {max:.3} s ({:.0} s wall)",
-            if doorbell { "on" } else { "off" },
-            SystemClock.now().since(started).as_secs_f64()
-        ));
-        eprintln!("{}", report.last().unwrap());
+        let pickups = Spread::of(w.chained_pickups(&desks, per_desk, Duration::from_secs(60)).await);
+        eprintln!("pickup, doorbell {mode}: {pickups:?}");
+        figures["pickup"][mode] = pickups.json();
         drop(desks);
-        for (label, script) in [("with a child", "sh -c 'sleep 60'; echo"), ("exec, no child", "exec sleep 60")] {
+        for (key, base, script) in [("cancel_child", 200, "sh -c 'sleep 60'; echo"), ("cancel_exec", 300, "exec sleep 60")] {
             let mut desks = Vec::new();
             for n in 0..DESKS {
-                let n = n + if label.starts_with("with") { 200 } else { 300 };
-                desks.push(w.desk(n, script, extra).await);
+                desks.push(w.desk(base + n, script, extra).await);
             }
             for d in &desks {
                 w.ready(d, doorbell).await;
             }
-            let times = futures_util::future::join_all(desks.iter().map(|d| {
-                let w = &w;
-                async move {
-                    let mut times = Vec::new();
-                    for _ in 0..per_desk {
-                        let id = w.queue(d).await;
-                        w.pickup(id, Duration::from_secs(60)).await;
-                        w.status_of(id, RunStatus::Running, Duration::from_secs(10)).await;
-                        // Let the graph's child come up (the case the regression was about).
-                        tokio::time::sleep(Duration::from_millis(100)).await;
-                        times.push(w.cancel(id, Duration::from_secs(30)).await);
-                    }
-                    times
-                }
-            }))
-            .await;
-            let (p50, p95, max, n) = percentiles(times.into_iter().flatten().collect());
-            report.push(format!(
-                "cancel-running {label}, doorbell {}: n={n} p50 {p50:.3} s, p95 {p95:.3} s, max {max:.3} s",
-                if doorbell { "on" } else { "off" }
-            ));
-            eprintln!("{}", report.last().unwrap());
+            let cancels = Spread::of(w.chained_cancels(&desks, per_desk, Duration::from_secs(60)).await);
+            eprintln!("{key}, doorbell {mode}: {cancels:?}");
+            figures[key][mode] = cancels.json();
         }
         cleanup(&w.dir);
     }
-    for line in &report {
-        eprintln!("{line}");
-    }
+    write_figures("benchmark", figures);
 }
 
 /// Requests an idle desktop makes, both ways, counted by the server over
-/// `FOUNDRY_DOORBELL_IDLE_S` (default 620 s: two relaxed polls), scaled to a day.
+/// `FOUNDRY_DOORBELL_IDLE_S` (default 620 s: two relaxed polls), scaled to a day; writes
+/// docs/doorbell-figures.json's `idle` section ([`BENCHMARK_COMMAND`]).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "benchmark: ten minutes of wall time"]
 async fn doorbell_idle_requests() {
@@ -446,15 +600,113 @@ async fn doorbell_idle_requests() {
     let off = w.desk(501, "echo done", "doorbell = false").await;
     w.ready(&on, true).await;
     w.ready(&off, false).await;
-    let (a, b) = (w.running.relay_requests.of(&on.token), w.running.relay_requests.of(&off.token));
-    tokio::time::sleep(Duration::from_secs(secs)).await;
-    let per_day = |n: u64| n as f64 * 86_400.0 / secs as f64;
-    let (a, b) = (w.running.relay_requests.of(&on.token) - a, w.running.relay_requests.of(&off.token) - b);
-    eprintln!(
-        "idle {secs} s: doorbell on {a} requests ({:.0}/day), off {b} requests ({:.0}/day)",
-        per_day(a),
-        per_day(b)
+    let (a, b) = w.idle_requests(&on, &off, Duration::from_secs(secs)).await;
+    let per_day = |n: u64| (n as f64 * 86_400.0 / secs as f64).round() as u64;
+    eprintln!("idle {secs} s: doorbell on {a} requests ({}/day), off {b} requests ({}/day)", per_day(a), per_day(b));
+    write_figures(
+        "idle",
+        serde_json::json!({
+            "command": BENCHMARK_COMMAND,
+            "seconds": secs,
+            "on": a,
+            "off": b,
+            "on_per_day": per_day(a),
+            "off_per_day": per_day(b),
+        }),
     );
     drop((on, off));
     cleanup(&w.dir);
+}
+
+/// `n` with thousands separators, as the docs write counts.
+fn grouped(n: u64) -> String {
+    let s = n.to_string();
+    let mut out = String::new();
+    for (i, c) in s.chars().enumerate() {
+        if i > 0 && (s.len() - i).is_multiple_of(3) {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
+}
+
+/// What docs/results.md and docs/cost.md must say, made from docs/doorbell-figures.json: the
+/// doorbell table whole, and the idle sentences.
+fn figure_texts(figures: &serde_json::Value) -> (String, Vec<String>, Vec<String>) {
+    let bench = &figures["benchmark"];
+    let row = |label: &str, key: &str| {
+        format!(
+            "| {label} | {} | {} |",
+            Spread::from_json(&bench[key]["on"]).cell(),
+            Spread::from_json(&bench[key]["off"]).cell()
+        )
+    };
+    let n = Spread::from_json(&bench["pickup"]["on"]).n;
+    let table = [
+        format!("| measure (n = {n} each) | doorbell on: p50 / p95 / max | doorbell off: p50 / p95 / max |"),
+        "|---|---|---|".to_owned(),
+        row("pickup (queued → started)", "pickup"),
+        row("cancel-running, graph with a child (`sh -c 'sleep 60'; echo`)", "cancel_child"),
+        row("cancel-running, no child (`exec sleep 60`)", "cancel_exec"),
+    ]
+    .join("\n");
+    let idle = &figures["idle"];
+    let get = |k: &str| idle[k].as_u64().unwrap_or_else(|| panic!("doorbell figures: idle `{k}` missing"));
+    let (on, off) = (get("on"), get("off"));
+    let ratio = off as f64 / on.max(1) as f64;
+    let results = vec![
+        format!("server per device token over {} s, scaled to a day): doorbell on {on} requests", get("seconds")),
+        format!("(**{}/day**),", grouped(get("on_per_day"))),
+        format!("doorbell off {off} (**{}/day**) — {ratio:.1}× fewer.", grouped(get("off_per_day"))),
+    ];
+    let cost = vec![format!(
+        "({} a day polling, {} a day with the doorbell)",
+        grouped(get("off_per_day")),
+        grouped(get("on_per_day"))
+    )];
+    (table, results, cost)
+}
+
+/// The doc says what the figures say: the table whole (a stale row fails), each sentence
+/// present (line breaks in the doc count as spaces).
+fn figures_in(doc: &str, table: &str, sentences: &[String]) -> Result<(), String> {
+    foundry_tests::tables_match(table, doc)?;
+    let flat = doc.split_whitespace().collect::<Vec<_>>().join(" ");
+    for s in sentences {
+        if !flat.contains(s.as_str()) {
+            return Err(format!("it does not say `{s}`"));
+        }
+    }
+    Ok(())
+}
+
+/// docs/results.md's doorbell table and idle counts, and docs/cost.md's idle counts, are what
+/// the benchmarks last wrote to docs/doorbell-figures.json (which `infra/cost.py` prices, held
+/// to docs/cost.md by `tool_permissions::the_cost_tables_are_the_output_of_the_cost_command`).
+/// Rerun [`BENCHMARK_COMMAND`], then fix the docs this names.
+#[test]
+fn the_doorbell_figures_in_the_docs_are_the_benchmarks() {
+    let figures: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(figures_path()).unwrap()).unwrap();
+    let (table, results, cost) = figure_texts(&figures);
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs");
+    let results_md = std::fs::read_to_string(root.join("results.md")).unwrap();
+    let cost_md = std::fs::read_to_string(root.join("cost.md")).unwrap();
+    if let Err(e) = figures_in(&results_md, &table, &results) {
+        panic!("docs/results.md, Doorbell: {e}\nthe figures are in docs/doorbell-figures.json ({BENCHMARK_COMMAND})");
+    }
+    if let Err(e) = figures_in(&cost_md, "", &cost) {
+        panic!("docs/cost.md: {e}\nthe figures are in docs/doorbell-figures.json");
+    }
+    // The broken variants: a figure the benchmark no longer gives, a stale row beside the
+    // current one, an idle count changed.
+    let p95 = Spread::from_json(&figures["benchmark"]["pickup"]["on"]).cell();
+    let moved = results_md.replacen(&p95, &p95.replacen('0', "9", 1), 1);
+    assert!(figures_in(&moved, &table, &results).is_err(), "a changed pickup figure passed");
+    let row = table.lines().nth(2).unwrap();
+    let stale = results_md.replacen(row, &format!("{row}\n{row}"), 1);
+    assert!(figures_in(&stale, &table, &results).is_err(), "a repeated row passed");
+    let day = format!("(**{}/day**)", grouped(figures["idle"]["on_per_day"].as_u64().unwrap()));
+    let idle = results_md.replacen(&day, "(**1/day**)", 1);
+    assert!(figures_in(&idle, &table, &results).is_err(), "a changed idle count passed");
 }

@@ -398,43 +398,6 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
     check_cost_inputs("apis", &costed);
 }
 
-/// The Markdown tables of `text`: runs of lines starting with `|`, in order.
-fn tables(text: &str) -> Vec<Vec<&str>> {
-    let mut out: Vec<Vec<&str>> = Vec::new();
-    let mut current: Vec<&str> = Vec::new();
-    for line in text.lines() {
-        if line.starts_with('|') {
-            current.push(line);
-        } else if !current.is_empty() {
-            out.push(std::mem::take(&mut current));
-        }
-    }
-    if !current.is_empty() {
-        out.push(current);
-    }
-    out
-}
-
-/// Each table `printed` has is in `doc` whole: the doc's table with the same header has exactly
-/// the printed rows, in order — a stale row left beside a new one, or a row missing, fails.
-fn tables_match(printed: &str, doc: &str) -> Result<(), String> {
-    let in_doc = tables(doc);
-    for t in tables(printed) {
-        let Some(d) = in_doc.iter().find(|d| d.first() == t.first()) else {
-            return Err(format!("no table headed `{}`", t[0]));
-        };
-        if *d != t {
-            return Err(format!(
-                "the table headed `{}` is\n{}\nbut the command prints\n{}",
-                t[0],
-                d.join("\n"),
-                t.join("\n")
-            ));
-        }
-    }
-    Ok(())
-}
-
 /// docs/cost.md shows what `infra/cost.py` prints from docs/cost-inputs.json (whose DynamoDB part
 /// the tests above hold to the measured requests): the tables cannot drift from their inputs.
 #[test]
@@ -443,17 +406,17 @@ fn the_cost_tables_are_the_output_of_the_cost_command() {
     let out = std::process::Command::new("python3").arg("infra/cost.py").current_dir(&root).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     let printed = String::from_utf8(out.stdout).unwrap();
-    assert!(tables(&printed).len() >= 3, "the cost command printed no tables: {printed}");
+    assert!(foundry_tests::markdown_tables(&printed).len() >= 3, "the cost command printed no tables: {printed}");
     let doc = std::fs::read_to_string(root.join("docs/cost.md")).unwrap();
-    if let Err(e) = tables_match(&printed, &doc) {
+    if let Err(e) = foundry_tests::tables_match(&printed, &doc) {
         panic!("docs/cost.md: {e}\npaste `python3 infra/cost.py` into it");
     }
     // The broken variants the check must catch: a stale row kept beside the current one, and a
     // row dropped.
-    let first = tables(&printed)[0].clone();
+    let first = foundry_tests::markdown_tables(&printed)[0].clone();
     let row = first[2];
     let stale = doc.replacen(row, &format!("{row}\n{}", row.replace('$', "$9")), 1);
-    assert!(tables_match(&printed, &stale).is_err(), "a stale row beside the new one passed");
+    assert!(foundry_tests::tables_match(&printed, &stale).is_err(), "a stale row beside the new one passed");
     let dropped = doc.replacen(&format!("{row}\n"), "", 1);
-    assert!(tables_match(&printed, &dropped).is_err(), "a dropped row passed");
+    assert!(foundry_tests::tables_match(&printed, &dropped).is_err(), "a dropped row passed");
 }
