@@ -176,6 +176,7 @@ log="$state/cargo-test.log"
 set +e
 if $use_nextest; then
   phase "cargo nextest run --workspace (and the doc tests), with rustdoc beside it"
+  rm -f "$root/target/nextest/ci/junit.xml"
   cargo nextest run --workspace --locked --profile ci 2>&1 | tee "$log"
   status=${PIPESTATUS[0]}
   cargo test --workspace --locked --doc 2>&1 | tee -a "$log"
@@ -218,6 +219,10 @@ fi
 echo
 echo "wall time per phase (total $(( $(date +%s) - run_start ))s):"
 cat "$phases"
+if $use_nextest; then
+  echo
+  python3 "$root/infra/slowest.py" "$root/target/nextest/ci/junit.xml" 10
+fi
 echo
 echo "$passed passed, $failed failed"
 exit "$status"

@@ -514,18 +514,20 @@ mod mcp_envelope {
 fn the_mcp_endpoint_answers_any_envelope_and_headers_without_a_5xx() {
     let cases: u32 = std::env::var("FOUNDRY_FUZZ_MCP_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(400);
     let seed: u64 = std::env::var("FOUNDRY_FUZZ_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(25);
-    envelope_fuzz(cases, seed);
+    // The fixed seed's mix is what the generator is tuned by: at least 1 in 25 answered.
+    envelope_fuzz(cases, seed, cases / 25);
 }
 
-/// New probes each run: a rotating seed, 100 probes.
+/// New probes each run: a rotating seed, 200 probes. About 1 in 16 gets past the door, so at
+/// least one must (all 200 stopped there has odds of about 1 in 400,000).
 #[test]
 fn the_mcp_endpoint_answers_envelopes_from_a_rotating_seed_without_a_5xx() {
-    envelope_fuzz(100, rotating_seed("MCP envelope fuzz"));
+    envelope_fuzz(200, rotating_seed("MCP envelope fuzz"), 1);
 }
 
 /// `cases` probes from `seed` against a fresh server: none gets a 5xx or no answer, the
-/// server still serves, and enough got past the checks at the door.
-fn envelope_fuzz(cases: u32, seed: u64) {
+/// server still serves, and at least `past_the_door` got past the checks at the door.
+fn envelope_fuzz(cases: u32, seed: u64, past_the_door: u32) {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let (running, _dir) = rt.block_on(start());
     let http = reqwest::Client::new();
@@ -553,6 +555,6 @@ fn envelope_fuzz(cases: u32, seed: u64) {
     let list = rt.block_on(rpc_2026(&http, &running.mcp_url, &running.token, "tools/list", None, json!({}), json!({})));
     assert_eq!(list["result"]["tools"].as_array().map(Vec::len), Some(9), "{list}");
     let answered = statuses.get(&200).copied().unwrap_or(0) + statuses.get(&202).copied().unwrap_or(0);
-    assert!(answered >= cases / 25, "too few probes got past the checks at the door: {statuses:?}");
+    assert!(answered >= past_the_door, "too few probes got past the checks at the door (seed {seed}): {statuses:?}");
     rt.block_on(running.stop());
 }

@@ -768,7 +768,7 @@ fn the_model_catches_three_planted_bugs() {
 #[test]
 fn the_model_catches_three_planted_bugs_on_dynamodb() {
     let Some((rt, h)) = backend(true) else { return };
-    planted_bugs_are_caught(&rt, &h, Budget { cases: PLANTED_CASES, seed: Some(PLANTED_SEED), shrink: 64 });
+    planted_bugs_are_caught(&rt, &h, Budget { cases: PLANTED_CASES, seed: Some(PLANTED_SEED), shrink: 8 });
 }
 
 /// The model through a DynamoDB that fails on purpose (`foundry_tests::faults`): throttling,

@@ -37,5 +37,6 @@ mod relay_e2e;
 mod relay_install;
 mod relay_soak;
 mod template;
+mod test_command;
 mod tool_permissions;
 mod uploads;
