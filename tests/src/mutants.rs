@@ -89,10 +89,15 @@ impl Harness {
     ///
     /// # Errors
     /// Backend errors, among them the second creation's.
-    pub async fn redeem_without_condition(&self, code: &UserCode, device_code_hash: &str) -> anyhow::Result<PollOutcome> {
+    pub async fn redeem_without_condition(
+        &self,
+        code: &UserCode,
+        device_code_hash: &str,
+    ) -> anyhow::Result<PollOutcome> {
         let now = self.clock.now();
         let p = self.store.get_pairing(code).await?;
-        let PollStep::Redeem { owner, device_name, device_id } = classify_poll(p.as_ref(), device_code_hash, now) else {
+        let PollStep::Redeem { owner, device_name, device_id } = classify_poll(p.as_ref(), device_code_hash, now)
+        else {
             return Ok(self.store.poll_pairing(code, device_code_hash).await?);
         };
         let token_hash = p.map(|p| p.token_hash).unwrap_or_default();
@@ -127,15 +132,16 @@ impl Harness {
                     ("token_hash", attr(&token_hash)),
                     ("created_at", AttributeValue::N(now.as_millis().to_string())),
                 ];
-                let put = |mut item: std::collections::HashMap<String, AttributeValue>| -> anyhow::Result<TransactWriteItem> {
-                    item.extend(attrs.iter().map(|(k, v)| ((*k).to_owned(), v.clone())));
-                    let put = Put::builder()
-                        .table_name(store.table())
-                        .set_item(Some(item))
-                        .condition_expression("attribute_not_exists(pk)")
-                        .build()?;
-                    Ok(TransactWriteItem::builder().put(put).build())
-                };
+                let put =
+                    |mut item: std::collections::HashMap<String, AttributeValue>| -> anyhow::Result<TransactWriteItem> {
+                        item.extend(attrs.iter().map(|(k, v)| ((*k).to_owned(), v.clone())));
+                        let put = Put::builder()
+                            .table_name(store.table())
+                            .set_item(Some(item))
+                            .condition_expression("attribute_not_exists(pk)")
+                            .build()?;
+                        Ok(TransactWriteItem::builder().put(put).build())
+                    };
                 let redeemed = Update::builder()
                     .table_name(store.table())
                     .set_key(Some(key(format!("PAIR#{}", code.as_str()), "PAIR")))

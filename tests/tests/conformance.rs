@@ -1631,7 +1631,9 @@ async fn approve_with(h: &Harness, steps: PairSteps, code: &UserCode, o: &OwnerI
 
 async fn poll_with(h: &Harness, steps: PairSteps, p: &Pairing, hash: &str) -> Result<PollOutcome, String> {
     match steps {
-        PairSteps::RedeemWithoutCondition => h.redeem_without_condition(&p.user_code, hash).await.map_err(|e| e.to_string()),
+        PairSteps::RedeemWithoutCondition => {
+            h.redeem_without_condition(&p.user_code, hash).await.map_err(|e| e.to_string())
+        }
         PairSteps::NaiveRedemption => {
             let read = h.store.get_pairing(&p.user_code).await.map_err(|e| e.to_string())?;
             match read.map(|r| r.status) {

@@ -628,7 +628,12 @@ fn runner(budget: Budget) -> TestRunner {
 
 /// Runs `cases` random sequences (up to 40 steps) against `tasks` on `h`: `Ok` or the shortest
 /// failing sequence proptest found.
-fn check(rt: &tokio::runtime::Runtime, h: &Harness, tasks: &dyn Tasks, budget: Budget) -> Result<(), (String, Vec<Op>)> {
+fn check(
+    rt: &tokio::runtime::Runtime,
+    h: &Harness,
+    tasks: &dyn Tasks,
+    budget: Budget,
+) -> Result<(), (String, Vec<Op>)> {
     check_with(rt, h, tasks, budget, false, &std::sync::atomic::AtomicU64::new(0))
 }
 

@@ -463,7 +463,8 @@ async fn the_doorbell_keeps_its_promises_and_a_broken_one_is_caught() {
     // The idle pair on a server of its own: a ring goes to every desktop of the owner, so the
     // busy desktops' rings would wake it.
     let quiet = world(fast, relaxed).await;
-    let broken = world(Policy { poll_interval: Duration::from_secs(3), ..Policy::default() }, Duration::from_secs(3)).await;
+    let broken =
+        world(Policy { poll_interval: Duration::from_secs(3), ..Policy::default() }, Duration::from_secs(3)).await;
     broken.running.doorbell.drop_rings(true);
     let control = "control_poll_ms = 10000";
     let child = "sh -c 'sleep 60'; echo";
@@ -571,7 +572,9 @@ async fn doorbell_benchmark() {
         eprintln!("pickup, doorbell {mode}: {pickups:?}");
         figures["pickup"][mode] = pickups.json();
         drop(desks);
-        for (key, base, script) in [("cancel_child", 200, "sh -c 'sleep 60'; echo"), ("cancel_exec", 300, "exec sleep 60")] {
+        for (key, base, script) in
+            [("cancel_child", 200, "sh -c 'sleep 60'; echo"), ("cancel_exec", 300, "exec sleep 60")]
+        {
             let mut desks = Vec::new();
             for n in 0..DESKS {
                 desks.push(w.desk(base + n, script, extra).await);

@@ -11,12 +11,8 @@ fn root() -> PathBuf {
 }
 
 fn slowest(report: &Path, n: &str) -> String {
-    let out = std::process::Command::new("python3")
-        .arg(root().join("infra/slowest.py"))
-        .arg(report)
-        .arg(n)
-        .output()
-        .unwrap();
+    let out =
+        std::process::Command::new("python3").arg(root().join("infra/slowest.py")).arg(report).arg(n).output().unwrap();
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     String::from_utf8(out.stdout).unwrap()
 }
@@ -65,6 +61,9 @@ fn the_test_command_reads_the_report_the_ci_profile_writes() {
     let file = profile.lines().find_map(|l| l.trim().strip_prefix("path = ")).unwrap().trim_matches('"');
     let script = std::fs::read_to_string(root().join("infra/test.sh")).unwrap();
     let path = format!("target/nextest/ci/{file}");
-    assert!(script.contains(&format!("infra/slowest.py\" \"$root/{path}\"")), "infra/test.sh does not list from {path}");
+    assert!(
+        script.contains(&format!("infra/slowest.py\" \"$root/{path}\"")),
+        "infra/test.sh does not list from {path}"
+    );
     assert!(script.contains(&format!("rm -f \"$root/{path}\"")), "infra/test.sh does not remove the last run's {path}");
 }

@@ -419,4 +419,41 @@ fn the_cost_tables_are_the_output_of_the_cost_command() {
     assert!(foundry_tests::tables_match(&printed, &stale).is_err(), "a stale row beside the new one passed");
     let dropped = doc.replacen(&format!("{row}\n"), "", 1);
     assert!(foundry_tests::tables_match(&printed, &dropped).is_err(), "a dropped row passed");
+    // docs/results.md quotes one figure of the tables in its prose: the cost of a sync.
+    let results = std::fs::read_to_string(root.join("docs/results.md")).unwrap();
+    if let Err(e) = sync_cost_quoted(&printed, &results) {
+        panic!("docs/results.md (Doorbell): {e}");
+    }
+    let stale = results.replacen(" per million syncs**", "1 per million syncs**", 1);
+    assert!(sync_cost_quoted(&printed, &stale).is_err(), "a changed sync cost passed");
+    // The idle syncs a day are the doorbell benchmark's, read from its file, not typed in: with
+    // another count in a copy of the file, the command prints that count.
+    let dir = std::env::temp_dir().join(format!("foundry-cost-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    std::fs::copy(root.join("docs/cost-inputs.json"), dir.join("cost-inputs.json")).unwrap();
+    let mut figures: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("docs/doorbell-figures.json")).unwrap()).unwrap();
+    figures["idle"]["on_per_day"] = json!(1234);
+    std::fs::write(dir.join("doorbell-figures.json"), figures.to_string()).unwrap();
+    let out = std::process::Command::new("python3")
+        .arg("infra/cost.py")
+        .arg(dir.join("cost-inputs.json"))
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    let moved = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        moved.contains("(1,234/day, measured)"),
+        "the cost command does not read the idle syncs from the figures:\n{moved}"
+    );
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// docs/results.md's "**$N per million syncs**" is the cost command's "one sync" row.
+fn sync_cost_quoted(printed: &str, results: &str) -> Result<(), String> {
+    let row = printed.lines().find(|l| l.starts_with("| one sync (")).ok_or("the cost command prints no sync row")?;
+    let cost = row.rsplit('|').nth(1).map(str::trim).and_then(|c| c.strip_suffix(" per million")).ok_or(row)?;
+    let quoted = format!("**{cost} per million syncs**");
+    let flat = results.split_whitespace().collect::<Vec<_>>().join(" ");
+    if flat.contains(&quoted) { Ok(()) } else { Err(format!("it does not say {quoted} (the cost command's `{row}`)")) }
 }
