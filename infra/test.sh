@@ -159,17 +159,22 @@ fi
 # the tests, at low priority (they take what the build's serial stretches and the tests'
 # waiting leave of the cores), in a target folder of their own: cargo locks a target folder for
 # the whole of a build, so sharing one would make the tests wait, and rustdoc's check artifacts
-# are never shared with build artifacts anyway. The output is shown at the end.
+# are never shared with build artifacts anyway. The output is shown at the end. That folder is
+# in the cache beside the tools ($cache/lint-target), not in the checkout: what rustdoc checks
+# first and longest is the dependencies, and a fresh clone on a machine that ran the tests
+# before finds them checked (the workspace's own crates are checked again; remove the folder to
+# reclaim its space).
 lint_log="$state/lint.log"
+lint_target="$cache/lint-target"
 (
   set -e
   unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
   if $separate_clippy; then
     echo "== cargo clippy --workspace --all-targets -- -D warnings"
-    nice -n 19 cargo clippy --workspace --all-targets --locked --target-dir "$root/target/lint" -- -D warnings
+    nice -n 19 cargo clippy --workspace --all-targets --locked --target-dir "$lint_target" -- -D warnings
   fi
   echo "== cargo doc --no-deps (RUSTDOCFLAGS=-D warnings)"
-  RUSTDOCFLAGS="-D warnings" nice -n 19 cargo doc --workspace --no-deps --locked --quiet --target-dir "$root/target/lint"
+  RUSTDOCFLAGS="-D warnings" nice -n 19 cargo doc --workspace --no-deps --locked --quiet --target-dir "$lint_target"
 ) > "$lint_log" 2>&1 &
 lint_pid=$!
 
