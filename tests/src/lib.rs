@@ -279,8 +279,7 @@ impl Harness {
                 let path = path.clone();
                 let owner = owner.as_str().to_owned();
                 let claimed = tokio::task::spawn_blocking(move || -> anyhow::Result<bool> {
-                    let conn = rusqlite::Connection::open(&path)?;
-                    conn.busy_timeout(Duration::from_secs(10))?;
+                    let conn = raw_sqlite(&path)?;
                     let status: Option<String> = conn
                         .query_row(
                             "SELECT status FROM tasks WHERE task_id = ?1 AND link_id = ?2 AND owner = ?3",
@@ -629,6 +628,24 @@ pub fn tables_match(printed: &str, doc: &str) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// A connection of its own to the embedded store's file, outside the store's writer lane: what the
+/// broken variants use, so their read and their write are two statements another caller can
+/// come between.
+///
+/// # Errors
+/// SQLite's.
+pub fn raw_sqlite(path: &std::path::Path) -> rusqlite::Result<rusqlite::Connection> {
+    let conn = rusqlite::Connection::open(path)?;
+    conn.busy_timeout(Duration::from_secs(10))?;
+    Ok(conn)
+}
+
+/// Whether `doc` says `sentence`, line breaks in the doc counting as spaces (Markdown prose is
+/// wrapped anywhere).
+pub fn says(doc: &str, sentence: &str) -> bool {
+    doc.split_whitespace().collect::<Vec<_>>().join(" ").contains(sentence)
 }
 
 /// The local server on a fresh temporary folder, for a test: [`LocalServer::start`] makes the

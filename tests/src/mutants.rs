@@ -49,8 +49,7 @@ impl Harness {
                 let (path, code, owner, name) =
                     (path.clone(), code.as_str().to_owned(), owner.as_str().to_owned(), device_name.to_owned());
                 tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
-                    let conn = rusqlite::Connection::open(&path)?;
-                    conn.busy_timeout(Duration::from_secs(10))?;
+                    let conn = crate::raw_sqlite(&path)?;
                     conn.execute(
                         "UPDATE pairings SET status = 'approved', owner = ?1, device_name = ?2, device_id = ?3 WHERE user_code = ?4",
                         rusqlite::params![owner, name, device_id.to_string(), code],
@@ -107,8 +106,7 @@ impl Harness {
                 let (path, code, owner, name) =
                     (path.clone(), code.as_str().to_owned(), owner.as_str().to_owned(), device_name.clone());
                 tokio::task::spawn_blocking(move || -> anyhow::Result<()> {
-                    let mut conn = rusqlite::Connection::open(&path)?;
-                    conn.busy_timeout(Duration::from_secs(10))?;
+                    let mut conn = crate::raw_sqlite(&path)?;
                     let tx = conn.transaction()?;
                     tx.execute(
                         "INSERT INTO devices (device_id, owner, name, token_hash, created_at, revoked_at, last_seen_at)

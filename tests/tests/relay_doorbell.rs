@@ -675,9 +675,8 @@ fn figure_texts(figures: &serde_json::Value) -> (String, Vec<String>, Vec<String
 /// present (line breaks in the doc count as spaces).
 fn figures_in(doc: &str, table: &str, sentences: &[String]) -> Result<(), String> {
     foundry_tests::tables_match(table, doc)?;
-    let flat = doc.split_whitespace().collect::<Vec<_>>().join(" ");
     for s in sentences {
-        if !flat.contains(s.as_str()) {
+        if !foundry_tests::says(doc, s) {
             return Err(format!("it does not say `{s}`"));
         }
     }

@@ -454,6 +454,9 @@ fn sync_cost_quoted(printed: &str, results: &str) -> Result<(), String> {
     let row = printed.lines().find(|l| l.starts_with("| one sync (")).ok_or("the cost command prints no sync row")?;
     let cost = row.rsplit('|').nth(1).map(str::trim).and_then(|c| c.strip_suffix(" per million")).ok_or(row)?;
     let quoted = format!("**{cost} per million syncs**");
-    let flat = results.split_whitespace().collect::<Vec<_>>().join(" ");
-    if flat.contains(&quoted) { Ok(()) } else { Err(format!("it does not say {quoted} (the cost command's `{row}`)")) }
+    if foundry_tests::says(results, &quoted) {
+        Ok(())
+    } else {
+        Err(format!("it does not say {quoted} (the cost command's `{row}`)"))
+    }
 }
