@@ -557,3 +557,105 @@ fn the_checker_catches_broken_templates() {
         assert!(!p.is_empty(), "{what}: the checker did not notice");
     }
 }
+
+/// What `sam build` would produce with this template and Makefile, run the way SAM's makefile
+/// builder runs it (aws-lambda-builders' `CustomMakeWorkflow`: `make --makefile <ContextPath>/Makefile
+/// build-<LogicalId>` in the function's CodeUri folder, ARTIFACTS_DIR set), with cargo-lambda
+/// replaced by `true` and a target folder whose `lambda/<crate>/bootstrap` files each hold their
+/// crate's name. Every disagreement is a problem: a function not built by the makefile method,
+/// a build that fails, or a `bootstrap` that is not its CodeUri's crate.
+fn build_problems(template: &str, makefile: &Path) -> Vec<String> {
+    let t: Value = serde_norway::from_str(template).unwrap();
+    let dir = std::env::temp_dir().join(format!("sam-build-{}", uuid::Uuid::new_v4()));
+    let target = dir.join("target");
+    for c in function_crates() {
+        std::fs::create_dir_all(target.join("lambda").join(&c)).unwrap();
+        std::fs::write(target.join("lambda").join(&c).join("bootstrap"), &c).unwrap();
+    }
+    let mut p = Vec::new();
+    for (id, r) in t["Resources"].as_mapping().unwrap() {
+        if r["Type"].as_str() != Some("AWS::Serverless::Function") {
+            continue;
+        }
+        let id = id.as_str().unwrap();
+        if get(r, &["Metadata", "BuildMethod"]).and_then(|m| m.as_str()) != Some("makefile")
+            || get(r, &["Metadata", "ContextPath"]).and_then(|m| m.as_str()) != Some(".")
+        {
+            p.push(format!("{id}: not built by the root Makefile (Metadata: BuildMethod: makefile, ContextPath: .)"));
+            continue;
+        }
+        let code = get(r, &["Properties", "CodeUri"]).and_then(|c| c.as_str()).unwrap_or_default();
+        let crate_name = code.trim_start_matches("functions/").trim_end_matches('/');
+        let artifacts = dir.join("out").join(id);
+        std::fs::create_dir_all(&artifacts).unwrap();
+        let out = std::process::Command::new("make")
+            .arg("--makefile")
+            .arg(makefile)
+            .arg(format!("build-{id}"))
+            .current_dir(root().join(code))
+            .env("ARTIFACTS_DIR", &artifacts)
+            .env("CARGO_TARGET_DIR", &target)
+            .env("CARGO_LAMBDA", "true")
+            .output()
+            .expect("make runs (Debian's make package)");
+        if !out.status.success() {
+            p.push(format!("{id}: make build-{id} failed: {}", String::from_utf8_lossy(&out.stderr).trim()));
+            continue;
+        }
+        match std::fs::read_to_string(artifacts.join("bootstrap")) {
+            Ok(built) if built == crate_name => {}
+            Ok(built) => p.push(format!("{id}: its bootstrap is {built}'s, not {crate_name}'s (its CodeUri)")),
+            Err(_) => p.push(format!("{id}: make build-{id} left no bootstrap in ARTIFACTS_DIR")),
+        }
+    }
+    // The one cargo-lambda build covers every function crate, for Lambda's arm64, in release.
+    let dry = std::process::Command::new("make")
+        .arg("--makefile")
+        .arg(makefile)
+        .args(["-n", "lambda-binaries"])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let line = String::from_utf8_lossy(&dry.stdout).to_string();
+    for flag in ["build --release --arm64 --locked"] {
+        if !line.contains(flag) {
+            p.push(format!("the cargo-lambda build lacks `{flag}`: {line}"));
+        }
+    }
+    let built: BTreeSet<String> =
+        line.split_whitespace().collect::<Vec<_>>().windows(2).filter(|w| w[0] == "-p").map(|w| w[1].to_owned()).collect();
+    if built != function_crates() {
+        p.push(format!("the cargo-lambda build covers {built:?}, not every function crate"));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    p
+}
+
+/// `sam build` makes each function's `bootstrap` from its own crate, all of them from one
+/// cargo-lambda build (docs/results.md, "Lambda build"); broken Makefiles and templates are caught.
+#[test]
+fn sam_build_makes_each_function_from_its_own_crate_in_one_cargo_build() {
+    let makefile = root().join("Makefile");
+    let p = build_problems(&template(), &makefile);
+    assert!(p.is_empty(), "sam build would not make what the template says:\n{}", p.join("\n"));
+
+    let real = std::fs::read_to_string(&makefile).unwrap();
+    let dir = std::env::temp_dir().join(format!("sam-makefiles-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let broken_makefiles = [
+        ("every function gets mcp's binary", real.replace("lambda/$$crate/bootstrap\" \"$(ARTIFACTS_DIR)", "lambda/mcp/bootstrap\" \"$(ARTIFACTS_DIR)")),
+        ("one function left out of the build", real.replace("$(addprefix -p ,$(functions))", "$(addprefix -p ,$(filter-out notify,$(functions)))")),
+        ("a debug build", real.replace("build --release --arm64", "build --arm64")),
+    ];
+    for (what, text) in broken_makefiles {
+        assert_ne!(text, real, "{what}: the mutation no longer applies");
+        let path = dir.join("Makefile");
+        std::fs::write(&path, text).unwrap();
+        assert!(!build_problems(&template(), &path).is_empty(), "{what}: not caught");
+    }
+    let t = template();
+    let broken_template = t.replacen("      BuildMethod: makefile\n      ContextPath: .\n", "      BuildMethod: rust-cargolambda\n", 1);
+    assert_ne!(broken_template, t);
+    assert!(!build_problems(&broken_template, &makefile).is_empty(), "a function left on rust-cargolambda: not caught");
+    let _ = std::fs::remove_dir_all(&dir);
+}

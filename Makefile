@@ -1,0 +1,29 @@
+# `sam build`'s makefile build method (template.yaml: every function's Metadata names this file
+# as its ContextPath). SAM runs `make build-<LogicalId>` once per function, in that function's
+# CodeUri folder (functions/<crate>, or SAM's scratch copy of it), with ARTIFACTS_DIR set to the
+# function's output folder.
+#
+# One `cargo lambda build` builds every function binary: one feature resolution, so every
+# shared crate is compiled once, and the links run side by side. The first target pays for it;
+# each later one finds the binaries built (cargo checks its fingerprints, a second or two) and
+# copies its own `bootstrap`. After a one-line change in one function, only that crate is
+# compiled and linked again. The crate is read from the folder's Cargo.toml, so the template's
+# CodeUri stays the one place that says which crate a function runs. docs/results.md ("Lambda
+# build") has the measurements behind this choice.
+
+root := $(dir $(abspath $(lastword $(MAKEFILE_LIST))))
+CARGO_LAMBDA ?= cargo lambda
+target_dir := $(or $(CARGO_TARGET_DIR),$(root)target)
+functions := $(notdir $(patsubst %/,%,$(wildcard $(root)functions/*/)))
+
+.PHONY: lambda-binaries
+lambda-binaries:
+	cd "$(root)" && $(CARGO_LAMBDA) build --release --arm64 --locked $(addprefix -p ,$(functions))
+
+build-%: lambda-binaries
+	@test -n "$(ARTIFACTS_DIR)" || { echo "ARTIFACTS_DIR is not set (sam build sets it)" >&2; exit 1; }
+	@crate=$$(sed -n 's/^name = "\(.*\)"$$/\1/p' Cargo.toml | head -n 1); \
+	test -n "$$crate" || { echo "$@: no package name in $$(pwd)/Cargo.toml" >&2; exit 1; }; \
+	case " $(functions) " in *" $$crate "*) ;; *) echo "$@: $$crate is not a crate under functions/" >&2; exit 1 ;; esac; \
+	echo "cp $(target_dir)/lambda/$$crate/bootstrap $(ARTIFACTS_DIR)/bootstrap"; \
+	cp "$(target_dir)/lambda/$$crate/bootstrap" "$(ARTIFACTS_DIR)/bootstrap"
