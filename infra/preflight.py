@@ -12,7 +12,8 @@ which is how the test command points it at moto and at recorded answers of AWS.
 
 What it checks, and why (docs/deploy.md, "Preflight"):
 - the toolchain: Python >= 3.11, a sha256 tool, the pinned SAM CLI first on PATH (an older one
-  cannot find the workspace's binaries), cargo-lambda, Rust >= 1.95 with the arm64 target;
+  cannot find the workspace's binaries), make (sam build runs the Makefile), cargo-lambda,
+  Rust >= 1.95 with the arm64 target;
 - credentials and a region;
 - the account's Lambda concurrency (new accounts often get 10: every tool call holds two);
 - whether the Cognito domain prefix is free and allowed;
@@ -121,6 +122,12 @@ def check_toolchain(host_python):
         else:
             fail("sam", f"{sam} is {out or 'unreadable'}, the pinned one is {want} (an older SAM CLI first on PATH "
                  f'cannot find the workspace\'s binaries): export PATH="{ROOT}/.venv-deploy/bin:$PATH"')
+    # sam build runs the Makefile (template.yaml: BuildMethod makefile for every function).
+    if shutil.which("make"):
+        ok("make", shutil.which("make"))
+    else:
+        fail("make", "not on PATH: sam build runs the workspace's Makefile (Debian/Ubuntu: apt-get install make; "
+             "macOS: xcode-select --install)")
     if shutil.which("cargo-lambda"):
         ok("cargo-lambda", shutil.which("cargo-lambda"))
     else:
@@ -277,7 +284,7 @@ def main():
     check_aws(args, cfg)
     failed = findings.count("FAIL")
     print(f"\n{failed} to fix, {findings.count('warn')} warnings" if failed else
-          f"\nready to deploy ({findings.count('warn')} warnings): sam build --beta-features && sam deploy --guided")
+          f"\nready to deploy ({findings.count('warn')} warnings): sam build && sam deploy --guided")
     return 1 if failed else 0
 
 

@@ -16,12 +16,15 @@
 # - They are installed by one background job beside the build (the installs wait on the network
 #   and the disk, the build on the cores); the tests start once both are done, and moto once the
 #   installs are.
-# - Clippy lints the workspace while it is built (clippy-driver as the workspace wrapper), then
-#   the tests run while rustdoc checks the docs at low priority beside them (most tests wait on
-#   processes, moto or a browser, not on a core). A failed lint or doc fails the run.
+# - The workspace is compiled once, linted and documented as it is built: the workspace
+#   wrapper (infra/rustc-wrapper.sh) compiles each crate with clippy-driver and runs rustdoc on
+#   it beside the compile, from the dependencies the build has just made (no `cargo doc` pass
+#   that checks every dependency again). A failed lint or doc fails the build.
 # - The cross-crate tests are one binary (tests/tests/suite.rs), and binaries without tests
 #   have no test harness.
-# - Under CI=true a fresh target folder is built without incremental state or debug info.
+# - Under CI=true everything is built without incremental state or debug info, in a target
+#   folder in the cache ($cache/target, or $FOUNDRY_TARGET_DIR): a fresh clone on a machine that
+#   ran the tests before finds every dependency built and compiles only the workspace's crates.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
@@ -58,14 +61,20 @@ phase() {
   return 0
 }
 
-if [ "${CI:-}" = true ]; then
-  # A fresh clone builds everything once: incremental state and debug info cost time and buy
-  # nothing there.
-  export CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0
-fi
-
 cache=${FOUNDRY_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/foundry-connect}
 mkdir -p "$cache"
+
+target_dir="$root/target"
+if [ "${CI:-}" = true ]; then
+  # A fresh clone builds everything once: incremental state and debug info cost time and buy
+  # nothing there. Its target folder is the cache's, shared by every clone on this machine
+  # (cargo locks it, so two runs at once take turns): the dependencies are built once per
+  # machine and toolchain; the workspace's crates are compiled again for each clone (cargo
+  # knows them by path and file times). Remove the folder to reclaim its space.
+  export CARGO_INCREMENTAL=0 CARGO_PROFILE_DEV_DEBUG=0 CARGO_PROFILE_TEST_DEBUG=0
+  target_dir=${FOUNDRY_TARGET_DIR:-$cache/target}
+  export CARGO_TARGET_DIR="$target_dir"
+fi
 # The environment folder for a requirements file: named by the hash of the pins and the Python.
 venv_for() {
   local name=$1 req=$2 key
@@ -142,43 +151,37 @@ if [ "$#" -eq 0 ] && cargo nextest --version >/dev/null 2>&1; then
   use_nextest=true
 fi
 
-# Clippy runs inside the build: clippy-driver as the workspace's rustc wrapper, as `cargo clippy`
-# itself sets it up (CLIPPY_ARGS is how cargo-clippy hands it `-D warnings`), so the workspace
-# is compiled once for the lints and the tests instead of a check pass and a build pass. The
-# binaries, the libraries, and every test target are built, which is what `cargo clippy
-# --workspace --all-targets` covers here (there are no benches or examples).
+# Clippy and rustdoc run inside the build (infra/rustc-wrapper.sh as the workspace's rustc
+# wrapper): clippy-driver compiles each workspace crate, as `cargo clippy` itself sets it up
+# (CLIPPY_ARGS is how cargo-clippy hands it `-D warnings`), and rustdoc documents it beside the
+# compile with -D warnings, so the workspace is compiled once for the lints, the docs and the
+# tests. The binaries, the libraries, and every test target are built, which is what `cargo
+# clippy --workspace --all-targets` covers here (there are no benches or examples), and every
+# library and binary is documented, which is what `cargo doc --workspace --no-deps` covered.
+export RUSTC_WORKSPACE_WRAPPER="$root/infra/rustc-wrapper.sh"
 if clippy_driver=$(rustup which clippy-driver 2>/dev/null || command -v clippy-driver); then
-  export RUSTC_WORKSPACE_WRAPPER="$clippy_driver" CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
+  export FOUNDRY_CLIPPY_DRIVER="$clippy_driver" CLIPPY_ARGS="-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__"
   separate_clippy=false
 else
   echo "   clippy-driver not found: clippy runs on its own beside the tests"
   separate_clippy=true
 fi
 
-# The docs (and clippy, when it could not run in the build) from here on, beside the build and
-# the tests, at low priority (they take what the build's serial stretches and the tests'
-# waiting leave of the cores), in a target folder of their own: cargo locks a target folder for
-# the whole of a build, so sharing one would make the tests wait, and rustdoc's check artifacts
-# are never shared with build artifacts anyway. The output is shown at the end. That folder is
-# in the cache beside the tools ($cache/lint-target), not in the checkout: what rustdoc checks
-# first and longest is the dependencies, and a fresh clone on a machine that ran the tests
-# before finds them checked (the workspace's own crates are checked again; remove the folder to
-# reclaim its space).
+# Clippy, only when it could not run in the build: beside the build and the tests, at low
+# priority, in a target folder of its own (cargo locks a target folder for the whole of a
+# build; sharing one would make the tests wait). Its output is shown at the end.
 lint_log="$state/lint.log"
-lint_target="$cache/lint-target"
-(
-  set -e
-  unset RUSTC_WORKSPACE_WRAPPER CLIPPY_ARGS
-  if $separate_clippy; then
+if $separate_clippy; then
+  (
+    set -e
+    unset RUSTC_WORKSPACE_WRAPPER
     echo "== cargo clippy --workspace --all-targets -- -D warnings"
-    nice -n 19 cargo clippy --workspace --all-targets --locked --target-dir "$lint_target" -- -D warnings
-  fi
-  echo "== cargo doc --no-deps (RUSTDOCFLAGS=-D warnings)"
-  RUSTDOCFLAGS="-D warnings" nice -n 19 cargo doc --workspace --no-deps --locked --quiet --target-dir "$lint_target"
-) > "$lint_log" 2>&1 &
-lint_pid=$!
+    nice -n 19 cargo clippy --workspace --all-targets --locked --target-dir "$cache/lint-target" -- -D warnings
+  ) > "$lint_log" 2>&1 &
+  lint_pid=$!
+fi
 
-phase "cargo build --workspace --bins and the test binaries, linted by clippy -D warnings (tests run the real relay and function binaries)"
+phase "cargo build --workspace --bins and the test binaries, linted by clippy -D warnings and documented by rustdoc -D warnings (tests run the real relay and function binaries)"
 cargo build --workspace --bins --locked
 if $use_nextest; then
   cargo nextest run --workspace --locked --no-run
@@ -212,28 +215,30 @@ fi
 log="$state/cargo-test.log"
 set +e
 if $use_nextest; then
-  phase "cargo nextest run --workspace (and the doc tests), with rustdoc beside it"
-  rm -f "$root/target/nextest/ci/junit.xml"
+  phase "cargo nextest run --workspace (and the doc tests)"
+  rm -f "$target_dir/nextest/ci/junit.xml"
   cargo nextest run --workspace --locked --profile ci 2>&1 | tee "$log"
   status=${PIPESTATUS[0]}
   cargo test --workspace --locked --doc 2>&1 | tee -a "$log"
   doc_status=${PIPESTATUS[0]}
   [ "$status" -eq 0 ] && status=$doc_status
 else
-  phase "cargo test --workspace, with rustdoc beside it"
+  phase "cargo test --workspace"
   cargo test --workspace --locked -- "$@" 2>&1 | tee "$log"
   status=${PIPESTATUS[0]}
 fi
-phase "waiting for rustdoc"
-wait "$lint_pid"
-lint_status=$?
-lint_pid=""
-set -e
-cat "$lint_log"
-if [ "$lint_status" -ne 0 ]; then
-  echo "rustdoc (or clippy) failed (above)"
-  [ "$status" -eq 0 ] && status=$lint_status
+if [ -n "$lint_pid" ]; then
+  phase "waiting for clippy"
+  wait "$lint_pid"
+  lint_status=$?
+  lint_pid=""
+  cat "$lint_log"
+  if [ "$lint_status" -ne 0 ]; then
+    echo "clippy failed (above)"
+    [ "$status" -eq 0 ] && status=$lint_status
+  fi
 fi
+set -e
 phase ""
 
 # One closing line for the whole run: nextest's summary plus the doc tests, or cargo's lines
@@ -260,7 +265,7 @@ echo "the installs beside the build, one after another:"
 cat "$install_times" 2>/dev/null || true
 if $use_nextest; then
   echo
-  python3 "$root/infra/slowest.py" "$root/target/nextest/ci/junit.xml" 10
+  python3 "$root/infra/slowest.py" "$target_dir/nextest/ci/junit.xml" 10
 fi
 echo
 echo "$passed passed, $failed failed"

@@ -776,7 +776,7 @@ pub async fn account() -> Option<Account> {
         );
         return None;
     }
-    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
+    let aws = lambda::aws_defaults().load().await;
     let suffix = uuid::Uuid::new_v4().simple().to_string();
     let table = format!("fc-cloud-{suffix}");
     #[allow(clippy::expect_used)]

@@ -157,7 +157,7 @@ pub async fn start(upstream: &str, rates: Rates, seed: u64) -> (String, Arc<Coun
         rates,
         rng: std::sync::Mutex::new(seed | 1),
         counts: Arc::clone(&counts),
-        http: reqwest::Client::new(),
+        http: crate::http(),
     });
     #[allow(clippy::expect_used)]
     let listener = tokio::net::TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await.expect("bind");

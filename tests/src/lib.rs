@@ -206,11 +206,7 @@ impl Harness {
     /// # Panics
     /// When the table cannot be created.
     pub async fn dynamo_at(endpoint: &str, policy: Policy, retry: aws_config::retry::RetryConfig) -> Harness {
-        let config = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .endpoint_url(endpoint)
-            .retry_config(retry)
-            .load()
-            .await;
+        let config = lambda::aws_defaults().endpoint_url(endpoint).retry_config(retry).load().await;
         let log = RequestLog::default();
         let conf = aws_sdk_dynamodb::config::Builder::from(&config).interceptor(log.clone()).build();
         Self::on_fresh_table(aws_sdk_dynamodb::Client::from_conf(conf), log, policy).await
@@ -356,7 +352,7 @@ pub async fn dynamo_client_with_log() -> Option<(aws_sdk_dynamodb::Client, Reque
         );
         return None;
     }
-    let config = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
+    let config = lambda::aws_defaults().load().await;
     let log = RequestLog::default();
     let conf = aws_sdk_dynamodb::config::Builder::from(&config).interceptor(log.clone()).build();
     Some((aws_sdk_dynamodb::Client::from_conf(conf), log))
@@ -454,7 +450,7 @@ pub fn temp_blobs(clock: domain::clock::SharedClock) -> Arc<dyn tools::blobs::Bl
 pub async fn streams_call(target: &str, body: serde_json::Value) -> serde_json::Value {
     #[allow(clippy::expect_used)]
     let endpoint = std::env::var("AWS_ENDPOINT_URL").expect("AWS_ENDPOINT_URL");
-    let res = reqwest::Client::new()
+    let res = crate::http()
         .post(endpoint)
         .header("x-amz-target", format!("DynamoDBStreams_20120810.{target}"))
         .header("content-type", "application/x-amz-json-1.0")
@@ -714,4 +710,21 @@ impl Drop for LocalServer {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.dir);
     }
+}
+
+/// An HTTP client for a test (`reqwest::Client::new()`, after [`http_builder`]'s set-up).
+///
+/// # Panics
+/// When the client cannot be built.
+#[allow(clippy::expect_used)]
+pub fn http() -> reqwest::Client {
+    http_builder().build().expect("an HTTP client")
+}
+
+/// `reqwest::Client::builder()` once rustls' *ring* provider is the process default: the
+/// workspace's one crypto library (tests/tests/layout.rs), and reqwest's `rustls-no-provider`
+/// feature builds no client without one. Installing it twice is a no-op.
+pub fn http_builder() -> reqwest::ClientBuilder {
+    let _ = rustls::crypto::ring::default_provider().install_default();
+    reqwest::Client::builder()
 }

@@ -9,7 +9,7 @@ use serde_json::{Value, json};
 /// A client whose connections come from `127.0.0.<last>` (Linux routes all of 127/8 to
 /// loopback, so each is a distinct source address for the server).
 pub fn client_from(last: u8) -> reqwest::Client {
-    reqwest::Client::builder()
+    crate::http_builder()
         .local_address(IpAddr::V4(Ipv4Addr::new(127, 0, 0, last)))
         .build()
         .unwrap_or_else(|e| panic!("client from 127.0.0.{last}: {e}"))

@@ -48,7 +48,7 @@ fn the_published_document_is_the_golden_file() {
 async fn the_served_document_is_valid_openapi_3_1_and_every_route_answers_as_routed() {
     let Some(python) = api_python() else { return };
     let (running, dir) = start().await;
-    let http = reqwest::Client::new();
+    let http = foundry_tests::http();
     let res = http.get(format!("{}{}", running.base_url, http_api::openapi::PATH)).send().await.unwrap();
     assert_eq!(res.status(), 200);
     assert_eq!(res.headers()["content-type"], "application/json");
@@ -86,7 +86,7 @@ struct Seeded {
 }
 
 async fn seed(running: &Running) -> Seeded {
-    let http = reqwest::Client::new();
+    let http = foundry_tests::http();
     let base = &running.base_url;
     let owner = |r: reqwest::RequestBuilder| r.bearer_auth(&running.owner_token);
     let project = running.demo.project_id.to_string();
@@ -530,7 +530,7 @@ fn the_mcp_endpoint_answers_envelopes_from_a_rotating_seed_without_a_5xx() {
 fn envelope_fuzz(cases: u32, seed: u64, past_the_door: u32) {
     let rt = tokio::runtime::Builder::new_multi_thread().worker_threads(2).enable_all().build().unwrap();
     let (running, _dir) = rt.block_on(start());
-    let http = reqwest::Client::new();
+    let http = foundry_tests::http();
     let statuses = std::sync::Mutex::new(std::collections::BTreeMap::<u16, u32>::new());
     let mut runner = mcp_envelope::runner(cases, seed);
     let strategy = mcp_envelope::probe(running.token.clone(), running.owner_token.clone());

@@ -184,7 +184,7 @@ async fn oversized_and_data_messages_end_the_doorbell_socket() {
 #[tokio::test]
 async fn a_second_owner_cannot_guess_a_pairing_code() {
     let running = start(|c| c).await;
-    let http = reqwest::Client::new();
+    let http = foundry_tests::http();
     let (s, started) = start_pairing(&http, &running, &"ab".repeat(32)).await;
     assert_eq!(s, 200, "{started}");
     let code = started["user_code"].as_str().unwrap().to_owned();
@@ -225,7 +225,7 @@ async fn a_second_owner_cannot_guess_a_pairing_code() {
 #[tokio::test]
 async fn pairing_routes_and_the_doorbell_refuse_foreign_hosts_and_non_json_bodies() {
     let running = start(|c| c).await;
-    let http = reqwest::Client::new();
+    let http = foundry_tests::http();
     let body = json!({"name": "x", "os": "linux", "arch": "x86_64", "token_sha256": "cd".repeat(32)}).to_string();
     let plain = http
         .post(format!("{}{PAIRINGS}", running.base_url))
@@ -305,7 +305,7 @@ async fn slow_requests_are_cut_off_and_connections_are_capped() {
 #[tokio::test]
 async fn a_pairing_that_could_never_finish_is_refused() {
     let running = start(|c| c).await;
-    let http = reqwest::Client::new();
+    let http = foundry_tests::http();
     let taken = sha256_hex(&running.device_token);
     let (status, body) = start_pairing(&http, &running, &taken).await;
     assert_eq!(status, 409, "a token hash in use must be refused at the start: {body}");
@@ -405,7 +405,7 @@ async fn pair_on_a_terminal(running: &Running, approver: &str, answer: &str) -> 
             break code.to_owned();
         }
     };
-    let http = reqwest::Client::new();
+    let http = foundry_tests::http();
     let (status, body) = owner_call(&http, running, approver, "POST", &format!("/pairings/{code}/approve")).await;
     assert_eq!(status, 200, "{body}");
     let mut exit = -1;

@@ -208,7 +208,7 @@ fn pkce() -> (String, String) {
 }
 
 fn no_redirects() -> reqwest::Client {
-    reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap()
+    foundry_tests::http_builder().redirect(reqwest::redirect::Policy::none()).build().unwrap()
 }
 
 /// The local server's metadata advertises documents and `iss`; its consent page names a

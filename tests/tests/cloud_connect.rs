@@ -48,7 +48,7 @@ async fn claude_and_chatgpt_connect_with_only_the_connector_url() {
     let emu = Emulator::start(&template, &acct.resources, &acct.base_env).await;
     emu.wait_ready().await;
     let out = |name: &str| template.output(name, &acct.resources, &emu.gateway);
-    let http = reqwest::Client::new();
+    let http = foundry_tests::http();
     let connector = out("McpConnectorUrl");
 
     // 1. From nothing: the connector URL answers 401 and names the resource metadata.

@@ -115,7 +115,7 @@ async fn world_of(template: &Template) -> Option<World> {
     std::fs::create_dir_all(&dir).unwrap();
     Some(World {
         emu,
-        http: reqwest::Client::new(),
+        http: foundry_tests::http(),
         owner: access_token("owner-client-id", "openid osfoundry/owner"),
         agent: access_token("claude-client-id", "osfoundry/read osfoundry/run"),
         sqs: aws_sdk_sqs::Client::new(&account.aws),
@@ -282,7 +282,7 @@ async fn the_events_binaries_deliver_claimed_and_completed_once_each_traced_to_t
     let link = w.link(&project, "Chat").await;
     // The cloud's owner API accepts only public https receivers; the subscription to the local
     // receiver goes straight into the table (the notifier checks URLs again at delivery).
-    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
+    let aws = lambda::aws_defaults().load().await;
     let store = store_dynamo::DynamoStore::new(
         aws_sdk_dynamodb::Client::new(&aws),
         &w.table,
@@ -683,7 +683,7 @@ async fn the_cloud_installer_downloads_from_the_bucket_once_published() {
     let text = script.text().await.unwrap();
     assert!(text.contains(&format!("SERVER=\"{}\"", w.emu.gateway)), "{}", &text[..text.len().min(600)]);
     let sums = format!("{}/relay/download/SHA256SUMS", w.emu.gateway);
-    let no_redirects = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let no_redirects = foundry_tests::http_builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
     let redirect = no_redirects.get(&sums).send().await.unwrap();
     assert_eq!(redirect.status(), 302);
     let location = redirect.headers()["location"].to_str().unwrap().to_owned();

@@ -27,7 +27,7 @@ fn pct(sorted: &[Duration], p: f64) -> f64 {
 async fn local_event_latency_and_throughput() {
     let running = foundry_tests::LocalServer::default("foundry-evbench").await;
     let receiver = Receiver::start().await;
-    let http = reqwest::Client::new();
+    let http = foundry_tests::http();
     let link = running.demo.chat_link_id;
     let sub: serde_json::Value = http
         .put(format!("{}/owner/links/{link}/subscription", running.base_url))

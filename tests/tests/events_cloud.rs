@@ -57,7 +57,7 @@ struct Cloud {
 /// One DynamoDB Streams call (moto serves the streams API on the same endpoint).
 async fn streams(target: &str, body: Value) -> Value {
     let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap();
-    reqwest::Client::new()
+    foundry_tests::http()
         .post(endpoint)
         .header("x-amz-target", format!("DynamoDBStreams_20120810.{target}"))
         .header("content-type", "application/x-amz-json-1.0")
@@ -76,7 +76,7 @@ async fn cloud() -> Option<Cloud> {
     let Backend::Dynamo { store, .. } = &h.backend else { unreachable!() };
     let table = store.client().describe_table().table_name(store.table()).send().await.unwrap();
     let stream = table.table().and_then(|t| t.latest_stream_arn()).expect("the table has a stream").to_owned();
-    let aws = aws_config::defaults(aws_config::BehaviorVersion::latest()).load().await;
+    let aws = lambda::aws_defaults().load().await;
     let sqs = aws_sdk_sqs::Client::new(&aws);
     let name = format!("fc-events-{}", uuid::Uuid::new_v4().simple());
     let dlq = sqs.create_queue().queue_name(format!("{name}-dlq")).send().await.unwrap().queue_url.unwrap();

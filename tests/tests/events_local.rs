@@ -321,7 +321,7 @@ async fn subscriptions_pointing_inside_the_network_are_never_called() {
 async fn the_local_server_delivers_claimed_and_completed_once_each_signed() {
     let running = foundry_tests::LocalServer::default("foundry-events").await;
     let receiver = Receiver::start().await;
-    let http = reqwest::Client::new();
+    let http = foundry_tests::http();
     let link = running.demo.chat_link_id;
     let sub: serde_json::Value = http
         .put(format!("{}/owner/links/{link}/subscription", running.base_url))

@@ -168,3 +168,35 @@ fn every_crates_module_table_names_each_of_its_modules() {
         modules_and_table("//! | module | what |\n//! |---|---|\n//! | [`a`] | the a |\nmod a;\npub mod b;\n");
     assert_eq!(declared.difference(&listed).collect::<Vec<_>>(), [&"b".to_owned()]);
 }
+
+/// `cargo tree --workspace -i <package>`: Some(the tree) when the package is in the workspace's
+/// graph (normal and build dependencies, for this platform), None when it is not.
+fn inverse_tree(package: &str) -> Option<String> {
+    let out = std::process::Command::new("cargo")
+        .args(["tree", "--workspace", "--locked", "--offline", "-e", "normal,build", "-i", package])
+        .current_dir(root())
+        .output()
+        .unwrap();
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    if out.status.success() {
+        Some(String::from_utf8_lossy(&out.stdout).into_owned())
+    } else {
+        assert!(stderr.contains("did not match any packages"), "cargo tree failed: {stderr}");
+        None
+    }
+}
+
+/// One crypto library: the AWS SDKs' HTTPS client is built with rustls' *ring* provider
+/// (`lambda::aws_defaults`), as the relay's and the servers' TLS are, so no crate links aws-lc
+/// (a second crypto library, a C build for each target, and about a megabyte in every function:
+/// docs/results.md, "Lambda build"). The control: the same query finds *ring*.
+#[test]
+fn the_workspace_links_one_crypto_library() {
+    for package in ["aws-lc-rs", "aws-lc-sys"] {
+        if let Some(tree) = inverse_tree(package) {
+            panic!("{package} is linked again (an SDK's default-https-client feature?):\n{tree}");
+        }
+    }
+    let ring = inverse_tree("ring").expect("the control: ring is in the graph");
+    assert!(ring.contains("rustls"), "{ring}");
+}

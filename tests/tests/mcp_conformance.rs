@@ -126,7 +126,7 @@ async fn official_conformance_server_scenarios() {
     let proxy = Arc::new(Proxy {
         target: format!("http://{}", running.addr),
         token: running.token.clone(),
-        http: reqwest::Client::new(),
+        http: foundry_tests::http(),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let proxy_addr = listener.local_addr().unwrap();

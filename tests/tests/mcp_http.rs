@@ -21,7 +21,7 @@ struct Server {
 }
 
 async fn server() -> Server {
-    Server { running: foundry_tests::LocalServer::default("foundry-local").await, http: reqwest::Client::new() }
+    Server { running: foundry_tests::LocalServer::default("foundry-local").await, http: foundry_tests::http() }
 }
 
 impl Server {
@@ -348,7 +348,7 @@ async fn a_restart_keeps_data_and_tokens() {
     // A token the first run printed still works after the restart.
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                       "params": {"name": "list_linked_chat_tasks", "arguments": {"chat_link_id": demo.chat_link_id.to_string()}}});
-    let res = reqwest::Client::new()
+    let res = foundry_tests::http()
         .post(&again.mcp_url)
         .bearer_auth(&token)
         .header("accept", ACCEPT)

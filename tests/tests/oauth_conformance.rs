@@ -112,7 +112,7 @@ fn document(host: &DocumentHost) -> String {
 }
 
 fn no_redirects() -> reqwest::Client {
-    reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap()
+    foundry_tests::http_builder().redirect(reqwest::redirect::Policy::none()).build().unwrap()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -141,7 +141,7 @@ async fn owner_session(http: &reqwest::Client, base: &str, owner_token: &str) ->
 
 async fn start() -> (foundry_tests::LocalServer, Client) {
     let running = foundry_tests::LocalServer::default("foundry-oauth").await;
-    let http = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let http = foundry_tests::http_builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
     let owner = owner_session(&http, &running.base_url, &running.owner_token).await;
     let client = Client { http, base: running.base_url.clone(), owner };
     (running, client)

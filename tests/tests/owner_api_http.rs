@@ -30,7 +30,7 @@ impl Api {
 
 async fn start() -> (foundry_tests::LocalServer, Api) {
     let running = foundry_tests::LocalServer::default("foundry-owner").await;
-    let api = Api { http: reqwest::Client::new(), base: running.base_url.clone(), token: running.owner_token.clone() };
+    let api = Api { http: foundry_tests::http(), base: running.base_url.clone(), token: running.owner_token.clone() };
     (running, api)
 }
 

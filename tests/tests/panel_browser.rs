@@ -26,7 +26,7 @@ async fn the_panel_does_the_owners_work_in_a_real_browser() {
     let screenshot = std::env::var("FOUNDRY_PANEL_SCREENSHOT")
         .unwrap_or_else(|_| dir.join("panel.png").to_string_lossy().into_owned());
     // A desktop asks to be paired; the scenario approves it in the panel.
-    let http = reqwest::Client::new();
+    let http = foundry_tests::http();
     let pairs = format!("{}{}/pairings", running.base_url, domain::relay::PREFIX);
     let body = json!({"name": "Browser desktop", "os": "linux", "arch": "x86_64", "token_sha256": "c".repeat(64)});
     let pairing: Value = http.post(&pairs).json(&body).send().await.unwrap().json().await.unwrap();

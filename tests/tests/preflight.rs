@@ -172,6 +172,7 @@ async fn preflight_passes_a_ready_account() {
     assert!(!out.contains("FAIL"), "{out}");
     for step in [
         "ok    sam:",
+        "ok    make:",
         "ok    region: us-east-1",
         "ok    credentials:",
         "ok    lambda concurrency: 1000",
@@ -180,7 +181,7 @@ async fn preflight_passes_a_ready_account() {
     ] {
         line(&out, step);
     }
-    assert!(out.contains("sam build --beta-features && sam deploy --guided"), "{out}");
+    assert!(out.contains("sam build && sam deploy --guided"), "{out}");
 }
 
 /// Each thing that would make the deploy fail or strand it is a FAIL naming the fix.

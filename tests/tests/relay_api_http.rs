@@ -14,7 +14,7 @@ async fn call(http: &reqwest::Client, method: reqwest::Method, url: String, toke
 #[tokio::test]
 async fn relay_and_owner_apis_refuse_bad_input_clearly_and_write_nothing() {
     let running = foundry_tests::LocalServer::default("foundry-relayapi").await;
-    let http = reqwest::Client::new();
+    let http = foundry_tests::http();
     let base = format!("{}{}", running.base_url, http_api::relay_api::PREFIX);
     let token = running.device_token.clone();
     let project = running.demo.project_id.to_string();
@@ -195,7 +195,7 @@ impl TwoDesktops {
         let (b, hash_b) = domain::devices::new_token().unwrap();
         running.store.create_device(&running.demo.owner, "second desktop", &hash_b).await.unwrap();
         let a = running.device_token.clone();
-        Self { running, http: reqwest::Client::new(), base, a, b }
+        Self { running, http: foundry_tests::http(), base, a, b }
     }
 
     fn gs(n: usize) -> String {

@@ -329,7 +329,7 @@ async fn a_revoked_device_is_disconnected_and_cannot_reconnect() {
     })
     .await;
     let url = format!("{}{}{}", w.running.base_url, domain::relay::PREFIX, domain::doorbell::PATH);
-    let res = reqwest::Client::new()
+    let res = foundry_tests::http()
         .get(&url)
         .bearer_auth(&token)
         .header("connection", "upgrade")

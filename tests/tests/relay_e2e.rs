@@ -420,7 +420,7 @@ mod reqwest_like {
     use axum::body::Body;
 
     pub fn client() -> reqwest::Client {
-        reqwest::Client::new()
+        foundry_tests::http()
     }
 
     pub async fn forward(http: &reqwest::Client, target: &str, req: http::Request<Body>) -> http::Response<Body> {

@@ -99,7 +99,7 @@ async fn curl_pipe_sh_installs_pairs_and_the_installed_relay_completes_a_run() {
         }
     };
     assert!(printed.iter().any(|l| l.contains("downloading relay-")), "{printed:?}");
-    let http = reqwest::Client::new();
+    let http = foundry_tests::http();
     let owner = |method: reqwest::Method, path: String| {
         http.request(method, format!("{url}/owner{path}")).bearer_auth(&running.owner_token)
     };
@@ -244,7 +244,7 @@ async fn approve_printed_code(
             break code.trim().to_owned();
         }
     };
-    let approved = reqwest::Client::new()
+    let approved = foundry_tests::http()
         .post(format!("{url}/owner/pairings/{code}/approve"))
         .bearer_auth(owner_token)
         .json(&json!({}))

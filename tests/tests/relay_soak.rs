@@ -64,7 +64,7 @@ struct Faults {
 
 /// A reverse proxy to `upstream` that loses 20 % of requests and 20 % of responses while on.
 async fn fault_proxy(upstream: String, faults: Arc<Faults>) -> String {
-    let client = reqwest::Client::new();
+    let client = foundry_tests::http();
     let app = axum::Router::new().fallback(move |req: axum::http::Request<Body>| {
         let (client, upstream, faults) = (client.clone(), upstream.clone(), Arc::clone(&faults));
         async move {

@@ -622,8 +622,13 @@ fn build_problems(template: &str, makefile: &Path) -> Vec<String> {
             p.push(format!("the cargo-lambda build lacks `{flag}`: {line}"));
         }
     }
-    let built: BTreeSet<String> =
-        line.split_whitespace().collect::<Vec<_>>().windows(2).filter(|w| w[0] == "-p").map(|w| w[1].to_owned()).collect();
+    let built: BTreeSet<String> = line
+        .split_whitespace()
+        .collect::<Vec<_>>()
+        .windows(2)
+        .filter(|w| w[0] == "-p")
+        .map(|w| w[1].to_owned())
+        .collect();
     if built != function_crates() {
         p.push(format!("the cargo-lambda build covers {built:?}, not every function crate"));
     }
@@ -643,8 +648,14 @@ fn sam_build_makes_each_function_from_its_own_crate_in_one_cargo_build() {
     let dir = std::env::temp_dir().join(format!("sam-makefiles-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).unwrap();
     let broken_makefiles = [
-        ("every function gets mcp's binary", real.replace("lambda/$$crate/bootstrap\" \"$(ARTIFACTS_DIR)", "lambda/mcp/bootstrap\" \"$(ARTIFACTS_DIR)")),
-        ("one function left out of the build", real.replace("$(addprefix -p ,$(functions))", "$(addprefix -p ,$(filter-out notify,$(functions)))")),
+        (
+            "every function gets mcp's binary",
+            real.replace("lambda/$$crate/bootstrap\" \"$(ARTIFACTS_DIR)", "lambda/mcp/bootstrap\" \"$(ARTIFACTS_DIR)"),
+        ),
+        (
+            "one function left out of the build",
+            real.replace("$(addprefix -p ,$(functions))", "$(addprefix -p ,$(filter-out notify,$(functions)))"),
+        ),
         ("a debug build", real.replace("build --release --arm64", "build --arm64")),
     ];
     for (what, text) in broken_makefiles {
@@ -654,7 +665,8 @@ fn sam_build_makes_each_function_from_its_own_crate_in_one_cargo_build() {
         assert!(!build_problems(&template(), &path).is_empty(), "{what}: not caught");
     }
     let t = template();
-    let broken_template = t.replacen("      BuildMethod: makefile\n      ContextPath: .\n", "      BuildMethod: rust-cargolambda\n", 1);
+    let broken_template =
+        t.replacen("      BuildMethod: makefile\n      ContextPath: .\n", "      BuildMethod: rust-cargolambda\n", 1);
     assert_ne!(broken_template, t);
     assert!(!build_problems(&broken_template, &makefile).is_empty(), "a function left on rust-cargolambda: not caught");
     let _ = std::fs::remove_dir_all(&dir);

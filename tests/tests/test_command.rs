@@ -1,6 +1,10 @@
-//! The test command's own reports: the ten slowest tests it prints at the end of every run
-//! (`infra/slowest.py` over nextest's JUnit report), checked on a report of known times, on a
-//! broken one, and against the paths the test command and the nextest profile use.
+//! The test command's own parts:
+//! - the ten slowest tests it prints at the end of every run (`infra/slowest.py` over nextest's
+//!   JUnit report), checked on a report of known times, on a broken one, and against the paths
+//!   the test command and the nextest profile use;
+//! - the workspace wrapper that lints and documents each crate as it is built
+//!   (`infra/rustc-wrapper.sh`), run by cargo on a crate of its own: a doc warning and a lint
+//!   fail the build, a clean crate passes and has its docs, and tests are not documented.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -60,10 +64,83 @@ fn the_test_command_reads_the_report_the_ci_profile_writes() {
     let profile = nextest.split("[profile.ci.junit]").nth(1).expect("the ci profile writes no JUnit report");
     let file = profile.lines().find_map(|l| l.trim().strip_prefix("path = ")).unwrap().trim_matches('"');
     let script = std::fs::read_to_string(root().join("infra/test.sh")).unwrap();
-    let path = format!("target/nextest/ci/{file}");
+    let path = format!("nextest/ci/{file}");
     assert!(
-        script.contains(&format!("infra/slowest.py\" \"$root/{path}\"")),
+        script.contains(&format!("infra/slowest.py\" \"$target_dir/{path}\"")),
         "infra/test.sh does not list from {path}"
     );
-    assert!(script.contains(&format!("rm -f \"$root/{path}\"")), "infra/test.sh does not remove the last run's {path}");
+    assert!(
+        script.contains(&format!("rm -f \"$target_dir/{path}\"")),
+        "infra/test.sh does not remove the last run's {path}"
+    );
+    // The folder it reads is the one cargo builds in: the checkout's target/, or the cache's under CI.
+    assert!(
+        script.contains("target_dir=\"$root/target\"") && script.contains("export CARGO_TARGET_DIR=\"$target_dir\"")
+    );
+}
+
+/// Builds a one-file crate (a library with `lib`, a binary, an integration test) with cargo and
+/// the test command's workspace wrapper; returns (success, cargo's output).
+fn build_with_wrapper(dir: &Path, lib: &str, clippy: bool, rustdoc: bool, command: &[&str]) -> (bool, String) {
+    std::fs::create_dir_all(dir.join("src")).unwrap();
+    std::fs::create_dir_all(dir.join("tests")).unwrap();
+    std::fs::write(
+        dir.join("Cargo.toml"),
+        "[package]\nname = \"wrapped\"\nversion = \"0.1.0\"\nedition = \"2024\"\n\n[workspace]\n",
+    )
+    .unwrap();
+    std::fs::write(dir.join("src/lib.rs"), lib).unwrap();
+    std::fs::write(dir.join("src/main.rs"), "//! The binary.\n\n/// Starts.\nfn main() {\n    wrapped::answer();\n}\n")
+        .unwrap();
+    // A test target's docs are never rendered (cargo doc leaves tests out too): its broken link is no failure.
+    std::fs::write(dir.join("tests/t.rs"), "//! See [`Missing`].\n#[test]\nfn t() {\n    wrapped::answer();\n}\n")
+        .unwrap();
+    let mut cmd = std::process::Command::new("cargo");
+    cmd.args(command)
+        .arg("--quiet")
+        .current_dir(dir)
+        .env("CARGO_TARGET_DIR", dir.join("target"))
+        .env("RUSTC_WORKSPACE_WRAPPER", root().join("infra/rustc-wrapper.sh"))
+        .env_remove("FOUNDRY_CLIPPY_DRIVER")
+        .env_remove("CLIPPY_ARGS")
+        .env_remove("RUSTDOCFLAGS")
+        .env("FOUNDRY_RUSTDOC", if rustdoc { "1" } else { "0" });
+    if clippy {
+        let driver = std::process::Command::new("rustup").args(["which", "clippy-driver"]).output().unwrap();
+        assert!(driver.status.success(), "clippy-driver is part of the toolchain the test command uses");
+        cmd.env("FOUNDRY_CLIPPY_DRIVER", String::from_utf8(driver.stdout).unwrap().trim())
+            .env("CLIPPY_ARGS", "-D__CLIPPY_HACKERY__warnings__CLIPPY_HACKERY__");
+    }
+    let out = cmd.output().unwrap();
+    (out.status.success(), format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr)))
+}
+
+/// The wrapper is the test command's doc check and lint (there is no `cargo doc` pass): a
+/// broken intra-doc link in the library fails the build and names the link, a clippy lint fails
+/// it, a clean crate builds with both and has its library and binary documented; with rustdoc
+/// switched off the broken link builds (the control: it is rustdoc that catches it).
+#[test]
+fn the_build_wrapper_fails_on_a_doc_warning_and_a_lint_and_documents_what_it_builds() {
+    let base = std::env::temp_dir().join(format!("foundry-wrapper-{}", uuid::Uuid::new_v4()));
+    let clean = "//! A crate.\n\n/// The answer; see [`answer`].\npub fn answer() -> u32 {\n    42\n}\n";
+    let broken_link = "//! A crate.\n\n/// The answer; see [`Nowhere`].\npub fn answer() -> u32 {\n    42\n}\n";
+    let lint = "//! A crate.\n\n/// The answer.\npub fn answer() -> u32 {\n    let x = 42;\n    return x;\n}\n";
+
+    let (ok, out) = build_with_wrapper(&base.join("clean"), clean, true, true, &["test", "--no-run"]);
+    assert!(ok, "a clean crate failed:\n{out}");
+    for (target, kind) in [("wrapped", "lib"), ("wrapped", "bin")] {
+        let page = base.join(format!("clean/target/debug/doc-check/{target}-{kind}/{target}/index.html"));
+        assert!(page.exists(), "the {kind} target was not documented ({page:?}):\n{out}");
+    }
+
+    let (ok, out) = build_with_wrapper(&base.join("link"), broken_link, true, true, &["build"]);
+    assert!(!ok, "a broken doc link built:\n{out}");
+    assert!(out.contains("Nowhere") && out.contains("unresolved link"), "the failure does not name the link:\n{out}");
+
+    let (ok, out) = build_with_wrapper(&base.join("control"), broken_link, true, false, &["build"]);
+    assert!(ok, "without rustdoc the broken link should build (the control):\n{out}");
+
+    let (ok, out) = build_with_wrapper(&base.join("lint"), lint, true, true, &["build"]);
+    assert!(!ok && out.contains("needless_return"), "a clippy lint did not fail the build:\n{out}");
+    std::fs::remove_dir_all(&base).unwrap();
 }

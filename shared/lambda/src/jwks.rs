@@ -19,6 +19,9 @@ impl HttpJwks {
     /// # Errors
     /// When the HTTP client cannot start (TLS roots).
     pub fn new(url: &str) -> Result<Self, reqwest::Error> {
+        // rustls' *ring* provider, the workspace's one crypto library (reqwest's own `rustls`
+        // feature would bring aws-lc); installing it twice is a no-op.
+        let _ = rustls::crypto::ring::default_provider().install_default();
         let client = reqwest::Client::builder().timeout(FETCH_TIMEOUT).build()?;
         Ok(Self { client, url: url.to_owned() })
     }

@@ -68,7 +68,18 @@ pub fn env(key: &str) -> Option<String> {
 
 /// The AWS SDK configuration from the Lambda environment (region, credentials, endpoint).
 pub async fn aws_config() -> aws_config::SdkConfig {
-    aws_config::load_defaults(aws_config::BehaviorVersion::latest()).await
+    aws_defaults().load().await
+}
+
+/// The AWS SDK's configuration loader (the environment's region, credentials and endpoint, as
+/// `aws_config::defaults`) with the workspace's HTTPS client: hyper and rustls with the *ring*
+/// provider. The SDK's own default client (`default-https-client`) would link aws-lc, a second
+/// crypto library beside the *ring* the rest of the workspace uses, into every function; the
+/// workspace turns that feature off, so every SDK configuration is made here.
+pub fn aws_defaults() -> aws_config::ConfigLoader {
+    use aws_smithy_http_client::tls::{Provider, rustls_provider::CryptoMode};
+    let http = aws_smithy_http_client::Builder::new().tls_provider(Provider::Rustls(CryptoMode::Ring)).build_https();
+    aws_config::defaults(aws_config::BehaviorVersion::latest()).http_client(http)
 }
 
 /// A stream record's old and new images (DynamoDB JSON, as the stream delivers them; an absent
