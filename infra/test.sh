@@ -216,7 +216,7 @@ log="$state/cargo-test.log"
 set +e
 if $use_nextest; then
   phase "cargo nextest run --workspace (and the doc tests)"
-  rm -f "$target_dir/nextest/ci/junit.xml"
+  rm -f "$root/target/nextest/ci/junit.xml"
   cargo nextest run --workspace --locked --profile ci 2>&1 | tee "$log"
   status=${PIPESTATUS[0]}
   cargo test --workspace --locked --doc 2>&1 | tee -a "$log"
@@ -265,7 +265,7 @@ echo "the installs beside the build, one after another:"
 cat "$install_times" 2>/dev/null || true
 if $use_nextest; then
   echo
-  python3 "$root/infra/slowest.py" "$target_dir/nextest/ci/junit.xml" 10
+  python3 "$root/infra/slowest.py" "$root/target/nextest/ci/junit.xml" 10
 fi
 echo
 echo "$passed passed, $failed failed"
