@@ -617,10 +617,9 @@ fn build_problems(template: &str, makefile: &Path) -> Vec<String> {
         .output()
         .unwrap();
     let line = String::from_utf8_lossy(&dry.stdout).to_string();
-    for flag in ["build --release --arm64 --locked"] {
-        if !line.contains(flag) {
-            p.push(format!("the cargo-lambda build lacks `{flag}`: {line}"));
-        }
+    let flags = "build --release --arm64 --locked";
+    if !line.contains(flags) {
+        p.push(format!("the cargo-lambda build lacks `{flags}`: {line}"));
     }
     let built: BTreeSet<String> = line
         .split_whitespace()
