@@ -19,7 +19,8 @@ pub(crate) fn http_request(req: lambda_http::Request) -> http::Request<Bytes> {
 }
 
 /// The caller's address as API Gateway saw it (`requestContext.http.sourceIp`: the TCP peer,
-/// not a header the caller could set), or empty.
+/// not a header the caller could set), or empty. (`mcp` keeps no per-address limits.)
+#[cfg(feature = "dynamo")]
 pub(crate) fn source_ip(req: &lambda_http::Request) -> String {
     use lambda_http::RequestExt;
     match req.request_context_ref() {
@@ -28,9 +29,9 @@ pub(crate) fn source_ip(req: &lambda_http::Request) -> String {
     }
 }
 
-/// A span carrying the request's id: every log line of the handling is then tagged with it.
 /// Answers `req` with `serve` under its request span, every store write it makes recording the
-/// request's id (so the events of its changes carry it: `store_dynamo::with_request_id`).
+/// request's id (so the events of its changes carry it: `store_dynamo::with_request_id`). (The relay and owner APIs; `mcp` writes nothing itself, `register` tags its own span.)
+#[cfg(any(feature = "relay-api", feature = "owner-api"))]
 pub(crate) async fn traced<F: std::future::Future>(
     req: http::Request<Bytes>,
     serve: impl FnOnce(http::Request<Bytes>) -> F,
@@ -40,6 +41,7 @@ pub(crate) async fn traced<F: std::future::Future>(
     store_dynamo::with_request_id(id.as_deref(), tracing::Instrument::instrument(serve(req), span)).await
 }
 
+/// A span carrying the request's id: every log line of the handling is then tagged with it.
 pub(crate) fn request_span(req: &http::Request<Bytes>) -> tracing::Span {
     let id = req.extensions().get::<http_util::TraceId>().map(|t| t.0.as_str()).unwrap_or_default();
     tracing::info_span!("request", request_id = %id)
