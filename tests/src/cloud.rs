@@ -744,6 +744,7 @@ pub fn access_token(client: &str, scope: &str) -> String {
     header.kid = Some("test-key-1".into());
     #[allow(clippy::expect_used)]
     let key = jsonwebtoken::EncodingKey::from_rsa_pem(fixture("rs256-test-key.pem").as_bytes()).expect("fixture key");
+    auth::jwt_crypto::install();
     #[allow(clippy::expect_used)]
     jsonwebtoken::encode(&header, &claims, &key).expect("sign")
 }

@@ -60,6 +60,7 @@ fn cognito_token_of(kid: &str, iss: &str, client: &str, now: i64, token_use: &st
     let mut header = Header::new(Algorithm::RS256);
     header.kid = Some(kid.into());
     let key = EncodingKey::from_rsa_pem(fixture("rs256-test-key.pem").as_bytes()).unwrap();
+    auth::jwt_crypto::install();
     jsonwebtoken::encode(&header, &claims, &key).unwrap()
 }
 
@@ -234,6 +235,7 @@ async fn the_mcp_lambda_router_answers_http_api_events() {
         let mut header = Header::new(Algorithm::RS256);
         header.kid = Some("test-key-1".into());
         let key = EncodingKey::from_rsa_pem(fixture("rs256-test-key.pem").as_bytes()).unwrap();
+        auth::jwt_crypto::install();
         jsonwebtoken::encode(&header, &claims, &key).unwrap()
     };
     let mut call = event.clone();
@@ -288,6 +290,7 @@ async fn the_mcp_lambda_router_answers_http_api_events() {
         let mut header = Header::new(Algorithm::RS256);
         header.kid = Some("test-key-1".into());
         let key = EncodingKey::from_rsa_pem(fixture("rs256-test-key.pem").as_bytes()).unwrap();
+        auth::jwt_crypto::install();
         jsonwebtoken::encode(&header, &claims, &key).unwrap()
     };
     registered["headers"]["authorization"] = serde_json::json!(format!("Bearer {owner}"));

@@ -189,12 +189,19 @@ fn inverse_tree(package: &str) -> Option<String> {
 /// One crypto library: the AWS SDKs' HTTPS client is built with rustls' *ring* provider
 /// (`lambda::aws_defaults`), as the relay's and the servers' TLS are, so no crate links aws-lc
 /// (a second crypto library, a C build for each target, and about a megabyte in every function:
-/// docs/results.md, "Lambda build"). The control: the same query finds *ring*.
+/// docs/results.md, "Lambda build"), and jsonwebtoken's signatures are *ring*'s too. The
+/// control: the same query finds *ring*.
 #[test]
 fn the_workspace_links_one_crypto_library() {
     for package in ["aws-lc-rs", "aws-lc-sys"] {
         if let Some(tree) = inverse_tree(package) {
             panic!("{package} is linked again (an SDK's default-https-client feature?):\n{tree}");
+        }
+    }
+    // jsonwebtoken signs and verifies on *ring* (auth::jwt_crypto), not RustCrypto's stack.
+    for package in ["rsa", "num-bigint-dig", "p256", "p384", "ed25519-dalek"] {
+        if let Some(tree) = inverse_tree(package) {
+            panic!("{package} is linked again (jsonwebtoken's rust_crypto feature?):\n{tree}");
         }
     }
     let ring = inverse_tree("ring").expect("the control: ring is in the graph");

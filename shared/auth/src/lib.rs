@@ -3,6 +3,7 @@
 //! | module | what |
 //! |---|---|
 //! | this one | bearer tokens: RS256 against a cached JWKS, HS256 in local mode ([`Authenticator`]) |
+//! | [`jwt_crypto`] | jsonwebtoken's HS256 and RS256 on *ring* ([`jwt_crypto::install`] before any encode/decode) |
 //!
 //!
 //! Deployments verify RS256 JWTs against the issuer's JWKS (Amazon Cognito or any OpenID
@@ -14,6 +15,8 @@
 //!
 //! The agent id is the token's client (`azp` or `client_id`) plus its subject; the owner is the
 //! subject (one owner per deployment signs in through the connector's OAuth flow).
+
+pub mod jwt_crypto;
 
 use std::collections::BTreeSet;
 use std::sync::Arc;
@@ -277,6 +280,7 @@ impl Authenticator {
         v.validate_aud = false;
         v.required_spec_claims = ["iss".to_owned(), "sub".to_owned(), "exp".to_owned()].into_iter().collect();
         v.set_issuer(&[&self.issuer]);
+        jwt_crypto::install();
         let claims =
             jsonwebtoken::decode::<Claims>(token, &key, &v).map_err(|e| AuthError::Invalid(e.to_string()))?.claims;
         self.check_claims(&claims)?;
@@ -399,6 +403,7 @@ impl Hs256Signer {
             token_use: None,
             jti: None,
         };
+        jwt_crypto::install();
         jsonwebtoken::encode(&Header::new(Algorithm::HS256), &claims, &EncodingKey::from_secret(&self.secret))
     }
 }

@@ -514,6 +514,7 @@ impl<R: RegisterClients + RefreshTokens + ClientUse + ?Sized> LocalAuthServer<R>
             token_use: Some("refresh".into()),
             jti: Some(jti.to_owned()),
         };
+        auth::jwt_crypto::install();
         let refresh = jsonwebtoken::encode(
             &Header::new(Algorithm::HS256),
             &refresh_claims,
@@ -550,6 +551,7 @@ impl<R: RegisterClients + RefreshTokens + ClientUse + ?Sized> LocalAuthServer<R>
         v.validate_exp = false;
         v.set_issuer(&[&self.signer.issuer]);
         v.set_audience(&[self.refresh_audience()]);
+        auth::jwt_crypto::install();
         let claims =
             jsonwebtoken::decode::<Claims>(token, &DecodingKey::from_secret(&self.signer.secret), &v).ok()?.claims;
         (claims.token_use.as_deref() == Some("refresh") && claims.exp > self.clock.now().as_epoch_seconds())

@@ -49,6 +49,7 @@ impl<R: RegisterClients + RefreshTokens + ?Sized> LocalAuthServer<R> {
         let mut v = Validation::new(Algorithm::HS256);
         v.set_issuer(&[&self.signer.issuer]);
         v.set_audience(&[&self.signer.audience]);
+        auth::jwt_crypto::install();
         let Ok(data) = jsonwebtoken::decode::<Claims>(token, &DecodingKey::from_secret(&self.signer.secret), &v) else {
             return false;
         };
