@@ -364,7 +364,7 @@ mod tests {
             Ok(Some(Device::new(&owner, "d", hash, domain::clock::Timestamp::from_millis(0))))
         }
 
-        async fn record_device_seen(&self, _: &Device) -> StoreResult<()> {
+        async fn record_device_seen(&self, _: &Device, _: Option<&domain::fleet::RelayReport>) -> StoreResult<()> {
             Ok(())
         }
     }

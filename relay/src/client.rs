@@ -105,6 +105,22 @@ pub struct Https {
     /// While it is open, syncs say how long ago it last answered (`DOORBELL_HEADER`): the
     /// server relaxes the poll while that is recent.
     bell: Option<std::sync::Arc<crate::doorbell::Doorbell>>,
+    /// The [`domain::fleet::RELAY_HEADER`] every sync carries ([`this_relay`]).
+    report: String,
+}
+
+/// What this relay tells the server of itself on each sync (the owner's Desktops table):
+/// its version, `<os>-<arch>` as the release archives name platforms, and the host name (at
+/// most [`domain::fleet::MAX_HOST_CHARS`] characters of it).
+pub fn this_relay() -> domain::fleet::RelayReport {
+    let host: String =
+        crate::pair::host_name().chars().filter(|c| !c.is_control()).take(domain::fleet::MAX_HOST_CHARS).collect();
+    domain::fleet::RelayReport {
+        version: env!("CARGO_PKG_VERSION").to_owned(),
+        platform: format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH),
+        host: if host.is_empty() { "desktop".into() } else { host },
+        doorbell: false,
+    }
 }
 
 impl Transport for Https {
@@ -122,10 +138,11 @@ impl Transport for Https {
         if let Some(b) = body {
             req = req.header("content-type", "application/json").body(b);
         }
-        if path == "/sync"
-            && let Some(age) = self.bell.as_ref().and_then(|b| b.alive_age())
-        {
-            req = req.header(domain::doorbell::DOORBELL_HEADER, domain::doorbell::alive_header(age));
+        if path == "/sync" {
+            req = req.header(domain::fleet::RELAY_HEADER, &self.report);
+            if let Some(age) = self.bell.as_ref().and_then(|b| b.alive_age()) {
+                req = req.header(domain::doorbell::DOORBELL_HEADER, domain::doorbell::alive_header(age));
+            }
         }
         let res = req.bearer_auth(&self.token).send().await.map_err(|e| ClientError::Retryable(e.to_string()))?;
         let status = res.status().as_u16();
@@ -196,6 +213,7 @@ impl Client<Https> {
             base: format!("{server_url}{}", domain::relay::PREFIX),
             token: token.to_owned(),
             bell: None,
+            report: this_relay().header_value(),
         })
     }
 

@@ -29,7 +29,7 @@ use crate::sessions::replace;
 pub const TOKEN_FILE: &str = "device-token";
 
 /// How the relay names this desktop unless `--name` says otherwise: the host name.
-fn host_name() -> String {
+pub(crate) fn host_name() -> String {
     nix::unistd::gethostname()
         .ok()
         .and_then(|h| h.into_string().ok())

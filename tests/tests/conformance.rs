@@ -1263,14 +1263,63 @@ async fn device_last_seen_is_recorded_at_most_once_a_minute(h: Harness) {
     let (_, hash) = domain::devices::new_token().unwrap();
     let d = h.store.create_device(&o, "MacBook", &hash).await.unwrap();
     assert_eq!(h.store.list_devices(&o).await.unwrap()[0].last_seen_at, None);
-    h.store.record_device_seen(&d).await.unwrap();
+    h.store.record_device_seen(&d, None).await.unwrap();
     let first = h.now();
     h.advance(Duration::from_secs(30));
-    h.store.record_device_seen(&d).await.unwrap();
+    h.store.record_device_seen(&d, None).await.unwrap();
     assert_eq!(h.store.list_devices(&o).await.unwrap()[0].last_seen_at, Some(first), "kept to the minute");
     h.advance(Duration::from_secs(31));
-    h.store.record_device_seen(&d).await.unwrap();
+    h.store.record_device_seen(&d, None).await.unwrap();
     assert_eq!(h.store.list_devices(&o).await.unwrap()[0].last_seen_at, Some(h.now()));
+}
+
+/// The relay's report rides in the last-seen write: a changed report is written at once (a
+/// new version, the doorbell coming up), the same report within the minute is not, and a sync
+/// without one (an older relay) keeps the last. Another owner's device is untouched.
+async fn device_reports_are_kept_when_they_change(h: Harness) {
+    use domain::fleet::RelayReport;
+    let o = owner("alice");
+    let d = h.store.create_device(&o, "MacBook", &domain::devices::new_token().unwrap().1).await.unwrap();
+    let other = h.store.create_device(&owner("bob"), "PC", &domain::devices::new_token().unwrap().1).await.unwrap();
+    let v1 = RelayReport {
+        version: "0.4.0".into(),
+        platform: "macos-aarch64".into(),
+        host: "José’s Mac".into(),
+        doorbell: false,
+    };
+    let seen = |h: &Harness, o: &domain::ids::OwnerId| {
+        let (store, o) = (h.store.clone(), o.clone());
+        async move { store.list_devices(&o).await.unwrap().remove(0) }
+    };
+    h.store.record_device_seen(&d, Some(&v1)).await.unwrap();
+    assert_eq!(seen(&h, &o).await.relay.as_ref(), Some(&v1));
+    h.advance(Duration::from_secs(10));
+    let v2 = RelayReport { version: "0.5.0".into(), ..v1.clone() };
+    h.store.record_device_seen(&d, Some(&v2)).await.unwrap();
+    let after = seen(&h, &o).await;
+    assert_eq!(
+        (after.relay.as_ref(), after.last_seen_at),
+        (Some(&v2), Some(h.now())),
+        "a new version within the minute"
+    );
+    h.advance(Duration::from_secs(10));
+    let rang = RelayReport { doorbell: true, ..v2.clone() };
+    h.store.record_device_seen(&d, Some(&rang)).await.unwrap();
+    assert_eq!(seen(&h, &o).await.relay.as_ref(), Some(&rang), "the doorbell came up");
+    let at = h.now();
+    h.advance(Duration::from_secs(10));
+    h.store.record_device_seen(&d, Some(&rang)).await.unwrap();
+    assert_eq!(seen(&h, &o).await.last_seen_at, Some(at), "the same report within the minute changed nothing");
+    h.advance(Duration::from_secs(60));
+    h.store.record_device_seen(&d, None).await.unwrap();
+    let kept = seen(&h, &o).await;
+    assert_eq!(
+        (kept.relay.as_ref(), kept.last_seen_at),
+        (Some(&rang), Some(h.now())),
+        "an older relay keeps the report"
+    );
+    let bob = seen(&h, &owner("bob")).await;
+    assert_eq!((bob.device_id, bob.relay, bob.last_seen_at), (other.device_id, None, None));
 }
 
 // ---- request counts --------------------------------------------------------------------------
@@ -1803,6 +1852,7 @@ suite! {
     request_counts_on_the_common_path,
     device_tokens_authenticate_until_revoked,
     device_last_seen_is_recorded_at_most_once_a_minute,
+    device_reports_are_kept_when_they_change,
     assign_idempotency_under_concurrent_retries,
     link_task_pages_are_newest_first_with_a_cursor,
     deleting_a_link_cancels_its_open_tasks_and_hides_all_of_them,

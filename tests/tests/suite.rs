@@ -17,6 +17,7 @@ mod events_bench;
 mod events_cloud;
 mod events_docs;
 mod events_local;
+mod fleet;
 mod layout;
 mod linearizability;
 mod macho_check;

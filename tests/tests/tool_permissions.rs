@@ -350,10 +350,34 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
         relay_api.handle(request("POST", "/external-assistants/graph-relays/pairings/token", "", poll)).await;
     assert_eq!(redeemed.status(), 200, "{:?}", redeemed.body());
     let mut relay_ops = log.take();
-    relay_api.handle(request("POST", "/external-assistants/graph-relays/sync", &device_token, sync_body)).await;
+    // Each sync carries the relay's report of itself, as the relay sends it (domain::fleet): it
+    // rides in the last-seen write, so it adds no request.
+    let synced = |version: &str| {
+        let mut req = request("POST", "/external-assistants/graph-relays/sync", &device_token, sync_body.clone());
+        let report = domain::fleet::RelayReport {
+            version: version.into(),
+            platform: "linux-x86_64".into(),
+            host: "ci".into(),
+            doorbell: false,
+        };
+        req.headers_mut().insert(domain::fleet::RELAY_HEADER, report.header_value().parse().unwrap());
+        relay_api.handle(req)
+    };
+    assert_eq!(synced("0.4.0").await.status(), 200);
     let sync_ops = log.take();
     relay_ops.extend(sync_ops.iter().cloned());
     costed.insert("relay_sync_with_work".into(), sync_ops);
+    // The same desktop again within the minute, the same report: what an idle sync costs (the
+    // last-seen write is conditional and does not happen, but DynamoDB counts the request).
+    assert_eq!(synced("0.4.0").await.status(), 200);
+    let idle = log.take();
+    relay_ops.extend(idle.iter().cloned());
+    costed.insert("relay_sync_idle_within_the_minute".into(), idle);
+    // A new version within the minute: the same requests (that conditional write now happens).
+    assert_eq!(synced("0.5.0").await.status(), 200);
+    let changed = log.take();
+    relay_ops.extend(changed.iter().cloned());
+    costed.insert("relay_sync_report_changed".into(), changed);
     let id = run.command_id;
     let start = relay_api
         .handle(request(

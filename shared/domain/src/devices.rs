@@ -27,6 +27,9 @@ pub struct Device {
     pub revoked_at: Option<Timestamp>,
     /// When its relay last synced (kept to the minute).
     pub last_seen_at: Option<Timestamp>,
+    /// What its relay said of itself at that sync (none before its first, or from a relay
+    /// older than the report).
+    pub relay: Option<crate::fleet::RelayReport>,
 }
 
 impl Device {
@@ -40,7 +43,16 @@ impl Device {
             created_at: now,
             revoked_at: None,
             last_seen_at: None,
+            relay: None,
         }
+    }
+}
+
+impl Device {
+    /// What the owner sees of it at `now` ([`crate::fleet::state`]).
+    pub fn state(&self, now: Timestamp, poll_interval: std::time::Duration) -> crate::fleet::DesktopState {
+        let doorbell = self.relay.as_ref().is_some_and(|r| r.doorbell);
+        crate::fleet::state(self.revoked_at.is_some(), self.last_seen_at, doorbell, now, poll_interval)
     }
 }
 

@@ -17,6 +17,7 @@
 //! | [`projects`] | projects, chat links, consent checks at queue time |
 //! | [`events`] | what a state change means outside: `derive_task` / `derive_run` over old and new images, stable ids |
 //! | [`devices`] | device tokens of desktop relays (random, shown once, kept as sha256) |
+//! | [`fleet`] | what a relay reports of itself on sync (version, platform, host) and the desktop state the owner sees |
 //! | [`doorbell`] | the push channel to the relay: rings (`sync`, `control`), which run change rings |
 //! | [`pairing`] | pairing a relay with an owner (RFC 8628's shape): user and device codes, the poll classifier |
 //! | [`store`] | the store capability traits (`ClaimTasks`, `QueueRuns`, …) and [`store::StoreError`] |
@@ -33,6 +34,7 @@ pub mod devices;
 pub mod doorbell;
 pub mod errors;
 pub mod events;
+pub mod fleet;
 pub mod ids;
 pub mod limits;
 pub mod pairing;

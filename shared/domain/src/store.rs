@@ -248,10 +248,11 @@ pub trait ManageDevices: Send + Sync {
 pub trait AuthenticateDevices: Send + Sync {
     /// The device with this token hash, if it exists and is not revoked. One read, no write.
     async fn device_by_token_hash(&self, token_hash: &str) -> StoreResult<Option<Device>>;
-    /// Records that the device synced at `now`, at most once per [`DEVICE_SEEN_GRANULARITY`]
-    /// (a conditional write that usually does nothing), so the owner sees when each desktop
-    /// was last seen without a write per request.
-    async fn record_device_seen(&self, device: &Device) -> StoreResult<()>;
+    /// Records that the device synced at `now` and what its relay `report`ed (kept as it was
+    /// when `None`: an older relay), at most once per [`DEVICE_SEEN_GRANULARITY`] unless the
+    /// report changed (one conditional write that usually does nothing), so the owner sees
+    /// when each desktop was last seen, and what it runs, without a write per request.
+    async fn record_device_seen(&self, device: &Device, report: Option<&crate::fleet::RelayReport>) -> StoreResult<()>;
 }
 
 /// Notifier: the last delivery outcome per chat link (written by the notifier, read by the
@@ -394,8 +395,7 @@ pub trait RefreshTokens: Send + Sync {
     async fn revoke_family(&self, family: &str) -> StoreResult<()>;
 }
 
-/// How fresh a device's `last_seen_at` is kept.
-pub const DEVICE_SEEN_GRANULARITY: std::time::Duration = std::time::Duration::from_secs(60);
+pub use crate::fleet::DEVICE_SEEN_GRANULARITY;
 
 /// Every capability: what the local server and the test suite hold.
 pub trait Store:

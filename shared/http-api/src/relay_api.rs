@@ -21,6 +21,7 @@ use http::{Method, StatusCode};
 
 use crate::openapi::{self, Answer, Auth, Body, Found, Param, Route, error_body};
 use domain::clock::SharedClock;
+use domain::fleet::{RELAY_HEADER, RelayReport};
 use domain::ids::{CommandId, OwnerId};
 use domain::limits::{MAX_EXECUTION_ID_CHARS, Policy, char_len};
 use domain::pairing::{
@@ -295,9 +296,20 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
                     .get(domain::doorbell::DOORBELL_HEADER)
                     .and_then(|v| v.to_str().ok())
                     .is_some_and(domain::doorbell::proven_alive);
+                // What the relay says of itself (domain::fleet); an older relay says nothing.
+                let report = match req.headers().get(RELAY_HEADER).map(|v| v.to_str()) {
+                    None => None,
+                    Some(Err(_)) => {
+                        return http_json::error(StatusCode::BAD_REQUEST, format!("{RELAY_HEADER}: must be ASCII"));
+                    }
+                    Some(Ok(v)) => match RelayReport::parse(v, doorbell_up) {
+                        Ok(r) => Some(r),
+                        Err(e) => return http_json::error(StatusCode::BAD_REQUEST, e),
+                    },
+                };
                 let res = self.sync(&owner, device.device_id, req.body(), doorbell_up).await;
                 if res.status() == StatusCode::OK
-                    && let Err(e) = self.store.record_device_seen(&device).await
+                    && let Err(e) = self.store.record_device_seen(&device, report.as_ref()).await
                 {
                     // Only the owner's "last seen" column depends on it: never fail a sync for it.
                     tracing::warn!(error = %domain::errors::ErrorChain(&e), "recording the device's last sync failed");

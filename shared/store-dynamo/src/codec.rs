@@ -179,5 +179,6 @@ pub(crate) fn device_from(item: &Item) -> StoreResult<Device> {
         created_at: r.ts("created_at")?,
         revoked_at: r.opt_ts("revoked_at")?,
         last_seen_at: r.opt_ts("last_seen_at")?,
+        relay: r.opt_s("relay").and_then(domain::fleet::RelayReport::from_record),
     })
 }

@@ -4,6 +4,7 @@ use async_trait::async_trait;
 use aws_sdk_dynamodb::types::TransactWriteItem;
 
 use domain::devices::Device;
+use domain::fleet::RelayReport;
 use domain::ids::OwnerId;
 use domain::store::{AuthenticateDevices, DEVICE_SEEN_GRANULARITY, ManageDevices, StoreResult};
 
@@ -12,7 +13,7 @@ use crate::codec::{Item, Read, device_from, n, opt_from, project_from, s, values
 use crate::error::unexpected;
 use crate::keys::{device_key, owner_partition, token_key};
 use crate::request::{failed, old_image, our_write_landed, put, update_item};
-use crate::write::{Update, exists, le, missing};
+use crate::write::{Update, exists, le, missing, ne};
 
 /// A new device's two items: the owner's record (for listing) and the token record (for the
 /// relay's one-read authentication), written together in one transaction.
@@ -93,17 +94,21 @@ impl AuthenticateDevices for DynamoStore {
 
     /// One conditional `UpdateItem` on the owner's device record, which fails (harmlessly) when
     /// the device was seen within the last minute.
-    async fn record_device_seen(&self, device: &Device) -> StoreResult<()> {
+    /// The report rides in the same write, as one string: a changed report is one more
+    /// alternative of the condition, not another request.
+    async fn record_device_seen(&self, device: &Device, report: Option<&RelayReport>) -> StoreResult<()> {
         let now = self.clock.now();
-        self.update(
-            Update::of(device_key(&device.owner, device.device_id)).set("last_seen_at", n(now.as_millis())).when(
-                exists("pk").and(
-                    missing("last_seen_at").or(le("last_seen_at", n(now.minus(DEVICE_SEEN_GRANULARITY).as_millis()))),
-                ),
-            ),
-        )
-        .send(false)
-        .await
-        .map(drop)
+        let stale = missing("last_seen_at").or(le("last_seen_at", n(now.minus(DEVICE_SEEN_GRANULARITY).as_millis())));
+        let mut update =
+            Update::of(device_key(&device.owner, device.device_id)).set("last_seen_at", n(now.as_millis()));
+        let when = match report {
+            None => stale,
+            Some(r) => {
+                let record = r.to_record();
+                update = update.set("relay", s(&record));
+                stale.or(missing("relay")).or(ne("relay", s(record)))
+            }
+        };
+        self.update(update.when(exists("pk").and(when))).send(false).await.map(drop)
     }
 }

@@ -110,6 +110,7 @@ impl DynamoStore {
             created_at: now,
             revoked_at: None,
             last_seen_at: None,
+            relay: None,
         };
         let (record, token) = device_items(&device);
         let items = vec![

@@ -39,6 +39,10 @@ pub(crate) enum Cond {
 pub(crate) fn eq(attr: &'static str, value: AttributeValue) -> Cond {
     Cond::Compare(attr, "=", value)
 }
+/// `attr <> value`.
+pub(crate) fn ne(attr: &'static str, value: AttributeValue) -> Cond {
+    Cond::Compare(attr, "<>", value)
+}
 /// `attr <= value`.
 pub(crate) fn le(attr: &'static str, value: AttributeValue) -> Cond {
     Cond::Compare(attr, "<=", value)

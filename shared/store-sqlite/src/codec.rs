@@ -139,7 +139,7 @@ pub(crate) fn json(v: &impl serde::Serialize) -> String {
     serde_json::to_string(v).unwrap_or_default()
 }
 
-pub(crate) const DEVICE_COLS: &str = "device_id, owner, name, token_hash, created_at, revoked_at, last_seen_at";
+pub(crate) const DEVICE_COLS: &str = "device_id, owner, name, token_hash, created_at, revoked_at, last_seen_at, relay";
 
 pub(crate) fn device_row(row: &Row<'_>) -> rusqlite::Result<Device> {
     Ok(Device {
@@ -150,6 +150,7 @@ pub(crate) fn device_row(row: &Row<'_>) -> rusqlite::Result<Device> {
         created_at: ts(row.get(4)?),
         revoked_at: opt_ts(row.get(5)?),
         last_seen_at: opt_ts(row.get(6)?),
+        relay: row.get::<_, Option<String>>(7)?.as_deref().and_then(domain::fleet::RelayReport::from_record),
     })
 }
 

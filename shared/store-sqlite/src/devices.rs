@@ -4,6 +4,7 @@ use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 
 use domain::devices::Device;
+use domain::fleet::RelayReport;
 use domain::ids::OwnerId;
 use domain::store::{AuthenticateDevices, DEVICE_SEEN_GRANULARITY, ManageDevices, StoreResult};
 
@@ -17,14 +18,16 @@ impl ManageDevices for SqliteStore {
         let d = Device::new(owner, name, token_hash, self.clock.now());
         let row = d.clone();
         self.write(move |tx, _| {
-            tx.prepare_cached(&format!("INSERT INTO devices ({DEVICE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, NULL, NULL)"))?
-                .execute(params![
-                    row.device_id.to_string(),
-                    row.owner.as_str(),
-                    row.name,
-                    row.token_hash,
-                    row.created_at.as_millis()
-                ])
+            tx.prepare_cached(&format!(
+                "INSERT INTO devices ({DEVICE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, NULL, NULL, NULL)"
+            ))?
+            .execute(params![
+                row.device_id.to_string(),
+                row.owner.as_str(),
+                row.name,
+                row.token_hash,
+                row.created_at.as_millis()
+            ])
         })
         .await?;
         Ok(d)
@@ -80,12 +83,17 @@ impl AuthenticateDevices for SqliteStore {
         .await
     }
 
-    async fn record_device_seen(&self, device: &Device) -> StoreResult<()> {
+    async fn record_device_seen(&self, device: &Device, report: Option<&RelayReport>) -> StoreResult<()> {
         let id = device.device_id.to_string();
         let granularity = i64::try_from(DEVICE_SEEN_GRANULARITY.as_millis()).unwrap_or(i64::MAX);
+        let record = report.map(RelayReport::to_record);
         self.write(move |tx, now| {
-            tx.prepare_cached("UPDATE devices SET last_seen_at = ?1 WHERE device_id = ?2 AND (last_seen_at IS NULL OR last_seen_at <= ?3)")?.execute(params![now.as_millis(), id, now.as_millis() - granularity],
-            )
+            // A NULL report keeps the one recorded (an older relay says nothing of itself).
+            tx.prepare_cached(
+                "UPDATE devices SET last_seen_at = ?1, relay = COALESCE(?4, relay) WHERE device_id = ?2
+                 AND (last_seen_at IS NULL OR last_seen_at <= ?3 OR (?4 IS NOT NULL AND relay IS NOT ?4))",
+            )?
+            .execute(params![now.as_millis(), id, now.as_millis() - granularity, record])
             .map(drop)
         })
         .await

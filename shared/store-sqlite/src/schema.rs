@@ -10,8 +10,13 @@ use rusqlite::{Connection, TransactionBehavior};
 /// use `IF NOT EXISTS`, so such a database (version 0 with tables) is adopted as it is.
 pub(crate) const MIGRATIONS: &[&str] = &[
     SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7, SCHEMA_V8, SCHEMA_V9, SCHEMA_V10,
-    SCHEMA_V11,
+    SCHEMA_V11, SCHEMA_V12,
 ];
+
+/// Version 12: what each desktop's relay last reported of itself (`domain::fleet`).
+pub(crate) const SCHEMA_V12: &str = r"
+ALTER TABLE devices ADD COLUMN relay TEXT;
+";
 
 /// Version 11: the address a pairing came from (shown to the owner who decides it), and the
 /// failed attempts counted per key and window (pairing codes an owner looked up in vain).

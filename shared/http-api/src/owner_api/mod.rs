@@ -290,7 +290,8 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
 
     async fn list_devices(&self, owner: &OwnerId) -> Reply {
         let ds = self.store.list_devices(owner).await?;
-        ok(StatusCode::OK, DeviceList { devices: ds.iter().map(device_view).collect() })
+        let now = self.clock.now();
+        ok(StatusCode::OK, DeviceList { devices: ds.iter().map(|d| device_view(d, now, &self.policy)).collect() })
     }
 
     async fn create_device(&self, owner: &OwnerId, body: &[u8]) -> Reply {
@@ -299,7 +300,7 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
         let (token, hash) = new_token().map_err(|e| Fail::Store(StoreError::unavailable(e)))?;
         let d = self.store.create_device(owner, &b.name, &hash).await?;
         let note = "The token is shown only now; the server keeps only its sha256.".to_owned();
-        ok(StatusCode::CREATED, NewDevice { device: device_view(&d), token, note })
+        ok(StatusCode::CREATED, NewDevice { device: device_view(&d, self.clock.now(), &self.policy), token, note })
     }
 
     /// A pairing lookup or decision, refused while the owner (or, in the cloud, the caller's
@@ -536,7 +537,7 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
             StatusCode::OK,
             Overview {
                 projects: projects.iter().map(project_view).collect(),
-                devices: devices.iter().map(device_view).collect(),
+                devices: devices.iter().map(|d| device_view(d, now, &self.policy)).collect(),
                 links: self.link_views(owner, &links).await?,
                 runs: runs.iter().map(|r| run_view(r, now, &self.policy)).collect(),
             },

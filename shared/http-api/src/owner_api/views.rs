@@ -125,8 +125,39 @@ pub struct DeviceView {
     pub created_at: String,
     /// When it was revoked.
     pub revoked_at: Option<String>,
-    /// The last sync with it.
+    /// The last sync with it (kept to the minute): when it is offline, offline since then.
     pub last_seen_at: Option<String>,
+    /// Whether a run queued for it starts soon (`domain::fleet::state`).
+    pub state: DesktopStateView,
+    /// What its relay reported at its last sync: none before that, or from an older relay.
+    pub relay: Option<RelayView>,
+}
+
+/// A desktop's state: online with the doorbell (a queued run starts within a second), online
+/// polling (within its poll interval), offline (not seen within its interval; runs wait), or
+/// revoked.
+#[derive(Serialize, JsonSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum DesktopStateView {
+    /// Synced recently, doorbell connected.
+    OnlineDoorbell,
+    /// Synced recently, polling.
+    OnlinePolling,
+    /// Not seen within its interval, or never.
+    Offline,
+    /// Its token was revoked.
+    Revoked,
+}
+
+/// What a desktop's relay says of itself on each sync.
+#[derive(Serialize, JsonSchema)]
+pub struct RelayView {
+    /// `relay --version`.
+    pub version: String,
+    /// Its build's operating system and architecture (`macos-aarch64`, `linux-x86_64`, …).
+    pub platform: String,
+    /// The machine's host name.
+    pub host: String,
 }
 
 /// `GET /devices`.
@@ -430,13 +461,25 @@ pub(super) fn project_view(p: &Project) -> ProjectView {
     }
 }
 
-pub(super) fn device_view(d: &Device) -> DeviceView {
+pub(super) fn device_view(d: &Device, now: Timestamp, policy: &Policy) -> DeviceView {
+    use domain::fleet::DesktopState;
     DeviceView {
         device_id: d.device_id,
         name: d.name.clone(),
         created_at: d.created_at.rfc3339(),
         revoked_at: time(d.revoked_at),
         last_seen_at: time(d.last_seen_at),
+        state: match d.state(now, policy.poll_interval) {
+            DesktopState::OnlineDoorbell => DesktopStateView::OnlineDoorbell,
+            DesktopState::OnlinePolling => DesktopStateView::OnlinePolling,
+            DesktopState::Offline => DesktopStateView::Offline,
+            DesktopState::Revoked => DesktopStateView::Revoked,
+        },
+        relay: d.relay.as_ref().map(|r| RelayView {
+            version: r.version.clone(),
+            platform: r.platform.clone(),
+            host: r.host.clone(),
+        }),
     }
 }
 

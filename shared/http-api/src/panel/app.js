@@ -190,10 +190,23 @@ function renderProjects(projects) {
   if (keep) select.value = keep;
 }
 
+// What a desktop's state means for a run queued now (the owner API's `state`).
+function deviceState(d) {
+  switch (d.state) {
+    case "online_doorbell": return "Online: runs start at once";
+    case "online_polling": return "Online: polling, runs start within a poll";
+    case "revoked": return `Revoked ${when(d.revoked_at)}`;
+    default: return d.last_seen_at ? `Offline since ${when(d.last_seen_at)}` : "Never connected";
+  }
+}
+
 function renderDevices(devices) {
-  $("devices").replaceChildren(...devices.map((d) => h("tr", {},
-    h("td", {}, d.name), h("td", {}, when(d.created_at)), h("td", {}, when(d.last_seen_at)),
-    h("td", {}, d.revoked_at ? `Revoked ${when(d.revoked_at)}` : h("button", {
+  $("devices").replaceChildren(...devices.map((d) => h("tr", { "data-state": d.state },
+    h("td", {}, d.name),
+    h("td", {}, d.relay ? `${d.relay.version} · ${d.relay.platform} · ${d.relay.host}` : "—"),
+    h("td", {}, when(d.created_at)), h("td", {}, when(d.last_seen_at)),
+    h("td", {}, deviceState(d)),
+    h("td", {}, d.revoked_at ? "" : h("button", {
       type: "button", class: "danger", "aria-label": `Revoke ${d.name}`,
       onclick: () => act("device-error", async () => {
         if (!confirm(`Revoke the token of ${d.name}? Its relay stops working.`)) return;

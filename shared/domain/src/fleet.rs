@@ -1,0 +1,263 @@
+//! What a desktop says about itself on each sync, and the state its owner sees (SPEC §4).
+//!
+//! The relay names its version, platform and host in the [`RELAY_HEADER`] of every sync (a
+//! header, not a body field: the sync body refuses unknown fields, and an older server must
+//! keep accepting a newer relay). The server keeps it on the device record in the same
+//! conditional write that keeps "last seen" (`AuthenticateDevices::record_device_seen`): that
+//! write happens when the minute changed *or* the report did, so an idle sync pays nothing new.
+//!
+//! [`state`] turns the record into what the owner's panel shows: online (with the doorbell or
+//! polling), offline, or revoked. "Last seen" is kept to the minute, so a desktop is offline
+//! only once it missed its interval by more than that granularity and one more interval.
+
+use std::time::Duration;
+
+use crate::clock::Timestamp;
+use crate::doorbell::DOORBELL_POLL_INTERVAL;
+
+/// How fresh a device's `last_seen_at` is kept.
+pub const DEVICE_SEEN_GRANULARITY: Duration = Duration::from_secs(60);
+/// The sync request header carrying a [`RelayReport`].
+pub const RELAY_HEADER: &str = "x-foundry-relay";
+/// Longest version string (`0.4.0`, `1.2.3-rc.1+build.5`).
+pub const MAX_VERSION_CHARS: usize = 32;
+/// Longest platform string (`macos-aarch64`, `linux-x86_64`).
+pub const MAX_PLATFORM_CHARS: usize = 32;
+/// Longest host name (characters).
+pub const MAX_HOST_CHARS: usize = 64;
+
+/// A relay's description of itself.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RelayReport {
+    /// The relay's version (`relay --version`).
+    pub version: String,
+    /// Its build's operating system and architecture, as the release archives name them.
+    pub platform: String,
+    /// The machine's host name.
+    pub host: String,
+    /// Whether its doorbell was connected (proven alive) at this sync.
+    pub doorbell: bool,
+}
+
+impl RelayReport {
+    /// The [`RELAY_HEADER`] value: `version=…; platform=…; host=…`, the host percent-encoded
+    /// (any byte outside `A-Za-z0-9.-_`), so a header stays ASCII whatever the machine's name.
+    /// The doorbell is not in it: the server knows that from the doorbell header.
+    pub fn header_value(&self) -> String {
+        let mut host = String::new();
+        for b in self.host.bytes() {
+            if b.is_ascii_alphanumeric() || matches!(b, b'.' | b'-' | b'_') {
+                host.push(char::from(b));
+            } else {
+                host.push_str(&format!("%{b:02X}"));
+            }
+        }
+        format!("version={}; platform={}; host={host}", self.version, self.platform)
+    }
+
+    /// Reads a [`RELAY_HEADER`] value; `doorbell` is what the doorbell header proved.
+    ///
+    /// # Errors
+    /// A message naming the header, the part and the rule it breaks.
+    pub fn parse(value: &str, doorbell: bool) -> Result<Self, String> {
+        let (mut version, mut platform, mut host) = (None, None, None);
+        for part in value.split(';') {
+            let part = part.trim();
+            let Some((key, v)) = part.split_once('=') else {
+                return Err(format!("{RELAY_HEADER}: `{part}` is not key=value"));
+            };
+            let slot = match key {
+                "version" => &mut version,
+                "platform" => &mut platform,
+                "host" => &mut host,
+                // Later relays may say more: an older server ignores it.
+                _ => continue,
+            };
+            if slot.replace(v).is_some() {
+                return Err(format!("{RELAY_HEADER}: {key} is given twice"));
+            }
+        }
+        let version = need(version, "version")?;
+        if version.is_empty()
+            || version.chars().count() > MAX_VERSION_CHARS
+            || !version.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+'))
+        {
+            return Err(format!("{RELAY_HEADER}: version must be 1 to {MAX_VERSION_CHARS} of A-Z a-z 0-9 . - +"));
+        }
+        let platform = need(platform, "platform")?;
+        if platform.is_empty()
+            || platform.chars().count() > MAX_PLATFORM_CHARS
+            || !platform.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || matches!(c, '-' | '_'))
+        {
+            return Err(format!("{RELAY_HEADER}: platform must be 1 to {MAX_PLATFORM_CHARS} of a-z 0-9 - _"));
+        }
+        let host = percent_decode(need(host, "host")?)
+            .ok_or_else(|| format!("{RELAY_HEADER}: host must be percent-encoded UTF-8"))?;
+        if host.is_empty() || host.chars().count() > MAX_HOST_CHARS || host.chars().any(char::is_control) {
+            return Err(format!(
+                "{RELAY_HEADER}: host must be 1 to {MAX_HOST_CHARS} characters, none a control character"
+            ));
+        }
+        Ok(Self { version: version.to_owned(), platform: platform.to_owned(), host, doorbell })
+    }
+}
+
+impl RelayReport {
+    /// The form a store keeps (one string, so "did it change" is one comparison in a
+    /// condition): the header value plus `; doorbell=0|1`.
+    pub fn to_record(&self) -> String {
+        format!("{}; doorbell={}", self.header_value(), u8::from(self.doorbell))
+    }
+
+    /// Reads [`Self::to_record`]'s form back; `None` for anything else (a damaged record
+    /// shows as no report rather than failing the owner's listing).
+    pub fn from_record(record: &str) -> Option<Self> {
+        let (header, doorbell) = record.rsplit_once("; doorbell=")?;
+        let doorbell = match doorbell {
+            "0" => false,
+            "1" => true,
+            _ => return None,
+        };
+        Self::parse(header, doorbell).ok()
+    }
+}
+
+fn need<'a>(v: Option<&'a str>, key: &str) -> Result<&'a str, String> {
+    v.ok_or_else(|| format!("{RELAY_HEADER}: {key} is required"))
+}
+
+fn percent_decode(s: &str) -> Option<String> {
+    let bytes = s.as_bytes();
+    let mut out = Vec::with_capacity(bytes.len());
+    let mut i = 0;
+    while i < bytes.len() {
+        if bytes[i] == b'%' {
+            let hex = std::str::from_utf8(bytes.get(i + 1..i + 3)?).ok()?;
+            out.push(u8::from_str_radix(hex, 16).ok()?);
+            i += 3;
+        } else {
+            out.push(bytes[i]);
+            i += 1;
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// What the owner sees of a desktop.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum DesktopState {
+    /// Synced recently with its doorbell connected: a queued run starts within a second.
+    OnlineDoorbell,
+    /// Synced recently by polling: a queued run starts within its poll interval.
+    OnlinePolling,
+    /// Not seen within its interval (or never): runs queued for it wait.
+    Offline,
+    /// Its token was revoked.
+    Revoked,
+}
+
+impl DesktopState {
+    /// The wire name (`online_doorbell`, `online_polling`, `offline`, `revoked`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::OnlineDoorbell => "online_doorbell",
+            Self::OnlinePolling => "online_polling",
+            Self::Offline => "offline",
+            Self::Revoked => "revoked",
+        }
+    }
+}
+
+/// How long after its last recorded sync a desktop still counts as online: its interval
+/// (relaxed to [`DOORBELL_POLL_INTERVAL`] while the doorbell is up, else `poll_interval`),
+/// plus [`DEVICE_SEEN_GRANULARITY`] (the record is kept to the minute), plus one more interval
+/// of slack (one lost sync, a slow network).
+pub fn online_window(doorbell: bool, poll_interval: Duration) -> Duration {
+    let interval = if doorbell { DOORBELL_POLL_INTERVAL } else { poll_interval };
+    interval * 2 + DEVICE_SEEN_GRANULARITY
+}
+
+/// The state at `now` of a desktop last seen at `last_seen` (with its doorbell up then, or
+/// not), for a deployment whose relays poll every `poll_interval` (`Device::state`).
+pub fn state(
+    revoked: bool,
+    last_seen: Option<Timestamp>,
+    doorbell: bool,
+    now: Timestamp,
+    poll_interval: Duration,
+) -> DesktopState {
+    if revoked {
+        return DesktopState::Revoked;
+    }
+    match last_seen {
+        Some(seen) if now < seen.plus(online_window(doorbell, poll_interval)) => {
+            if doorbell {
+                DesktopState::OnlineDoorbell
+            } else {
+                DesktopState::OnlinePolling
+            }
+        }
+        _ => DesktopState::Offline,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(host: &str) -> RelayReport {
+        RelayReport { version: "0.4.0".into(), platform: "macos-aarch64".into(), host: host.into(), doorbell: false }
+    }
+
+    #[test]
+    fn the_header_round_trips_any_host_name() {
+        for host in ["MacBook-Pro.local", "José's iMac; =%", "桌面"] {
+            let r = report(host);
+            let v = r.header_value();
+            assert!(v.is_ascii(), "{v}");
+            assert_eq!(RelayReport::parse(&v, false).unwrap(), r);
+            let kept = RelayReport { doorbell: true, ..r.clone() };
+            assert_eq!(RelayReport::from_record(&kept.to_record()).unwrap(), kept);
+            assert_eq!(RelayReport::from_record(&r.to_record()).unwrap(), r);
+        }
+        assert_eq!(RelayReport::from_record("version=1; platform=p; host=h"), None);
+    }
+
+    #[test]
+    fn bad_reports_name_the_part_and_the_rule() {
+        let cases = [
+            ("platform=linux-x86_64; host=a", "version is required"),
+            ("version=1; version=2; platform=p; host=a", "version is given twice"),
+            ("version=1 2; platform=p; host=a", "version must be"),
+            ("version=1; platform=MacOS; host=a", "platform must be"),
+            ("version=1; platform=p; host=%FF", "host must be percent-encoded UTF-8"),
+            ("version=1; platform=p; host=%0A", "none a control character"),
+            ("version=1; platform=p; host=", "host must be 1 to 64"),
+            ("version=1; platform=p; host", "`host` is not key=value"),
+        ];
+        for (value, want) in cases {
+            let err = RelayReport::parse(value, false).unwrap_err();
+            assert!(err.starts_with(RELAY_HEADER) && err.contains(want), "{value}: {err}");
+        }
+        let long = format!("version=1; platform=p; host={}", "h".repeat(MAX_HOST_CHARS + 1));
+        assert!(RelayReport::parse(&long, false).is_err());
+        assert!(RelayReport::parse("version=1; platform=p; host=h; future=x", false).is_ok());
+    }
+
+    #[test]
+    fn a_desktop_goes_offline_after_its_window_and_the_doorbell_widens_it() {
+        let t0 = Timestamp::from_millis(1_000_000_000);
+        let poll = Duration::from_secs(20);
+        assert_eq!(state(false, None, false, t0, poll), DesktopState::Offline, "never seen");
+        let seen = Some(t0);
+        let window = online_window(false, poll);
+        assert_eq!(
+            state(false, seen, false, t0.plus(window - Duration::from_millis(1)), poll),
+            DesktopState::OnlinePolling
+        );
+        assert_eq!(state(false, seen, false, t0.plus(window), poll), DesktopState::Offline);
+        assert_eq!(state(false, seen, true, t0.plus(window), poll), DesktopState::OnlineDoorbell);
+        assert_eq!(state(false, seen, true, t0.plus(online_window(true, poll)), poll), DesktopState::Offline);
+        assert_eq!(state(true, seen, true, t0, poll), DesktopState::Revoked);
+    }
+}

@@ -1,0 +1,187 @@
+//! What the owner sees of each desktop (issue 38's status): the relay API records what a relay
+//! reports on its syncs, and the owner API's `GET /devices` shows the state that follows —
+//! online with the doorbell, online polling, offline once it missed its window, revoked — with
+//! the relay's version, platform and host. Run on both stores with the injected clock, through
+//! the relay and owner APIs as the servers and functions run them; a second owner's desktop
+//! never shows.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use auth::{Authenticator, Grant, Hs256Signer, Keys};
+use bytes::Bytes;
+use domain::fleet::{RELAY_HEADER, RelayReport};
+use foundry_tests::Harness;
+use http_api::owner_api::OwnerApi;
+use http_api::relay_api::RelayApi;
+use serde_json::{Value, json};
+
+fn owner(name: &str) -> domain::ids::OwnerId {
+    domain::ids::OwnerId::new(name).unwrap()
+}
+
+const SECRET: &[u8] = b"a fleet test secret of 32 bytes.";
+
+struct Fleet {
+    h: Harness,
+    relay: RelayApi<dyn domain::store::Store>,
+    owner: OwnerApi<dyn domain::store::Store>,
+    project: String,
+}
+
+impl Fleet {
+    async fn new(h: Harness) -> Self {
+        let auth = Arc::new(Authenticator {
+            issuer: "iss".into(),
+            audience: auth::Audience::Only(vec!["aud".into()]),
+            keys: Keys::Hs256(SECRET.to_vec()),
+            clock: h.clock.clone(),
+        });
+        let project = h.store.create_project(&owner("alice"), "P").await.unwrap().project_id;
+        h.store.set_project_enabled(&owner("alice"), project, true).await.unwrap();
+        let project = project.to_string();
+        Self {
+            relay: RelayApi {
+                store: Arc::clone(&h.store),
+                clock: h.clock.clone(),
+                policy: h.policy,
+                public_url: "http://stack".into(),
+                doorbell_url: None,
+                doorbell_poll_interval: domain::doorbell::DOORBELL_POLL_INTERVAL,
+            },
+            owner: OwnerApi {
+                store: Arc::clone(&h.store),
+                auth,
+                clock: h.clock.clone(),
+                policy: h.policy,
+                blobs: None,
+                urls: events::webhook_url::UrlPolicy::Local,
+            },
+            project,
+            h,
+        }
+    }
+
+    async fn device(&self, who: &str, name: &str) -> String {
+        let (token, hash) = domain::devices::new_token().unwrap();
+        self.h.store.create_device(&owner(who), name, &hash).await.unwrap();
+        token
+    }
+
+    /// One sync of `token` with these headers: the status and the error, if any.
+    async fn sync(&self, token: &str, headers: &[(&str, String)]) -> (u16, Value) {
+        self.sync_to(&self.project, token, headers).await
+    }
+
+    async fn sync_to(&self, project: &str, token: &str, headers: &[(&str, String)]) -> (u16, Value) {
+        let mut req = http::Request::builder()
+            .method("POST")
+            .uri(format!("{}/sync", domain::relay::PREFIX))
+            .header("authorization", format!("Bearer {token}"))
+            .header("content-type", "application/json");
+        for (k, v) in headers {
+            req = req.header(*k, v);
+        }
+        let body = json!({"project_id": project, "sessions": []}).to_string();
+        let res = self.relay.handle(req.body(Bytes::from(body)).unwrap()).await;
+        (res.status().as_u16(), serde_json::from_slice(res.body()).unwrap_or(Value::Null))
+    }
+
+    /// The owner's `GET /devices`, by device name.
+    async fn devices(&self, who: &str) -> Vec<Value> {
+        let token = Hs256Signer::new(SECRET, "iss", "aud")
+            .mint(
+                Grant { subject: who, client: "panel", scopes: &["osfoundry:owner"] },
+                self.h.now(),
+                Duration::from_secs(600),
+            )
+            .unwrap();
+        let req = http::Request::builder()
+            .method("GET")
+            .uri("/owner/devices")
+            .header("authorization", format!("Bearer {token}"))
+            .body(Bytes::new())
+            .unwrap();
+        let res = self.owner.handle(req).await;
+        assert_eq!(res.status(), 200);
+        let v: Value = serde_json::from_slice(res.body()).unwrap();
+        v["devices"].as_array().unwrap().clone()
+    }
+
+    async fn state_of(&self, name: &str) -> (String, Value) {
+        let d = self.devices("alice").await.into_iter().find(|d| d["name"] == name).unwrap();
+        (d["state"].as_str().unwrap().to_owned(), d["relay"].clone())
+    }
+}
+
+fn report(version: &str, host: &str) -> (&'static str, String) {
+    let r =
+        RelayReport { version: version.into(), platform: "macos-aarch64".into(), host: host.into(), doorbell: false };
+    (RELAY_HEADER, r.header_value())
+}
+
+async fn desktop_states_follow_the_relays_syncs(h: Harness) {
+    let f = Fleet::new(h).await;
+    let laptop = f.device("alice", "Laptop").await;
+    let tower = f.device("alice", "Tower").await;
+    let bobs = f.device("bob", "Bob's PC").await;
+    assert_eq!(f.state_of("Laptop").await, ("offline".into(), Value::Null), "never connected");
+
+    // A polling relay, then one with its doorbell up (the header the relay sends while its socket
+    // answers); an older relay says nothing of itself and is still online.
+    assert_eq!(f.sync(&laptop, &[report("0.4.0", "José’s MacBook")]).await.0, 200);
+    let doorbell = (domain::doorbell::DOORBELL_HEADER, domain::doorbell::alive_header(Duration::from_secs(3)));
+    assert_eq!(f.sync(&tower, &[report("0.3.9", "tower"), doorbell.clone()]).await.0, 200);
+    let bobs_project = f.h.store.create_project(&owner("bob"), "B").await.unwrap().project_id;
+    f.h.store.set_project_enabled(&owner("bob"), bobs_project, true).await.unwrap();
+    assert_eq!(f.sync_to(&bobs_project.to_string(), &bobs, &[report("9.9.9", "bob-host")]).await.0, 200);
+    assert_eq!(f.sync(&bobs, &[]).await.0, 404, "bob's desktop syncs alice's project");
+    let (state, relay) = f.state_of("Laptop").await;
+    assert_eq!(state, "online_polling");
+    assert_eq!(relay, json!({"version": "0.4.0", "platform": "macos-aarch64", "host": "José’s MacBook"}));
+    assert_eq!(f.state_of("Tower").await.0, "online_doorbell");
+    assert!(f.devices("alice").await.iter().all(|d| d["name"] != "Bob's PC"), "another owner's desktop shows");
+
+    // An update shows at the next sync, within the same minute.
+    f.h.advance(Duration::from_secs(5));
+    assert_eq!(f.sync(&laptop, &[report("0.5.0", "José’s MacBook")]).await.0, 200);
+    assert_eq!(f.state_of("Laptop").await.1["version"], "0.5.0");
+
+    // A bad report is refused, naming the part and the rule, and changes nothing.
+    let bad = [(RELAY_HEADER, "version=0.6.0; platform=MacOS; host=x".to_owned())];
+    let (status, body) = f.sync(&laptop, &bad).await;
+    assert_eq!(status, 400);
+    assert!(body["error"].as_str().unwrap().starts_with("x-foundry-relay: platform must be"), "{body}");
+    assert_eq!(f.state_of("Laptop").await.1["version"], "0.5.0");
+
+    // The polling relay stops: offline once its window passed; the doorbell one is still online
+    // (it syncs only every five minutes), until its own window passes too.
+    let polling = domain::fleet::online_window(false, f.h.policy.poll_interval);
+    f.h.advance(polling);
+    assert_eq!(f.state_of("Laptop").await.0, "offline");
+    assert_eq!(f.state_of("Tower").await.0, "online_doorbell");
+    f.h.advance(domain::fleet::online_window(true, f.h.policy.poll_interval));
+    assert_eq!(f.state_of("Tower").await.0, "offline");
+    // It comes back without its doorbell: polling.
+    assert_eq!(f.sync(&tower, &[report("0.3.9", "tower")]).await.0, 200);
+    assert_eq!(f.state_of("Tower").await.0, "online_polling");
+
+    // Revoked: the state says so, and its syncs are refused.
+    let id = f.devices("alice").await.into_iter().find(|d| d["name"] == "Tower").unwrap()["device_id"].clone();
+    f.h.store.revoke_device(&owner("alice"), id.as_str().unwrap().parse().unwrap()).await.unwrap();
+    assert_eq!(f.state_of("Tower").await.0, "revoked");
+    assert_eq!(f.sync(&tower, &[report("0.3.9", "tower")]).await.0, 401);
+}
+
+#[tokio::test]
+async fn desktop_states_follow_the_relays_syncs_embedded() {
+    desktop_states_follow_the_relays_syncs(Harness::embedded(foundry_tests::test_policy())).await;
+}
+
+#[tokio::test]
+async fn desktop_states_follow_the_relays_syncs_dynamodb() {
+    let Some(h) = Harness::dynamo(foundry_tests::test_policy()).await else { return };
+    desktop_states_follow_the_relays_syncs(h).await;
+}
