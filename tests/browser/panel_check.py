@@ -117,6 +117,16 @@ async def main():
         await expect(page.locator("#devices tr", has_text="CI desktop")).to_have_count(1, timeout=TIMEOUT)
         check(await page.locator("#device-token").is_hidden(), "the device token box survived a reload")
         check(token not in await page.content(), "the device token is still in the page after a reload")
+        # ---- each desktop's state: never connected, online (the server's own relay synced) ----
+        await expect(page.locator("#devices tr", has_text="CI desktop")).to_contain_text("Never connected")
+        local = page.locator("#devices tr", has_text="local relay")
+        await expect(local).to_contain_text("Online: polling", timeout=TIMEOUT)
+        await expect(local).to_contain_text("0.4.0-ci · linux-x86_64 · ci-host")
+        # ---- pause and resume it ----
+        await local.get_by_role("button", name="Pause local relay").click()
+        await expect(local).to_contain_text("Paused: runs wait", timeout=TIMEOUT)
+        await local.get_by_role("button", name="Resume local relay").click()
+        await expect(local).to_contain_text("Online: polling", timeout=TIMEOUT)
 
         # ---- a chat link in that project ----
         await page.select_option("#link-project", label="Browser project")

@@ -91,6 +91,13 @@ impl Fleet {
 
     /// The owner's `GET /devices`, by device name.
     async fn devices(&self, who: &str) -> Vec<Value> {
+        let (status, v) = self.owner_call(who, "GET", "/owner/devices", None).await;
+        assert_eq!(status, 200);
+        v["devices"].as_array().unwrap().clone()
+    }
+
+    /// One owner API request of `who`.
+    async fn owner_call(&self, who: &str, method: &str, path: &str, body: Option<Value>) -> (u16, Value) {
         let token = Hs256Signer::new(SECRET, "iss", "aud")
             .mint(
                 Grant { subject: who, client: "panel", scopes: &["osfoundry:owner"] },
@@ -99,15 +106,19 @@ impl Fleet {
             )
             .unwrap();
         let req = http::Request::builder()
-            .method("GET")
-            .uri("/owner/devices")
+            .method(method)
+            .uri(path)
             .header("authorization", format!("Bearer {token}"))
-            .body(Bytes::new())
+            .header("content-type", "application/json")
+            .body(body.map(|b| Bytes::from(b.to_string())).unwrap_or_default())
             .unwrap();
         let res = self.owner.handle(req).await;
-        assert_eq!(res.status(), 200);
-        let v: Value = serde_json::from_slice(res.body()).unwrap();
-        v["devices"].as_array().unwrap().clone()
+        (res.status().as_u16(), serde_json::from_slice(res.body()).unwrap_or(Value::Null))
+    }
+
+    async fn id_of(&self, name: &str) -> String {
+        let d = self.devices("alice").await.into_iter().find(|d| d["name"] == name).unwrap();
+        d["device_id"].as_str().unwrap().to_owned()
     }
 
     async fn state_of(&self, name: &str) -> (String, Value) {
@@ -169,10 +180,96 @@ async fn desktop_states_follow_the_relays_syncs(h: Harness) {
     assert_eq!(f.state_of("Tower").await.0, "online_polling");
 
     // Revoked: the state says so, and its syncs are refused.
-    let id = f.devices("alice").await.into_iter().find(|d| d["name"] == "Tower").unwrap()["device_id"].clone();
-    f.h.store.revoke_device(&owner("alice"), id.as_str().unwrap().parse().unwrap()).await.unwrap();
+    let id = f.id_of("Tower").await;
+    f.h.store.revoke_device(&owner("alice"), id.parse().unwrap()).await.unwrap();
     assert_eq!(f.state_of("Tower").await.0, "revoked");
     assert_eq!(f.sync(&tower, &[report("0.3.9", "tower")]).await.0, 401);
+}
+
+/// A paused desktop finishes nothing new: its syncs say it is paused and hand it no command,
+/// the queued run waits, and resuming (or the pause's end) releases it. Bad pauses are refused
+/// with the field and the rule, and another owner cannot pause the desktop.
+async fn a_paused_desktop_takes_no_run_until_resumed(h: Harness) {
+    let f = Fleet::new(h).await;
+    let laptop = f.device("alice", "Laptop").await;
+    let gs = domain::ids::GraphSessionId::parse("g", &format!("gs_{}", "a".repeat(32))).unwrap();
+    let share =
+        json!({"project_id": f.project, "sessions": [{"graph_session_id": gs.to_string(), "name": "G", "slug": "g"}]});
+    let sync = || async {
+        let req = http::Request::builder()
+            .method("POST")
+            .uri(format!("{}/sync", domain::relay::PREFIX))
+            .header("authorization", format!("Bearer {laptop}"))
+            .header("content-type", "application/json")
+            .body(Bytes::from(share.to_string()))
+            .unwrap();
+        let res = f.relay.handle(req).await;
+        assert_eq!(res.status(), 200);
+        serde_json::from_slice::<Value>(res.body()).unwrap()
+    };
+    sync().await;
+    let queued = domain::runs::QueueRun {
+        owner: owner("alice"),
+        agent: domain::ids::AgentId::new("c", "alice").unwrap(),
+        project_id: None,
+        graph_session_id: gs.clone(),
+        arguments: json!({}),
+        idempotency_key: domain::ids::IdempotencyKey::parse("fleet-pause-1").unwrap(),
+    };
+    let domain::runs::QueueOutcome::Queued(run) = f.h.store.queue_run(&queued).await.unwrap() else { panic!() };
+    let id = f.id_of("Laptop").await;
+    let pause = format!("/owner/devices/{id}/pause");
+
+    for (body, want) in [
+        (json!({"for_seconds": 0}), "for_seconds: 1 to 2592000"),
+        (json!({"for_seconds": 2_592_001}), "for_seconds: 1 to 2592000"),
+        (json!({"note": "n".repeat(201)}), "note: at most 200 characters"),
+        (json!({"until": "later"}), "until"),
+    ] {
+        let (status, v) = f.owner_call("alice", "POST", &pause, Some(body)).await;
+        assert_eq!(status, 400, "{v}");
+        assert!(v["error"].as_str().unwrap().contains(want), "{v}");
+    }
+    assert_eq!(f.state_of("Laptop").await.0, "online_polling", "a refused pause changed the desktop");
+    assert_eq!(f.owner_call("bob", "POST", &pause, None).await.0, 404, "another owner paused it");
+
+    let (status, v) = f.owner_call("alice", "POST", &pause, Some(json!({"note": "travelling"}))).await;
+    assert_eq!((status, v["state"].as_str()), (200, Some("paused")), "{v}");
+    assert_eq!((v["paused"]["note"].as_str(), &v["paused"]["until"]), (Some("travelling"), &Value::Null));
+    let held = sync().await;
+    assert_eq!(commands(&held), Vec::<String>::new(), "a paused desktop was handed a run");
+    assert_eq!(held["paused"]["note"], "travelling");
+    let (status, v) = f.owner_call("alice", "POST", &format!("/owner/devices/{id}/resume"), None).await;
+    assert_eq!((status, v["state"].as_str(), &v["paused"]), (200, Some("online_polling"), &Value::Null), "{v}");
+    let released = sync().await;
+    assert_eq!(commands(&released), vec![run.command_id.to_string()]);
+    assert_eq!(released.get("paused"), None);
+
+    // A pause with a duration ends by itself.
+    let (status, v) = f.owner_call("alice", "POST", &pause, Some(json!({"for_seconds": 60}))).await;
+    assert_eq!((status, v["state"].as_str()), (200, Some("paused")), "{v}");
+    assert_eq!(commands(&sync().await), Vec::<String>::new());
+    f.h.advance(Duration::from_secs(60));
+    assert_eq!(commands(&sync().await), vec![run.command_id.to_string()], "the pause did not end by itself");
+
+    // A revoked desktop cannot be paused.
+    f.h.store.revoke_device(&owner("alice"), id.parse().unwrap()).await.unwrap();
+    assert_eq!(f.owner_call("alice", "POST", &pause, None).await.0, 404);
+}
+
+fn commands(v: &Value) -> Vec<String> {
+    v["commands"].as_array().unwrap().iter().map(|c| c["command_id"].as_str().unwrap().to_owned()).collect()
+}
+
+#[tokio::test]
+async fn a_paused_desktop_takes_no_run_until_resumed_embedded() {
+    a_paused_desktop_takes_no_run_until_resumed(Harness::embedded(foundry_tests::test_policy())).await;
+}
+
+#[tokio::test]
+async fn a_paused_desktop_takes_no_run_until_resumed_dynamodb() {
+    let Some(h) = Harness::dynamo(foundry_tests::test_policy()).await else { return };
+    a_paused_desktop_takes_no_run_until_resumed(h).await;
 }
 
 #[tokio::test]

@@ -30,6 +30,23 @@ async fn the_panel_does_the_owners_work_in_a_real_browser() {
     let pairs = format!("{}{}/pairings", running.base_url, domain::relay::PREFIX);
     let body = json!({"name": "Browser desktop", "os": "linux", "arch": "x86_64", "token_sha256": "c".repeat(64)});
     let pairing: Value = http.post(&pairs).json(&body).send().await.unwrap().json().await.unwrap();
+    // The server's own desktop syncs once, as a relay does (its report of itself in the header):
+    // the scenario finds it online, with its version, platform and host.
+    let report = domain::fleet::RelayReport {
+        version: "0.4.0-ci".into(),
+        platform: "linux-x86_64".into(),
+        host: "ci-host".into(),
+        doorbell: false,
+    };
+    let synced = http
+        .post(format!("{}{}/sync", running.base_url, domain::relay::PREFIX))
+        .bearer_auth(&running.device_token)
+        .header(domain::fleet::RELAY_HEADER, report.header_value())
+        .json(&json!({"project_id": running.demo.project_id, "sessions": []}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(synced.status(), 200);
     let out = tokio::process::Command::new(&python)
         .env("FC_PAIR_URL", pairing["verification_uri_complete"].as_str().unwrap())
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/browser/panel_check.py"))

@@ -30,7 +30,24 @@ pub struct Device {
     /// What its relay said of itself at that sync (none before its first, or from a relay
     /// older than the report).
     pub relay: Option<crate::fleet::RelayReport>,
+    /// The owner's pause, if one was set (it may have ended: [`Device::pause_at`]).
+    pub paused: Option<Pause>,
 }
+
+/// An owner's pause of a desktop: its relay finishes the run it has and is handed no new one;
+/// runs queued for it stay queued.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Pause {
+    /// When the owner paused it.
+    pub at: Timestamp,
+    /// When the pause ends by itself (none: until resumed).
+    pub until: Option<Timestamp>,
+    /// The owner's note (why), at most [`crate::limits::MAX_NAME_CHARS`] characters; may be empty.
+    pub note: String,
+}
+
+/// The longest pause with an end (a longer one is an open-ended pause).
+pub const MAX_PAUSE: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
 
 impl Device {
     /// A new, unrevoked device of `owner` whose token hashes to `token_hash`.
@@ -44,15 +61,25 @@ impl Device {
             revoked_at: None,
             last_seen_at: None,
             relay: None,
+            paused: None,
         }
     }
 }
 
 impl Device {
-    /// What the owner sees of it at `now` ([`crate::fleet::state`]).
+    /// What the owner sees of it at `now` ([`crate::fleet::state`]); a pause in force shows
+    /// over online/offline (not over revoked).
     pub fn state(&self, now: Timestamp, poll_interval: std::time::Duration) -> crate::fleet::DesktopState {
+        if self.revoked_at.is_none() && self.pause_at(now).is_some() {
+            return crate::fleet::DesktopState::Paused;
+        }
         let doorbell = self.relay.as_ref().is_some_and(|r| r.doorbell);
         crate::fleet::state(self.revoked_at.is_some(), self.last_seen_at, doorbell, now, poll_interval)
+    }
+
+    /// The pause in force at `now`: none when there is none or it has ended by itself.
+    pub fn pause_at(&self, now: Timestamp) -> Option<&Pause> {
+        self.paused.as_ref().filter(|p| p.until.is_none_or(|u| now < u))
     }
 }
 

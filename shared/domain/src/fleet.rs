@@ -152,17 +152,20 @@ pub enum DesktopState {
     OnlinePolling,
     /// Not seen within its interval (or never): runs queued for it wait.
     Offline,
+    /// The owner paused it: it finishes its run and takes no new one; runs queued for it wait.
+    Paused,
     /// Its token was revoked.
     Revoked,
 }
 
 impl DesktopState {
-    /// The wire name (`online_doorbell`, `online_polling`, `offline`, `revoked`).
+    /// The wire name (`online_doorbell`, `online_polling`, `offline`, `paused`, `revoked`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::OnlineDoorbell => "online_doorbell",
             Self::OnlinePolling => "online_polling",
             Self::Offline => "offline",
+            Self::Paused => "paused",
             Self::Revoked => "revoked",
         }
     }

@@ -69,6 +69,22 @@ pub struct SyncResponse {
     /// server has one. Older servers leave it out.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub doorbell_url: Option<String>,
+    /// The owner paused this desktop: no commands are handed to it until the pause ends (runs
+    /// queued for it stay queued). Older servers leave it out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused: Option<PausedNotice>,
+}
+
+/// Why a sync handed no commands: the owner's pause.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct PausedNotice {
+    /// When it ends by itself (RFC 3339); none: until the owner resumes it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<String>,
+    /// The owner's note (may be empty).
+    #[serde(default)]
+    pub note: String,
 }
 
 /// `POST /commands/{id}/start`.

@@ -241,6 +241,15 @@ pub trait ManageDevices: Send + Sync {
     /// Revokes a device and withdraws the sessions it shared in the owner's projects (a
     /// revoked desktop will never run them); `false` if it is not the owner's.
     async fn revoke_device(&self, owner: &OwnerId, device: uuid::Uuid) -> StoreResult<bool>;
+    /// Pauses the owner's unrevoked device (`Some`, replacing a pause it has) or resumes it
+    /// (`None`); `false` if it is not the owner's or is revoked. The pause is on the record
+    /// the relay's token finds, so a sync sees it without another read.
+    async fn set_device_pause(
+        &self,
+        owner: &OwnerId,
+        device: uuid::Uuid,
+        pause: Option<&crate::devices::Pause>,
+    ) -> StoreResult<bool>;
 }
 
 /// Relay API: who presents this token hash (unrevoked devices only).

@@ -307,7 +307,8 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
                         Err(e) => return http_json::error(StatusCode::BAD_REQUEST, e),
                     },
                 };
-                let res = self.sync(&owner, device.device_id, req.body(), doorbell_up).await;
+                let pause = device.pause_at(self.clock.now()).cloned();
+                let res = self.sync(&owner, device.device_id, req.body(), doorbell_up, pause.as_ref()).await;
                 if res.status() == StatusCode::OK
                     && let Err(e) = self.store.record_device_seen(&device, report.as_ref()).await
                 {
@@ -338,7 +339,17 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
     /// — a desktop is never given another desktop's run, so it never refuses (cancels) one.
     /// While the relay says its doorbell is connected, the safety poll relaxes to
     /// [`domain::doorbell::DOORBELL_POLL_INTERVAL`].
-    async fn sync(&self, owner: &OwnerId, device: uuid::Uuid, body: &[u8], doorbell_up: bool) -> http::Response<Bytes> {
+    ///
+    /// A paused desktop still syncs its sessions (they stay listed for the chats) but is handed
+    /// no command: its queued runs wait, and the answer says why (`paused`).
+    async fn sync(
+        &self,
+        owner: &OwnerId,
+        device: uuid::Uuid,
+        body: &[u8],
+        doorbell_up: bool,
+        pause: Option<&domain::devices::Pause>,
+    ) -> http::Response<Bytes> {
         let b: SyncRequest = match http_json::parse(body) {
             Ok(b) => b,
             Err(m) => return http_json::error(StatusCode::BAD_REQUEST, m),
@@ -366,7 +377,11 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
                     mine: b.sessions.iter().map(|s| s.graph_session_id.clone()).collect(),
                     shared: p.sessions.iter().map(|s| s.graph_session_id.clone()).collect(),
                 };
-                match self.store.list_queued(owner, project, MAX_COMMANDS_PER_SYNC, &filter).await {
+                let queued = match pause {
+                    Some(_) => Ok(Vec::new()),
+                    None => self.store.list_queued(owner, project, MAX_COMMANDS_PER_SYNC, &filter).await,
+                };
+                match queued {
                     Err(e) => internal(&e),
                     Ok(runs) => http_json::response(
                         StatusCode::OK,
@@ -388,6 +403,10 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
                             },
                             server_time: self.clock.now().rfc3339(),
                             doorbell_url: self.doorbell_url.clone(),
+                            paused: pause.map(|p| domain::relay::PausedNotice {
+                                until: p.until.map(domain::clock::Timestamp::rfc3339),
+                                note: p.note.clone(),
+                            }),
                         },
                     ),
                 }

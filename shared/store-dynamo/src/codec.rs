@@ -180,5 +180,13 @@ pub(crate) fn device_from(item: &Item) -> StoreResult<Device> {
         revoked_at: r.opt_ts("revoked_at")?,
         last_seen_at: r.opt_ts("last_seen_at")?,
         relay: r.opt_s("relay").and_then(domain::fleet::RelayReport::from_record),
+        paused: match r.opt_ts("paused_at")? {
+            None => None,
+            Some(at) => Some(domain::devices::Pause {
+                at,
+                until: r.opt_ts("paused_until")?,
+                note: r.opt_s("pause_note").unwrap_or_default().to_owned(),
+            }),
+        },
     })
 }

@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::TransactWriteItem;
 
-use domain::devices::Device;
+use domain::devices::{Device, Pause};
 use domain::fleet::RelayReport;
 use domain::ids::OwnerId;
 use domain::store::{AuthenticateDevices, DEVICE_SEEN_GRANULARITY, ManageDevices, StoreResult};
@@ -83,6 +83,33 @@ impl ManageDevices for DynamoStore {
             }
         }
         Ok(true)
+    }
+
+    /// One `GetItem` (the token's key) and one `TransactWriteItems` over both items, so the
+    /// relay's token read sees the pause; refused once the device is revoked.
+    async fn set_device_pause(&self, owner: &OwnerId, device: uuid::Uuid, pause: Option<&Pause>) -> StoreResult<bool> {
+        let Some(d) = opt_from(self.get(device_key(owner, device)).await?.as_ref(), device_from)? else {
+            return Ok(false);
+        };
+        if d.revoked_at.is_some() {
+            return Ok(false);
+        }
+        let update = |k: Item| -> StoreResult<TransactWriteItem> {
+            let mut u = Update::of(k);
+            u = match pause {
+                Some(p) => {
+                    u = u.set("paused_at", n(p.at.as_millis())).set("pause_note", s(&p.note));
+                    match p.until {
+                        Some(until) => u.set("paused_until", n(until.as_millis())),
+                        None => u.remove("paused_until"),
+                    }
+                }
+                None => u.remove("paused_at").remove("paused_until").remove("pause_note"),
+            };
+            update_item(&self.table, u.when(exists("pk").and(missing("revoked_at"))))
+        };
+        let items = vec![update(device_key(owner, device))?, update(token_key(&d.token_hash))?];
+        Ok(self.transact(items).await?.is_none())
     }
 }
 

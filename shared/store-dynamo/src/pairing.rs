@@ -111,6 +111,7 @@ impl DynamoStore {
             revoked_at: None,
             last_seen_at: None,
             relay: None,
+            paused: None,
         };
         let (record, token) = device_items(&device);
         let items = vec![

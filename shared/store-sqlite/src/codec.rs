@@ -139,7 +139,7 @@ pub(crate) fn json(v: &impl serde::Serialize) -> String {
     serde_json::to_string(v).unwrap_or_default()
 }
 
-pub(crate) const DEVICE_COLS: &str = "device_id, owner, name, token_hash, created_at, revoked_at, last_seen_at, relay";
+pub(crate) const DEVICE_COLS: &str = "device_id, owner, name, token_hash, created_at, revoked_at, last_seen_at, relay, paused_at, paused_until, pause_note";
 
 pub(crate) fn device_row(row: &Row<'_>) -> rusqlite::Result<Device> {
     Ok(Device {
@@ -151,6 +151,14 @@ pub(crate) fn device_row(row: &Row<'_>) -> rusqlite::Result<Device> {
         revoked_at: opt_ts(row.get(5)?),
         last_seen_at: opt_ts(row.get(6)?),
         relay: row.get::<_, Option<String>>(7)?.as_deref().and_then(domain::fleet::RelayReport::from_record),
+        paused: match opt_ts(row.get(8)?) {
+            None => None,
+            Some(at) => Some(domain::devices::Pause {
+                at,
+                until: opt_ts(row.get(9)?),
+                note: row.get::<_, Option<String>>(10)?.unwrap_or_default(),
+            }),
+        },
     })
 }
 

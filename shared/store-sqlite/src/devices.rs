@@ -3,7 +3,7 @@
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 
-use domain::devices::Device;
+use domain::devices::{Device, Pause};
 use domain::fleet::RelayReport;
 use domain::ids::OwnerId;
 use domain::store::{AuthenticateDevices, DEVICE_SEEN_GRANULARITY, ManageDevices, StoreResult};
@@ -19,7 +19,7 @@ impl ManageDevices for SqliteStore {
         let row = d.clone();
         self.write(move |tx, _| {
             tx.prepare_cached(&format!(
-                "INSERT INTO devices ({DEVICE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, NULL, NULL, NULL)"
+                "INSERT INTO devices ({DEVICE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, NULL, NULL, NULL, NULL, NULL, NULL)"
             ))?
             .execute(params![
                 row.device_id.to_string(),
@@ -64,6 +64,24 @@ impl ManageDevices for SqliteStore {
                 }
             }
             Ok(revoked)
+        })
+        .await
+    }
+
+    async fn set_device_pause(&self, owner: &OwnerId, device: uuid::Uuid, pause: Option<&Pause>) -> StoreResult<bool> {
+        let owner = owner.as_str().to_owned();
+        let (at, until, note) = match pause {
+            Some(p) => (Some(p.at.as_millis()), p.until.map(|u| u.as_millis()), Some(p.note.clone())),
+            None => (None, None, None),
+        };
+        self.write(move |tx, _| {
+            Ok(tx
+                .prepare_cached(
+                    "UPDATE devices SET paused_at = ?1, paused_until = ?2, pause_note = ?3
+                     WHERE device_id = ?4 AND owner = ?5 AND revoked_at IS NULL",
+                )?
+                .execute(params![at, until, note, device.to_string(), owner])?
+                == 1)
         })
         .await
     }

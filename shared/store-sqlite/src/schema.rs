@@ -13,9 +13,13 @@ pub(crate) const MIGRATIONS: &[&str] = &[
     SCHEMA_V11, SCHEMA_V12,
 ];
 
-/// Version 12: what each desktop's relay last reported of itself (`domain::fleet`).
+/// Version 12: what each desktop's relay last reported of itself (`domain::fleet`), and the
+/// owner's pause of it.
 pub(crate) const SCHEMA_V12: &str = r"
 ALTER TABLE devices ADD COLUMN relay TEXT;
+ALTER TABLE devices ADD COLUMN paused_at INTEGER;
+ALTER TABLE devices ADD COLUMN paused_until INTEGER;
+ALTER TABLE devices ADD COLUMN pause_note TEXT;
 ";
 
 /// Version 11: the address a pairing came from (shown to the owner who decides it), and the

@@ -237,6 +237,8 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
             Op::ListDevices => self.list_devices(&owner).await,
             Op::CreateDevice => self.create_device(&owner, body).await,
             Op::RevokeDevice => self.revoke_device(&owner, p[0]).await,
+            Op::PauseDevice => self.pause_device(&owner, p[0], body).await,
+            Op::ResumeDevice => self.resume_device(&owner, p[0]).await,
             Op::ListLinks => self.list_links(&owner).await,
             Op::CreateLink => self.create_link(&owner, body).await,
             Op::GetLink => self.get_link(&owner, p[0]).await,
@@ -379,6 +381,41 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
             return Err(not_found(NO_DEVICE));
         }
         ok(StatusCode::OK, DeviceRevoked { revoked: true })
+    }
+
+    /// A pause for `for_seconds` (1 s to 30 days) or until resumed, with an optional note.
+    async fn pause_device(&self, owner: &OwnerId, id: &str, body: &[u8]) -> Reply {
+        let id = uuid::Uuid::try_parse(id).map_err(|_| bad("device_id: must be a UUID"))?;
+        let b: PauseBody = if body.iter().all(u8::is_ascii_whitespace) { PauseBody::default() } else { parse(body)? };
+        let max = domain::devices::MAX_PAUSE.as_secs();
+        let now = self.clock.now();
+        let until = match b.for_seconds {
+            None => None,
+            Some(s) if (1..=max).contains(&s) => Some(now.plus(std::time::Duration::from_secs(s))),
+            Some(_) => {
+                return Err(bad(format!("for_seconds: 1 to {max} (30 days); leave it out to pause until resumed")));
+            }
+        };
+        let note = b.note.unwrap_or_default();
+        if domain::limits::char_len(&note) > domain::limits::MAX_NAME_CHARS {
+            return Err(bad(format!("note: at most {} characters", domain::limits::MAX_NAME_CHARS)));
+        }
+        let pause = domain::devices::Pause { at: now, until, note };
+        self.set_pause(owner, id, Some(&pause)).await
+    }
+
+    async fn resume_device(&self, owner: &OwnerId, id: &str) -> Reply {
+        let id = uuid::Uuid::try_parse(id).map_err(|_| bad("device_id: must be a UUID"))?;
+        self.set_pause(owner, id, None).await
+    }
+
+    async fn set_pause(&self, owner: &OwnerId, id: uuid::Uuid, pause: Option<&domain::devices::Pause>) -> Reply {
+        if !self.store.set_device_pause(owner, id, pause).await? {
+            return Err(not_found(NO_DEVICE));
+        }
+        let ds = self.store.list_devices(owner).await?;
+        let d = ds.iter().find(|d| d.device_id == id).ok_or_else(|| not_found(NO_DEVICE))?;
+        ok(StatusCode::OK, device_view(d, self.clock.now(), &self.policy))
     }
 
     async fn list_links(&self, owner: &OwnerId) -> Reply {

@@ -19,6 +19,8 @@ pub enum Op {
     ListDevices,
     CreateDevice,
     RevokeDevice,
+    PauseDevice,
+    ResumeDevice,
     ListLinks,
     CreateLink,
     GetLink,
@@ -139,6 +141,24 @@ pub static ROUTES: &[Route<Op>] = &[
         [P_DEVICE],
         None,
         [ok!(200, "Revoked.", DeviceRevoked), BAD, GONE]
+    ),
+    route!(
+        PauseDevice,
+        POST,
+        "/devices/{device_id}/pause",
+        "Pause a desktop: it finishes its run and takes no new one (queued runs wait)",
+        [P_DEVICE],
+        Some(Body { schema: openapi::schema::<PauseBody>, required: false }),
+        [ok!(200, "Paused (a pause it had is replaced).", DeviceView), BAD, GONE]
+    ),
+    route!(
+        ResumeDevice,
+        POST,
+        "/devices/{device_id}/resume",
+        "End a desktop's pause (its queued runs start at its next sync)",
+        [P_DEVICE],
+        None,
+        [ok!(200, "Resumed (also when it was not paused).", DeviceView), BAD, GONE]
     ),
     route!(ListLinks, GET, "/links", "The owner's chat links", [], None, [ok!(200, "The links.", LinkList)]),
     route!(

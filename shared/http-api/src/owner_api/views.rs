@@ -27,6 +27,19 @@ pub struct NameBody {
     pub name: String,
 }
 
+/// `POST /devices/{id}/pause`: how long and why (both optional; an empty body pauses until
+/// resumed).
+#[derive(Deserialize, Default, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct PauseBody {
+    /// Seconds until the pause ends by itself, 1 to 2,592,000 (30 days); none: until resumed.
+    #[schemars(range(min = 1, max = 2_592_000))]
+    pub for_seconds: Option<u64>,
+    /// Why (shown in the panel and to the relay), at most 200 characters.
+    #[schemars(length(max = MAX_NAME_CHARS))]
+    pub note: Option<String>,
+}
+
 /// `POST /pairings/{code}/approve`: the device's name (the desktop's own name when left out or
 /// when the body is empty).
 #[derive(Deserialize, Default, JsonSchema)]
@@ -131,11 +144,24 @@ pub struct DeviceView {
     pub state: DesktopStateView,
     /// What its relay reported at its last sync: none before that, or from an older relay.
     pub relay: Option<RelayView>,
+    /// The owner's pause in force (none when not paused or the pause ended).
+    pub paused: Option<PauseView>,
+}
+
+/// A desktop's pause.
+#[derive(Serialize, JsonSchema)]
+pub struct PauseView {
+    /// When it was paused.
+    pub at: String,
+    /// When it ends by itself; none: until resumed.
+    pub until: Option<String>,
+    /// The owner's note.
+    pub note: String,
 }
 
 /// A desktop's state: online with the doorbell (a queued run starts within a second), online
-/// polling (within its poll interval), offline (not seen within its interval; runs wait), or
-/// revoked.
+/// polling (within its poll interval), offline (not seen within its interval; runs wait),
+/// paused by the owner (runs wait), or revoked.
 #[derive(Serialize, JsonSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum DesktopStateView {
@@ -145,6 +171,8 @@ pub enum DesktopStateView {
     OnlinePolling,
     /// Not seen within its interval, or never.
     Offline,
+    /// Paused by the owner: finishes its run, takes no new one.
+    Paused,
     /// Its token was revoked.
     Revoked,
 }
@@ -473,8 +501,14 @@ pub(super) fn device_view(d: &Device, now: Timestamp, policy: &Policy) -> Device
             DesktopState::OnlineDoorbell => DesktopStateView::OnlineDoorbell,
             DesktopState::OnlinePolling => DesktopStateView::OnlinePolling,
             DesktopState::Offline => DesktopStateView::Offline,
+            DesktopState::Paused => DesktopStateView::Paused,
             DesktopState::Revoked => DesktopStateView::Revoked,
         },
+        paused: d.pause_at(now).filter(|_| d.revoked_at.is_none()).map(|p| PauseView {
+            at: p.at.rfc3339(),
+            until: time(p.until),
+            note: p.note.clone(),
+        }),
         relay: d.relay.as_ref().map(|r| RelayView {
             version: r.version.clone(),
             platform: r.platform.clone(),

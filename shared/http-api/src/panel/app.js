@@ -196,6 +196,10 @@ function deviceState(d) {
     case "online_doorbell": return "Online: runs start at once";
     case "online_polling": return "Online: polling, runs start within a poll";
     case "revoked": return `Revoked ${when(d.revoked_at)}`;
+    case "paused": {
+      const p = d.paused || {};
+      return `Paused${p.until ? ` until ${when(p.until)}` : ""}: runs wait${p.note ? ` (${p.note})` : ""}`;
+    }
     default: return d.last_seen_at ? `Offline since ${when(d.last_seen_at)}` : "Never connected";
   }
 }
@@ -206,13 +210,30 @@ function renderDevices(devices) {
     h("td", {}, d.relay ? `${d.relay.version} · ${d.relay.platform} · ${d.relay.host}` : "—"),
     h("td", {}, when(d.created_at)), h("td", {}, when(d.last_seen_at)),
     h("td", {}, deviceState(d)),
-    h("td", {}, d.revoked_at ? "" : h("button", {
-      type: "button", class: "danger", "aria-label": `Revoke ${d.name}`,
-      onclick: () => act("device-error", async () => {
-        if (!confirm(`Revoke the token of ${d.name}? Its relay stops working.`)) return;
-        await api("DELETE", `/devices/${d.device_id}`); await refresh();
-      }),
-    }, "Revoke")))));
+    h("td", {}, ...(d.revoked_at ? [] : [
+      d.paused
+        ? h("button", {
+          type: "button", "aria-label": `Resume ${d.name}`,
+          onclick: () => act("device-error", async () => {
+            await api("POST", `/devices/${d.device_id}/resume`); await refresh();
+          }),
+        }, "Resume")
+        : h("button", {
+          type: "button", "aria-label": `Pause ${d.name}`,
+          onclick: () => act("device-error", async () => {
+            // Until resumed; the API also takes for_seconds and a note (docs/panel.md).
+            await api("POST", `/devices/${d.device_id}/pause`, {}); await refresh();
+          }),
+        }, "Pause"),
+      " ",
+      h("button", {
+        type: "button", class: "danger", "aria-label": `Revoke ${d.name}`,
+        onclick: () => act("device-error", async () => {
+          if (!confirm(`Revoke the token of ${d.name}? Its relay stops working.`)) return;
+          await api("DELETE", `/devices/${d.device_id}`); await refresh();
+        }),
+      }, "Revoke"),
+    ])))));
 }
 
 function renderLinks(links) {
