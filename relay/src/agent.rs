@@ -194,6 +194,11 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         }
     }
 
+    /// Whether the last sync said the owner paused this desktop.
+    fn status_paused(&self) -> bool {
+        self.status.lock().is_ok_and(|s| s.paused.is_some())
+    }
+
     pub(crate) fn set_status(&self, f: impl FnOnce(&mut Status)) {
         if let Ok(mut s) = self.status.lock() {
             f(&mut s);
@@ -391,7 +396,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
                         }
                     });
                 }
-                Synced::Commands { commands, poll_interval, doorbell_url } => {
+                Synced::Commands { commands, poll_interval, doorbell_url, paused } => {
                     poll = poll_interval;
                     if self.doorbell_token.is_some() {
                         self.bell.offer_url(doorbell_url.as_deref().map(crate::doorbell::websocket_url));
@@ -404,7 +409,19 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
                         tracing::info!(%project, sessions = sessions.len(), queued = commands.len(), "synced");
                     }
                     self.project_status(project, "ok", &sessions, commands.len());
+                    // The owner's pause: shown by `relay status`, logged when it starts or ends.
+                    let pause = paused.map(|p| {
+                        let until = p.until.map_or_else(|| "until resumed".to_owned(), |u| format!("until {u}"));
+                        if p.note.is_empty() { until } else { format!("{until} ({})", p.note) }
+                    });
+                    if pause.is_some() != self.status_paused() {
+                        match &pause {
+                            Some(p) => tracing::info!(pause = %p, "the owner paused this desktop: no new runs"),
+                            None => tracing::info!("the owner's pause ended: taking runs again"),
+                        }
+                    }
                     self.set_status(|s| {
+                        s.paused = pause.clone();
                         s.last_sync_at = Some(SystemClock.now().rfc3339());
                         s.disabled_projects.retain(|p| p != &project.to_string());
                         s.poll_interval_s = poll_interval.as_secs();

@@ -59,6 +59,9 @@ pub fn status(config_path: &Path) -> Result<(), CliError> {
     println!("running:   {}", s.current_run.as_deref().unwrap_or("nothing"));
     println!("doorbell:  {}", if s.doorbell.is_empty() { "off" } else { s.doorbell.as_str() });
     println!("poll:      every {} s", s.poll_interval_s);
+    if let Some(p) = &s.paused {
+        println!("paused:    by the owner, {p}: the run in progress finishes, no new one starts");
+    }
     if let Some(e) = s.last_error {
         println!("last error: {e}");
     }

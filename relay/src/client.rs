@@ -22,6 +22,8 @@ pub enum Synced {
         poll_interval: Duration,
         /// Where the doorbell is, when the server has one.
         doorbell_url: Option<String>,
+        /// The owner paused this desktop (then `commands` is empty).
+        paused: Option<domain::relay::PausedNotice>,
     },
     /// The owner disabled the project for connected agents.
     Disabled,
@@ -269,6 +271,7 @@ impl<T: Transport> RelayServer for Client<T> {
                     commands: r.commands,
                     poll_interval: Duration::from_secs(r.poll_interval_s.max(1)),
                     doorbell_url: r.doorbell_url,
+                    paused: r.paused,
                 })
             }
             409 => Ok(Synced::Disabled),

@@ -31,6 +31,9 @@ pub struct Status {
     /// The doorbell's state (`relay::doorbell`).
     #[serde(default)]
     pub doorbell: String,
+    /// The owner's pause of this desktop, as of the last sync (until when, and the note).
+    #[serde(default)]
+    pub paused: Option<String>,
 }
 
 /// What `relay status` shows for one project.

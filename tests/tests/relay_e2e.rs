@@ -307,6 +307,64 @@ async fn while_the_relay_is_offline_runs_stay_queued_then_all_complete() {
     e.finish().await;
 }
 
+/// The owner pauses a desktop while its relay runs a graph: that run finishes, the next queued
+/// run stays queued while the relay says it is paused (`relay status`'s file), and resuming
+/// releases it. The relay reported its own version on its syncs (the owner's Desktops table).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_paused_desktop_finishes_its_run_and_starts_no_new_one_until_resumed() {
+    use domain::store::ManageDevices;
+    let e = env(Duration::from_secs(600)).await;
+    e.share(&[(1, "report")]).await;
+    let (owner, device) = (e.running.demo.owner.clone(), e.running.device_id);
+    let flag = e.dir.join("release");
+    let script = format!("while [ ! -e {} ]; do sleep 0.05; done; echo done", flag.display());
+    let first = e.queue(1, serde_json::json!({})).await;
+    let (stop, task) = e.relay(&[(1, "report", &script)], "state");
+    e.wait_status(first, RunStatus::Running, Duration::from_secs(20)).await;
+    let pause = domain::devices::Pause { at: SystemClock.now(), until: None, note: "lid closed".into() };
+    assert!(e.running.store.set_device_pause(&owner, device, Some(&pause)).await.unwrap());
+    std::fs::write(&flag, "").unwrap();
+    e.wait_status(first, RunStatus::Completed, Duration::from_secs(20)).await;
+    let status_file = e.dir.join("state").join("status.json");
+    wait_until("the relay to say it is paused", Duration::from_secs(20), || {
+        let status_file = status_file.clone();
+        async move {
+            let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&status_file).ok()?).ok()?;
+            s["paused"].as_str().filter(|p| p.contains("lid closed")).map(str::to_owned)
+        }
+    })
+    .await;
+    // Each queued run rings the doorbell, so the relay syncs at once; a pass handles what its
+    // sync was handed before the next pass syncs, so once the sync after the second ring has
+    // arrived, a run handed by the first would have been started.
+    let token = e.running.device_token.clone();
+    let mut waiting = Vec::new();
+    for _ in 0..2 {
+        let before = e.running.relay_requests.of(&token);
+        waiting.push(e.queue(1, serde_json::json!({})).await);
+        wait_until("the relay's sync after the ring", Duration::from_secs(20), || {
+            let n = e.running.relay_requests.of(&token);
+            async move { (n > before).then_some(()) }
+        })
+        .await;
+    }
+    for id in &waiting {
+        assert_eq!(e.status(*id).await.0, RunStatus::Queued, "a paused desktop started a run");
+    }
+    let d = e.running.store.list_devices(&owner).await.unwrap().into_iter().find(|d| d.device_id == device).unwrap();
+    assert_eq!(d.state(SystemClock.now(), Duration::from_secs(1)), domain::fleet::DesktopState::Paused);
+    assert_eq!(d.relay.map(|r| r.version), Some(relay::client::this_relay().version), "the relay's report");
+    assert!(e.running.store.set_device_pause(&owner, device, None).await.unwrap());
+    // Resuming rings nothing: the next safety poll or ring picks them up. Queue one more to ring.
+    waiting.push(e.queue(1, serde_json::json!({})).await);
+    for id in waiting {
+        e.wait_status(id, RunStatus::Completed, Duration::from_secs(20)).await;
+    }
+    drop(stop);
+    task.await.unwrap();
+    e.finish().await;
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_lost_completion_post_is_delivered_by_the_next_pass() {
     use axum::body::Body;

@@ -46,7 +46,12 @@ impl RelayServer for FakeServer {
         if self.calls.fetch_add(1, Ordering::SeqCst) < self.fail_first {
             return Err(ClientError::Retryable("503 scripted".into()));
         }
-        Ok(Synced::Commands { commands: Vec::new(), poll_interval: self.poll_interval, doorbell_url: None })
+        Ok(Synced::Commands {
+            commands: Vec::new(),
+            poll_interval: self.poll_interval,
+            doorbell_url: None,
+            paused: None,
+        })
     }
     async fn start(&self, _id: CommandId, _execution_id: &str) -> Result<Started, ClientError> {
         Ok(Started::Refused("cancelled".into()))
@@ -179,7 +184,7 @@ impl RelayServer for Arc<Script> {
             .filter(|(p, c)| *p == project && !started.contains_key(&c.command_id))
             .map(|(_, c)| c.clone())
             .collect();
-        Ok(Synced::Commands { commands, poll_interval: Duration::from_millis(100), doorbell_url: None })
+        Ok(Synced::Commands { commands, poll_interval: Duration::from_millis(100), doorbell_url: None, paused: None })
     }
     async fn start(&self, id: CommandId, execution_id: &str) -> Result<Started, ClientError> {
         self.start_calls.fetch_add(1, Ordering::SeqCst);
