@@ -49,6 +49,27 @@ pub struct Pause {
 /// The longest pause with an end (a longer one is an open-ended pause).
 pub const MAX_PAUSE: std::time::Duration = std::time::Duration::from_secs(30 * 24 * 3600);
 
+impl Pause {
+    /// A pause from `now` for `for_seconds` (1 s to [`MAX_PAUSE`]; none: until resumed) with an
+    /// optional note: the one rule the owner API and the relay's `relay pause` share.
+    ///
+    /// # Errors
+    /// A message naming the field and the rule.
+    pub fn new(now: Timestamp, for_seconds: Option<u64>, note: Option<String>) -> Result<Self, String> {
+        let max = MAX_PAUSE.as_secs();
+        let until = match for_seconds {
+            None => None,
+            Some(s) if (1..=max).contains(&s) => Some(now.plus(std::time::Duration::from_secs(s))),
+            Some(_) => return Err(format!("for_seconds: 1 to {max} (30 days); leave it out to pause until resumed")),
+        };
+        let note = note.unwrap_or_default();
+        if crate::limits::char_len(&note) > crate::limits::MAX_NAME_CHARS {
+            return Err(format!("note: at most {} characters", crate::limits::MAX_NAME_CHARS));
+        }
+        Ok(Self { at: now, until, note })
+    }
+}
+
 impl Device {
     /// A new, unrevoked device of `owner` whose token hashes to `token_hash`.
     pub fn new(owner: &OwnerId, name: &str, token_hash: &str, now: Timestamp) -> Self {

@@ -387,20 +387,7 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
     async fn pause_device(&self, owner: &OwnerId, id: &str, body: &[u8]) -> Reply {
         let id = uuid::Uuid::try_parse(id).map_err(|_| bad("device_id: must be a UUID"))?;
         let b: PauseBody = if body.iter().all(u8::is_ascii_whitespace) { PauseBody::default() } else { parse(body)? };
-        let max = domain::devices::MAX_PAUSE.as_secs();
-        let now = self.clock.now();
-        let until = match b.for_seconds {
-            None => None,
-            Some(s) if (1..=max).contains(&s) => Some(now.plus(std::time::Duration::from_secs(s))),
-            Some(_) => {
-                return Err(bad(format!("for_seconds: 1 to {max} (30 days); leave it out to pause until resumed")));
-            }
-        };
-        let note = b.note.unwrap_or_default();
-        if domain::limits::char_len(&note) > domain::limits::MAX_NAME_CHARS {
-            return Err(bad(format!("note: at most {} characters", domain::limits::MAX_NAME_CHARS)));
-        }
-        let pause = domain::devices::Pause { at: now, until, note };
+        let pause = domain::devices::Pause::new(self.clock.now(), b.for_seconds, b.note).map_err(bad)?;
         self.set_pause(owner, id, Some(&pause)).await
     }
 
