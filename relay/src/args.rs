@@ -36,6 +36,17 @@ pub enum Command {
     /// Find what stops the relay under its login service: the config, the files' modes, each
     /// session's folder and command, the proxy, the server, the doorbell, the clock.
     Check,
+    /// Pause this desktop: the run in progress finishes, no new one starts (queued runs wait).
+    Pause {
+        /// How long, e.g. `90m`, `2h`, `3d` (s, m, h, d; at most 30 days); default: until resumed.
+        #[arg(long = "for", value_name = "DURATION")]
+        duration: Option<String>,
+        /// Why (shown in the owner's panel), at most 200 characters.
+        #[arg(long)]
+        note: Option<String>,
+    },
+    /// End this desktop's pause (its queued runs start at its next sync).
+    Resume,
     /// Start the relay at every login: a launchd agent (macOS) or a systemd user unit (Linux).
     Install,
     /// Remove the login service (the state folder and the token stay).

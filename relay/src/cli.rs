@@ -35,6 +35,72 @@ pub fn load(path: &Path) -> Result<Config, CliError> {
     Config::load(path).map_err(|e| CliError(format!("{}:\n{e}", path.display())))
 }
 
+/// A duration as `relay pause --for` takes it: a whole number and a unit (`s`, `m`, `h`, `d`).
+///
+/// # Errors
+/// A message naming the option and the form.
+pub fn parse_duration(text: &str) -> Result<u64, CliError> {
+    let bad = || CliError::new(format!("--for {text}: a whole number and a unit s, m, h or d (e.g. 90m, 2h, 3d)"));
+    let t = text.trim();
+    let split = t.find(|c: char| !c.is_ascii_digit()).ok_or_else(bad)?;
+    let (n, unit) = t.split_at(split);
+    let n: u64 = n.parse().map_err(|_| bad())?;
+    let per = match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        "d" => 86_400,
+        _ => return Err(bad()),
+    };
+    n.checked_mul(per).ok_or_else(bad)
+}
+
+/// `relay pause [--for DURATION] [--note TEXT]`: asks the server to pause this desktop (the
+/// same pause as the panel's; the server checks the bounds).
+///
+/// # Errors
+/// The config, the duration, or the server's refusal.
+pub async fn pause(config_path: &Path, duration: Option<&str>, note: Option<String>) -> Result<(), CliError> {
+    let config = load(config_path)?;
+    let for_seconds = duration.map(parse_duration).transpose()?;
+    let req = domain::relay::PauseRequest { for_seconds, note };
+    let client = crate::client::Client::new(&config.server_url, &config.device_token)
+        .map_err(|e| CliError(format!("cannot start TLS: {e}")))?;
+    let paused = client.set_pause(Some(&req)).await.map_err(server_error)?;
+    match paused.and_then(|p| p.until) {
+        Some(until) => println!("paused until {until}: the run in progress finishes, no new one starts"),
+        None => println!("paused until `relay resume`: the run in progress finishes, no new one starts"),
+    }
+    Ok(())
+}
+
+/// `relay resume`: ends this desktop's pause.
+///
+/// # Errors
+/// The config or the server's refusal.
+pub async fn resume(config_path: &Path) -> Result<(), CliError> {
+    let config = load(config_path)?;
+    let client = crate::client::Client::new(&config.server_url, &config.device_token)
+        .map_err(|e| CliError(format!("cannot start TLS: {e}")))?;
+    client.set_pause(None).await.map_err(server_error)?;
+    println!("resumed: queued runs start at the next sync");
+    Ok(())
+}
+
+/// The server's refusal as the owner reads it: its `error` field when it has one.
+fn server_error(e: crate::client::ClientError) -> CliError {
+    match e {
+        crate::client::ClientError::Refused { body, .. } => {
+            let msg = serde_json::from_str::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v["error"].as_str().map(str::to_owned))
+                .unwrap_or(body);
+            CliError(format!("the server refused: {msg}"))
+        }
+        other => CliError(other.to_string()),
+    }
+}
+
 /// `relay status`: the config, and what the running relay last wrote to `status.json`.
 ///
 /// # Errors

@@ -251,6 +251,25 @@ impl<T: Transport> Client<T> {
         Ok((status, body))
     }
 
+    /// `relay pause` (`Some`) or `relay resume` (`None`): the pause now in force.
+    ///
+    /// # Errors
+    /// A refusal (a bad duration or note, a revoked token) or the network.
+    pub async fn set_pause(
+        &self,
+        pause: Option<&domain::relay::PauseRequest>,
+    ) -> Result<Option<domain::relay::PausedNotice>, ClientError> {
+        let (path, b) = match pause {
+            Some(p) => ("/pause", json(p)),
+            None => ("/resume", json(&domain::relay::ResumeRequest {})),
+        };
+        let (status, text) = self.send("POST", path, b).await?;
+        match status {
+            200 => Ok(body::<domain::relay::PauseResponse>(&text)?.paused),
+            _ => Err(Self::refused(status, text)),
+        }
+    }
+
     fn refused(status: u16, body: String) -> ClientError {
         ClientError::Refused { status, body }
     }

@@ -47,6 +47,8 @@ async fn dispatch(args: Cli) -> anyhow::Result<()> {
     match args.command {
         Command::Run => run(&config_path).await,
         Command::Status => Ok(cli::status(&config_path)?),
+        Command::Pause { duration, note } => Ok(cli::pause(&config_path, duration.as_deref(), note).await?),
+        Command::Resume => Ok(cli::resume(&config_path).await?),
         Command::Check => Ok(cli::check(&config_path).await?),
         Command::Install => Ok(cli::install(&config_path).await?),
         Command::Uninstall => Ok(cli::uninstall(&config_path)?),

@@ -312,7 +312,7 @@ async fn while_the_relay_is_offline_runs_stay_queued_then_all_complete() {
 /// releases it. The relay reported its own version on its syncs (the owner's Desktops table).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_paused_desktop_finishes_its_run_and_starts_no_new_one_until_resumed() {
-    use domain::store::ManageDevices;
+    use domain::store::{ManageDevices, PauseDevices};
     let e = env(Duration::from_secs(600)).await;
     e.share(&[(1, "report")]).await;
     let (owner, device) = (e.running.demo.owner.clone(), e.running.device_id);
@@ -362,6 +362,51 @@ async fn a_paused_desktop_finishes_its_run_and_starts_no_new_one_until_resumed()
     }
     drop(stop);
     task.await.unwrap();
+    e.finish().await;
+}
+
+/// `relay pause` and `relay resume` on the desktop itself: the same pause as the panel's
+/// (the server's rule), a bad duration refused by the relay and a bad bound by the server, each
+/// naming the option, with nothing changed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_pause_and_resume_set_the_desktops_pause() {
+    use domain::store::ManageDevices;
+    let e = env(Duration::from_secs(600)).await;
+    let (_, path) = e.config(&[(1, "report", "true")], "state");
+    let bin = built_binary("relay", &["relay/src", "shared/domain/src"]);
+    let relay = |args: &[&str]| {
+        let out = std::process::Command::new(&bin).arg("--config").arg(&path).args(args).output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let pause_of = || async {
+        let ds = e.running.store.list_devices(&e.running.demo.owner).await.unwrap();
+        ds.into_iter().find(|d| d.device_id == e.running.device_id).unwrap().paused
+    };
+    for (args, want) in [
+        (vec!["pause", "--for", "2x"], "--for 2x: a whole number and a unit"),
+        (vec!["pause", "--for", "0s"], "the server refused: for_seconds: 1 to 2592000"),
+        (vec!["pause", "--for", "31d"], "the server refused: for_seconds: 1 to 2592000"),
+    ] {
+        let (code, _, err) = relay(&args);
+        assert_eq!(code, Some(1), "{args:?}: {err}");
+        assert!(err.contains(want), "{args:?}: {err}");
+    }
+    assert_eq!(pause_of().await, None, "a refused pause paused the desktop");
+    let before = SystemClock.now();
+    let (code, out, err) = relay(&["pause", "--for", "2h", "--note", "travelling"]);
+    assert_eq!(code, Some(0), "{err}");
+    assert!(out.contains("paused until "), "{out}");
+    let p = pause_of().await.expect("paused");
+    assert_eq!(p.note, "travelling");
+    let until = p.until.unwrap().as_millis();
+    assert!((before.as_millis() + 7_200_000..=SystemClock.now().as_millis() + 7_200_000).contains(&until), "{p:?}");
+    let (code, out, err) = relay(&["resume"]);
+    assert_eq!((code, out.trim()), (Some(0), "resumed: queued runs start at the next sync"), "{err}");
+    assert_eq!(pause_of().await, None);
     e.finish().await;
 }
 

@@ -75,6 +75,34 @@ pub struct SyncResponse {
     pub paused: Option<PausedNotice>,
 }
 
+/// `POST /pause` (`relay pause`): the desktop pauses itself, as the owner can from the panel.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct PauseRequest {
+    /// Seconds until it ends by itself (1 to 30 days); none: until resumed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub for_seconds: Option<u64>,
+    /// Why, at most 200 characters.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
+}
+
+/// `POST /resume` (`relay resume`): nothing to say.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ResumeRequest {}
+
+/// The answer to `POST /pause` and `POST /resume`: the pause now in force, if any.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct PauseResponse {
+    /// The pause (none after a resume).
+    #[serde(default)]
+    pub paused: Option<PausedNotice>,
+}
+
 /// Why a sync handed no commands: the owner's pause.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

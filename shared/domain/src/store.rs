@@ -241,6 +241,11 @@ pub trait ManageDevices: Send + Sync {
     /// Revokes a device and withdraws the sessions it shared in the owner's projects (a
     /// revoked desktop will never run them); `false` if it is not the owner's.
     async fn revoke_device(&self, owner: &OwnerId, device: uuid::Uuid) -> StoreResult<bool>;
+}
+
+/// Owner API and relay API (`relay pause`): pausing a desktop.
+#[async_trait]
+pub trait PauseDevices: Send + Sync {
     /// Pauses the owner's unrevoked device (`Some`, replacing a pause it has) or resumes it
     /// (`None`); `false` if it is not the owner's or is revoked. The pause is on the record
     /// the relay's token finds, so a sync sees it without another read.
@@ -420,6 +425,7 @@ pub trait Store:
     + ClaimTasks
     + RecordArtifacts
     + ManageDevices
+    + PauseDevices
     + AuthenticateDevices
     + OwnerRuns
     + RecordDeliveries
@@ -442,6 +448,7 @@ impl<T> Store for T where
         + ClaimTasks
         + RecordArtifacts
         + ManageDevices
+        + PauseDevices
         + AuthenticateDevices
         + OwnerRuns
         + RecordDeliveries

@@ -37,7 +37,7 @@ use domain::relay::{PairError, PairRequest, PairResponse, PairTokenRequest, Pair
 use domain::runs::{
     CompleteOutcome, Completion, ControlOutcome, QueueFilter, RunStatus, StartOutcome, validate_sessions,
 };
-use domain::store::{AuthenticateDevices, PairDevices, RelayRuns, StoreError, SyncSessions};
+use domain::store::{AuthenticateDevices, PairDevices, PauseDevices, RelayRuns, StoreError, SyncSessions};
 use http_util::http_json;
 
 use http_util::ClientSource;
@@ -56,8 +56,8 @@ pub const DYNAMODB_ACTIONS: &[&str] =
     &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:ConditionCheckItem"];
 
 /// The store capabilities the relay API uses.
-pub trait RelayStore: SyncSessions + RelayRuns + AuthenticateDevices + PairDevices {}
-impl<T: SyncSessions + RelayRuns + AuthenticateDevices + PairDevices + ?Sized> RelayStore for T {}
+pub trait RelayStore: SyncSessions + RelayRuns + AuthenticateDevices + PauseDevices + PairDevices {}
+impl<T: SyncSessions + RelayRuns + AuthenticateDevices + PauseDevices + PairDevices + ?Sized> RelayStore for T {}
 
 pub use http_util::{DEVICE_TOKEN_REQUIRED, device_of};
 
@@ -100,6 +100,8 @@ pub enum Op {
     CompleteCommand,
     StartPairing,
     PollPairing,
+    Pause,
+    Resume,
 }
 
 const P_COMMAND: Param = Param::path_id("command_id", "A queued command's id (from a sync).");
@@ -158,6 +160,40 @@ pub static ROUTES: &[Route<Op>] = &[
                 description: "The owner turned the project off for connected agents (`enabled: false`).",
                 body: &[error_body]
             },
+        ]
+    ),
+    route!(
+        Pause,
+        POST,
+        "/pause",
+        Device,
+        "Pause this desktop (`relay pause`): it finishes its run and is handed no new one",
+        [],
+        domain::relay::PauseRequest,
+        [
+            Answer {
+                status: 200,
+                description: "Paused (a pause it had is replaced).",
+                body: &[openapi::schema::<domain::relay::PauseResponse>]
+            },
+            BAD,
+        ]
+    ),
+    route!(
+        Resume,
+        POST,
+        "/resume",
+        Device,
+        "End this desktop's pause (`relay resume`)",
+        [],
+        domain::relay::ResumeRequest,
+        [
+            Answer {
+                status: 200,
+                description: "Not paused.",
+                body: &[openapi::schema::<domain::relay::PauseResponse>]
+            },
+            BAD,
         ]
     ),
     route!(
@@ -278,7 +314,7 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
         match route.op {
             Op::StartPairing => return self.start_pairing(&req).await,
             Op::PollPairing => return self.poll_pairing(req.body()).await,
-            Op::Sync | Op::StartCommand | Op::CommandControl | Op::CompleteCommand => {}
+            Op::Sync | Op::StartCommand | Op::CommandControl | Op::CompleteCommand | Op::Pause | Op::Resume => {}
         }
         let device = match device_of(self.store.as_ref(), req.headers()).await {
             Ok(d) => d,
@@ -329,8 +365,43 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
                 Err(e) => http_json::error(StatusCode::BAD_REQUEST, e.to_string()),
                 Ok(id) => self.complete(&owner, id, req.body()).await,
             },
+            Op::Pause | Op::Resume => self.pause(&device, route.op == Op::Pause, req.body()).await,
             // Answered before the token is looked up (they need none).
             Op::StartPairing | Op::PollPairing => http_json::error(StatusCode::NOT_FOUND, "no route"),
+        }
+    }
+
+    /// `POST /pause` and `POST /resume`: the desktop's own pause, under the owner API's rule
+    /// (`domain::devices::Pause::new`).
+    async fn pause(&self, device: &domain::devices::Device, pause: bool, body: &[u8]) -> http::Response<Bytes> {
+        let set = if pause {
+            let b: domain::relay::PauseRequest = match http_json::parse(body) {
+                Ok(b) => b,
+                Err(m) => return http_json::error(StatusCode::BAD_REQUEST, m),
+            };
+            match domain::devices::Pause::new(self.clock.now(), b.for_seconds, b.note) {
+                Ok(p) => Some(p),
+                Err(e) => return http_json::error(StatusCode::BAD_REQUEST, e),
+            }
+        } else {
+            if let Err(m) = http_json::parse::<domain::relay::ResumeRequest>(body) {
+                return http_json::error(StatusCode::BAD_REQUEST, m);
+            }
+            None
+        };
+        match self.store.set_device_pause(&device.owner, device.device_id, set.as_ref()).await {
+            Err(e) => internal(&e),
+            // Revoked between the token check and now.
+            Ok(false) => http_json::error(StatusCode::UNAUTHORIZED, DEVICE_TOKEN_REQUIRED),
+            Ok(true) => http_json::response(
+                StatusCode::OK,
+                domain::relay::PauseResponse {
+                    paused: set.map(|p| domain::relay::PausedNotice {
+                        until: p.until.map(domain::clock::Timestamp::rfc3339),
+                        note: p.note,
+                    }),
+                },
+            ),
         }
     }
 

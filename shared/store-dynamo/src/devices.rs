@@ -6,7 +6,7 @@ use aws_sdk_dynamodb::types::TransactWriteItem;
 use domain::devices::{Device, Pause};
 use domain::fleet::RelayReport;
 use domain::ids::OwnerId;
-use domain::store::{AuthenticateDevices, DEVICE_SEEN_GRANULARITY, ManageDevices, StoreResult};
+use domain::store::{AuthenticateDevices, DEVICE_SEEN_GRANULARITY, ManageDevices, PauseDevices, StoreResult};
 
 use crate::DynamoStore;
 use crate::codec::{Item, Read, device_from, n, opt_from, project_from, s, values};
@@ -84,7 +84,10 @@ impl ManageDevices for DynamoStore {
         }
         Ok(true)
     }
+}
 
+#[async_trait]
+impl PauseDevices for DynamoStore {
     /// One `GetItem` (the token's key) and one `TransactWriteItems` over both items, so the
     /// relay's token read sees the pause; refused once the device is revoked.
     async fn set_device_pause(&self, owner: &OwnerId, device: uuid::Uuid, pause: Option<&Pause>) -> StoreResult<bool> {

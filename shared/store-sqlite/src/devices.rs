@@ -6,7 +6,7 @@ use rusqlite::{OptionalExtension, params};
 use domain::devices::{Device, Pause};
 use domain::fleet::RelayReport;
 use domain::ids::OwnerId;
-use domain::store::{AuthenticateDevices, DEVICE_SEEN_GRANULARITY, ManageDevices, StoreResult};
+use domain::store::{AuthenticateDevices, DEVICE_SEEN_GRANULARITY, ManageDevices, PauseDevices, StoreResult};
 
 use crate::SqliteStore;
 use crate::codec::{DEVICE_COLS, device_row};
@@ -67,7 +67,10 @@ impl ManageDevices for SqliteStore {
         })
         .await
     }
+}
 
+#[async_trait]
+impl PauseDevices for SqliteStore {
     async fn set_device_pause(&self, owner: &OwnerId, device: uuid::Uuid, pause: Option<&Pause>) -> StoreResult<bool> {
         let owner = owner.as_str().to_owned();
         let (at, until, note) = match pause {

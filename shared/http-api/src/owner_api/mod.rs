@@ -39,8 +39,8 @@ use domain::pairing::{
 };
 use domain::projects::{ChatLink, Subscription, new_webhook_secret, validate_name};
 use domain::store::{
-    AssignTasks, LimitAttempts, ManageDevices, ManageLinks, ManageProjects, OwnerRuns, PairDevices, ReadTasks,
-    RecordDeliveries, StoreError,
+    AssignTasks, LimitAttempts, ManageDevices, ManageLinks, ManageProjects, OwnerRuns, PairDevices, PauseDevices,
+    ReadTasks, RecordDeliveries, StoreError,
 };
 use domain::tasks::{
     ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome, TaskStatus, validate_objective,
@@ -86,6 +86,7 @@ pub const DYNAMODB_ACTIONS: &[&str] =
 pub trait OwnerStore:
     ManageProjects
     + ManageDevices
+    + PauseDevices
     + ManageLinks
     + AssignTasks
     + ReadTasks
@@ -98,6 +99,7 @@ pub trait OwnerStore:
 impl<T> OwnerStore for T where
     T: ManageProjects
         + ManageDevices
+        + PauseDevices
         + ManageLinks
         + AssignTasks
         + ReadTasks
