@@ -89,18 +89,19 @@ impl Device {
 
 impl Device {
     /// What the owner sees of it at `now` ([`crate::fleet::state`]); a pause in force shows
-    /// over online/offline (not over revoked).
+    /// over online/offline (a revoked device has none).
     pub fn state(&self, now: Timestamp, poll_interval: std::time::Duration) -> crate::fleet::DesktopState {
-        if self.revoked_at.is_none() && self.pause_at(now).is_some() {
+        if self.pause_at(now).is_some() {
             return crate::fleet::DesktopState::Paused;
         }
         let doorbell = self.relay.as_ref().is_some_and(|r| r.doorbell);
         crate::fleet::state(self.revoked_at.is_some(), self.last_seen_at, doorbell, now, poll_interval)
     }
 
-    /// The pause in force at `now`: none when there is none or it has ended by itself.
+    /// The pause in force at `now`: none when there is none, it has ended by itself, or the
+    /// device is revoked.
     pub fn pause_at(&self, now: Timestamp) -> Option<&Pause> {
-        self.paused.as_ref().filter(|p| p.until.is_none_or(|u| now < u))
+        self.paused.as_ref().filter(|p| self.revoked_at.is_none() && p.until.is_none_or(|u| now < u))
     }
 }
 

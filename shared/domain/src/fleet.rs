@@ -7,7 +7,7 @@
 //! write happens when the minute changed *or* the report did, so an idle sync pays nothing new.
 //!
 //! [`state`] turns the record into what the owner's panel shows: online (with the doorbell or
-//! polling), offline, or revoked. "Last seen" is kept to the minute, so a desktop is offline
+//! polling), offline, or revoked (a pause in force shows over these: `Device::state`). "Last seen" is kept to the minute, so a desktop is offline
 //! only once it missed its interval by more than that granularity and one more interval.
 
 use std::time::Duration;

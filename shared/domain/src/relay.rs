@@ -75,16 +75,19 @@ pub struct SyncResponse {
     pub paused: Option<PausedNotice>,
 }
 
-/// `POST /pause` (`relay pause`): the desktop pauses itself, as the owner can from the panel.
+/// `POST /pause` (`relay pause`), and the owner API's `POST /devices/{id}/pause` (an empty body
+/// there pauses until resumed): how long and why.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
 #[serde(deny_unknown_fields)]
 pub struct PauseRequest {
-    /// Seconds until it ends by itself (1 to 30 days); none: until resumed.
+    /// Seconds until it ends by itself, 1 to 2,592,000 (30 days); none: until resumed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(min = 1, max = 2_592_000)))]
     pub for_seconds: Option<u64>,
-    /// Why, at most 200 characters.
+    /// Why (shown in the panel and to the relay), at most 200 characters.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(length(max = crate::limits::MAX_NAME_CHARS)))]
     pub note: Option<String>,
 }
 

@@ -123,9 +123,9 @@ impl AuthenticateDevices for DynamoStore {
     }
 
     /// One conditional `UpdateItem` on the owner's device record, which fails (harmlessly) when
-    /// the device was seen within the last minute.
-    /// The report rides in the same write, as one string: a changed report is one more
-    /// alternative of the condition, not another request.
+    /// the device was seen within the last minute and its report is unchanged: the report rides
+    /// in the same write, as one string, so a changed one is one more alternative of the
+    /// condition, not another request.
     async fn record_device_seen(&self, device: &Device, report: Option<&RelayReport>) -> StoreResult<()> {
         let now = self.clock.now();
         let stale = missing("last_seen_at").or(le("last_seen_at", n(now.minus(DEVICE_SEEN_GRANULARITY).as_millis())));

@@ -388,7 +388,8 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
     /// A pause for `for_seconds` (1 s to 30 days) or until resumed, with an optional note.
     async fn pause_device(&self, owner: &OwnerId, id: &str, body: &[u8]) -> Reply {
         let id = uuid::Uuid::try_parse(id).map_err(|_| bad("device_id: must be a UUID"))?;
-        let b: PauseBody = if body.iter().all(u8::is_ascii_whitespace) { PauseBody::default() } else { parse(body)? };
+        let b: domain::relay::PauseRequest =
+            if body.iter().all(u8::is_ascii_whitespace) { Default::default() } else { parse(body)? };
         let pause = domain::devices::Pause::new(self.clock.now(), b.for_seconds, b.note).map_err(bad)?;
         self.set_pause(owner, id, Some(&pause)).await
     }

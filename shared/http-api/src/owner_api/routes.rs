@@ -148,7 +148,7 @@ pub static ROUTES: &[Route<Op>] = &[
         "/devices/{device_id}/pause",
         "Pause a desktop: it finishes its run and takes no new one (queued runs wait)",
         [P_DEVICE],
-        Some(Body { schema: openapi::schema::<PauseBody>, required: false }),
+        Some(Body { schema: openapi::schema::<domain::relay::PauseRequest>, required: false }),
         [ok!(200, "Paused (a pause it had is replaced).", DeviceView), BAD, GONE]
     ),
     route!(

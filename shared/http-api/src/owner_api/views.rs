@@ -27,19 +27,6 @@ pub struct NameBody {
     pub name: String,
 }
 
-/// `POST /devices/{id}/pause`: how long and why (both optional; an empty body pauses until
-/// resumed).
-#[derive(Deserialize, Default, JsonSchema)]
-#[serde(deny_unknown_fields)]
-pub struct PauseBody {
-    /// Seconds until the pause ends by itself, 1 to 2,592,000 (30 days); none: until resumed.
-    #[schemars(range(min = 1, max = 2_592_000))]
-    pub for_seconds: Option<u64>,
-    /// Why (shown in the panel and to the relay), at most 200 characters.
-    #[schemars(length(max = MAX_NAME_CHARS))]
-    pub note: Option<String>,
-}
-
 /// `POST /pairings/{code}/approve`: the device's name (the desktop's own name when left out or
 /// when the body is empty).
 #[derive(Deserialize, Default, JsonSchema)]
@@ -504,11 +491,7 @@ pub(super) fn device_view(d: &Device, now: Timestamp, policy: &Policy) -> Device
             DesktopState::Paused => DesktopStateView::Paused,
             DesktopState::Revoked => DesktopStateView::Revoked,
         },
-        paused: d.pause_at(now).filter(|_| d.revoked_at.is_none()).map(|p| PauseView {
-            at: p.at.rfc3339(),
-            until: time(p.until),
-            note: p.note.clone(),
-        }),
+        paused: d.pause_at(now).map(|p| PauseView { at: p.at.rfc3339(), until: time(p.until), note: p.note.clone() }),
         relay: d.relay.as_ref().map(|r| RelayView {
             version: r.version.clone(),
             platform: r.platform.clone(),
