@@ -53,6 +53,9 @@ pub struct Relay<S = Client, E = executor::Processes> {
     /// The doorbell (never connected unless [`Relay::new`] gave it a token).
     pub(crate) bell: Arc<Doorbell>,
     doorbell_token: Option<String>,
+    /// The binary it runs from, when the loop should end once another file stands there
+    /// ([`Relay::restart_when_replaced`]).
+    binary: Option<crate::update::Binary>,
 }
 
 /// Aborts the task when dropped (the doorbell socket ends with the loop).
@@ -131,6 +134,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
             status: Arc::new(Mutex::new(status)),
             bell: Arc::new(Doorbell::default()),
             doorbell_token: None,
+            binary: None,
         })
     }
 
@@ -153,6 +157,28 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         let modified = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
         self.source = Some((path, Mutex::new(modified)));
         self
+    }
+
+    /// Ends the loop between passes — never during a run, which happens inside a pass — once
+    /// another file stands at `binary`'s path (`relay update` or the daily check renamed a new
+    /// build there); the caller then restarts into it ([`crate::update::Binary::restart`]).
+    pub fn restart_when_replaced(mut self, binary: crate::update::Binary) -> Self {
+        self.binary = Some(binary);
+        self
+    }
+
+    /// Whether the loop should end for a new build.
+    fn replaced(&self) -> bool {
+        let replaced = self.binary.as_ref().is_some_and(crate::update::Binary::replaced);
+        if replaced {
+            tracing::info!("a new relay build was installed; restarting into it (no run is in progress)");
+        }
+        replaced
+    }
+
+    /// The settings in force (the daily update check reads its own copy at start).
+    pub fn config_snapshot(&self) -> Arc<Config> {
+        self.config()
     }
 
     pub(crate) fn config(&self) -> Arc<Config> {
@@ -270,6 +296,9 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
                     // queued meanwhile waits no longer, and a running one's control poll is
                     // due), with the backoff forgotten, and replace the doorbell's socket,
                     // which is most likely dead without having closed.
+                    if self.replaced() {
+                        break;
+                    }
                     let woke = wake.woke();
                     let moved = network.changed();
                     if !woke && !moved {
@@ -306,6 +335,9 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
                     }
                     ticker.reset_immediately();
                 }
+            }
+            if self.replaced() {
+                break;
             }
         }
         tracing::info!("relay stopped");

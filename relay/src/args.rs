@@ -47,6 +47,9 @@ pub enum Command {
     },
     /// End this desktop's pause (its queued runs start at its next sync).
     Resume,
+    /// Install the server's newest relay build for this machine (checked against its
+    /// SHA256SUMS and `--version`); a running relay restarts into it when its run ends.
+    Update,
     /// Start the relay at every login: a launchd agent (macOS) or a systemd user unit (Linux).
     Install,
     /// Remove the login service (the state folder and the token stay).

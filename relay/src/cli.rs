@@ -87,6 +87,19 @@ pub async fn resume(config_path: &Path) -> Result<(), CliError> {
     Ok(())
 }
 
+/// `relay update`: installs the server's newest build for this machine over the running
+/// binary (a running `relay run` restarts into it once its current run, if any, ends).
+///
+/// # Errors
+/// Why nothing was installed (the binary is unchanged).
+pub async fn update(config_path: &Path) -> Result<(), CliError> {
+    let config = load(config_path)?;
+    let binary = crate::update::Binary::current().map_err(|e| CliError(format!("cannot find this binary: {e}")))?;
+    let outcome = crate::update::check_now(&config, binary.path()).await.map_err(|e| CliError(e.to_string()))?;
+    println!("{outcome}");
+    Ok(())
+}
+
 /// The server's refusal as the owner reads it: its `error` field when it has one.
 fn server_error(e: crate::client::ClientError) -> CliError {
     match e {
@@ -113,6 +126,16 @@ pub fn status(config_path: &Path) -> Result<(), CliError> {
     }
     println!("server:   {}", config.server_url);
     println!("sessions: {}", config.sessions.iter().map(|s| s.meta.slug.as_str()).collect::<Vec<_>>().join(", "));
+    let updates = match (&config.pin, config.auto_update) {
+        (Some(pin), _) => format!("pinned to {pin}"),
+        (None, true) => "checked daily, installed between runs".to_owned(),
+        (None, false) => "off (auto_update = false): run `relay update`".to_owned(),
+    };
+    println!("version:  {} ({})", crate::update::VERSION, crate::update::target());
+    println!("updates:  {updates}");
+    if let Some(last) = crate::update::LastCheck::read(&config.state_dir) {
+        println!("last update check: {}: {}", last.at, last.outcome);
+    }
     let Some(s) = std::fs::read(config.state_dir.join("status.json"))
         .ok()
         .and_then(|b| serde_json::from_slice::<Status>(&b).ok())

@@ -54,6 +54,10 @@ struct RawConfig {
     doorbell_ping_ms: Option<u64>,
     #[serde(default)]
     doorbell_pong_deadline_ms: Option<u64>,
+    #[serde(default = "yes")]
+    auto_update: bool,
+    #[serde(default)]
+    pin: Option<String>,
     #[serde(default)]
     sessions: Vec<RawSession>,
 }
@@ -125,6 +129,11 @@ pub struct Config {
     /// (`doorbell_ping_ms`, `doorbell_pong_deadline_ms`; default 240 s and 20 s — shorter only
     /// for tests: API Gateway bills each ping as a message).
     pub doorbell_timing: crate::doorbell::Timing,
+    /// Whether the relay checks its server for a newer build once a day and installs it
+    /// between runs (`auto_update`, default on; [`crate::update`]).
+    pub auto_update: bool,
+    /// A version to hold (`pin = "0.4.0"`): updates install only that one.
+    pub pin: Option<String>,
     /// The sessions this desktop runs.
     pub sessions: Vec<Session>,
 }
@@ -266,8 +275,15 @@ impl Config {
                 ping: ms(raw.doorbell_ping_ms, domain::doorbell::PING_EVERY),
                 pong_deadline: ms(raw.doorbell_pong_deadline_ms, domain::doorbell::PONG_DEADLINE),
             },
+            auto_update: raw.auto_update,
+            pin: raw.pin.clone(),
             sessions,
         };
+        if let Some(pin) = &raw.pin
+            && let Err(e) = crate::update::check_pin(pin)
+        {
+            errors.push(e);
+        }
         if config.control_poll.is_zero() || config.poll.is_zero() {
             errors.push("control_poll_ms / poll_s: must be > 0".into());
         }

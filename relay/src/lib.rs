@@ -24,6 +24,7 @@
 //! | [`pair`] | `relay pair URL`: the device grant (RFC 8628) from the desktop side, the token kept 0600, the config pointed at it |
 //! | `error` | the errors the library returns to its binary |
 //! | [`sessions`] | `relay session add / list / remove`: `[[sessions]]` edited keeping comments, atomically |
+//! | [`update`] | `relay update` and the daily check: the server's newest build, checked against `SHA256SUMS` and `--version`, renamed into place; the loop restarts into it between runs |
 
 pub mod agent;
 pub mod args;
@@ -43,5 +44,6 @@ pub mod proxy;
 pub mod service;
 pub mod sessions;
 pub mod status;
+pub mod update;
 
 pub use error::RelayError;

@@ -1,4 +1,4 @@
-//! `relay [--config PATH] <pair|run|status|check|install|uninstall|session|completions>`: the
+//! `relay [--config PATH] <pair|run|status|check|pause|resume|update|install|uninstall|session|completions>`: the
 //! command line is `relay::args` (clap); the subcommands live in `relay::cli`, the loop in
 //! `relay::agent`. Errors are printed as one message (`relay: …`, exit 1), never as a stack
 //! trace, whatever `RUST_BACKTRACE` says.
@@ -49,6 +49,7 @@ async fn dispatch(args: Cli) -> anyhow::Result<()> {
         Command::Status => Ok(cli::status(&config_path)?),
         Command::Pause { duration, note } => Ok(cli::pause(&config_path, duration.as_deref(), note).await?),
         Command::Resume => Ok(cli::resume(&config_path).await?),
+        Command::Update => Ok(cli::update(&config_path).await?),
         Command::Check => Ok(cli::check(&config_path).await?),
         Command::Install => Ok(cli::install(&config_path).await?),
         Command::Uninstall => Ok(cli::uninstall(&config_path)?),
@@ -75,7 +76,25 @@ async fn run(config_path: &std::path::Path) -> anyhow::Result<()> {
             Ok(Relay::new(config)?)
         });
         match started {
-            Ok(relay) => return Ok(relay.watching(config_path.to_path_buf()).run(&mut shutdown).await?),
+            Ok(relay) => {
+                let binary = relay::update::Binary::current()?;
+                let checks = relay.config_snapshot();
+                let daily = checks.auto_update.then(|| tokio::spawn(relay::update::daily(checks, binary.clone())));
+                relay
+                    .watching(config_path.to_path_buf())
+                    .restart_when_replaced(binary.clone())
+                    .run(&mut shutdown)
+                    .await?;
+                if let Some(d) = daily {
+                    d.abort();
+                }
+                if binary.replaced() {
+                    // Same process id: launchd and systemd see no exit.
+                    let e = binary.restart();
+                    return Err(anyhow::anyhow!("cannot start the new build {}: {e}", binary.path().display()));
+                }
+                return Ok(());
+            }
             Err(e) if supervised => {
                 tracing::error!(error = %format!("{e:#}"), retry_in_s = service::THROTTLE_SECONDS, "cannot start yet");
                 tokio::select! {

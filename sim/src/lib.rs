@@ -300,6 +300,8 @@ impl World {
             cancel_grace: Duration::from_secs(1),
             doorbell: false,
             doorbell_timing: relay::doorbell::Timing::default(),
+            auto_update: false,
+            pin: None,
             sessions: vec![Session { meta, projects: vec![self.project], launch: vec!["virtual".to_owned()].into() }],
         };
         let transport = InProcess {

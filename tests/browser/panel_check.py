@@ -127,6 +127,17 @@ async def main():
         await expect(local).to_contain_text("Paused: runs wait", timeout=TIMEOUT)
         await local.get_by_role("button", name="Resume local relay").click()
         await expect(local).to_contain_text("Online: polling", timeout=TIMEOUT)
+        # ---- busy with a run (named by its session), and a stale desktop removed ----
+        busy = page.locator("#devices tr", has_text="Busy desktop")
+        await expect(busy).to_contain_text("Busy: running “Quarterly numbers” since", timeout=TIMEOUT)
+        await expect(busy).to_contain_text("Quarterly numbers")
+        gone = page.locator("#devices tr", has_text="Gone desktop")
+        await expect(gone).to_contain_text("Stale: never connected; remove it if it is gone", timeout=TIMEOUT)
+        check(await busy.get_by_role("button", name="Remove Busy desktop").count() == 0,
+              "a desktop that is not stale offers Remove")
+        await gone.get_by_role("button", name="Remove Gone desktop").click()
+        await expect(gone).to_have_count(0, timeout=TIMEOUT)
+        check(any("Remove Gone desktop?" in d for d in dialogs), f"no confirmation was asked: {dialogs}")
 
         # ---- a chat link in that project ----
         await page.select_option("#link-project", label="Browser project")

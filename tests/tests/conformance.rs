@@ -126,7 +126,10 @@ fn completion(exec: &str, status: FinalStatus, result: Option<&str>) -> Completi
 async fn started(h: &Harness, o: &OwnerId, a: &AgentId, key: &str) -> (CommandId, String) {
     let run = queue(h, o, a, key).await;
     let exec = uuid::Uuid::new_v4().to_string();
-    assert_eq!(h.store.start_run(o, run.command_id, &exec).await.unwrap(), StartOutcome::Started);
+    let device = uuid::Uuid::new_v4();
+    assert_eq!(h.store.start_run(o, run.command_id, &exec, device).await.unwrap(), StartOutcome::Started);
+    let stored = h.store.get_run(a, run.command_id).await.unwrap().and_then(|r| r.device_id);
+    assert_eq!(stored, Some(device), "a started run names the desktop that started it");
     (run.command_id, exec)
 }
 
@@ -687,7 +690,10 @@ async fn runs_are_visible_only_to_their_agent(h: Harness) {
     assert_eq!(h.store.cancel_run(&a, CommandId::generate()).await.unwrap(), CancelRunOutcome::NotFound);
     // The relay of another owner cannot touch it either.
     let mallory = owner("mallory");
-    assert_eq!(h.store.start_run(&mallory, run.command_id, "e").await.unwrap(), StartOutcome::NotFound);
+    assert_eq!(
+        h.store.start_run(&mallory, run.command_id, "e", uuid::Uuid::nil()).await.unwrap(),
+        StartOutcome::NotFound
+    );
     assert_eq!(h.store.control_run(&mallory, run.command_id).await.unwrap(), ControlOutcome::NotFound);
     let c = completion("e", FinalStatus::Failed, None);
     assert_eq!(h.store.complete_run(&mallory, run.command_id, &c).await.unwrap(), CompleteOutcome::NotFound);
@@ -835,7 +841,7 @@ async fn completed_runs_keep_the_sessions_recent_durations(h: Harness) {
     for (i, secs) in [50u64, 70, 60].into_iter().enumerate() {
         let run = queue(&h, &o, &a, &format!("duration-key-{i}")).await;
         let exec = format!("exec-{i}");
-        h.store.start_run(&o, run.command_id, &exec).await.unwrap();
+        h.store.start_run(&o, run.command_id, &exec, uuid::Uuid::nil()).await.unwrap();
         h.advance(Duration::from_secs(secs));
         h.store.control_run(&o, run.command_id).await.unwrap();
         let out = h
@@ -846,7 +852,7 @@ async fn completed_runs_keep_the_sessions_recent_durations(h: Harness) {
         assert_eq!(out, CompleteOutcome::Recorded(RunStatus::Completed));
     }
     let failed = queue(&h, &o, &a, "duration-key-failed").await;
-    h.store.start_run(&o, failed.command_id, "exec-f").await.unwrap();
+    h.store.start_run(&o, failed.command_id, "exec-f", uuid::Uuid::nil()).await.unwrap();
     h.advance(Duration::from_secs(5));
     h.store.complete_run(&o, failed.command_id, &completion("exec-f", FinalStatus::Failed, None)).await.unwrap();
     let got = h.store.get_project(&o, p.project_id).await.unwrap().unwrap();
@@ -915,7 +921,7 @@ async fn queue_lists_oldest_first_and_only_queued(h: Harness) {
     let writes = h.writes();
     assert_eq!(queued().await, ids);
     assert_eq!(h.writes(), writes);
-    h.store.start_run(&o, ids[0], "exec-0").await.unwrap();
+    h.store.start_run(&o, ids[0], "exec-0", uuid::Uuid::nil()).await.unwrap();
     h.store.cancel_run(&a, ids[1]).await.unwrap();
     assert_eq!(queued().await, ids[2..].to_vec());
     assert!(h.store.list_queued(&owner("mallory"), p.project_id, 50, &QueueFilter::all()).await.unwrap().is_empty());
@@ -931,7 +937,7 @@ async fn cancel_queued_is_immediate_and_the_desktop_never_starts_it(h: Harness) 
     assert_eq!(h.store.cancel_run(&a, run.command_id).await.unwrap(), CancelRunOutcome::Cancelled);
     assert_eq!(view(&h, &a, run.command_id).await.0, RunStatus::Cancelled);
     assert_eq!(
-        h.store.start_run(&o, run.command_id, "exec").await.unwrap(),
+        h.store.start_run(&o, run.command_id, "exec", uuid::Uuid::nil()).await.unwrap(),
         StartOutcome::Refused(RunStatus::Cancelled)
     );
     assert_eq!(
@@ -980,8 +986,11 @@ async fn complete_is_idempotent_by_hash(h: Harness) {
     assert!(run.started_at.is_some() && run.finished_at.is_some());
     // A start retried with the same execution id is a replay; another is refused.
     let (id2, exec2) = started(&h, &o, &a, "complete-key-2").await;
-    assert_eq!(h.store.start_run(&o, id2, &exec2).await.unwrap(), StartOutcome::Replayed);
-    assert_eq!(h.store.start_run(&o, id2, "other").await.unwrap(), StartOutcome::Refused(RunStatus::Running));
+    assert_eq!(h.store.start_run(&o, id2, &exec2, uuid::Uuid::nil()).await.unwrap(), StartOutcome::Replayed);
+    assert_eq!(
+        h.store.start_run(&o, id2, "other", uuid::Uuid::nil()).await.unwrap(),
+        StartOutcome::Refused(RunStatus::Running)
+    );
     // A completion from another execution is refused.
     let wrong = completion("other", FinalStatus::Completed, Some("x"));
     assert_eq!(h.store.complete_run(&o, id2, &wrong).await.unwrap(), CompleteOutcome::Conflict(RunStatus::Running));
@@ -1045,7 +1054,10 @@ async fn expired_commands_read_as_expired_and_cannot_start(h: Harness) {
     assert_eq!(view(&h, &a, run.command_id).await.0, RunStatus::Expired);
     assert!(h.store.list_queued(&o, p.project_id, 50, &QueueFilter::all()).await.unwrap().is_empty());
     assert_eq!(h.writes(), writes, "reading an expired command wrote");
-    assert_eq!(h.store.start_run(&o, run.command_id, "exec").await.unwrap(), StartOutcome::Refused(RunStatus::Expired));
+    assert_eq!(
+        h.store.start_run(&o, run.command_id, "exec", uuid::Uuid::nil()).await.unwrap(),
+        StartOutcome::Refused(RunStatus::Expired)
+    );
     assert_eq!(h.store.cancel_run(&a, run.command_id).await.unwrap(), CancelRunOutcome::Unchanged(RunStatus::Expired));
     let refuse = completion("exec", FinalStatus::Cancelled, None);
     assert_eq!(
@@ -1356,7 +1368,7 @@ async fn request_counts_on_the_common_path(h: Harness) {
     let QueueOutcome::Queued(run) = measure!("queue_run", h.store.queue_run(&named).await.unwrap()) else { panic!() };
     measure!("list_queued", h.store.list_queued(&o, p.project_id, 50, &QueueFilter::all()).await.unwrap());
     measure!("get_run", h.store.get_run(&a, run.command_id).await.unwrap());
-    measure!("start", h.store.start_run(&o, run.command_id, "exec-1").await.unwrap());
+    measure!("start", h.store.start_run(&o, run.command_id, "exec-1", uuid::Uuid::nil()).await.unwrap());
     measure!("control", h.store.control_run(&o, run.command_id).await.unwrap());
     let done = completion("exec-1", FinalStatus::Completed, Some("ok"));
     measure!("complete", h.store.complete_run(&o, run.command_id, &done).await.unwrap());

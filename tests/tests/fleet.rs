@@ -3,7 +3,8 @@
 //! online with the doorbell, online polling, offline once it missed its window, revoked — with
 //! the relay's version, platform and host. Run on both stores with the injected clock, through
 //! the relay and owner APIs as the servers and functions run them; a second owner's desktop
-//! never shows.
+//! never shows. Then busy (running a run, however long), stale (30 days offline) and removed,
+//! and `get_graph_run` naming the pause that holds a queued run.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -255,6 +256,142 @@ async fn a_paused_desktop_takes_no_run_until_resumed(h: Harness) {
     // A revoked desktop cannot be paused.
     f.h.store.revoke_device(&owner("alice"), id.parse().unwrap()).await.unwrap();
     assert_eq!(f.owner_call("alice", "POST", &pause, None).await.0, 404);
+}
+
+/// One relay API request of `token` (a start or a control poll).
+async fn relay_call(f: &Fleet, token: &str, method: &str, path: &str, body: Value) -> (u16, Value) {
+    let req = http::Request::builder()
+        .method(method)
+        .uri(format!("{}{path}", domain::relay::PREFIX))
+        .header("authorization", format!("Bearer {token}"))
+        .header("content-type", "application/json")
+        .body(if body.is_null() { Bytes::new() } else { Bytes::from(body.to_string()) })
+        .unwrap();
+    let res = f.relay.handle(req).await;
+    (res.status().as_u16(), serde_json::from_slice(res.body()).unwrap_or(Value::Null))
+}
+
+/// `get_graph_run` of `run` as the agent that queued it.
+async fn graph_run(f: &Fleet, run: &domain::runs::Run) -> Value {
+    let deps = tools::ToolDeps {
+        store: Arc::clone(&f.h.store),
+        clock: f.h.clock.clone(),
+        policy: f.h.policy,
+        blobs: None,
+        panel_url: None,
+    };
+    let call = tools::ToolCall {
+        tool: tools::ToolName::GetGraphRun,
+        owner: run.owner.clone(),
+        agent: run.agent.clone(),
+        arguments: json!({"command_id": run.command_id.to_string()}),
+        request_id: None,
+    };
+    match tools::handle(&deps, &call).await.unwrap() {
+        tools::ToolReply::Ok { structured } => structured,
+        other => panic!("{other:?}"),
+    }
+}
+
+/// The rest of a desktop's life: `get_graph_run` names the pause that holds a queued run; a
+/// desktop running a run is busy with it (past its sync window, as long as its control polls
+/// come) and lists what it shares; after 30 days offline it is stale, and removing it revokes
+/// its token and withdraws its sessions from what agents see.
+async fn busy_stale_and_removed(h: Harness) {
+    let f = Fleet::new(h).await;
+    let laptop = f.device("alice", "Laptop").await;
+    let gs = domain::ids::GraphSessionId::parse("g", &format!("gs_{}", "b".repeat(32))).unwrap();
+    let share = json!({"project_id": f.project,
+        "sessions": [{"graph_session_id": gs.to_string(), "name": "Weekly report", "slug": "weekly"}]});
+    let (status, _) = relay_call(&f, &laptop, "POST", "/sync", share.clone()).await;
+    assert_eq!(status, 200);
+    let id = f.id_of("Laptop").await;
+    let listed = f.devices("alice").await.into_iter().find(|d| d["name"] == "Laptop").unwrap();
+    assert_eq!(
+        listed["sessions"],
+        json!([{"project_id": f.project, "graph_session_id": gs.to_string(), "name": "Weekly report"}])
+    );
+    let queue = |key: &str| domain::runs::QueueRun {
+        owner: owner("alice"),
+        agent: domain::ids::AgentId::new("c", "alice").unwrap(),
+        project_id: None,
+        graph_session_id: gs.clone(),
+        arguments: json!({}),
+        idempotency_key: domain::ids::IdempotencyKey::parse(key).unwrap(),
+    };
+    let domain::runs::QueueOutcome::Queued(run) = f.h.store.queue_run(&queue("fleet-busy-1")).await.unwrap() else {
+        panic!()
+    };
+
+    // Held by the owner's pause: the model is told so, and when to look again.
+    assert_eq!(graph_run(&f, &run).await.get("desktop_paused"), None, "a free desktop's run is held");
+    let pause = format!("/owner/devices/{id}/pause");
+    assert_eq!(f.owner_call("alice", "POST", &pause, Some(json!({"note": "travelling"}))).await.0, 200);
+    let held = graph_run(&f, &run).await;
+    assert_eq!(held["status"], "queued");
+    assert_eq!(held["desktop_paused"], json!({"until": null, "note": "travelling"}));
+    assert_eq!(held["check_after_s"], 900);
+    assert_eq!(f.owner_call("alice", "POST", &pause, Some(json!({"for_seconds": 3600}))).await.0, 200);
+    let held = graph_run(&f, &run).await;
+    let until = f.h.now().plus(Duration::from_secs(3600)).rfc3339();
+    assert_eq!(held["desktop_paused"], json!({"until": until}));
+    assert_eq!(held["check_after_s"], 3600 + f.h.policy.poll_interval.as_secs());
+    assert_eq!(f.owner_call("alice", "POST", &format!("/owner/devices/{id}/resume"), None).await.0, 200);
+    assert_eq!(graph_run(&f, &run).await.get("desktop_paused"), None, "resumed, still held");
+
+    // Busy: the relay starts the run and stops syncing; its control polls keep it busy.
+    let (_, synced) = relay_call(&f, &laptop, "POST", "/sync", share.clone()).await;
+    assert_eq!(commands(&synced), vec![run.command_id.to_string()]);
+    let path = format!("/commands/{}", run.command_id);
+    let (status, v) = relay_call(&f, &laptop, "POST", &format!("{path}/start"), json!({"execution_id": "x1"})).await;
+    assert_eq!(status, 200, "{v}");
+    let window = domain::fleet::online_window(false, f.h.policy.poll_interval);
+    let beat = f.h.policy.heartbeat_timeout / 2;
+    let mut waited = Duration::ZERO;
+    while waited <= window * 2 {
+        f.h.advance(beat);
+        waited += beat;
+        assert_eq!(relay_call(&f, &laptop, "GET", &format!("{path}/control"), Value::Null).await.0, 200);
+        let d = f.devices("alice").await.into_iter().find(|d| d["name"] == "Laptop").unwrap();
+        assert_eq!(d["state"], "busy", "{d}");
+        assert_eq!(d["busy"]["command_id"], run.command_id.to_string());
+    }
+    // Its relay died mid-run: once the run reads as failed, the desktop is offline.
+    f.h.advance(f.h.policy.heartbeat_timeout);
+    assert_eq!(f.state_of("Laptop").await.0, "offline");
+    let d = f.devices("alice").await.into_iter().find(|d| d["name"] == "Laptop").unwrap();
+    assert_eq!((&d["busy"], &d["stale"]), (&Value::Null, &json!(false)));
+
+    // Thirty days on it is stale; another owner cannot remove it; the owner can.
+    f.h.advance(domain::fleet::STALE_AFTER);
+    let d = f.devices("alice").await.into_iter().find(|d| d["name"] == "Laptop").unwrap();
+    assert_eq!((&d["state"], &d["stale"]), (&json!("stale"), &json!(true)), "{d}");
+    let remove = format!("/owner/devices/{id}/remove");
+    assert_eq!(f.owner_call("bob", "POST", &remove, None).await.0, 404, "another owner removed it");
+    assert_eq!(f.owner_call("alice", "POST", "/owner/devices/not-a-uuid/remove", None).await.0, 400);
+    let (status, v) = f.owner_call("alice", "POST", &remove, None).await;
+    assert_eq!((status, &v), (200, &json!({"removed": true})));
+    assert!(f.devices("alice").await.is_empty(), "a removed desktop is still listed");
+    assert_eq!(relay_call(&f, &laptop, "POST", "/sync", share).await.0, 401, "a removed desktop's token works");
+    let p =
+        f.h.store
+            .get_project(&owner("alice"), domain::ids::ProjectId::parse("p", &f.project).unwrap())
+            .await
+            .unwrap()
+            .unwrap();
+    assert!(p.sessions.is_empty() && p.shared_by.is_empty(), "its sessions are still offered: {:?}", p.sessions);
+    assert_eq!(f.owner_call("alice", "POST", &remove, None).await.0, 404, "removed twice");
+}
+
+#[tokio::test]
+async fn busy_stale_and_removed_embedded() {
+    busy_stale_and_removed(Harness::embedded(foundry_tests::test_policy())).await;
+}
+
+#[tokio::test]
+async fn busy_stale_and_removed_dynamodb() {
+    let Some(h) = Harness::dynamo(foundry_tests::test_policy()).await else { return };
+    busy_stale_and_removed(h).await;
 }
 
 fn commands(v: &Value) -> Vec<String> {

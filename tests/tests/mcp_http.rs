@@ -445,7 +445,10 @@ async fn a_task_aware_client_runs_a_graph_run_as_a_task() {
     let first = get(None).await;
     assert_eq!(first["result"]["status"], "working", "{first}");
     // The desktop runs it and reports a result.
-    assert!(matches!(s.store().start_run(&owner, command, "exec-1").await.unwrap(), StartOutcome::Started));
+    assert!(matches!(
+        s.store().start_run(&owner, command, "exec-1", uuid::Uuid::nil()).await.unwrap(),
+        StartOutcome::Started
+    ));
     assert_eq!(get(None).await["result"]["statusMessage"], "running");
     let done = Completion {
         execution_id: "exec-1".into(),
@@ -518,7 +521,7 @@ async fn the_inspector_cli_gets_a_graph_runs_result_as_a_task() {
         s.store().list_queued(&owner, project, 10, &QueueFilter::all()).await.unwrap().into_iter().next()
     })
     .await;
-    s.store().start_run(&owner, run.command_id, "exec-inspector").await.unwrap();
+    s.store().start_run(&owner, run.command_id, "exec-inspector", uuid::Uuid::nil()).await.unwrap();
     let done = Completion {
         execution_id: "exec-inspector".into(),
         status: FinalStatus::Completed,

@@ -1031,9 +1031,10 @@ async fn run_runs(h: &Harness, ops: &[RunOp], faulty: bool) -> Result<u64, Strin
                     QueueOutcome::Rejected(r) => RunAnswer::QueueRefused(r),
                 }
             }
-            RunOp::Start { run, exec } => {
-                RunAnswer::Start(retried!(retries, store.start_run(&owner, id(run), &format!("exec-{exec}")).await))
-            }
+            RunOp::Start { run, exec } => RunAnswer::Start(retried!(
+                retries,
+                store.start_run(&owner, id(run), &format!("exec-{exec}"), uuid::Uuid::nil()).await
+            )),
             RunOp::Control { run } => RunAnswer::Control(retried!(retries, store.control_run(&owner, id(run)).await)),
             RunOp::Complete { run, exec, failed, result } => {
                 let c = Completion {

@@ -47,6 +47,48 @@ async fn the_panel_does_the_owners_work_in_a_real_browser() {
         .await
         .unwrap();
     assert_eq!(synced.status(), 200);
+    // A desktop running a run: it shares a session, is handed the run and starts it (a relay
+    // does not sync again until the run ends). The scenario finds it busy, with the session.
+    use domain::store::{ManageDevices, QueueRuns};
+    let owner = running.demo.owner.clone();
+    let (busy_token, hash) = domain::devices::new_token().unwrap();
+    running.store.create_device(&owner, "Busy desktop", &hash).await.unwrap();
+    let gs = format!("gs_{}", "d".repeat(32));
+    let share = json!({"project_id": running.demo.project_id,
+        "sessions": [{"graph_session_id": gs, "name": "Quarterly numbers", "slug": "quarterly"}]});
+    let relay = format!("{}{}", running.base_url, domain::relay::PREFIX);
+    let synced = http.post(format!("{relay}/sync")).bearer_auth(&busy_token).json(&share).send().await.unwrap();
+    assert_eq!(synced.status(), 200);
+    let queued = domain::runs::QueueRun {
+        owner: owner.clone(),
+        agent: domain::ids::AgentId::new("panel-check", owner.as_str()).unwrap(),
+        project_id: None,
+        graph_session_id: domain::ids::GraphSessionId::parse("g", &gs).unwrap(),
+        arguments: json!({}),
+        idempotency_key: domain::ids::IdempotencyKey::parse("panel-busy-run").unwrap(),
+    };
+    let domain::runs::QueueOutcome::Queued(run) = running.store.queue_run(&queued).await.unwrap() else { panic!() };
+    let started = http
+        .post(format!("{relay}/commands/{}/start", run.command_id))
+        .bearer_auth(&busy_token)
+        .json(&json!({"execution_id": "panel-exec"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(started.status(), 200);
+    // A desktop made forty days ago and never connected since (its date set in the database,
+    // as forty days of waiting would): the scenario finds it stale and removes it.
+    let (_, hash) = domain::devices::new_token().unwrap();
+    let gone = running.store.create_device(&owner, "Gone desktop", &hash).await.unwrap();
+    let forty_days_ago =
+        domain::clock::Clock::now(&domain::clock::SystemClock).minus(std::time::Duration::from_secs(40 * 24 * 3600));
+    foundry_tests::raw_sqlite(&running.data_dir.join("foundry.sqlite3"))
+        .unwrap()
+        .execute(
+            "UPDATE devices SET created_at = ?1 WHERE device_id = ?2",
+            rusqlite::params![forty_days_ago.as_millis(), gone.device_id.to_string()],
+        )
+        .unwrap();
     let out = tokio::process::Command::new(&python)
         .env("FC_PAIR_URL", pairing["verification_uri_complete"].as_str().unwrap())
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/browser/panel_check.py"))
@@ -69,6 +111,10 @@ async fn the_panel_does_the_owners_work_in_a_real_browser() {
     let poll = json!({"device_code": pairing["device_code"]});
     let paired: Value = http.post(format!("{pairs}/token")).json(&poll).send().await.unwrap().json().await.unwrap();
     assert_eq!(paired["device_name"], "Browser desktop", "{paired}");
+    // The removal made in the browser: the device is gone from the store.
+    let left = running.store.list_devices(&owner).await.unwrap();
+    assert!(left.iter().all(|d| d.device_id != gone.device_id), "the removed desktop is still stored");
+    assert!(left.iter().any(|d| d.name == "Busy desktop"));
 
     // The bytes of a 50-task list page, with objectives of a realistic length.
     let link = running.demo.chat_link_id;

@@ -2,8 +2,11 @@
 //! fresh `$HOME` against the local server. The installer downloads the Linux build, checks its
 //! SHA-256, installs it into `~/.local/bin`, pairs it (approved here through the owner API) and
 //! installs the systemd user unit (`systemctl` is a stub that records its calls). The unit's own
-//! `ExecStart` line then runs the installed relay, which completes a run queued through MCP. A
-//! tampered archive is refused with nothing installed.
+//! `ExecStart` line then runs the installed relay, which completes a run queued through MCP.
+//! `relay update` then refuses a tampered build, one that fails `--version` and one that names
+//! another version, each leaving the binary as it was, and installs a good one published during
+//! a run: the running relay restarts into it (the same process) only after that run completed.
+//! A tampered archive is refused by the installer with nothing installed.
 //!
 //! The builds come from `$FOUNDRY_TEST_RELAY_DIST` when set (the `dist/` of
 //! `infra/relay-dist.sh`: its static musl binary); otherwise the workspace's debug `relay` is
@@ -34,9 +37,14 @@ fn sha256_of(path: &Path) -> String {
 
 /// A `dist/` folder with `relay` packed as the installer expects.
 fn pack(dir: &Path, relay: &Path) -> PathBuf {
+    pack_version(dir, relay, "0.1.0")
+}
+
+/// [`pack`] as build `version` (the archive's name says it; `SHA256SUMS` lists only it).
+fn pack_version(dir: &Path, relay: &Path, version: &str) -> PathBuf {
     std::fs::create_dir_all(dir.join("x")).unwrap();
     std::fs::copy(relay, dir.join("x/relay")).unwrap();
-    let name = format!("relay-0.1.0-{}.tar.gz", target());
+    let name = format!("relay-{version}-{}.tar.gz", target());
     let ok = Command::new("tar").args(["-C"]).arg(dir.join("x")).arg("-czf").arg(dir.join(&name)).arg("relay").status();
     assert!(ok.unwrap().success());
     std::fs::write(dir.join("SHA256SUMS"), format!("{}  {name}\n", sha256_of(&dir.join(&name)))).unwrap();
@@ -71,14 +79,23 @@ fn installer(home: &Path, url: &str) -> Command {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn curl_pipe_sh_installs_pairs_and_the_installed_relay_completes_a_run() {
     let root = std::env::temp_dir().join(format!("relay-install-{}", uuid::Uuid::new_v4()));
-    let dist = match std::env::var_os("FOUNDRY_TEST_RELAY_DIST") {
-        Some(d) => PathBuf::from(d),
-        None => {
-            let relay = built_binary("relay", &["relay/src", "shared/domain/src"]);
-            pack(&root.join("dist"), &relay);
-            root.join("dist")
+    // The server's builds live in a folder of this test's own: the update below publishes
+    // newer ones into it.
+    let dist = root.join("dist");
+    match std::env::var_os("FOUNDRY_TEST_RELAY_DIST") {
+        Some(d) => {
+            std::fs::create_dir_all(&dist).unwrap();
+            for f in std::fs::read_dir(d).unwrap() {
+                let f = f.unwrap().path();
+                if f.is_file() {
+                    std::fs::copy(&f, dist.join(f.file_name().unwrap())).unwrap();
+                }
+            }
         }
-    };
+        None => {
+            pack(&dist, &built_binary("relay", &["relay/src", "shared/domain/src"]));
+        }
+    }
     let policy = Policy { poll_interval: Duration::from_secs(1), ..Policy::default() };
     let running =
         local::start(LocalConfig { policy, relay_dist: dist.clone(), ..LocalConfig::at(root.join("server")) })
@@ -144,6 +161,18 @@ async fn curl_pipe_sh_installs_pairs_and_the_installed_relay_completes_a_run() {
         .output()
         .unwrap();
     assert!(added.status.success(), "{}", String::from_utf8_lossy(&added.stderr));
+    // A slow one, for the update during a run below.
+    let added = Command::new(&bin)
+        .args(["--config"])
+        .arg(&config)
+        .args(["session", "add", "--name", "Slow", "--project", &project, "--", "sh", "-c", "sleep 3; echo slow-ok"])
+        .env("HOME", &home)
+        .output()
+        .unwrap();
+    assert!(added.status.success(), "{}", String::from_utf8_lossy(&added.stderr));
+    // Updates happen when this test says (`relay update`), not at the daily check's whim.
+    let text = std::fs::read_to_string(&config).unwrap();
+    std::fs::write(&config, format!("auto_update = false\n{text}")).unwrap();
     let unit = std::fs::read_to_string(home.join(".config/systemd/user/foundry-relay.service")).unwrap();
     let exec = unit.lines().find_map(|l| l.strip_prefix("ExecStart=")).unwrap().to_owned();
     let mut service = Command::new("sh");
@@ -181,9 +210,111 @@ async fn curl_pipe_sh_installs_pairs_and_the_installed_relay_completes_a_run() {
         }
     })
     .await;
+    assert!(done.to_string().contains("installed-ok"), "{done}");
+
+    // ---- self-update: `relay update` against the builds the server publishes ----
+    let update = || {
+        let out = Command::new(&bin).arg("--config").arg(&config).arg("update").env("HOME", &home).output().unwrap();
+        let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        (out.status.success(), text)
+    };
+    let installed = sha256_of(&bin);
+    let (ok, said) = update();
+    assert!(ok && said.contains("is the newest build the server publishes"), "{said}");
+    // The "new" builds: scripts that answer --version as 99.0.0; the good one records that it
+    // ran (its process id: an exec keeps it) and then runs the real relay.
+    let real = built_binary("relay", &["relay/src"]);
+    let marker = root.join("new-build-ran");
+    let script = |body: &str| {
+        let f = root.join(format!("script-{}", uuid::Uuid::new_v4()));
+        std::fs::write(&f, format!("#!/bin/sh\n{body}\n")).unwrap();
+        f
+    };
+    let good = script(&format!(
+        "if [ \"$1\" = --version ]; then echo 'relay 99.0.0'; exit 0; fi\necho \"$$ $*\" >> {}\nexec {} \"$@\"",
+        marker.display(),
+        real.display()
+    ));
+    let publish = |relay: &Path| {
+        let _ = std::fs::remove_dir_all(dist.join("x"));
+        for f in std::fs::read_dir(&dist).unwrap() {
+            let _ = std::fs::remove_file(f.unwrap().path());
+        }
+        pack_version(&dist, relay, "99.0.0")
+    };
+    // A tampered archive: refused, the installed binary untouched.
+    let archive = publish(&good);
+    let mut bytes = std::fs::read(&archive).unwrap();
+    let n = bytes.len();
+    bytes[n / 2] ^= 0xFF;
+    std::fs::write(&archive, bytes).unwrap();
+    let (ok, said) = update();
+    assert!(!ok && said.contains("checksum mismatch") && said.contains("the relay was not changed"), "{said}");
+    assert_eq!(sha256_of(&bin), installed, "a tampered build was installed");
+    // A build that fails --version: refused, untouched.
+    publish(&script("echo 'cannot load library' >&2; exit 3"));
+    let (ok, said) = update();
+    assert!(!ok && said.contains("fails --version") && said.contains("cannot load library"), "{said}");
+    assert_eq!(sha256_of(&bin), installed, "a build that does not start was installed");
+    // One that names another version: refused, untouched.
+    publish(&script("echo 'relay 98.0.0'"));
+    let (ok, said) = update();
+    assert!(!ok && said.contains("not \"relay 99.0.0\""), "{said}");
+    assert_eq!(sha256_of(&bin), installed);
+
+    // The good build, published while a run is in progress: installed at once, but the running
+    // relay restarts into it only once the run has finished (a restart mid-run would fail it).
+    let text = std::fs::read_to_string(&config).unwrap();
+    let slow = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("graph_session_id = "))
+        .map(|v| v.trim_matches('"').to_owned())
+        .find(|v| *v != gs)
+        .unwrap();
+    let run = wait_until("the relay to share the slow session", Duration::from_secs(30), || {
+        let call = call("run_graph_session", json!({"graph_session_id": slow, "idempotency_key": "update-slow-1"}));
+        async move { call.await["result"]["structuredContent"]["command_id"].as_str().map(str::to_owned) }
+    })
+    .await;
+    wait_until("the slow run to start", Duration::from_secs(30), || {
+        let call = call("get_graph_run", json!({"command_id": run}));
+        async move { (call.await["result"]["structuredContent"]["status"] == "running").then_some(()) }
+    })
+    .await;
+    publish(&good);
+    let (ok, said) = update();
+    assert!(ok && said.contains("→ 99.0.0"), "{said}");
+    assert_ne!(sha256_of(&bin), installed, "the new build is not in place");
+    assert!(!marker.exists(), "the relay restarted during its run");
+    let slow_done = wait_until("the slow run to finish", Duration::from_secs(30), || {
+        let call = call("get_graph_run", json!({"command_id": run}));
+        async move {
+            let v = call.await["result"]["structuredContent"].clone();
+            (v["status"] != "running" && v["status"] != "queued").then_some(v)
+        }
+    })
+    .await;
+    assert_eq!(slow_done["status"], "completed", "the update cut the run short: {slow_done}");
+    let restarted = wait_until("the relay to restart into the new build", Duration::from_secs(30), || {
+        let text = std::fs::read_to_string(&marker).unwrap_or_default();
+        async move { (!text.is_empty()).then_some(text) }
+    })
+    .await;
+    let pid = format!("{} ", relay.id());
+    assert!(
+        restarted.trim().starts_with(&pid) && restarted.trim().ends_with(" run"),
+        "not the same process ({pid}), or not `relay run`: {restarted}"
+    );
+    // The restarted relay works.
+    let again = call("run_graph_session", json!({"graph_session_id": gs, "idempotency_key": "after-update-1"})).await;
+    let again = again["result"]["structuredContent"]["command_id"].as_str().unwrap().to_owned();
+    wait_until("a run after the update to complete", Duration::from_secs(30), || {
+        let call = call("get_graph_run", json!({"command_id": again}));
+        async move { (call.await["result"]["structuredContent"]["status"] == "completed").then_some(()) }
+    })
+    .await;
     let _ = relay.kill();
     let _ = relay.wait();
-    assert!(done.to_string().contains("installed-ok"), "{done}");
 
     // A tampered archive: refused, nothing installed.
     let bad = root.join("tampered");

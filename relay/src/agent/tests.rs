@@ -85,6 +85,8 @@ fn config(poll: Duration) -> Config {
         cancel_grace: Duration::from_secs(1),
         doorbell: false,
         doorbell_timing: crate::doorbell::Timing::default(),
+        auto_update: false,
+        pin: None,
         sessions: vec![Session { meta, projects: vec![ProjectId::generate()], launch: vec!["true".to_owned()].into() }],
     }
 }
@@ -243,6 +245,8 @@ fn fast_config(state_dir: &std::path::Path, sessions: Vec<Session>) -> Config {
         cancel_grace: Duration::from_millis(500),
         doorbell: false,
         doorbell_timing: crate::doorbell::Timing::default(),
+        auto_update: false,
+        pin: None,
         sessions,
     }
 }

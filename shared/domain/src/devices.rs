@@ -88,14 +88,21 @@ impl Device {
 }
 
 impl Device {
-    /// What the owner sees of it at `now` ([`crate::fleet::state`]); a pause in force shows
-    /// over online/offline (a revoked device has none).
-    pub fn state(&self, now: Timestamp, poll_interval: std::time::Duration) -> crate::fleet::DesktopState {
+    /// What the owner sees of it at `now` ([`crate::fleet::state`]), `busy` when it is
+    /// running a run ([`crate::fleet::busy_with`]); a pause in force shows over the rest (a
+    /// revoked device has none).
+    pub fn state(&self, now: Timestamp, poll_interval: std::time::Duration, busy: bool) -> crate::fleet::DesktopState {
         if self.pause_at(now).is_some() {
             return crate::fleet::DesktopState::Paused;
         }
-        let doorbell = self.relay.as_ref().is_some_and(|r| r.doorbell);
-        crate::fleet::state(self.revoked_at.is_some(), self.last_seen_at, doorbell, now, poll_interval)
+        let seen = crate::fleet::Seen {
+            revoked: self.revoked_at.is_some(),
+            created_at: self.created_at,
+            last_seen: self.last_seen_at,
+            doorbell: self.relay.as_ref().is_some_and(|r| r.doorbell),
+            busy,
+        };
+        crate::fleet::state(seen, now, poll_interval)
     }
 
     /// The pause in force at `now`: none when there is none, it has ended by itself, or the
@@ -103,6 +110,30 @@ impl Device {
     pub fn pause_at(&self, now: Timestamp) -> Option<&Pause> {
         self.paused.as_ref().filter(|p| self.revoked_at.is_none() && p.until.is_none_or(|u| now < u))
     }
+}
+
+/// Why a queued run waits when it is the owner's pause: every desktop that can run it is
+/// paused ([`held_by_pause`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Hold {
+    /// When the first of those pauses ends by itself (none: all last until resumed).
+    pub until: Option<Timestamp>,
+    /// The owner's note on one of them (the first that has one), or empty.
+    pub note: String,
+}
+
+/// The hold on a queued run whose session `sharers` share (the unrevoked desktops that can run
+/// it): some when there is at least one and every one is paused at `now`; none when any can
+/// take it (a run waiting for an offline desktop is not held by a pause).
+pub fn held_by_pause(sharers: &[Device], now: Timestamp) -> Option<Hold> {
+    let pauses: Vec<&Pause> = sharers.iter().map(|d| d.pause_at(now)).collect::<Option<_>>()?;
+    if pauses.is_empty() {
+        return None;
+    }
+    Some(Hold {
+        until: pauses.iter().filter_map(|p| p.until).min(),
+        note: pauses.iter().map(|p| p.note.as_str()).find(|n| !n.is_empty()).unwrap_or_default().to_owned(),
+    })
 }
 
 /// A fresh device token and its hash: `fcd_` + 32 random bytes, base64url without padding.
@@ -125,6 +156,30 @@ pub fn token_hash(token: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_run_is_held_only_when_every_desktop_that_can_run_it_is_paused() {
+        let t0 = Timestamp::from_millis(1_000_000);
+        let owner = OwnerId::new("o").unwrap();
+        let free = Device::new(&owner, "a", "h1", t0);
+        let pause = |secs: Option<u64>, note: &str| {
+            let mut d = Device::new(&owner, "b", "h2", t0);
+            d.paused = Some(Pause::new(t0, secs, Some(note.to_owned())).unwrap());
+            d
+        };
+        assert_eq!(held_by_pause(&[], t0), None, "nobody shares it: not a pause");
+        assert_eq!(held_by_pause(std::slice::from_ref(&free), t0), None);
+        let open = pause(None, "");
+        let hour = pause(Some(3600), "travelling");
+        assert_eq!(held_by_pause(&[open.clone(), free], t0), None, "one desktop can take it");
+        assert_eq!(held_by_pause(std::slice::from_ref(&open), t0), Some(Hold { until: None, note: String::new() }));
+        let both = held_by_pause(&[open, hour.clone()], t0).unwrap();
+        assert_eq!(
+            both,
+            Hold { until: Some(t0.plus(std::time::Duration::from_secs(3600))), note: "travelling".into() }
+        );
+        assert_eq!(held_by_pause(&[hour], t0.plus(std::time::Duration::from_secs(3600))), None, "the pause ended");
+    }
 
     #[test]
     fn tokens_are_random_and_only_their_hash_is_kept() {

@@ -6,14 +6,22 @@
 //! conditional write that keeps "last seen" (`AuthenticateDevices::record_device_seen`): that
 //! write happens when the minute changed *or* the report did, so an idle sync pays nothing new.
 //!
-//! [`state`] turns the record into what the owner's panel shows: online (with the doorbell or
-//! polling), offline, or revoked (a pause in force shows over these: `Device::state`). "Last seen" is kept to the minute, so a desktop is offline
+//! [`state`] turns the record into what the owner's panel shows: busy (running a run),
+//! online (with the doorbell or polling), offline, stale, or revoked (a pause in force shows
+//! over these: `Device::state`). "Last seen" is kept to the minute, so a desktop is offline
 //! only once it missed its interval by more than that granularity and one more interval.
+//!
+//! A relay does not sync while it runs a run (its control polls keep the run alive), so
+//! "busy" comes from the runs, not the record: a started run names its desktop
+//! (`Run::device_id`), and [`busy_with`] finds the runs still reporting. No write is added
+//! for it anywhere.
 
 use std::time::Duration;
 
 use crate::clock::Timestamp;
 use crate::doorbell::DOORBELL_POLL_INTERVAL;
+use crate::limits::Policy;
+use crate::runs::{Run, RunStatus};
 
 /// How fresh a device's `last_seen_at` is kept.
 pub const DEVICE_SEEN_GRANULARITY: Duration = Duration::from_secs(60);
@@ -150,8 +158,13 @@ pub enum DesktopState {
     OnlineDoorbell,
     /// Synced recently by polling: a queued run starts within its poll interval.
     OnlinePolling,
+    /// Running a run (its control polls keep it alive; it syncs again when the run ends).
+    Busy,
     /// Not seen within its interval (or never): runs queued for it wait.
     Offline,
+    /// Offline for [`STALE_AFTER`] or longer (or never connected in that long since it was
+    /// made): probably gone; the owner may remove it.
+    Stale,
     /// The owner paused it: it finishes its run and takes no new one; runs queued for it wait.
     Paused,
     /// Its token was revoked.
@@ -159,12 +172,15 @@ pub enum DesktopState {
 }
 
 impl DesktopState {
-    /// The wire name (`online_doorbell`, `online_polling`, `offline`, `paused`, `revoked`).
+    /// The wire name (`online_doorbell`, `online_polling`, `busy`, `offline`, `stale`,
+    /// `paused`, `revoked`).
     pub fn as_str(self) -> &'static str {
         match self {
             Self::OnlineDoorbell => "online_doorbell",
             Self::OnlinePolling => "online_polling",
+            Self::Busy => "busy",
             Self::Offline => "offline",
+            Self::Stale => "stale",
             Self::Paused => "paused",
             Self::Revoked => "revoked",
         }
@@ -180,28 +196,77 @@ pub fn online_window(doorbell: bool, poll_interval: Duration) -> Duration {
     interval * 2 + DEVICE_SEEN_GRANULARITY
 }
 
-/// The state at `now` of a desktop last seen at `last_seen` (with its doorbell up then, or
-/// not), for a deployment whose relays poll every `poll_interval` (`Device::state`).
-pub fn state(
-    revoked: bool,
-    last_seen: Option<Timestamp>,
-    doorbell: bool,
-    now: Timestamp,
-    poll_interval: Duration,
-) -> DesktopState {
-    if revoked {
+/// How long a desktop is offline before the owner's table calls it stale (GitHub removes
+/// self-hosted runners after 14 days offline; a laptop on a month's holiday is not gone, so
+/// 30 days, and nothing is removed without the owner).
+pub const STALE_AFTER: Duration = Duration::from_secs(30 * 24 * 3600);
+
+/// What is known of a desktop when its state is computed ([`state`]).
+#[derive(Debug, Clone, Copy)]
+pub struct Seen {
+    /// Its token was revoked.
+    pub revoked: bool,
+    /// When it was made (a desktop that never connected is stale this long after).
+    pub created_at: Timestamp,
+    /// Its last recorded sync.
+    pub last_seen: Option<Timestamp>,
+    /// Its doorbell was up at that sync.
+    pub doorbell: bool,
+    /// It is running a run that still reports (its relay does not sync until the run ends).
+    pub busy: bool,
+}
+
+/// The state at `now` of a desktop `seen` so, for a deployment whose relays poll every
+/// `poll_interval` (`Device::state`): revoked, else busy, else online within
+/// [`online_window`], else stale after [`STALE_AFTER`], else offline.
+pub fn state(seen: Seen, now: Timestamp, poll_interval: Duration) -> DesktopState {
+    if seen.revoked {
         return DesktopState::Revoked;
     }
-    match last_seen {
-        Some(seen) if now < seen.plus(online_window(doorbell, poll_interval)) => {
-            if doorbell {
+    if seen.busy {
+        return DesktopState::Busy;
+    }
+    match seen.last_seen {
+        Some(at) if now < at.plus(online_window(seen.doorbell, poll_interval)) => {
+            if seen.doorbell {
                 DesktopState::OnlineDoorbell
             } else {
                 DesktopState::OnlinePolling
             }
         }
-        _ => DesktopState::Offline,
+        last => {
+            if now >= last.unwrap_or(seen.created_at).plus(STALE_AFTER) {
+                DesktopState::Stale
+            } else {
+                DesktopState::Offline
+            }
+        }
     }
+}
+
+/// The run each desktop is running at `now`, from `runs` (the owner's recent runs): started by
+/// it (`Run::device_id`) and still running as a caller sees it (control polls arriving). A
+/// desktop with several (a relay with parallel slots) is shown with the oldest.
+pub fn busy_with<'a>(
+    runs: &'a [Run],
+    now: Timestamp,
+    policy: &Policy,
+) -> std::collections::BTreeMap<uuid::Uuid, &'a Run> {
+    let mut out = std::collections::BTreeMap::new();
+    for run in runs {
+        let Some(device) = run.device_id else { continue };
+        if run.view(now, policy).status != RunStatus::Running {
+            continue;
+        }
+        out.entry(device)
+            .and_modify(|r: &mut &Run| {
+                if run.started_at < r.started_at {
+                    *r = run;
+                }
+            })
+            .or_insert(run);
+    }
+    out
 }
 
 #[cfg(test)]
@@ -251,16 +316,25 @@ mod tests {
     fn a_desktop_goes_offline_after_its_window_and_the_doorbell_widens_it() {
         let t0 = Timestamp::from_millis(1_000_000_000);
         let poll = Duration::from_secs(20);
-        assert_eq!(state(false, None, false, t0, poll), DesktopState::Offline, "never seen");
-        let seen = Some(t0);
+        let never = Seen { revoked: false, created_at: t0, last_seen: None, doorbell: false, busy: false };
+        assert_eq!(state(never, t0, poll), DesktopState::Offline, "never seen");
+        let seen = Seen { last_seen: Some(t0), ..never };
+        let bell = Seen { doorbell: true, ..seen };
         let window = online_window(false, poll);
-        assert_eq!(
-            state(false, seen, false, t0.plus(window - Duration::from_millis(1)), poll),
-            DesktopState::OnlinePolling
-        );
-        assert_eq!(state(false, seen, false, t0.plus(window), poll), DesktopState::Offline);
-        assert_eq!(state(false, seen, true, t0.plus(window), poll), DesktopState::OnlineDoorbell);
-        assert_eq!(state(false, seen, true, t0.plus(online_window(true, poll)), poll), DesktopState::Offline);
-        assert_eq!(state(true, seen, true, t0, poll), DesktopState::Revoked);
+        assert_eq!(state(seen, t0.plus(window - Duration::from_millis(1)), poll), DesktopState::OnlinePolling);
+        assert_eq!(state(seen, t0.plus(window), poll), DesktopState::Offline);
+        assert_eq!(state(bell, t0.plus(window), poll), DesktopState::OnlineDoorbell);
+        assert_eq!(state(bell, t0.plus(online_window(true, poll)), poll), DesktopState::Offline);
+        assert_eq!(state(Seen { revoked: true, ..bell }, t0, poll), DesktopState::Revoked);
+        // Busy outlives the sync window (the relay does not sync during a run).
+        let running = Seen { busy: true, ..seen };
+        assert_eq!(state(running, t0.plus(window * 10), poll), DesktopState::Busy);
+        assert_eq!(state(Seen { revoked: true, ..running }, t0, poll), DesktopState::Revoked);
+        // Stale: 30 days after the last sync, or after its making when it never synced.
+        let month = t0.plus(STALE_AFTER);
+        assert_eq!(state(seen, month.minus(Duration::from_millis(1)), poll), DesktopState::Offline);
+        assert_eq!(state(seen, month, poll), DesktopState::Stale);
+        assert_eq!(state(never, month, poll), DesktopState::Stale);
+        assert_eq!(state(Seen { created_at: t0.plus(window), ..never }, month, poll), DesktopState::Offline);
     }
 }

@@ -32,6 +32,9 @@ pub struct Project {
     /// Recent durations (ms) of completed runs per session, by [`crate::runs::duration_key`]:
     /// what `check_after_s` of a running run is computed from.
     pub recent_durations: std::collections::BTreeMap<String, u64>,
+    /// Which desktop shares which of [`Project::sessions`] ([`shared_by`] of the per-device
+    /// lists): who can run a queued run, and what the owner's Desktops table lists per desktop.
+    pub shared_by: std::collections::BTreeMap<uuid::Uuid, Vec<GraphSessionId>>,
 }
 
 impl Project {
@@ -46,7 +49,13 @@ impl Project {
             last_sync_at: None,
             created_at: now,
             recent_durations: std::collections::BTreeMap::new(),
+            shared_by: std::collections::BTreeMap::new(),
         }
+    }
+
+    /// The desktops that share `session` here (those that can run a run queued for it).
+    pub fn devices_sharing<'a>(&'a self, session: &'a GraphSessionId) -> impl Iterator<Item = uuid::Uuid> + 'a {
+        self.shared_by.iter().filter(|(_, list)| list.contains(session)).map(|(d, _)| *d)
     }
 
     /// How long a run of `session` is expected to take (median of recent completed runs).
@@ -63,6 +72,16 @@ impl Project {
 /// The sessions each device shares in one project: device id → its list (the whole set it
 /// sent in its last sync). Ordered by device id, so the union is deterministic.
 pub type DeviceShares = std::collections::BTreeMap<uuid::Uuid, Vec<SessionMeta>>;
+
+/// Each device's session ids (what [`Project::shared_by`] keeps of the per-device lists);
+/// a device whose list is empty is left out.
+pub fn shared_by(shares: &DeviceShares) -> std::collections::BTreeMap<uuid::Uuid, Vec<GraphSessionId>> {
+    shares
+        .iter()
+        .filter(|(_, list)| !list.is_empty())
+        .map(|(d, list)| (*d, list.iter().map(|s| s.graph_session_id.clone()).collect()))
+        .collect()
+}
 
 /// The union of every device's shared sessions: each session once (the first device's
 /// description wins when two desktops describe the same session differently).

@@ -449,6 +449,9 @@ pub struct Run {
     pub finished_at: Option<Timestamp>,
     /// The relay's execution id.
     pub execution_id: Option<String>,
+    /// The desktop whose relay started it (none while queued, and for runs started before
+    /// desktops were recorded): what makes the owner's Desktops table say "busy with".
+    pub device_id: Option<uuid::Uuid>,
     /// The agent asked to cancel while it was running.
     pub cancel_requested: bool,
     /// Last control poll (or the start).
@@ -486,6 +489,7 @@ impl Run {
             started_at: None,
             finished_at: None,
             execution_id: None,
+            device_id: None,
             cancel_requested: false,
             last_heartbeat_at: None,
             completion: None,

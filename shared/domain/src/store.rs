@@ -139,8 +139,15 @@ pub trait RelayRuns: Send + Sync {
         limit: usize,
         filter: &QueueFilter,
     ) -> StoreResult<Vec<Run>>;
-    /// queued → running; refused if cancelled or expired meanwhile.
-    async fn start_run(&self, owner: &OwnerId, command: CommandId, execution_id: &str) -> StoreResult<StartOutcome>;
+    /// queued → running on `device` (the desktop whose relay asks, kept for the owner's
+    /// "busy with"); refused if cancelled or expired meanwhile.
+    async fn start_run(
+        &self,
+        owner: &OwnerId,
+        command: CommandId,
+        execution_id: &str,
+        device: uuid::Uuid,
+    ) -> StoreResult<StartOutcome>;
     /// Heartbeat; tells whether the agent asked to cancel.
     async fn control_run(&self, owner: &OwnerId, command: CommandId) -> StoreResult<ControlOutcome>;
     /// running (or queued, for a refused command) → terminal; idempotent by sha256; cancel wins.
@@ -238,9 +245,14 @@ pub trait ManageDevices: Send + Sync {
     async fn create_device(&self, owner: &OwnerId, name: &str, token_hash: &str) -> StoreResult<Device>;
     /// The owner's devices (revoked ones included), oldest first.
     async fn list_devices(&self, owner: &OwnerId) -> StoreResult<Vec<Device>>;
+    /// One of the owner's devices (revoked included). One read.
+    async fn get_device(&self, owner: &OwnerId, device: uuid::Uuid) -> StoreResult<Option<Device>>;
     /// Revokes a device and withdraws the sessions it shared in the owner's projects (a
     /// revoked desktop will never run them); `false` if it is not the owner's.
     async fn revoke_device(&self, owner: &OwnerId, device: uuid::Uuid) -> StoreResult<bool>;
+    /// Revokes a device (as [`ManageDevices::revoke_device`]) and forgets it: it is no longer
+    /// listed and its token is unknown. `false` if it is not the owner's.
+    async fn remove_device(&self, owner: &OwnerId, device: uuid::Uuid) -> StoreResult<bool>;
 }
 
 /// Owner API and relay API (`relay pause`): pausing a desktop.

@@ -355,7 +355,7 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
             }
             Op::StartCommand => match command() {
                 Err(e) => http_json::error(StatusCode::BAD_REQUEST, e.to_string()),
-                Ok(id) => self.start(&owner, id, req.body()).await,
+                Ok(id) => self.start(&owner, id, device.device_id, req.body()).await,
             },
             Op::CommandControl => match command() {
                 Err(e) => http_json::error(StatusCode::BAD_REQUEST, e.to_string()),
@@ -575,7 +575,7 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
         }
     }
 
-    async fn start(&self, owner: &OwnerId, id: CommandId, body: &[u8]) -> http::Response<Bytes> {
+    async fn start(&self, owner: &OwnerId, id: CommandId, device: uuid::Uuid, body: &[u8]) -> http::Response<Bytes> {
         let b: StartRequest = match http_json::parse(body) {
             Ok(b) => b,
             Err(m) => return http_json::error(StatusCode::BAD_REQUEST, m),
@@ -587,7 +587,7 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
                 format!("execution_id: must be 1 to {MAX_EXECUTION_ID_CHARS} characters (got {n})"),
             );
         }
-        match self.store.start_run(owner, id, &b.execution_id).await {
+        match self.store.start_run(owner, id, &b.execution_id, device).await {
             Err(e) => internal(&e),
             Ok(StartOutcome::Started) => {
                 http_json::response(StatusCode::OK, StartResponse { status: RunStatus::Running, replayed: false })

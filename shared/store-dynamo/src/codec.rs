@@ -96,6 +96,10 @@ pub(crate) fn project_from(item: &Item) -> StoreResult<Project> {
                 .collect(),
             _ => std::collections::BTreeMap::new(),
         },
+        shared_by: domain::projects::shared_by(
+            &r.opt_parse("device_shares", |v| serde_json::from_str::<domain::projects::DeviceShares>(v).ok())?
+                .unwrap_or_default(),
+        ),
     })
 }
 
@@ -138,6 +142,7 @@ pub(crate) fn run_from(item: &Item) -> StoreResult<Run> {
         started_at: r.opt_ts("started_at")?,
         finished_at: r.opt_ts("finished_at")?,
         execution_id: r.opt_s("execution_id").map(str::to_owned),
+        device_id: r.opt_parse("device_id", |v| uuid::Uuid::parse_str(v).ok())?,
         cancel_requested: r.bool("cancel_requested"),
         last_heartbeat_at: r.opt_ts("last_heartbeat_at")?,
         completion,

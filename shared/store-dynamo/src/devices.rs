@@ -60,6 +60,10 @@ impl ManageDevices for DynamoStore {
         Ok(v)
     }
 
+    async fn get_device(&self, owner: &OwnerId, device: uuid::Uuid) -> StoreResult<Option<Device>> {
+        opt_from(self.get(device_key(owner, device)).await?.as_ref(), device_from)
+    }
+
     async fn revoke_device(&self, owner: &OwnerId, device: uuid::Uuid) -> StoreResult<bool> {
         let Some(d) = opt_from(self.get(device_key(owner, device)).await?.as_ref(), device_from)? else {
             return Ok(false);
@@ -83,6 +87,22 @@ impl ManageDevices for DynamoStore {
             }
         }
         Ok(true)
+    }
+
+    /// Revokes it (withdrawing its shares, as [`ManageDevices::revoke_device`]), then one
+    /// `TransactWriteItems` deletes both its items: nothing of it is listed or accepted again.
+    async fn remove_device(&self, owner: &OwnerId, device: uuid::Uuid) -> StoreResult<bool> {
+        let Some(d) = opt_from(self.get(device_key(owner, device)).await?.as_ref(), device_from)? else {
+            return Ok(false);
+        };
+        if !self.revoke_device(owner, device).await? {
+            return Ok(false);
+        }
+        let items = vec![self.delete_item(device_key(owner, device))?, self.delete_item(token_key(&d.token_hash))?];
+        match self.transact(items).await? {
+            None => Ok(true),
+            Some(reasons) => Err(unexpected("removing a device (unconditional deletes)", &reasons)),
+        }
     }
 }
 

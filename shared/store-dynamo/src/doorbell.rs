@@ -26,7 +26,8 @@ use crate::{DynamoStore, TTL_ATTRIBUTE};
 const KEEP: Duration = Duration::from_secs(10 * 60);
 
 impl DynamoStore {
-    fn delete_item(&self, key: Item) -> StoreResult<TransactWriteItem> {
+    /// A transaction's unconditional `Delete` of `key`.
+    pub(crate) fn delete_item(&self, key: Item) -> StoreResult<TransactWriteItem> {
         let d = Delete::builder().table_name(&self.table).set_key(Some(key)).build().map_err(build)?;
         Ok(TransactWriteItem::builder().delete(d).build())
     }

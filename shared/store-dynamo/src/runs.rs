@@ -210,7 +210,13 @@ impl RelayRuns for DynamoStore {
         .await
     }
 
-    async fn start_run(&self, owner: &OwnerId, command: CommandId, execution_id: &str) -> StoreResult<StartOutcome> {
+    async fn start_run(
+        &self,
+        owner: &OwnerId,
+        command: CommandId,
+        execution_id: &str,
+        device: uuid::Uuid,
+    ) -> StoreResult<StartOutcome> {
         let now = self.clock.now();
         let out = self
             .update(
@@ -219,6 +225,7 @@ impl RelayRuns for DynamoStore {
                     .set("started_at", n(now.as_millis()))
                     .set("last_heartbeat_at", n(now.as_millis()))
                     .set("execution_id", s(execution_id))
+                    .set("device_id", s(device.to_string()))
                     .remove("gsi1pk")
                     .remove("gsi1sk")
                     .when(

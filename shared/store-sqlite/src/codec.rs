@@ -44,6 +44,12 @@ pub(crate) fn opt_col<T>(
 
 pub(crate) const PROJECT_COLS: &str = "project_id, owner, name, enabled, sessions, last_sync_at, created_at, durations";
 
+/// [`PROJECT_COLS`] and, last, every device's list as one JSON object (device id → sessions):
+/// what [`project_row`] reads.
+pub(crate) const PROJECT_SELECT: &str = "project_id, owner, name, enabled, sessions, last_sync_at, created_at, durations, \
+     (SELECT json_group_object(device_id, json(sessions)) FROM device_sessions \
+      WHERE device_sessions.project_id = projects.project_id)";
+
 pub(crate) fn project_row(row: &Row<'_>) -> rusqlite::Result<Project> {
     Ok(Project {
         project_id: col(row, 0, "project_id", |s| ProjectId::parse("project_id", s).ok())?,
@@ -54,11 +60,15 @@ pub(crate) fn project_row(row: &Row<'_>) -> rusqlite::Result<Project> {
         last_sync_at: opt_ts(row.get(5)?),
         created_at: ts(row.get(6)?),
         recent_durations: col(row, 7, "durations", |s| serde_json::from_str(s).ok())?,
+        shared_by: domain::projects::shared_by(
+            &opt_col(row, 8, "device_sessions", |s| serde_json::from_str::<domain::projects::DeviceShares>(s).ok())?
+                .unwrap_or_default(),
+        ),
     })
 }
 
 pub(crate) const RUN_COLS: &str = "command_id, owner, agent, project_id, graph_session_id, slug, arguments, status, \
-     queued_at, expires_at, started_at, finished_at, execution_id, cancel_requested, last_heartbeat_at, completion, completion_hash";
+     queued_at, expires_at, started_at, finished_at, execution_id, cancel_requested, last_heartbeat_at, completion, completion_hash, device_id";
 
 pub(crate) fn run_row(row: &Row<'_>) -> rusqlite::Result<Run> {
     Ok(Run {
@@ -79,6 +89,7 @@ pub(crate) fn run_row(row: &Row<'_>) -> rusqlite::Result<Run> {
         last_heartbeat_at: opt_ts(row.get(14)?),
         completion: opt_col(row, 15, "completion", |s| serde_json::from_str(s).ok())?,
         completion_hash: row.get(16)?,
+        device_id: opt_col(row, 17, "device_id", |s| uuid::Uuid::parse_str(s).ok())?,
     })
 }
 
@@ -130,7 +141,7 @@ pub(crate) fn get_task_tx(tx: &Connection, link: &str, task: &str) -> rusqlite::
 }
 
 pub(crate) fn get_project_tx(tx: &Connection, owner: &str, project: &str) -> rusqlite::Result<Option<Project>> {
-    tx.prepare_cached(&format!("SELECT {PROJECT_COLS} FROM projects WHERE project_id = ?1 AND owner = ?2"))?
+    tx.prepare_cached(&format!("SELECT {PROJECT_SELECT} FROM projects WHERE project_id = ?1 AND owner = ?2"))?
         .query_row([project, owner], project_row)
         .optional()
 }

@@ -44,6 +44,16 @@ impl ManageDevices for SqliteStore {
         .await
     }
 
+    async fn get_device(&self, owner: &OwnerId, device: uuid::Uuid) -> StoreResult<Option<Device>> {
+        let owner = owner.as_str().to_owned();
+        self.read(move |tx, _| {
+            tx.prepare_cached(&format!("SELECT {DEVICE_COLS} FROM devices WHERE device_id = ?1 AND owner = ?2"))?
+                .query_row(params![device.to_string(), owner], device_row)
+                .optional()
+        })
+        .await
+    }
+
     async fn revoke_device(&self, owner: &OwnerId, device: uuid::Uuid) -> StoreResult<bool> {
         let owner = owner.as_str().to_owned();
         self.write(move |tx, now| {
@@ -64,6 +74,20 @@ impl ManageDevices for SqliteStore {
                 }
             }
             Ok(revoked)
+        })
+        .await
+    }
+
+    async fn remove_device(&self, owner: &OwnerId, device: uuid::Uuid) -> StoreResult<bool> {
+        if !self.revoke_device(owner, device).await? {
+            return Ok(false);
+        }
+        let owner = owner.as_str().to_owned();
+        self.write(move |tx, _| {
+            Ok(tx
+                .prepare_cached("DELETE FROM devices WHERE device_id = ?1 AND owner = ?2")?
+                .execute(params![device.to_string(), owner])?
+                == 1)
         })
         .await
     }

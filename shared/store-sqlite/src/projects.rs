@@ -12,7 +12,9 @@ use domain::store::{ManageLinks, ManageProjects, StoreResult, SyncSessions};
 use domain::tasks::Task;
 
 use crate::SqliteStore;
-use crate::codec::{LINK_COLS, PROJECT_COLS, TASK_COLS, col, get_project_tx, json, link_row, project_row, task_row};
+use crate::codec::{
+    LINK_COLS, PROJECT_COLS, PROJECT_SELECT, TASK_COLS, col, get_project_tx, json, link_row, project_row, task_row,
+};
 use crate::error::{corrupt, missing_target};
 use crate::events::record_events;
 
@@ -86,7 +88,7 @@ impl ManageProjects for SqliteStore {
         let owner = owner.as_str().to_owned();
         self.write(move |tx, _| {
             tx.prepare_cached(&format!(
-                "UPDATE projects SET enabled = ?1 WHERE project_id = ?2 AND owner = ?3 RETURNING {PROJECT_COLS}"
+                "UPDATE projects SET enabled = ?1 WHERE project_id = ?2 AND owner = ?3 RETURNING {PROJECT_SELECT}"
             ))?
             .query_row(params![enabled, project.to_string(), owner], project_row)
             .optional()
@@ -102,8 +104,9 @@ impl ManageProjects for SqliteStore {
     async fn list_projects(&self, owner: &OwnerId) -> StoreResult<Vec<Project>> {
         let owner = owner.as_str().to_owned();
         self.read(move |tx, _| {
-            let mut st = tx
-                .prepare_cached(&format!("SELECT {PROJECT_COLS} FROM projects WHERE owner = ?1 ORDER BY project_id"))?;
+            let mut st = tx.prepare_cached(&format!(
+                "SELECT {PROJECT_SELECT} FROM projects WHERE owner = ?1 ORDER BY project_id"
+            ))?;
             st.query_map([owner], project_row)?.collect()
         })
         .await

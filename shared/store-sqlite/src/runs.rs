@@ -15,7 +15,7 @@ use domain::runs::{
 use domain::store::{CancelRuns, OwnerRuns, QueueRuns, ReadRuns, RelayRuns, StoreResult};
 
 use crate::SqliteStore;
-use crate::codec::{PROJECT_COLS, RUN_COLS, get_project_tx, get_run_tx, json, project_row, run_row};
+use crate::codec::{PROJECT_SELECT, RUN_COLS, get_project_tx, get_run_tx, json, project_row, run_row};
 use crate::events::{change_run, record_events};
 use crate::idempotency::{Create, Created};
 
@@ -45,7 +45,7 @@ impl QueueRuns for SqliteStore {
                     }
                     None => {
                         let mut st =
-                            tx.prepare_cached(&format!("SELECT {PROJECT_COLS} FROM projects WHERE owner = ?1"))?;
+                            tx.prepare_cached(&format!("SELECT {PROJECT_SELECT} FROM projects WHERE owner = ?1"))?;
                         let projects = st.query_map([owner], project_row)?.collect::<rusqlite::Result<Vec<_>>>()?;
                         resolve_project(&projects, &req.graph_session_id)
                     }
@@ -56,7 +56,7 @@ impl QueueRuns for SqliteStore {
                 };
                 let run = Run::queued(&req, target, now, &policy);
                 tx.prepare_cached(&format!(
-                    "INSERT INTO runs ({RUN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NULL, NULL, NULL, 0, NULL, NULL, NULL)"
+                    "INSERT INTO runs ({RUN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL)"
                 ))?
                 .execute(params![
                     run.command_id.to_string(),
@@ -169,7 +169,13 @@ impl RelayRuns for SqliteStore {
         .await
     }
 
-    async fn start_run(&self, owner: &OwnerId, command: CommandId, execution_id: &str) -> StoreResult<StartOutcome> {
+    async fn start_run(
+        &self,
+        owner: &OwnerId,
+        command: CommandId,
+        execution_id: &str,
+        device: uuid::Uuid,
+    ) -> StoreResult<StartOutcome> {
         let owner = owner.clone();
         let execution_id = execution_id.to_owned();
         let policy = self.policy;
@@ -178,12 +184,13 @@ impl RelayRuns for SqliteStore {
             change_run(tx, &id, now, |old| {
                 let new = tx
                     .prepare_cached(&format!(
-                        "UPDATE runs SET status = 'running', started_at = :now, last_heartbeat_at = :now, execution_id = :execution_id \
-                         WHERE command_id = :id AND owner = :owner AND status = 'queued' AND expires_at > :now RETURNING {RUN_COLS}"
+                        "UPDATE runs SET status = 'running', started_at = :now, last_heartbeat_at = :now, execution_id = :execution_id, \
+                         device_id = :device WHERE command_id = :id AND owner = :owner AND status = 'queued' AND expires_at > :now RETURNING {RUN_COLS}"
                     ))?
                     .query_row(named_params! {
                         ":now": now.as_millis(),
                         ":execution_id": execution_id,
+                        ":device": device.to_string(),
                         ":id": id,
                         ":owner": owner.as_str(),
                     }, run_row)

@@ -10,8 +10,13 @@ use rusqlite::{Connection, TransactionBehavior};
 /// use `IF NOT EXISTS`, so such a database (version 0 with tables) is adopted as it is.
 pub(crate) const MIGRATIONS: &[&str] = &[
     SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7, SCHEMA_V8, SCHEMA_V9, SCHEMA_V10,
-    SCHEMA_V11, SCHEMA_V12,
+    SCHEMA_V11, SCHEMA_V12, SCHEMA_V13,
 ];
+
+/// Version 13: which desktop started each run (the owner's "busy with").
+pub(crate) const SCHEMA_V13: &str = r"
+ALTER TABLE runs ADD COLUMN device_id TEXT;
+";
 
 /// Version 12: what each desktop's relay last reported of itself (`domain::fleet`), and the
 /// owner's pause of it.

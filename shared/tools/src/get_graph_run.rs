@@ -1,10 +1,11 @@
 //! `get_graph_run`: read a run the calling agent queued.
 
 use domain::clock::Timestamp;
+use domain::devices::{Hold, held_by_pause};
 use domain::errors::RUN_NOT_FOUND;
 use domain::ids::CommandId;
 use domain::runs::RunStatus;
-use domain::store::{ManageProjects, ReadRuns};
+use domain::store::{ManageDevices, ManageProjects, ReadRuns};
 use schemars::JsonSchema;
 use serde::Serialize;
 
@@ -21,7 +22,7 @@ impl Tool for GetGraphRun {
         name: ToolName::GetGraphRun,
         title: "Check a Graph run",
         scope: SCOPE_READ,
-        description: "Read a Graph run you queued: status (queued, running, completed, failed, cancelled, expired), result (or result_truncated when it exceeded 100,000 characters), error, tokens and cost. check_after_s says when another check is worth it (the desktop's next pickup, or the run's expected end from the session's recent runs); follow it instead of polling quickly. Runs queued by other agents are not visible.",
+        description: "Read a Graph run you queued: status (queued, running, completed, failed, cancelled, expired); a queued run with desktop_paused waits because the owner paused every desktop that can run it (tell the user: it starts when the pause ends or the owner resumes it); result (or result_truncated when it exceeded 100,000 characters), error, tokens and cost. check_after_s says when another check is worth it (the desktop's next pickup, or the run's expected end from the session's recent runs); follow it instead of polling quickly. Runs queued by other agents are not visible.",
         annotations: Annotations::READ,
         dynamodb_actions: &["dynamodb:GetItem"],
         queries_index: false,
@@ -58,6 +59,10 @@ pub struct GraphRunOutput {
     pub total_tokens: Option<u64>,
     /// Cost the Graph reported.
     pub reported_cost: Option<f64>,
+    /// Present while the run is queued and every desktop that can run it is paused by the
+    /// owner: nothing starts until a pause ends.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub desktop_paused: Option<DesktopPaused>,
     /// Seconds until another check can first show a change; null once finished.
     pub check_after_s: Option<u64>,
     /// Its page in the owner's panel (the owner signs in to open it); absent when the server
@@ -66,7 +71,46 @@ pub struct GraphRunOutput {
     pub url: Option<String>,
 }
 
-impl<S: ReadRuns + ManageProjects + ?Sized> Handler<S> for GetGraphRun {
+/// The owner's pause that holds a queued run.
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct DesktopPaused {
+    /// RFC 3339: when the first of those pauses ends by itself; null: until the owner resumes.
+    pub until: Option<String>,
+    /// The owner's note, if any.
+    #[serde(skip_serializing_if = "String::is_empty")]
+    pub note: String,
+}
+
+/// How long a model is told to wait on a run held by a pause with no end (the owner resumes
+/// by hand; checking sooner only costs calls).
+const HELD_CHECK_AFTER: u64 = 900;
+/// At most this many desktops' records are read to decide a hold (an owner with more desktops
+/// sharing one session is told nothing about pauses, never something wrong).
+const MAX_SHARERS_READ: usize = 10;
+
+/// The pause holding a queued run, from the records of the desktops that share its session
+/// (one read each, only for a queued run).
+async fn hold<S: ManageDevices + ?Sized>(
+    store: &S,
+    project: Option<&domain::projects::Project>,
+    run: &domain::runs::Run,
+    now: Timestamp,
+) -> Result<Option<Hold>, domain::store::StoreError> {
+    let Some(project) = project else { return Ok(None) };
+    let ids: Vec<uuid::Uuid> = project.devices_sharing(&run.graph_session_id).collect();
+    if ids.is_empty() || ids.len() > MAX_SHARERS_READ {
+        return Ok(None);
+    }
+    let mut sharers = Vec::with_capacity(ids.len());
+    for id in ids {
+        if let Some(d) = store.get_device(&run.owner, id).await?.filter(|d| d.revoked_at.is_none()) {
+            sharers.push(d);
+        }
+    }
+    Ok(held_by_pause(&sharers, now))
+}
+
+impl<S: ReadRuns + ManageProjects + ManageDevices + ?Sized> Handler<S> for GetGraphRun {
     async fn run(deps: &ToolDeps<S>, caller: Caller<'_>, id: CommandId) -> Handled<GraphRunOutput> {
         let Some(run) = deps.store.get_run(caller.agent, id).await? else {
             return Ok(Err(Rejected::new(RUN_NOT_FOUND)));
@@ -74,6 +118,18 @@ impl<S: ReadRuns + ManageProjects + ?Sized> Handler<S> for GetGraphRun {
         let project = deps.store.get_project(caller.owner, run.project_id).await?;
         let view = run.view(caller.now, &deps.policy);
         let c = run.completion.as_ref().filter(|_| view.status.is_terminal());
+        let held = match view.status {
+            RunStatus::Queued => hold(deps.store.as_ref(), project.as_ref(), &run, caller.now).await?,
+            _ => None,
+        };
+        let check_after_s = match &held {
+            None => check_after(view.status, project.as_ref(), &run, caller.now, &deps.policy),
+            Some(Hold { until: None, .. }) => Some(HELD_CHECK_AFTER),
+            // When the pause ends, the desktop's next sync hands the run out.
+            Some(Hold { until: Some(u), .. }) => {
+                Some((u.since(caller.now) + deps.policy.poll_interval).as_secs().max(1))
+            }
+        };
         Ok(Ok(GraphRunOutput {
             command_id: run.command_id.to_string(),
             status: view.status,
@@ -86,7 +142,8 @@ impl<S: ReadRuns + ManageProjects + ?Sized> Handler<S> for GetGraphRun {
             error: view.error,
             total_tokens: c.and_then(|c| c.total_tokens),
             reported_cost: c.and_then(|c| c.reported_cost),
-            check_after_s: check_after(view.status, project.as_ref(), &run, caller.now, &deps.policy),
+            desktop_paused: held.map(|h| DesktopPaused { until: h.until.map(Timestamp::rfc3339), note: h.note }),
+            check_after_s,
             url: deps.run_page(run.command_id),
         }))
     }

@@ -51,7 +51,7 @@ use domain::clock::{SharedClock, Timestamp};
 use domain::ids::{AgentId, OwnerId};
 use domain::limits::Policy;
 use domain::store::{
-    CancelRuns, ClaimTasks, ManageProjects, QueueRuns, ReadRuns, ReadTasks, RecordArtifacts, StoreError,
+    CancelRuns, ClaimTasks, ManageDevices, ManageProjects, QueueRuns, ReadRuns, ReadTasks, RecordArtifacts, StoreError,
 };
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -401,11 +401,20 @@ pub fn json_schema_formats(v: &mut serde_json::Value) {
 
 /// The capabilities the tools use together (what in-process dispatch needs).
 pub trait ToolStore:
-    ManageProjects + QueueRuns + ReadRuns + CancelRuns + ReadTasks + ClaimTasks + RecordArtifacts
+    ManageProjects + ManageDevices + QueueRuns + ReadRuns + CancelRuns + ReadTasks + ClaimTasks + RecordArtifacts
 {
 }
-impl<T: ManageProjects + QueueRuns + ReadRuns + CancelRuns + ReadTasks + ClaimTasks + RecordArtifacts + ?Sized>
-    ToolStore for T
+impl<
+    T: ManageProjects
+        + ManageDevices
+        + QueueRuns
+        + ReadRuns
+        + CancelRuns
+        + ReadTasks
+        + ClaimTasks
+        + RecordArtifacts
+        + ?Sized,
+> ToolStore for T
 {
 }
 

@@ -74,6 +74,11 @@ pub const DEFAULT_PAGE: usize = 50;
 pub const MAX_PAGE: usize = 100;
 /// Runs in the overview.
 pub const OVERVIEW_RUNS: usize = 20;
+/// How many of the owner's newest runs are searched for the run each desktop is busy with (the
+/// runs the overview reads anyway, so the panel's refresh pays no query for it). A desktop whose
+/// run is older than this many newer ones shows its sync state instead of "busy": a bound of
+/// the reads, said in docs/panel.md.
+pub const FLEET_RUNS: usize = OVERVIEW_RUNS;
 /// Characters of an objective shown in task lists (the detail has all of it).
 pub const OBJECTIVE_PREVIEW_CHARS: usize = 200;
 
@@ -239,6 +244,7 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
             Op::ListDevices => self.list_devices(&owner).await,
             Op::CreateDevice => self.create_device(&owner, body).await,
             Op::RevokeDevice => self.revoke_device(&owner, p[0]).await,
+            Op::RemoveDevice => self.remove_device(&owner, p[0]).await,
             Op::PauseDevice => self.pause_device(&owner, p[0], body).await,
             Op::ResumeDevice => self.resume_device(&owner, p[0]).await,
             Op::ListLinks => self.list_links(&owner).await,
@@ -294,8 +300,20 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
 
     async fn list_devices(&self, owner: &OwnerId) -> Reply {
         let ds = self.store.list_devices(owner).await?;
+        let fleet = self.fleet(owner).await?;
         let now = self.clock.now();
-        ok(StatusCode::OK, DeviceList { devices: ds.iter().map(|d| device_view(d, now, &self.policy)).collect() })
+        ok(
+            StatusCode::OK,
+            DeviceList { devices: ds.iter().map(|d| device_view(d, now, &self.policy, &fleet)).collect() },
+        )
+    }
+
+    /// Who is busy with what and who shares which session: from the owner's projects and
+    /// newest [`FLEET_RUNS`] runs (two queries; `overview` has both already and reads none).
+    async fn fleet(&self, owner: &OwnerId) -> Result<Fleet, Fail> {
+        let runs = self.store.recent_runs(owner, FLEET_RUNS, None).await?;
+        let projects = self.store.list_projects(owner).await?;
+        Ok(Fleet::of(&projects, &runs, self.clock.now(), &self.policy))
     }
 
     async fn create_device(&self, owner: &OwnerId, body: &[u8]) -> Reply {
@@ -304,7 +322,8 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
         let (token, hash) = new_token().map_err(|e| Fail::Store(StoreError::unavailable(e)))?;
         let d = self.store.create_device(owner, &b.name, &hash).await?;
         let note = "The token is shown only now; the server keeps only its sha256.".to_owned();
-        ok(StatusCode::CREATED, NewDevice { device: device_view(&d, self.clock.now(), &self.policy), token, note })
+        let device = device_view(&d, self.clock.now(), &self.policy, &Fleet::default());
+        ok(StatusCode::CREATED, NewDevice { device, token, note })
     }
 
     /// A pairing lookup or decision, refused while the owner (or, in the cloud, the caller's
@@ -385,6 +404,14 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
         ok(StatusCode::OK, DeviceRevoked { revoked: true })
     }
 
+    async fn remove_device(&self, owner: &OwnerId, id: &str) -> Reply {
+        let id = uuid::Uuid::try_parse(id).map_err(|_| bad("device_id: must be a UUID"))?;
+        if !self.store.remove_device(owner, id).await? {
+            return Err(not_found(NO_DEVICE));
+        }
+        ok(StatusCode::OK, DeviceRemoved { removed: true })
+    }
+
     /// A pause for `for_seconds` (1 s to 30 days) or until resumed, with an optional note.
     async fn pause_device(&self, owner: &OwnerId, id: &str, body: &[u8]) -> Reply {
         let id = uuid::Uuid::try_parse(id).map_err(|_| bad("device_id: must be a UUID"))?;
@@ -405,7 +432,8 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
         }
         let ds = self.store.list_devices(owner).await?;
         let d = ds.iter().find(|d| d.device_id == id).ok_or_else(|| not_found(NO_DEVICE))?;
-        ok(StatusCode::OK, device_view(d, self.clock.now(), &self.policy))
+        let fleet = self.fleet(owner).await?;
+        ok(StatusCode::OK, device_view(d, self.clock.now(), &self.policy, &fleet))
     }
 
     async fn list_links(&self, owner: &OwnerId) -> Reply {
@@ -560,11 +588,12 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
             self.store.recent_runs(owner, OVERVIEW_RUNS, None).await?,
         );
         let now = self.clock.now();
+        let fleet = Fleet::of(&projects, &runs, now, &self.policy);
         ok(
             StatusCode::OK,
             Overview {
                 projects: projects.iter().map(project_view).collect(),
-                devices: devices.iter().map(|d| device_view(d, now, &self.policy)).collect(),
+                devices: devices.iter().map(|d| device_view(d, now, &self.policy, &fleet)).collect(),
                 links: self.link_views(owner, &links).await?,
                 runs: runs.iter().map(|r| run_view(r, now, &self.policy)).collect(),
             },

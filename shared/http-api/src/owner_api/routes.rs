@@ -19,6 +19,7 @@ pub enum Op {
     ListDevices,
     CreateDevice,
     RevokeDevice,
+    RemoveDevice,
     PauseDevice,
     ResumeDevice,
     ListLinks,
@@ -141,6 +142,15 @@ pub static ROUTES: &[Route<Op>] = &[
         [P_DEVICE],
         None,
         [ok!(200, "Revoked.", DeviceRevoked), BAD, GONE]
+    ),
+    route!(
+        RemoveDevice,
+        POST,
+        "/devices/{device_id}/remove",
+        "Remove a desktop that is gone: revoked if it is not, its shared sessions withdrawn, no longer listed",
+        [P_DEVICE],
+        None,
+        [ok!(200, "Removed.", DeviceRemoved), BAD, GONE]
     ),
     route!(
         PauseDevice,

@@ -133,6 +133,75 @@ pub struct DeviceView {
     pub relay: Option<RelayView>,
     /// The owner's pause in force (none when not paused or the pause ended).
     pub paused: Option<PauseView>,
+    /// The run it is running, if any (a paused desktop may still be finishing one).
+    pub busy: Option<BusyView>,
+    /// The sessions it shares, per project, as of its last sync.
+    pub sessions: Vec<SharedSessionView>,
+    /// Offline for 30 days or more (or never connected in 30 days): probably gone; `DELETE`
+    /// removes it.
+    pub stale: bool,
+}
+
+/// The run a desktop is running.
+#[derive(Clone, Serialize, JsonSchema)]
+pub struct BusyView {
+    /// The run.
+    pub command_id: CommandId,
+    /// Its session.
+    pub graph_session_id: String,
+    /// When it started.
+    pub started_at: Option<String>,
+}
+
+/// A session a desktop shares.
+#[derive(Clone, Serialize, JsonSchema)]
+pub struct SharedSessionView {
+    /// The project it is shared in.
+    pub project_id: ProjectId,
+    /// The session.
+    pub graph_session_id: String,
+    /// Its name as synced.
+    pub name: String,
+}
+
+/// What the Desktops table needs beyond the device records: who is busy with what, and who
+/// shares which session (from the owner's projects and recent runs, already read).
+#[derive(Default)]
+pub struct Fleet {
+    busy: std::collections::BTreeMap<uuid::Uuid, BusyView>,
+    sessions: std::collections::BTreeMap<uuid::Uuid, Vec<SharedSessionView>>,
+}
+
+impl Fleet {
+    /// From the owner's `projects` and recent `runs` at `now`.
+    pub fn of(projects: &[Project], runs: &[Run], now: Timestamp, policy: &Policy) -> Self {
+        let busy = domain::fleet::busy_with(runs, now, policy)
+            .into_iter()
+            .map(|(d, r)| {
+                let view = BusyView {
+                    command_id: r.command_id,
+                    graph_session_id: r.graph_session_id.to_string(),
+                    started_at: time(r.started_at),
+                };
+                (d, view)
+            })
+            .collect();
+        let mut sessions: std::collections::BTreeMap<uuid::Uuid, Vec<SharedSessionView>> =
+            std::collections::BTreeMap::new();
+        for p in projects {
+            for (device, ids) in &p.shared_by {
+                for id in ids {
+                    let name = p.sessions.iter().find(|s| &s.graph_session_id == id).map(|s| s.name.clone());
+                    sessions.entry(*device).or_default().push(SharedSessionView {
+                        project_id: p.project_id,
+                        graph_session_id: id.to_string(),
+                        name: name.unwrap_or_default(),
+                    });
+                }
+            }
+        }
+        Self { busy, sessions }
+    }
 }
 
 /// A desktop's pause.
@@ -156,8 +225,12 @@ pub enum DesktopStateView {
     OnlineDoorbell,
     /// Synced recently, polling.
     OnlinePolling,
+    /// Running a run (see `busy`).
+    Busy,
     /// Not seen within its interval, or never.
     Offline,
+    /// Offline for 30 days or more: probably gone.
+    Stale,
     /// Paused by the owner: finishes its run, takes no new one.
     Paused,
     /// Its token was revoked.
@@ -310,6 +383,13 @@ pub struct LinkDeleted {
 pub struct DeviceRevoked {
     /// Always true.
     pub revoked: bool,
+}
+
+/// `POST /devices/{id}/remove`.
+#[derive(Serialize, JsonSchema)]
+pub struct DeviceRemoved {
+    /// Always true.
+    pub removed: bool,
 }
 
 /// A task in a list (and the start of its detail).
@@ -476,18 +556,25 @@ pub(super) fn project_view(p: &Project) -> ProjectView {
     }
 }
 
-pub(super) fn device_view(d: &Device, now: Timestamp, policy: &Policy) -> DeviceView {
+pub(super) fn device_view(d: &Device, now: Timestamp, policy: &Policy, fleet: &Fleet) -> DeviceView {
     use domain::fleet::DesktopState;
+    let busy = fleet.busy.get(&d.device_id).filter(|_| d.revoked_at.is_none());
+    let state = d.state(now, policy.poll_interval, busy.is_some());
     DeviceView {
         device_id: d.device_id,
         name: d.name.clone(),
         created_at: d.created_at.rfc3339(),
         revoked_at: time(d.revoked_at),
         last_seen_at: time(d.last_seen_at),
-        state: match d.state(now, policy.poll_interval) {
+        stale: state == DesktopState::Stale,
+        busy: busy.cloned(),
+        sessions: fleet.sessions.get(&d.device_id).cloned().unwrap_or_default(),
+        state: match state {
             DesktopState::OnlineDoorbell => DesktopStateView::OnlineDoorbell,
             DesktopState::OnlinePolling => DesktopStateView::OnlinePolling,
+            DesktopState::Busy => DesktopStateView::Busy,
             DesktopState::Offline => DesktopStateView::Offline,
+            DesktopState::Stale => DesktopStateView::Stale,
             DesktopState::Paused => DesktopStateView::Paused,
             DesktopState::Revoked => DesktopStateView::Revoked,
         },

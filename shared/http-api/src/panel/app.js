@@ -195,22 +195,42 @@ function deviceState(d) {
   switch (d.state) {
     case "online_doorbell": return "Online: runs start at once";
     case "online_polling": return "Online: polling, runs start within a poll";
+    case "busy": return `Busy: running ${runName(d.busy)} since ${when(d.busy.started_at)}`;
     case "revoked": return `Revoked ${when(d.revoked_at)}`;
+    case "stale": return `Stale: ${d.last_seen_at ? `offline since ${when(d.last_seen_at)}` : "never connected"}; remove it if it is gone`;
     case "paused": {
       const p = d.paused || {};
-      return `Paused${p.until ? ` until ${when(p.until)}` : ""}: runs wait${p.note ? ` (${p.note})` : ""}`;
+      const finishing = d.busy ? `, finishing ${runName(d.busy)}` : "";
+      return `Paused${p.until ? ` until ${when(p.until)}` : ""}${finishing}: runs wait${p.note ? ` (${p.note})` : ""}`;
     }
     default: return d.last_seen_at ? `Offline since ${when(d.last_seen_at)}` : "Never connected";
   }
 }
 
+// A busy desktop's run, by the name of the session it shares (its id if it no longer does).
+function runName(busy) {
+  const s = sessionNames.get(busy.graph_session_id);
+  return s ? `“${s}”` : busy.graph_session_id;
+}
+
+let sessionNames = new Map();
+
 function renderDevices(devices) {
+  sessionNames = new Map(devices.flatMap((d) => d.sessions.map((s) => [s.graph_session_id, s.name])));
+  const remove = (d) => h("button", {
+    type: "button", class: "danger", "aria-label": `Remove ${d.name}`,
+    onclick: () => act("device-error", async () => {
+      if (!confirm(`Remove ${d.name}? Its token stops working and its shared sessions are withdrawn.`)) return;
+      await api("POST", `/devices/${d.device_id}/remove`); await refresh();
+    }),
+  }, "Remove");
   $("devices").replaceChildren(...devices.map((d) => h("tr", { "data-state": d.state },
     h("td", {}, d.name),
     h("td", {}, d.relay ? `${d.relay.version} · ${d.relay.platform} · ${d.relay.host}` : "—"),
     h("td", {}, when(d.created_at)), h("td", {}, when(d.last_seen_at)),
+    h("td", {}, d.sessions.length ? [...new Set(d.sessions.map((s) => s.name))].join(", ") : "—"),
     h("td", {}, deviceState(d)),
-    h("td", {}, ...(d.revoked_at ? [] : [
+    h("td", {}, ...(d.revoked_at ? [remove(d)] : [
       d.paused
         ? h("button", {
           type: "button", "aria-label": `Resume ${d.name}`,
@@ -233,6 +253,7 @@ function renderDevices(devices) {
           await api("DELETE", `/devices/${d.device_id}`); await refresh();
         }),
       }, "Revoke"),
+      ...(d.stale ? [" ", remove(d)] : []),
     ])))));
 }
 
