@@ -92,7 +92,9 @@ impl Relay<Client> {
     /// When the state directory or the HTTP client cannot be set up.
     pub fn new(config: Config) -> Result<Self, RelayError> {
         let bell = Arc::new(Doorbell::default());
-        let client = Client::new(&config.server_url, &config.device_token)?.with_doorbell(Arc::clone(&bell));
+        let client = Client::new(&config.server_url, &config.device_token)?
+            .with_doorbell(Arc::clone(&bell))
+            .with_state_dir(config.state_dir.clone());
         let token = config.doorbell.then(|| config.device_token.clone());
         let mut relay = Self::with_server(config, client)?;
         relay.bell = bell;

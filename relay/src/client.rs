@@ -108,7 +108,21 @@ pub struct Https {
     /// server relaxes the poll while that is recent.
     bell: Option<std::sync::Arc<crate::doorbell::Doorbell>>,
     /// The [`domain::fleet::RELAY_HEADER`] every sync carries ([`this_relay`]).
-    report: String,
+    report: domain::fleet::RelayReport,
+    /// The state folder, whose last update check (`update.json`) says whether a newer build
+    /// is published: the report's `update`.
+    state_dir: Option<std::path::PathBuf>,
+}
+
+impl Https {
+    /// The report for a sync now: [`this_relay`], and a newer published build when the last
+    /// update check found one.
+    fn report_now(&self) -> String {
+        let published = self.state_dir.as_deref().and_then(crate::update::LastCheck::read).and_then(|c| c.published);
+        let update =
+            published.filter(|p| crate::update::compare(p, crate::update::VERSION) == std::cmp::Ordering::Greater);
+        domain::fleet::RelayReport { update, ..self.report.clone() }.header_value()
+    }
 }
 
 /// What this relay tells the server of itself on each sync (the owner's Desktops table):
@@ -122,6 +136,7 @@ pub fn this_relay() -> domain::fleet::RelayReport {
         platform: format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH),
         host: if host.is_empty() { "desktop".into() } else { host },
         doorbell: false,
+        update: None,
     }
 }
 
@@ -141,7 +156,7 @@ impl Transport for Https {
             req = req.header("content-type", "application/json").body(b);
         }
         if path == "/sync" {
-            req = req.header(domain::fleet::RELAY_HEADER, &self.report);
+            req = req.header(domain::fleet::RELAY_HEADER, self.report_now());
             if let Some(age) = self.bell.as_ref().and_then(|b| b.alive_age()) {
                 req = req.header(domain::doorbell::DOORBELL_HEADER, domain::doorbell::alive_header(age));
             }
@@ -215,8 +230,16 @@ impl Client<Https> {
             base: format!("{server_url}{}", domain::relay::PREFIX),
             token: token.to_owned(),
             bell: None,
-            report: this_relay().header_value(),
+            report: this_relay(),
+            state_dir: None,
         })
+    }
+
+    /// Syncs say whether the last update check kept in `state_dir` found a newer build.
+    #[must_use]
+    pub fn with_state_dir(mut self, state_dir: std::path::PathBuf) -> Self {
+        self.transport.state_dir = Some(state_dir);
+        self
     }
 
     /// Syncs tell the server when `bell` is connected.

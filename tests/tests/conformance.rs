@@ -1298,6 +1298,7 @@ async fn device_reports_are_kept_when_they_change(h: Harness) {
         platform: "macos-aarch64".into(),
         host: "José’s Mac".into(),
         doorbell: false,
+        update: None,
     };
     let seen = |h: &Harness, o: &domain::ids::OwnerId| {
         let (store, o) = (h.store.clone(), o.clone());

@@ -129,8 +129,18 @@ impl Fleet {
 }
 
 fn report(version: &str, host: &str) -> (&'static str, String) {
-    let r =
-        RelayReport { version: version.into(), platform: "macos-aarch64".into(), host: host.into(), doorbell: false };
+    report_behind(version, host, None)
+}
+
+/// A report of a relay whose last update check saw `update` published.
+fn report_behind(version: &str, host: &str, update: Option<&str>) -> (&'static str, String) {
+    let r = RelayReport {
+        version: version.into(),
+        platform: "macos-aarch64".into(),
+        host: host.into(),
+        doorbell: false,
+        update: update.map(str::to_owned),
+    };
     (RELAY_HEADER, r.header_value())
 }
 
@@ -152,7 +162,10 @@ async fn desktop_states_follow_the_relays_syncs(h: Harness) {
     assert_eq!(f.sync(&bobs, &[]).await.0, 404, "bob's desktop syncs alice's project");
     let (state, relay) = f.state_of("Laptop").await;
     assert_eq!(state, "online_polling");
-    assert_eq!(relay, json!({"version": "0.4.0", "platform": "macos-aarch64", "host": "José’s MacBook"}));
+    assert_eq!(
+        relay,
+        json!({"version": "0.4.0", "platform": "macos-aarch64", "host": "José’s MacBook", "update": null})
+    );
     assert_eq!(f.state_of("Tower").await.0, "online_doorbell");
     assert!(f.devices("alice").await.iter().all(|d| d["name"] != "Bob's PC"), "another owner's desktop shows");
 
@@ -160,6 +173,11 @@ async fn desktop_states_follow_the_relays_syncs(h: Harness) {
     f.h.advance(Duration::from_secs(5));
     assert_eq!(f.sync(&laptop, &[report("0.5.0", "José’s MacBook")]).await.0, 200);
     assert_eq!(f.state_of("Laptop").await.1["version"], "0.5.0");
+    assert_eq!(f.state_of("Laptop").await.1["update"], Value::Null);
+    // A relay that is behind says which build it saw published (a pinned one, say).
+    assert_eq!(f.sync(&laptop, &[report_behind("0.5.0", "José’s MacBook", Some("0.6.0"))]).await.0, 200);
+    assert_eq!(f.state_of("Laptop").await.1["update"], "0.6.0");
+    assert_eq!(f.sync(&laptop, &[report("0.5.0", "José’s MacBook")]).await.0, 200);
 
     // A bad report is refused, naming the part and the rule, and changes nothing.
     let bad = [(RELAY_HEADER, "version=0.6.0; platform=MacOS; host=x".to_owned())];

@@ -31,12 +31,14 @@ async fn the_panel_does_the_owners_work_in_a_real_browser() {
     let body = json!({"name": "Browser desktop", "os": "linux", "arch": "x86_64", "token_sha256": "c".repeat(64)});
     let pairing: Value = http.post(&pairs).json(&body).send().await.unwrap().json().await.unwrap();
     // The server's own desktop syncs once, as a relay does (its report of itself in the header):
-    // the scenario finds it online, with its version, platform and host.
+    // the scenario finds it online, with its version, platform and host, and the newer build its
+    // last update check saw published.
     let report = domain::fleet::RelayReport {
         version: "0.4.0-ci".into(),
         platform: "linux-x86_64".into(),
         host: "ci-host".into(),
         doorbell: false,
+        update: Some("0.5.0-ci".into()),
     };
     let synced = http
         .post(format!("{}{}/sync", running.base_url, domain::relay::PREFIX))

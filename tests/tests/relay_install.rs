@@ -313,6 +313,18 @@ async fn curl_pipe_sh_installs_pairs_and_the_installed_relay_completes_a_run() {
         async move { (call.await["result"]["structuredContent"]["status"] == "completed").then_some(()) }
     })
     .await;
+    // What the owner sees: the relay running says which newer build its last check found (the
+    // "new build" here runs the same relay underneath, so the version it reports is still the old one).
+    let seen = wait_until("the owner to see the published build", Duration::from_secs(30), || {
+        let req = owner(reqwest::Method::GET, "/devices".into());
+        async move {
+            let v: serde_json::Value = req.send().await.ok()?.json().await.ok()?;
+            let d = v["devices"].as_array()?.iter().find(|d| d["name"] == "Test desktop")?.clone();
+            (d["relay"]["update"] == "99.0.0").then_some(d)
+        }
+    })
+    .await;
+    assert_eq!(seen["relay"]["version"], relay::update::VERSION, "{seen}");
     let _ = relay.kill();
     let _ = relay.wait();
 

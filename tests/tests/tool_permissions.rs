@@ -359,6 +359,7 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
             platform: "linux-x86_64".into(),
             host: "ci".into(),
             doorbell: false,
+            update: None,
         };
         req.headers_mut().insert(domain::fleet::RELAY_HEADER, report.header_value().parse().unwrap());
         relay_api.handle(req)

@@ -45,6 +45,10 @@ pub struct RelayReport {
     pub host: String,
     /// Whether its doorbell was connected (proven alive) at this sync.
     pub doorbell: bool,
+    /// A newer build its server publishes, as the relay's last update check found it (none:
+    /// up to date, never checked, or an older relay); a pinned or `auto_update = false` relay
+    /// keeps saying it until it is updated.
+    pub update: Option<String>,
 }
 
 impl RelayReport {
@@ -60,7 +64,8 @@ impl RelayReport {
                 host.push_str(&format!("%{b:02X}"));
             }
         }
-        format!("version={}; platform={}; host={host}", self.version, self.platform)
+        let update = self.update.as_ref().map(|u| format!("; update={u}")).unwrap_or_default();
+        format!("version={}; platform={}; host={host}{update}", self.version, self.platform)
     }
 
     /// Reads a [`RELAY_HEADER`] value; `doorbell` is what the doorbell header proved.
@@ -68,7 +73,7 @@ impl RelayReport {
     /// # Errors
     /// A message naming the header, the part and the rule it breaks.
     pub fn parse(value: &str, doorbell: bool) -> Result<Self, String> {
-        let (mut version, mut platform, mut host) = (None, None, None);
+        let (mut version, mut platform, mut host, mut update) = (None, None, None, None);
         for part in value.split(';') {
             let part = part.trim();
             let Some((key, v)) = part.split_once('=') else {
@@ -78,6 +83,7 @@ impl RelayReport {
                 "version" => &mut version,
                 "platform" => &mut platform,
                 "host" => &mut host,
+                "update" => &mut update,
                 // Later relays may say more: an older server ignores it.
                 _ => continue,
             };
@@ -86,11 +92,17 @@ impl RelayReport {
             }
         }
         let version = need(version, "version")?;
-        if version.is_empty()
-            || version.chars().count() > MAX_VERSION_CHARS
-            || !version.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+'))
-        {
-            return Err(format!("{RELAY_HEADER}: version must be 1 to {MAX_VERSION_CHARS} of A-Z a-z 0-9 . - +"));
+        let version_ok = |v: &str| {
+            !v.is_empty()
+                && v.chars().count() <= MAX_VERSION_CHARS
+                && v.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | '+'))
+        };
+        for (key, v) in [("version", Some(version)), ("update", update)] {
+            if let Some(v) = v
+                && !version_ok(v)
+            {
+                return Err(format!("{RELAY_HEADER}: {key} must be 1 to {MAX_VERSION_CHARS} of A-Z a-z 0-9 . - +"));
+            }
         }
         let platform = need(platform, "platform")?;
         if platform.is_empty()
@@ -106,7 +118,13 @@ impl RelayReport {
                 "{RELAY_HEADER}: host must be 1 to {MAX_HOST_CHARS} characters, none a control character"
             ));
         }
-        Ok(Self { version: version.to_owned(), platform: platform.to_owned(), host, doorbell })
+        Ok(Self {
+            version: version.to_owned(),
+            platform: platform.to_owned(),
+            host,
+            doorbell,
+            update: update.map(str::to_owned),
+        })
     }
 }
 
@@ -274,7 +292,13 @@ mod tests {
     use super::*;
 
     fn report(host: &str) -> RelayReport {
-        RelayReport { version: "0.4.0".into(), platform: "macos-aarch64".into(), host: host.into(), doorbell: false }
+        RelayReport {
+            version: "0.4.0".into(),
+            platform: "macos-aarch64".into(),
+            host: host.into(),
+            doorbell: false,
+            update: None,
+        }
     }
 
     #[test]
@@ -289,6 +313,12 @@ mod tests {
             assert_eq!(RelayReport::from_record(&r.to_record()).unwrap(), r);
         }
         assert_eq!(RelayReport::from_record("version=1; platform=p; host=h"), None);
+        // A newer build the relay saw published rides along; a bad one is refused by name.
+        let behind = RelayReport { update: Some("0.5.0".into()), ..report("h") };
+        assert_eq!(RelayReport::parse(&behind.header_value(), false).unwrap(), behind);
+        assert_eq!(RelayReport::from_record(&behind.to_record()).unwrap(), behind);
+        let bad = RelayReport::parse("version=0.4.0; platform=linux-x86_64; host=h; update=", false).unwrap_err();
+        assert!(bad.starts_with("x-foundry-relay: update must be"), "{bad}");
     }
 
     #[test]

@@ -246,6 +246,9 @@ pub struct RelayView {
     pub platform: String,
     /// The machine's host name.
     pub host: String,
+    /// A newer build the server publishes, as the relay's last update check (daily, or
+    /// `relay update`) found it: none when up to date or not known.
+    pub update: Option<String>,
 }
 
 /// `GET /devices`.
@@ -583,6 +586,7 @@ pub(super) fn device_view(d: &Device, now: Timestamp, policy: &Policy, fleet: &F
             version: r.version.clone(),
             platform: r.platform.clone(),
             host: r.host.clone(),
+            update: r.update.clone(),
         }),
     }
 }

@@ -226,7 +226,8 @@ function renderDevices(devices) {
   }, "Remove");
   $("devices").replaceChildren(...devices.map((d) => h("tr", { "data-state": d.state },
     h("td", {}, d.name),
-    h("td", {}, d.relay ? `${d.relay.version} · ${d.relay.platform} · ${d.relay.host}` : "—"),
+    h("td", {}, d.relay ? `${d.relay.version} · ${d.relay.platform} · ${d.relay.host}` : "—",
+      d.relay && d.relay.update ? h("div", { class: "note" }, `${d.relay.update} available: relay update`) : ""),
     h("td", {}, when(d.created_at)), h("td", {}, when(d.last_seen_at)),
     h("td", {}, d.sessions.length ? [...new Set(d.sessions.map((s) => s.name))].join(", ") : "—"),
     h("td", {}, deviceState(d)),
