@@ -321,8 +321,30 @@ async fn a_paused_desktop_finishes_its_run_and_starts_no_new_one_until_resumed()
     let first = e.queue(1, serde_json::json!({})).await;
     let (stop, task) = e.relay(&[(1, "report", &script)], "state");
     e.wait_status(first, RunStatus::Running, Duration::from_secs(20)).await;
+    // What the owner sees of this real relay: busy with that run; once paused, paused and still
+    // finishing it.
+    let desktop = || async {
+        let v: serde_json::Value = foundry_tests::http()
+            .get(format!("{}/owner/devices", e.running.base_url))
+            .bearer_auth(&e.running.owner_token)
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        v["devices"].as_array().unwrap().iter().find(|d| d["device_id"] == device.to_string()).unwrap().clone()
+    };
+    let d = desktop().await;
+    assert_eq!((&d["state"], &d["busy"]["command_id"]), (&serde_json::json!("busy"), &serde_json::json!(first)), "{d}");
     let pause = domain::devices::Pause { at: SystemClock.now(), until: None, note: "lid closed".into() };
     assert!(e.running.store.set_device_pause(&owner, device, Some(&pause)).await.unwrap());
+    let d = desktop().await;
+    assert_eq!(
+        (&d["state"], &d["busy"]["command_id"]),
+        (&serde_json::json!("paused"), &serde_json::json!(first)),
+        "{d}"
+    );
     std::fs::write(&flag, "").unwrap();
     e.wait_status(first, RunStatus::Completed, Duration::from_secs(20)).await;
     let status_file = e.dir.join("state").join("status.json");
