@@ -89,7 +89,8 @@ def main():
 
     apis = req["apis"]
     sync = pr.api() + pr.invocation("graph_relay") + pr.dynamo(apis["relay_sync_with_work"])
-    step = {k: pr.api() + pr.invocation("graph_relay") + pr.dynamo(apis[k]) for k in ("relay_start", "relay_control", "relay_complete")}
+    step = {k: pr.api() + pr.invocation("graph_relay") + pr.dynamo(apis[k])
+            for k in ("relay_start", "relay_control", "relay_control_reporting", "relay_complete")}
     month = 30 * 86400
     poll20 = month / 20 * sync
     syncs300 = idle_per_day * 30 * sync
@@ -108,8 +109,11 @@ def main():
     print(f"| ... pings every 4 min, if billed as messages | ${pings:.3f} |")
     total = syncs300 + conn + reconnects
     print(f"| **idle desktop-month with the doorbell** | **${total:.3f}–{total + pings:.3f}** |")
-    run60 = step["relay_start"] + 20 * step["relay_control"] + step["relay_complete"]
-    print(f"| one 60 s run on the desktop (start, 20 control polls at 3 s, complete) | ${run60 * 1000:.4f} per 1,000 runs |")
+    # One control poll a minute carries the relay's report (its last-seen write): 1 of the 20.
+    run60 = step["relay_start"] + 19 * step["relay_control"] + step["relay_control_reporting"] + step["relay_complete"]
+    print(f"| one 60 s run on the desktop (start, 20 control polls at 3 s, one with its report, complete) | ${run60 * 1000:.4f} per 1,000 runs |")
+    hour = 1200 * step["relay_control"] + 60 * (step["relay_control_reporting"] - step["relay_control"])
+    print(f"| one running hour's control polls (1,200 at 3 s, 60 with the report) | ${hour:.4f} |")
 
     panel = pr.api() + pr.invocation("owner_api") + pr.dynamo(apis["panel_refresh"])
     print()

@@ -405,6 +405,30 @@ fn accepted_hosts(public_url: &str, port: u16) -> Vec<String> {
     hosts
 }
 
+/// How often the local server's desktop watch looks at the runs still queued.
+const WATCH_EVERY: std::time::Duration = std::time::Duration::from_secs(20);
+/// How many waiting runs one look covers (the oldest).
+const WATCH_RUNS: usize = 100;
+
+/// One look of the local desktop watch at `now` (`events::watch`): every run queued at least
+/// [`domain::fleet::WATCH_AFTER`]`[0]` ago and still queued has its silent desktops marked
+/// offline (the cloud looks twice per run, from its queue; locally a timer looks at all of
+/// them). How many desktops it marked.
+///
+/// # Errors
+/// When the store fails.
+pub async fn watch_once(
+    store: &SqliteStore,
+    now: domain::clock::Timestamp,
+    poll_interval: std::time::Duration,
+) -> Result<usize, domain::store::StoreError> {
+    let mut marked = 0;
+    for w in store.waiting_runs(now.minus(domain::fleet::WATCH_AFTER[0]), WATCH_RUNS).await? {
+        marked += events::watch::check(store, &w, now, poll_interval).await?;
+    }
+    Ok(marked)
+}
+
 /// Serves `app` on `listener` until the returned sender fires, with the local notifier beside
 /// it: it delivers the outbox the store fills in the same transactions as the changes (the
 /// cloud's stream publisher and notify function do the same job), and stops after the server.
@@ -420,6 +444,17 @@ fn serve(
     let notifier_task = tokio::spawn(events::run_local(notifier, w.store.write_signal(), NOTIFIER_POLL, async move {
         let _ = notifier_rx.await;
     }));
+    let (store, clock, poll) = (Arc::clone(&w.store), w.clock.clone(), w.policy.poll_interval);
+    let watch_task = tokio::spawn(async move {
+        let mut tick = tokio::time::interval(WATCH_EVERY);
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+        loop {
+            tick.tick().await;
+            if let Err(e) = watch_once(&store, clock.now(), poll).await {
+                tracing::warn!(error = %domain::errors::ErrorChain(&e), "the desktop watch failed; it looks again later");
+            }
+        }
+    });
     let (tx, rx) = oneshot::channel::<()>();
     let task = tokio::spawn(async move {
         let shutdown = async move {
@@ -428,6 +463,7 @@ fn serve(
         listener::serve(listener, app, limits, connections, shutdown).await;
         let _ = notifier_stop.send(());
         let _ = notifier_task.await;
+        watch_task.abort();
     });
     (tx, task)
 }

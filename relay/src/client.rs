@@ -112,12 +112,24 @@ pub struct Https {
     /// The state folder, whose last update check (`update.json`) says whether a newer build
     /// is published: the report's `update`.
     state_dir: Option<std::path::PathBuf>,
+    /// When a request last carried the report.
+    reported: std::sync::Arc<std::sync::Mutex<Option<std::time::Instant>>>,
 }
 
 impl Https {
-    /// The report for a sync now: [`this_relay`], and a newer published build when the last
+    /// Whether a control poll should carry the report: none sent for
+    /// [`domain::fleet::DEVICE_SEEN_GRANULARITY`] (the server keeps "last seen" to that).
+    fn report_due(&self) -> bool {
+        let last = self.reported.lock().map(|l| *l).unwrap_or(None);
+        last.is_none_or(|at| at.elapsed() >= domain::fleet::DEVICE_SEEN_GRANULARITY)
+    }
+
+    /// The report for a request now: [`this_relay`], and a newer published build when the last
     /// update check found one.
     fn report_now(&self) -> String {
+        if let Ok(mut l) = self.reported.lock() {
+            *l = Some(std::time::Instant::now());
+        }
         let published = self.state_dir.as_deref().and_then(crate::update::LastCheck::read).and_then(|c| c.published);
         let update =
             published.filter(|p| crate::update::compare(p, crate::update::VERSION) == std::cmp::Ordering::Greater);
@@ -155,7 +167,9 @@ impl Transport for Https {
         if let Some(b) = body {
             req = req.header("content-type", "application/json").body(b);
         }
-        if path == "/sync" {
+        // Every sync says what the relay is; during a run (no syncs) one control poll a minute
+        // does, so the owner sees the desktop there and the desktop watch leaves it alone.
+        if path == "/sync" || (path.ends_with("/control") && self.report_due()) {
             req = req.header(domain::fleet::RELAY_HEADER, self.report_now());
             if let Some(age) = self.bell.as_ref().and_then(|b| b.alive_age()) {
                 req = req.header(domain::doorbell::DOORBELL_HEADER, domain::doorbell::alive_header(age));
@@ -232,6 +246,7 @@ impl Client<Https> {
             bell: None,
             report: this_relay(),
             state_dir: None,
+            reported: std::sync::Arc::new(std::sync::Mutex::new(None)),
         })
     }
 

@@ -1285,6 +1285,38 @@ async fn device_last_seen_is_recorded_at_most_once_a_minute(h: Harness) {
     assert_eq!(h.store.list_devices(&o).await.unwrap()[0].last_seen_at, Some(h.now()));
 }
 
+/// The desktop watch's mark (`desktop.offline`): set once, only on the record as the watch
+/// read it (a sync in between wins), never on a revoked or another owner's device; the next
+/// sync clears it, even within the minute that otherwise writes nothing.
+async fn a_desktops_offline_mark_holds_until_its_next_sync(h: Harness) {
+    let o = owner("alice");
+    let d = h.store.create_device(&o, "MacBook", &domain::devices::new_token().unwrap().1).await.unwrap();
+    let mark = |h: &Harness| {
+        let (store, o) = (h.store.clone(), o.clone());
+        async move { store.get_device(&o, d.device_id).await.unwrap().unwrap().offline_since }
+    };
+    assert!(!h.store.mark_offline(&o, d.device_id, Some(h.now())).await.unwrap(), "never seen at that time");
+    h.store.record_device_seen(&d, None).await.unwrap();
+    let seen = h.now();
+    h.advance(Duration::from_secs(200));
+    assert!(!h.store.mark_offline(&owner("bob"), d.device_id, Some(seen)).await.unwrap(), "another owner marked it");
+    assert!(!h.store.mark_offline(&o, d.device_id, Some(seen.minus(Duration::from_secs(1)))).await.unwrap());
+    assert!(h.store.mark_offline(&o, d.device_id, Some(seen)).await.unwrap());
+    assert_eq!(mark(&h).await, Some(h.now()));
+    assert!(!h.store.mark_offline(&o, d.device_id, Some(seen)).await.unwrap(), "marked twice");
+    h.store.record_device_seen(&d, None).await.unwrap();
+    assert_eq!(mark(&h).await, None, "the sync kept the mark");
+    // Within the minute of that sync, a new mark and a sync: the sync still clears it.
+    let again = h.store.get_device(&o, d.device_id).await.unwrap().unwrap().last_seen_at;
+    assert!(h.store.mark_offline(&o, d.device_id, again).await.unwrap());
+    h.advance(Duration::from_secs(1));
+    h.store.record_device_seen(&d, None).await.unwrap();
+    assert_eq!(mark(&h).await, None, "a sync within the minute kept the mark");
+    h.store.revoke_device(&o, d.device_id).await.unwrap();
+    let last = h.store.get_device(&o, d.device_id).await.unwrap().unwrap().last_seen_at;
+    assert!(!h.store.mark_offline(&o, d.device_id, last).await.unwrap(), "a revoked device was marked");
+}
+
 /// The relay's report rides in the last-seen write: a changed report is written at once (a
 /// new version, the doorbell coming up), the same report within the minute is not, and a sync
 /// without one (an older relay) keeps the last. Another owner's device is untouched.
@@ -1866,6 +1898,7 @@ suite! {
     device_tokens_authenticate_until_revoked,
     device_last_seen_is_recorded_at_most_once_a_minute,
     device_reports_are_kept_when_they_change,
+    a_desktops_offline_mark_holds_until_its_next_sync,
     assign_idempotency_under_concurrent_retries,
     link_task_pages_are_newest_first_with_a_cursor,
     deleting_a_link_cancels_its_open_tasks_and_hides_all_of_them,

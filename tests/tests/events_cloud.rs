@@ -138,7 +138,11 @@ impl Cloud {
             records.extend(out["Records"].as_array().cloned().unwrap_or_default());
             *it = out["NextShardIterator"].as_str().unwrap().to_owned();
         }
-        let sink = SqsSink { client: self.sqs.clone(), queue_url: self.queue.clone() };
+        let sink = SqsSink {
+            client: self.sqs.clone(),
+            queue_url: self.queue.clone(),
+            watch_after: vec![std::time::Duration::ZERO],
+        };
         // The records exactly as the stream gave them, parsed as Lambda's DynamoDB event type.
         let batch = serde_json::from_value(json!({ "Records": records })).expect("a stream batch");
         let answer = serde_json::to_value(lambda::publisher::handle(&sink, &batch).await).unwrap();
@@ -365,4 +369,80 @@ async fn hanging_receivers_cost_no_other_event_its_delivery_and_the_batch_answer
         took < std::time::Duration::from_secs(23),
         "the batch took {took:?}: past its deadline, the function would time out without an answer"
     );
+}
+
+/// `desktop.offline` and `desktop.online` through the stream and the queue: a desktop that
+/// synced, then went silent past its window while a run waits for it, is marked by the watch the
+/// publisher queued beside `run.queued` (here without its delay); its next sync clears the mark.
+/// A desktop that synced within its window is left alone, and the notifier stays within its
+/// IAM actions.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_desktop_silent_while_a_run_waits_is_offline_then_online_at_its_next_sync() {
+    let Some(mut c) = cloud().await else { return };
+    let receiver = Receiver::start().await;
+    let link = c.link(&receiver).await;
+    let gs = GraphSessionId::parse("g", &format!("gs_{}", "e".repeat(32))).unwrap();
+    let meta = SessionMeta {
+        graph_session_id: gs.clone(),
+        name: "G".into(),
+        description: String::new(),
+        slug: "g".into(),
+        version: "1".into(),
+        status: "ready".into(),
+    };
+    let gone = c.h.store.create_device(&c.owner, "Laptop", "hash-gone").await.unwrap();
+    let here = c.h.store.create_device(&c.owner, "Tower", "hash-here").await.unwrap();
+    for d in [&gone, &here] {
+        c.h.store.sync_sessions(&c.owner, link.project_id, d.device_id, std::slice::from_ref(&meta)).await.unwrap();
+        c.h.store.record_device_seen(d, None).await.unwrap();
+    }
+    // The laptop's lid closes; the tower keeps syncing.
+    c.h.advance(domain::fleet::online_window(false, c.h.policy.poll_interval));
+    c.h.store.record_device_seen(&here, None).await.unwrap();
+    let req = QueueRun {
+        owner: c.owner.clone(),
+        agent: AgentId::new("claude", "alice").unwrap(),
+        project_id: Some(link.project_id),
+        graph_session_id: gs,
+        arguments: json!({}),
+        idempotency_key: IdempotencyKey::parse("watch-run-1").unwrap(),
+    };
+    let QueueOutcome::Queued(_) = c.h.store.queue_run(&req).await.unwrap() else { panic!() };
+    let Backend::Dynamo { log, .. } = &c.h.backend else { unreachable!() };
+    let log = log.clone();
+    let mut used = BTreeSet::new();
+    for _ in 0..3 {
+        c.pump_stream().await;
+        log.take();
+        while c.pump_queue().await.0 > 0 {}
+        used.extend(log.take().iter().map(|op| format!("dynamodb:{}", op.split(':').next().unwrap())));
+    }
+    let kinds: Vec<String> = receiver.accepted().iter().map(|r| r.kind.clone()).collect();
+    assert_eq!(kinds, ["run.queued", "desktop.offline"], "{kinds:?}");
+    let offline = &receiver.accepted()[1];
+    assert_eq!(offline.body["data"]["device_id"], gone.device_id.to_string());
+    assert_eq!(offline.body["data"]["status"], "offline");
+    assert!(offline.signature_ok);
+    let listed = c.h.store.list_devices(&c.owner).await.unwrap();
+    let mark = |id: uuid::Uuid| listed.iter().find(|d| d.device_id == id).unwrap().offline_since;
+    assert!(mark(gone.device_id).is_some() && mark(here.device_id).is_none(), "{listed:?}");
+    let declared: BTreeSet<String> = events::NOTIFIER_DYNAMODB_ACTIONS.iter().map(|s| (*s).to_owned()).collect();
+    assert!(used.is_subset(&declared), "the notifier used {used:?}, its policy grants {declared:?}");
+
+    // The laptop comes back: its sync clears the mark, once.
+    c.h.advance(std::time::Duration::from_secs(5));
+    c.h.store.record_device_seen(&gone, None).await.unwrap();
+    c.h.store.record_device_seen(&gone, None).await.unwrap();
+    for _ in 0..2 {
+        c.pump_stream().await;
+        while c.pump_queue().await.0 > 0 {}
+    }
+    let kinds: Vec<String> = receiver.accepted().iter().map(|r| r.kind.clone()).collect();
+    assert_eq!(kinds, ["run.queued", "desktop.offline", "desktop.online"], "{kinds:?}");
+    let online = &receiver.accepted()[2];
+    assert_eq!(
+        (&online.body["data"]["device_id"], &online.body["data"]["status"]),
+        (&json!(gone.device_id.to_string()), &json!("online"))
+    );
+    assert_ne!(online.id, offline.id);
 }

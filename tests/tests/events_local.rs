@@ -368,3 +368,76 @@ async fn the_local_server_delivers_claimed_and_completed_once_each_signed() {
     let _: Timestamp = running.store.get_task(&owner, link, t).await.unwrap().unwrap().created_at;
     running.stop().await;
 }
+
+/// The local desktop watch: a desktop that synced, then stayed silent past its window while a
+/// run waited for it, is marked by the server's timer look (`local::watch_once`) — once, and
+/// not before the run waited `WATCH_AFTER[0]` — and its `desktop.offline` is in the outbox in
+/// the same transaction; its next sync clears the mark (`desktop.online`). A paused desktop and
+/// one that synced in time are left alone; a mark with a sync in between is refused.
+#[tokio::test]
+async fn a_silent_desktop_while_a_run_waits_goes_offline_then_online_in_the_outbox() {
+    use domain::store::{AuthenticateDevices, ManageDevices, PauseDevices, WatchDesktops};
+    let w = world();
+    let (link, _) = w.link(None).await;
+    let gs = GraphSessionId::parse("g", &format!("gs_{}", "f".repeat(32))).unwrap();
+    let meta = SessionMeta {
+        graph_session_id: gs.clone(),
+        name: "G".into(),
+        description: String::new(),
+        slug: "g".into(),
+        version: "1".into(),
+        status: "ready".into(),
+    };
+    let poll = w.store.policy().poll_interval;
+    let mut devices = Vec::new();
+    for name in ["Laptop", "Tower", "Paused"] {
+        let d = w.store.create_device(&w.owner, name, &format!("hash-{name}")).await.unwrap();
+        w.store.sync_sessions(&w.owner, link.project_id, d.device_id, std::slice::from_ref(&meta)).await.unwrap();
+        w.store.record_device_seen(&d, None).await.unwrap();
+        devices.push(d);
+    }
+    let [laptop, tower, paused] = [&devices[0], &devices[1], &devices[2]];
+    let pause = domain::devices::Pause::new(w.clock.now(), None, None).unwrap();
+    w.store.set_device_pause(&w.owner, paused.device_id, Some(&pause)).await.unwrap();
+    let req = QueueRun {
+        owner: w.owner.clone(),
+        agent: AgentId::new("claude", "alice").unwrap(),
+        project_id: Some(link.project_id),
+        graph_session_id: gs,
+        arguments: serde_json::json!({}),
+        idempotency_key: IdempotencyKey::parse("local-watch-1").unwrap(),
+    };
+    let QueueOutcome::Queued(_) = w.store.queue_run(&req).await.unwrap() else { panic!() };
+    let before = w.outbox().await.len();
+    // Silent past its window, but the run has not waited long enough for a look yet.
+    let window = domain::fleet::online_window(false, poll);
+    w.clock.advance(window);
+    w.store.record_device_seen(tower, None).await.unwrap();
+    assert_eq!(local::watch_once(&w.store, w.clock.now(), poll).await.unwrap(), 0, "looked too early");
+    w.clock.advance(domain::fleet::WATCH_AFTER[0] - window);
+    assert_eq!(local::watch_once(&w.store, w.clock.now(), poll).await.unwrap(), 1);
+    assert_eq!(local::watch_once(&w.store, w.clock.now(), poll).await.unwrap(), 0, "marked twice");
+    let events = w.outbox().await;
+    assert_eq!(kinds(&events[before..]), ["desktop.offline"]);
+    assert_eq!(events[before].data.device_id, Some(laptop.device_id.to_string()));
+    let listed = w.store.list_devices(&w.owner).await.unwrap();
+    let marked = |id: uuid::Uuid| listed.iter().find(|d| d.device_id == id).unwrap().offline_since.is_some();
+    let marks = [marked(laptop.device_id), marked(tower.device_id), marked(paused.device_id)];
+    assert_eq!(marks, [true, false, false], "only the silent, unpaused desktop is marked");
+    // A mark made on what the watch saw before a sync is refused.
+    let stale = listed
+        .iter()
+        .find(|d| d.device_id == tower.device_id)
+        .unwrap()
+        .last_seen_at
+        .map(|t| t.minus(Duration::from_secs(1)));
+    assert!(!w.store.mark_offline(&w.owner, tower.device_id, stale).await.unwrap(), "a sync in between lost");
+    // The laptop syncs: online, once; its second sync within the minute writes nothing.
+    w.clock.advance(Duration::from_secs(1));
+    w.store.record_device_seen(laptop, None).await.unwrap();
+    w.store.record_device_seen(laptop, None).await.unwrap();
+    let events = w.outbox().await;
+    assert_eq!(kinds(&events[before..]), ["desktop.offline", "desktop.online"]);
+    assert_ne!(events[before].id, events[before + 1].id);
+    assert!(w.store.list_devices(&w.owner).await.unwrap().iter().all(|d| d.offline_since.is_none()));
+}

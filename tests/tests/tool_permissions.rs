@@ -404,6 +404,20 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
         ))
         .await;
     step("relay_control", &mut relay_ops);
+    // About once a minute of a run a control poll carries the relay's report: that one pays
+    // the last-seen write (the desktop is there while it runs).
+    let mut reporting =
+        request("GET", &format!("/external-assistants/graph-relays/commands/{id}/control"), &device_token, json!(null));
+    let report = domain::fleet::RelayReport {
+        version: "0.5.0".into(),
+        platform: "linux-x86_64".into(),
+        host: "ci".into(),
+        doorbell: false,
+        update: None,
+    };
+    reporting.headers_mut().insert(domain::fleet::RELAY_HEADER, report.header_value().parse().unwrap());
+    assert_eq!(relay_api.handle(reporting).await.status(), 200);
+    step("relay_control_reporting", &mut relay_ops);
     let done = relay_api
         .handle(request(
             "POST",

@@ -32,6 +32,10 @@ pub struct Device {
     pub relay: Option<crate::fleet::RelayReport>,
     /// The owner's pause, if one was set (it may have ended: [`Device::pause_at`]).
     pub paused: Option<Pause>,
+    /// Since when it counts as gone while work waited for it: set by the desktop watch
+    /// (`desktop.offline`) when a run queued for it found it silent past its window, cleared
+    /// by its next sync (`desktop.online`).
+    pub offline_since: Option<Timestamp>,
 }
 
 /// An owner's pause of a desktop: its relay finishes the run it has and is handed no new one;
@@ -81,6 +85,7 @@ impl Device {
             created_at: now,
             revoked_at: None,
             last_seen_at: None,
+            offline_since: None,
             relay: None,
             paused: None,
         }
@@ -103,6 +108,21 @@ impl Device {
             busy,
         };
         crate::fleet::state(seen, now, poll_interval)
+    }
+
+    /// Whether the desktop watch should call it gone at `now` (`desktop.offline`), for a
+    /// deployment whose relays poll every `poll_interval`: it synced before, is not revoked,
+    /// not already marked, not paused (a paused desktop is expected to take nothing), and its
+    /// last sync is older than its [`crate::fleet::online_window`]. A relay records itself on
+    /// its control polls too, so a desktop busy with a long run is never overdue.
+    pub fn overdue(&self, now: Timestamp, poll_interval: std::time::Duration) -> bool {
+        let doorbell = self.relay.as_ref().is_some_and(|r| r.doorbell);
+        self.revoked_at.is_none()
+            && self.offline_since.is_none()
+            && self.pause_at(now).is_none()
+            && self
+                .last_seen_at
+                .is_some_and(|seen| now >= seen.plus(crate::fleet::online_window(doorbell, poll_interval)))
     }
 
     /// The pause in force at `now`: none when there is none, it has ended by itself, or the

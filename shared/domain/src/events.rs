@@ -16,6 +16,8 @@
 //! | a run is queued | `run.queued` |
 //! | a run is started by the relay | `run.started` (per execution id) |
 //! | a run ends | `run.completed` / `run.failed` / `run.cancelled` |
+//! | the desktop watch finds a desktop silent past its window while a run waits for it | `desktop.offline` |
+//! | that desktop syncs again | `desktop.online` |
 //!
 //! Nothing else emits: heartbeats, cancel flags, TTL updates, a deleted link's finished tasks
 //! being hidden, or expiry (which is computed on read and never written). Events carry ids and
@@ -25,6 +27,7 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 
 use crate::clock::Timestamp;
+use crate::devices::Device;
 use crate::runs::{Run, RunStatus};
 use crate::tasks::{Task, TaskStatus};
 
@@ -61,6 +64,12 @@ pub enum EventType {
     /// A run was cancelled.
     #[serde(rename = "run.cancelled")]
     RunCancelled,
+    /// A desktop that had work queued for it stopped syncing.
+    #[serde(rename = "desktop.offline")]
+    DesktopOffline,
+    /// That desktop synced again.
+    #[serde(rename = "desktop.online")]
+    DesktopOnline,
 }
 
 impl EventType {
@@ -77,7 +86,15 @@ impl EventType {
             Self::RunCompleted => "run.completed",
             Self::RunFailed => "run.failed",
             Self::RunCancelled => "run.cancelled",
+            Self::DesktopOffline => "desktop.offline",
+            Self::DesktopOnline => "desktop.online",
         }
+    }
+
+    /// Whether it is about a desktop (delivered to every subscribed link of the owner: a
+    /// desktop serves all the owner's projects).
+    pub fn is_desktop(self) -> bool {
+        matches!(self, Self::DesktopOffline | Self::DesktopOnline)
     }
 
     /// Whether it is about a chat task (delivered to that task's link) rather than a run
@@ -115,6 +132,9 @@ pub struct EventData {
     /// The graph session (run events).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub graph_session_id: Option<String>,
+    /// The desktop (desktop events).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub device_id: Option<String>,
 }
 
 /// One event, as queued and as delivered (the webhook body).
@@ -192,6 +212,7 @@ fn task_event(kind: EventType, t: &Task, at: Timestamp, claim: Option<String>) -
             project_id: None,
             command_id: None,
             graph_session_id: None,
+            device_id: None,
         },
     }
 }
@@ -242,6 +263,7 @@ fn run_event(kind: EventType, r: &Run, at: Timestamp, extra: Option<&str>) -> Ev
             project_id: Some(r.project_id.to_string()),
             command_id: Some(command_id),
             graph_session_id: Some(r.graph_session_id.to_string()),
+            device_id: None,
         },
     }
 }
@@ -266,6 +288,73 @@ pub fn derive_run(old: Option<&Run>, new: Option<&Run>) -> Vec<Event> {
         _ => (new.finished_at.unwrap_or(new.queued_at), None),
     };
     vec![run_event(kind, new, at, extra)]
+}
+
+/// The events of one device record change: `desktop.offline` when the watch marked it
+/// (`offline_since` set), `desktop.online` when its next sync cleared the mark. The id hashes
+/// the device and the mark's time, so each outage has one pair of ids.
+pub fn derive_device(old: Option<&Device>, new: Option<&Device>) -> Vec<Event> {
+    let (Some(old), Some(new)) = (old, new) else { return Vec::new() };
+    let (kind, since, at) = match (old.offline_since, new.offline_since) {
+        (None, Some(since)) => (EventType::DesktopOffline, since, since),
+        (Some(since), None) if new.revoked_at.is_none() => {
+            (EventType::DesktopOnline, since, new.last_seen_at.unwrap_or(since))
+        }
+        _ => return Vec::new(),
+    };
+    let device_id = new.device_id.to_string();
+    let since = since.as_millis().to_string();
+    Vec::from([Event {
+        id: event_id(&[kind.as_str(), device_id.as_str(), since.as_str()]),
+        kind,
+        timestamp: at.rfc3339(),
+        data: EventData {
+            owner: new.owner.to_string(),
+            status: if kind == EventType::DesktopOffline { "offline" } else { "online" }.to_owned(),
+            chat_link_id: None,
+            task_id: None,
+            claim_id: None,
+            project_id: None,
+            command_id: None,
+            graph_session_id: None,
+            device_id: Some(device_id),
+        },
+    }])
+}
+
+/// A request to look at a queued run's desktops later (`fleet::WATCH_AFTER`): the cloud's
+/// publisher queues it, delayed, beside the `run.queued` event; the notifier runs it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct DesktopWatch {
+    /// The run's owner.
+    pub owner: String,
+    /// The agent that queued it (whose run it is to read).
+    pub agent: String,
+    /// The run.
+    pub command_id: String,
+}
+
+/// The watch a run change asks for: one when a run is queued (`run.queued`), none otherwise.
+pub fn watch_of_run(old: Option<&Run>, new: Option<&Run>) -> Option<DesktopWatch> {
+    let new = new.filter(|n| old.is_none() && n.status == RunStatus::Queued)?;
+    Some(DesktopWatch {
+        owner: new.owner.to_string(),
+        agent: new.agent.as_str().to_owned(),
+        command_id: new.command_id.to_string(),
+    })
+}
+
+/// A message on the events queue: an event to deliver, or a desktop watch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(untagged)]
+pub enum QueueMessage {
+    /// `{"desktop_watch": {...}}`.
+    Watch {
+        /// The watch.
+        desktop_watch: DesktopWatch,
+    },
+    /// An event (its JSON is the webhook body).
+    Event(Event),
 }
 
 #[cfg(test)]
@@ -403,5 +492,36 @@ mod tests {
         let other = task();
         assert_ne!(derive_task(None, Some(&other))[0].id, a[0].id);
         let _ = Duration::ZERO;
+    }
+
+    #[test]
+    fn a_desktop_outage_is_one_offline_and_one_online_event() {
+        let owner = OwnerId::new("o").unwrap();
+        let seen = Device { last_seen_at: Some(at(0)), ..Device::new(&owner, "Laptop", "h", at(0)) };
+        let marked = Device { offline_since: Some(at(120)), ..seen.clone() };
+        let back = Device { offline_since: None, last_seen_at: Some(at(500)), ..marked.clone() };
+        let off = derive_device(Some(&seen), Some(&marked));
+        assert_eq!(kinds(&off), ["desktop.offline"]);
+        assert_eq!(
+            (off[0].data.device_id.clone(), off[0].timestamp.clone()),
+            (Some(seen.device_id.to_string()), at(120).rfc3339())
+        );
+        let on = derive_device(Some(&marked), Some(&back));
+        assert_eq!(kinds(&on), ["desktop.online"]);
+        assert_eq!((on[0].data.status.as_str(), on[0].timestamp.clone()), ("online", at(500).rfc3339()));
+        assert_ne!(on[0].id, off[0].id);
+        // A sync, a pause, a revoke with no mark involved: nothing; a second outage: new ids.
+        assert!(derive_device(Some(&seen), Some(&back)).is_empty());
+        assert!(derive_device(None, Some(&seen)).is_empty());
+        let revoked = Device { offline_since: None, revoked_at: Some(at(600)), ..marked.clone() };
+        assert!(derive_device(Some(&marked), Some(&revoked)).is_empty());
+        let again = Device { offline_since: Some(at(900)), ..back.clone() };
+        assert_ne!(derive_device(Some(&back), Some(&again))[0].id, off[0].id);
+        // The queue's two kinds of message read back as what they are.
+        let json = off[0].to_json();
+        assert_eq!(serde_json::from_str::<QueueMessage>(&json).unwrap(), QueueMessage::Event(off[0].clone()));
+        let w = DesktopWatch { owner: "o".into(), agent: "a".into(), command_id: "c".into() };
+        let m = serde_json::to_string(&QueueMessage::Watch { desktop_watch: w.clone() }).unwrap();
+        assert_eq!(serde_json::from_str::<QueueMessage>(&m).unwrap(), QueueMessage::Watch { desktop_watch: w });
     }
 }

@@ -262,6 +262,11 @@ pub fn state(seen: Seen, now: Timestamp, poll_interval: Duration) -> DesktopStat
     }
 }
 
+/// When the desktop watch looks at a queued run's desktops, after it was queued: past a
+/// polling relay's window (2 × 20 s + 60 s), and past a doorbell relay's (2 × 300 s + 60 s).
+/// SQS delays a message at most 15 minutes, so both fit in one queue.
+pub const WATCH_AFTER: [Duration; 2] = [Duration::from_secs(120), Duration::from_secs(720)];
+
 /// The run each desktop is running at `now`, from `runs` (the owner's recent runs): started by
 /// it (`Run::device_id`) and still running as a caller sees it (control polls arriving). A
 /// desktop with several (a relay with parallel slots) is shown with the oldest.

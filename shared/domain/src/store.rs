@@ -269,6 +269,21 @@ pub trait PauseDevices: Send + Sync {
     ) -> StoreResult<bool>;
 }
 
+/// The desktop watch (`desktop.offline`): marking a desktop gone while work waits for it.
+#[async_trait]
+pub trait WatchDesktops: Send + Sync {
+    /// Marks the owner's device offline since now, if it is still as the watch saw it: not
+    /// revoked, not marked, last seen at `last_seen` (a sync since then wins). `true` when
+    /// marked. One conditional write; the change is the `desktop.offline` event, and the
+    /// device's next sync (`record_device_seen`) clears it (`desktop.online`).
+    async fn mark_offline(
+        &self,
+        owner: &OwnerId,
+        device: uuid::Uuid,
+        last_seen: Option<crate::clock::Timestamp>,
+    ) -> StoreResult<bool>;
+}
+
 /// Relay API: who presents this token hash (unrevoked devices only).
 #[async_trait]
 pub trait AuthenticateDevices: Send + Sync {
@@ -277,7 +292,8 @@ pub trait AuthenticateDevices: Send + Sync {
     /// Records that the device synced at `now` and what its relay `report`ed (kept as it was
     /// when `None`: an older relay), at most once per [`DEVICE_SEEN_GRANULARITY`] unless the
     /// report changed (one conditional write that usually does nothing), so the owner sees
-    /// when each desktop was last seen, and what it runs, without a write per request.
+    /// when each desktop was last seen, and what it runs, without a write per request. A mark
+    /// of the desktop watch (`offline_since`) is cleared in the same write.
     async fn record_device_seen(&self, device: &Device, report: Option<&crate::fleet::RelayReport>) -> StoreResult<()>;
 }
 
@@ -438,6 +454,7 @@ pub trait Store:
     + RecordArtifacts
     + ManageDevices
     + PauseDevices
+    + WatchDesktops
     + AuthenticateDevices
     + OwnerRuns
     + RecordDeliveries
@@ -461,6 +478,7 @@ impl<T> Store for T where
         + RecordArtifacts
         + ManageDevices
         + PauseDevices
+        + WatchDesktops
         + AuthenticateDevices
         + OwnerRuns
         + RecordDeliveries

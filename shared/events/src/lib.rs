@@ -9,7 +9,8 @@
 //!
 //! **Targets.** A task event goes to its chat link's subscription; a run event to the
 //! subscription of every chat link of the run's project (runs belong to projects, and those are
-//! the project's chats). No subscription: nothing to do, the event is done.
+//! the project's chats); a desktop event to every subscribed chat link of the owner (a desktop
+//! serves all the owner's projects). No subscription: nothing to do, the event is done.
 //!
 //! **Safety.** The URL is checked again at delivery time ([`crate::webhook_url`]): every address
 //! its host resolves to must be allowed, and the request is pinned to those addresses (no second
@@ -23,6 +24,7 @@
 //! |---|---|
 //! | this one | signing, targets, delivery with backoff ([`Notifier`]), the local notifier loop |
 //! | [`webhook_url`] | which subscription URLs are allowed (checked when saved and at delivery) |
+//! | [`watch`] | the desktop watch: a queued run's silent desktops marked offline (`desktop.offline`) |
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -37,6 +39,7 @@ use domain::store::{EventOutbox, ManageLinks, RecordDeliveries, StoreError};
 use hmac::{Hmac, Mac};
 use sha2::Sha256;
 
+pub mod watch;
 pub mod webhook_url;
 
 use crate::webhook_url::UrlPolicy;
@@ -47,8 +50,10 @@ fn hmac_sha256(key: &[u8]) -> Hmac<Sha256> {
 }
 
 /// The IAM actions the `notify` function needs on the table: read a link (task events) or the
-/// owner's links (run events), and put the delivery outcome. Proven against the emulator.
-pub const NOTIFIER_DYNAMODB_ACTIONS: &[&str] = &["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem"];
+/// owner's links (run and desktop events), put the delivery outcome, and for the desktop watch
+/// read a run, its project and its desktops and mark one offline. Proven against the emulator.
+pub const NOTIFIER_DYNAMODB_ACTIONS: &[&str] =
+    &["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem"];
 
 /// How long one delivery may take.
 pub const DELIVERY_TIMEOUT: Duration = Duration::from_secs(5);
@@ -176,6 +181,8 @@ pub struct Notifier<S: ?Sized> {
     /// HTTP clients pinned to checked addresses, by (host, addresses): connections are reused
     /// across deliveries, and a host whose addresses change gets a fresh, re-checked client.
     pub clients: ClientCache,
+    /// The relays' poll interval (the desktop watch's online windows: [`watch::check`]).
+    pub poll_interval: Duration,
 }
 
 /// See [`Notifier::clients`].
@@ -212,7 +219,21 @@ impl ClientCache {
 impl<S: ?Sized> Notifier<S> {
     /// A notifier over `store`.
     pub fn new(store: Arc<S>, clock: SharedClock, urls: UrlPolicy, resolver: Arc<dyn Resolve>) -> Self {
-        Self { store, clock, urls, resolver, clients: ClientCache::default() }
+        Self {
+            store,
+            clock,
+            urls,
+            resolver,
+            clients: ClientCache::default(),
+            poll_interval: domain::limits::Policy::default().poll_interval,
+        }
+    }
+
+    /// The same, for relays polling every `poll_interval` (the deployment's policy).
+    #[must_use]
+    pub fn polling_every(mut self, poll_interval: Duration) -> Self {
+        self.poll_interval = poll_interval;
+        self
     }
 }
 
@@ -233,8 +254,11 @@ impl<S: ManageLinks + RecordDeliveries + ?Sized> Notifier<S> {
                 .into_iter()
                 .collect());
         }
-        let project = event.data.project_id.as_deref().unwrap_or_default();
         let links = self.store.list_links(&owner).await?;
+        if event.kind.is_desktop() {
+            return Ok(links.into_iter().filter(|l| l.subscription.is_some()).collect());
+        }
+        let project = event.data.project_id.as_deref().unwrap_or_default();
         Ok(links.into_iter().filter(|l| l.subscription.is_some() && l.project_id.to_string() == project).collect())
     }
 

@@ -327,29 +327,16 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
         let command = || CommandId::parse("command_id", p[0]);
         match route.op {
             Op::Sync => {
-                let doorbell_up = req
-                    .headers()
-                    .get(domain::doorbell::DOORBELL_HEADER)
-                    .and_then(|v| v.to_str().ok())
-                    .is_some_and(domain::doorbell::proven_alive);
+                let doorbell_up = doorbell_up(req.headers());
                 // What the relay says of itself (domain::fleet); an older relay says nothing.
-                let report = match req.headers().get(RELAY_HEADER).map(|v| v.to_str()) {
-                    None => None,
-                    Some(Err(_)) => {
-                        return http_json::error(StatusCode::BAD_REQUEST, format!("{RELAY_HEADER}: must be ASCII"));
-                    }
-                    Some(Ok(v)) => match RelayReport::parse(v, doorbell_up) {
-                        Ok(r) => Some(r),
-                        Err(e) => return http_json::error(StatusCode::BAD_REQUEST, e),
-                    },
+                let report = match report_of(req.headers()) {
+                    Ok(r) => r,
+                    Err(e) => return http_json::error(StatusCode::BAD_REQUEST, e),
                 };
                 let pause = device.pause_at(self.clock.now()).cloned();
                 let res = self.sync(&owner, device.device_id, req.body(), doorbell_up, pause.as_ref()).await;
-                if res.status() == StatusCode::OK
-                    && let Err(e) = self.store.record_device_seen(&device, report.as_ref()).await
-                {
-                    // Only the owner's "last seen" column depends on it: never fail a sync for it.
-                    tracing::warn!(error = %domain::errors::ErrorChain(&e), "recording the device's last sync failed");
+                if res.status() == StatusCode::OK {
+                    self.seen(&device, report.as_ref()).await;
                 }
                 res
             }
@@ -359,7 +346,20 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
             },
             Op::CommandControl => match command() {
                 Err(e) => http_json::error(StatusCode::BAD_REQUEST, e.to_string()),
-                Ok(id) => self.control(&owner, id).await,
+                Ok(id) => {
+                    let report = match report_of(req.headers()) {
+                        Ok(r) => r,
+                        Err(e) => return http_json::error(StatusCode::BAD_REQUEST, e),
+                    };
+                    let res = self.control(&owner, id).await;
+                    // A relay running a run syncs again only when it ends: about once a minute
+                    // a control poll carries its report, and that one says it is there (the
+                    // sync's conditional last-seen write; the polls between cost nothing more).
+                    if res.status() == StatusCode::OK && report.is_some() {
+                        self.seen(&device, report.as_ref()).await;
+                    }
+                    res
+                }
             },
             Op::CompleteCommand => match command() {
                 Err(e) => http_json::error(StatusCode::BAD_REQUEST, e.to_string()),
@@ -373,6 +373,14 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
 
     /// `POST /pause` and `POST /resume`: the desktop's own pause, under the owner API's rule
     /// (`domain::devices::Pause::new`).
+    /// Records that `device` was heard from (with its `report`, on a sync): only the owner's
+    /// "last seen" and the desktop watch depend on it, so a failure is logged, never answered.
+    async fn seen(&self, device: &domain::devices::Device, report: Option<&RelayReport>) {
+        if let Err(e) = self.store.record_device_seen(device, report).await {
+            tracing::warn!(error = %domain::errors::ErrorChain(&e), "recording the device's last sync failed");
+        }
+    }
+
     async fn pause(&self, device: &domain::devices::Device, pause: bool, body: &[u8]) -> http::Response<Bytes> {
         let set = if pause {
             let b: domain::relay::PauseRequest = match http_json::parse(body) {
@@ -635,5 +643,26 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
             }
             Ok(CompleteOutcome::NotFound) => http_json::error(StatusCode::NOT_FOUND, "command_id: no such command"),
         }
+    }
+}
+
+/// Whether the request's doorbell header proves the relay's socket alive.
+fn doorbell_up(headers: &http::HeaderMap) -> bool {
+    headers
+        .get(domain::doorbell::DOORBELL_HEADER)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(domain::doorbell::proven_alive)
+}
+
+/// The relay's report of itself in [`RELAY_HEADER`], if it sent one (with its doorbell as the
+/// doorbell header proves it).
+///
+/// # Errors
+/// The header's part and rule, for a 400.
+fn report_of(headers: &http::HeaderMap) -> Result<Option<RelayReport>, String> {
+    match headers.get(RELAY_HEADER).map(|v| v.to_str()) {
+        None => Ok(None),
+        Some(Err(_)) => Err(format!("{RELAY_HEADER}: must be ASCII")),
+        Some(Ok(v)) => RelayReport::parse(v, doorbell_up(headers)).map(Some),
     }
 }

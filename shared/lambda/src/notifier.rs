@@ -12,8 +12,8 @@ use std::time::Duration;
 
 use aws_lambda_events::event::sqs::{BatchItemFailure, SqsBatchResponse, SqsEvent};
 use domain::clock::{SharedClock, SystemClock};
-use domain::events::Event;
-use domain::store::{ManageLinks, RecordDeliveries};
+use domain::events::QueueMessage;
+use domain::store::{ManageDevices, ManageLinks, ManageProjects, ReadRuns, RecordDeliveries, WatchDesktops};
 use events::webhook_url::UrlPolicy;
 use events::{Delivery, Notifier, SystemResolver, backoff};
 use lambda_runtime::{LambdaEvent, service_fn};
@@ -67,24 +67,27 @@ pub const BATCH_DEADLINE: Duration = Duration::from_secs(20);
 /// order, all under [`BATCH_DEADLINE`]: one slow receiver costs no other message its delivery.
 pub async fn handle<S>(notifier: &Notifier<S>, visibility: &dyn Visibility, event: &SqsEvent) -> SqsBatchResponse
 where
-    S: ManageLinks + RecordDeliveries + ?Sized,
+    S: ManageLinks + RecordDeliveries + ReadRuns + ManageProjects + ManageDevices + WatchDesktops + ?Sized,
 {
     let deadline = tokio::time::Instant::now() + BATCH_DEADLINE;
-    let parsed: Vec<Result<Event, String>> = event
+    let parsed: Vec<Result<QueueMessage, String>> = event
         .records
         .iter()
         .map(|m| {
-            serde_json::from_str::<Event>(m.body.as_deref().unwrap_or_default())
+            serde_json::from_str::<QueueMessage>(m.body.as_deref().unwrap_or_default())
                 .map_err(|e| format!("not an event: {e}"))
         })
         .collect();
-    // The receivers' order: messages grouped by where they go, each group in the batch's order.
+    // The receivers' order: messages grouped by where they go, each group in the batch's order
+    // (a desktop watch goes on its own).
     let mut groups: Vec<(Option<String>, Vec<usize>)> = Vec::new();
     for (i, ev) in parsed.iter().enumerate() {
-        let key = ev
-            .as_ref()
-            .ok()
-            .map(|e| e.data.chat_link_id.clone().or_else(|| e.data.project_id.clone()).unwrap_or_default());
+        let key = match ev {
+            Ok(QueueMessage::Event(e)) => {
+                Some(e.data.chat_link_id.clone().or_else(|| e.data.project_id.clone()).unwrap_or_default())
+            }
+            _ => None,
+        };
         match groups.iter_mut().find(|(k, _)| key.is_some() && *k == key) {
             Some((_, members)) => members.push(i),
             None => groups.push((key, vec![i])),
@@ -98,7 +101,28 @@ where
                 let attempt = async {
                     match &parsed[i] {
                         Err(e) => Err(e.clone()),
-                        Ok(ev) => {
+                        Ok(QueueMessage::Watch { desktop_watch }) => {
+                            let now = notifier.clock.now();
+                            match events::watch::check(
+                                notifier.store.as_ref(),
+                                desktop_watch,
+                                now,
+                                notifier.poll_interval,
+                            )
+                            .await
+                            {
+                                Ok(marked) => {
+                                    tracing::info!(
+                                        command = desktop_watch.command_id.as_str(),
+                                        marked,
+                                        "desktop watch"
+                                    );
+                                    Ok(())
+                                }
+                                Err(e) => Err(domain::errors::ErrorChain(&e).to_string()),
+                            }
+                        }
+                        Ok(QueueMessage::Event(ev)) => {
                             let outcome = match notifier.deliver(ev).await {
                                 Ok(Delivery::Delivered { .. }) => Ok("delivered"),
                                 Ok(Delivery::NoTarget) => Ok("no subscription"),
@@ -175,7 +199,8 @@ pub async fn run() -> Result<(), Error> {
         clock,
         urls,
         Arc::new(SystemResolver),
-    );
+    )
+    .polling_every(config.policy.poll_interval);
     let visibility = SqsVisibility { client: aws_sdk_sqs::Client::new(&aws), queue_url: config.queue_url.clone() };
     let state: Arc<(Notifier<store_dynamo::DynamoStore>, SqsVisibility)> = Arc::new((notifier, visibility));
     lambda_runtime::run(service_fn(move |event: LambdaEvent<SqsEvent>| {

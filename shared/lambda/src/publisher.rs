@@ -12,7 +12,7 @@ use std::sync::Arc;
 use aws_lambda_events::event::dynamodb::{Event as StreamEvent, EventRecord};
 use aws_lambda_events::event::streams::{DynamoDbBatchItemFailure, DynamoDbEventResponse};
 use aws_sdk_sqs::types::SendMessageBatchRequestEntry;
-use domain::events::Event;
+use domain::events::{DesktopWatch, Event, QueueMessage};
 use domain::store::StoreResult;
 use lambda_runtime::{LambdaEvent, service_fn};
 use store_dynamo::events_of_change;
@@ -39,6 +39,15 @@ pub trait EventSink: Send + Sync {
     /// # Errors
     /// [`PublishError`].
     async fn send(&self, events: &[Event], request_id: Option<&str>) -> Result<(), PublishError>;
+
+    /// Queues `watch` to be run later (`events::watch`), once per delay of
+    /// `domain::fleet::WATCH_AFTER` (a sink that keeps no watches ignores it).
+    ///
+    /// # Errors
+    /// [`PublishError`].
+    async fn watch(&self, _watch: &DesktopWatch) -> Result<(), PublishError> {
+        Ok(())
+    }
 }
 
 /// The SQS events queue.
@@ -47,6 +56,9 @@ pub struct SqsSink {
     pub client: aws_sdk_sqs::Client,
     /// The queue URL.
     pub queue_url: String,
+    /// How long after a run is queued its desktop watches come back (`WATCH_AFTER`; a test
+    /// that plays the queue by hand asks for no delay).
+    pub watch_after: Vec<std::time::Duration>,
 }
 
 #[async_trait::async_trait]
@@ -86,13 +98,46 @@ impl EventSink for SqsSink {
         })?;
         if out.failed().is_empty() { Ok(()) } else { Err(PublishError::Partial(out.failed().len())) }
     }
+
+    async fn watch(&self, watch: &DesktopWatch) -> Result<(), PublishError> {
+        let body = serde_json::to_string(&QueueMessage::Watch { desktop_watch: watch.clone() })
+            .map_err(|e| PublishError::Send(e.into()))?;
+        let entries = self
+            .watch_after
+            .iter()
+            .enumerate()
+            .map(|(i, d)| {
+                SendMessageBatchRequestEntry::builder()
+                    .id(format!("w{i}"))
+                    .message_body(body.clone())
+                    .delay_seconds(i32::try_from(d.as_secs()).unwrap_or(900).min(900))
+                    .build()
+                    .map_err(|b| PublishError::Send(b.into()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        if entries.is_empty() {
+            return Ok(());
+        }
+        let out = self
+            .client
+            .send_message_batch()
+            .queue_url(&self.queue_url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .map_err(|e| {
+            tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), "SendMessageBatch failed");
+            PublishError::Send(e.into())
+        })?;
+        if out.failed().is_empty() { Ok(()) } else { Err(PublishError::Partial(out.failed().len())) }
+    }
 }
 
 /// One stream batch: the records whose events could not be queued, as the partial-batch answer.
 pub async fn handle(sink: &dyn EventSink, event: &StreamEvent) -> DynamoDbEventResponse {
     let mut failed_from = None;
     for (i, record) in event.records.iter().enumerate() {
-        let (events, request_id) = match events_of_record(record) {
+        let (events, request_id, watch) = match events_of_record(record) {
             Ok(events) => events,
             Err(e) => {
                 let keys = serde_json::to_string(&record.change.keys).unwrap_or_default();
@@ -106,6 +151,11 @@ pub async fn handle(sink: &dyn EventSink, event: &StreamEvent) -> DynamoDbEventR
             if sent.is_err() {
                 break;
             }
+        }
+        if sent.is_ok()
+            && let Some(w) = &watch
+        {
+            sent = sink.watch(w).await;
         }
         if let Err(e) = sent {
             tracing::warn!(error = %domain::errors::ErrorChain(&e), "events not queued; the record comes again");
@@ -131,10 +181,11 @@ pub async fn handle(sink: &dyn EventSink, event: &StreamEvent) -> DynamoDbEventR
 
 /// The events a stream record means ([`events_of_change`] over its decoded images), and the
 /// request that made the change (recorded on the new image).
-fn events_of_record(record: &EventRecord) -> StoreResult<(Vec<Event>, Option<String>)> {
+fn events_of_record(record: &EventRecord) -> StoreResult<(Vec<Event>, Option<String>, Option<DesktopWatch>)> {
     let (old, new) = crate::stream_images(record)?;
     let request_id = new.as_ref().and_then(store_dynamo::request_id_of).map(str::to_owned);
-    Ok((events_of_change(old.as_ref(), new.as_ref())?, request_id))
+    let watch = store_dynamo::watch_of_change(old.as_ref(), new.as_ref())?;
+    Ok((events_of_change(old.as_ref(), new.as_ref())?, request_id, watch))
 }
 
 /// Runs the publisher until the runtime stops it.
@@ -145,8 +196,11 @@ pub async fn run() -> Result<(), Error> {
     init_tracing();
     let config = PublisherConfig::from_env(env)?;
     let aws = aws_config().await;
-    let sink: Arc<dyn EventSink> =
-        Arc::new(SqsSink { client: aws_sdk_sqs::Client::new(&aws), queue_url: config.queue_url.clone() });
+    let sink: Arc<dyn EventSink> = Arc::new(SqsSink {
+        client: aws_sdk_sqs::Client::new(&aws),
+        queue_url: config.queue_url.clone(),
+        watch_after: domain::fleet::WATCH_AFTER.to_vec(),
+    });
     lambda_runtime::run(service_fn(move |event: LambdaEvent<StreamEvent>| {
         let sink = Arc::clone(&sink);
         async move { Ok::<_, Error>(handle(sink.as_ref(), &event.payload).await) }

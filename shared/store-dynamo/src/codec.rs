@@ -193,5 +193,6 @@ pub(crate) fn device_from(item: &Item) -> StoreResult<Device> {
                 note: r.opt_s("pause_note").unwrap_or_default().to_owned(),
             }),
         },
+        offline_since: r.opt_ts("offline_since")?,
     })
 }

@@ -3,17 +3,20 @@
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::TransactWriteItem;
 
+use domain::clock::Timestamp;
 use domain::devices::{Device, Pause};
 use domain::fleet::RelayReport;
 use domain::ids::OwnerId;
-use domain::store::{AuthenticateDevices, DEVICE_SEEN_GRANULARITY, ManageDevices, PauseDevices, StoreResult};
+use domain::store::{
+    AuthenticateDevices, DEVICE_SEEN_GRANULARITY, ManageDevices, PauseDevices, StoreResult, WatchDesktops,
+};
 
 use crate::DynamoStore;
 use crate::codec::{Item, Read, device_from, n, opt_from, project_from, s, values};
 use crate::error::unexpected;
 use crate::keys::{device_key, owner_partition, token_key};
 use crate::request::{failed, old_image, our_write_landed, put, update_item};
-use crate::write::{Update, exists, le, missing, ne};
+use crate::write::{Update, eq, exists, le, missing, ne};
 
 /// A new device's two items: the owner's record (for listing) and the token record (for the
 /// relay's one-read authentication), written together in one transaction.
@@ -107,6 +110,27 @@ impl ManageDevices for DynamoStore {
 }
 
 #[async_trait]
+impl WatchDesktops for DynamoStore {
+    /// One conditional `UpdateItem` of the device record (its stream record is the event).
+    async fn mark_offline(
+        &self,
+        owner: &OwnerId,
+        device: uuid::Uuid,
+        last_seen: Option<Timestamp>,
+    ) -> StoreResult<bool> {
+        let now = self.clock.now();
+        let seen = match last_seen {
+            Some(t) => eq("last_seen_at", n(t.as_millis())),
+            None => missing("last_seen_at"),
+        };
+        let update = Update::of(device_key(owner, device))
+            .set("offline_since", n(now.as_millis()))
+            .when(exists("pk").and(missing("revoked_at")).and(missing("offline_since")).and(seen));
+        Ok(matches!(self.update(update).send(false).await?, crate::request::Updated::Applied(_)))
+    }
+}
+
+#[async_trait]
 impl PauseDevices for DynamoStore {
     /// One `GetItem` (the token's key) and one `TransactWriteItems` over both items, so the
     /// relay's token read sees the pause; refused once the device is revoked.
@@ -148,9 +172,13 @@ impl AuthenticateDevices for DynamoStore {
     /// condition, not another request.
     async fn record_device_seen(&self, device: &Device, report: Option<&RelayReport>) -> StoreResult<()> {
         let now = self.clock.now();
-        let stale = missing("last_seen_at").or(le("last_seen_at", n(now.minus(DEVICE_SEEN_GRANULARITY).as_millis())));
-        let mut update =
-            Update::of(device_key(&device.owner, device.device_id)).set("last_seen_at", n(now.as_millis()));
+        // A watch's mark is one more reason to write (and the write clears it).
+        let stale = missing("last_seen_at")
+            .or(le("last_seen_at", n(now.minus(DEVICE_SEEN_GRANULARITY).as_millis())))
+            .or(exists("offline_since"));
+        let mut update = Update::of(device_key(&device.owner, device.device_id))
+            .set("last_seen_at", n(now.as_millis()))
+            .remove("offline_since");
         let when = match report {
             None => stale,
             Some(r) => {

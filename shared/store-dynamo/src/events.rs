@@ -11,7 +11,7 @@ use domain::store::{RecordDeliveries, StoreError, StoreResult};
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 
-use crate::codec::{Item, Read, bad, n, opt_from, run_from, s, task_from, values};
+use crate::codec::{Item, Read, bad, device_from, n, opt_from, run_from, s, task_from, values};
 use crate::error::sdk;
 use crate::keys::{delivery_key, delivery_partition, ttl_at};
 use crate::request::names;
@@ -95,11 +95,25 @@ pub fn item_from_stream_json(image: &serde_json::Value) -> StoreResult<Item> {
     map.iter().map(|(k, v)| value(v).map(|v| (k.clone(), v)).ok_or_else(|| bad(k))).collect()
 }
 
-/// The events one stream record means: its old and new images (either may be absent) decoded
-/// as a task or a run and handed to the domain's `derive_*`. Other items mean nothing.
+/// The desktop watch a table change asks for (`domain::events::watch_of_run`): one for each
+/// newly queued run.
 ///
 /// # Errors
-/// [`StoreError::Corrupt`] when a task or run image cannot be decoded.
+/// When a run image does not decode.
+pub fn watch_of_change(old: Option<&Item>, new: Option<&Item>) -> StoreResult<Option<domain::events::DesktopWatch>> {
+    let sk = new.or(old).and_then(|i| Read(i).opt_s("sk").map(str::to_owned)).unwrap_or_default();
+    if sk != "RUN" || old.is_some() {
+        return Ok(None);
+    }
+    let n = opt_from(new, run_from)?;
+    Ok(domain::events::watch_of_run(None, n.as_ref()))
+}
+
+/// The events one stream record means: its old and new images (either may be absent) decoded
+/// as a task, a run or a device and handed to the domain's `derive_*`. Other items mean nothing.
+///
+/// # Errors
+/// [`StoreError::Corrupt`] when a task, run or device image cannot be decoded.
 pub fn events_of_change(old: Option<&Item>, new: Option<&Item>) -> StoreResult<Vec<Event>> {
     let sk = new.or(old).and_then(|i| Read(i).opt_s("sk").map(str::to_owned)).unwrap_or_default();
     if sk.starts_with("TASK#") {
@@ -108,6 +122,9 @@ pub fn events_of_change(old: Option<&Item>, new: Option<&Item>) -> StoreResult<V
     } else if sk == "RUN" {
         let (o, n) = (opt_from(old, run_from)?, opt_from(new, run_from)?);
         Ok(derive_run(o.as_ref(), n.as_ref()))
+    } else if sk.starts_with("DEVICE#") {
+        let (o, n) = (opt_from(old, device_from)?, opt_from(new, device_from)?);
+        Ok(domain::events::derive_device(o.as_ref(), n.as_ref()))
     } else {
         Ok(Vec::new())
     }

@@ -71,7 +71,7 @@ mod write;
 pub use codec::Item;
 pub use doorbell::{revoked_device_of_change, ring_of_change};
 pub use error::DynamoError;
-pub use events::{events_of_change, item_from_stream_json};
+pub use events::{events_of_change, item_from_stream_json, watch_of_change};
 pub use request::{REQUEST_ID_ATTR, request_id_of, with_request_id};
 pub use schema::create_table;
 

@@ -112,6 +112,7 @@ impl DynamoStore {
             last_seen_at: None,
             relay: None,
             paused: None,
+            offline_since: None,
         };
         let (record, token) = device_items(&device);
         let items = vec![

@@ -150,7 +150,7 @@ pub(crate) fn json(v: &impl serde::Serialize) -> String {
     serde_json::to_string(v).unwrap_or_default()
 }
 
-pub(crate) const DEVICE_COLS: &str = "device_id, owner, name, token_hash, created_at, revoked_at, last_seen_at, relay, paused_at, paused_until, pause_note";
+pub(crate) const DEVICE_COLS: &str = "device_id, owner, name, token_hash, created_at, revoked_at, last_seen_at, relay, paused_at, paused_until, pause_note, offline_since";
 
 pub(crate) fn device_row(row: &Row<'_>) -> rusqlite::Result<Device> {
     Ok(Device {
@@ -170,6 +170,7 @@ pub(crate) fn device_row(row: &Row<'_>) -> rusqlite::Result<Device> {
                 note: row.get::<_, Option<String>>(10)?.unwrap_or_default(),
             }),
         },
+        offline_since: opt_ts(row.get(11)?),
     })
 }
 

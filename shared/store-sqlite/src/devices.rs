@@ -3,14 +3,26 @@
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, params};
 
+use domain::clock::Timestamp;
 use domain::devices::{Device, Pause};
+use domain::events::derive_device;
 use domain::fleet::RelayReport;
 use domain::ids::OwnerId;
-use domain::store::{AuthenticateDevices, DEVICE_SEEN_GRANULARITY, ManageDevices, PauseDevices, StoreResult};
+use domain::store::{
+    AuthenticateDevices, DEVICE_SEEN_GRANULARITY, ManageDevices, PauseDevices, StoreResult, WatchDesktops,
+};
 
 use crate::SqliteStore;
 use crate::codec::{DEVICE_COLS, device_row};
+use crate::events::record_events;
 use crate::projects::set_device_share_tx;
+
+/// The device row `id`, in the caller's transaction.
+fn device_tx(tx: &rusqlite::Connection, id: &str) -> rusqlite::Result<Option<Device>> {
+    tx.prepare_cached(&format!("SELECT {DEVICE_COLS} FROM devices WHERE device_id = ?1"))?
+        .query_row([id], device_row)
+        .optional()
+}
 
 #[async_trait]
 impl ManageDevices for SqliteStore {
@@ -19,7 +31,7 @@ impl ManageDevices for SqliteStore {
         let row = d.clone();
         self.write(move |tx, _| {
             tx.prepare_cached(&format!(
-                "INSERT INTO devices ({DEVICE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, NULL, NULL, NULL, NULL, NULL, NULL)"
+                "INSERT INTO devices ({DEVICE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
             ))?
             .execute(params![
                 row.device_id.to_string(),
@@ -94,6 +106,32 @@ impl ManageDevices for SqliteStore {
 }
 
 #[async_trait]
+impl WatchDesktops for SqliteStore {
+    async fn mark_offline(
+        &self,
+        owner: &OwnerId,
+        device: uuid::Uuid,
+        last_seen: Option<Timestamp>,
+    ) -> StoreResult<bool> {
+        let (owner, id) = (owner.as_str().to_owned(), device.to_string());
+        self.write(move |tx, now| {
+            let old = device_tx(tx, &id)?;
+            let changed = tx
+                .prepare_cached(
+                    "UPDATE devices SET offline_since = ?1 WHERE device_id = ?2 AND owner = ?3
+                     AND revoked_at IS NULL AND offline_since IS NULL AND last_seen_at IS ?4",
+                )?
+                .execute(params![now.as_millis(), id, owner, last_seen.map(Timestamp::as_millis)])?;
+            if changed == 1 {
+                record_events(tx, &derive_device(old.as_ref(), device_tx(tx, &id)?.as_ref()), now)?;
+            }
+            Ok(changed == 1)
+        })
+        .await
+    }
+}
+
+#[async_trait]
 impl PauseDevices for SqliteStore {
     async fn set_device_pause(&self, owner: &OwnerId, device: uuid::Uuid, pause: Option<&Pause>) -> StoreResult<bool> {
         let owner = owner.as_str().to_owned();
@@ -133,13 +171,25 @@ impl AuthenticateDevices for SqliteStore {
         let granularity = i64::try_from(DEVICE_SEEN_GRANULARITY.as_millis()).unwrap_or(i64::MAX);
         let record = report.map(RelayReport::to_record);
         self.write(move |tx, now| {
-            // A NULL report keeps the one recorded (an older relay says nothing of itself).
-            tx.prepare_cached(
-                "UPDATE devices SET last_seen_at = ?1, relay = COALESCE(?4, relay) WHERE device_id = ?2
-                 AND (last_seen_at IS NULL OR last_seen_at <= ?3 OR (?4 IS NOT NULL AND relay IS NOT ?4))",
-            )?
-            .execute(params![now.as_millis(), id, now.as_millis() - granularity, record])
-            .map(drop)
+            // A NULL report keeps the one recorded (an older relay says nothing of itself); a
+            // watch's mark is one more reason to write, and the write clears it.
+            let marked = tx
+                .prepare_cached("SELECT offline_since IS NOT NULL FROM devices WHERE device_id = ?1")?
+                .query_row([&id], |r| r.get::<_, bool>(0))
+                .optional()?
+                .unwrap_or(false);
+            let old = if marked { device_tx(tx, &id)? } else { None };
+            let changed = tx
+                .prepare_cached(
+                    "UPDATE devices SET last_seen_at = ?1, relay = COALESCE(?4, relay), offline_since = NULL
+                     WHERE device_id = ?2 AND (last_seen_at IS NULL OR last_seen_at <= ?3
+                       OR (?4 IS NOT NULL AND relay IS NOT ?4) OR offline_since IS NOT NULL)",
+                )?
+                .execute(params![now.as_millis(), id, now.as_millis() - granularity, record])?;
+            if changed == 1 && old.is_some() {
+                record_events(tx, &derive_device(old.as_ref(), device_tx(tx, &id)?.as_ref()), now)?;
+            }
+            Ok(())
         })
         .await
     }

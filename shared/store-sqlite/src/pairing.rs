@@ -191,7 +191,7 @@ impl PairDevices for SqliteStore {
                         return Ok(PollOutcome::TokenInUse);
                     }
                     tx.prepare_cached(&format!(
-                        "INSERT INTO devices ({DEVICE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, NULL, NULL, NULL, NULL, NULL, NULL)"
+                        "INSERT INTO devices ({DEVICE_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, NULL, NULL, NULL, NULL, NULL, NULL, NULL)"
                     ))?
                     .execute(params![device_id.to_string(), owner.as_str(), &device_name, token_hash, now.as_millis()])?;
                     tx.prepare_cached(

@@ -317,3 +317,30 @@ impl OwnerRuns for SqliteStore {
         .await
     }
 }
+
+impl crate::SqliteStore {
+    /// The desktop watches of every owner's runs still queued that were queued at or before
+    /// `before` (oldest first, at most `limit`): what the local server's watch looks at on its
+    /// timer (`events::watch`; the cloud queues one per run instead). One read.
+    ///
+    /// # Errors
+    /// When the database cannot be read.
+    pub async fn waiting_runs(
+        &self,
+        before: Timestamp,
+        limit: usize,
+    ) -> StoreResult<Vec<domain::events::DesktopWatch>> {
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.read(move |tx, now| {
+            let mut st = tx.prepare_cached(&format!(
+                "SELECT {RUN_COLS} FROM runs WHERE status = 'queued' AND queued_at <= ?1 AND expires_at > ?2 \
+                 ORDER BY queued_at LIMIT ?3"
+            ))?;
+            let runs = st.query_map(params![before.as_millis(), now.as_millis(), limit], run_row)?;
+            runs.map(|r| r.map(|r| domain::events::watch_of_run(None, Some(&r))))
+                .filter_map(Result::transpose)
+                .collect()
+        })
+        .await
+    }
+}
