@@ -4,10 +4,11 @@
 //! |---|---|
 //! | `POST {PREFIX}/sync` | replace the project's shared-session set (≤ 100), record the sync, return queued commands + `poll_interval_s` |
 //! | `POST {PREFIX}/commands/{id}/start` | queued → running; `409 {"status":"cancelled"}` if cancelled meanwhile |
-//! | `GET {PREFIX}/commands/{id}/control` | heartbeat; `{"cancel_requested":bool}` |
+//! | `GET {PREFIX}/commands/{id}/control` | heartbeat; `{"cancel_requested":bool}`; one a minute carries the relay's report (`x-foundry-relay`), recorded as a sync's |
 //! | `POST {PREFIX}/commands/{id}/complete` | running → terminal, idempotent by sha256, cancel wins |
 //! | `POST {PREFIX}/pairings` (no token) | start pairing a desktop: a user code for the owner, a device code to poll with |
 //! | `POST {PREFIX}/pairings/token` (no token) | poll: RFC 8628's pending / slow_down / denied / expired, or the new device |
+//! | `POST {PREFIX}/pause`, `POST {PREFIX}/resume` | the desktop's own pause (`relay pause` / `relay resume`) |
 //!
 //! Plain functions over `http` types: the `graph_relay` Lambda and the local server call
 //! [`RelayApi::handle`]. Every input is checked before any write (command ids are UUIDs, the
@@ -371,8 +372,6 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
         }
     }
 
-    /// `POST /pause` and `POST /resume`: the desktop's own pause, under the owner API's rule
-    /// (`domain::devices::Pause::new`).
     /// Records that `device` was heard from (with its `report`, on a sync): only the owner's
     /// "last seen" and the desktop watch depend on it, so a failure is logged, never answered.
     async fn seen(&self, device: &domain::devices::Device, report: Option<&RelayReport>) {
@@ -381,6 +380,8 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
         }
     }
 
+    /// `POST /pause` and `POST /resume`: the desktop's own pause, under the owner API's rule
+    /// (`domain::devices::Pause::new`).
     async fn pause(&self, device: &domain::devices::Device, pause: bool, body: &[u8]) -> http::Response<Bytes> {
         let set = if pause {
             let b: domain::relay::PauseRequest = match http_json::parse(body) {

@@ -61,6 +61,24 @@ pub struct SqsSink {
     pub watch_after: Vec<std::time::Duration>,
 }
 
+impl SqsSink {
+    /// One `SendMessageBatch` of `entries` (at most 10), all or an error.
+    async fn send_batch(&self, entries: Vec<SendMessageBatchRequestEntry>) -> Result<(), PublishError> {
+        let out = self
+            .client
+            .send_message_batch()
+            .queue_url(&self.queue_url)
+            .set_entries(Some(entries))
+            .send()
+            .await
+            .map_err(|e| {
+            tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), "SendMessageBatch failed");
+            PublishError::Send(e.into())
+        })?;
+        if out.failed().is_empty() { Ok(()) } else { Err(PublishError::Partial(out.failed().len())) }
+    }
+}
+
 #[async_trait::async_trait]
 impl EventSink for SqsSink {
     async fn send(&self, events: &[Event], request_id: Option<&str>) -> Result<(), PublishError> {
@@ -85,18 +103,7 @@ impl EventSink for SqsSink {
                 entry.build().map_err(|b| PublishError::Send(b.into()))
             })
             .collect::<Result<Vec<_>, _>>()?;
-        let out = self
-            .client
-            .send_message_batch()
-            .queue_url(&self.queue_url)
-            .set_entries(Some(entries))
-            .send()
-            .await
-            .map_err(|e| {
-            tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), "SendMessageBatch failed");
-            PublishError::Send(e.into())
-        })?;
-        if out.failed().is_empty() { Ok(()) } else { Err(PublishError::Partial(out.failed().len())) }
+        self.send_batch(entries).await
     }
 
     async fn watch(&self, watch: &DesktopWatch) -> Result<(), PublishError> {
@@ -118,18 +125,7 @@ impl EventSink for SqsSink {
         if entries.is_empty() {
             return Ok(());
         }
-        let out = self
-            .client
-            .send_message_batch()
-            .queue_url(&self.queue_url)
-            .set_entries(Some(entries))
-            .send()
-            .await
-            .map_err(|e| {
-            tracing::warn!(error = %aws_sdk_sqs::error::DisplayErrorContext(&e), "SendMessageBatch failed");
-            PublishError::Send(e.into())
-        })?;
-        if out.failed().is_empty() { Ok(()) } else { Err(PublishError::Partial(out.failed().len())) }
+        self.send_batch(entries).await
     }
 }
 
