@@ -77,18 +77,29 @@ async fn run(config_path: &std::path::Path) -> anyhow::Result<()> {
         });
         match started {
             Ok(relay) => {
-                let binary = relay::update::Binary::current()?;
+                // Where this binary is, for the updates (`relay::update`); a system that cannot
+                // say runs the relay without them rather than not at all.
+                let binary = match relay::update::Binary::current() {
+                    Ok(b) => Some(b),
+                    Err(e) => {
+                        tracing::warn!(error = %e, "cannot find this binary's path: updates are off");
+                        None
+                    }
+                };
                 let checks = relay.config_snapshot();
-                let daily = checks.auto_update.then(|| tokio::spawn(relay::update::daily(checks, binary.clone())));
-                relay
-                    .watching(config_path.to_path_buf())
-                    .restart_when_replaced(binary.clone())
-                    .run(&mut shutdown)
-                    .await?;
+                let daily = binary
+                    .clone()
+                    .filter(|_| checks.auto_update)
+                    .map(|b| tokio::spawn(relay::update::daily(checks, b)));
+                let mut relay = relay.watching(config_path.to_path_buf());
+                if let Some(b) = &binary {
+                    relay = relay.restart_when_replaced(b.clone());
+                }
+                relay.run(&mut shutdown).await?;
                 if let Some(d) = daily {
                     d.abort();
                 }
-                if binary.replaced() {
+                if let Some(binary) = binary.filter(relay::update::Binary::replaced) {
                     // Same process id: launchd and systemd see no exit.
                     let e = binary.restart();
                     return Err(anyhow::anyhow!("cannot start the new build {}: {e}", binary.path().display()));
