@@ -485,6 +485,19 @@ pub async fn stream_records(stream_arn: &str) -> Vec<serde_json::Value> {
     records
 }
 
+/// A ready session named "G" (slug `g`, version 1) with the id `gs`: what a test shares when
+/// only the id matters.
+pub fn session_meta(gs: &domain::ids::GraphSessionId) -> domain::runs::SessionMeta {
+    domain::runs::SessionMeta {
+        graph_session_id: gs.clone(),
+        name: "G".into(),
+        description: String::new(),
+        slug: "g".into(),
+        version: "1".into(),
+        status: "ready".into(),
+    }
+}
+
 /// The device tests share sessions as when they play the relay's sync through the store.
 pub const TEST_DEVICE: uuid::Uuid = uuid::Uuid::from_u128(0x00000000_0000_4000_8000_0000000000d1);
 

@@ -16,7 +16,7 @@ use domain::clock::SharedClock;
 use domain::events::{derive_run, derive_task};
 use domain::ids::{AgentId, ChatLinkId, GraphSessionId, IdempotencyKey, OwnerId};
 use domain::projects::{ChatLink, Subscription, new_webhook_secret};
-use domain::runs::{Completion, FinalStatus, QueueOutcome, QueueRun, SessionMeta};
+use domain::runs::{Completion, FinalStatus, QueueOutcome, QueueRun};
 use domain::store::Store;
 use domain::tasks::{AssignOutcome, AssignTask, ClaimOutcome, SubmitStatus, SubmitTask};
 use events::webhook_url::UrlPolicy;
@@ -258,14 +258,7 @@ async fn claim_and_submit_reach_the_webhook_once_each_signed_through_stream_and_
 
     // Runs: to every subscribed link of the run's project.
     let gs = GraphSessionId::parse("g", &format!("gs_{}", "c".repeat(32))).unwrap();
-    let meta = SessionMeta {
-        graph_session_id: gs.clone(),
-        name: "G".into(),
-        description: String::new(),
-        slug: "g".into(),
-        version: "1".into(),
-        status: "ready".into(),
-    };
+    let meta = foundry_tests::session_meta(&gs);
     c.h.store.sync_sessions(&c.owner, link.project_id, foundry_tests::TEST_DEVICE, &[meta]).await.unwrap();
     let req = QueueRun {
         owner: c.owner.clone(),
@@ -382,14 +375,7 @@ async fn a_desktop_silent_while_a_run_waits_is_offline_then_online_at_its_next_s
     let receiver = Receiver::start().await;
     let link = c.link(&receiver).await;
     let gs = GraphSessionId::parse("g", &format!("gs_{}", "e".repeat(32))).unwrap();
-    let meta = SessionMeta {
-        graph_session_id: gs.clone(),
-        name: "G".into(),
-        description: String::new(),
-        slug: "g".into(),
-        version: "1".into(),
-        status: "ready".into(),
-    };
+    let meta = foundry_tests::session_meta(&gs);
     let gone = c.h.store.create_device(&c.owner, "Laptop", "hash-gone").await.unwrap();
     let here = c.h.store.create_device(&c.owner, "Tower", "hash-here").await.unwrap();
     for d in [&gone, &here] {

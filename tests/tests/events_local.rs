@@ -15,7 +15,7 @@ use domain::events::{Event, derive_run, derive_task};
 use domain::ids::{AgentId, ChatLinkId, GraphSessionId, IdempotencyKey, OwnerId};
 use domain::limits::Policy;
 use domain::projects::{ChatLink, Subscription, new_webhook_secret};
-use domain::runs::{Completion, FinalStatus, QueueOutcome, QueueRun, SessionMeta};
+use domain::runs::{Completion, FinalStatus, QueueOutcome, QueueRun};
 use domain::store::{
     AssignTasks, CancelRuns, ClaimTasks, EventOutbox, ManageLinks, ManageProjects, QueueRuns, ReadRuns, ReadTasks,
     RelayRuns, SyncSessions,
@@ -124,14 +124,7 @@ async fn every_change_leaves_exactly_its_events_in_the_outbox_and_reads_leave_no
 
     // Runs: queue, start, heartbeat, complete; queue and cancel.
     let gs = GraphSessionId::parse("g", &format!("gs_{}", "b".repeat(32))).unwrap();
-    let meta = SessionMeta {
-        graph_session_id: gs.clone(),
-        name: "G".into(),
-        description: String::new(),
-        slug: "g".into(),
-        version: "1".into(),
-        status: "ready".into(),
-    };
+    let meta = foundry_tests::session_meta(&gs);
     w.store.sync_sessions(&w.owner, link.project_id, foundry_tests::TEST_DEVICE, &[meta]).await.unwrap();
     let agent = AgentId::new("claude", "alice").unwrap();
     let queue = |key: &str| QueueRun {
@@ -380,14 +373,7 @@ async fn a_silent_desktop_while_a_run_waits_goes_offline_then_online_in_the_outb
     let w = world();
     let (link, _) = w.link(None).await;
     let gs = GraphSessionId::parse("g", &format!("gs_{}", "f".repeat(32))).unwrap();
-    let meta = SessionMeta {
-        graph_session_id: gs.clone(),
-        name: "G".into(),
-        description: String::new(),
-        slug: "g".into(),
-        version: "1".into(),
-        status: "ready".into(),
-    };
+    let meta = foundry_tests::session_meta(&gs);
     let poll = w.store.policy().poll_interval;
     let mut devices = Vec::new();
     for name in ["Laptop", "Tower", "Paused"] {
