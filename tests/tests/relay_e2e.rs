@@ -376,9 +376,8 @@ async fn a_paused_desktop_finishes_its_run_and_starts_no_new_one_until_resumed()
     let d = e.running.store.list_devices(&owner).await.unwrap().into_iter().find(|d| d.device_id == device).unwrap();
     assert_eq!(d.state(SystemClock.now(), Duration::from_secs(1), false), domain::fleet::DesktopState::Paused);
     assert_eq!(d.relay.map(|r| r.version), Some(relay::client::this_relay().version), "the relay's report");
+    // Resuming rings the doorbell: the held runs start now, not at the 600 s safety poll.
     assert!(e.running.store.set_device_pause(&owner, device, None).await.unwrap());
-    // Resuming rings nothing: the next safety poll or ring picks them up. Queue one more to ring.
-    waiting.push(e.queue(1, serde_json::json!({})).await);
     for id in waiting {
         e.wait_status(id, RunStatus::Completed, Duration::from_secs(20)).await;
     }

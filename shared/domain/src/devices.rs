@@ -132,6 +132,19 @@ impl Device {
     }
 }
 
+/// The ring a device record's change makes: the owner (or the desktop itself) ended its pause,
+/// so its runs should start now rather than at its next safety poll (up to five minutes with the
+/// doorbell up). The owner's desktops all sync (rings go by owner); a pause that ends by its
+/// own time changes no record and is picked up at the next sync.
+pub fn ring_for_device(old: Option<&Device>, new: &Device) -> Option<crate::doorbell::RingFor> {
+    let resumed = old.is_some_and(|o| o.paused.is_some()) && new.paused.is_none() && new.revoked_at.is_none();
+    resumed.then(|| crate::doorbell::RingFor {
+        owner: new.owner.clone(),
+        project: None,
+        ring: crate::doorbell::Ring::Sync,
+    })
+}
+
 /// Why a queued run waits when it is the owner's pause: every desktop that can run it is
 /// paused ([`held_by_pause`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -176,6 +189,20 @@ pub fn token_hash(token: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ending_a_pause_rings_and_nothing_else_does() {
+        let t0 = Timestamp::from_millis(1_000_000);
+        let free = Device::new(&OwnerId::new("o").unwrap(), "a", "h", t0);
+        let paused = Device { paused: Some(Pause::new(t0, None, None).unwrap()), ..free.clone() };
+        let ring = ring_for_device(Some(&paused), &free).unwrap();
+        assert_eq!((ring.owner.as_str(), ring.project, ring.ring), ("o", None, crate::doorbell::Ring::Sync));
+        assert_eq!(ring_for_device(Some(&free), &paused), None, "a pause rang");
+        assert_eq!(ring_for_device(Some(&free), &free), None);
+        assert_eq!(ring_for_device(None, &free), None);
+        let revoked = Device { revoked_at: Some(t0), ..free };
+        assert_eq!(ring_for_device(Some(&paused), &revoked), None, "a revoke rang");
+    }
 
     #[test]
     fn a_run_is_held_only_when_every_desktop_that_can_run_it_is_paused() {

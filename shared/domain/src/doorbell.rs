@@ -101,8 +101,8 @@ pub enum Ring {
 pub struct RingFor {
     /// Whose desktops.
     pub owner: OwnerId,
-    /// The project the run is in.
-    pub project: ProjectId,
+    /// The project of the run that rang (none: a desktop's resume, `devices::ring_for_device`).
+    pub project: Option<ProjectId>,
     /// The ring.
     pub ring: Ring,
 }
@@ -129,7 +129,7 @@ pub fn ring_for_run(old: Option<&Run>, new: &Run) -> Option<RingFor> {
         }
         _ => return None,
     };
-    Some(RingFor { owner: new.owner.clone(), project: new.project_id, ring })
+    Some(RingFor { owner: new.owner.clone(), project: Some(new.project_id), ring })
 }
 
 #[cfg(test)]
@@ -156,7 +156,7 @@ mod tests {
     fn a_new_queued_run_and_a_cancel_of_a_running_one_ring() {
         let q = queued();
         let sync = ring_for_run(None, &q).unwrap();
-        assert_eq!((sync.ring, sync.project, sync.owner.as_str()), (Ring::Sync, q.project_id, "o"));
+        assert_eq!((sync.ring, sync.project, sync.owner.as_str()), (Ring::Sync, Some(q.project_id), "o"));
         let running = Run { status: RunStatus::Running, ..q.clone() };
         assert_eq!(ring_for_run(Some(&q), &running), None, "a start rings nobody");
         let cancel = Run { cancel_requested: true, ..running.clone() };

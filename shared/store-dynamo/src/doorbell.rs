@@ -89,12 +89,17 @@ impl DoorbellConnections for DynamoStore {
     }
 }
 
-/// The ring a stream record of a run means ([`ring_for_run`] over its decoded images).
+/// The ring a stream record means: of a run ([`ring_for_run`]) or of a desktop's record
+/// (`domain::devices::ring_for_device`: its pause ended), over its decoded images.
 ///
 /// # Errors
-/// An image that is not a run this code wrote.
+/// An image that is not a run or device this code wrote.
 pub fn ring_of_change(old: Option<&Item>, new: Option<&Item>) -> StoreResult<Option<RingFor>> {
     let sk = new.and_then(|i| Read(i).opt_s("sk").map(str::to_owned)).unwrap_or_default();
+    if sk.starts_with("DEVICE#") {
+        let (o, n) = (opt_from(old, device_from)?, opt_from(new, device_from)?);
+        return Ok(n.and_then(|n| domain::devices::ring_for_device(o.as_ref(), &n)));
+    }
     if sk != "RUN" {
         return Ok(None);
     }
@@ -113,4 +118,32 @@ pub fn revoked_device_of_change(old: Option<&Item>, new: Option<&Item>) -> Store
     }
     let (o, n) = (opt_from(old, device_from)?, opt_from(new, device_from)?);
     Ok(n.filter(|n| n.revoked_at.is_some() && o.is_none_or(|o| o.revoked_at.is_none())).map(|d| (d.owner, d.device_id)))
+}
+
+#[cfg(test)]
+mod tests {
+    use domain::clock::Timestamp;
+    use domain::devices::{Device, Pause};
+    use domain::doorbell::Ring;
+
+    use super::*;
+    use crate::devices::device_items;
+
+    #[test]
+    fn a_resumed_desktops_record_rings_and_its_pause_does_not() {
+        let t0 = Timestamp::from_millis(1_800_000_000_000);
+        let free = Device::new(&domain::ids::OwnerId::new("o").unwrap(), "Laptop", "h", t0);
+        let (free_item, token_item) = device_items(&free);
+        let mut paused_item = free_item.clone();
+        let pause = Pause::new(t0, None, Some("away".into())).unwrap();
+        paused_item.insert("paused_at".into(), n(pause.at.as_millis()));
+        paused_item.insert("pause_note".into(), s(&pause.note));
+        let ring = ring_of_change(Some(&paused_item), Some(&free_item)).unwrap().unwrap();
+        assert_eq!((ring.owner.as_str(), ring.ring), ("o", Ring::Sync));
+        assert_eq!(ring_of_change(Some(&free_item), Some(&paused_item)).unwrap(), None, "a pause rang");
+        // The token record changes in the same transaction, and rings nothing.
+        let mut paused_token = token_item.clone();
+        paused_token.insert("paused_at".into(), n(pause.at.as_millis()));
+        assert_eq!(ring_of_change(Some(&paused_token), Some(&token_item)).unwrap(), None);
+    }
 }

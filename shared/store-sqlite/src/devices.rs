@@ -140,13 +140,20 @@ impl PauseDevices for SqliteStore {
             None => (None, None, None),
         };
         self.write(move |tx, _| {
-            Ok(tx
+            let id = device.to_string();
+            let old = device_tx(tx, &id)?;
+            let changed = tx
                 .prepare_cached(
                     "UPDATE devices SET paused_at = ?1, paused_until = ?2, pause_note = ?3
                      WHERE device_id = ?4 AND owner = ?5 AND revoked_at IS NULL",
                 )?
-                .execute(params![at, until, note, device.to_string(), owner])?
-                == 1)
+                .execute(params![at, until, note, id, owner])?
+                == 1;
+            if changed && let Some(new) = device_tx(tx, &id)? {
+                // A resume rings the owner's desktops: the runs held start now.
+                tx.rings.note_device(old.as_ref(), &new);
+            }
+            Ok(changed)
         })
         .await
     }

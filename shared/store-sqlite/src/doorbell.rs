@@ -24,6 +24,13 @@ impl Rings {
         }
     }
 
+    /// Notes the ring a device's change makes, if any (a pause ended).
+    pub(crate) fn note_device(&self, old: Option<&domain::devices::Device>, new: &domain::devices::Device) {
+        if let Some(r) = domain::devices::ring_for_device(old, new) {
+            self.0.borrow_mut().push(r);
+        }
+    }
+
     /// The rings noted.
     pub(crate) fn into_vec(self) -> Vec<RingFor> {
         self.0.into_inner()
