@@ -131,10 +131,18 @@ pub fn status(config_path: &Path) -> Result<(), CliError> {
         (None, true) => "checked daily, installed between runs".to_owned(),
         (None, false) => "off (auto_update = false): run `relay update`".to_owned(),
     };
-    println!("version:  {} ({})", crate::update::VERSION, crate::update::target());
+    println!(
+        "version:  {} ({}), host {}",
+        crate::update::VERSION,
+        crate::update::target(),
+        crate::client::this_relay().host
+    );
     println!("updates:  {updates}");
     if let Some(last) = crate::update::LastCheck::read(&config.state_dir) {
         println!("last update check: {}: {}", last.at, last.outcome);
+        if let Some(p) = last.published.filter(|p| crate::update::compare(p, crate::update::VERSION).is_gt()) {
+            println!("newer build: {p} is published (relay update installs it)");
+        }
     }
     let Some(s) = std::fs::read(config.state_dir.join("status.json"))
         .ok()

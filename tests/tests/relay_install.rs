@@ -325,6 +325,10 @@ async fn curl_pipe_sh_installs_pairs_and_the_installed_relay_completes_a_run() {
     })
     .await;
     assert_eq!(seen["relay"]["version"], relay::update::VERSION, "{seen}");
+    // And `relay status` on the desktop says so too, with the last check's outcome.
+    let status = Command::new(&bin).arg("--config").arg(&config).arg("status").env("HOME", &home).output().unwrap();
+    let status = String::from_utf8_lossy(&status.stdout).into_owned();
+    assert!(status.contains("newer build: 99.0.0 is published") && status.contains("→ 99.0.0"), "{status}");
     let _ = relay.kill();
     let _ = relay.wait();
 
