@@ -1,80 +1,15 @@
 //! Attribute values and items: building them, and decoding items into domain types.
 
-use std::collections::HashMap;
-
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use domain::clock::Timestamp;
 use domain::devices::Device;
 use domain::ids::{AgentId, ChatLinkId, ClaimId, CommandId, GraphSessionId, OwnerId, ProjectId, TaskId};
 use domain::projects::{ChatLink, Project};
 use domain::runs::{Completion, Run, RunStatus, SessionMeta};
-use domain::store::{StoreError, StoreResult};
+use domain::store::StoreResult;
 use domain::tasks::{Task, TaskStatus};
 
-/// An item as the SDK holds it: attribute name → value.
-pub type Item = HashMap<String, AttributeValue>;
-
-pub(crate) fn s(v: impl Into<String>) -> AttributeValue {
-    AttributeValue::S(v.into())
-}
-
-pub(crate) fn n(v: i64) -> AttributeValue {
-    AttributeValue::N(v.to_string())
-}
-
-pub(crate) fn b(v: bool) -> AttributeValue {
-    AttributeValue::Bool(v)
-}
-
-pub(crate) fn values<const N: usize>(pairs: [(&str, AttributeValue); N]) -> Item {
-    pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
-}
-
-// ---- item decoding -----------------------------------------------------------------------
-
-pub(crate) struct Read<'a>(pub(crate) &'a Item);
-
-impl Read<'_> {
-    pub(crate) fn opt_s(&self, name: &str) -> Option<&str> {
-        match self.0.get(name) {
-            Some(AttributeValue::S(v)) => Some(v),
-            _ => None,
-        }
-    }
-    pub(crate) fn s(&self, name: &str) -> StoreResult<&str> {
-        self.opt_s(name).ok_or_else(|| bad(name))
-    }
-    pub(crate) fn opt_n(&self, name: &str) -> StoreResult<Option<i64>> {
-        match self.0.get(name) {
-            Some(AttributeValue::N(v)) => v.parse().map(Some).map_err(|_| bad(name)),
-            None | Some(AttributeValue::Null(_)) => Ok(None),
-            Some(_) => Err(bad(name)),
-        }
-    }
-    pub(crate) fn n(&self, name: &str) -> StoreResult<i64> {
-        self.opt_n(name)?.ok_or_else(|| bad(name))
-    }
-    pub(crate) fn ts(&self, name: &str) -> StoreResult<Timestamp> {
-        self.n(name).map(Timestamp::from_millis)
-    }
-    pub(crate) fn opt_ts(&self, name: &str) -> StoreResult<Option<Timestamp>> {
-        Ok(self.opt_n(name)?.map(Timestamp::from_millis))
-    }
-    pub(crate) fn bool(&self, name: &str) -> bool {
-        matches!(self.0.get(name), Some(AttributeValue::Bool(true)))
-    }
-    pub(crate) fn parse<T>(&self, name: &str, f: impl FnOnce(&str) -> Option<T>) -> StoreResult<T> {
-        f(self.s(name)?).ok_or_else(|| bad(name))
-    }
-    pub(crate) fn opt_parse<T>(&self, name: &str, f: impl FnOnce(&str) -> Option<T>) -> StoreResult<Option<T>> {
-        self.opt_s(name).map(|v| f(v).ok_or_else(|| bad(name))).transpose()
-    }
-}
-
-pub(crate) fn bad(name: &str) -> StoreError {
-    StoreError::Corrupt(format!("attribute {name} missing or malformed"))
-}
+pub use dynamo_item::{Item, Read, b, bad, n, s, values};
 
 pub(crate) fn project_from(item: &Item) -> StoreResult<Project> {
     let r = Read(item);

@@ -29,7 +29,7 @@ tokio::task_local! {
 /// The item attribute every write records the request that made it under (or removes, when
 /// the write serves none), so the stream's new image names the request behind each change and
 /// the events published from it can be traced to it ([`request_id_of`]).
-pub const REQUEST_ID_ATTR: &str = "request_id";
+pub use dynamo_item::REQUEST_ID_ATTR;
 
 /// Longest request id recorded (API Gateway's are 16–36 characters).
 const MAX_REQUEST_ID_CHARS: usize = 128;

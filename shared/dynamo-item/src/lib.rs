@@ -1,0 +1,101 @@
+//! # dynamo-item — DynamoDB items and the conditional writes made of them
+//!
+//! What every module of `store-dynamo` builds its requests from, kept apart so that the store
+//! holds only its rules:
+//!
+//! | piece | what |
+//! |---|---|
+//! | this module | attribute values ([`s`], [`n`], [`b`], [`values`]) and typed reads ([`Read`]) |
+//! | [`mod@write`] | updates and conditions that render to expressions with a placeholder for every name and value |
+
+use std::collections::HashMap;
+
+use aws_sdk_dynamodb::types::AttributeValue;
+use domain::clock::Timestamp;
+use domain::store::{StoreError, StoreResult};
+
+pub mod write;
+
+/// The attribute every write records the serving request's id in (the stream's publisher passes
+/// it on, so an event's delivery joins the request's log lines).
+pub const REQUEST_ID_ATTR: &str = "request_id";
+
+/// An item as the SDK holds it: attribute name → value.
+pub type Item = HashMap<String, AttributeValue>;
+
+/// A string attribute.
+pub fn s(v: impl Into<String>) -> AttributeValue {
+    AttributeValue::S(v.into())
+}
+
+/// A number attribute.
+pub fn n(v: i64) -> AttributeValue {
+    AttributeValue::N(v.to_string())
+}
+
+/// A boolean attribute.
+pub fn b(v: bool) -> AttributeValue {
+    AttributeValue::Bool(v)
+}
+
+/// An item (or part of one) from name–value pairs.
+pub fn values<const N: usize>(pairs: [(&str, AttributeValue); N]) -> Item {
+    pairs.into_iter().map(|(k, v)| (k.to_owned(), v)).collect()
+}
+
+// ---- item decoding -----------------------------------------------------------------------
+
+/// Typed reads of an item's attributes; a missing or malformed required one is
+/// [`StoreError::Corrupt`] naming the attribute ([`bad`]).
+pub struct Read<'a>(pub &'a Item);
+
+impl Read<'_> {
+    /// A string attribute, if present.
+    pub fn opt_s(&self, name: &str) -> Option<&str> {
+        match self.0.get(name) {
+            Some(AttributeValue::S(v)) => Some(v),
+            _ => None,
+        }
+    }
+    /// A required string attribute.
+    pub fn s(&self, name: &str) -> StoreResult<&str> {
+        self.opt_s(name).ok_or_else(|| bad(name))
+    }
+    /// A number attribute, if present (a null counts as absent).
+    pub fn opt_n(&self, name: &str) -> StoreResult<Option<i64>> {
+        match self.0.get(name) {
+            Some(AttributeValue::N(v)) => v.parse().map(Some).map_err(|_| bad(name)),
+            None | Some(AttributeValue::Null(_)) => Ok(None),
+            Some(_) => Err(bad(name)),
+        }
+    }
+    /// A required number attribute.
+    pub fn n(&self, name: &str) -> StoreResult<i64> {
+        self.opt_n(name)?.ok_or_else(|| bad(name))
+    }
+    /// A required time (milliseconds since the epoch).
+    pub fn ts(&self, name: &str) -> StoreResult<Timestamp> {
+        self.n(name).map(Timestamp::from_millis)
+    }
+    /// A time, if present.
+    pub fn opt_ts(&self, name: &str) -> StoreResult<Option<Timestamp>> {
+        Ok(self.opt_n(name)?.map(Timestamp::from_millis))
+    }
+    /// A boolean attribute (absent: false).
+    pub fn bool(&self, name: &str) -> bool {
+        matches!(self.0.get(name), Some(AttributeValue::Bool(true)))
+    }
+    /// A required string attribute, parsed by `f` (`None`: malformed).
+    pub fn parse<T>(&self, name: &str, f: impl FnOnce(&str) -> Option<T>) -> StoreResult<T> {
+        f(self.s(name)?).ok_or_else(|| bad(name))
+    }
+    /// A string attribute, if present, parsed by `f` (`None`: malformed).
+    pub fn opt_parse<T>(&self, name: &str, f: impl FnOnce(&str) -> Option<T>) -> StoreResult<Option<T>> {
+        self.opt_s(name).map(|v| f(v).ok_or_else(|| bad(name))).transpose()
+    }
+}
+
+/// The error for attribute `name` missing or malformed.
+pub fn bad(name: &str) -> StoreError {
+    StoreError::Corrupt(format!("attribute {name} missing or malformed"))
+}
