@@ -180,12 +180,7 @@ impl AuthenticateDevices for SqliteStore {
         self.write(move |tx, now| {
             // A NULL report keeps the one recorded (an older relay says nothing of itself); a
             // watch's mark is one more reason to write, and the write clears it.
-            let marked = tx
-                .prepare_cached("SELECT offline_since IS NOT NULL FROM devices WHERE device_id = ?1")?
-                .query_row([&id], |r| r.get::<_, bool>(0))
-                .optional()?
-                .unwrap_or(false);
-            let old = if marked { device_tx(tx, &id)? } else { None };
+            let old = device_tx(tx, &id)?.filter(|d| d.offline_since.is_some());
             let changed = tx
                 .prepare_cached(
                     "UPDATE devices SET last_seen_at = ?1, relay = COALESCE(?4, relay), offline_since = NULL
