@@ -6,7 +6,7 @@
 //! | piece | what |
 //! |---|---|
 //! | this module | attribute values ([`s`], [`n`], [`b`], [`values`]) and typed reads ([`Read`]) |
-//! | [`mod@write`] | updates and conditions that render to expressions with a placeholder for every name and value |
+//! | [`expr`] | updates and conditions that render to expressions with a placeholder for every name and value |
 
 use std::collections::HashMap;
 
@@ -14,7 +14,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use domain::clock::Timestamp;
 use domain::store::{StoreError, StoreResult};
 
-pub mod write;
+pub mod expr;
 
 /// The attribute every write records the serving request's id in (the stream's publisher passes
 /// it on, so an event's delivery joins the request's log lines).

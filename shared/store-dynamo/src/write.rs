@@ -1,3 +1,3 @@
-//! Updates and conditions ([`dynamo_item::write`]), under the name the modules use.
+//! Updates and conditions ([`dynamo_item::expr`]), under the name the modules use.
 
-pub(crate) use dynamo_item::write::*;
+pub(crate) use dynamo_item::expr::*;
