@@ -90,7 +90,8 @@ def main():
     apis = req["apis"]
     sync = pr.api() + pr.invocation("graph_relay") + pr.dynamo(apis["relay_sync_with_work"])
     step = {k: pr.api() + pr.invocation("graph_relay") + pr.dynamo(apis[k])
-            for k in ("relay_start", "relay_control", "relay_control_reporting", "relay_complete")}
+            for k in ("relay_start", "relay_control", "relay_control_reporting", "relay_control_progress",
+                      "relay_complete")}
     month = 30 * 86400
     poll20 = month / 20 * sync
     syncs300 = idle_per_day * 30 * sync
@@ -114,6 +115,18 @@ def main():
     print(f"| one 60 s run on the desktop (start, 20 control polls at 3 s, one with its report, complete) | ${run60 * 1000:.4f} per 1,000 runs |")
     hour = 1200 * step["relay_control"] + 60 * (step["relay_control_reporting"] - step["relay_control"])
     print(f"| one running hour's control polls (1,200 at 3 s, 60 with the report) | ${hour:.4f} |")
+    # Progress rides on a control check (at most one per 10 s: 360 of the 1,200), the same
+    # requests; what grows is the run item, and an UpdateItem is billed by the larger of the
+    # item before and after it (1 write unit per KB): every heartbeat after the first
+    # forward pays for the progress kept on the item.
+    wru = doc["prices"]["dynamodb_write_unit_per_million"] / 1e6
+    prog = 1200 * step["relay_control"] + 60 * (step["relay_control_reporting"] - step["relay_control"]) \
+        + 360 * (step["relay_control_progress"] - step["relay_control"])
+    print(f"| ... with progress forwarded every 10 s ({', '.join(apis['relay_control_progress'])} each, "
+          f"360 of the 1,200), a small progress (under 1 KB with the run item) | ${prog:.4f} |")
+    for kb in (2, 9):
+        print(f"| ... with a progress making the run item {kb} KB ({kb} write units per heartbeat) "
+              f"| ${prog + 1200 * (kb - 1) * wru:.4f} |")
 
     panel = pr.api() + pr.invocation("owner_api") + pr.dynamo(apis["panel_refresh"])
     print()

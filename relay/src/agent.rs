@@ -4,21 +4,30 @@
 //!    pass is still busy collapse into one pass right after it, never a burst
 //!    (`MissedTickBehavior::Skip`);
 //! 2. re-send completions from the outbox; retry every `start` that never got an answer (same
-//!    execution id: the server replays it), and run the command if it is running for us;
+//!    execution id: the server replays it) in a free slot, and run the command if it is running
+//!    for us;
 //! 3. for each project a session is shared in: `sync` with those sessions' metadata (≤ 100);
 //!    a project that dropped out of the config gets one empty sync (its sessions are no longer
 //!    offered); a refusal (4xx) for one project is that project's state in `relay status`, not
 //!    a failed pass;
-//! 4. each returned command, one at a time, through the steps in [`crate::command`]: consent
-//!    re-check, journaled start, supervised run, completion through the outbox.
+//! 4. each returned command goes to a free slot (`max_parallel`, default 1), through the steps
+//!    in [`crate::command`]: consent re-check, journaled start, supervised run, completion
+//!    through the outbox. The sync asks for at most as many commands as slots are free; with
+//!    every slot busy a pass starts nothing and syncs only to stay seen. A slot that ends starts
+//!    a pass at once.
 //!
 //! Network failures end the pass and the next one waits an exponentially growing, jittered
 //! delay (reset by the next successful pass). Shutdown stops waiting at once; a run cut short
 //! by it stays in the journal and is reported `relay restarted during run` on the next start.
 
+use std::collections::HashSet;
 use std::future::Future;
+use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
+
+use futures_util::StreamExt;
+use futures_util::stream::FuturesUnordered;
 
 use domain::clock::{Clock, SystemClock};
 use domain::ids::{CommandId, ProjectId};
@@ -57,6 +66,9 @@ pub struct Relay<S = Client, E = executor::Processes> {
     /// ([`Relay::restart_when_replaced`]).
     binary: Option<crate::update::Binary>,
 }
+
+/// A running slot: its command and how its steps ended.
+type Slot<'a> = Pin<Box<dyn Future<Output = (CommandId, Result<(), PassError>)> + Send + 'a>>;
 
 /// Aborts the task when dropped (the doorbell socket ends with the loop).
 struct AbortOnDrop(tokio::task::JoinHandle<()>);
@@ -122,7 +134,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
     pub fn with_parts(config: Config, server: S, executor: E) -> Result<Self, RelayError> {
         let state = State::open(&config.state_dir)
             .map_err(|source| RelayError::State { path: config.state_dir.clone(), source })?;
-        let status = Status { poll_interval_s: config.poll.as_secs(), ..Status::default() };
+        let status = Status { poll_interval_s: config.poll.as_secs(), slots: config.max_parallel, ..Status::default() };
         Ok(Self {
             executor,
             jitter_seed: None,
@@ -245,6 +257,11 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
 
     /// Runs until `shutdown` resolves.
     ///
+    /// The loop owns the slots: each running command is a future it polls beside its timers
+    /// (one task, so a slot never waits for a pass nor a pass for a slot). A pass starts the
+    /// commands it is handed in free slots; a slot that ends triggers a pass at once, so what
+    /// waits takes the slot without waiting for the next poll.
+    ///
     /// # Errors
     /// When recovery of the state directory fails (nothing can be trusted then).
     pub async fn run(self, shutdown: impl Future<Output = ()>) -> Result<(), RelayError> {
@@ -277,10 +294,29 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
             )))
         });
         let mut bell_up = self.bell.watch_up();
+        let mut slots: FuturesUnordered<Slot<'_>> = FuturesUnordered::new();
+        let mut busy: HashSet<CommandId> = HashSet::new();
+        // After a failed pass: no pass before this, whatever wakes the loop.
+        let mut hold_until: Option<tokio::time::Instant> = None;
         loop {
-            tokio::select! {
-                _ = ticker.tick() => {}
-                () = self.bell.sync.notified() => {}
+            // Biased: when several are ready at once (virtual time), the same one wins every
+            // time, so a seeded simulation repeats itself byte for byte.
+            let ticked = tokio::select! {
+                biased;
+                () = &mut shutdown => break,
+                Some((id, outcome)) = slots.next(), if !slots.is_empty() => {
+                    if !self.slot_ended(&mut busy, id, outcome) {
+                        // Its start or completion got no answer: retried after the backoff,
+                        // as a failed pass is.
+                        let at = tokio::time::Instant::now() + backoff.next_delay();
+                        hold_until = Some(at);
+                        ticker.reset_at(at);
+                        continue;
+                    }
+                    false
+                }
+                _ = ticker.tick() => true,
+                () = self.bell.sync.notified() => false,
                 Ok(()) = bell_up.changed() => {
                     let up = *bell_up.borrow_and_update();
                     self.set_status(|_| {});
@@ -298,7 +334,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
                     // queued meanwhile waits no longer, and a running one's control poll is
                     // due), with the backoff forgotten, and replace the doorbell's socket,
                     // which is most likely dead without having closed.
-                    if self.replaced() {
+                    if slots.is_empty() && self.replaced() {
                         break;
                     }
                     let woke = wake.woke();
@@ -308,18 +344,40 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
                     }
                     tracing::info!(woke, network_changed = moved, "the computer woke or its network changed; syncing now");
                     backoff.reset();
+                    hold_until = None;
                     self.bell.reconnect();
+                    true
                 }
-                () = &mut shutdown => break,
-            }
-            let outcome = tokio::select! {
-                r = self.pass() => r,
-                () = &mut shutdown => break,
             };
+            if !ticked && hold_until.is_some_and(|t| tokio::time::Instant::now() < t) {
+                continue;
+            }
+            hold_until = None;
+            let free = self.config().max_parallel.saturating_sub(busy.len());
+            let in_slots = busy.clone();
+            let pass = self.pass(free, &in_slots);
+            tokio::pin!(pass);
+            // The slots keep running while the pass talks to the server.
+            let mut ended = Vec::new();
+            let outcome = loop {
+                tokio::select! {
+                    biased;
+                    () = &mut shutdown => break None,
+                    Some(done) = slots.next(), if !slots.is_empty() => ended.push(done),
+                    r = &mut pass => break Some(r),
+                }
+            };
+            let Some(outcome) = outcome else { break };
+            let pass_failed = outcome.is_err();
             match outcome {
-                Ok(server_poll) => {
+                Ok((server_poll, work)) => {
                     backoff.reset();
                     self.set_status(|s| s.last_error = None);
+                    for (project, command) in work {
+                        busy.insert(command.command_id);
+                        slots.push(self.slot(project, command));
+                    }
+                    self.set_status(|s| s.running = running_list(&busy));
                     if server_poll != poll {
                         tracing::info!(seconds = server_poll.as_secs(), "poll interval set by the server");
                         poll = server_poll;
@@ -331,19 +389,58 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
                     let delay = backoff.next_delay();
                     tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "pass failed; retrying");
                     self.set_status(|s| s.last_error = Some(e));
-                    tokio::select! {
-                        () = tokio::time::sleep(delay) => {}
-                        () = &mut shutdown => break,
-                    }
-                    ticker.reset_immediately();
+                    let at = tokio::time::Instant::now() + delay;
+                    hold_until = Some(at);
+                    ticker.reset_at(at);
                 }
             }
-            if self.replaced() {
+            // Slots freed during the pass: another pass at once (or after the backoff when one
+            // of them got no answer), not at the next tick. After the poll interval above, which
+            // replaces the ticker; a failed pass keeps its own backoff.
+            let freed = !ended.is_empty();
+            let mut answered = true;
+            for (id, o) in ended {
+                answered &= self.slot_ended(&mut busy, id, o);
+            }
+            if freed && !pass_failed {
+                if answered {
+                    ticker.reset_immediately();
+                } else {
+                    let at = tokio::time::Instant::now() + backoff.next_delay();
+                    hold_until = Some(at);
+                    ticker.reset_at(at);
+                }
+            }
+            if slots.is_empty() && self.replaced() {
                 break;
             }
         }
         tracing::info!("relay stopped");
         Ok(())
+    }
+
+    /// One slot: a command taken through [`Self::handle`].
+    fn slot(&self, project: ProjectId, command: crate::client::Command) -> Slot<'_> {
+        Box::pin(async move {
+            let id = command.command_id;
+            (id, self.handle(project, command).await)
+        })
+    }
+
+    /// A slot is free again; whether the server answered its steps. A failure inside it (a
+    /// start or completion without an answer) left its state on disk: a later pass retries it.
+    fn slot_ended(&self, busy: &mut HashSet<CommandId>, id: CommandId, outcome: Result<(), PassError>) -> bool {
+        busy.remove(&id);
+        let answered = match outcome {
+            Ok(()) => true,
+            Err(PassError::Network(e)) => {
+                tracing::warn!(command = %id, error = %e, "the server did not answer for this run; retrying after the backoff");
+                self.set_status(|s| s.last_error = Some(e));
+                false
+            }
+        };
+        self.set_status(|s| s.running = running_list(busy));
+        answered
     }
 
     fn project_status(&self, project: ProjectId, outcome: &str, sessions: &[SessionMeta], queued: usize) {
@@ -360,18 +457,23 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         });
     }
 
-    /// Retries every `start` that never got a definite answer (see [`disk`]).
-    async fn resume_starts(&self) -> Result<(), PassError> {
+    /// The `start`s that never got a definite answer (see [`disk`]), to retry in free slots
+    /// (same execution id: the server replays them); none already in a slot.
+    fn lost_starts(&self, free: usize, busy: &HashSet<CommandId>) -> Vec<(ProjectId, crate::client::Command)> {
+        let mut out = Vec::new();
         for (id, started) in self.state.journal.list::<disk::Started>() {
-            if started.running || self.state.outbox.contains(id) {
+            if out.len() >= free {
+                break;
+            }
+            if started.running || busy.contains(&id) || self.state.outbox.contains(id) {
                 continue;
             }
             if let Some((project, command)) = started.command {
                 tracing::info!(command = %id, "retrying a start whose answer was lost");
-                self.handle(project, command).await?;
+                out.push((project, command));
             }
         }
-        Ok(())
+        out
     }
 
     /// One empty sync for each project that was synced with sessions before but has none in
@@ -381,7 +483,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         let mut remembered = self.state.synced_projects();
         let gone: Vec<ProjectId> = remembered.iter().copied().filter(|p| !current.contains(p)).collect();
         for project in gone {
-            match self.client.sync(project, &[]).await {
+            match self.client.sync(project, &[], 0).await {
                 Ok(_) | Err(ClientError::Refused { .. }) => {
                     tracing::info!(%project, "no session is shared in this project any more; told the server");
                     remembered.retain(|p| *p != project);
@@ -399,17 +501,25 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         Ok(())
     }
 
-    /// One pass; returns the server's poll interval.
-    async fn pass(&self) -> Result<Duration, PassError> {
+    /// One pass, with `free` slots (`busy`: the commands in the others): delivers the outbox,
+    /// syncs every project (asking for at most the slots still free), and returns the server's
+    /// poll interval and the commands to start. With every slot busy it starts nothing and
+    /// syncs only to stay seen.
+    async fn pass(
+        &self,
+        free: usize,
+        busy: &HashSet<CommandId>,
+    ) -> Result<(Duration, Vec<(ProjectId, crate::client::Command)>), PassError> {
         self.reload_if_changed();
         self.flush_outbox().await?;
-        self.resume_starts().await?;
+        let mut work = self.lost_starts(free, busy);
         self.retire_projects().await?;
         let config = self.config();
         let mut poll = config.poll;
         for project in config.projects() {
             let sessions = config.sessions_for(project);
-            let synced = match self.client.sync(project, &sessions).await {
+            let open = u32::try_from(free.saturating_sub(work.len())).unwrap_or(u32::MAX);
+            let synced = match self.client.sync(project, &sessions, open).await {
                 Ok(s) => s,
                 Err(ClientError::Refused { status, body }) => {
                     // This project's problem (deleted, not this owner's, a bad session): the
@@ -460,13 +570,21 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
                         s.disabled_projects.retain(|p| p != &project.to_string());
                         s.poll_interval_s = poll_interval.as_secs();
                     });
+                    // At most the free slots (an older server may hand out more: they stay
+                    // queued for the next pass), never one already in a slot.
                     for command in commands {
-                        self.handle(project, command).await?;
+                        if work.len() >= free {
+                            break;
+                        }
+                        let id = command.command_id;
+                        if !busy.contains(&id) && !work.iter().any(|(_, c)| c.command_id == id) {
+                            work.push((project, command));
+                        }
                     }
                 }
             }
         }
-        Ok(poll)
+        Ok((poll, work))
     }
 
     async fn flush_outbox(&self) -> Result<(), PassError> {
@@ -480,6 +598,13 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
 
 #[cfg(test)]
 mod tests;
+
+/// The running commands, sorted (what `relay status` lists).
+fn running_list(busy: &HashSet<CommandId>) -> Vec<String> {
+    let mut ids: Vec<String> = busy.iter().map(ToString::to_string).collect();
+    ids.sort();
+    ids
+}
 
 /// How often the relay checks whether the computer slept.
 const WAKE_CHECK: Duration = Duration::from_secs(5);

@@ -312,7 +312,7 @@ async fn doorbell_finding(config: &Config, proxies: &Proxies, http: reqwest::Cli
         return note("doorbell not checked: no sessions yet", "relay session add …, then relay check");
     };
     let client = Client::with_http(http, &config.server_url, &config.device_token);
-    match client.sync(project, &config.sessions_for(project)).await {
+    match client.sync(project, &config.sessions_for(project), 0).await {
         Ok(Synced::Commands { doorbell_url: Some(url), .. }) => {
             let url = crate::doorbell::websocket_url(&url);
             match crate::doorbell::probe(&url, &config.device_token, proxies).await {

@@ -153,7 +153,8 @@ pub fn status(config_path: &Path) -> Result<(), CliError> {
     };
     println!("last sync: {}", s.last_sync_at.as_deref().unwrap_or("never"));
     println!("outbox:    {} completion(s) waiting", s.outbox);
-    println!("running:   {}", s.current_run.as_deref().unwrap_or("nothing"));
+    let running = if s.running.is_empty() { "nothing".to_owned() } else { s.running.join(", ") };
+    println!("running:   {running} ({} of {} slots busy)", s.running.len(), s.slots.max(1));
     println!("doorbell:  {}", if s.doorbell.is_empty() { "off" } else { s.doorbell.as_str() });
     println!("poll:      every {} s", s.poll_interval_s);
     if let Some(p) = &s.paused {

@@ -66,16 +66,29 @@ pub enum Completed {
 /// What the relay loop needs from the server: the four relay API calls. [`Client`] is the
 /// real one (HTTPS); tests drive the loop with an in-memory one under tokio's paused time.
 pub trait RelayServer: Send + Sync {
-    /// `POST /sync`: this device's sessions for `project`; the project's queued commands.
+    /// `POST /sync`: this device's sessions for `project`; the project's queued commands, at
+    /// most `free_slots` of them.
     fn sync(
         &self,
         project: ProjectId,
         sessions: &[SessionMeta],
+        free_slots: u32,
     ) -> impl Future<Output = Result<Synced, ClientError>> + Send;
     /// `POST /commands/{id}/start`.
     fn start(&self, id: CommandId, execution_id: &str) -> impl Future<Output = Result<Started, ClientError>> + Send;
     /// `GET /commands/{id}/control`: whether to stop.
     fn control(&self, id: CommandId) -> impl Future<Output = Result<bool, ClientError>> + Send;
+    /// `POST /commands/{id}/control`: the same check, forwarding the run's newest progress.
+    /// A server double without progress only checks control.
+    fn progress(
+        &self,
+        id: CommandId,
+        execution_id: &str,
+        progress: &domain::progress::Progress,
+    ) -> impl Future<Output = Result<bool, ClientError>> + Send {
+        let _ = (execution_id, progress);
+        self.control(id)
+    }
     /// `POST /commands/{id}/complete`.
     fn complete(
         &self,
@@ -318,8 +331,8 @@ fn json(v: &impl serde::Serialize) -> Option<Vec<u8>> {
 }
 
 impl<T: Transport> RelayServer for Client<T> {
-    async fn sync(&self, project: ProjectId, sessions: &[SessionMeta]) -> Result<Synced, ClientError> {
-        let req = SyncRequest { project_id: project, sessions: sessions.to_vec() };
+    async fn sync(&self, project: ProjectId, sessions: &[SessionMeta], free_slots: u32) -> Result<Synced, ClientError> {
+        let req = SyncRequest { project_id: project, sessions: sessions.to_vec(), free_slots: Some(free_slots) };
         let (status, text) = self.send("POST", "/sync", json(&req)).await?;
         match status {
             200 => {
@@ -348,6 +361,21 @@ impl<T: Transport> RelayServer for Client<T> {
 
     async fn control(&self, id: CommandId) -> Result<bool, ClientError> {
         let (status, text) = self.send("GET", &format!("/commands/{id}/control"), None).await?;
+        match status {
+            200 => Ok(body::<ControlResponse>(&text)?.cancel_requested),
+            404 => Ok(true),
+            _ => Err(Self::refused(status, text)),
+        }
+    }
+
+    async fn progress(
+        &self,
+        id: CommandId,
+        execution_id: &str,
+        progress: &domain::progress::Progress,
+    ) -> Result<bool, ClientError> {
+        let req = domain::relay::ControlRequest { execution_id: execution_id.to_owned(), progress: progress.clone() };
+        let (status, text) = self.send("POST", &format!("/commands/{id}/control"), json(&req)).await?;
         match status {
             200 => Ok(body::<ControlResponse>(&text)?.cancel_requested),
             404 => Ok(true),

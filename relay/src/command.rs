@@ -6,14 +6,17 @@
 //! 2. **journaled start** — the command goes to the start journal before `start` is sent, with
 //!    the execution id a retry reuses (so a lost answer replays instead of starting twice), and
 //!    is marked running before the process is spawned (so it is never spawned twice);
-//! 3. **supervise** — while the graph runs: poll `control` (a cancel stops the process group)
-//!    and keep syncing on schedule, so the server keeps seeing the desktop;
+//! 3. **supervise** — while the graph runs: check `control` (a cancel stops the process group),
+//!    forwarding the Graph's newest progress on a check at most every 10 s;
 //! 4. **complete** — the bounded completion goes to the outbox (fsynced) before it is posted;
 //!    a completion the server refuses is reported `failed` with the reason instead.
 
+use std::sync::Arc;
+
 use domain::errors::SESSION_NO_LONGER_SHARED;
 use domain::ids::{CommandId, ProjectId};
-use domain::runs::{Completion, FinalStatus, SessionMeta};
+use domain::progress::FORWARD_EVERY;
+use domain::runs::{Completion, FinalStatus};
 use tokio::time::MissedTickBehavior;
 
 use crate::agent::{PassError, Relay};
@@ -34,11 +37,11 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         let Some(execution_id) = self.journaled_start(project, &command, &session.meta.slug).await? else {
             return Ok(());
         };
-        self.set_status(|s| s.current_run = Some(id.to_string()));
-        let stop = supervise(&self.client, id, &config, &self.bell);
-        let outcome = self.executor.execute(&session.launch, &command.arguments, stop, config.cancel_grace).await;
+        let live = Arc::new(crate::live::Live::default());
+        let stop = supervise(&self.client, id, &execution_id, &config, &self.bell, &live);
+        let outcome =
+            self.executor.execute(&session.launch, &command.arguments, stop, config.cancel_grace, Arc::clone(&live)).await;
         tracing::info!(command = %id, status = ?outcome.status, "run finished");
-        self.set_status(|s| s.current_run = None);
         let completion = Completion {
             execution_id,
             status: outcome.status,
@@ -198,41 +201,60 @@ fn no_longer_shared() -> Completion {
     }
 }
 
-/// While a run goes on: polls `control` every control interval and resolves when a cancel is
-/// requested (a failed poll lets the run go on), and syncs every project on the poll interval
-/// so the server keeps seeing this desktop (what is queued meanwhile waits for the next pass:
-/// one run at a time).
+/// While a run goes on: checks `control` every control interval and resolves when a cancel is
+/// requested (a failed check lets the run go on). The run's newest progress rides on a check:
+/// as soon as the Graph says something new, if the last forward is [`FORWARD_EVERY`] old (else
+/// when it is), the check is a `POST` carrying it — one request and one server write either way,
+/// and a Graph that prints a thousand lines a second still costs one forward per 10 s.
 ///
-/// The doorbell cuts both waits short: a `control` ring checks control at once, a `sync` ring
-/// syncs at once (and starts nothing: one run at a time).
-async fn supervise<S: RelayServer>(client: &S, id: CommandId, config: &Config, bell: &crate::doorbell::Doorbell) {
-    let projects: Vec<(ProjectId, Vec<SessionMeta>)> =
-        config.projects().into_iter().map(|p| (p, config.sessions_for(p))).collect();
+/// The doorbell cuts the wait short: a `control` ring for this run checks at once. (Syncing
+/// during a run is the loop's: it keeps its schedule while slots run.)
+async fn supervise<S: RelayServer>(
+    client: &S,
+    id: CommandId,
+    execution_id: &str,
+    config: &Config,
+    bell: &crate::doorbell::Doorbell,
+    live: &crate::live::Live,
+) {
+    let mut rings = bell.control_rings();
     let mut control = tokio::time::interval(config.control_poll);
     control.set_missed_tick_behavior(MissedTickBehavior::Skip);
     control.tick().await;
-    let mut sync = tokio::time::interval(config.poll);
-    sync.set_missed_tick_behavior(MissedTickBehavior::Skip);
-    sync.tick().await;
+    let mut sent = 0;
+    let mut forwarded: Option<tokio::time::Instant> = None;
     loop {
-        tokio::select! {
-            () = bell.control.notified() => control.reset_immediately(),
-            () = bell.sync.notified() => sync.reset_immediately(),
-            _ = control.tick() => match client.control(id).await {
-                Ok(true) => {
-                    tracing::info!(command = %id, "cancel requested; stopping the run");
-                    return;
+        let pending = live.version() != sent;
+        let ready = forwarded.map_or_else(tokio::time::Instant::now, |t| t + FORWARD_EVERY);
+        let answer = tokio::select! {
+            ring = rings.recv() => {
+                // Another run's ring is not ours; missed rings (lagging) may have been.
+                if matches!(ring, Ok(r) if r != id) {
+                    continue;
                 }
-                Ok(false) => {}
-                Err(e) => tracing::warn!(command = %id, error = %e, "control poll failed; the run goes on"),
-            },
-            _ = sync.tick() => {
-                for (project, sessions) in &projects {
-                    if let Err(e) = client.sync(*project, sessions).await {
-                        tracing::debug!(%project, error = %e, "sync during a run failed");
-                    }
-                }
+                control.reset_immediately();
+                continue;
             }
+            () = live.changed(), if !pending => continue,
+            () = tokio::time::sleep_until(ready), if pending => {
+                let (version, progress) = live.snapshot();
+                forwarded = Some(tokio::time::Instant::now());
+                control.reset();
+                let answer = client.progress(id, execution_id, &progress).await;
+                if answer.is_ok() {
+                    sent = version;
+                }
+                answer
+            }
+            _ = control.tick() => client.control(id).await,
+        };
+        match answer {
+            Ok(true) => {
+                tracing::info!(command = %id, "cancel requested; stopping the run");
+                return;
+            }
+            Ok(false) => {}
+            Err(e) => tracing::warn!(command = %id, error = %e, "control check failed; the run goes on"),
         }
     }
 }

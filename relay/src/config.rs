@@ -14,6 +14,8 @@
 //! command = ["/usr/local/bin/run-graph", "weekly-report"]
 //! ```
 //!
+//! `max_parallel = 3` lets three commands run at once (default 1, at most 16).
+//!
 //! Every problem in the file is reported at once, naming the key.
 
 use std::path::{Path, PathBuf};
@@ -58,6 +60,8 @@ struct RawConfig {
     auto_update: bool,
     #[serde(default)]
     pin: Option<String>,
+    #[serde(default)]
+    max_parallel: Option<u32>,
     #[serde(default)]
     sessions: Vec<RawSession>,
 }
@@ -134,6 +138,10 @@ pub struct Config {
     pub auto_update: bool,
     /// A version to hold (`pin = "0.4.0"`): updates install only that one.
     pub pin: Option<String>,
+    /// How many commands may run at once (`max_parallel`, 1 to 16; default 1: the seed's serial
+    /// desktop, one Graph at a time). Each has its own control checks, process group, journal
+    /// and outbox entry.
+    pub max_parallel: usize,
     /// The sessions this desktop runs.
     pub sessions: Vec<Session>,
 }
@@ -277,8 +285,14 @@ impl Config {
             },
             auto_update: raw.auto_update,
             pin: raw.pin.clone(),
+            max_parallel: raw.max_parallel.unwrap_or(1) as usize,
             sessions,
         };
+        if let Some(n) = raw.max_parallel
+            && !(1..=domain::progress::MAX_PARALLEL).contains(&n)
+        {
+            errors.push(format!("max_parallel: must be 1 to {} (got {n})", domain::progress::MAX_PARALLEL));
+        }
         if let Some(pin) = &raw.pin
             && let Err(e) = crate::update::check_pin(pin)
         {

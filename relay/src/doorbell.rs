@@ -53,8 +53,8 @@ impl Default for Timing {
 pub struct Doorbell {
     /// A `sync` ring (or a reconnect, which may have missed rings).
     pub sync: Notify,
-    /// A `control` ring.
-    pub control: Notify,
+    /// `control` rings, by run: each running slot listens for its own ([`Doorbell::control_rings`]).
+    control: tokio::sync::broadcast::Sender<domain::ids::CommandId>,
     up: watch::Sender<bool>,
     url: watch::Sender<Option<String>>,
     rings: AtomicU64,
@@ -69,7 +69,7 @@ impl Default for Doorbell {
     fn default() -> Self {
         Self {
             sync: Notify::new(),
-            control: Notify::new(),
+            control: tokio::sync::broadcast::channel(64).0,
             up: watch::channel(false).0,
             url: watch::channel(None).0,
             rings: AtomicU64::new(0),
@@ -145,6 +145,18 @@ impl Doorbell {
         }
     }
 
+    /// Rings `command`'s control check (the socket, or the simulation directly).
+    pub fn ring_control(&self, command: domain::ids::CommandId) {
+        // No receiver: no run is listening, nothing to wake.
+        let _ = self.control.send(command);
+    }
+
+    /// The control rings from now on: a running slot checks control at once when its own run
+    /// is rung (or when rings were missed: a lagging receiver).
+    pub fn control_rings(&self) -> tokio::sync::broadcast::Receiver<domain::ids::CommandId> {
+        self.control.subscribe()
+    }
+
     fn received(&self, text: &str) {
         match serde_json::from_str::<Ring>(text) {
             Ok(Ring::Sync) => {
@@ -154,7 +166,7 @@ impl Doorbell {
             Ok(Ring::Control { command_id }) => {
                 self.rings.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(command = %command_id, "control ring");
-                self.control.notify_one();
+                self.ring_control(command_id);
             }
             Err(_) => tracing::debug!(text, "unknown doorbell message; ignored"),
         }
@@ -344,14 +356,17 @@ mod tests {
     #[test]
     fn rings_wake_the_right_waiter() {
         let bell = Doorbell::default();
+        let mut rings = bell.control_rings();
+        let id = domain::ids::CommandId::generate();
         bell.received(r#"{"ring":"sync"}"#);
-        bell.received(&format!(r#"{{"ring":"control","command_id":"{}"}}"#, domain::ids::CommandId::generate()));
+        bell.received(&format!(r#"{{"ring":"control","command_id":"{id}"}}"#));
         bell.received(r#"{"ring":"party"}"#);
         assert_eq!(bell.rings(), 2);
-        // Each stored one permit.
+        // The sync ring stored one permit; the control ring reached the listener with its run.
         let now = futures_util::FutureExt::now_or_never(bell.sync.notified());
         assert!(now.is_some());
-        assert!(futures_util::FutureExt::now_or_never(bell.control.notified()).is_some());
+        assert_eq!(rings.try_recv().unwrap(), id);
+        assert!(rings.try_recv().is_err());
         assert!(futures_util::FutureExt::now_or_never(bell.sync.notified()).is_none());
     }
 

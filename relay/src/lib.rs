@@ -1,7 +1,8 @@
 //! # relay — the desktop side of foundry-connect
 //!
 //! The server can never reach the owner's desktop, so the desktop pulls: this relay polls the
-//! relay API outbound, runs the Graph sessions it is configured with one at a time, and reports
+//! relay API outbound, runs the Graph sessions it is configured with (one at a time, or up to
+//! `max_parallel` at once), and reports
 //! each result through an on-disk outbox so that a crash or a lost response never loses one.
 //!
 //! | module | what |
@@ -10,7 +11,8 @@
 //! | [`config`] | the TOML config file: server, device token, sessions and their commands |
 //! | [`client`] | the relay API client (sync, start, control, complete) |
 //! | [`disk`] | the outbox and the start journal, fsynced |
-//! | [`executor`] | runs one Graph in its own process group; cancel = SIGTERM, then SIGKILL |
+//! | [`executor`] | runs one Graph in its own process group; cancel = SIGTERM, then SIGKILL; its stderr's progress lines go to [`live`] |
+//! | [`live`] | one running Graph's newest progress and log tail, forwarded at most every 10 s |
 //! | [`agent`] | the loop: outbox first, retried starts, sync per project, then each command |
 //! | [`command`] | one command's steps: consent re-check, journaled start, supervised run, completion |
 //! | [`backoff`] | retry delays after a failed pass (exponential, jittered, seedable) |
@@ -38,6 +40,7 @@ pub mod disk;
 pub mod doorbell;
 mod error;
 pub mod executor;
+pub mod live;
 pub mod network;
 pub mod pair;
 pub mod proxy;

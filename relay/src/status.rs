@@ -12,8 +12,12 @@ pub struct Status {
     pub last_error: Option<String>,
     /// Completions waiting to be delivered.
     pub outbox: usize,
-    /// The command running now.
-    pub current_run: Option<String>,
+    /// The commands running now, one per busy slot.
+    #[serde(default)]
+    pub running: Vec<String>,
+    /// How many commands may run at once (`max_parallel`).
+    #[serde(default)]
+    pub slots: usize,
     /// The poll interval in use.
     pub poll_interval_s: u64,
     /// Projects the owner has disabled (as of the last sync).

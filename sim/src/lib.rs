@@ -165,7 +165,8 @@ impl Transport for InProcess {
 }
 
 /// Graphs that take virtual time: `duration_ms` from the run's arguments (default 1 s); a
-/// cancel stops them at once.
+/// cancel stops them at once. With `progress_every_ms` a graph reports how far along it is
+/// that often (its fraction of the duration), as a real Graph's stderr progress lines would.
 pub struct VirtualGraphs;
 
 impl Execute for VirtualGraphs {
@@ -175,10 +176,23 @@ impl Execute for VirtualGraphs {
         arguments: &serde_json::Value,
         cancel: impl std::future::Future<Output = ()> + Send,
         _grace: Duration,
+        live: Arc<relay::live::Live>,
     ) -> Outcome {
         let d = Duration::from_millis(arguments["duration_ms"].as_u64().unwrap_or(1000));
+        let every = arguments["progress_every_ms"].as_u64().map(Duration::from_millis).filter(|e| !e.is_zero());
+        let run = async {
+            let start = tokio::time::Instant::now();
+            if let Some(every) = every {
+                while start.elapsed() + every < d {
+                    tokio::time::sleep(every).await;
+                    let f = start.elapsed().as_secs_f64() / d.as_secs_f64();
+                    live.progress(&format!("{:.0}% done", f * 100.0), Some(f));
+                }
+            }
+            tokio::time::sleep(d.saturating_sub(start.elapsed())).await;
+        };
         tokio::select! {
-            () = tokio::time::sleep(d) => Outcome::completed("done"),
+            () = run => Outcome::completed("done"),
             () = cancel => Outcome::cancelled(),
         }
     }
@@ -281,6 +295,14 @@ impl World {
     /// # Errors
     /// When the relay's state folder cannot be set up.
     pub fn start_relay(&mut self, control_poll: Duration) -> anyhow::Result<()> {
+        self.start_relay_with(control_poll, 1)
+    }
+
+    /// Starts the relay with `slots` parallel slots (`max_parallel`).
+    ///
+    /// # Errors
+    /// When the relay's state folder cannot be set up.
+    pub fn start_relay_with(&mut self, control_poll: Duration, slots: usize) -> anyhow::Result<()> {
         let meta = SessionMeta {
             graph_session_id: session_id(),
             name: "Simulated graph".into(),
@@ -302,6 +324,7 @@ impl World {
             doorbell_timing: relay::doorbell::Timing::default(),
             auto_update: false,
             pin: None,
+            max_parallel: slots,
             sessions: vec![Session { meta, projects: vec![self.project], launch: vec!["virtual".to_owned()].into() }],
         };
         let transport = InProcess {
@@ -321,7 +344,7 @@ impl World {
                         tokio::time::sleep(latency).await;
                         match r.ring {
                             domain::doorbell::Ring::Sync => bell.sync.notify_one(),
-                            domain::doorbell::Ring::Control { .. } => bell.control.notify_one(),
+                            domain::doorbell::Ring::Control { command_id } => bell.ring_control(command_id),
                         }
                     });
                 }

@@ -82,22 +82,75 @@ async fn pickup(seed: u64, n: usize, doorbell: bool) -> anyhow::Result<String> {
     })
 }
 
-/// Five runs queued at once finish in sequence: one desktop is one worker.
-async fn five_at_once(seed: u64) -> anyhow::Result<String> {
-    let w = world(seed).await?;
-    tokio::time::sleep(Duration::from_secs(7)).await;
+/// Five runs queued at once: with one slot (the seed's desktop, one worker) they finish in
+/// sequence, in the order they were queued; with five they run together.
+async fn five_at_once(seed: u64, slots: usize) -> anyhow::Result<String> {
+    let mut w = World::new(seed, Policy::default()).await?;
+    w.start_relay_with(CONTROL_POLL, slots)?;
+    tokio::time::sleep(Duration::from_secs(8)).await;
     let mut ids = Vec::new();
     for i in 0..5 {
         ids.push(queue(&w, Duration::from_secs(60), 9_000 + i).await?.0);
     }
     let mut line = String::new();
     let t0 = w.run(ids[0]).await?.queued_at;
+    let mut last = 0.0_f64;
     for id in ids {
         let r = terminal(&w, id).await?;
-        line +=
-            &format!(" [{:.0}–{:.0} s]", secs(t0, r.started_at.unwrap_or(t0)), secs(t0, r.finished_at.unwrap_or(t0)));
+        let end = secs(t0, r.finished_at.unwrap_or(t0));
+        last = last.max(end);
+        line += &format!(" [{:.0}–{end:.0} s]", secs(t0, r.started_at.unwrap_or(t0)));
     }
-    Ok(format!("five 60 s runs queued at once, start–finish after queueing:{line}\n"))
+    let ratio = last / 60.0;
+    Ok(format!(
+        "five 60 s runs queued at once, {slots} slot{}, start–finish after queueing:{line}; all done after {last:.0} s = {ratio:.2}× one run\n",
+        if slots == 1 { "" } else { "s" }
+    ))
+}
+
+/// Status calls of an agent that follows `check_after_s` on runs of one session that has no
+/// history (its first run), of 10 minutes: without progress the hint can only say "check in
+/// 15 s"; with the Graph reporting its fraction every 30 s the server estimates the end.
+async fn progress_guided(seed: u64, n: usize) -> anyhow::Result<String> {
+    let mut out = String::from(
+        "agent following check_after_s on a 10 min run of a session without history (first run), calls per run\n",
+    );
+    for (label, every) in [("no progress", None), ("fraction every 30 s", Some(30_000u64))] {
+        let mut calls = Vec::new();
+        let mut late = Vec::new();
+        for i in 0..n {
+            let mut w = World::new(seed ^ (i as u64), Policy::default()).await?;
+            w.start_relay(CONTROL_POLL)?;
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            let mut arguments = json!({"duration_ms": 600_000u64});
+            if let Some(e) = every {
+                arguments["progress_every_ms"] = json!(e);
+            }
+            let queued = w
+                .tool(
+                    ToolName::RunGraphSession,
+                    json!({
+                        "graph_session_id": session_id().to_string(),
+                        "arguments": arguments,
+                        "idempotency_key": format!("sim-progress-{i:08}"),
+                    }),
+                )
+                .await?;
+            let id = CommandId::parse("command_id", queued["command_id"].as_str().unwrap_or_default())?;
+            let (c, seen) = follow(&w, Strategy::Hints, &queued, id).await?;
+            calls.push(f64::from(c));
+            late.push(seen);
+            w.stop_relay().await;
+        }
+        let calls = Stats::of(&calls);
+        out += &format!(
+            "  {label}: {:.1} calls per run (max {:.0}), the result seen {} after it finished\n",
+            calls.mean,
+            calls.max,
+            Stats::of(&late).line()
+        );
+    }
+    Ok(out)
 }
 
 #[derive(Clone, Copy)]
@@ -281,7 +334,9 @@ pub async fn tables(seed: u64, n: usize) -> anyhow::Result<String> {
     let mut out = String::from("\n== seed 000: Graph runs on the owner's desktop ==\n");
     out += &pickup(seed, n, false).await?;
     out += &pickup(seed, n, true).await?;
-    out += &five_at_once(seed).await?;
+    out += &five_at_once(seed, 1).await?;
+    out += &five_at_once(seed, 5).await?;
+    out += &progress_guided(seed, n.min(4)).await?;
     out += &polling(seed, n).await?;
     out += &cancel(seed, n, false).await?;
     out += &cancel(seed, n, true).await?;

@@ -694,7 +694,7 @@ async fn runs_are_visible_only_to_their_agent(h: Harness) {
         h.store.start_run(&mallory, run.command_id, "e", uuid::Uuid::nil()).await.unwrap(),
         StartOutcome::NotFound
     );
-    assert_eq!(h.store.control_run(&mallory, run.command_id).await.unwrap(), ControlOutcome::NotFound);
+    assert_eq!(h.store.control_run(&mallory, run.command_id, None).await.unwrap(), ControlOutcome::NotFound);
     let c = completion("e", FinalStatus::Failed, None);
     assert_eq!(h.store.complete_run(&mallory, run.command_id, &c).await.unwrap(), CompleteOutcome::NotFound);
     assert_eq!(view(&h, &a, run.command_id).await.0, RunStatus::Queued);
@@ -843,7 +843,7 @@ async fn completed_runs_keep_the_sessions_recent_durations(h: Harness) {
         let exec = format!("exec-{i}");
         h.store.start_run(&o, run.command_id, &exec, uuid::Uuid::nil()).await.unwrap();
         h.advance(Duration::from_secs(secs));
-        h.store.control_run(&o, run.command_id).await.unwrap();
+        h.store.control_run(&o, run.command_id, None).await.unwrap();
         let out = h
             .store
             .complete_run(&o, run.command_id, &completion(&exec, FinalStatus::Completed, Some("ok")))
@@ -951,19 +951,82 @@ async fn cancel_running_sets_the_flag_and_cancel_wins_the_completion(h: Harness)
     let a = agent("claude");
     project(&h, &o, &[1]).await;
     let (id, exec) = started(&h, &o, &a, "cancel-running-1").await;
-    assert_eq!(h.store.control_run(&o, id).await.unwrap(), ControlOutcome::Running { cancel_requested: false });
+    assert_eq!(h.store.control_run(&o, id, None).await.unwrap(), ControlOutcome::Running { cancel_requested: false });
     assert_eq!(h.store.cancel_run(&a, id).await.unwrap(), CancelRunOutcome::CancelRequested);
     assert_eq!(h.store.cancel_run(&a, id).await.unwrap(), CancelRunOutcome::CancelRequested);
     assert_eq!(view(&h, &a, id).await.0, RunStatus::Running);
     h.advance(Duration::from_secs(3));
-    assert_eq!(h.store.control_run(&o, id).await.unwrap(), ControlOutcome::Running { cancel_requested: true });
+    assert_eq!(h.store.control_run(&o, id, None).await.unwrap(), ControlOutcome::Running { cancel_requested: true });
     // The graph finished between the flag and the stop: still cancelled.
     let c = completion(&exec, FinalStatus::Completed, Some("finished anyway"));
     assert_eq!(h.store.complete_run(&o, id, &c).await.unwrap(), CompleteOutcome::Recorded(RunStatus::Cancelled));
     assert_eq!(h.store.complete_run(&o, id, &c).await.unwrap(), CompleteOutcome::Replayed(RunStatus::Cancelled));
     assert_eq!(view(&h, &a, id).await.0, RunStatus::Cancelled);
     assert_eq!(h.store.cancel_run(&a, id).await.unwrap(), CancelRunOutcome::Unchanged(RunStatus::Cancelled));
-    assert_eq!(h.store.control_run(&o, id).await.unwrap(), ControlOutcome::NotRunning(RunStatus::Cancelled));
+    assert_eq!(h.store.control_run(&o, id, None).await.unwrap(), ControlOutcome::NotRunning(RunStatus::Cancelled));
+}
+
+/// A running Graph's progress rides on the heartbeat's write: recorded under the execution the
+/// run was started with only, kept by plain heartbeats, never by another owner or after the
+/// run ended, and at its largest (every bound full) stored whole.
+async fn progress_rides_on_the_heartbeat_under_its_execution_only(h: Harness) {
+    use domain::progress::{MAX_MESSAGE_CHARS, MAX_TAIL_LINES, Progress};
+    use domain::relay::ControlRequest;
+    let o = owner("alice");
+    let a = agent("claude");
+    project(&h, &o, &[1]).await;
+    let (id, exec) = started(&h, &o, &a, "progress-1").await;
+    let report = |execution: &str, message: &str| ControlRequest {
+        execution_id: execution.to_owned(),
+        progress: Progress { message: message.to_owned(), fraction: Some(0.25), tail: vec!["loading".into()] },
+    };
+    let progress = |run: Option<Run>| run.and_then(|r| r.progress).map(|p| (p.progress.message, p.updated_at));
+    let running = ControlOutcome::Running { cancel_requested: false };
+    assert_eq!(h.store.control_run(&o, id, Some(&report(&exec, "step 1"))).await.unwrap(), running);
+    let first_at = h.clock.now();
+    assert_eq!(progress(h.store.get_run(&a, id).await.unwrap()), Some(("step 1".into(), first_at)));
+    h.advance(Duration::from_secs(3));
+    // Another execution, another owner: refused, nothing changes.
+    assert_eq!(
+        h.store.control_run(&o, id, Some(&report("another-execution", "forged"))).await.unwrap(),
+        ControlOutcome::NotRunning(RunStatus::Running)
+    );
+    assert_eq!(
+        h.store.control_run(&owner("mallory"), id, Some(&report(&exec, "forged"))).await.unwrap(),
+        ControlOutcome::NotFound
+    );
+    // A plain heartbeat keeps it.
+    assert_eq!(h.store.control_run(&o, id, None).await.unwrap(), running);
+    assert_eq!(progress(h.store.get_run(&a, id).await.unwrap()), Some(("step 1".into(), first_at)));
+    // At every bound.
+    let line = "ü".repeat(domain::progress::MAX_TAIL_CHARS / MAX_TAIL_LINES);
+    let full = ControlRequest {
+        execution_id: exec.clone(),
+        progress: Progress {
+            message: "é".repeat(MAX_MESSAGE_CHARS),
+            fraction: Some(1.0),
+            tail: vec![line; MAX_TAIL_LINES],
+        },
+    };
+    full.progress.validate().unwrap();
+    assert_eq!(h.store.control_run(&o, id, Some(&full)).await.unwrap(), running);
+    let kept = h.store.get_run(&a, id).await.unwrap().unwrap().progress.unwrap();
+    assert_eq!((kept.progress, kept.updated_at), (full.progress.clone(), h.clock.now()));
+    // After the end, no more.
+    let c = completion(&exec, FinalStatus::Completed, Some("done"));
+    assert_eq!(h.store.complete_run(&o, id, &c).await.unwrap(), CompleteOutcome::Recorded(RunStatus::Completed));
+    assert_eq!(
+        h.store.control_run(&o, id, Some(&report(&exec, "late"))).await.unwrap(),
+        ControlOutcome::NotRunning(RunStatus::Completed)
+    );
+    assert_eq!(h.store.get_run(&a, id).await.unwrap().unwrap().progress.unwrap().progress, full.progress);
+    // A queued run takes none.
+    let queued = queue(&h, &o, &a, "progress-2").await;
+    assert_eq!(
+        h.store.control_run(&o, queued.command_id, Some(&report(&exec, "early"))).await.unwrap(),
+        ControlOutcome::NotRunning(RunStatus::Queued)
+    );
+    assert!(h.store.get_run(&a, queued.command_id).await.unwrap().unwrap().progress.is_none());
 }
 
 async fn complete_is_idempotent_by_hash(h: Harness) {
@@ -1031,14 +1094,14 @@ async fn a_silent_relay_reads_as_desktop_stopped_reporting(h: Harness) {
     project(&h, &o, &[1]).await;
     let (id, exec) = started(&h, &o, &a, "silent-key-1").await;
     h.advance(h.policy.heartbeat_timeout - Duration::from_secs(1));
-    assert_eq!(h.store.control_run(&o, id).await.unwrap(), ControlOutcome::Running { cancel_requested: false });
+    assert_eq!(h.store.control_run(&o, id, None).await.unwrap(), ControlOutcome::Running { cancel_requested: false });
     h.advance(h.policy.heartbeat_timeout - Duration::from_secs(1));
     assert_eq!(view(&h, &a, id).await.0, RunStatus::Running, "heartbeat renewed the deadline");
     h.advance(Duration::from_secs(1));
     let writes = h.writes();
     assert_eq!(view(&h, &a, id).await, (RunStatus::Failed, Some("desktop stopped reporting".into())));
     assert_eq!(h.writes(), writes, "reading a timed-out run wrote");
-    assert_eq!(h.store.control_run(&o, id).await.unwrap(), ControlOutcome::NotRunning(RunStatus::Failed));
+    assert_eq!(h.store.control_run(&o, id, None).await.unwrap(), ControlOutcome::NotRunning(RunStatus::Failed));
     let late = completion(&exec, FinalStatus::Completed, Some("late"));
     assert_eq!(h.store.complete_run(&o, id, &late).await.unwrap(), CompleteOutcome::Conflict(RunStatus::Failed));
     assert_eq!(h.store.cancel_run(&a, id).await.unwrap(), CancelRunOutcome::Unchanged(RunStatus::Failed));
@@ -1402,7 +1465,7 @@ async fn request_counts_on_the_common_path(h: Harness) {
     measure!("list_queued", h.store.list_queued(&o, p.project_id, 50, &QueueFilter::all()).await.unwrap());
     measure!("get_run", h.store.get_run(&a, run.command_id).await.unwrap());
     measure!("start", h.store.start_run(&o, run.command_id, "exec-1", uuid::Uuid::nil()).await.unwrap());
-    measure!("control", h.store.control_run(&o, run.command_id).await.unwrap());
+    measure!("control", h.store.control_run(&o, run.command_id, None).await.unwrap());
     let done = completion("exec-1", FinalStatus::Completed, Some("ok"));
     measure!("complete", h.store.complete_run(&o, run.command_id, &done).await.unwrap());
     let QueueOutcome::Queued(run2) = h
@@ -1889,6 +1952,7 @@ suite! {
     cancel_queued_is_immediate_and_the_desktop_never_starts_it,
     cancel_running_sets_the_flag_and_cancel_wins_the_completion,
     complete_is_idempotent_by_hash,
+    progress_rides_on_the_heartbeat_under_its_execution_only,
     a_queued_command_can_be_refused_by_the_relay_but_not_completed_unstarted,
     relay_restart_failure_is_recorded,
     a_silent_relay_reads_as_desktop_stopped_reporting,

@@ -270,7 +270,7 @@ async fn claim_and_submit_reach_the_webhook_once_each_signed_through_stream_and_
     };
     let QueueOutcome::Queued(run) = c.h.store.queue_run(&req).await.unwrap() else { panic!() };
     c.h.store.start_run(&c.owner, run.command_id, "e1", uuid::Uuid::nil()).await.unwrap();
-    c.h.store.control_run(&c.owner, run.command_id).await.unwrap();
+    c.h.store.control_run(&c.owner, run.command_id, None).await.unwrap();
     let completion = Completion {
         execution_id: "e1".into(),
         status: FinalStatus::Completed,

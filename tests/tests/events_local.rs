@@ -138,7 +138,7 @@ async fn every_change_leaves_exactly_its_events_in_the_outbox_and_reads_leave_no
     let QueueOutcome::Queued(run) = w.store.queue_run(&queue("events-run-1")).await.unwrap() else { panic!() };
     w.store.queue_run(&queue("events-run-1")).await.unwrap(); // replay
     w.store.start_run(&w.owner, run.command_id, "exec-1", uuid::Uuid::nil()).await.unwrap();
-    w.store.control_run(&w.owner, run.command_id).await.unwrap();
+    w.store.control_run(&w.owner, run.command_id, None).await.unwrap();
     w.store.get_run(&agent, run.command_id).await.unwrap();
     let done = Completion {
         execution_id: "exec-1".into(),

@@ -450,6 +450,24 @@ async fn a_task_aware_client_runs_a_graph_run_as_a_task() {
         StartOutcome::Started
     ));
     assert_eq!(get(None).await["result"]["statusMessage"], "running");
+    // The Graph's progress, as its relay forwards it: in the task's status message, and in
+    // get_graph_run with its log tail.
+    let report = domain::relay::ControlRequest {
+        execution_id: "exec-1".into(),
+        progress: domain::progress::Progress {
+            message: "step 2 of 4".into(),
+            fraction: Some(0.5),
+            tail: vec!["fetched 200 rows".into()],
+        },
+    };
+    s.store().control_run(&owner, command, Some(&report)).await.unwrap();
+    assert_eq!(get(None).await["result"]["statusMessage"], "running: step 2 of 4 (50%)");
+    let read = json!({"name": "get_graph_run", "arguments": {"command_id": id}});
+    let seen = s.rpc_2026("tools/call", Some("get_graph_run"), read, json!({}), None).await;
+    let progress = &seen["result"]["structuredContent"]["progress"];
+    assert_eq!((&progress["message"], &progress["fraction"]), (&json!("step 2 of 4"), &json!(0.5)), "{seen}");
+    assert_eq!(progress["tail"], json!(["fetched 200 rows"]), "{seen}");
+    assert!(progress["updated_at"].as_str().is_some_and(|t| t.ends_with('Z')), "{seen}");
     let done = Completion {
         execution_id: "exec-1".into(),
         status: FinalStatus::Completed,

@@ -48,9 +48,20 @@ impl Env {
     }
 
     fn config_polling(&self, sessions: &[SessionSpec<'_>], state: &str, control_poll_ms: u64) -> (String, PathBuf) {
+        self.config_with(sessions, state, control_poll_ms, "")
+    }
+
+    /// [`Self::config_polling`] with more top-level settings (`extra`, TOML lines).
+    fn config_with(
+        &self,
+        sessions: &[SessionSpec<'_>],
+        state: &str,
+        control_poll_ms: u64,
+        extra: &str,
+    ) -> (String, PathBuf) {
         let project = self.running.demo.project_id;
         let mut text = format!(
-            "server_url = \"{}\"\ndevice_token = \"{}\"\nstate_dir = \"{}\"\ncontrol_poll_ms = {control_poll_ms}\npoll_s = 1\ncancel_grace_ms = 1000\n",
+            "server_url = \"{}\"\ndevice_token = \"{}\"\nstate_dir = \"{}\"\ncontrol_poll_ms = {control_poll_ms}\npoll_s = 1\ncancel_grace_ms = 1000\n{extra}",
             self.running.base_url,
             self.running.device_token,
             self.dir.join(state).display()
@@ -196,6 +207,100 @@ async fn five_runs_queued_at_once_finish_in_sequence() {
     drop(stop);
     task.await.unwrap();
     e.finish().await;
+}
+
+/// The real relay binary with `max_parallel = 5`: five runs queued at once are all running at
+/// once, each Graph's progress and log tail reach the server (the store, and the owner's runs
+/// over HTTP) while it runs, a cancel stops only its own run (its process group gone, the
+/// others untouched), and a SIGKILL with four in flight loses none: the restarted relay reports
+/// each `relay restarted during run` and runs none again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn five_slots_run_five_at_once_each_cancellable_and_a_kill_loses_none() {
+    let e = env(Duration::from_secs(600)).await;
+    let (flag, pids) = (e.dir.join("release"), e.dir.join("pids"));
+    std::fs::create_dir_all(&pids).unwrap();
+    let script = format!(
+        r#"n=$(cat | tr -dc 0-9); echo $$ > {p}/$n; echo x >> {p}/ran-$n; echo "log of $n" >&2; echo '{{"progress": "waiting for the flag", "fraction": 0.5}}' >&2; while [ ! -e {f} ]; do sleep 0.05; done; echo done-$n"#,
+        p = pids.display(),
+        f = flag.display()
+    );
+    let (_, path) = e.config_with(&[(1, "slot", &script)], "state", 200, "max_parallel = 5\n");
+    let relay_bin = built_binary("relay", &["relay/src", "shared/domain/src"]);
+    let spawn = || {
+        std::process::Command::new(&relay_bin)
+            .args(["--config", path.to_str().unwrap(), "run"])
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut first = spawn();
+    e.wait_shared().await;
+    let mut ids = Vec::new();
+    for n in 0..5 {
+        ids.push(e.queue(1, serde_json::json!({ "n": n })).await);
+    }
+    // Five in flight at once, each with its own progress and log.
+    let env = &e;
+    for (n, id) in ids.iter().enumerate() {
+        let run = wait_until(&format!("run {n}'s progress"), Duration::from_secs(30), || async move {
+            let run = env.run(*id).await;
+            run.progress.as_ref().is_some_and(|p| !p.progress.tail.is_empty()).then_some(run)
+        })
+        .await;
+        let p = run.progress.unwrap().progress;
+        assert_eq!((p.message.as_str(), p.fraction), ("waiting for the flag", Some(0.5)));
+        assert_eq!(p.tail, vec![format!("log of {n}")]);
+    }
+    for id in &ids {
+        assert_eq!(e.status(*id).await.0, RunStatus::Running, "five slots, five runs at once");
+    }
+    let runs: serde_json::Value = foundry_tests::http()
+        .get(format!("{}/owner/runs", e.running.base_url))
+        .bearer_auth(&e.running.owner_token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let shown = runs["runs"].as_array().unwrap().iter().filter(|r| r["progress"]["message"] == "waiting for the flag");
+    assert_eq!(shown.count(), 5, "{runs}");
+    // Cancel one: its group stops, the other four run on.
+    let cancelled_pid = recorded_pid(&pids.join("1")).await;
+    e.running.store.cancel_run(&e.agent, ids[1]).await.unwrap();
+    e.wait_status(ids[1], RunStatus::Cancelled, Duration::from_secs(20)).await;
+    wait_until("the cancelled run's group to end", Duration::from_secs(20), || async {
+        (!process_alive(cancelled_pid)).then_some(())
+    })
+    .await;
+    for n in [0, 2, 3, 4] {
+        assert_eq!(e.status(ids[n]).await.0, RunStatus::Running, "a cancel stopped run {n}");
+    }
+    // SIGKILL with four in flight, then a new relay: each is reported, none runs again.
+    let orphans: Vec<i32> =
+        futures_util::future::join_all([0, 2, 3, 4].map(|n| recorded_pid_owned(pids.join(n.to_string())))).await;
+    first.kill().unwrap();
+    first.wait().unwrap();
+    let mut second = spawn();
+    for n in [0, 2, 3, 4] {
+        let run = e.wait_status(ids[n], RunStatus::Failed, Duration::from_secs(20)).await;
+        assert_eq!(run.completion.unwrap().error.as_deref(), Some("relay restarted during run"));
+    }
+    for pid in orphans {
+        kill_group(pid);
+    }
+    for n in 0..5 {
+        let ran = std::fs::read_to_string(pids.join(format!("ran-{n}"))).unwrap();
+        assert_eq!(ran.lines().count(), 1, "run {n} ran again");
+    }
+    second.kill().unwrap();
+    second.wait().unwrap();
+    e.finish().await;
+}
+
+async fn recorded_pid_owned(path: PathBuf) -> i32 {
+    recorded_pid(&path).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -920,4 +1025,93 @@ fn the_command_line_follows_the_conventions() {
             "{args:?}: {err}"
         );
     }
+}
+
+/// The figures of docs/results.md ("Slots and progress"), on the real relay (in process, over
+/// HTTP to the local server, 1 s poll): five 2 s runs queued at once with 1 and with 5 slots
+/// against one run alone, and the delay from a Graph's progress line to the server having it,
+/// for lines every second (the 10 s coalescing decides) and lines 12 s apart (forwarded at once).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a benchmark: cargo nextest run --workspace --run-ignored only -E 'test(/slots_and_progress_figures/)' --no-capture"]
+async fn slots_and_progress_figures() {
+    let e = env(Duration::from_secs(600)).await;
+    e.share(&[(1, "two-seconds"), (2, "talker")]).await;
+    let talker = r#"i=0; gap=$(cat | tr -dc 0-9); while [ $i -lt 8 ]; do i=$((i+1)); echo "{\"progress\": \"$(date +%s%3N)\"}" >&2; sleep $gap; done; echo done"#;
+    let sessions: &[SessionSpec<'_>] = &[(1, "two-seconds", "sleep 2; cat"), (2, "talker", talker)];
+    let mut lines = Vec::new();
+    for slots in [1usize, 5] {
+        let state = format!("state-{slots}");
+        let (_, path) = e.config_with(sessions, &state, 200, &format!("max_parallel = {slots}\n"));
+        let config = Config::load(&path).unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            Relay::new(config).unwrap().run(async move {
+                let _ = rx.await;
+            }).await.unwrap();
+        });
+        e.wait_shared().await;
+        let batch = |n: usize| {
+            let e = &e;
+            async move {
+                let t0 = Instant::now();
+                let mut ids = Vec::new();
+                for i in 0..n {
+                    ids.push(e.queue(1, serde_json::json!({ "n": i })).await);
+                }
+                for id in ids {
+                    e.wait_status(id, RunStatus::Completed, Duration::from_secs(120)).await;
+                }
+                t0.elapsed().as_secs_f64()
+            }
+        };
+        let one = batch(1).await;
+        let five = batch(5).await;
+        lines.push(format!(
+            "{slots} slot(s): one run {one:.2} s, five at once {five:.2} s = {:.2}× one run",
+            five / one
+        ));
+        drop(tx);
+        task.await.unwrap();
+    }
+    for (gap, label) in [(1u64, "a line every 1 s"), (12, "a line every 12 s")] {
+        let (_, path) = e.config_with(sessions, &format!("talk-{gap}"), 3000, "");
+        let config = Config::load(&path).unwrap();
+        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+        let task = tokio::spawn(async move {
+            Relay::new(config).unwrap().run(async move {
+                let _ = rx.await;
+            }).await.unwrap();
+        });
+        e.wait_shared().await;
+        let id = e.queue(2, serde_json::json!({ "gap": gap })).await;
+        // Every message is a line's own wall-clock time: seen minus written is the delay.
+        let mut delays: Vec<f64> = Vec::new();
+        let mut last = String::new();
+        loop {
+            let run = e.run(id).await;
+            if run.status.is_terminal() {
+                break;
+            }
+            if let Some(p) = run.progress
+                && p.progress.message != last
+            {
+                let written: i64 = p.progress.message.parse().unwrap();
+                delays.push((SystemClock.now().as_millis() - written) as f64 / 1000.0);
+                last = p.progress.message;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        delays.sort_by(f64::total_cmp);
+        let p95 = delays[((delays.len() * 95).div_ceil(100)).max(1) - 1];
+        lines.push(format!(
+            "progress, {label}: {} forwards seen, delay median {:.2} s, p95 {p95:.2} s, max {:.2} s",
+            delays.len(),
+            delays[delays.len() / 2],
+            delays[delays.len() - 1]
+        ));
+        drop(tx);
+        task.await.unwrap();
+    }
+    println!("{}", lines.join("\n"));
+    e.finish().await;
 }

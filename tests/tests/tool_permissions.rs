@@ -418,6 +418,18 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
     reporting.headers_mut().insert(domain::fleet::RELAY_HEADER, report.header_value().parse().unwrap());
     assert_eq!(relay_api.handle(reporting).await.status(), 200);
     step("relay_control_reporting", &mut relay_ops);
+    // A control check forwarding the Graph's progress (at most one per 10 s of a run): the
+    // heartbeat's own write carries it.
+    let progress = relay_api
+        .handle(request(
+            "POST",
+            &format!("/external-assistants/graph-relays/commands/{id}/control"),
+            &device_token,
+            json!({"execution_id": "e1", "progress": {"message": "step 2 of 4", "fraction": 0.5, "tail": ["fetched 200 rows"]}}),
+        ))
+        .await;
+    assert_eq!(progress.status(), 200);
+    step("relay_control_progress", &mut relay_ops);
     let done = relay_api
         .handle(request(
             "POST",

@@ -19,6 +19,7 @@
 //! | [`devices`] | device tokens of desktop relays (random, shown once, kept as sha256) |
 //! | [`fleet`] | what a relay reports of itself on sync (version, platform, host) and the desktop state the owner sees |
 //! | [`doorbell`] | the push channel to the relay: rings (`sync`, `control`), which run change rings |
+//! | [`progress`] | a running Graph's progress (its stderr JSON lines, bounded) and the relay's slots |
 //! | [`pairing`] | pairing a relay with an owner (RFC 8628's shape): user and device codes, the poll classifier |
 //! | [`store`] | the store capability traits (`ClaimTasks`, `QueueRuns`, …) and [`store::StoreError`] |
 //! | [`relay`] | the relay protocol's wire types, shared by the relay API and the relay |
@@ -38,6 +39,7 @@ pub mod fleet;
 pub mod ids;
 pub mod limits;
 pub mod pairing;
+pub mod progress;
 pub mod projects;
 pub mod relay;
 pub mod runs;

@@ -10,6 +10,7 @@
 //! | `POST /sync` | [`SyncRequest`] | [`SyncResponse`] | 409 [`ErrorResponse`] with `enabled: false` |
 //! | `POST /commands/{id}/start` | [`StartRequest`] | [`StartResponse`] | 409 [`StatusResponse`] (do not run it) |
 //! | `GET /commands/{id}/control` | — | [`ControlResponse`] | 404: stop |
+//! | `POST /commands/{id}/control` | [`ControlRequest`] (progress) | [`ControlResponse`] | 404: stop |
 //! | `POST /commands/{id}/complete` | [`Completion`](crate::runs::Completion) | [`CompleteResponse`] | 409 [`StatusResponse`] (ended otherwise) |
 //! | `POST /pairings` (no token) | [`PairRequest`] | [`PairResponse`] | 429: too many from this address |
 //! | `POST /pairings/token` (no token) | [`PairTokenRequest`] | [`PairTokenResponse`] | 400 [`PairError`] (RFC 8628 §3.5) |
@@ -36,6 +37,40 @@ pub struct SyncRequest {
     #[serde(default)]
     #[cfg_attr(feature = "schema", schemars(length(max = crate::limits::MAX_SHARED_SESSIONS)))]
     pub sessions: Vec<SessionMeta>,
+    /// How many more commands this relay can run now (`max_parallel` minus its running runs,
+    /// at most [`MAX_PARALLEL`](crate::progress::MAX_PARALLEL)): the answer holds at most that
+    /// many. Absent (an older relay): as many as one sync hands out.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "schema", schemars(range(max = crate::progress::MAX_PARALLEL)))]
+    pub free_slots: Option<u32>,
+}
+
+impl SyncRequest {
+    /// Checks `free_slots`.
+    ///
+    /// # Errors
+    /// [`InputError`](crate::errors::InputError) on `free_slots`.
+    pub fn validate_slots(&self) -> Result<(), crate::errors::InputError> {
+        match self.free_slots {
+            Some(n) if n > crate::progress::MAX_PARALLEL => Err(crate::errors::InputError::new(
+                "free_slots",
+                format!("must be 0 to {} (got {n})", crate::progress::MAX_PARALLEL),
+            )),
+            _ => Ok(()),
+        }
+    }
+}
+
+/// `POST /commands/{id}/control`: a control check that forwards the run's newest progress.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
+pub struct ControlRequest {
+    /// The execution id the run was started under (only that execution reports on it).
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = crate::limits::MAX_EXECUTION_ID_CHARS)))]
+    pub execution_id: String,
+    /// The newest progress.
+    pub progress: crate::progress::Progress,
 }
 
 /// One queued command handed to the relay.

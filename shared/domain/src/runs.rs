@@ -461,6 +461,8 @@ pub struct Run {
     /// sha256 of the recorded completion ([`Completion::hash`]): a repeat with the same hash
     /// is a replay.
     pub completion_hash: Option<String>,
+    /// What the Graph last said of itself while running, as the relay forwarded it.
+    pub progress: Option<crate::progress::RunProgress>,
 }
 
 /// A run as a caller sees it at a given time.
@@ -494,6 +496,7 @@ impl Run {
             last_heartbeat_at: None,
             completion: None,
             completion_hash: None,
+            progress: None,
         }
     }
 

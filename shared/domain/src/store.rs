@@ -148,8 +148,14 @@ pub trait RelayRuns: Send + Sync {
         execution_id: &str,
         device: uuid::Uuid,
     ) -> StoreResult<StartOutcome>;
-    /// Heartbeat; tells whether the agent asked to cancel.
-    async fn control_run(&self, owner: &OwnerId, command: CommandId) -> StoreResult<ControlOutcome>;
+    /// Heartbeat; tells whether the agent asked to cancel. With `progress`, the same write
+    /// records the run's newest progress, only under the execution it was started with.
+    async fn control_run(
+        &self,
+        owner: &OwnerId,
+        command: CommandId,
+        progress: Option<&crate::relay::ControlRequest>,
+    ) -> StoreResult<ControlOutcome>;
     /// running (or queued, for a refused command) → terminal; idempotent by sha256; cancel wins.
     async fn complete_run(
         &self,

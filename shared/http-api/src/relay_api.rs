@@ -5,6 +5,7 @@
 //! | `POST {PREFIX}/sync` | replace the project's shared-session set (≤ 100), record the sync, return queued commands + `poll_interval_s` |
 //! | `POST {PREFIX}/commands/{id}/start` | queued → running; `409 {"status":"cancelled"}` if cancelled meanwhile |
 //! | `GET {PREFIX}/commands/{id}/control` | heartbeat; `{"cancel_requested":bool}`; one a minute carries the relay's report (`x-foundry-relay`), recorded as a sync's |
+//! | `POST {PREFIX}/commands/{id}/control` | the same check, recording the running Graph's newest progress in the heartbeat's write (`domain::progress`) |
 //! | `POST {PREFIX}/commands/{id}/complete` | running → terminal, idempotent by sha256, cancel wins |
 //! | `POST {PREFIX}/pairings` (no token) | start pairing a desktop: a user code for the owner, a device code to poll with |
 //! | `POST {PREFIX}/pairings/token` (no token) | poll: RFC 8628's pending / slow_down / denied / expired, or the new device |
@@ -91,209 +92,8 @@ fn internal(e: &StoreError) -> http::Response<Bytes> {
     http_json::unavailable("relay API", e)
 }
 
-/// Every operation of the relay API ([`ROUTES`] maps requests to these).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[allow(missing_docs)]
-pub enum Op {
-    Sync,
-    StartCommand,
-    CommandControl,
-    CompleteCommand,
-    StartPairing,
-    PollPairing,
-    Pause,
-    Resume,
-}
-
-const P_COMMAND: Param = Param::path_id("command_id", "A queued command's id (from a sync).");
-const BAD: Answer = openapi::BAD_INPUT;
-/// Every relay POST carries JSON: refusing other types keeps a web page from posting here
-/// cross-origin (a form or `text/plain` post needs no CORS preflight, `application/json` does),
-/// e.g. from spending a desktop's hourly pairing allowance.
-const NOT_JSON: Answer =
-    Answer { status: 415, description: "The body is not `Content-Type: application/json`.", body: &[error_body] };
-/// What a body of another type is told.
-pub const JSON_REQUIRED: &str = "content-type: must be application/json";
-const NO_COMMAND: Answer =
-    Answer { status: 404, description: "No such command of this device's owner: stop.", body: &[error_body] };
-const ENDED: Answer = Answer {
-    status: 409,
-    description: "The command is in a state that refuses this (cancelled, ended otherwise): its status.",
-    body: &[openapi::schema::<StatusResponse>],
-};
-
-macro_rules! route {
-    ($op:ident, $method:ident, $path:literal, $auth:ident, $summary:literal, [$($param:expr),*], $body:ty, [$($answer:expr),* $(,)?]) => {
-        Route {
-            op: Op::$op,
-            method: Method::$method,
-            path: concat!("/external-assistants/graph-relays", $path),
-            summary: $summary,
-            auth: Auth::$auth,
-            params: &[$($param),*],
-            body: Some(Body { schema: openapi::schema::<$body>, required: true }),
-            answers: &[$($answer,)* NOT_JSON],
-        }
-    };
-}
-
-/// The relay API's routes: what [`RelayApi::handle`] dispatches through and what
-/// [`openapi::document`] publishes.
-pub static ROUTES: &[Route<Op>] = &[
-    route!(
-        Sync,
-        POST,
-        "/sync",
-        Device,
-        "Replace this desktop's shared sessions of a project; get its queued commands",
-        [],
-        SyncRequest,
-        [
-            Answer {
-                status: 200,
-                description: "Queued commands for this desktop's sessions, oldest first, and the poll interval.",
-                body: &[openapi::schema::<SyncResponse>]
-            },
-            BAD,
-            Answer { status: 404, description: "No such project of this device's owner.", body: &[error_body] },
-            Answer {
-                status: 409,
-                description: "The owner turned the project off for connected agents (`enabled: false`).",
-                body: &[error_body]
-            },
-        ]
-    ),
-    route!(
-        Pause,
-        POST,
-        "/pause",
-        Device,
-        "Pause this desktop (`relay pause`): it finishes its run and is handed no new one",
-        [],
-        domain::relay::PauseRequest,
-        [
-            Answer {
-                status: 200,
-                description: "Paused (a pause it had is replaced).",
-                body: &[openapi::schema::<domain::relay::PauseResponse>]
-            },
-            BAD,
-        ]
-    ),
-    route!(
-        Resume,
-        POST,
-        "/resume",
-        Device,
-        "End this desktop's pause (`relay resume`)",
-        [],
-        domain::relay::ResumeRequest,
-        [
-            Answer {
-                status: 200,
-                description: "Not paused.",
-                body: &[openapi::schema::<domain::relay::PauseResponse>]
-            },
-            BAD,
-        ]
-    ),
-    route!(
-        StartCommand,
-        POST,
-        "/commands/{command_id}/start",
-        Device,
-        "Queued → running (a retry with the same execution id is a replay)",
-        [P_COMMAND],
-        StartRequest,
-        [
-            Answer { status: 200, description: "Running: run it.", body: &[openapi::schema::<StartResponse>] },
-            BAD,
-            NO_COMMAND,
-            ENDED,
-        ]
-    ),
-    Route {
-        op: Op::CommandControl,
-        method: Method::GET,
-        path: "/external-assistants/graph-relays/commands/{command_id}/control",
-        summary: "Heartbeat while running: whether to stop",
-        auth: Auth::Device,
-        params: &[P_COMMAND],
-        body: None,
-        answers: &[
-            Answer {
-                status: 200,
-                description: "Keep running, or stop (`cancel_requested`).",
-                body: &[openapi::schema::<ControlResponse>],
-            },
-            BAD,
-            NO_COMMAND,
-        ],
-    },
-    route!(
-        CompleteCommand,
-        POST,
-        "/commands/{command_id}/complete",
-        Device,
-        "Running → ended; the same completion again is a replay, and a requested cancel wins",
-        [P_COMMAND],
-        Completion,
-        [
-            Answer {
-                status: 200,
-                description: "Recorded (or recorded before).",
-                body: &[openapi::schema::<CompleteResponse>]
-            },
-            BAD,
-            NO_COMMAND,
-            ENDED,
-        ]
-    ),
-    route!(
-        StartPairing,
-        POST,
-        "/pairings",
-        Public,
-        "Ask to be paired: a code for the owner to approve in the panel (RFC 8628 §3.2)",
-        [],
-        PairRequest,
-        [
-            Answer { status: 200, description: "The codes.", body: &[openapi::schema::<PairResponse>] },
-            BAD,
-            Answer {
-                status: 409,
-                description: "The token's hash already belongs to a device: make a new token and ask again.",
-                body: &[error_body]
-            },
-            Answer {
-                status: 429,
-                description: "Too many pairing requests from this address this hour.",
-                body: &[error_body]
-            },
-        ]
-    ),
-    route!(
-        PollPairing,
-        POST,
-        "/pairings/token",
-        Public,
-        "Poll: the device once the owner approved",
-        [],
-        PairTokenRequest,
-        [
-            Answer {
-                status: 200,
-                description: "Paired: the relay's own token now authenticates this device.",
-                body: &[openapi::schema::<PairTokenResponse>]
-            },
-            Answer {
-                status: 400,
-                description: "RFC 8628 §3.5: authorization_pending, slow_down, access_denied, expired_token; or a malformed body.",
-                body: &[openapi::schema::<PairError>, error_body]
-            },
-        ]
-    ),
-];
+mod routes;
+pub use routes::{Op, JSON_REQUIRED, ROUTES};
 
 impl<S: RelayStore + ?Sized> RelayApi<S> {
     /// Answers one request whose path starts with [`PREFIX`].
@@ -315,7 +115,13 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
         match route.op {
             Op::StartPairing => return self.start_pairing(&req).await,
             Op::PollPairing => return self.poll_pairing(req.body()).await,
-            Op::Sync | Op::StartCommand | Op::CommandControl | Op::CompleteCommand | Op::Pause | Op::Resume => {}
+            Op::Sync
+            | Op::StartCommand
+            | Op::CommandControl
+            | Op::ReportProgress
+            | Op::CompleteCommand
+            | Op::Pause
+            | Op::Resume => {}
         }
         let device = match device_of(self.store.as_ref(), req.headers()).await {
             Ok(d) => d,
@@ -345,14 +151,25 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
                 Err(e) => http_json::error(StatusCode::BAD_REQUEST, e.to_string()),
                 Ok(id) => self.start(&owner, id, device.device_id, req.body()).await,
             },
-            Op::CommandControl => match command() {
+            Op::CommandControl | Op::ReportProgress => match command() {
                 Err(e) => http_json::error(StatusCode::BAD_REQUEST, e.to_string()),
                 Ok(id) => {
                     let report = match report_of(req.headers()) {
                         Ok(r) => r,
                         Err(e) => return http_json::error(StatusCode::BAD_REQUEST, e),
                     };
-                    let res = self.control(&owner, id).await;
+                    let progress = if route.op == Op::ReportProgress {
+                        match http_json::parse::<domain::relay::ControlRequest>(req.body()) {
+                            Ok(p) => match validate_progress(&p) {
+                                Ok(()) => Some(p),
+                                Err(e) => return http_json::error(StatusCode::BAD_REQUEST, e.to_string()),
+                            },
+                            Err(m) => return http_json::error(StatusCode::BAD_REQUEST, m),
+                        }
+                    } else {
+                        None
+                    };
+                    let res = self.control(&owner, id, progress.as_ref()).await;
                     // A relay running a run syncs again only when it ends: about once a minute
                     // a control poll carries its report, and that one says it is there (the
                     // sync's conditional last-seen write; the polls between cost nothing more).
@@ -435,6 +252,9 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
             Err(m) => return http_json::error(StatusCode::BAD_REQUEST, m),
         };
         let project = b.project_id;
+        if let Err(e) = b.validate_slots() {
+            return http_json::error(StatusCode::BAD_REQUEST, e.to_string());
+        }
         if let Err(e) = validate_sessions(&b.sessions) {
             return http_json::error(StatusCode::BAD_REQUEST, e.to_string());
         }
@@ -457,9 +277,12 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
                     mine: b.sessions.iter().map(|s| s.graph_session_id.clone()).collect(),
                     shared: p.sessions.iter().map(|s| s.graph_session_id.clone()).collect(),
                 };
+                // A relay with every slot busy is handed nothing (it syncs to stay seen).
+                let limit = b.free_slots.map_or(MAX_COMMANDS_PER_SYNC, |n| (n as usize).min(MAX_COMMANDS_PER_SYNC));
                 let queued = match pause {
                     Some(_) => Ok(Vec::new()),
-                    None => self.store.list_queued(owner, project, MAX_COMMANDS_PER_SYNC, &filter).await,
+                    None if limit == 0 => Ok(Vec::new()),
+                    None => self.store.list_queued(owner, project, limit, &filter).await,
                 };
                 match queued {
                     Err(e) => internal(&e),
@@ -609,8 +432,13 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
         }
     }
 
-    async fn control(&self, owner: &OwnerId, id: CommandId) -> http::Response<Bytes> {
-        match self.store.control_run(owner, id).await {
+    async fn control(
+        &self,
+        owner: &OwnerId,
+        id: CommandId,
+        progress: Option<&domain::relay::ControlRequest>,
+    ) -> http::Response<Bytes> {
+        match self.store.control_run(owner, id, progress).await {
             Err(e) => internal(&e),
             Ok(ControlOutcome::Running { cancel_requested }) => {
                 http_json::response(StatusCode::OK, ControlResponse { cancel_requested, status: None })
@@ -645,6 +473,18 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
             Ok(CompleteOutcome::NotFound) => http_json::error(StatusCode::NOT_FOUND, "command_id: no such command"),
         }
     }
+}
+
+/// A progress report's bounds (`domain::progress`) and its execution id's.
+fn validate_progress(p: &domain::relay::ControlRequest) -> Result<(), domain::errors::InputError> {
+    let n = domain::limits::char_len(&p.execution_id);
+    if n == 0 || n > domain::limits::MAX_EXECUTION_ID_CHARS {
+        return Err(domain::errors::InputError::new(
+            "execution_id",
+            format!("must be 1 to {} characters (got {n})", domain::limits::MAX_EXECUTION_ID_CHARS),
+        ));
+    }
+    p.progress.validate()
 }
 
 /// Whether the request's doorbell header proves the relay's socket alive.

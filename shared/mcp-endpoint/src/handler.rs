@@ -157,11 +157,28 @@ pub fn run_task(run: &serde_json::Value) -> Task {
     let updated = ["finished_at", "started_at"].iter().map(|k| s(k)).find(|v| !v.is_empty()).unwrap_or(s("queued_at"));
     let mut task = Task::new(s("command_id"), status, s("queued_at"), updated)
         .with_ttl_ms(u64::try_from(TASK_TTL.as_millis()).unwrap_or(u64::MAX))
-        .with_status_message(s("status"));
+        .with_status_message(status_message(run));
     if let Some(after) = run.get("check_after_s").and_then(serde_json::Value::as_u64) {
         task = task.with_poll_interval_ms(after.max(1).saturating_mul(1000));
     }
     task
+}
+
+/// The task's status message: the run's status, and while running the Graph's own progress
+/// (`running: Reading page 3 of 10 (30%)`).
+fn status_message(run: &serde_json::Value) -> String {
+    let status = run.get("status").and_then(|v| v.as_str()).unwrap_or_default();
+    let Some(p) = run.get("progress").filter(|_| status == "running") else {
+        return status.to_owned();
+    };
+    let message = p.get("message").and_then(|v| v.as_str()).unwrap_or_default();
+    let percent = p.get("fraction").and_then(serde_json::Value::as_f64).map(|f| format!("{:.0}%", f * 100.0));
+    match (message.is_empty(), percent) {
+        (true, None) => status.to_owned(),
+        (true, Some(pc)) => format!("{status}: {pc}"),
+        (false, None) => format!("{status}: {message}"),
+        (false, Some(pc)) => format!("{status}: {message} ({pc})"),
+    }
 }
 
 fn detailed_task(run: &serde_json::Value) -> DetailedTask {

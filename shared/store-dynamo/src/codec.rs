@@ -82,6 +82,7 @@ pub(crate) fn run_from(item: &Item) -> StoreResult<Run> {
         last_heartbeat_at: r.opt_ts("last_heartbeat_at")?,
         completion,
         completion_hash: r.opt_s("completion_hash").map(str::to_owned),
+        progress: r.opt_parse("progress", |v| serde_json::from_str(v).ok())?,
     })
 }
 

@@ -244,18 +244,24 @@ impl RelayRuns for DynamoStore {
         }
     }
 
-    async fn control_run(&self, owner: &OwnerId, command: CommandId) -> StoreResult<ControlOutcome> {
+    async fn control_run(
+        &self,
+        owner: &OwnerId,
+        command: CommandId,
+        progress: Option<&domain::relay::ControlRequest>,
+    ) -> StoreResult<ControlOutcome> {
         let now = self.clock.now();
-        let out = self
-            .update(
-                Update::of(run_key(command)).set("last_heartbeat_at", n(now.as_millis())).when(
-                    eq("owner", s(owner.as_str()))
-                        .and(eq("status", s("running")))
-                        .and(gt("last_heartbeat_at", n(now.minus(self.policy.heartbeat_timeout).as_millis()))),
-                ),
-            )
-            .send(true)
-            .await?;
+        let mut when = eq("owner", s(owner.as_str()))
+            .and(eq("status", s("running")))
+            .and(gt("last_heartbeat_at", n(now.minus(self.policy.heartbeat_timeout).as_millis())));
+        let mut write = Update::of(run_key(command)).set("last_heartbeat_at", n(now.as_millis()));
+        if let Some(p) = progress {
+            let kept = domain::progress::RunProgress { progress: p.progress.clone(), updated_at: now };
+            let json = serde_json::to_string(&kept).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+            write = write.set("progress", s(json));
+            when = when.and(eq("execution_id", s(p.execution_id.clone())));
+        }
+        let out = self.update(write.when(when)).send(true).await?;
         match out {
             Updated::Applied(item) => Ok(ControlOutcome::Running {
                 cancel_requested: item.as_ref().is_some_and(|i| Read(i).bool("cancel_requested")),

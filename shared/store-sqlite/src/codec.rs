@@ -68,7 +68,7 @@ pub(crate) fn project_row(row: &Row<'_>) -> rusqlite::Result<Project> {
 }
 
 pub(crate) const RUN_COLS: &str = "command_id, owner, agent, project_id, graph_session_id, slug, arguments, status, \
-     queued_at, expires_at, started_at, finished_at, execution_id, cancel_requested, last_heartbeat_at, completion, completion_hash, device_id";
+     queued_at, expires_at, started_at, finished_at, execution_id, cancel_requested, last_heartbeat_at, completion, completion_hash, device_id, progress";
 
 pub(crate) fn run_row(row: &Row<'_>) -> rusqlite::Result<Run> {
     Ok(Run {
@@ -90,6 +90,7 @@ pub(crate) fn run_row(row: &Row<'_>) -> rusqlite::Result<Run> {
         completion: opt_col(row, 15, "completion", |s| serde_json::from_str(s).ok())?,
         completion_hash: row.get(16)?,
         device_id: opt_col(row, 17, "device_id", |s| uuid::Uuid::parse_str(s).ok())?,
+        progress: opt_col(row, 18, "progress", |s| serde_json::from_str(s).ok())?,
     })
 }
 

@@ -56,7 +56,7 @@ impl QueueRuns for SqliteStore {
                 };
                 let run = Run::queued(&req, target, now, &policy);
                 tx.prepare_cached(&format!(
-                    "INSERT INTO runs ({RUN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL)"
+                    "INSERT INTO runs ({RUN_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, NULL, NULL, NULL, 0, NULL, NULL, NULL, NULL, NULL)"
                 ))?
                 .execute(params![
                     run.command_id.to_string(),
@@ -204,20 +204,34 @@ impl RelayRuns for SqliteStore {
         .await
     }
 
-    async fn control_run(&self, owner: &OwnerId, command: CommandId) -> StoreResult<ControlOutcome> {
+    async fn control_run(
+        &self,
+        owner: &OwnerId,
+        command: CommandId,
+        progress: Option<&domain::relay::ControlRequest>,
+    ) -> StoreResult<ControlOutcome> {
         let owner = owner.clone();
         let policy = self.policy;
+        let progress = progress.cloned();
         self.write(move |tx, now| {
             let id = command.to_string();
             let cutoff = now.minus(policy.heartbeat_timeout).as_millis();
-            // A heartbeat changes nothing an event reports, so no outbox here.
+            // Neither a heartbeat nor progress changes anything an event reports: no outbox.
+            let (execution, kept) = match &progress {
+                None => (None, None),
+                Some(p) => (
+                    Some(p.execution_id.clone()),
+                    Some(json(&domain::progress::RunProgress { progress: p.progress.clone(), updated_at: now })),
+                ),
+            };
             let flag: Option<bool> = tx
                 .prepare_cached(
-                    "UPDATE runs SET last_heartbeat_at = ?1 \
+                    "UPDATE runs SET last_heartbeat_at = ?1, progress = COALESCE(?5, progress) \
                      WHERE command_id = ?2 AND owner = ?3 AND status = 'running' AND last_heartbeat_at > ?4 \
+                     AND (?6 IS NULL OR execution_id = ?6) \
                      RETURNING cancel_requested",
                 )?
-                .query_row(params![now.as_millis(), id, owner.as_str(), cutoff], |r| r.get(0))
+                .query_row(params![now.as_millis(), id, owner.as_str(), cutoff, kept, execution], |r| r.get(0))
                 .optional()?;
             Ok(match flag {
                 Some(cancel_requested) => ControlOutcome::Running { cancel_requested },

@@ -10,8 +10,13 @@ use rusqlite::{Connection, TransactionBehavior};
 /// use `IF NOT EXISTS`, so such a database (version 0 with tables) is adopted as it is.
 pub(crate) const MIGRATIONS: &[&str] = &[
     SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7, SCHEMA_V8, SCHEMA_V9, SCHEMA_V10,
-    SCHEMA_V11, SCHEMA_V12, SCHEMA_V13, SCHEMA_V14,
+    SCHEMA_V11, SCHEMA_V12, SCHEMA_V13, SCHEMA_V14, SCHEMA_V15,
 ];
+
+/// Version 15: a running Graph's newest progress, as its relay forwarded it (`domain::progress`).
+pub(crate) const SCHEMA_V15: &str = r"
+ALTER TABLE runs ADD COLUMN progress TEXT;
+";
 
 /// Version 14: since when the desktop watch counts a desktop gone (`desktop.offline`).
 pub(crate) const SCHEMA_V14: &str = r"

@@ -22,7 +22,7 @@ impl Tool for GetGraphRun {
         name: ToolName::GetGraphRun,
         title: "Check a Graph run",
         scope: SCOPE_READ,
-        description: "Read a Graph run you queued: status (queued, running, completed, failed, cancelled, expired); a queued run with desktop_paused waits because the owner paused every desktop that can run it (tell the user: it starts when the pause ends or the owner resumes it); result (or result_truncated when it exceeded 100,000 characters), error, tokens and cost. check_after_s says when another check is worth it (the desktop's next pickup, or the run's expected end from the session's recent runs); follow it instead of polling quickly. Runs queued by other agents are not visible.",
+        description: "Read a Graph run you queued: status (queued, running, completed, failed, cancelled, expired); a queued run with desktop_paused waits because the owner paused every desktop that can run it (tell the user: it starts when the pause ends or the owner resumes it); result (or result_truncated when it exceeded 100,000 characters), error, tokens and cost; while running, progress (the Graph's message, fraction 0–1 and its last log lines, updated at most every 10 s). check_after_s says when another check is worth it (the desktop's next pickup, or the run's expected end from the session's recent runs); follow it instead of polling quickly. Runs queued by other agents are not visible.",
         annotations: Annotations::READ,
         dynamodb_actions: &["dynamodb:GetItem"],
         queries_index: false,
@@ -63,12 +63,30 @@ pub struct GraphRunOutput {
     /// owner: nothing starts until a pause ends.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub desktop_paused: Option<DesktopPaused>,
+    /// While running, what the Graph last said of itself (when it reports progress or logs).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub progress: Option<ProgressOutput>,
     /// Seconds until another check can first show a change; null once finished.
     pub check_after_s: Option<u64>,
     /// Its page in the owner's panel (the owner signs in to open it); absent when the server
     /// does not know its panel's address.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+}
+
+/// A running Graph's newest progress, as its desktop forwarded it (at most every 10 s).
+#[derive(Debug, Serialize, JsonSchema)]
+pub struct ProgressOutput {
+    /// The Graph's own words (empty when it only logged).
+    pub message: String,
+    /// How far along, 0 to 1, when the Graph says.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub fraction: Option<f64>,
+    /// RFC 3339: when the server received it.
+    pub updated_at: String,
+    /// The last lines of its log (at most 10).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tail: Vec<String>,
 }
 
 /// The owner's pause that holds a queued run.
@@ -142,6 +160,12 @@ impl<S: ReadRuns + ManageProjects + ManageDevices + ?Sized> Handler<S> for GetGr
             error: view.error,
             total_tokens: c.and_then(|c| c.total_tokens),
             reported_cost: c.and_then(|c| c.reported_cost),
+            progress: run.progress.filter(|_| view.status == RunStatus::Running).map(|p| ProgressOutput {
+                message: p.progress.message,
+                fraction: p.progress.fraction,
+                updated_at: p.updated_at.rfc3339(),
+                tail: p.progress.tail,
+            }),
             desktop_paused: held.map(|h| DesktopPaused { until: h.until.map(Timestamp::rfc3339), note: h.note }),
             check_after_s,
             url: deps.run_page(run.command_id),

@@ -31,7 +31,7 @@ impl Tool for RunGraphSession {
         name: ToolName::RunGraphSession,
         title: "Run a Graph session on the desktop",
         scope: SCOPE_RUN,
-        description: "Queue a Graph run on the owner's desktop. This returns a ticket (command_id, status \"queued\") BEFORE the Graph starts: the desktop picks work up by polling, runs one Graph at a time, and may be offline. Read progress and the result with get_graph_run, first after check_after_s seconds (when the desktop can have picked it up, or when it is expected to have finished if this session ran before; checking earlier only costs a call). idempotency_key is required: if a response is lost, call again with the SAME key and arguments to get the same run back instead of starting a second one; the same key with different arguments is rejected. project_id is needed only when the session is shared in more than one connected project.",
+        description: "Queue a Graph run on the owner's desktop. This returns a ticket (command_id, status \"queued\") BEFORE the Graph starts: the desktop picks work up by polling, runs one Graph at a time unless its owner gave it more slots (a queued run waits for a free one), and may be offline. Read progress and the result with get_graph_run, first after check_after_s seconds (when the desktop can have picked it up, or when it is expected to have finished if this session ran before; checking earlier only costs a call). idempotency_key is required: if a response is lost, call again with the SAME key and arguments to get the same run back instead of starting a second one; the same key with different arguments is rejected. project_id is needed only when the session is shared in more than one connected project.",
         // Starts side effects on the desktop (destructive, open world); idempotent only
         // through its key, so not declared idempotent.
         annotations: Annotations { read_only: false, destructive: true, idempotent: false, open_world: true },
@@ -140,10 +140,27 @@ pub(super) fn last_seen(project: Option<&Project>, now: Timestamp) -> Option<u64
     project.and_then(|p| p.last_sync_at).map(|t| now.since(t).as_secs())
 }
 
+/// The longest `check_after_s` an estimate from progress gives (it is an estimate: a Graph's
+/// fraction is rarely linear in time).
+pub const PROGRESS_CHECK_MAX: Duration = Duration::from_secs(600);
+/// A fraction below this says too little to estimate an end from.
+const MIN_FRACTION: f64 = 0.02;
+
+/// When the run should end, extrapolated from the Graph's last reported fraction: at `f` done
+/// after `t` running, the whole takes `t / f`.
+fn progress_end(run: &Run) -> Option<Timestamp> {
+    let p = run.progress.as_ref()?;
+    let f = p.progress.fraction.filter(|f| *f >= MIN_FRACTION && *f < 1.0)?;
+    let started = run.started_at?;
+    let ran = p.updated_at.since(started);
+    Some(started.plus(ran.div_f64(f)))
+}
+
 /// When a check is worth it. The session's expected duration is the median of its recent
 /// completed runs, kept on the project (no extra read). While queued: the relay's next expected
 /// sync (from its last sync and the poll interval) plus a margin — plus the expected duration
-/// when there is one, so the first check usually finds the result; while running: the expected
+/// when there is one, so the first check usually finds the result; while running: the end the
+/// Graph's reported fraction points to (at most [`PROGRESS_CHECK_MAX`] away), else the expected
 /// end plus the margin, then a tenth of the expected duration (2–15 s) once it overruns, or
 /// 15 s without history; nothing once finished.
 pub fn check_after(
@@ -166,6 +183,12 @@ pub fn check_after(
             })
         }
         RunStatus::Running => {
+            // The Graph's own fraction says more about this run than the session's history.
+            if let Some(end) = progress_end(run)
+                && end > now
+            {
+                return Some(secs(end.since(now) + CHECK_MARGIN).min(PROGRESS_CHECK_MAX.as_secs()));
+            }
             let expected = project.and_then(|p| p.expected_duration(&run.graph_session_id));
             Some(match (expected, run.started_at) {
                 (Some(d), Some(start)) if start.plus(d) > now => secs(start.plus(d).since(now) + CHECK_MARGIN),
@@ -246,5 +269,33 @@ mod tests {
         let mut other = project(Some(now));
         other.recent_durations.insert(format!("gs_{}#0", "b".repeat(32)), 1_000);
         assert_eq!(check_after(RunStatus::Running, Some(&other), &r, now, &policy), Some(15));
+    }
+
+    #[test]
+    fn a_reported_fraction_points_the_check_at_the_runs_own_end() {
+        let policy = Policy::default();
+        let now = Timestamp::from_millis(1_000_000);
+        let p = project(Some(now));
+        let started = now.minus(Duration::from_secs(100));
+        let mut r = run(&p, Some(started));
+        let at = |f: Option<f64>, reported: Timestamp| {
+            Some(domain::progress::RunProgress {
+                progress: domain::progress::Progress { message: String::new(), fraction: f, tail: Vec::new() },
+                updated_at: reported,
+            })
+        };
+        // A quarter done after 80 s: the whole takes 320 s, so 220 s from now (+ the margin).
+        r.progress = at(Some(0.25), started.plus(Duration::from_secs(80)));
+        assert_eq!(check_after(RunStatus::Running, Some(&p), &r, now, &policy), Some(222));
+        // 1 % says too little, a message alone nothing: the fixed interval.
+        r.progress = at(Some(0.01), started.plus(Duration::from_secs(80)));
+        assert_eq!(check_after(RunStatus::Running, Some(&p), &r, now, &policy), Some(15));
+        r.progress = at(None, started.plus(Duration::from_secs(80)));
+        assert_eq!(check_after(RunStatus::Running, Some(&p), &r, now, &policy), Some(15));
+        // A far end is capped; one already passed falls back to the overrun rule.
+        r.progress = at(Some(0.03), started.plus(Duration::from_secs(90)));
+        assert_eq!(check_after(RunStatus::Running, Some(&p), &r, now, &policy), Some(600));
+        r.progress = at(Some(0.9), started.plus(Duration::from_secs(10)));
+        assert_eq!(check_after(RunStatus::Running, Some(&p), &r, now, &policy), Some(15));
     }
 }

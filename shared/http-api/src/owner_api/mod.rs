@@ -24,6 +24,7 @@
 //! | this one | [`OwnerApi::handle`] and one handler per operation |
 //! | `routes` | [`ROUTES`]: the table requests are dispatched through and [`crate::openapi`] publishes |
 //! | [`views`] | every request and response body, and how each view is made from its domain value |
+//! | [`run_views`] | the views of Graph runs (a run, its progress, a page), re-exported by [`views`] |
 
 use std::sync::Arc;
 
@@ -48,6 +49,7 @@ use domain::tasks::{
 use http::{StatusCode, header};
 
 mod routes;
+pub mod run_views;
 pub mod views;
 pub use routes::{Op, ROUTES};
 use views::*;

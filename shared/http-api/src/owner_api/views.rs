@@ -13,10 +13,12 @@ use domain::ids::{ChatLinkId, CommandId, IdempotencyKey, ProjectId, TaskId};
 use domain::limits::{MAX_NAME_CHARS, MAX_OBJECTIVE_CHARS, Policy, cut_chars};
 use domain::pairing::{Pairing, PairingStatus};
 use domain::projects::{ChatLink, Project};
-use domain::runs::{Run, RunStatus};
+use domain::runs::Run;
 use domain::tasks::{Task, TaskStatus};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
+
+pub use super::run_views::*;
 
 /// `POST /projects`, `POST /devices`: a name.
 #[derive(Deserialize, JsonSchema)]
@@ -151,6 +153,8 @@ pub struct BusyView {
     pub graph_session_id: String,
     /// When it started.
     pub started_at: Option<String>,
+    /// How many runs this desktop is running (several with parallel slots; this is the oldest).
+    pub running: usize,
 }
 
 /// A session a desktop shares.
@@ -178,10 +182,15 @@ impl Fleet {
         let busy = domain::fleet::busy_with(runs, now, policy)
             .into_iter()
             .map(|(d, r)| {
+                let running = runs
+                    .iter()
+                    .filter(|o| o.device_id == Some(d) && o.view(now, policy).status == domain::runs::RunStatus::Running)
+                    .count();
                 let view = BusyView {
                     command_id: r.command_id,
                     graph_session_id: r.graph_session_id.to_string(),
                     started_at: time(r.started_at),
+                    running,
                 };
                 (d, view)
             })
@@ -480,46 +489,6 @@ pub struct TaskCancelled {
     pub label: String,
 }
 
-/// A graph run.
-#[derive(Serialize, JsonSchema)]
-pub struct RunView {
-    /// Its command id.
-    pub command_id: CommandId,
-    /// Its status now.
-    pub status: RunStatus,
-    /// Its project.
-    pub project_id: ProjectId,
-    /// The session it runs.
-    pub graph_session_id: String,
-    /// The session's slug when queued.
-    pub slug: String,
-    /// The agent that queued it.
-    pub agent: String,
-    /// When it was queued.
-    pub queued_at: String,
-    /// When the desktop started it.
-    pub started_at: Option<String>,
-    /// When it ended.
-    pub finished_at: Option<String>,
-    /// Seconds from queued to started.
-    pub wait_s: Option<f64>,
-    /// Seconds from started to ended.
-    pub run_s: Option<f64>,
-    /// Why it failed.
-    pub error: Option<String>,
-    /// Whether the agent asked to cancel it.
-    pub cancel_requested: bool,
-}
-
-/// `GET /runs`: a page, newest first.
-#[derive(Serialize, JsonSchema)]
-pub struct RunPage {
-    /// The page.
-    pub runs: Vec<RunView>,
-    /// Pass as `cursor` for the next page; `null` on the last.
-    pub next_cursor: Option<String>,
-}
-
 /// `GET /overview`: the panel's refresh in one answer.
 #[derive(Serialize, JsonSchema)]
 pub struct Overview {
@@ -535,7 +504,7 @@ pub struct Overview {
 
 // What each view is made from.
 
-pub(super) fn time(t: Option<Timestamp>) -> Option<String> {
+pub(crate) fn time(t: Option<Timestamp>) -> Option<String> {
     t.map(Timestamp::rfc3339)
 }
 
@@ -654,23 +623,3 @@ pub(super) fn task_summary(t: &Task, now: Timestamp) -> TaskSummary {
     }
 }
 
-pub(super) fn run_view(r: &Run, now: Timestamp, policy: &Policy) -> RunView {
-    let view = r.view(now, policy);
-    let ended = r.finished_at.filter(|_| view.status.is_terminal());
-    let secs = |a: Timestamp, b: Timestamp| b.since(a).as_secs_f64();
-    RunView {
-        command_id: r.command_id,
-        status: view.status,
-        project_id: r.project_id,
-        graph_session_id: r.graph_session_id.as_str().to_owned(),
-        slug: r.slug.clone(),
-        agent: r.agent.as_str().to_owned(),
-        queued_at: r.queued_at.rfc3339(),
-        started_at: time(r.started_at),
-        finished_at: time(ended),
-        wait_s: r.started_at.map(|s| secs(r.queued_at, s)),
-        run_s: r.started_at.zip(ended).map(|(s, e)| secs(s, e)),
-        error: view.error,
-        cancel_requested: r.cancel_requested,
-    }
-}

@@ -195,7 +195,8 @@ function deviceState(d) {
   switch (d.state) {
     case "online_doorbell": return "Online: runs start at once";
     case "online_polling": return "Online: polling, runs start within a poll";
-    case "busy": return `Busy: running ${runName(d.busy)} since ${when(d.busy.started_at)}`;
+    case "busy": return `Busy: running ${runName(d.busy)} since ${when(d.busy.started_at)}`
+      + (d.busy.running > 1 ? ` and ${d.busy.running - 1} more` : "");
     case "revoked": return `Revoked ${when(d.revoked_at)}`;
     case "stale": return `Stale: ${d.last_seen_at ? `offline since ${when(d.last_seen_at)}` : "never connected"}; remove it if it is gone`;
     case "paused": {
@@ -289,9 +290,24 @@ function renderTasks(tasks, next) {
   $("more-tasks").dataset.cursor = next || "";
 }
 
+// A run's status cell; a running Graph's progress under it: its words, a bar when it gives a
+// fraction, and its last log lines on hover (all as text: the Graph's output is never markup).
+function runStatus(r) {
+  const status = r.status + (r.cancel_requested && r.status === "running" ? " (cancelling)" : "");
+  const p = r.progress;
+  if (!p) return h("td", {}, status);
+  const pct = p.fraction == null ? "" : ` ${Math.round(p.fraction * 100)}%`;
+  const cell = h("td", { class: "run-progress", title: (p.tail || []).join("\n") },
+    h("span", {}, status), h("span", { class: "progress-message" }, (p.message || "") + pct));
+  if (p.fraction != null) {
+    cell.append(h("progress", { max: "1", value: String(p.fraction), "aria-label": `${r.slug} progress` }));
+  }
+  return cell;
+}
+
 function renderRuns(runs) {
   $("runs").replaceChildren(...runs.map((r) => h("tr", { "data-run": r.command_id },
-    h("td", {}, r.slug), h("td", {}, r.status + (r.cancel_requested && r.status === "running" ? " (cancelling)" : "")),
+    h("td", {}, r.slug), runStatus(r),
     h("td", {}, r.agent.split(":")[0]), h("td", {}, when(r.queued_at)), h("td", {}, secs(r.wait_s)),
     h("td", {}, secs(r.run_s)), h("td", {}, r.error || ""))));
 }
