@@ -132,6 +132,14 @@ async def main():
         busy = page.locator("#devices tr", has_text="Busy desktop")
         await expect(busy).to_contain_text("Busy: running “Quarterly numbers” since", timeout=TIMEOUT)
         await expect(busy).to_contain_text("Quarterly numbers")
+        # ---- a running Graph's progress in the runs table: words, a bar, the log as text ----
+        running = page.locator("#runs tr", has_text="quarterly")
+        await expect(running).to_contain_text("Crunching Q3 40%", timeout=TIMEOUT)
+        bar = running.locator("progress")
+        check(await bar.count() == 1 and await bar.get_attribute("value") == "0.4", "no progress bar at 0.4")
+        tail = await running.locator("td.run-progress").get_attribute("title")
+        check(tail is not None and "loaded 1,204 rows" in tail, f"the log tail is not on the cell: {tail!r}")
+        check(await page.locator("#runs img").count() == 0, "a log line became markup")
         gone = page.locator("#devices tr", has_text="Gone desktop")
         await expect(gone).to_contain_text("Stale: never connected; remove it if it is gone", timeout=TIMEOUT)
         check(await busy.get_by_role("button", name="Remove Busy desktop").count() == 0,

@@ -78,6 +78,18 @@ async fn the_panel_does_the_owners_work_in_a_real_browser() {
         .await
         .unwrap();
     assert_eq!(started.status(), 200);
+    // Its Graph's progress, as the relay forwards it, with a log line that looks like markup:
+    // the runs table shows the words and a bar, and the line only as text.
+    let progress = json!({"execution_id": "panel-exec", "progress": {"message": "Crunching Q3", "fraction": 0.4,
+        "tail": ["loaded 1,204 rows", "<img src=x onerror=alert(1)>"]}});
+    let reported = http
+        .post(format!("{relay}/commands/{}/control", run.command_id))
+        .bearer_auth(&busy_token)
+        .json(&progress)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(reported.status(), 200);
     // A desktop made forty days ago and never connected since (its date set in the database,
     // as forty days of waiting would): the scenario finds it stale and removes it.
     let (_, hash) = domain::devices::new_token().unwrap();

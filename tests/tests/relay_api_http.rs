@@ -278,3 +278,68 @@ async fn a_full_queue_for_one_desktop_does_not_starve_another() {
     assert_eq!(commands(&d.sync(&d.a, &[1]).await.1).len(), http_api::relay_api::MAX_COMMANDS_PER_SYNC);
     d.stop().await;
 }
+
+/// A sync hands out at most the relay's free slots (oldest first; none while every slot is
+/// busy; an older relay that says nothing gets the whole page), and a bound past 16 is refused
+/// naming the field. A progress report is recorded only under the run's own execution: bad
+/// fields are refused naming them with nothing written, another execution is told to stop,
+/// and another owner's desktop cannot see the run at all.
+#[tokio::test]
+async fn syncs_respect_free_slots_and_progress_is_fenced_and_bounded() {
+    use domain::store::{ManageDevices, ReadRuns};
+    let d = TwoDesktops::start("slots").await;
+    assert_eq!(d.sync(&d.a, &[1]).await.0, 200);
+    let mut ids = Vec::new();
+    for i in 0..4 {
+        ids.push(d.queue(1, &format!("slots-run-{i:04}")).await);
+    }
+    let body = |free: Value| json!({"project_id": d.running.demo.project_id, "sessions": [TwoDesktops::session(1)], "free_slots": free});
+    let sync = |free: Value| call(&d.http, reqwest::Method::POST, format!("{}/sync", d.base), &d.a, body(free));
+    assert_eq!(commands(&sync(json!(2)).await.1), ids[..2].to_vec());
+    assert_eq!(commands(&sync(json!(0)).await.1), Vec::<String>::new());
+    assert_eq!(commands(&d.sync(&d.a, &[1]).await.1), ids, "an older relay (no free_slots) gets them all");
+    let (status, refused) = sync(json!(17)).await;
+    assert_eq!((status, refused["error"].as_str().unwrap()), (400, "free_slots: must be 0 to 16 (got 17)"));
+    // Start the oldest, then report on it.
+    let start = format!("{}/commands/{}/start", d.base, ids[0]);
+    let (status, _) = call(&d.http, reqwest::Method::POST, start, &d.a, json!({"execution_id": "exec-a"})).await;
+    assert_eq!(status, 200);
+    let control = format!("{}/commands/{}/control", d.base, ids[0]);
+    let report = |exec: &str, progress: Value| json!({"execution_id": exec, "progress": progress});
+    let post = |token: String, body: Value| {
+        let control = control.clone();
+        let http = d.http.clone();
+        async move { call(&http, reqwest::Method::POST, control, &token, body).await }
+    };
+    let refusals = [
+        (report("exec-a", json!({"message": "x", "fraction": 2.0})), "progress.fraction: must be between 0 and 1 (got 2)"),
+        (report("exec-a", json!({"message": "m".repeat(201)})), "progress.message: must be at most 200 characters (got 201)"),
+        (report("exec-a", json!({"tail": vec!["line"; 11]})), "progress.tail: at most 10 lines (got 11)"),
+        (report("", json!({"message": "x"})), "execution_id: must be 1 to 128 characters (got 0)"),
+        (json!({"execution_id": "exec-a", "progress": {"message": "x", "colour": "red"}}), "unknown field `colour`"),
+    ];
+    for (body, want) in refusals {
+        let (status, v) = post(d.a.clone(), body.clone()).await;
+        assert_eq!(status, 400, "{body} → {v}");
+        assert!(v["error"].as_str().unwrap().contains(want), "{body} → {v}");
+    }
+    let agent = domain::ids::AgentId::new("c", local::DEMO_OWNER).unwrap();
+    let id = domain::ids::CommandId::parse("command_id", &ids[0]).unwrap();
+    assert!(d.running.store.get_run(&agent, id).await.unwrap().unwrap().progress.is_none(), "a refusal wrote");
+    // Another execution: told to stop, nothing recorded.
+    let (status, v) = post(d.a.clone(), report("exec-other", json!({"message": "forged"}))).await;
+    assert_eq!((status, &v["cancel_requested"], &v["status"]), (200, &json!(true), &json!("running")), "{v}");
+    // Another owner's desktop: no such command.
+    let (other_token, hash) = domain::devices::new_token().unwrap();
+    let mallory = domain::ids::OwnerId::new("mallory").unwrap();
+    d.running.store.create_device(&mallory, "mallory's desktop", &hash).await.unwrap();
+    let (status, v) = post(other_token, report("exec-a", json!({"message": "forged"}))).await;
+    assert_eq!(status, 404, "{v}");
+    assert!(d.running.store.get_run(&agent, id).await.unwrap().unwrap().progress.is_none(), "a forged report was kept");
+    // Its own execution: recorded, keep running.
+    let (status, v) = post(d.a.clone(), report("exec-a", json!({"message": "step 1", "fraction": 0.1, "tail": ["ok"]}))).await;
+    assert_eq!((status, &v["cancel_requested"]), (200, &json!(false)), "{v}");
+    let kept = d.running.store.get_run(&agent, id).await.unwrap().unwrap().progress.unwrap();
+    assert_eq!((kept.progress.message.as_str(), kept.progress.fraction), ("step 1", Some(0.1)));
+    d.stop().await;
+}

@@ -8,7 +8,8 @@
 //! run: must be 0). Each graph appends its run's marker to a log, so executions are counted
 //! from what really ran, not from what the relay believes.
 //!
-//! Bounded: `SOAK_SECONDS` of faults (default 60), then at most 90 s to settle.
+//! Bounded: `SOAK_SECONDS` of faults (default 40), then at most 90 s to settle; once with one
+//! slot (the seed's serial desktop) and once with three (`max_parallel = 3`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -122,9 +123,20 @@ fn spawn_relay(config: &std::path::Path, log: &std::path::Path) -> std::process:
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn runs_survive_random_kills_and_a_lossy_network() {
-    let soak = Duration::from_secs(std::env::var("SOAK_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(60));
+    soak(1).await;
+}
+
+/// The same with three slots (`max_parallel = 3`): several runs in flight when the relay is
+/// killed, each recovered on its own.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn runs_survive_random_kills_and_a_lossy_network_with_three_slots() {
+    soak(3).await;
+}
+
+async fn soak(slots: usize) {
+    let soak = Duration::from_secs(std::env::var("SOAK_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(40));
     let seed = seed_dice();
-    println!("soak seed {seed} (SOAK_SEED={seed} asks for the same sequence of faults)");
+    println!("soak seed {seed}, {slots} slot(s) (SOAK_SEED={seed} asks for the same sequence of faults)");
     let policy = Policy { poll_interval: Duration::from_secs(1), ..Policy::default() };
     let running = foundry_tests::LocalServer::start("relay-soak", |at| LocalConfig { policy, ..at }).await;
     let dir = running.dir.clone();
@@ -143,7 +155,7 @@ async fn runs_survive_random_kills_and_a_lossy_network() {
     std::fs::write(
         &config,
         format!(
-            "server_url = \"{proxy}\"\ndevice_token = \"{}\"\nstate_dir = \"{}\"\ncontrol_poll_ms = 200\npoll_s = 1\ncancel_grace_ms = 500\n\
+            "server_url = \"{proxy}\"\ndevice_token = \"{}\"\nstate_dir = \"{}\"\ncontrol_poll_ms = 200\npoll_s = 1\ncancel_grace_ms = 500\nmax_parallel = {slots}\n\
              [[sessions]]\ngraph_session_id = \"{gs}\"\nname = \"Soak\"\nslug = \"soak\"\nversion = \"1\"\nprojects = [\"{project}\"]\ncommand = [\"sh\", \"-c\", {}]\n",
             running.device_token,
             dir.join("relay-state").display(),
@@ -241,7 +253,7 @@ async fn runs_survive_random_kills_and_a_lossy_network() {
             m
         });
     println!(
-        "soak {}s: relay killed {kills} times; requests dropped {}, responses dropped {}, forwarded {}; \
+        "soak {}s, {slots} slot(s): relay killed {kills} times; requests dropped {}, responses dropped {}, forwarded {}; \
          queued {}, completed {completed}, failed with a stated reason {failed_with_reason}, lost {}, executed twice {}; \
          reasons {reasons:?}",
         soak.as_secs(),
