@@ -1029,6 +1029,48 @@ async fn progress_rides_on_the_heartbeat_under_its_execution_only(h: Harness) {
     assert!(h.store.get_run(&a, queued.command_id).await.unwrap().unwrap().progress.is_none());
 }
 
+/// One desktop with parallel slots: three runs started by the same device are running at once,
+/// a cancel reaches only its own run's control check, the others complete with their own
+/// results, and the owner's fleet view counts what that desktop runs.
+async fn one_desktop_runs_several_at_once_each_cancelled_on_its_own(h: Harness) {
+    let o = owner("alice");
+    let a = agent("claude");
+    project(&h, &o, &[1]).await;
+    let device = uuid::Uuid::new_v4();
+    let mut runs = Vec::new();
+    for i in 0..3 {
+        let run = queue(&h, &o, &a, &format!("parallel-slots-{i}")).await;
+        let exec = format!("exec-slot-{i}");
+        assert_eq!(h.store.start_run(&o, run.command_id, &exec, device).await.unwrap(), StartOutcome::Started);
+        runs.push((run.command_id, exec));
+        h.advance(Duration::from_secs(1));
+    }
+    assert_eq!(h.store.cancel_run(&a, runs[1].0).await.unwrap(), CancelRunOutcome::CancelRequested);
+    for (i, (id, _)) in runs.iter().enumerate() {
+        let want = ControlOutcome::Running { cancel_requested: i == 1 };
+        assert_eq!(h.store.control_run(&o, *id, None).await.unwrap(), want, "slot {i}");
+    }
+    let recent = h.store.recent_runs(&o, 20, None).await.unwrap();
+    let busy = domain::fleet::busy_with(&recent, h.now(), &h.policy);
+    assert_eq!(busy.get(&device).map(|r| r.command_id), Some(runs[0].0), "the oldest of its runs");
+    let running = recent.iter().filter(|r| r.device_id == Some(device) && r.status == RunStatus::Running).count();
+    assert_eq!(running, 3);
+    for (i, (id, exec)) in runs.iter().enumerate() {
+        let c = completion(exec, FinalStatus::Completed, Some(&format!("result {i}")));
+        let want = if i == 1 { RunStatus::Cancelled } else { RunStatus::Completed };
+        assert_eq!(h.store.complete_run(&o, *id, &c).await.unwrap(), CompleteOutcome::Recorded(want), "slot {i}");
+    }
+    for (i, (id, _)) in runs.iter().enumerate() {
+        let run = h.store.get_run(&a, *id).await.unwrap().unwrap();
+        let result = run.completion.and_then(|c| c.result);
+        if i == 1 {
+            assert_eq!(run.status, RunStatus::Cancelled);
+        } else {
+            assert_eq!(result.as_deref(), Some(format!("result {i}").as_str()), "slot {i} got another's result");
+        }
+    }
+}
+
 async fn complete_is_idempotent_by_hash(h: Harness) {
     let o = owner("alice");
     let a = agent("claude");
@@ -1953,6 +1995,7 @@ suite! {
     cancel_running_sets_the_flag_and_cancel_wins_the_completion,
     complete_is_idempotent_by_hash,
     progress_rides_on_the_heartbeat_under_its_execution_only,
+    one_desktop_runs_several_at_once_each_cancelled_on_its_own,
     a_queued_command_can_be_refused_by_the_relay_but_not_completed_unstarted,
     relay_restart_failure_is_recorded,
     a_silent_relay_reads_as_desktop_stopped_reporting,

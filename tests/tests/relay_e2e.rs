@@ -86,18 +86,7 @@ impl Env {
         state: &str,
     ) -> (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
         let (_, path) = self.config(sessions, state);
-        let config = Config::load(&path).unwrap();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let handle = tokio::spawn(async move {
-            Relay::new(config)
-                .unwrap()
-                .run(async move {
-                    let _ = rx.await;
-                })
-                .await
-                .unwrap();
-        });
-        (tx, handle)
+        relay_in_process(&path)
     }
 
     /// What an earlier sync of this desktop's relay would have left: the sessions it shares in
@@ -170,6 +159,32 @@ impl Env {
     }
 }
 
+/// An in-process relay on the config at `path`; dropping the sender stops it.
+fn relay_in_process(path: &Path) -> (tokio::sync::oneshot::Sender<()>, tokio::task::JoinHandle<()>) {
+    let config = Config::load(path).unwrap();
+    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
+    let handle = tokio::spawn(async move {
+        Relay::new(config)
+            .unwrap()
+            .run(async move {
+                let _ = rx.await;
+            })
+            .await
+            .unwrap();
+    });
+    (tx, handle)
+}
+
+/// The real relay binary on the config at `path` (its output dropped).
+fn relay_process(path: &Path) -> std::process::Child {
+    std::process::Command::new(built_binary("relay", &["relay/src", "shared/domain/src"]))
+        .args(["--config", path.to_str().unwrap(), "run"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap()
+}
+
 /// A pid a graph script wrote to `path` (waited for with a deadline).
 async fn recorded_pid(path: &Path) -> i32 {
     wait_until(&format!("a pid in {}", path.display()), Duration::from_secs(20), || async {
@@ -225,15 +240,7 @@ async fn five_slots_run_five_at_once_each_cancellable_and_a_kill_loses_none() {
         f = flag.display()
     );
     let (_, path) = e.config_with(&[(1, "slot", &script)], "state", 200, "max_parallel = 5\n");
-    let relay_bin = built_binary("relay", &["relay/src", "shared/domain/src"]);
-    let spawn = || {
-        std::process::Command::new(&relay_bin)
-            .args(["--config", path.to_str().unwrap(), "run"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap()
-    };
+    let spawn = || relay_process(&path);
     let mut first = spawn();
     e.wait_shared().await;
     let mut ids = Vec::new();
@@ -594,15 +601,7 @@ async fn a_relay_killed_mid_run_reports_relay_restarted_and_loses_nothing_else()
     let pid_file = marker(&e.dir, "pid");
     let slow = format!("echo $$ > {}; exec sleep 600", pid_file.display());
     let (_, path) = e.config(&[(1, "slow", &slow), (2, "quick", "echo fine")], "state");
-    let relay_bin = built_binary("relay", &["relay/src", "shared/domain/src"]);
-    let spawn = || {
-        std::process::Command::new(&relay_bin)
-            .args(["--config", path.to_str().unwrap(), "run"])
-            .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
-            .spawn()
-            .unwrap()
-    };
+    let spawn = || relay_process(&path);
     let mut first = spawn();
     e.wait_shared().await;
     let slow = e.queue(1, serde_json::json!({})).await;
@@ -1036,19 +1035,20 @@ fn the_command_line_follows_the_conventions() {
 async fn slots_and_progress_figures() {
     let e = env(Duration::from_secs(600)).await;
     e.share(&[(1, "two-seconds"), (2, "talker")]).await;
-    let talker = r#"i=0; gap=$(cat | tr -dc 0-9); while [ $i -lt 8 ]; do i=$((i+1)); echo "{\"progress\": \"$(date +%s%3N)\"}" >&2; sleep $gap; done; echo done"#;
+    // The talker: `count` progress lines `gap` s apart, each its own wall-clock time in ms, each
+    // also appended to a file (what was written, whether or not it was ever shown).
+    let written_log = e.dir.join("written.log");
+    let talker = format!(
+        r#"read -r a; gap=$(echo "$a" | sed 's/.*"gap":\([0-9]*\).*/\1/'); n=$(echo "$a" | sed 's/.*"count":\([0-9]*\).*/\1/'); i=0; while [ $i -lt $n ]; do i=$((i+1)); t=$(date +%s%3N); echo "$t" >> {w}; echo "{{\"progress\": \"$t\"}}" >&2; sleep $gap; done; echo done"#,
+        w = written_log.display()
+    );
+    let talker = talker.as_str();
     let sessions: &[SessionSpec<'_>] = &[(1, "two-seconds", "sleep 2; cat"), (2, "talker", talker)];
     let mut lines = Vec::new();
     for slots in [1usize, 5] {
         let state = format!("state-{slots}");
         let (_, path) = e.config_with(sessions, &state, 200, &format!("max_parallel = {slots}\n"));
-        let config = Config::load(&path).unwrap();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            Relay::new(config).unwrap().run(async move {
-                let _ = rx.await;
-            }).await.unwrap();
-        });
+        let (tx, task) = relay_in_process(&path);
         e.wait_shared().await;
         let batch = |n: usize| {
             let e = &e;
@@ -1073,38 +1073,41 @@ async fn slots_and_progress_figures() {
         drop(tx);
         task.await.unwrap();
     }
-    for (gap, label) in [(1u64, "a line every 1 s"), (12, "a line every 12 s")] {
+    for (gap, count, label) in [(1u64, 60u64, "a line every 1 s"), (12, 8, "a line every 12 s")] {
+        let _ = std::fs::remove_file(&written_log);
         let (_, path) = e.config_with(sessions, &format!("talk-{gap}"), 3000, "");
-        let config = Config::load(&path).unwrap();
-        let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-        let task = tokio::spawn(async move {
-            Relay::new(config).unwrap().run(async move {
-                let _ = rx.await;
-            }).await.unwrap();
-        });
+        let (tx, task) = relay_in_process(&path);
         e.wait_shared().await;
-        let id = e.queue(2, serde_json::json!({ "gap": gap })).await;
-        // Every message is a line's own wall-clock time: seen minus written is the delay.
-        let mut delays: Vec<f64> = Vec::new();
-        let mut last = String::new();
+        let id = e.queue(2, serde_json::json!({ "gap": gap, "count": count })).await;
+        // When get_graph_run's source (the run's progress) first showed each newer state.
+        let mut shown: Vec<(i64, i64)> = Vec::new();
         loop {
             let run = e.run(id).await;
             if run.status.is_terminal() {
                 break;
             }
             if let Some(p) = run.progress
-                && p.progress.message != last
+                && let Ok(line) = p.progress.message.parse::<i64>()
+                && shown.last().is_none_or(|(_, l)| *l != line)
             {
-                let written: i64 = p.progress.message.parse().unwrap();
-                delays.push((SystemClock.now().as_millis() - written) as f64 / 1000.0);
-                last = p.progress.message;
+                shown.push((SystemClock.now().as_millis(), line));
             }
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
+        // Each line written: how long until a state at least as new was shown (the last line
+        // of the run may never be: the run ends first).
+        let written: Vec<i64> =
+            std::fs::read_to_string(&written_log).unwrap().lines().filter_map(|l| l.trim().parse().ok()).collect();
+        let mut delays: Vec<f64> = written
+            .iter()
+            .filter_map(|t| shown.iter().find(|(_, l)| l >= t).map(|(at, _)| (at - t) as f64 / 1000.0))
+            .collect();
         delays.sort_by(f64::total_cmp);
         let p95 = delays[((delays.len() * 95).div_ceil(100)).max(1) - 1];
         lines.push(format!(
-            "progress, {label}: {} forwards seen, delay median {:.2} s, p95 {p95:.2} s, max {:.2} s",
+            "progress, {label}: {} lines, {} forwards seen, {} lines shown or superseded; delay median {:.2} s, p95 {p95:.2} s, max {:.2} s",
+            written.len(),
+            shown.len(),
             delays.len(),
             delays[delays.len() / 2],
             delays[delays.len() - 1]
