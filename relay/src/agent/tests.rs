@@ -805,3 +805,44 @@ async fn progress_is_forwarded_at_once_then_at_most_every_ten_seconds() {
     let _ = std::fs::remove_dir_all(dir);
     let _ = std::fs::remove_dir_all(dir2);
 }
+
+/// Control rings reach their own slot: two runs in flight with a control poll of a minute; a
+/// cancel rung for the second stops it within the second (virtual time), and the first, rung
+/// for nothing, runs on to its end.
+#[tokio::test(start_paused = true)]
+async fn a_control_ring_checks_only_its_own_slot() {
+    let dir = temp_state();
+    let project = ProjectId::generate();
+    let session = session_in(vec![project], "unused: the graph is virtual");
+    let script = Arc::new(Script::default());
+    let ids = [queue(&script, project, &session), queue(&script, project, &session)];
+    let mut config = fast_config(&dir, vec![session]);
+    config.max_parallel = 2;
+    config.control_poll = Duration::from_secs(60);
+    let relay = Relay::with_parts(config, Arc::clone(&script), Chatty { steps: 30, every: Duration::from_secs(1) })
+        .unwrap();
+    let bell = relay.doorbell();
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let stopped = Arc::clone(&stop);
+    let task = tokio::spawn(async move { relay.run(async move { stopped.notified().await }).await });
+    while script.started.lock().unwrap().len() < 2 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    script.cancel.lock().unwrap().insert(ids[1]);
+    let rung = Instant::now();
+    bell.ring_control(ids[1]);
+    while completed(&script, ids[1]).is_none() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(rung.elapsed() < Duration::from_secs(1), "the ring waited for the minute's poll: {:?}", rung.elapsed());
+    assert_eq!(completed(&script, ids[1]).unwrap().status, FinalStatus::Cancelled);
+    assert!(completed(&script, ids[0]).is_none(), "the other slot stopped too");
+    while completed(&script, ids[0]).is_none() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(completed(&script, ids[0]).unwrap().status, FinalStatus::Completed);
+    stop.notify_one();
+    task.await.unwrap().unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+}
