@@ -29,6 +29,7 @@ mod oauth_conformance;
 mod oauth_local;
 mod owner_api_http;
 mod panel_browser;
+mod pictures;
 mod preflight;
 mod python_clients;
 mod readme;

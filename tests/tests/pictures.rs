@@ -1,0 +1,51 @@
+//! The docs' pictures (`docs/pictures/*.svg`) are what their measured data draws
+//! (`infra/pictures.py`): a picture older than its data fails here, and so does the planted
+//! change of one figure in a copy of the data.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::path::Path;
+use std::process::Command;
+
+fn root() -> &'static Path {
+    Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
+fn check(docs: &Path) -> std::process::Output {
+    Command::new("python3")
+        .arg(root().join("infra/pictures.py"))
+        .args(["--check", "--docs"])
+        .arg(docs)
+        .output()
+        .expect("python3 runs infra/pictures.py")
+}
+
+#[test]
+fn every_picture_is_what_its_data_draws() {
+    let docs = root().join("docs");
+    let out = check(&docs);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    for name in ["doorbell.svg", "status-calls.svg", "slots.svg"] {
+        let svg = std::fs::read_to_string(docs.join("pictures").join(name)).unwrap();
+        assert!(svg.starts_with("<svg") && svg.contains("<title"), "{name} is not an accessible SVG");
+    }
+    // The check can fail: one figure of the doorbell benchmark changed in a copy of the data.
+    let copy = std::env::temp_dir().join(format!("pictures-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(copy.join("pictures")).unwrap();
+    for f in ["doorbell-figures.json", "sim-seed42.txt"] {
+        std::fs::copy(docs.join(f), copy.join(f)).unwrap();
+    }
+    for f in std::fs::read_dir(docs.join("pictures")).unwrap() {
+        let f = f.unwrap();
+        std::fs::copy(f.path(), copy.join("pictures").join(f.file_name())).unwrap();
+    }
+    let mut figures: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(copy.join("doorbell-figures.json")).unwrap()).unwrap();
+    figures["benchmark"]["pickup"]["on"]["p50"] = serde_json::json!(0.5);
+    std::fs::write(copy.join("doorbell-figures.json"), figures.to_string()).unwrap();
+    let stale = check(&copy);
+    assert!(!stale.status.success(), "a changed figure left its picture fresh");
+    assert!(String::from_utf8_lossy(&stale.stderr).contains("doorbell.svg"), "{}", String::from_utf8_lossy(&stale.stderr));
+    assert!(!String::from_utf8_lossy(&stale.stderr).contains("slots.svg"), "an unchanged picture was called stale");
+    let _ = std::fs::remove_dir_all(copy);
+}
