@@ -725,18 +725,8 @@ async fn a_rejected_device_token_keeps_completions_in_the_outbox() {
 async fn cancel_latency_at_the_default_control_poll() {
     let e = env(Duration::from_secs(600)).await;
     let (_, path) = e.config_polling(&[(1, "slow", "sleep 60 & wait")], "state", 3000);
-    let config = Config::load(&path).unwrap();
-    assert_eq!(config.control_poll, relay::config::DEFAULT_CONTROL_POLL);
-    let (tx, rx) = tokio::sync::oneshot::channel::<()>();
-    let task = tokio::spawn(async move {
-        Relay::new(config)
-            .unwrap()
-            .run(async move {
-                let _ = rx.await;
-            })
-            .await
-            .unwrap();
-    });
+    assert_eq!(Config::load(&path).unwrap().control_poll, relay::config::DEFAULT_CONTROL_POLL);
+    let (tx, task) = relay_in_process(&path);
     e.wait_shared().await;
     let mut ms = Vec::new();
     for _ in 0..20 {
