@@ -39,8 +39,10 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         };
         let live = Arc::new(crate::live::Live::default());
         let stop = supervise(&self.client, id, &execution_id, &config, &self.bell, &live);
-        let outcome =
-            self.executor.execute(&session.launch, &command.arguments, stop, config.cancel_grace, Arc::clone(&live)).await;
+        let outcome = self
+            .executor
+            .execute(&session.launch, &command.arguments, stop, config.cancel_grace, Arc::clone(&live))
+            .await;
         tracing::info!(command = %id, status = ?outcome.status, "run finished");
         let completion = Completion {
             execution_id,

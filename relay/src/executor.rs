@@ -62,11 +62,7 @@ impl Outcome {
 /// Reads `from` to its end, keeping at most `keep` bytes in `into` (the rest is read and
 /// dropped); returns whether anything was dropped. The buffer is shared, so what was read so
 /// far survives if the reader is abandoned.
-async fn read_bounded<R: tokio::io::AsyncRead + Unpin>(
-    mut from: R,
-    into: Arc<Mutex<Vec<u8>>>,
-    keep: usize,
-) -> bool {
+async fn read_bounded<R: tokio::io::AsyncRead + Unpin>(mut from: R, into: Arc<Mutex<Vec<u8>>>, keep: usize) -> bool {
     let mut chunk = vec![0u8; 64 * 1024];
     let mut dropped = false;
     loop {

@@ -1035,7 +1035,9 @@ async fn run_runs(h: &Harness, ops: &[RunOp], faulty: bool) -> Result<u64, Strin
                 retries,
                 store.start_run(&owner, id(run), &format!("exec-{exec}"), uuid::Uuid::nil()).await
             )),
-            RunOp::Control { run } => RunAnswer::Control(retried!(retries, store.control_run(&owner, id(run), None).await)),
+            RunOp::Control { run } => {
+                RunAnswer::Control(retried!(retries, store.control_run(&owner, id(run), None).await))
+            }
             RunOp::Complete { run, exec, failed, result } => {
                 let c = Completion {
                     execution_id: format!("exec-{exec}"),

@@ -45,7 +45,11 @@ fn every_picture_is_what_its_data_draws() {
     std::fs::write(copy.join("doorbell-figures.json"), figures.to_string()).unwrap();
     let stale = check(&copy);
     assert!(!stale.status.success(), "a changed figure left its picture fresh");
-    assert!(String::from_utf8_lossy(&stale.stderr).contains("doorbell.svg"), "{}", String::from_utf8_lossy(&stale.stderr));
+    assert!(
+        String::from_utf8_lossy(&stale.stderr).contains("doorbell.svg"),
+        "{}",
+        String::from_utf8_lossy(&stale.stderr)
+    );
     assert!(!String::from_utf8_lossy(&stale.stderr).contains("slots.svg"), "an unchanged picture was called stale");
     let _ = std::fs::remove_dir_all(copy);
 }

@@ -312,8 +312,14 @@ async fn syncs_respect_free_slots_and_progress_is_fenced_and_bounded() {
         async move { call(&http, reqwest::Method::POST, control, &token, body).await }
     };
     let refusals = [
-        (report("exec-a", json!({"message": "x", "fraction": 2.0})), "progress.fraction: must be between 0 and 1 (got 2)"),
-        (report("exec-a", json!({"message": "m".repeat(201)})), "progress.message: must be at most 200 characters (got 201)"),
+        (
+            report("exec-a", json!({"message": "x", "fraction": 2.0})),
+            "progress.fraction: must be between 0 and 1 (got 2)",
+        ),
+        (
+            report("exec-a", json!({"message": "m".repeat(201)})),
+            "progress.message: must be at most 200 characters (got 201)",
+        ),
         (report("exec-a", json!({"tail": vec!["line"; 11]})), "progress.tail: at most 10 lines (got 11)"),
         (report("", json!({"message": "x"})), "execution_id: must be 1 to 128 characters (got 0)"),
         (json!({"execution_id": "exec-a", "progress": {"message": "x", "colour": "red"}}), "unknown field `colour`"),
@@ -337,7 +343,8 @@ async fn syncs_respect_free_slots_and_progress_is_fenced_and_bounded() {
     assert_eq!(status, 404, "{v}");
     assert!(d.running.store.get_run(&agent, id).await.unwrap().unwrap().progress.is_none(), "a forged report was kept");
     // Its own execution: recorded, keep running.
-    let (status, v) = post(d.a.clone(), report("exec-a", json!({"message": "step 1", "fraction": 0.1, "tail": ["ok"]}))).await;
+    let (status, v) =
+        post(d.a.clone(), report("exec-a", json!({"message": "step 1", "fraction": 0.1, "tail": ["ok"]}))).await;
     assert_eq!((status, &v["cancel_requested"]), (200, &json!(false)), "{v}");
     let kept = d.running.store.get_run(&agent, id).await.unwrap().unwrap().progress.unwrap();
     assert_eq!((kept.progress.message.as_str(), kept.progress.fraction), ("step 1", Some(0.1)));

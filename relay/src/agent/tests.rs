@@ -675,7 +675,10 @@ async fn three_slots_run_three_commands_at_once_each_cancellable_on_its_own() {
     eventually("the cancelled run reported", || completed(&script, ids[1]).is_some()).await;
     assert_eq!(completed(&script, ids[1]).unwrap().status, FinalStatus::Cancelled);
     eventually("the fourth run took the freed slot", || started(3)).await;
-    assert!(completed(&script, ids[0]).is_none() && completed(&script, ids[2]).is_none(), "a cancel stopped another run");
+    assert!(
+        completed(&script, ids[0]).is_none() && completed(&script, ids[2]).is_none(),
+        "a cancel stopped another run"
+    );
     for n in [0, 2, 3] {
         std::fs::write(marks.join(format!("go-{n}")), b"").unwrap();
     }
@@ -795,7 +798,8 @@ async fn progress_is_forwarded_at_once_then_at_most_every_ten_seconds() {
     let session = session_in(vec![project], "unused");
     let quiet = Arc::new(Script::default());
     let id = queue(&quiet, project, &session);
-    let (stop, task) = spawn_relay(fast_config(&dir2, vec![session]), &quiet, Chatty { steps: 0, every: Duration::ZERO });
+    let (stop, task) =
+        spawn_relay(fast_config(&dir2, vec![session]), &quiet, Chatty { steps: 0, every: Duration::ZERO });
     while completed(&quiet, id).is_none() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -819,8 +823,8 @@ async fn a_control_ring_checks_only_its_own_slot() {
     let mut config = fast_config(&dir, vec![session]);
     config.max_parallel = 2;
     config.control_poll = Duration::from_secs(60);
-    let relay = Relay::with_parts(config, Arc::clone(&script), Chatty { steps: 30, every: Duration::from_secs(1) })
-        .unwrap();
+    let relay =
+        Relay::with_parts(config, Arc::clone(&script), Chatty { steps: 30, every: Duration::from_secs(1) }).unwrap();
     let bell = relay.doorbell();
     let stop = Arc::new(tokio::sync::Notify::new());
     let stopped = Arc::clone(&stop);

@@ -14,8 +14,7 @@ async fn the_mac_stays_awake_until_a_cancelled_graph_is_gone() {
     let dir = std::env::temp_dir().join(format!("relay-awake-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).unwrap();
     let fake = dir.join("caffeinate");
-    std::fs::write(&fake, format!("#!/bin/sh\necho \"$$ $*\" > {}/awake\nexec sleep 600\n", dir.display()))
-        .unwrap();
+    std::fs::write(&fake, format!("#!/bin/sh\necho \"$$ $*\" > {}/awake\nexec sleep 600\n", dir.display())).unwrap();
     use std::os::unix::fs::PermissionsExt;
     std::fs::set_permissions(&fake, std::fs::Permissions::from_mode(0o755)).unwrap();
     let started = dir.join("started");
@@ -83,8 +82,14 @@ async fn progress_lines_on_stderr_reach_live_and_stay_out_of_the_log() {
     let script = r#"echo starting >&2; echo '{"progress": "half", "fraction": 0.5}' >&2; echo 'still going' >&2;
         echo '{"progress":"almost","fraction":0.9}' >&2; head -c 10000 /dev/zero | tr '\0' y >&2; echo >&2;
         printf boom >&2; exit 2"#;
-    let o = run_live(&sh(script), &serde_json::json!({}), std::future::pending(), Duration::from_secs(1), Arc::clone(&live))
-        .await;
+    let o = run_live(
+        &sh(script),
+        &serde_json::json!({}),
+        std::future::pending(),
+        Duration::from_secs(1),
+        Arc::clone(&live),
+    )
+    .await;
     let (_, p) = live.snapshot();
     assert_eq!((p.message.as_str(), p.fraction), ("almost", Some(0.9)));
     assert_eq!(p.tail.first().map(String::as_str), Some("starting"));
@@ -99,8 +104,7 @@ async fn progress_lines_on_stderr_reach_live_and_stay_out_of_the_log() {
 #[tokio::test]
 async fn a_failing_command_reports_its_stderr() {
     let o =
-        run(&sh("echo boom >&2; exit 3"), &serde_json::json!({}), std::future::pending(), Duration::from_secs(1))
-            .await;
+        run(&sh("echo boom >&2; exit 3"), &serde_json::json!({}), std::future::pending(), Duration::from_secs(1)).await;
     assert_eq!(o.status, FinalStatus::Failed);
     assert!(o.error.as_deref().unwrap().ends_with(": boom"), "{o:?}");
     let o = run(

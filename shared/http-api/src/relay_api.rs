@@ -93,7 +93,7 @@ fn internal(e: &StoreError) -> http::Response<Bytes> {
 }
 
 mod routes;
-pub use routes::{Op, JSON_REQUIRED, ROUTES};
+pub use routes::{JSON_REQUIRED, Op, ROUTES};
 
 impl<S: RelayStore + ?Sized> RelayApi<S> {
     /// Answers one request whose path starts with [`PREFIX`].

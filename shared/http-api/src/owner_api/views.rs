@@ -184,7 +184,9 @@ impl Fleet {
             .map(|(d, r)| {
                 let running = runs
                     .iter()
-                    .filter(|o| o.device_id == Some(d) && o.view(now, policy).status == domain::runs::RunStatus::Running)
+                    .filter(|o| {
+                        o.device_id == Some(d) && o.view(now, policy).status == domain::runs::RunStatus::Running
+                    })
                     .count();
                 let view = BusyView {
                     command_id: r.command_id,
@@ -622,4 +624,3 @@ pub(super) fn task_summary(t: &Task, now: Timestamp) -> TaskSummary {
         finished_at: time(t.finished_at),
     }
 }
-
