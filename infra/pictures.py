@@ -3,11 +3,14 @@
 
     python3 infra/pictures.py            rewrites docs/pictures/*.svg from the data
     python3 infra/pictures.py --check    exits 1 naming each picture that is not what its data draws
+    python3 infra/pictures.py --from-ci-log LOG   keeps LOG's phase times (a `.ci/run` on a fresh
+                                         clone) as docs/ci-phases.txt, then redraws
     --docs DIR                           another docs folder (the freshness test's planted change)
 
 Data (each written by a command, named in docs/results.md):
   docs/doorbell-figures.json   the doorbell benchmark: pickup and cancel, polling vs doorbell
   docs/sim-seed42.txt          `cargo run -p sim --profile server -- --seed 42 --runs 2000`
+  docs/ci-phases.txt           the test command's "wall time per phase" on a fresh clone (--from-ci-log)
 """
 
 import json
@@ -121,12 +124,38 @@ def slots(report):
     return svg(y + 24, "Five runs at once, one slot vs five", "Start and finish of five queued runs, from docs/sim-seed42.txt.", body)
 
 
+def ci_phases(log):
+    """The test command's phases on a fresh clone: seconds each, as one stacked bar and a legend."""
+    m = re.search(r"wall time per phase \(total (\d+)s\):\n((?:\s+\d+s  .*\n)+)", log)
+    if not m:
+        raise SystemExit("docs/ci-phases.txt: no \"wall time per phase\" block")
+    total = int(m.group(1))
+    phases = [(int(a), b.strip()) for a, b in re.findall(r"\s+(\d+)s  (.*)", m.group(2))]
+    left, right, top = 20, W - 20, 56
+    x = lambda t: left + (right - left) * t / total
+    colours = ["#5c6470", "#2857d6", "#8a94a3", "#1e6b34", "#7fa2ff", "#b3261e"]
+    body = text(20, 28, f"The test command on a fresh clone (pinned tools cached): {total} s, by phase", size=15, weight="bold")
+    at = 0
+    for i, (s, _) in enumerate(phases):
+        body += f'<rect x="{x(at):.1f}" y="{top}" width="{max(x(at + s) - x(at), 0):.1f}" height="22" fill="{colours[i % len(colours)]}"/>\n'
+        at += s
+    y = top + 48
+    for i, (s, name) in enumerate(phases):
+        body += f'<rect x="20" y="{y - 10}" width="12" height="12" fill="{colours[i % len(colours)]}"/>\n'
+        body += text(40, y, f"{s} s  {name if len(name) <= 90 else name[:89] + '…'}", size=12)
+        y += 20
+    return svg(y + 10, "The test command's phases", f"Seconds per phase of the test command ({total} s in all), from docs/ci-phases.txt.", body)
+
+
 def pictures(docs):
     with open(os.path.join(docs, "doorbell-figures.json"), encoding="utf-8") as f:
         bell = json.load(f)
     with open(os.path.join(docs, "sim-seed42.txt"), encoding="utf-8") as f:
         sim = f.read()
-    return {"doorbell.svg": doorbell(bell), "status-calls.svg": strategies(sim), "slots.svg": slots(sim)}
+    with open(os.path.join(docs, "ci-phases.txt"), encoding="utf-8") as f:
+        ci = f.read()
+    return {"doorbell.svg": doorbell(bell), "status-calls.svg": strategies(sim), "slots.svg": slots(sim),
+            "ci-phases.svg": ci_phases(ci)}
 
 
 def main():
@@ -135,6 +164,14 @@ def main():
     if "--docs" in args:
         docs = args[args.index("--docs") + 1]
     out = os.path.join(docs, "pictures")
+    if "--from-ci-log" in args:
+        with open(args[args.index("--from-ci-log") + 1], encoding="utf-8", errors="replace") as f:
+            log = re.sub(r"\x1b\[[0-9;]*m|\x1b\(B", "", f.read())
+        m = re.search(r"wall time per phase \(total \d+s\):\n(?:\s+\d+s  .*\n)+", log)
+        if not m:
+            raise SystemExit("that log has no \"wall time per phase\" block")
+        with open(os.path.join(docs, "ci-phases.txt"), "w", encoding="utf-8") as f:
+            f.write(m.group(0))
     drawn = pictures(docs)
     if "--check" in args:
         stale = []

@@ -182,6 +182,14 @@ async def main():
         tail = await running.locator("td.run-progress").get_attribute("title")
         check(tail is not None and "loaded 1,204 rows" in tail, f"the log tail is not on the cell: {tail!r}")
         check(await page.locator("#runs img").count() == 0, "a log line became markup")
+        # Its row opens its detail: timeline, who queued it, progress and the log lines as text.
+        await running.get_by_role("button", name="Details of the quarterly run").click()
+        await expect(page.locator("#h-run")).to_have_text("Run of quarterly", timeout=TIMEOUT)
+        await expect(page.locator("#run-timeline")).to_contain_text("Started")
+        await expect(page.locator("#run-agent")).to_have_text("panel-check")
+        await expect(page.locator("#run-progress")).to_contain_text("Crunching Q3 (40%)")
+        await expect(page.locator("#run-tail")).to_have_text("loaded 1,204 rows\n<img src=x onerror=alert(1)>")
+        check(await page.locator("#run-detail img").count() == 0, "the run's log became markup")
         gone = page.locator("#devices tr", has_text="Gone desktop")
         await expect(gone).to_contain_text("Stale: never connected; remove it if it is gone", timeout=TIMEOUT)
         check(await busy.get_by_role("button", name="Remove Busy desktop").count() == 0,

@@ -338,12 +338,42 @@ function runStatus(r) {
   return cell;
 }
 
+let openRun = null;
+let lastRuns = [];
+
+// A run's detail under the runs table: its timeline (queued, started, ended, with the waits),
+// who queued it, its progress and last log lines while it runs, its error. All as text.
+function renderRunDetail(runs) {
+  const r = runs.find((x) => x.command_id === openRun);
+  $("run-detail").hidden = !r;
+  if (!r) return;
+  $("h-run").textContent = `Run of ${r.slug}`;
+  $("run-status").replaceChildren(badge(r.status, r.status + (r.cancel_requested && r.status === "running" ? " (cancelling)" : "")));
+  $("run-agent").textContent = r.agent.split(":")[0];
+  const step = (what, iso, extra) => (iso ? [h("li", {}, `${what} `, ago(iso), extra ? ` (${extra})` : "")] : []);
+  $("run-timeline").replaceChildren(
+    ...step("Queued", r.queued_at),
+    ...step("Started", r.started_at, r.wait_s == null ? "" : `after ${secs(r.wait_s)} waiting`),
+    ...step("Ended", r.finished_at, r.run_s == null ? "" : `after ${secs(r.run_s)} running`));
+  const p = r.progress;
+  $("run-progress").textContent = p
+    ? `${p.message || "—"}${p.fraction == null ? "" : ` (${Math.round(p.fraction * 100)}%)`}, ${new Date(p.updated_at).toLocaleTimeString()}`
+    : "—";
+  $("run-tail").textContent = p && p.tail && p.tail.length ? p.tail.join("\n") : "—";
+  $("run-error").textContent = r.error || "—";
+}
+
 function renderRuns(runs) {
   rowsOr("runs", runs.map((r) => h("tr", { "data-run": r.command_id },
-    h("td", {}, r.slug), runStatus(r),
+    h("td", {}, h("button", {
+      type: "button", class: "linklike", "aria-label": `Details of the ${r.slug} run queued ${when(r.queued_at)}`,
+      onclick: () => { openRun = r.command_id; renderRunDetail(runs); $("run-detail").scrollIntoView(); },
+    }, r.slug)), runStatus(r),
     h("td", {}, r.agent.split(":")[0]), h("td", {}, ago(r.queued_at)), h("td", {}, secs(r.wait_s)),
     h("td", {}, secs(r.run_s)), h("td", {}, r.error || ""))),
   "No Graph run yet. A connected chat starts one with run_graph_session on a session a desktop shares; it shows here as it is queued, runs and ends.");
+  lastRuns = runs;
+  renderRunDetail(runs);
 }
 
 async function showTask(taskId) {
@@ -509,6 +539,8 @@ async function openLinked() {
     if (row) {
       row.setAttribute("aria-current", "true");
       row.classList.add("linked");
+      openRun = open.run;
+      renderRunDetail(lastRuns);
       row.scrollIntoView();
     } else {
       $("global-error").textContent = "That run is not among the recent runs.";
