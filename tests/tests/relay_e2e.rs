@@ -252,7 +252,12 @@ async fn five_slots_run_five_at_once_each_cancellable_and_a_kill_loses_none() {
     for (n, id) in ids.iter().enumerate() {
         let run = wait_until(&format!("run {n}'s progress"), Duration::from_secs(30), || async move {
             let run = env.run(*id).await;
-            run.progress.as_ref().is_some_and(|p| !p.progress.tail.is_empty()).then_some(run)
+            // The first change is forwarded at once, the next within the 10 s window: wait for
+            // the state with both the log line and the progress line.
+            run.progress
+                .as_ref()
+                .is_some_and(|p| !p.progress.tail.is_empty() && !p.progress.message.is_empty())
+                .then_some(run)
         })
         .await;
         let p = run.progress.unwrap().progress;
