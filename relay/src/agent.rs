@@ -308,9 +308,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
                     if !self.slot_ended(&mut busy, id, outcome) {
                         // Its start or completion got no answer: retried after the backoff,
                         // as a failed pass is.
-                        let at = tokio::time::Instant::now() + backoff.next_delay();
-                        hold_until = Some(at);
-                        ticker.reset_at(at);
+                        hold_until = Some(hold(&mut backoff, &mut ticker).1);
                         continue;
                     }
                     false
@@ -386,12 +384,10 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
                     }
                 }
                 Err(PassError::Network(e)) => {
-                    let delay = backoff.next_delay();
+                    let (delay, at) = hold(&mut backoff, &mut ticker);
                     tracing::warn!(error = %e, retry_in_ms = delay.as_millis() as u64, "pass failed; retrying");
                     self.set_status(|s| s.last_error = Some(e));
-                    let at = tokio::time::Instant::now() + delay;
                     hold_until = Some(at);
-                    ticker.reset_at(at);
                 }
             }
             // Slots freed during the pass: another pass at once (or after the backoff when one
@@ -406,9 +402,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
                 if answered {
                     ticker.reset_immediately();
                 } else {
-                    let at = tokio::time::Instant::now() + backoff.next_delay();
-                    hold_until = Some(at);
-                    ticker.reset_at(at);
+                    hold_until = Some(hold(&mut backoff, &mut ticker).1);
                 }
             }
             if slots.is_empty() && self.replaced() {
@@ -598,6 +592,14 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
 
 #[cfg(test)]
 mod tests;
+
+/// The next backoff delay, and the instant it ends, to which the ticker's next pass moves.
+fn hold(backoff: &mut Backoff, ticker: &mut tokio::time::Interval) -> (Duration, tokio::time::Instant) {
+    let delay = backoff.next_delay();
+    let at = tokio::time::Instant::now() + delay;
+    ticker.reset_at(at);
+    (delay, at)
+}
 
 /// The running commands, sorted (what `relay status` lists).
 fn running_list(busy: &HashSet<CommandId>) -> Vec<String> {

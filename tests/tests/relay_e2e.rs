@@ -153,6 +153,13 @@ impl Env {
         .await
     }
 
+    /// `GET /owner{path}` as the owner, over HTTP: its JSON.
+    async fn owner_get(&self, path: &str) -> serde_json::Value {
+        let url = format!("{}/owner{path}", self.running.base_url);
+        let res = foundry_tests::http().get(url).bearer_auth(&self.running.owner_token).send().await.unwrap();
+        res.json().await.unwrap()
+    }
+
     async fn finish(self) {
         self.running.stop().await;
         let _ = std::fs::remove_dir_all(&self.dir);
@@ -267,15 +274,7 @@ async fn five_slots_run_five_at_once_each_cancellable_and_a_kill_loses_none() {
     for id in &ids {
         assert_eq!(e.status(*id).await.0, RunStatus::Running, "five slots, five runs at once");
     }
-    let runs: serde_json::Value = foundry_tests::http()
-        .get(format!("{}/owner/runs", e.running.base_url))
-        .bearer_auth(&e.running.owner_token)
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let runs = e.owner_get("/runs").await;
     let shown = runs["runs"].as_array().unwrap().iter().filter(|r| r["progress"]["message"] == "waiting for the flag");
     assert_eq!(shown.count(), 5, "{runs}");
     // Cancel one: its group stops, the other four run on.
@@ -441,15 +440,7 @@ async fn a_paused_desktop_finishes_its_run_and_starts_no_new_one_until_resumed()
     // What the owner sees of this real relay: busy with that run; once paused, paused and still
     // finishing it.
     let desktop = || async {
-        let v: serde_json::Value = foundry_tests::http()
-            .get(format!("{}/owner/devices", e.running.base_url))
-            .bearer_auth(&e.running.owner_token)
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let v = e.owner_get("/devices").await;
         v["devices"].as_array().unwrap().iter().find(|d| d["device_id"] == device.to_string()).unwrap().clone()
     };
     let d = desktop().await;

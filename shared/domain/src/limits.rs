@@ -110,6 +110,22 @@ pub fn cut_chars(s: &str, max: usize) -> &str {
     }
 }
 
+/// Checks a relay's execution id (what `start`, `control` with progress and `complete` carry):
+/// 1 to [`MAX_EXECUTION_ID_CHARS`] characters.
+///
+/// # Errors
+/// [`InputError`](crate::errors::InputError) on `execution_id`.
+pub fn validate_execution_id(id: &str) -> Result<(), crate::errors::InputError> {
+    let n = char_len(id);
+    if n == 0 || n > MAX_EXECUTION_ID_CHARS {
+        return Err(crate::errors::InputError::new(
+            "execution_id",
+            format!("must be 1 to {MAX_EXECUTION_ID_CHARS} characters (got {n})"),
+        ));
+    }
+    Ok(())
+}
+
 /// Number of characters (Unicode scalar values) in `s`.
 pub fn char_len(s: &str) -> usize {
     s.chars().count()

@@ -73,6 +73,17 @@ pub struct ControlRequest {
     pub progress: crate::progress::Progress,
 }
 
+impl ControlRequest {
+    /// Checks the execution id and every bound of the progress.
+    ///
+    /// # Errors
+    /// [`InputError`](crate::errors::InputError) naming `execution_id` or a `progress.` field.
+    pub fn validate(&self) -> Result<(), crate::errors::InputError> {
+        crate::limits::validate_execution_id(&self.execution_id)?;
+        self.progress.validate()
+    }
+}
+
 /// One queued command handed to the relay.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]

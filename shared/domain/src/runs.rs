@@ -370,13 +370,7 @@ impl Completion {
     /// # Errors
     /// [`InputError`] naming the field.
     pub fn validate(&self) -> Result<(), InputError> {
-        let n = char_len(&self.execution_id);
-        if n == 0 || n > MAX_EXECUTION_ID_CHARS {
-            return Err(InputError::new(
-                "execution_id",
-                format!("must be 1 to {MAX_EXECUTION_ID_CHARS} characters (got {n})"),
-            ));
-        }
+        crate::limits::validate_execution_id(&self.execution_id)?;
         if self.result_truncated && self.result.is_some() {
             return Err(InputError::new("result", "must be absent when result_truncated is true (all or nothing)"));
         }

@@ -25,7 +25,7 @@ use crate::openapi::{self, Answer, Auth, Body, Found, Param, Route, error_body};
 use domain::clock::SharedClock;
 use domain::fleet::{RELAY_HEADER, RelayReport};
 use domain::ids::{CommandId, OwnerId};
-use domain::limits::{MAX_EXECUTION_ID_CHARS, Policy, char_len};
+use domain::limits::Policy;
 use domain::pairing::{
     Desktop, PAIRING_TTL, POLL_INTERVAL, Pairing, PollOutcome, StartOutcome as PairingStart, UserCode, new_device_code,
     parse_device_code, validate_token_hash,
@@ -160,7 +160,7 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
                     };
                     let progress = if route.op == Op::ReportProgress {
                         match http_json::parse::<domain::relay::ControlRequest>(req.body()) {
-                            Ok(p) => match validate_progress(&p) {
+                            Ok(p) => match p.validate() {
                                 Ok(()) => Some(p),
                                 Err(e) => return http_json::error(StatusCode::BAD_REQUEST, e.to_string()),
                             },
@@ -412,12 +412,8 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
             Ok(b) => b,
             Err(m) => return http_json::error(StatusCode::BAD_REQUEST, m),
         };
-        let n = char_len(&b.execution_id);
-        if n == 0 || n > MAX_EXECUTION_ID_CHARS {
-            return http_json::error(
-                StatusCode::BAD_REQUEST,
-                format!("execution_id: must be 1 to {MAX_EXECUTION_ID_CHARS} characters (got {n})"),
-            );
+        if let Err(e) = domain::limits::validate_execution_id(&b.execution_id) {
+            return http_json::error(StatusCode::BAD_REQUEST, e.to_string());
         }
         match self.store.start_run(owner, id, &b.execution_id, device).await {
             Err(e) => internal(&e),
@@ -473,18 +469,6 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
             Ok(CompleteOutcome::NotFound) => http_json::error(StatusCode::NOT_FOUND, "command_id: no such command"),
         }
     }
-}
-
-/// A progress report's bounds (`domain::progress`) and its execution id's.
-fn validate_progress(p: &domain::relay::ControlRequest) -> Result<(), domain::errors::InputError> {
-    let n = domain::limits::char_len(&p.execution_id);
-    if n == 0 || n > domain::limits::MAX_EXECUTION_ID_CHARS {
-        return Err(domain::errors::InputError::new(
-            "execution_id",
-            format!("must be 1 to {} characters (got {n})", domain::limits::MAX_EXECUTION_ID_CHARS),
-        ));
-    }
-    p.progress.validate()
 }
 
 /// Whether the request's doorbell header proves the relay's socket alive.

@@ -325,8 +325,10 @@ function renderTasks(tasks, next) {
 
 // A run's status cell; a running Graph's progress under it: its words, a bar when it gives a
 // fraction, and its last log lines on hover (all as text: the Graph's output is never markup).
+const statusWords = (r) => r.status + (r.cancel_requested && r.status === "running" ? " (cancelling)" : "");
+
 function runStatus(r) {
-  const status = r.status + (r.cancel_requested && r.status === "running" ? " (cancelling)" : "");
+  const status = statusWords(r);
   const p = r.progress;
   if (!p) return h("td", {}, badge(r.status, status));
   const pct = p.fraction == null ? "" : ` ${Math.round(p.fraction * 100)}%`;
@@ -348,7 +350,7 @@ function renderRunDetail(runs) {
   $("run-detail").hidden = !r;
   if (!r) return;
   $("h-run").textContent = `Run of ${r.slug}`;
-  $("run-status").replaceChildren(badge(r.status, r.status + (r.cancel_requested && r.status === "running" ? " (cancelling)" : "")));
+  $("run-status").replaceChildren(badge(r.status, statusWords(r)));
   $("run-agent").textContent = r.agent.split(":")[0];
   const step = (what, iso, extra) => (iso ? [h("li", {}, `${what} `, ago(iso), extra ? ` (${extra})` : "")] : []);
   $("run-timeline").replaceChildren(

@@ -1,0 +1,244 @@
+//! Slots and progress (issue 39), on the helpers of the tests above.
+
+use super::*;
+
+/// A relay running on `script` until `stop` is notified.
+fn spawn_relay<E: executor::Execute + 'static>(
+    config: Config,
+    script: &Arc<Script>,
+    executor: E,
+) -> (Arc<tokio::sync::Notify>, tokio::task::JoinHandle<Result<(), RelayError>>) {
+    let relay = Relay::with_parts(config, Arc::clone(script), executor).unwrap();
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let stopped = Arc::clone(&stop);
+    (stop, tokio::spawn(async move { relay.run(async move { stopped.notified().await }).await }))
+}
+
+/// Waits (real time, at most 30 s) until `done` holds.
+async fn eventually(what: &str, done: impl Fn() -> bool) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while !done() {
+        assert!(std::time::Instant::now() < deadline, "never happened: {what}");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// A graph that marks itself started (`started-<n>`, `n` from its arguments), waits for its own
+/// `go-<n>` file, and prints `done-<n>`.
+fn waiting_graph(project: ProjectId, marks: &std::path::Path) -> Session {
+    std::fs::create_dir_all(marks).unwrap();
+    let m = marks.display();
+    session_in(
+        vec![project],
+        &format!(
+            "n=$(cat | tr -dc 0-9); echo x >> {m}/started-$n; while [ ! -e {m}/go-$n ]; do sleep 0.02; done; echo done-$n"
+        ),
+    )
+}
+
+fn completed(script: &Script, id: CommandId) -> Option<Completion> {
+    script.completed.lock().unwrap().iter().find(|(c, _)| *c == id).map(|(_, c)| c.clone())
+}
+
+/// Three slots, four queued commands: three run at once and the fourth waits (its syncs ask
+/// for no command: no free slot); a cancel stops only its own run, and the fourth takes the
+/// freed slot at once; the others finish with their own results.
+#[tokio::test]
+async fn three_slots_run_three_commands_at_once_each_cancellable_on_its_own() {
+    let dir = temp_state();
+    let project = ProjectId::generate();
+    let marks = dir.join("marks");
+    let session = waiting_graph(project, &marks);
+    let script = Arc::new(Script::default());
+    let ids: Vec<CommandId> =
+        (0..4).map(|n| queue_with(&script, project, &session, serde_json::json!({ "n": n }))).collect();
+    let mut config = fast_config(&dir, vec![session]);
+    config.max_parallel = 3;
+    let (stop, task) = spawn_relay(config, &script, executor::Processes);
+    let started = |n: usize| marks.join(format!("started-{n}")).exists();
+    eventually("three runs in flight", || (0..3).all(started)).await;
+    // Three more syncs while all three run: each said no slot was free, and nothing started.
+    let seen = script.free_slots.lock().unwrap().len();
+    eventually("syncs while busy", || script.free_slots.lock().unwrap().len() >= seen + 3).await;
+    assert!(!started(3), "a fourth run started with every slot busy");
+    assert_eq!(script.free_slots.lock().unwrap().last(), Some(&0));
+    // Cancel the second: only it stops, and the fourth takes its slot.
+    script.cancel.lock().unwrap().insert(ids[1]);
+    eventually("the cancelled run reported", || completed(&script, ids[1]).is_some()).await;
+    assert_eq!(completed(&script, ids[1]).unwrap().status, FinalStatus::Cancelled);
+    eventually("the fourth run took the freed slot", || started(3)).await;
+    assert!(
+        completed(&script, ids[0]).is_none() && completed(&script, ids[2]).is_none(),
+        "a cancel stopped another run"
+    );
+    for n in [0, 2, 3] {
+        std::fs::write(marks.join(format!("go-{n}")), b"").unwrap();
+    }
+    eventually("all finished", || [0, 2, 3].iter().all(|&n| completed(&script, ids[n]).is_some())).await;
+    for n in [0, 2, 3] {
+        let c = completed(&script, ids[n]).unwrap();
+        assert_eq!((c.status, c.result.as_deref()), (FinalStatus::Completed, Some(format!("done-{n}").as_str())));
+    }
+    assert!(script.free_slots.lock().unwrap().iter().all(|&f| f <= 3), "a sync claimed more slots than exist");
+    assert_eq!(script.start_calls.load(Ordering::SeqCst), 4, "each run started once");
+    stop.notify_one();
+    task.await.unwrap().unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The relay stopped with three runs in flight: on its next start each of the three is reported
+/// `relay restarted during run`, and none runs again.
+#[tokio::test]
+async fn a_relay_stopped_with_several_runs_in_flight_reports_each_and_runs_none_twice() {
+    let dir = temp_state();
+    let project = ProjectId::generate();
+    let marks = dir.join("marks");
+    let session = waiting_graph(project, &marks);
+    let script = Arc::new(Script::default());
+    let ids: Vec<CommandId> =
+        (0..3).map(|n| queue_with(&script, project, &session, serde_json::json!({ "n": n }))).collect();
+    let mut config = fast_config(&dir, vec![session.clone()]);
+    config.max_parallel = 3;
+    let (stop, task) = spawn_relay(config.clone(), &script, executor::Processes);
+    eventually("three runs in flight", || (0..3).all(|n| marks.join(format!("started-{n}")).exists())).await;
+    stop.notify_one();
+    task.await.unwrap().unwrap();
+    assert!(script.completed.lock().unwrap().is_empty(), "a run was reported before the restart");
+    for n in 0..3 {
+        std::fs::write(marks.join(format!("go-{n}")), b"").unwrap();
+    }
+    let (stop, task) = spawn_relay(config, &script, executor::Processes);
+    eventually("each cut-short run reported", || ids.iter().all(|id| completed(&script, *id).is_some())).await;
+    stop.notify_one();
+    task.await.unwrap().unwrap();
+    for id in &ids {
+        let c = completed(&script, *id).unwrap();
+        assert_eq!(c.status, FinalStatus::Failed);
+        assert_eq!(c.error.as_deref(), Some(domain::errors::RELAY_RESTARTED));
+    }
+    for n in 0..3 {
+        let runs = std::fs::read_to_string(marks.join(format!("started-{n}"))).unwrap();
+        assert_eq!(runs.lines().count(), 1, "run {n} ran again after the restart");
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// A virtual graph that says something every `every` for `steps` steps (tokio's paused time).
+struct Chatty {
+    steps: u32,
+    every: Duration,
+}
+
+impl executor::Execute for Chatty {
+    async fn execute(
+        &self,
+        _launch: &executor::Launch,
+        _arguments: &serde_json::Value,
+        cancel: impl Future<Output = ()> + Send,
+        _grace: Duration,
+        live: Arc<crate::live::Live>,
+    ) -> executor::Outcome {
+        let talk = async {
+            for i in 1..=self.steps {
+                tokio::time::sleep(self.every).await;
+                live.progress(&format!("step {i}"), Some(f64::from(i) / f64::from(self.steps)));
+                live.log(&format!("log line {i}"));
+            }
+        };
+        tokio::select! {
+            () = talk => executor::Outcome::completed("done"),
+            () = cancel => executor::Outcome::cancelled(),
+        }
+    }
+}
+
+/// A Graph that reports progress ten times a second for 35 s: the newest state is forwarded
+/// at once, then at most every 10 s (four forwards, not 350), each on a control check; a
+/// silent Graph forwards nothing.
+#[tokio::test(start_paused = true)]
+async fn progress_is_forwarded_at_once_then_at_most_every_ten_seconds() {
+    let dir = temp_state();
+    let project = ProjectId::generate();
+    let session = session_in(vec![project], "unused: the graph is virtual");
+    let script = Arc::new(Script::default());
+    let id = queue(&script, project, &session);
+    let mut config = fast_config(&dir, vec![session]);
+    config.control_poll = Duration::from_secs(3);
+    let (stop, task) = spawn_relay(config, &script, Chatty { steps: 350, every: Duration::from_millis(100) });
+    let start = Instant::now();
+    while completed(&script, id).is_none() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let ended = Instant::now();
+    stop.notify_one();
+    task.await.unwrap().unwrap();
+    let forwards = script.progress.lock().unwrap().clone();
+    let at: Vec<f64> = forwards.iter().map(|(_, t, _)| (*t - start).as_secs_f64()).collect();
+    assert_eq!(forwards.len(), 4, "forwards at {at:?}");
+    assert!(at[0] < 0.5, "the first progress waits for nothing: {at:?}");
+    assert!(at.windows(2).all(|w| w[1] - w[0] >= 10.0 - 1e-6), "two forwards within 10 s: {at:?}");
+    let (_, last_at, last) = forwards.last().unwrap();
+    // The newest state is never older than the coalescing window when it is sent.
+    assert!((ended - *last_at).as_secs_f64() <= 10.5, "{at:?}");
+    let step: u32 = last.message.trim_start_matches("step ").parse().unwrap();
+    assert!(f64::from(step) >= (*last_at - start).as_secs_f64() * 10.0 - 2.0, "a stale state was sent: {last:?}");
+    assert_eq!(last.tail.len(), domain::progress::MAX_TAIL_LINES);
+    assert_eq!(last.tail.last().unwrap(), &format!("log line {step}"));
+
+    // A Graph that says nothing: no forward at all, only control checks.
+    let dir2 = temp_state();
+    let session = session_in(vec![project], "unused");
+    let quiet = Arc::new(Script::default());
+    let id = queue(&quiet, project, &session);
+    let (stop, task) =
+        spawn_relay(fast_config(&dir2, vec![session]), &quiet, Chatty { steps: 0, every: Duration::ZERO });
+    while completed(&quiet, id).is_none() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    stop.notify_one();
+    task.await.unwrap().unwrap();
+    assert!(quiet.progress.lock().unwrap().is_empty());
+    let _ = std::fs::remove_dir_all(dir);
+    let _ = std::fs::remove_dir_all(dir2);
+}
+
+/// Control rings reach their own slot: two runs in flight with a control poll of a minute; a
+/// cancel rung for the second stops it within the second (virtual time), and the first, rung
+/// for nothing, runs on to its end.
+#[tokio::test(start_paused = true)]
+async fn a_control_ring_checks_only_its_own_slot() {
+    let dir = temp_state();
+    let project = ProjectId::generate();
+    let session = session_in(vec![project], "unused: the graph is virtual");
+    let script = Arc::new(Script::default());
+    let ids = [queue(&script, project, &session), queue(&script, project, &session)];
+    let mut config = fast_config(&dir, vec![session]);
+    config.max_parallel = 2;
+    config.control_poll = Duration::from_secs(60);
+    let relay =
+        Relay::with_parts(config, Arc::clone(&script), Chatty { steps: 30, every: Duration::from_secs(1) }).unwrap();
+    let bell = relay.doorbell();
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let stopped = Arc::clone(&stop);
+    let task = tokio::spawn(async move { relay.run(async move { stopped.notified().await }).await });
+    while script.started.lock().unwrap().len() < 2 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    tokio::time::sleep(Duration::from_secs(5)).await;
+    script.cancel.lock().unwrap().insert(ids[1]);
+    let rung = Instant::now();
+    bell.ring_control(ids[1]);
+    while completed(&script, ids[1]).is_none() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(rung.elapsed() < Duration::from_secs(1), "the ring waited for the minute's poll: {:?}", rung.elapsed());
+    assert_eq!(completed(&script, ids[1]).unwrap().status, FinalStatus::Cancelled);
+    assert!(completed(&script, ids[0]).is_none(), "the other slot stopped too");
+    while completed(&script, ids[0]).is_none() {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(completed(&script, ids[0]).unwrap().status, FinalStatus::Completed);
+    stop.notify_one();
+    task.await.unwrap().unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+}
