@@ -34,11 +34,14 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
             tracing::warn!(command = %id, session = %command.graph_session_id, "session no longer shared here; refusing the run");
             return self.complete(id, no_longer_shared()).await;
         };
+        // Listening before the start is sent: a cancel asked the moment the server has the run
+        // running rings before this slot would otherwise listen, and must not wait for a poll.
+        let rings = self.bell.control_rings();
         let Some(execution_id) = self.journaled_start(project, &command, &session.meta.slug).await? else {
             return Ok(());
         };
         let live = Arc::new(crate::live::Live::default());
-        let stop = supervise(&self.client, id, &execution_id, &config, &self.bell, &live);
+        let stop = supervise(&self.client, id, &execution_id, &config, rings, &live);
         let outcome = self
             .executor
             .execute(&session.launch, &command.arguments, stop, config.cancel_grace, Arc::clone(&live))
@@ -209,17 +212,18 @@ fn no_longer_shared() -> Completion {
 /// when it is), the check is a `POST` carrying it — one request and one server write either way,
 /// and a Graph that prints a thousand lines a second still costs one forward per 10 s.
 ///
-/// The doorbell cuts the wait short: a `control` ring for this run checks at once. (Syncing
-/// during a run is the loop's: it keeps its schedule while slots run.)
+/// The doorbell cuts the wait short: a `control` ring for this run checks at once. `rings` was
+/// subscribed before the start was sent, so a ring for a cancel asked right after the server
+/// recorded the start is waiting here, not lost. (Syncing during a run is the loop's: it keeps
+/// its schedule while slots run.)
 async fn supervise<S: RelayServer>(
     client: &S,
     id: CommandId,
     execution_id: &str,
     config: &Config,
-    bell: &crate::doorbell::Doorbell,
+    mut rings: tokio::sync::broadcast::Receiver<CommandId>,
     live: &crate::live::Live,
 ) {
-    let mut rings = bell.control_rings();
     let mut control = tokio::time::interval(config.control_poll);
     control.set_missed_tick_behavior(MissedTickBehavior::Skip);
     control.tick().await;

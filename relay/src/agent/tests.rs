@@ -181,6 +181,9 @@ struct Script {
     cancel: Mutex<std::collections::HashSet<CommandId>>,
     /// Every progress forwarded, with the (tokio) time it arrived.
     progress: Mutex<Vec<(CommandId, Instant, domain::progress::Progress)>>,
+    /// When set, the owner cancels each run the moment its start is recorded, and the ring
+    /// reaches the relay before the start's answer does.
+    cancel_on_start: Mutex<Option<Arc<crate::doorbell::Doorbell>>>,
 }
 
 impl RelayServer for Arc<Script> {
@@ -211,6 +214,10 @@ impl RelayServer for Arc<Script> {
             None => {}
         }
         started.insert(id, execution_id.to_owned());
+        if let Some(bell) = self.cancel_on_start.lock().unwrap().as_ref() {
+            self.cancel.lock().unwrap().insert(id);
+            bell.ring_control(id);
+        }
         if self.lose_start_responses.load(Ordering::SeqCst) > 0 {
             self.lose_start_responses.fetch_sub(1, Ordering::SeqCst);
             return Err(ClientError::Retryable("the response was lost".into()));

@@ -22,8 +22,8 @@ use crate::clock::Timestamp;
 use crate::errors::{DESKTOP_STOPPED_REPORTING, InputError};
 use crate::ids::{AgentId, CommandId, GraphSessionId, IdempotencyKey, OwnerId, ProjectId};
 use crate::limits::{
-    MAX_ARGUMENTS_BYTES, MAX_COMPLETION_CHARS, MAX_DESCRIPTION_CHARS, MAX_ERROR_CHARS, MAX_EXECUTION_ID_CHARS,
-    MAX_NAME_CHARS, MAX_RESULT_BYTES, MAX_SHARED_SESSIONS, MAX_SHORT_FIELD_CHARS, Policy, char_len, cut_chars,
+    MAX_ARGUMENTS_BYTES, MAX_COMPLETION_CHARS, MAX_DESCRIPTION_CHARS, MAX_ERROR_CHARS, MAX_NAME_CHARS,
+    MAX_RESULT_BYTES, MAX_SHARED_SESSIONS, MAX_SHORT_FIELD_CHARS, Policy, char_len, cut_chars,
 };
 
 mod queue;
@@ -239,7 +239,7 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 #[serde(deny_unknown_fields)]
 pub struct Completion {
     /// The execution id the relay sent with `start`.
-    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = MAX_EXECUTION_ID_CHARS)))]
+    #[cfg_attr(feature = "schema", schemars(length(min = 1, max = crate::limits::MAX_EXECUTION_ID_CHARS)))]
     pub execution_id: String,
     /// How the run ended.
     pub status: FinalStatus,

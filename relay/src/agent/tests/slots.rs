@@ -242,3 +242,35 @@ async fn a_control_ring_checks_only_its_own_slot() {
     task.await.unwrap().unwrap();
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// A cancel asked the moment the server records the start rings before the start's answer
+/// reaches the relay (and so before the slot's supervision begins): the slot listens from
+/// before the start is sent, so the ring is not lost and the run stops at once, not at the
+/// minute's control poll nor the Graph's first progress 10 s in (whose forward would also
+/// learn of the cancel). The doorbell test caught this in CI; this is it in virtual time.
+#[tokio::test(start_paused = true)]
+async fn a_cancel_rung_before_the_start_is_answered_is_not_lost() {
+    let dir = temp_state();
+    let project = ProjectId::generate();
+    let session = session_in(vec![project], "unused: the graph is virtual");
+    let script = Arc::new(Script::default());
+    let id = queue(&script, project, &session);
+    let mut config = fast_config(&dir, vec![session]);
+    config.control_poll = Duration::from_secs(60);
+    let relay =
+        Relay::with_parts(config, Arc::clone(&script), Chatty { steps: 6, every: Duration::from_secs(10) }).unwrap();
+    *script.cancel_on_start.lock().unwrap() = Some(relay.doorbell());
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let stopped = Arc::clone(&stop);
+    let task = tokio::spawn(async move { relay.run(async move { stopped.notified().await }).await });
+    let begun = Instant::now();
+    while completed(&script, id).is_none() {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let took = begun.elapsed();
+    assert_eq!(completed(&script, id).unwrap().status, FinalStatus::Cancelled, "the ring was lost (took {took:?})");
+    assert!(took < Duration::from_secs(1), "the cancel waited for the poll: {took:?}");
+    stop.notify_one();
+    task.await.unwrap().unwrap();
+    let _ = std::fs::remove_dir_all(dir);
+}
