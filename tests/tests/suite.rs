@@ -21,6 +21,7 @@ mod fleet;
 mod layout;
 mod linearizability;
 mod macho_check;
+mod mcp_apps;
 mod mcp_conformance;
 mod mcp_direct;
 mod mcp_http;

@@ -7,8 +7,9 @@ use std::sync::Arc;
 use bytes::Bytes;
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, CancelTaskParams, ContentBlock, CreateTaskResult,
-    DetailedTask, GetTaskParams, GetTaskResult, Implementation, ListToolsResult, PaginatedRequestParams,
-    ServerCapabilities, ServerConfig, Task, TaskPayload, TaskStatus, Tool,
+    DetailedTask, GetTaskParams, GetTaskResult, Implementation, JsonObject, ListResourcesResult, ListToolsResult,
+    PaginatedRequestParams, ReadResourceRequestParams, ReadResourceResponse, ServerCapabilities, ServerConfig, Task,
+    TaskPayload, TaskStatus, Tool,
 };
 use rmcp::service::{RequestContext, RoleServer};
 use rmcp::{ErrorData as McpError, ServerHandler};
@@ -41,13 +42,20 @@ pub struct McpHandler<D: ?Sized> {
     dispatch: Arc<D>,
     /// The catalogue as rmcp's type (no `securitySchemes`: see `with_security_schemes`).
     tools: Arc<Vec<Tool>>,
+    /// The same, with the run card linked (`_meta.ui`): for clients that declare MCP Apps.
+    tools_with_card: Arc<Vec<Tool>>,
     /// The catalogue as listed, built once with each tool's `securitySchemes` in place.
     listed: Arc<serde_json::Value>,
 }
 
 impl<D: ?Sized> Clone for McpHandler<D> {
     fn clone(&self) -> Self {
-        Self { dispatch: Arc::clone(&self.dispatch), tools: Arc::clone(&self.tools), listed: Arc::clone(&self.listed) }
+        Self {
+            dispatch: Arc::clone(&self.dispatch),
+            tools: Arc::clone(&self.tools),
+            tools_with_card: Arc::clone(&self.tools_with_card),
+            listed: Arc::clone(&self.listed),
+        }
     }
 }
 
@@ -56,8 +64,16 @@ impl<D: ?Sized> McpHandler<D> {
     /// authorization server issues them.
     pub fn new(dispatch: Arc<D>, scopes: &ScopeSpelling) -> Self {
         let listed = catalogue(scopes);
-        let tools = listed.iter().filter_map(|t| Tool::deserialize(t).ok()).collect();
-        Self { dispatch, tools: Arc::new(tools), listed: Arc::new(serde_json::Value::Array(listed)) }
+        let rmcp_tools =
+            |listed: &[serde_json::Value]| listed.iter().filter_map(|t| Tool::deserialize(t).ok()).collect();
+        let tools = rmcp_tools(&listed);
+        let tools_with_card = rmcp_tools(&crate::apps::with_card(&listed));
+        Self {
+            dispatch,
+            tools: Arc::new(tools),
+            tools_with_card: Arc::new(tools_with_card),
+            listed: Arc::new(serde_json::Value::Array(listed)),
+        }
     }
 
     /// The `tools` array of a `tools/list` result, schemes in place.
@@ -72,8 +88,14 @@ Graph runs are queued, not run inline: run_graph_session returns a ticket, get_g
 
 impl<D: Dispatch + ?Sized> ServerHandler for McpHandler<D> {
     fn get_info(&self) -> ServerConfig {
-        // The Tasks extension (SEP-2663) is offered; it is used only for clients that declare it.
-        ServerConfig::new(ServerCapabilities::builder().enable_tools().enable_tasks().build())
+        // The Tasks extension (SEP-2663) and MCP Apps (SEP-1865) are offered; each is used only
+        // for clients that declare it. Resources are the run card's (listed only to those).
+        let mut capabilities = ServerCapabilities::builder().enable_tools().enable_resources().enable_tasks().build();
+        capabilities
+            .extensions
+            .get_or_insert_with(Default::default)
+            .insert(crate::apps::UI_EXTENSION.into(), JsonObject::new());
+        ServerConfig::new(capabilities)
             .with_server_info(Implementation::new("foundry-connect", env!("CARGO_PKG_VERSION")))
             .with_instructions(INSTRUCTIONS)
     }
@@ -81,9 +103,31 @@ impl<D: Dispatch + ?Sized> ServerHandler for McpHandler<D> {
     async fn list_tools(
         &self,
         _request: Option<PaginatedRequestParams>,
-        _context: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, McpError> {
-        Ok(ListToolsResult { tools: self.tools.as_ref().clone(), ..Default::default() })
+        let tools = if apps_client(&context) { &self.tools_with_card } else { &self.tools };
+        Ok(ListToolsResult { tools: tools.as_ref().clone(), ..Default::default() })
+    }
+
+    /// The run card, for a client that declared MCP Apps; an empty list for any other.
+    async fn list_resources(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ListResourcesResult, McpError> {
+        Ok(crate::apps::list(apps_client(&context)))
+    }
+
+    /// The run card by its URI, for a client that declared MCP Apps; anything else is not
+    /// found (`-32602` with the URI, as SEP-2164 has it).
+    async fn read_resource(
+        &self,
+        request: ReadResourceRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<ReadResourceResponse, McpError> {
+        crate::apps::read(apps_client(&context), &request.uri).map(Into::into).ok_or_else(|| {
+            McpError::invalid_params("Resource not found", Some(serde_json::json!({ "uri": request.uri })))
+        })
     }
 
     fn get_tool(&self, name: &str) -> Option<Tool> {
@@ -124,6 +168,12 @@ impl<D: Dispatch + ?Sized> ServerHandler for McpHandler<D> {
             .await
             .map(drop)
     }
+}
+
+/// Whether this request's client declared MCP Apps (the 2026-07-28 era's per-request
+/// capabilities; see [`crate::apps::wants_apps`]).
+fn apps_client(context: &RequestContext<RoleServer>) -> bool {
+    crate::apps::wants_apps(context.client_capabilities().as_ref())
 }
 
 fn identity_of(context: &RequestContext<RoleServer>) -> Option<Identity> {

@@ -38,6 +38,7 @@
 //! |---|---|
 //! | this one | [`McpEndpoint`]: the HTTP guards above, then the direct path or rmcp |
 //! | `handler` | [`McpHandler`] (rmcp's `ServerHandler`), [`Dispatch`], [`InProcess`] |
+//! | `apps` | the run card (MCP Apps): offered only to clients that declare the extension |
 //! | `direct` | the direct `tools/call` path and when it applies |
 //! | `tokens` | verified tokens remembered for a short while ([`VERIFIED_FOR`], [`VERIFIED_MAX`]) |
 //! | `metadata` | [`EndpointConfig`], the public URL and the RFC 9728 resource metadata |
@@ -54,6 +55,7 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use auth::{AuthError, Authenticator, bearer};
 use tools::{SCOPE_OWNER, SCOPE_READ, SCOPE_RUN, ToolName};
 
+pub mod apps;
 mod direct;
 mod handler;
 mod metadata;

@@ -1,0 +1,148 @@
+//! The run card: an MCP Apps view (SEP-1865, extension `io.modelcontextprotocol/ui`) of one
+//! Graph run, offered **only to a client that declares the extension** in the request's
+//! capabilities (see `docs/mcp.md`, "The run card").
+//!
+//! For such a client, `run_graph_session` and `get_graph_run` carry `_meta.ui.resourceUri` in
+//! `tools/list`, and `resources/list` / `resources/read` serve the card: one self-contained HTML
+//! document (`run-card.html`, its script and style inline) whose `_meta.ui.csp` names no outside
+//! origin — the view fetches nothing and holds no token; it talks only to its host (MCP's
+//! JSON-RPC over `postMessage`), calling `get_graph_run` and `cancel_graph_run` through it.
+//! Every other client gets the catalogue and the results it always got, byte for byte, and an
+//! empty resource list.
+
+use rmcp::model::{ClientCapabilities, ListResourcesResult, ReadResourceResult};
+use serde_json::{Value, json};
+
+use tools::ToolName;
+
+/// The MCP Apps extension's id (SEP-1865).
+pub const UI_EXTENSION: &str = "io.modelcontextprotocol/ui";
+
+/// The MIME type of an MCP App's HTML.
+pub const APP_MIME_TYPE: &str = "text/html;profile=mcp-app";
+
+/// The run card's resource URI.
+pub const RUN_CARD_URI: &str = "ui://foundry-connect/run-card.html";
+
+/// The tools whose results the card shows.
+pub const CARD_TOOLS: [ToolName; 2] = [ToolName::RunGraphSession, ToolName::GetGraphRun];
+
+/// The card's HTML (script and style inline: the host's CSP, built from the resource's
+/// `_meta.ui.csp`, allows nothing from outside).
+pub const RUN_CARD_HTML: &str = include_str!("apps/run-card.html");
+
+/// Whether `capabilities` declare MCP Apps for this card's type: the extension, with no
+/// `mimeTypes` setting or one that lists `text/html;profile=mcp-app`.
+pub fn wants_apps(capabilities: Option<&ClientCapabilities>) -> bool {
+    let Some(ui) = capabilities.and_then(|c| c.extensions.as_ref()).and_then(|e| e.get(UI_EXTENSION)) else {
+        return false;
+    };
+    match ui.get("mimeTypes") {
+        None => true,
+        Some(Value::Array(types)) => types.iter().any(|t| t.as_str() == Some(APP_MIME_TYPE)),
+        Some(_) => false,
+    }
+}
+
+/// The `_meta.ui` a card tool carries in `tools/list`.
+pub fn tool_ui_meta() -> Value {
+    json!({ "resourceUri": RUN_CARD_URI })
+}
+
+/// `listed` (the catalogue's JSON) with the card linked from [`CARD_TOOLS`].
+pub fn with_card(listed: &[Value]) -> Vec<Value> {
+    listed
+        .iter()
+        .map(|t| {
+            let mut t = t.clone();
+            let linked = t
+                .get("name")
+                .and_then(Value::as_str)
+                .and_then(ToolName::parse)
+                .is_some_and(|n| CARD_TOOLS.contains(&n));
+            if linked && let Some(o) = t.as_object_mut() {
+                let meta = o.entry("_meta").or_insert_with(|| json!({}));
+                if let Some(m) = meta.as_object_mut() {
+                    m.insert("ui".into(), tool_ui_meta());
+                }
+            }
+            t
+        })
+        .collect()
+}
+
+/// The resource's own `_meta.ui`: no outside origin for anything (no connections, no images,
+/// scripts or styles from elsewhere, no frames), drawn with the host's border.
+fn resource_ui_meta() -> Value {
+    json!({
+        "csp": { "connectDomains": [], "resourceDomains": [], "frameDomains": [], "baseUriDomains": [] },
+        "prefersBorder": true
+    })
+}
+
+/// `resources/list`: the card for a client that declared the extension, nothing otherwise.
+pub fn list(apps: bool) -> ListResourcesResult {
+    let resources = if apps {
+        json!([{
+            "uri": RUN_CARD_URI,
+            "name": "run-card",
+            "title": "Graph run",
+            "description": "A Graph run as it changes: its state, progress, result or error, and Cancel.",
+            "mimeType": APP_MIME_TYPE,
+            "_meta": { "ui": resource_ui_meta() }
+        }])
+    } else {
+        json!([])
+    };
+    serde_json::from_value(json!({ "resources": resources })).unwrap_or_else(|_| ListResourcesResult::default())
+}
+
+/// `resources/read`: the card, for a client that declared the extension and names its URI;
+/// `None` (resource not found) otherwise.
+pub fn read(apps: bool, uri: &str) -> Option<ReadResourceResult> {
+    if !apps || uri != RUN_CARD_URI {
+        return None;
+    }
+    serde_json::from_value(json!({
+        "contents": [{
+            "uri": RUN_CARD_URI,
+            "mimeType": APP_MIME_TYPE,
+            "text": RUN_CARD_HTML,
+            "_meta": { "ui": resource_ui_meta() }
+        }]
+    }))
+    .ok()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn caps(v: Value) -> ClientCapabilities {
+        serde_json::from_value(v).unwrap()
+    }
+
+    #[test]
+    fn only_a_declared_extension_for_this_mime_type_gets_the_card() {
+        assert!(!wants_apps(None));
+        assert!(!wants_apps(Some(&caps(json!({})))));
+        assert!(!wants_apps(Some(&caps(json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})))));
+        assert!(wants_apps(Some(&caps(json!({"extensions": {UI_EXTENSION: {}}})))));
+        assert!(wants_apps(Some(&caps(json!({"extensions": {UI_EXTENSION: {"mimeTypes": [APP_MIME_TYPE]}}})))));
+        assert!(!wants_apps(Some(&caps(json!({"extensions": {UI_EXTENSION: {"mimeTypes": ["text/uri-list"]}}})))));
+        assert!(!wants_apps(Some(&caps(json!({"extensions": {UI_EXTENSION: {"mimeTypes": APP_MIME_TYPE}}})))));
+    }
+
+    #[test]
+    fn the_card_is_read_only_by_its_uri_and_only_by_a_declaring_client() {
+        assert!(read(false, RUN_CARD_URI).is_none());
+        assert!(read(true, "ui://foundry-connect/other.html").is_none());
+        let card = serde_json::to_value(read(true, RUN_CARD_URI).unwrap()).unwrap();
+        assert_eq!(card["contents"][0]["mimeType"], APP_MIME_TYPE);
+        assert_eq!(card["contents"][0]["text"], RUN_CARD_HTML);
+        assert_eq!(card["contents"][0]["_meta"]["ui"]["csp"]["connectDomains"], json!([]));
+        let listed = serde_json::to_value(list(true)).unwrap();
+        assert_eq!(listed["resources"][0]["uri"], RUN_CARD_URI);
+        assert_eq!(serde_json::to_value(list(false)).unwrap()["resources"], json!([]));
+    }
+}

@@ -1,0 +1,223 @@
+//! The run card (MCP Apps, SEP-1865) over HTTP against the local server: offered only to a
+//! client that declares `io.modelcontextprotocol/ui` in its request's capabilities; everyone
+//! else sees the catalogue and results they always saw, byte for byte. And the card itself,
+//! read as text: it reaches nothing but its host (each rule with the mutation it catches).
+//! The card in a real browser, under the pinned ext-apps host bridge: `mcp_apps_browser`.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use domain::store::SyncSessions;
+use mcp_endpoint::apps::{APP_MIME_TYPE, RUN_CARD_HTML, RUN_CARD_URI, UI_EXTENSION};
+use serde_json::{Value, json};
+
+struct World {
+    running: foundry_tests::LocalServer,
+    http: reqwest::Client,
+}
+
+impl World {
+    async fn new() -> Self {
+        Self { running: foundry_tests::LocalServer::default("foundry-apps").await, http: foundry_tests::http() }
+    }
+
+    async fn rpc(&self, method: &str, name: Option<&str>, params: Value, capabilities: Value) -> Value {
+        let (url, token) = (&self.running.mcp_url, &self.running.token);
+        foundry_tests::mcp::rpc_2026(&self.http, url, token, method, name, params, capabilities).await
+    }
+
+    /// A 2025-11-25 request without `_meta` (the direct path for a listing or a call).
+    async fn rpc_2025(&self, method: &str, params: Value) -> Value {
+        let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
+        let res = self
+            .http
+            .post(&self.running.mcp_url)
+            .header("content-type", "application/json")
+            .header("accept", "application/json, text/event-stream")
+            .header("mcp-protocol-version", "2025-11-25")
+            .bearer_auth(&self.running.token)
+            .body(body.to_string())
+            .send()
+            .await
+            .unwrap();
+        res.json().await.unwrap()
+    }
+
+    async fn share_session(&self) -> String {
+        let gs = format!("gs_{}", "e".repeat(32));
+        let meta = domain::runs::SessionMeta {
+            graph_session_id: domain::ids::GraphSessionId::parse("graph_session_id", &gs).unwrap(),
+            name: "Weekly report".into(),
+            description: "drafts the weekly report".into(),
+            slug: "weekly-report".into(),
+            version: "1".into(),
+            status: "ready".into(),
+        };
+        let (owner, project) = (&self.running.demo.owner, self.running.demo.project_id);
+        self.running.store.sync_sessions(owner, project, foundry_tests::TEST_DEVICE, &[meta]).await.unwrap();
+        gs
+    }
+}
+
+fn ui() -> Value {
+    json!({"extensions": {UI_EXTENSION: {"mimeTypes": [APP_MIME_TYPE]}}})
+}
+
+fn golden() -> Value {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    serde_json::from_str(&std::fs::read_to_string(root.join("tests/golden/tools_list.json")).unwrap()).unwrap()
+}
+
+/// A client that did not declare the extension — either era, with or without other
+/// extensions, or declaring it for other MIME types only — lists exactly the golden catalogue,
+/// an empty resource list, and cannot read the card (not found, the URI in the error's data, as
+/// SEP-2164 has it).
+#[tokio::test]
+async fn a_client_without_the_extension_sees_exactly_what_it_saw_before() {
+    let w = World::new().await;
+    let golden = golden();
+    let listed = w.rpc_2025("tools/list", json!({})).await;
+    assert_eq!(listed["result"]["tools"], golden, "2025-11-25, direct path");
+    for caps in [
+        json!({}),
+        json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
+        json!({"extensions": {UI_EXTENSION: {"mimeTypes": ["text/uri-list"]}}}),
+    ] {
+        let listed = w.rpc("tools/list", Some("tools/list"), json!({}), caps.clone()).await;
+        assert_eq!(listed["result"]["tools"], golden, "2026-07-28 with {caps}");
+        let resources = w.rpc("resources/list", None, json!({}), caps.clone()).await;
+        assert_eq!(resources["result"]["resources"], json!([]), "{caps}: {resources}");
+        let read = w.rpc("resources/read", Some(RUN_CARD_URI), json!({"uri": RUN_CARD_URI}), caps.clone()).await;
+        assert_eq!(read["error"]["code"], -32602, "{caps}: {read}");
+        assert_eq!(read["error"]["data"]["uri"], RUN_CARD_URI, "{read}");
+    }
+    let read = w.rpc_2025("resources/read", json!({"uri": RUN_CARD_URI})).await;
+    assert_eq!(read["error"]["code"], -32602, "2025-11-25: {read}");
+    w.running.stop().await;
+}
+
+/// A client that declared it gets the golden catalogue with `_meta.ui.resourceUri` on exactly
+/// run_graph_session and get_graph_run (nothing else differs), the card in `resources/list`,
+/// and the card's HTML from `resources/read` with a CSP naming no outside origin. The tools'
+/// results are the same bytes for it as for anyone: the card reads what the model reads.
+#[tokio::test]
+async fn a_declaring_client_gets_the_card_linked_listed_and_readable_and_the_same_results() {
+    let w = World::new().await;
+    let listed = w.rpc("tools/list", Some("tools/list"), json!({}), ui()).await["result"]["tools"].clone();
+    let golden = golden();
+    assert_eq!(listed.as_array().unwrap().len(), golden.as_array().unwrap().len());
+    for (got, want) in listed.as_array().unwrap().iter().zip(golden.as_array().unwrap()) {
+        let name = want["name"].as_str().unwrap();
+        let mut expected = want.clone();
+        if name == "run_graph_session" || name == "get_graph_run" {
+            expected["_meta"]["ui"] = json!({"resourceUri": RUN_CARD_URI});
+        }
+        assert_eq!(got, &expected, "{name}");
+    }
+    // Also with no settings for the extension (an empty object is support, SEP-1724).
+    let bare = json!({"extensions": {UI_EXTENSION: {}}});
+    let listed_bare = w.rpc("tools/list", Some("tools/list"), json!({}), bare).await["result"]["tools"].clone();
+    assert_eq!(listed_bare, listed);
+
+    let resources = w.rpc("resources/list", None, json!({}), ui()).await;
+    let card = &resources["result"]["resources"];
+    assert_eq!(card.as_array().unwrap().len(), 1, "{resources}");
+    assert_eq!(card[0]["uri"], RUN_CARD_URI);
+    assert_eq!(card[0]["mimeType"], APP_MIME_TYPE);
+    let read = w.rpc("resources/read", Some(RUN_CARD_URI), json!({"uri": RUN_CARD_URI}), ui()).await;
+    let contents = &read["result"]["contents"];
+    assert_eq!(contents.as_array().unwrap().len(), 1, "{read}");
+    assert_eq!(contents[0]["mimeType"], APP_MIME_TYPE);
+    assert_eq!(contents[0]["text"], RUN_CARD_HTML);
+    let csp = &contents[0]["_meta"]["ui"]["csp"];
+    for key in ["connectDomains", "resourceDomains", "frameDomains", "baseUriDomains"] {
+        assert_eq!(csp[key], json!([]), "{key}: {csp}");
+    }
+    assert_eq!(contents[0]["_meta"]["ui"].get("domain"), None, "no dedicated origin is asked for");
+    let unknown = w
+        .rpc(
+            "resources/read",
+            Some("ui://foundry-connect/other.html"),
+            json!({"uri": "ui://foundry-connect/other.html"}),
+            ui(),
+        )
+        .await;
+    assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
+
+    // The same run read by a declaring and a plain client: the same result, byte for byte.
+    let gs = w.share_session().await;
+    let args = json!({"graph_session_id": gs, "idempotency_key": "apps-same-bytes"});
+    let queued = w
+        .rpc("tools/call", Some("run_graph_session"), json!({"name": "run_graph_session", "arguments": args}), ui())
+        .await;
+    let plain = w.rpc_2025("tools/call", json!({"name": "run_graph_session", "arguments": args})).await;
+    // (The eras differ in `resultType`; the run is the same.)
+    assert_eq!(
+        queued["result"]["structuredContent"], plain["result"]["structuredContent"],
+        "a replay for the plain client"
+    );
+    let id = queued["result"]["structuredContent"]["command_id"].as_str().unwrap().to_owned();
+    let get = json!({"name": "get_graph_run", "arguments": {"command_id": id}});
+    let for_card = w.rpc("tools/call", Some("get_graph_run"), get.clone(), ui()).await;
+    let for_plain = w.rpc("tools/call", Some("get_graph_run"), get.clone(), json!({})).await;
+    assert_eq!(
+        serde_json::to_string(&for_card["result"]).unwrap(),
+        serde_json::to_string(&for_plain["result"]).unwrap()
+    );
+    w.running.stop().await;
+}
+
+/// What makes the card reach beyond its host, found in its text: a URL or a protocol-relative
+/// link, an element that loads or frames something, any network API, HTML written from
+/// strings, code from strings, storage. Returns each rule the text breaks.
+fn reaches_outside(html: &str) -> Vec<&'static str> {
+    const RULES: [(&str, &str); 19] = [
+        ("http://", "an http URL"),
+        ("https://", "an https URL"),
+        ("src=", "an element that loads something"),
+        ("href=", "a link or a stylesheet"),
+        ("<iframe", "a frame"),
+        ("<form", "a form"),
+        ("@import", "a stylesheet import"),
+        ("url(", "a CSS url()"),
+        ("fetch(", "fetch"),
+        ("XMLHttpRequest", "XMLHttpRequest"),
+        ("WebSocket", "a WebSocket"),
+        ("EventSource", "an EventSource"),
+        ("sendBeacon", "a beacon"),
+        ("innerHTML", "HTML from a string"),
+        ("insertAdjacentHTML", "HTML from a string"),
+        ("document.write", "HTML from a string"),
+        ("eval(", "code from a string"),
+        ("new Function", "code from a string"),
+        ("localStorage", "storage"),
+    ];
+    let lower = html.to_ascii_lowercase();
+    RULES.iter().filter(|(needle, _)| lower.contains(&needle.to_ascii_lowercase())).map(|(_, why)| *why).collect()
+}
+
+/// The card as served breaks none of the rules, and each rule catches its mutation (a copy of
+/// the card with that one thing added). The browser test runs the card under the CSP a host
+/// builds from `_meta.ui.csp` and fails on any violation report.
+#[test]
+fn the_card_reaches_nothing_but_its_host_and_each_rule_catches_its_mutation() {
+    assert_eq!(reaches_outside(RUN_CARD_HTML), Vec::<&str>::new());
+    assert!(RUN_CARD_HTML.contains("window.parent.postMessage("), "the card talks to its host");
+    let mutations = [
+        "<img src=\"data:,\">",
+        "<a href=\"#x\">x</a>",
+        "<script>fetch('/x')</script>",
+        "<script>new WebSocket('ws://x')</script>",
+        "<script>document.body.innerHTML = run.result</script>",
+        "<script>eval(run.result)</script>",
+        "<style>@import 'x.css';</style>",
+        "<style>body { background: url(x.png) }</style>",
+        "<script>localStorage.setItem('t', token)</script>",
+        "<script>navigator.sendBeacon('/x')</script>",
+        "<iframe></iframe>",
+        "<p>https://example.com</p>",
+    ];
+    for m in mutations {
+        let mutated = RUN_CARD_HTML.replace("</body>", &format!("{m}</body>"));
+        assert!(!reaches_outside(&mutated).is_empty(), "not caught: {m}");
+    }
+}
