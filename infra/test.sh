@@ -103,6 +103,8 @@ export FOUNDRY_CONFORMANCE2_CLI="$conf/node_modules/conformance-0-2/dist/index.j
 export FOUNDRY_INSPECTOR_CLI="$conf/node_modules/@modelcontextprotocol/inspector/clients/launcher/build/index.js"
 # The accessibility engine the panel's browser test runs in each state it visits.
 export FOUNDRY_AXE_JS="$conf/node_modules/axe-core/axe.min.js"
+# The MCP Apps host bridge (ext-apps) and esbuild, which bundles it for the run card's test.
+export FOUNDRY_NODE_MODULES="$conf/node_modules"
 export FOUNDRY_PYTHON_DIST="$dist/bin/python"
 # infra/preflight's tests run it with these tools (boto3 comes with the SAM CLI).
 export FOUNDRY_DEPLOY_VENV="$deploy"

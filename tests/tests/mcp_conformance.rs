@@ -1,7 +1,8 @@
 //! The official MCP conformance runners (`@modelcontextprotocol/conformance`, npm: 0.1.16 and
-//! the 0.2 line) against the local server, for the server scenarios that apply to a tools-only
-//! server: initialize, tools/list, ping and DNS-rebinding protection with 0.1; with 0.2 those and
-//! the 2026-07-28 revision's (stateless serving, caching hints, HTTP header validation) in the
+//! the 0.2 line) against the local server, for the server scenarios that apply to a tools server
+//! (whose one resource, the run card, only MCP Apps clients see): initialize, tools/list, ping and
+//! DNS-rebinding protection with 0.1; with 0.2 those and the 2026-07-28 revision's (stateless
+//! serving, caching hints, HTTP header validation, resource listing and not-found) in the
 //! era each applies to, against the baseline `infra/conformance/expected-failures.yaml` of
 //! checks that need the reference fixture's demo tools (docs/mcp.md says which do not apply).
 //! The baseline stays exact both ways: the runner fails an entry that starts passing, and this
@@ -58,6 +59,8 @@ const SCENARIOS_0_2: &[(&str, &str)] = &[
     ("json-schema-2020-12", "2026-07-28"),
     ("caching", "2026-07-28"),
     ("http-header-validation", "2026-07-28"),
+    ("sep-2164-resource-not-found", "2026-07-28"),
+    ("resources-list", "2026-07-28"),
     ("tasks-lifecycle", "extension"),
     ("tasks-capability-negotiation", "extension"),
     ("tasks-wire-fields", "extension"),

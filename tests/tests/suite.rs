@@ -22,6 +22,7 @@ mod layout;
 mod linearizability;
 mod macho_check;
 mod mcp_apps;
+mod mcp_apps_browser;
 mod mcp_conformance;
 mod mcp_direct;
 mod mcp_http;

@@ -82,19 +82,16 @@ fn resource_ui_meta() -> Value {
 
 /// `resources/list`: the card for a client that declared the extension, nothing otherwise.
 pub fn list(apps: bool) -> ListResourcesResult {
-    let resources = if apps {
-        json!([{
-            "uri": RUN_CARD_URI,
-            "name": "run-card",
-            "title": "Graph run",
-            "description": "A Graph run as it changes: its state, progress, result or error, and Cancel.",
-            "mimeType": APP_MIME_TYPE,
-            "_meta": { "ui": resource_ui_meta() }
-        }])
-    } else {
-        json!([])
-    };
-    serde_json::from_value(json!({ "resources": resources })).unwrap_or_else(|_| ListResourcesResult::default())
+    let card = json!({
+        "uri": RUN_CARD_URI,
+        "name": "run-card",
+        "title": "Graph run",
+        "description": "A Graph run as it changes: its state, progress, result or error, and Cancel.",
+        "mimeType": APP_MIME_TYPE,
+        "_meta": { "ui": resource_ui_meta() }
+    });
+    let resources = if apps { serde_json::from_value(card).map(|r| vec![r]).unwrap_or_default() } else { Vec::new() };
+    ListResourcesResult::with_all_items(resources)
 }
 
 /// `resources/read`: the card, for a client that declared the extension and names its URI;
@@ -103,15 +100,14 @@ pub fn read(apps: bool, uri: &str) -> Option<ReadResourceResult> {
     if !apps || uri != RUN_CARD_URI {
         return None;
     }
-    serde_json::from_value(json!({
-        "contents": [{
-            "uri": RUN_CARD_URI,
-            "mimeType": APP_MIME_TYPE,
-            "text": RUN_CARD_HTML,
-            "_meta": { "ui": resource_ui_meta() }
-        }]
+    let contents = serde_json::from_value(json!({
+        "uri": RUN_CARD_URI,
+        "mimeType": APP_MIME_TYPE,
+        "text": RUN_CARD_HTML,
+        "_meta": { "ui": resource_ui_meta() }
     }))
-    .ok()
+    .ok()?;
+    Some(ReadResourceResult::new(vec![contents]))
 }
 
 #[cfg(test)]
