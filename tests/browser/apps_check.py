@@ -117,10 +117,11 @@ async def card(page, index):
 
 
 async def quiet_for(command_id, seconds):
-    """No call for the run during `seconds` (an absence can only be shown by waiting)."""
-    before = len(polls(command_id))
+    """The calls for the run made during the next `seconds` (an absence can only be shown by
+    waiting); a call already under way when the window opened is not one of them."""
+    start = time.monotonic()
     await asyncio.sleep(seconds)
-    return len(polls(command_id)) - before
+    return len([c for c in polls(command_id) if c["at"] >= start])
 
 
 def cadence(command_id, delivered_at, first_after):
