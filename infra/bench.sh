@@ -17,14 +17,19 @@ command -v python3 >/dev/null || { echo "python3 is needed for the reconstructio
 # The `server` profile: release at opt-level 3 (Cargo.toml; the Lambda release profile is tuned
 # for size, which a long-lived server does not need).
 cargo build --profile server --locked -p local -p sim
+# The tables go to the terminal and to docs/bench-figures.md, the data of docs/pictures/peer.svg
+# (python3 infra/pictures.py redraws it; copy the figures into docs/results.md's tables).
+figures=$(mktemp "${TMPDIR:-/tmp}/foundry-figures.XXXXXX")
 if [ "${PIN_CORES:-}" = 1 ]; then
   pinned="$(mktemp -d "${TMPDIR:-/tmp}/foundry-pin.XXXXXX")/local"
   printf '#!/bin/sh\nexec taskset -c 0 %s "$@"\n' "$PWD/target/server/local" > "$pinned"
   chmod +x "$pinned"
-  taskset -c 1 ./target/server/peer_bench "$pinned" "$bench" "$secs"
+  taskset -c 1 ./target/server/peer_bench "$pinned" "$bench" "$secs" | tee "$figures"
 else
-  ./target/server/peer_bench ./target/server/local "$bench" "$secs"
+  ./target/server/peer_bench ./target/server/local "$bench" "$secs" | tee "$figures"
 fi
+{ echo "Written by ./infra/bench.sh: the tables sim/src/bin/peer_bench.rs prints (the run of $(date -u +%Y-%m-%d), $(nproc)-core machine$([ "${PIN_CORES:-}" = 1 ] && echo ', cores pinned')). infra/pictures.py draws docs/pictures/peer.svg from it."; echo; cat "$figures"; } > docs/bench-figures.md
+rm -f "$figures"
 echo
 echo "DynamoDB requests per call on moto (the conformance suite's asserted counts):"
 state=$(mktemp -d "${TMPDIR:-/tmp}/foundry-bench.XXXXXX")

@@ -11,6 +11,7 @@ Data (each written by a command, named in docs/results.md):
   docs/doorbell-figures.json   the doorbell benchmark: pickup and cancel, polling vs doorbell
   docs/sim-seed42.txt          `cargo run -p sim --profile server -- --seed 42 --runs 2000`
   docs/ci-phases.txt           the test command's "wall time per phase" on a fresh clone (--from-ci-log)
+  docs/bench-figures.md        ./infra/bench.sh: the peer benchmark's tables, as it prints them
 """
 
 import json
@@ -147,6 +148,44 @@ def ci_phases(log):
     return svg(y + 10, "The test command's phases", f"Seconds per phase of the test command ({total} s in all), from docs/ci-phases.txt.", body)
 
 
+def peer(table):
+    """The peer benchmark: requests/s of the local server and of the seed-004 reconstruction, per
+    call and connection count, each bar labelled with its p99."""
+    rows = []
+    for line in table.splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 15 and cells[1].isdigit():
+            rows.append((cells[0], int(cells[1]), float(cells[2]), float(cells[4]), float(cells[6]), float(cells[8])))
+    if len(rows) != 4:
+        raise SystemExit(f"docs/bench-figures.md: {len(rows)} of the 4 benchmark rows")
+    width = 900
+    left, right, top, group_h, bar_h = 250, width - 210, 70, 66, 20
+    step = 2500
+    hi = step * -(-max(max(r[2], r[4]) for r in rows) // step)
+    x = lambda v: left + (right - left) * v / hi
+    body = text(20, 28, "Peer benchmark: requests per second, the local server vs the seed-004 reconstruction",
+                size=15, weight="bold")
+    body += f'<rect x="20" y="42" width="12" height="12" fill="{COLOURS["doorbell"]}"/>\n' + text(38, 52, "local server", size=12)
+    body += f'<rect x="140" y="42" width="12" height="12" fill="{COLOURS["polling"]}"/>\n'
+    body += text(158, 52, "reconstruction (../shared/bench)", size=12)
+    bottom = top + group_h * len(rows)
+    for v in range(0, int(hi) + 1, step):
+        body += f'<line x1="{x(v):.1f}" y1="{top - 6}" x2="{x(v):.1f}" y2="{bottom}" stroke="#d6d9de"/>\n'
+        body += text(x(v), bottom + 16, f"{v:,}", anchor="middle", size=11, fill="#5c6470")
+    for i, (call, conns, ours, ours_p99, theirs, theirs_p99) in enumerate(rows):
+        y0 = top + i * group_h
+        name = call.replace("_linked_chat_tasks", "").replace("_linked_chat_task", "")
+        body += text(20, y0 + 20, f"{name}, {conns} connection{'s' if conns > 1 else ''}")
+        body += text(20, y0 + 38, f"{ours / theirs:.1f}× the requests/s", size=12, fill="#5c6470")
+        for j, (rps, p99, colour) in enumerate(((ours, ours_p99, COLOURS["doorbell"]), (theirs, theirs_p99, COLOURS["polling"]))):
+            y = y0 + 4 + j * (bar_h + 4)
+            body += f'<rect x="{left}" y="{y}" width="{x(rps) - left:.1f}" height="{bar_h}" fill="{colour}"/>\n'
+            body += text(x(rps) + 6, y + 15, f"{rps:,.0f} req/s · p99 {p99:.2f} ms", size=12)
+    return svg(bottom + 30, "Peer benchmark",
+               "Requests per second and p99 of list and claim at 1 and 4 connections, local server vs the seed-004 "
+               "reconstruction, from docs/bench-figures.md.", body, width)
+
+
 def pictures(docs):
     with open(os.path.join(docs, "doorbell-figures.json"), encoding="utf-8") as f:
         bell = json.load(f)
@@ -154,8 +193,10 @@ def pictures(docs):
         sim = f.read()
     with open(os.path.join(docs, "ci-phases.txt"), encoding="utf-8") as f:
         ci = f.read()
+    with open(os.path.join(docs, "bench-figures.md"), encoding="utf-8") as f:
+        bench = f.read()
     return {"doorbell.svg": doorbell(bell), "status-calls.svg": strategies(sim), "slots.svg": slots(sim),
-            "ci-phases.svg": ci_phases(ci)}
+            "ci-phases.svg": ci_phases(ci), "peer.svg": peer(bench)}
 
 
 def main():

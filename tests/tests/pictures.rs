@@ -25,14 +25,14 @@ fn every_picture_is_what_its_data_draws() {
     let docs = root().join("docs");
     let out = check(&docs);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
-    for name in ["doorbell.svg", "status-calls.svg", "slots.svg", "ci-phases.svg"] {
+    for name in ["doorbell.svg", "status-calls.svg", "slots.svg", "ci-phases.svg", "peer.svg"] {
         let svg = std::fs::read_to_string(docs.join("pictures").join(name)).unwrap();
         assert!(svg.starts_with("<svg") && svg.contains("<title"), "{name} is not an accessible SVG");
     }
     // The check can fail: one figure of the doorbell benchmark changed in a copy of the data.
     let copy = std::env::temp_dir().join(format!("pictures-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(copy.join("pictures")).unwrap();
-    for f in ["doorbell-figures.json", "sim-seed42.txt", "ci-phases.txt"] {
+    for f in ["doorbell-figures.json", "sim-seed42.txt", "ci-phases.txt", "bench-figures.md"] {
         std::fs::copy(docs.join(f), copy.join(f)).unwrap();
     }
     for f in std::fs::read_dir(docs.join("pictures")).unwrap() {
@@ -52,4 +52,46 @@ fn every_picture_is_what_its_data_draws() {
     );
     assert!(!String::from_utf8_lossy(&stale.stderr).contains("slots.svg"), "an unchanged picture was called stale");
     let _ = std::fs::remove_dir_all(copy);
+}
+
+/// The peer benchmark's figures in docs/results.md are the ones its picture draws
+/// (docs/bench-figures.md, as ./infra/bench.sh printed them): each benchmark row's local and
+/// reconstruction cells, with the thousands separated as the docs write them.
+#[test]
+fn the_peer_benchmark_table_in_the_docs_is_its_figures_file() {
+    let figures = std::fs::read_to_string(root().join("docs/bench-figures.md")).unwrap();
+    let results = std::fs::read_to_string(root().join("docs/results.md")).unwrap();
+    let thousands = |s: &str| {
+        let digits: Vec<char> = s.chars().collect();
+        let mut out = String::new();
+        for (i, c) in digits.iter().enumerate() {
+            if i > 0 && (digits.len() - i).is_multiple_of(3) {
+                out.push(',');
+            }
+            out.push(*c);
+        }
+        out
+    };
+    let mut rows = 0;
+    for line in figures.lines() {
+        let cells: Vec<&str> = line.trim().trim_matches('|').split('|').map(str::trim).collect();
+        if cells.len() != 15 || !cells[1].chars().all(|c| c.is_ascii_digit()) {
+            continue;
+        }
+        rows += 1;
+        let want = format!(
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            cells[1],
+            thousands(cells[2]),
+            cells[3],
+            cells[4],
+            cells[5],
+            thousands(cells[6]),
+            cells[7],
+            cells[8],
+            cells[9]
+        );
+        assert!(results.contains(&want), "docs/results.md has no peer benchmark row {want}");
+    }
+    assert_eq!(rows, 4, "docs/bench-figures.md: {rows} of the 4 benchmark rows");
 }
