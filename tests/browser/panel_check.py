@@ -9,6 +9,7 @@ Prints one JSON line of measurements; exits non-zero on the first failed check.
 import asyncio
 import base64
 import datetime
+import hashlib
 import json
 import os
 import sys
@@ -137,6 +138,14 @@ async def main():
         metrics["task_list_ms"] = round((time.monotonic() - clicked) * 1000)
         metrics["signed_in_to_task_list_ms"] = round((time.monotonic() - started) * 1000)
         await scan(page, "signed in, the demo chat open")
+
+        # ---- "Connect a chat" says whether a chat has connected: none yet, then one signs in ----
+        await expect(page.locator("#chat-status")).to_contain_text("No chat has connected yet", timeout=TIMEOUT)
+        client_id = await connect_a_chat(context)
+        await expect(page.locator("#chat-status")).to_contain_text("A chat has connected", timeout=TIMEOUT)
+        await expect(page.locator("#chat-status strong")).to_have_text(f"app {client_id[:12]}…")
+        metrics["chat_connected_shown"] = True
+        await scan(page, "a chat connected")
 
         # ---- a project, enabled ----
         await page.fill("#project-name", "Browser project")
@@ -410,6 +419,41 @@ async def main():
     metrics["axe_minor_or_moderate"] = sorted({v for s in SCANS for v in s["minor_or_moderate"]})
     check(not bad, "axe-core found serious or critical violations: " + json.dumps(bad))
     print(json.dumps(metrics))
+
+
+async def connect_a_chat(context):
+    """A chat signs in as a chat does: it registers itself, the owner allows it on the local
+    server's consent page (in this browser, which holds the owner's session), and it trades the
+    code for tokens (PKCE). Returns its client id."""
+    base = ENV["FC_MCP_URL"].rsplit("/mcp", 1)[0]
+    redirect = "http://127.0.0.1:9/callback"
+    async with httpx2.AsyncClient() as http:
+        reg = await http.post(f"{base}/register", json={"client_name": "Browser test chat", "redirect_uris": [redirect]})
+        check(reg.status_code == 201, f"registration: {reg.status_code} {reg.text}")
+        client_id = reg.json()["client_id"]
+        verifier = base64.urlsafe_b64encode(os.urandom(48)).rstrip(b"=").decode()
+        challenge = base64.urlsafe_b64encode(hashlib.sha256(verifier.encode()).digest()).rstrip(b"=").decode()
+        codes = []
+
+        async def callback(route):
+            codes.append(route.request.url)
+            await route.fulfill(status=200, body="signed in", content_type="text/plain")
+
+        await context.route("http://127.0.0.1:9/**", callback)
+        consent = await context.new_page()
+        query = httpx2.QueryParams({"response_type": "code", "client_id": client_id, "redirect_uri": redirect,
+                                    "code_challenge": challenge, "code_challenge_method": "S256", "state": "chat-1",
+                                    "scope": "osfoundry:read osfoundry:run", "resource": ENV["FC_MCP_URL"]})
+        await consent.goto(f"{base}/oauth/authorize?{query}")
+        await consent.get_by_role("button", name="Allow").click()
+        await consent.wait_for_url("http://127.0.0.1:9/**", timeout=TIMEOUT)
+        await consent.close()
+        code = httpx2.URL(codes[-1]).params["code"]
+        tokens = await http.post(f"{base}/oauth/token", data={"grant_type": "authorization_code", "code": code,
+                                                               "redirect_uri": redirect, "client_id": client_id,
+                                                               "code_verifier": verifier})
+        check(tokens.status_code == 200, f"the code exchange: {tokens.status_code} {tokens.text}")
+    return client_id
 
 
 def start_receiver():

@@ -1601,6 +1601,36 @@ async fn a_clients_use_is_recorded_once_and_read_back(h: Harness) {
     assert!(!h.store.client_used("dcr-client-b").await.unwrap(), "another client's use leaked");
 }
 
+/// A chat's connection for an owner: the first time kept, the last replaced; the latest first,
+/// at most the listing's bound; another owner sees none of them. A metadata document's URL (long,
+/// with a path) is an id like any other.
+async fn chat_connections_keep_first_and_last_per_owner(h: Harness) {
+    let (ana, bob) = (owner("chat-owner-ana"), owner("chat-owner-bob"));
+    assert!(h.store.chat_connections(&ana).await.unwrap().is_empty(), "no chat yet");
+    let claude = format!("https://claude.ai/oauth/{}/metadata.json", "x".repeat(600));
+    h.store.mark_chat_connected(&ana, &claude).await.unwrap();
+    let first = h.clock.now();
+    h.clock.advance(Duration::from_secs(60));
+    h.store.mark_chat_connected(&ana, "chatgpt-app-client").await.unwrap();
+    h.clock.advance(Duration::from_secs(60));
+    h.store.mark_chat_connected(&ana, &claude).await.unwrap();
+    let chats = h.store.chat_connections(&ana).await.unwrap();
+    assert_eq!(chats.len(), 2, "{chats:?}");
+    assert_eq!(chats[0].client_id, claude, "the latest first");
+    assert_eq!(chats[0].first_at, first, "the first time is kept");
+    assert_eq!(chats[0].last_at, h.clock.now(), "the last time is replaced");
+    assert_eq!(chats[1].client_id, "chatgpt-app-client");
+    assert!(h.store.chat_connections(&bob).await.unwrap().is_empty(), "another owner's chats leaked");
+    for i in 0..domain::clients::MAX_LISTED_CHAT_CONNECTIONS + 3 {
+        h.clock.advance(Duration::from_secs(1));
+        h.store.mark_chat_connected(&bob, &format!("client-{i:02}")).await.unwrap();
+    }
+    let listed = h.store.chat_connections(&bob).await.unwrap();
+    assert_eq!(listed.len(), domain::clients::MAX_LISTED_CHAT_CONNECTIONS);
+    let last = domain::clients::MAX_LISTED_CHAT_CONNECTIONS + 2;
+    assert_eq!(listed[0].client_id, format!("client-{last:02}"), "the latest first");
+}
+
 // ---- pairing a desktop (RFC 8628's shape) ----------------------------------------------------
 
 fn desktop() -> Desktop {
@@ -1973,6 +2003,7 @@ suite! {
     pairing_race_catches_the_unconditional_approval_and_redemption_only_at_once,
     pairing_race_catches_the_naive_redemption,
     a_clients_use_is_recorded_once_and_read_back,
+    chat_connections_keep_first_and_last_per_owner,
     claim_race_conditional_write_never_double_claims,
     claim_race_catches_the_naive_read_then_write,
     same_link_claiming_twice_gets_the_same_claim,

@@ -215,10 +215,27 @@ async fn an_mcp_client_connects_to_the_local_server_from_nothing_but_the_url() {
     assert_eq!((status, err["error"].as_str()), (400, Some("invalid_grant")), "{err}");
     let (_, err) = c.exchange(&code, &verifier, redirect, &client_id).await;
     assert_eq!(err["error"], "invalid_grant", "a code worked after a failed exchange");
+    // No token yet: no chat has connected (the owner's panel says so).
+    let owner = domain::ids::OwnerId::new(local::DEMO_OWNER).unwrap();
+    use domain::store::ClientUse;
+    assert!(running.store.chat_connections(&owner).await.unwrap().is_empty(), "a failed exchange counted");
     // Again, properly.
     let back = c.authorize(&query, "allow").await;
     let (status, tokens) = c.exchange(&back["code"], &verifier, redirect, &client_id).await;
     assert_eq!(status, 200, "{tokens}");
+    // Now one has: the owner API's overview lists it for the panel.
+    let overview: Value = c
+        .http
+        .get(format!("{base}/owner/overview"))
+        .bearer_auth(&running.owner_token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(overview["chats"].as_array().map(Vec::len), Some(1), "{overview}");
+    assert_eq!(overview["chats"][0]["client_id"], client_id.as_str());
     assert_eq!(tokens["token_type"], "Bearer");
     let (_, err) = c.exchange(&back["code"], &verifier, redirect, &client_id).await;
     assert_eq!(err["error"], "invalid_grant", "a code was used twice");

@@ -130,7 +130,11 @@ async fn the_panel_does_the_owners_work_in_a_real_browser() {
     assert_eq!(metrics["paired_in_panel"], true, "{metrics}");
     assert_eq!(metrics["keyboard_journey"], true, "{metrics}");
     assert_eq!(metrics["axe_serious_or_critical"], 0, "{metrics}");
-    assert!(metrics["axe_states_scanned"].as_u64().unwrap_or(0) >= 8, "{metrics}");
+    assert!(metrics["axe_states_scanned"].as_u64().unwrap_or(0) >= 9, "{metrics}");
+    // "Connect a chat" said none had, then that one had, once a chat signed in on the consent page.
+    assert_eq!(metrics["chat_connected_shown"], true, "{metrics}");
+    let chats = domain::store::ClientUse::chat_connections(&*running.store, &owner).await.unwrap();
+    assert_eq!(chats.len(), 1, "{chats:?}");
     // The approval made in the browser is what the relay's poll redeems.
     let poll = json!({"device_code": pairing["device_code"]});
     let paired: Value = http.post(format!("{pairs}/token")).json(&poll).send().await.unwrap().json().await.unwrap();

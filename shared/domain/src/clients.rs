@@ -12,7 +12,8 @@
 //! (Cognito has nothing else to keep it in) to count registrations per hour and per source.
 //! Whether a client was ever used (got a token) is the one fact a name cannot hold: the
 //! store records it when a token is issued ([`ClientUse`](crate::store::ClientUse)), so registrations nobody completed
-//! can be removed.
+//! can be removed. The same moment, for the owner the token is for, is a [`ChatConnection`]:
+//! what the panel's "Connect a chat" step reads to say whether a chat has connected.
 
 use sha2::{Digest, Sha256};
 
@@ -155,3 +156,19 @@ mod tests {
         assert_eq!(parse_registry_name(&format!("{name}-x")), None);
     }
 }
+
+/// A chat (an MCP client) that was issued a token for an owner: when first and when last.
+/// Recorded where tokens are issued (the local authorization server's code exchange, the
+/// cloud facade's token answers), never on a read.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ChatConnection {
+    /// The OAuth client: an app client id, or a client metadata document's URL.
+    pub client_id: String,
+    /// The first token issued to it for this owner.
+    pub first_at: crate::clock::Timestamp,
+    /// The latest.
+    pub last_at: crate::clock::Timestamp,
+}
+
+/// At most this many chat connections are listed to an owner (the latest first).
+pub const MAX_LISTED_CHAT_CONNECTIONS: usize = 20;

@@ -16,7 +16,7 @@
 
 use async_trait::async_trait;
 
-use crate::clients::{ClientSummary, RegisteredClient, Rotation};
+use crate::clients::{ChatConnection, ClientSummary, RegisteredClient, Rotation};
 use crate::clock::Timestamp;
 use crate::devices::Device;
 use crate::events::{DeliveryOutcome, OutboxEntry};
@@ -403,6 +403,12 @@ pub trait ClientUse: Send + Sync {
     async fn mark_client_used(&self, client_id: &str) -> StoreResult<()>;
     /// Whether it ever was.
     async fn client_used(&self, client_id: &str) -> StoreResult<bool>;
+    /// Records that `client_id` was issued a token for `owner` now: a chat connected (the first
+    /// time is kept, the last replaced; one write).
+    async fn mark_chat_connected(&self, owner: &OwnerId, client_id: &str) -> StoreResult<()>;
+    /// The chats issued a token for `owner`, the latest first, at most
+    /// [`MAX_LISTED_CHAT_CONNECTIONS`](crate::clients::MAX_LISTED_CHAT_CONNECTIONS).
+    async fn chat_connections(&self, owner: &OwnerId) -> StoreResult<Vec<ChatConnection>>;
 }
 
 /// The cloud facade's authorization flows (`oauth::facade`): one-time records kept under a key

@@ -455,7 +455,9 @@ impl Facade {
             }
         };
         if status.is_success() && upstream_path == "/oauth2/token" {
-            self.record_use(&params).await;
+            // The client as it named itself (a metadata document's URL, not its app client).
+            let asked = pairs.iter().find(|(k, _)| k == "client_id").map(|(_, v)| v.as_str());
+            self.record_use(&params, asked, &body).await;
         }
         let mut r = http::Response::new(body);
         *r.status_mut() = StatusCode::from_u16(status.as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
@@ -521,9 +523,11 @@ impl Facade {
     }
 
     /// A token was issued to the app client: record it (on refreshes too, so a mark lost to a
-    /// failed write is made again within the access token's life). A failure is logged, never
-    /// turned into a failed answer: the tokens are already issued.
-    async fn record_use(&self, params: &[(String, String)]) {
+    /// failed write is made again within the access token's life), and for the owner the token
+    /// is for, that a chat connected — when it carries a connector scope (the owner's own panel
+    /// client never comes here, and would not count). A failure is logged, never turned into a
+    /// failed answer: the tokens are already issued.
+    async fn record_use(&self, params: &[(String, String)], asked: Option<&str>, answer: &[u8]) {
         let (Some(usage), Some((_, client))) = (&self.parts.usage, params.iter().find(|(k, _)| k == "client_id"))
         else {
             return;
@@ -531,7 +535,30 @@ impl Facade {
         if let Err(e) = usage.mark_client_used(client).await {
             tracing::error!(error = %domain::errors::ErrorChain(&e), client_id = %client, "recording a client's use");
         }
+        let named = asked.unwrap_or(client);
+        if let Some(owner) = connector_owner(answer)
+            && let Err(e) = usage.mark_chat_connected(&owner, named).await
+        {
+            tracing::error!(error = %domain::errors::ErrorChain(&e), client_id = %named, "recording a chat's connection");
+        }
     }
+}
+
+/// The owner a token answer from Cognito is for, when its access token carries a connector
+/// scope: the token's `sub`, read from its payload unverified — it came straight from Cognito
+/// over TLS in answer to this request, and is only recorded as a fact for that owner's panel
+/// (the MCP endpoint verifies every token it is shown).
+pub fn connector_owner(answer: &[u8]) -> Option<domain::ids::OwnerId> {
+    use base64::Engine as _;
+    let answer: serde_json::Value = serde_json::from_slice(answer).ok()?;
+    let payload = answer.get("access_token")?.as_str()?.split('.').nth(1)?;
+    let claims: serde_json::Value =
+        serde_json::from_slice(&base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload).ok()?).ok()?;
+    let connector = claims.get("scope")?.as_str()?.split_whitespace().any(|s| {
+        let product = s.replacen("osfoundry/", "osfoundry:", 1);
+        product == SCOPE_READ || product == SCOPE_RUN
+    });
+    connector.then(|| domain::ids::OwnerId::new(claims.get("sub")?.as_str()?.to_owned()).ok()).flatten()
 }
 
 /// The key a handed-on code is bound under (the code itself is never stored).
@@ -584,6 +611,23 @@ mod tests {
     }
 
     const MCP: &str = "https://abc.execute-api.eu-west-1.amazonaws.com/mcp";
+
+    #[test]
+    fn a_connector_token_names_its_owner_and_nothing_else_does() {
+        use base64::Engine as _;
+        let answer = |claims: serde_json::Value| {
+            let payload = base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(claims.to_string());
+            serde_json::json!({"access_token": format!("eyJhbGciOiJSUzI1NiJ9.{payload}.sig"), "token_type": "Bearer"})
+                .to_string()
+        };
+        let read = answer(serde_json::json!({"sub": "owner-1", "scope": "osfoundry/read osfoundry/run"}));
+        assert_eq!(connector_owner(read.as_bytes()).map(|o| o.as_str().to_owned()).as_deref(), Some("owner-1"));
+        let owner_only = answer(serde_json::json!({"sub": "owner-1", "scope": "osfoundry/owner"}));
+        assert_eq!(connector_owner(owner_only.as_bytes()), None, "the owner's own client is no chat");
+        assert_eq!(connector_owner(answer(serde_json::json!({"scope": "osfoundry/read"})).as_bytes()), None);
+        assert_eq!(connector_owner(b"not json"), None);
+        assert_eq!(connector_owner(br#"{"access_token": "no-dots"}"#), None);
+    }
 
     #[test]
     fn the_exact_parameters_cognito_receives() {

@@ -398,6 +398,7 @@ impl<R: RegisterClients + RefreshTokens + ClientUse + ?Sized> LocalAuthServer<R>
                     tracing::error!(error = %domain::errors::ErrorChain(&e), "recording a client's use");
                     return oauth_error(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable", "retry later");
                 }
+                self.chat_connected(client_id).await;
                 self.issue(client_id, &p.scopes, &format!("{family}.{token}"))
             }
             Some("refresh_token") => {
@@ -465,6 +466,7 @@ impl<R: RegisterClients + RefreshTokens + ClientUse + ?Sized> LocalAuthServer<R>
                 }
                 let scopes: Vec<String> =
                     claims.scope.unwrap_or_default().split_whitespace().map(str::to_owned).collect();
+                self.chat_connected(client_id).await;
                 self.issue(client_id, &scopes, &format!("{family}.{next}"))
             }
             _ => oauth_error(
@@ -489,6 +491,15 @@ impl<R: RegisterClients + RefreshTokens + ClientUse + ?Sized> LocalAuthServer<R>
         let mut r = http::Response::new(Bytes::new());
         r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         r
+    }
+
+    /// Records that a chat connected for the local owner (a sign-in or a refresh). Only a fact
+    /// for the panel: a failure is logged, and the tokens are issued all the same.
+    async fn chat_connected(&self, client_id: &str) {
+        let Ok(owner) = domain::ids::OwnerId::new(self.owner.clone()) else { return };
+        if let Err(e) = self.registry.mark_chat_connected(&owner, client_id).await {
+            tracing::error!(error = %domain::errors::ErrorChain(&e), "recording a chat's connection");
+        }
     }
 
     /// Tokens for `client_id`: an access token, and the refresh token `jti` (`<family>.<token>`).

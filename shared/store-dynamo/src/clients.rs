@@ -2,7 +2,8 @@
 //! (the `register_client` function may write nowhere else):
 //!
 //! - [`ClientUse`]: whether a registered client was ever issued a token, `CLIENT#<client_id>` /
-//!   `USED` — the one fact about them Cognito does not keep;
+//!   `USED` — the one fact about them Cognito does not keep; and for whom: the chats issued a
+//!   token for an owner, `CLIENT#CHATS#<owner>` / `CHAT#<sha256(client_id)>`, first and last;
 //! - [`MetadataClients`]: the app client of each client metadata document, `CLIENT#DOC#<sha256(url)>`
 //!   / `DOC`, written once (first writer wins);
 //! - [`AuthorizationFlows`]: the facade's one-time records, `CLIENT#FLOW#<key>` / `FLOW`, with a TTL
@@ -13,12 +14,16 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::types::ReturnValue;
 
+use domain::clients::{ChatConnection, MAX_LISTED_CHAT_CONNECTIONS};
 use domain::clock::Timestamp;
+use domain::ids::OwnerId;
 use domain::store::{AuthorizationFlows, ClientUse, MetadataClients, StoreError, StoreResult};
 
 use crate::codec::{Read, n, opt_from, s};
 use crate::error::sdk;
-use crate::keys::{client_use_key, flow_key, metadata_client_key, ttl_at};
+use crate::keys::{
+    chat_connection_key, chat_connections_partition, client_use_key, flow_key, metadata_client_key, ttl_at,
+};
 use crate::request::Updated;
 use crate::write::{Update, missing};
 use crate::{DynamoStore, TTL_ATTRIBUTE};
@@ -39,6 +44,40 @@ impl ClientUse for DynamoStore {
 
     async fn client_used(&self, client_id: &str) -> StoreResult<bool> {
         Ok(self.get(client_use_key(client_id)).await?.is_some())
+    }
+
+    /// One unconditional `UpdateItem`: the first time kept (`if_not_exists`), the last set.
+    async fn mark_chat_connected(&self, owner: &OwnerId, client_id: &str) -> StoreResult<()> {
+        let now = n(self.clock.now().as_millis());
+        self.update(
+            Update::of(chat_connection_key(owner, client_id))
+                .set("client_id", s(client_id))
+                .set_if_absent("first_at", now.clone())
+                .set("last_at", now),
+        )
+        .send(false)
+        .await
+        .map(drop)
+    }
+
+    /// One `Query` of the owner's partition (a few small items: one per chat app), sorted here.
+    async fn chat_connections(&self, owner: &OwnerId) -> StoreResult<Vec<ChatConnection>> {
+        let mut all = self
+            .query_all(chat_connections_partition(owner), "CHAT#")
+            .await?
+            .iter()
+            .map(|i| {
+                let r = Read(i);
+                Ok(ChatConnection {
+                    client_id: r.s("client_id")?.to_owned(),
+                    first_at: r.ts("first_at")?,
+                    last_at: r.ts("last_at")?,
+                })
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        all.sort_by(|a, b| b.last_at.cmp(&a.last_at).then_with(|| a.client_id.cmp(&b.client_id)));
+        all.truncate(MAX_LISTED_CHAT_CONNECTIONS);
+        Ok(all)
     }
 }
 

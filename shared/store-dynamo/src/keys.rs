@@ -112,6 +112,16 @@ pub(crate) fn client_use_key(client_id: &str) -> Item {
     key(format!("CLIENT#{client_id}"), "USED")
 }
 
+/// The chats issued a token for an owner (`CHAT#<sha256(client_id)>`: ids may be long URLs),
+/// under `CLIENT#`, where the token facade's function may write.
+pub(crate) fn chat_connections_partition(owner: &OwnerId) -> String {
+    format!("CLIENT#CHATS#{owner}")
+}
+
+pub(crate) fn chat_connection_key(owner: &OwnerId, client_id: &str) -> Item {
+    key(chat_connections_partition(owner), format!("CHAT#{}", domain::runs::sha256_hex(client_id.as_bytes())))
+}
+
 /// An authorization flow of the cloud facade (under `CLIENT#`, where its function may write).
 pub(crate) fn flow_key(flow: &str) -> Item {
     key(format!("CLIENT#FLOW#{flow}"), "FLOW")

@@ -5,13 +5,14 @@
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, named_params, params};
 
-use domain::clients::{ClientSummary, RegisteredClient, Rotation};
+use domain::clients::{ChatConnection, ClientSummary, MAX_LISTED_CHAT_CONNECTIONS, RegisteredClient, Rotation};
 use domain::clock::Timestamp;
+use domain::ids::OwnerId;
 use domain::store::StoreResult;
 use domain::store::{ClientUse, RefreshTokens, RegisterClients};
 
 use crate::SqliteStore;
-use crate::codec::{col, json};
+use crate::codec::{col, json, ts};
 
 #[async_trait]
 impl RegisterClients for SqliteStore {
@@ -92,6 +93,35 @@ impl ClientUse for SqliteStore {
                 .query_row([id], |_| Ok(()))
                 .optional()
                 .map(|u| u.is_some())
+        })
+        .await
+    }
+
+    async fn mark_chat_connected(&self, owner: &OwnerId, client_id: &str) -> StoreResult<()> {
+        let (owner, id) = (owner.as_str().to_owned(), client_id.to_owned());
+        self.write(move |tx, now| {
+            tx.prepare_cached(
+                "INSERT INTO chat_connections (owner, client_id, first_at, last_at) VALUES (?1, ?2, ?3, ?3) \
+                 ON CONFLICT (owner, client_id) DO UPDATE SET last_at = excluded.last_at",
+            )?
+            .execute(params![owner, id, now.as_millis()])
+            .map(drop)
+        })
+        .await
+    }
+
+    async fn chat_connections(&self, owner: &OwnerId) -> StoreResult<Vec<ChatConnection>> {
+        let owner = owner.as_str().to_owned();
+        self.read(move |tx, _| {
+            let mut st = tx.prepare_cached(
+                "SELECT client_id, first_at, last_at FROM chat_connections WHERE owner = ?1 \
+                 ORDER BY last_at DESC, client_id LIMIT ?2",
+            )?;
+            let limit = i64::try_from(MAX_LISTED_CHAT_CONNECTIONS).unwrap_or(i64::MAX);
+            let rows = st.query_map(params![owner, limit], |r| {
+                Ok(ChatConnection { client_id: r.get(0)?, first_at: ts(r.get(1)?), last_at: ts(r.get(2)?) })
+            })?;
+            rows.collect()
         })
         .await
     }

@@ -40,8 +40,8 @@ use domain::pairing::{
 };
 use domain::projects::{ChatLink, Subscription, new_webhook_secret, validate_name};
 use domain::store::{
-    AssignTasks, LimitAttempts, ManageDevices, ManageLinks, ManageProjects, OwnerRuns, PairDevices, PauseDevices,
-    ReadTasks, RecordDeliveries, StoreError,
+    AssignTasks, ClientUse, LimitAttempts, ManageDevices, ManageLinks, ManageProjects, OwnerRuns, PairDevices,
+    PauseDevices, ReadTasks, RecordDeliveries, StoreError,
 };
 use domain::tasks::{
     ArtifactRecord, AssignOutcome, AssignRejection, AssignTask, CancelTaskOutcome, TaskStatus, validate_objective,
@@ -101,6 +101,7 @@ pub trait OwnerStore:
     + RecordDeliveries
     + PairDevices
     + LimitAttempts
+    + ClientUse
 {
 }
 impl<T> OwnerStore for T where
@@ -114,6 +115,7 @@ impl<T> OwnerStore for T where
         + RecordDeliveries
         + PairDevices
         + LimitAttempts
+        + ClientUse
         + ?Sized
 {
 }
@@ -583,11 +585,12 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
 
     /// What the panel shows outside the selected link, in one request per refresh.
     async fn overview(&self, owner: &OwnerId) -> Reply {
-        let (projects, devices, links, runs) = (
+        let (projects, devices, links, runs, chats) = (
             self.store.list_projects(owner).await?,
             self.store.list_devices(owner).await?,
             self.store.list_links(owner).await?,
             self.store.recent_runs(owner, OVERVIEW_RUNS, None).await?,
+            self.store.chat_connections(owner).await?,
         );
         let now = self.clock.now();
         let fleet = Fleet::of(&projects, &runs, now, &self.policy);
@@ -598,6 +601,7 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
                 devices: devices.iter().map(|d| device_view(d, now, &self.policy, &fleet)).collect(),
                 links: self.link_views(owner, &links).await?,
                 runs: runs.iter().map(|r| run_view(r, now, &self.policy)).collect(),
+                chats: chats.iter().map(chat_view).collect(),
             },
         )
     }

@@ -203,6 +203,26 @@ function copyButton(buttonId, sourceId) {
 
 // ---- rendering ----------------------------------------------------------------------------
 
+// "Connect a chat": whether any chat has been issued a token yet, and which (a metadata
+// document's host names the chat; an app client id is shown shortened).
+function chatName(id) {
+  if (/^https:\/\//.test(id)) {
+    try { return new URL(id).hostname; } catch (_) { /* shown as it is */ }
+  }
+  return id.length > 14 ? `app ${id.slice(0, 12)}…` : `app ${id}`;
+}
+
+function renderChats(chats) {
+  const status = $("chat-status");
+  if (!chats.length) {
+    status.replaceChildren(badge("none", "No chat yet"), " No chat has connected yet: paste the URL into a chat and sign in there; it shows here once it has.");
+    return;
+  }
+  const shown = chats.slice(0, 3).map((c, i) => [i ? ", " : "", h("strong", {}, chatName(c.client_id)), " (last ", ago(c.last_connected_at), ")"]).flat();
+  const more = chats.length > 3 ? [` and ${chats.length - 3} more`] : [];
+  status.replaceChildren(badge("connected", "Connected"), ` ${chats.length === 1 ? "A chat has" : `${chats.length} chats have`} connected: `, ...shown, ...more, ".");
+}
+
 function renderProjects(projects) {
   // A switch: its state in aria-checked and in its words, the project in its name.
   rowsOr("projects", projects.map((p) => h("tr", {},
@@ -407,6 +427,7 @@ async function refresh() {
     renderDevices(o.devices);
     renderLinks(o.links);
     renderRuns(o.runs);
+    renderChats(o.chats || []);
     if (selected) {
       const page = await api("GET", `/links/${selected}/tasks?limit=50`);
       renderTasks(page.tasks, page.next_cursor);
