@@ -27,19 +27,26 @@ impl World {
 
     /// A 2025-11-25 request without `_meta` (the direct path for a listing or a call).
     async fn rpc_2025(&self, method: &str, params: Value) -> Value {
+        self.rpc_2025_in(None, method, params).await.1
+    }
+
+    /// A 2025-11-25 request, in the session `session` if given: the answer's `Mcp-Session-Id`
+    /// and its body.
+    async fn rpc_2025_in(&self, session: Option<&str>, method: &str, params: Value) -> (Option<String>, Value) {
         let body = json!({"jsonrpc": "2.0", "id": 1, "method": method, "params": params});
-        let res = self
+        let mut req = self
             .http
             .post(&self.running.mcp_url)
             .header("content-type", "application/json")
             .header("accept", "application/json, text/event-stream")
             .header("mcp-protocol-version", "2025-11-25")
-            .bearer_auth(&self.running.token)
-            .body(body.to_string())
-            .send()
-            .await
-            .unwrap();
-        res.json().await.unwrap()
+            .bearer_auth(&self.running.token);
+        if let Some(s) = session {
+            req = req.header("mcp-session-id", s);
+        }
+        let res = req.body(body.to_string()).send().await.unwrap();
+        let session = res.headers().get("mcp-session-id").map(|v| v.to_str().unwrap().to_owned());
+        (session, res.json().await.unwrap())
     }
 
     async fn share_session(&self) -> String {
@@ -163,6 +170,43 @@ async fn a_declaring_client_gets_the_card_linked_listed_and_readable_and_the_sam
         serde_json::to_string(&for_card["result"]).unwrap(),
         serde_json::to_string(&for_plain["result"]).unwrap()
     );
+    w.running.stop().await;
+}
+
+/// The 2025-11-25 era declares capabilities once, in `initialize`: a client that declares MCP
+/// Apps there gets a session id that carries the declaration, and in that session (only) the
+/// card is linked, listed and readable. A client that declares nothing gets no session id and
+/// the golden catalogue; a session id this server did not make counts for nothing.
+#[tokio::test]
+async fn in_the_2025_11_25_era_the_declaration_in_initialize_travels_in_the_session_id() {
+    let w = World::new().await;
+    let init = |caps: Value| json!({"protocolVersion": "2025-11-25", "capabilities": caps, "clientInfo": {"name": "host", "version": "1"}});
+    let (none, plain) = w.rpc_2025_in(None, "initialize", init(json!({}))).await;
+    assert_eq!(none, None, "a plain initialize got a session id: {plain}");
+    let (none, _) =
+        w.rpc_2025_in(None, "initialize", init(json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}))).await;
+    assert_eq!(none, None);
+    let (session, declared) = w.rpc_2025_in(None, "initialize", init(ui())).await;
+    let session = session.expect("an initialize declaring MCP Apps gets a session id");
+    assert_eq!(declared["result"], plain["result"], "the initialize result itself is the same");
+    let golden = golden();
+    let (_, listed) = w.rpc_2025_in(Some(&session), "tools/list", json!({})).await;
+    let linked: Vec<&str> = listed["result"]["tools"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|t| t["_meta"]["ui"]["resourceUri"] == RUN_CARD_URI)
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(linked, ["run_graph_session", "get_graph_run"], "{listed}");
+    let (_, card) = w.rpc_2025_in(Some(&session), "resources/read", json!({"uri": RUN_CARD_URI})).await;
+    assert_eq!(card["result"]["contents"][0]["text"], RUN_CARD_HTML, "{card}");
+    // Without the session, or with one this server did not make: as before.
+    assert_eq!(w.rpc_2025("tools/list", json!({})).await["result"]["tools"], golden);
+    let (_, foreign) = w.rpc_2025_in(Some("0123456789abcdef"), "tools/list", json!({})).await;
+    assert_eq!(foreign["result"]["tools"], golden);
+    let (_, forged) = w.rpc_2025_in(Some("fc-apps-zz"), "resources/read", json!({"uri": RUN_CARD_URI})).await;
+    assert_eq!(forged["error"]["code"], -32602, "{forged}");
     w.running.stop().await;
 }
 

@@ -8,7 +8,8 @@
 //! origin — the view fetches nothing and holds no token; it talks only to its host (MCP's
 //! JSON-RPC over `postMessage`), calling `get_graph_run` and `cancel_graph_run` through it.
 //! Every other client gets the catalogue and the results it always got, byte for byte, and an
-//! empty resource list.
+//! empty resource list. In the 2025-11-25 era, where capabilities are declared once in
+//! `initialize`, the declaration travels in the session id ([`APPS_SESSION_PREFIX`]).
 
 use rmcp::model::{ClientCapabilities, ListResourcesResult, ReadResourceResult};
 use serde_json::{Value, json};
@@ -43,6 +44,32 @@ pub fn wants_apps(capabilities: Option<&ClientCapabilities>) -> bool {
         Some(_) => false,
     }
 }
+
+/// The 2025-11-25 era declares capabilities once, in `initialize`, and this server keeps no
+/// session. So an `initialize` that declares MCP Apps is answered with an `Mcp-Session-Id`
+/// starting with this, which the client sends on every later request (the 2025-11-25
+/// transport's rule): the id itself says "this client declared MCP Apps", and nothing is stored.
+/// (Forging one gains nothing: declaring the extension gets the same card.) rmcp, outside its
+/// legacy session mode, ignores the header; an `initialize` without the extension gets no id,
+/// exactly as before.
+pub const APPS_SESSION_PREFIX: &str = "fc-apps-";
+
+/// A new session id for a client that declared MCP Apps in `initialize`.
+pub fn new_apps_session() -> String {
+    format!("{APPS_SESSION_PREFIX}{}", uuid::Uuid::new_v4().simple())
+}
+
+/// Whether an `Mcp-Session-Id` value is one [`new_apps_session`] made.
+pub fn is_apps_session(value: &str) -> bool {
+    value
+        .strip_prefix(APPS_SESSION_PREFIX)
+        .is_some_and(|rest| rest.len() == 32 && rest.bytes().all(|b| b.is_ascii_hexdigit()))
+}
+
+/// Put beside the request's identity when it carried an apps session id: the handler then
+/// treats the client as one that declared MCP Apps.
+#[derive(Debug, Clone, Copy)]
+pub struct AppsSession;
 
 /// The `_meta.ui` a card tool carries in `tools/list`.
 pub fn tool_ui_meta() -> Value {
@@ -127,6 +154,16 @@ mod tests {
         assert!(wants_apps(Some(&caps(json!({"extensions": {UI_EXTENSION: {"mimeTypes": [APP_MIME_TYPE]}}})))));
         assert!(!wants_apps(Some(&caps(json!({"extensions": {UI_EXTENSION: {"mimeTypes": ["text/uri-list"]}}})))));
         assert!(!wants_apps(Some(&caps(json!({"extensions": {UI_EXTENSION: {"mimeTypes": APP_MIME_TYPE}}})))));
+    }
+
+    #[test]
+    fn only_the_ids_this_server_makes_are_apps_sessions() {
+        let id = new_apps_session();
+        assert!(is_apps_session(&id), "{id}");
+        assert!(!is_apps_session("fc-apps-"));
+        assert!(!is_apps_session("fc-apps-not-hex-not-hex-not-hex-not-hex"));
+        assert!(!is_apps_session(&id.replace(APPS_SESSION_PREFIX, "other-")));
+        assert!(!is_apps_session(&format!("{id}0")));
     }
 
     #[test]

@@ -170,10 +170,15 @@ impl<D: Dispatch + ?Sized> ServerHandler for McpHandler<D> {
     }
 }
 
-/// Whether this request's client declared MCP Apps (the 2026-07-28 era's per-request
-/// capabilities; see [`crate::apps::wants_apps`]).
+/// Whether this request's client declared MCP Apps: in the request's capabilities (the
+/// 2026-07-28 era; see [`crate::apps::wants_apps`]), or in its `initialize`, as the apps
+/// session id it sends says (the 2025-11-25 era; [`crate::apps::AppsSession`]).
 fn apps_client(context: &RequestContext<RoleServer>) -> bool {
     crate::apps::wants_apps(context.client_capabilities().as_ref())
+        || context
+            .extensions
+            .get::<http::request::Parts>()
+            .is_some_and(|p| p.extensions.get::<crate::apps::AppsSession>().is_some())
 }
 
 fn identity_of(context: &RequestContext<RoleServer>) -> Option<Identity> {

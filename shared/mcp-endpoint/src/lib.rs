@@ -209,6 +209,12 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
             );
         }
         let listing = matches!(request, Some(ClientRequest::ListToolsRequest(_)));
+        // MCP Apps in the 2025-11-25 era: declared in `initialize`, carried by the session id
+        // (`apps::APPS_SESSION_PREFIX`).
+        let apps_initialize = matches!(request, Some(ClientRequest::InitializeRequest(r))
+            if apps::wants_apps(Some(&r.params.capabilities)));
+        let apps_session =
+            req.headers().get("mcp-session-id").and_then(|v| v.to_str().ok()).is_some_and(apps::is_apps_session);
         if self.direct && self.plain_headers(req.headers()) {
             match direct::plain(message) {
                 Some(direct::Plain::Call(id, params)) => {
@@ -221,6 +227,9 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
         }
         let (mut parts, body) = req.into_parts();
         parts.extensions.insert(identity);
+        if apps_session {
+            parts.extensions.insert(apps::AppsSession);
+        }
         if let Some(tool) = called {
             parts.extensions.insert(tool);
         }
@@ -232,6 +241,12 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
         out.headers_mut().remove(header::CONTENT_LENGTH);
         if let Ok(v) = HeaderValue::from_str(&bytes.len().to_string()) {
             out.headers_mut().insert(header::CONTENT_LENGTH, v);
+        }
+        if apps_initialize
+            && out.status() == StatusCode::OK
+            && let Ok(v) = HeaderValue::from_str(&apps::new_apps_session())
+        {
+            out.headers_mut().insert("mcp-session-id", v);
         }
         out
     }
