@@ -248,6 +248,11 @@ async def main():
         await expect(rows.first).to_contain_text("Completed", timeout=TIMEOUT)
         await rows.first.get_by_role("button").click()
         await expect(page.locator("#task-result")).to_have_text("Revenue grew 12% in Q3.", timeout=TIMEOUT)
+        # Its timeline: assigned, claimed after a wait, completed after the work (as text).
+        steps = await page.locator("#task-timeline li").all_text_contents()
+        check(len(steps) == 3 and steps[0].startswith("Assigned") and steps[1].startswith("Claimed")
+              and "waiting" in steps[1] and steps[2].startswith("Completed") and "working" in steps[2],
+              f"the task's timeline: {steps}")
         async with page.expect_download() as dl:
             await page.locator("#task-artifacts a", has_text="numbers.csv").click()
         download = await dl.value

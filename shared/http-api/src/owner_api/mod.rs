@@ -542,6 +542,7 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
             claim_id: claim.to_string(),
             lease_until: lease.rfc3339(),
             live: status == TaskStatus::Claimed && lease > now,
+            claimed_at: time(t.claimed_at),
         });
         let artifacts = self.artifact_views(&artifacts).await?;
         ok(

@@ -434,6 +434,8 @@ pub struct ClaimView {
     pub lease_until: String,
     /// Whether the task is claimed and the lease has not ended.
     pub live: bool,
+    /// RFC 3339: when this claim was taken.
+    pub claimed_at: Option<String>,
 }
 
 /// An artifact a chat uploaded with its result.

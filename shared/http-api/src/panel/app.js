@@ -372,7 +372,6 @@ function renderRunDetail(runs) {
   $("h-run").textContent = `Run of ${r.slug}`;
   $("run-status").replaceChildren(badge(r.status, statusWords(r)));
   $("run-agent").textContent = r.agent.split(":")[0];
-  const step = (what, iso, extra) => (iso ? [h("li", {}, `${what} `, ago(iso), extra ? ` (${extra})` : "")] : []);
   $("run-timeline").replaceChildren(
     ...step("Queued", r.queued_at),
     ...step("Started", r.started_at, r.wait_s == null ? "" : `after ${secs(r.wait_s)} waiting`),
@@ -398,6 +397,10 @@ function renderRuns(runs) {
   renderRunDetail(runs);
 }
 
+// One step of a timeline: what, when (relative, exact on hover), and how long it took.
+const step = (what, iso, extra) => (iso ? [h("li", {}, `${what} `, ago(iso), extra ? ` (${extra})` : "")] : []);
+const between = (from, to) => (from && to ? secs((new Date(to) - new Date(from)) / 1000) : "");
+
 async function showTask(taskId) {
   openTask = taskId;
   await act("task-error", async () => {
@@ -406,6 +409,11 @@ async function showTask(taskId) {
     $("task-detail").hidden = false;
     $("task-status").textContent = t.label;
     $("task-objective").textContent = t.objective;
+    const claimed = t.claim && t.claim.claimed_at;
+    $("task-timeline").replaceChildren(
+      ...step("Assigned", t.created_at),
+      ...step("Claimed", claimed, claimed ? `after ${between(t.created_at, claimed)} waiting` : ""),
+      ...step(t.label, t.finished_at, claimed ? `after ${between(claimed, t.finished_at)} working` : ""));
     $("task-claim").textContent = t.claim
       ? `${t.claim.live ? "Held" : "Last held"} until ${when(t.claim.lease_until)}`
       : "Not claimed yet";
