@@ -180,10 +180,10 @@ async def main():
         await page.expose_function("hostCall", host_call)
         await page.goto("http://host.test/")
 
-        async def start(arguments, result, theme):
+        async def start(arguments, result, theme, server_tools=True):
             index = await page.evaluate("(a) => window.startCard(a)", {
                 "html": html, "csp": csp, "tool": "run_graph_session", "input": arguments, "result": result,
-                "theme": theme})
+                "theme": theme, "serverTools": server_tools})
             delivered = time.monotonic()
             return index, delivered
 
@@ -243,11 +243,20 @@ async def main():
         after = call("get_graph_run", {"command_id": run_b["command_id"]})["structuredContent"]
         check(after["status"] == "cancelled", f"the server has {after}")
 
+        # ---- card C: a host that relays no tool calls (no serverTools): the card shows what it
+        # was handed, offers no Cancel, says why, and calls nothing ----
+        index_c, _ = await start(args_b, result_b, "light", server_tools=False)
+        c = await card(page, index_c)
+        await wait_text(c, "#status", "queued")
+        await wait_text(c, "#note", "does not let the card check")
+        check(not await c.locator("#cancel").is_visible(), "Cancel offered by a host that cannot relay it")
+        metrics["calls_without_server_tools"] = await quiet_for(run_b["command_id"], 2 * ca + 1)
+
         # ---- theme change, accessibility, the CSP in force ----
         await page.evaluate("() => window.setTheme(0, 'dark')")
         check(await a.evaluate("document.documentElement.dataset.theme") == "dark", "the theme change was not applied")
         serious = []
-        for f in (a, b):
+        for f in (a, b, c):
             if not await f.evaluate("typeof axe !== 'undefined'"):
                 await f.evaluate(AXE + "\n;0")
             serious += await f.evaluate(AXE_RUN)

@@ -88,6 +88,8 @@ async fn a_client_without_the_extension_sees_exactly_what_it_saw_before() {
         json!({}),
         json!({"extensions": {"io.modelcontextprotocol/tasks": {}}}),
         json!({"extensions": {UI_EXTENSION: {"mimeTypes": ["text/uri-list"]}}}),
+        // The extension without its required `mimeTypes` setting (SEP-1865) is no declaration.
+        json!({"extensions": {UI_EXTENSION: {}}}),
     ] {
         let listed = w.rpc("tools/list", Some("tools/list"), json!({}), caps.clone()).await;
         assert_eq!(listed["result"]["tools"], golden, "2026-07-28 with {caps}");
@@ -117,13 +119,10 @@ async fn a_declaring_client_gets_the_card_linked_listed_and_readable_and_the_sam
         let mut expected = want.clone();
         if name == "run_graph_session" || name == "get_graph_run" {
             expected["_meta"]["ui"] = json!({"resourceUri": RUN_CARD_URI});
+            expected["_meta"]["ui/resourceUri"] = json!(RUN_CARD_URI);
         }
         assert_eq!(got, &expected, "{name}");
     }
-    // Also with no settings for the extension (an empty object is support, SEP-1724).
-    let bare = json!({"extensions": {UI_EXTENSION: {}}});
-    let listed_bare = w.rpc("tools/list", Some("tools/list"), json!({}), bare).await["result"]["tools"].clone();
-    assert_eq!(listed_bare, listed);
 
     let resources = w.rpc("resources/list", None, json!({}), ui()).await;
     let card = &resources["result"]["resources"];

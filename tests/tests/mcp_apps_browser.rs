@@ -117,6 +117,7 @@ async fn the_run_card_follows_a_run_and_cancels_one_in_a_real_browser() {
     }
     assert_eq!(m["calls_after_terminal"], 0, "the card went on checking a finished run: {m}");
     assert_eq!(m["calls_while_hidden"], 0, "the card checked while hidden: {m}");
+    assert_eq!(m["calls_without_server_tools"], 0, "the card called a host that relays no tool calls: {m}");
     assert_eq!(m["asked_to_cancel"], 1, "{m}");
     assert_eq!(m["session_lookups"], 2, "one name lookup per card: {m}");
     assert_eq!(m["axe_serious_or_critical"], serde_json::json!([]), "{m}");

@@ -25,6 +25,9 @@ pub const APP_MIME_TYPE: &str = "text/html;profile=mcp-app";
 /// The run card's resource URI.
 pub const RUN_CARD_URI: &str = "ui://foundry-connect/run-card.html";
 
+/// The flat `_meta` key older hosts read the resource URI from.
+pub const LEGACY_RESOURCE_URI_KEY: &str = "ui/resourceUri";
+
 /// The tools whose results the card shows.
 pub const CARD_TOOLS: [ToolName; 2] = [ToolName::RunGraphSession, ToolName::GetGraphRun];
 
@@ -32,17 +35,16 @@ pub const CARD_TOOLS: [ToolName; 2] = [ToolName::RunGraphSession, ToolName::GetG
 /// `_meta.ui.csp`, allows nothing from outside).
 pub const RUN_CARD_HTML: &str = include_str!("apps/run-card.html");
 
-/// Whether `capabilities` declare MCP Apps for this card's type: the extension, with no
-/// `mimeTypes` setting or one that lists `text/html;profile=mcp-app`.
+/// Whether `capabilities` declare MCP Apps for this card's type: the extension with a
+/// `mimeTypes` setting that lists `text/html;profile=mcp-app` (the setting is required: "Array
+/// of supported content types (REQUIRED)", SEP-1865's client capability).
 pub fn wants_apps(capabilities: Option<&ClientCapabilities>) -> bool {
     let Some(ui) = capabilities.and_then(|c| c.extensions.as_ref()).and_then(|e| e.get(UI_EXTENSION)) else {
         return false;
     };
-    match ui.get("mimeTypes") {
-        None => true,
-        Some(Value::Array(types)) => types.iter().any(|t| t.as_str() == Some(APP_MIME_TYPE)),
-        Some(_) => false,
-    }
+    ui.get("mimeTypes")
+        .and_then(Value::as_array)
+        .is_some_and(|types| types.iter().any(|t| t.as_str() == Some(APP_MIME_TYPE)))
 }
 
 /// The 2025-11-25 era declares capabilities once, in `initialize`, and this server keeps no
@@ -91,6 +93,9 @@ pub fn with_card(listed: &[Value]) -> Vec<Value> {
                 let meta = o.entry("_meta").or_insert_with(|| json!({}));
                 if let Some(m) = meta.as_object_mut() {
                     m.insert("ui".into(), tool_ui_meta());
+                    // The flat key hosts read before `_meta.ui` (deprecated in SEP-1865; the
+                    // ext-apps SDK's `registerAppTool` still writes both for older hosts).
+                    m.insert(LEGACY_RESOURCE_URI_KEY.into(), json!(RUN_CARD_URI));
                 }
             }
             t
@@ -150,7 +155,7 @@ mod tests {
         assert!(!wants_apps(None));
         assert!(!wants_apps(Some(&caps(json!({})))));
         assert!(!wants_apps(Some(&caps(json!({"extensions": {"io.modelcontextprotocol/tasks": {}}})))));
-        assert!(wants_apps(Some(&caps(json!({"extensions": {UI_EXTENSION: {}}})))));
+        assert!(!wants_apps(Some(&caps(json!({"extensions": {UI_EXTENSION: {}}})))), "mimeTypes is required");
         assert!(wants_apps(Some(&caps(json!({"extensions": {UI_EXTENSION: {"mimeTypes": [APP_MIME_TYPE]}}})))));
         assert!(!wants_apps(Some(&caps(json!({"extensions": {UI_EXTENSION: {"mimeTypes": ["text/uri-list"]}}})))));
         assert!(!wants_apps(Some(&caps(json!({"extensions": {UI_EXTENSION: {"mimeTypes": APP_MIME_TYPE}}})))));
