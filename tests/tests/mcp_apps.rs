@@ -6,7 +6,6 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use domain::store::SyncSessions;
 use mcp_endpoint::apps::{APP_MIME_TYPE, RUN_CARD_HTML, RUN_CARD_URI, UI_EXTENSION};
 use serde_json::{Value, json};
 
@@ -47,21 +46,6 @@ impl World {
         let res = req.body(body.to_string()).send().await.unwrap();
         let session = res.headers().get("mcp-session-id").map(|v| v.to_str().unwrap().to_owned());
         (session, res.json().await.unwrap())
-    }
-
-    async fn share_session(&self) -> String {
-        let gs = format!("gs_{}", "e".repeat(32));
-        let meta = domain::runs::SessionMeta {
-            graph_session_id: domain::ids::GraphSessionId::parse("graph_session_id", &gs).unwrap(),
-            name: "Weekly report".into(),
-            description: "drafts the weekly report".into(),
-            slug: "weekly-report".into(),
-            version: "1".into(),
-            status: "ready".into(),
-        };
-        let (owner, project) = (&self.running.demo.owner, self.running.demo.project_id);
-        self.running.store.sync_sessions(owner, project, foundry_tests::TEST_DEVICE, &[meta]).await.unwrap();
-        gs
     }
 }
 
@@ -150,7 +134,7 @@ async fn a_declaring_client_gets_the_card_linked_listed_and_readable_and_the_sam
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
 
     // The same run read by a declaring and a plain client: the same result, byte for byte.
-    let gs = w.share_session().await;
+    let gs = foundry_tests::share_demo_session(&w.running, "e").await;
     let args = json!({"graph_session_id": gs, "idempotency_key": "apps-same-bytes"});
     let queued = w
         .rpc("tools/call", Some("run_graph_session"), json!({"name": "run_graph_session", "arguments": args}), ui())

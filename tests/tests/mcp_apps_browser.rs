@@ -16,7 +16,6 @@ use std::time::Duration;
 
 use domain::limits::Policy;
 use local::LocalConfig;
-use serde_json::Value;
 
 /// The Graph: says where it is, waits for the test's go, then prints 40 lines and one that looks
 /// like markup (the card shows it as text).
@@ -86,7 +85,8 @@ async fn the_run_card_follows_a_run_and_cancels_one_in_a_real_browser() {
     })
     .await;
 
-    let out = tokio::process::Command::new(&python)
+    let mut scenario = tokio::process::Command::new(&python);
+    scenario
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/browser/apps_check.py"))
         .env("FC_MCP_URL", &running.mcp_url)
         .env("FC_MCP_TOKEN", &running.token)
@@ -96,14 +96,8 @@ async fn the_run_card_follows_a_run_and_cancels_one_in_a_real_browser() {
         .env("FC_NODE_MODULES", &modules)
         .env("FC_CHROMIUM", &chromium)
         .env("FC_SHOTS", &shots)
-        .env("FC_AXE_JS", &axe)
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the browser scenario failed:\n{stdout}\n{stderr}");
-    let m: Value = serde_json::from_str(stdout.lines().last().unwrap_or("{}")).unwrap();
+        .env("FC_AXE_JS", &axe);
+    let m = foundry_tests::run_scenario(scenario).await;
     eprintln!("run card: {m}");
     for shot in ["run-card-light.png", "run-card-dark.png"] {
         let at = std::path::Path::new(&shots).join(shot);

@@ -90,19 +90,7 @@ impl Server {
 
     /// Shares a session `gs_<32 × letter>` in the demo project, as a desktop's sync would; its id.
     async fn share_session(&self, letter: &str) -> String {
-        use domain::store::SyncSessions;
-        let gs = format!("gs_{}", letter.repeat(32));
-        let meta = domain::runs::SessionMeta {
-            graph_session_id: domain::ids::GraphSessionId::parse("graph_session_id", &gs).unwrap(),
-            name: "Weekly report".into(),
-            description: "drafts the weekly report".into(),
-            slug: "weekly-report".into(),
-            version: "1".into(),
-            status: "ready".into(),
-        };
-        let (owner, project) = (&self.running.demo.owner, self.running.demo.project_id);
-        self.store().sync_sessions(owner, project, foundry_tests::TEST_DEVICE, &[meta]).await.unwrap();
-        gs
+        foundry_tests::share_demo_session(&self.running, letter).await
     }
 
     fn store(&self) -> &SqliteStore {

@@ -224,16 +224,10 @@ async fn an_mcp_client_connects_to_the_local_server_from_nothing_but_the_url() {
     let (status, tokens) = c.exchange(&back["code"], &verifier, redirect, &client_id).await;
     assert_eq!(status, 200, "{tokens}");
     // Now one has: the owner API's overview lists it for the panel.
-    let overview: Value = c
-        .http
-        .get(format!("{base}/owner/overview"))
-        .bearer_auth(&running.owner_token)
-        .send()
+    let overview = c
+        .json(c.http.get(format!("{base}/owner/overview")).bearer_auth(&running.owner_token).send().await.unwrap())
         .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+        .1;
     assert_eq!(overview["chats"].as_array().map(Vec::len), Some(1), "{overview}");
     assert_eq!(overview["chats"][0]["client_id"], client_id.as_str());
     assert_eq!(tokens["token_type"], "Bearer");

@@ -109,7 +109,8 @@ async fn the_panel_does_the_owners_work_in_a_real_browser() {
             rusqlite::params![forty_days_ago.as_millis(), gone.device_id.to_string()],
         )
         .unwrap();
-    let out = tokio::process::Command::new(&python)
+    let mut scenario = tokio::process::Command::new(&python);
+    scenario
         .env("FC_PAIR_URL", pairing["verification_uri_complete"].as_str().unwrap())
         .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/browser/panel_check.py"))
         .env("FC_PANEL_URL", &running.panel_url)
@@ -117,14 +118,8 @@ async fn the_panel_does_the_owners_work_in_a_real_browser() {
         .env("FC_MCP_TOKEN", &running.token)
         .env("FC_CHROMIUM", &chromium)
         .env("FC_SCREENSHOT", &screenshot)
-        .env("FC_AXE_JS", &axe)
-        .output()
-        .await
-        .unwrap();
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the browser scenario failed:\n{stdout}\n{stderr}");
-    let metrics: Value = serde_json::from_str(stdout.lines().last().unwrap_or("{}")).unwrap();
+        .env("FC_AXE_JS", &axe);
+    let metrics = foundry_tests::run_scenario(scenario).await;
     eprintln!("panel: {metrics}");
     assert!(std::fs::metadata(&screenshot).map(|m| m.len() > 10_000).unwrap_or(false), "no screenshot");
     assert_eq!(metrics["paired_in_panel"], true, "{metrics}");

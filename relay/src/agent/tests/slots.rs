@@ -2,16 +2,25 @@
 
 use super::*;
 
+type Running = (Arc<tokio::sync::Notify>, tokio::task::JoinHandle<Result<(), RelayError>>);
+
 /// A relay running on `script` until `stop` is notified.
-fn spawn_relay<E: executor::Execute + 'static>(
+fn spawn_relay<E: executor::Execute + 'static>(config: Config, script: &Arc<Script>, executor: E) -> Running {
+    spawn_with_bell(config, script, executor).1
+}
+
+/// [`spawn_relay`], with the relay's doorbell (to ring it as the socket would). On the paused
+/// clock's one thread the relay starts only once the test next waits.
+fn spawn_with_bell<E: executor::Execute + 'static>(
     config: Config,
     script: &Arc<Script>,
     executor: E,
-) -> (Arc<tokio::sync::Notify>, tokio::task::JoinHandle<Result<(), RelayError>>) {
+) -> (Arc<crate::doorbell::Doorbell>, Running) {
     let relay = Relay::with_parts(config, Arc::clone(script), executor).unwrap();
+    let bell = relay.doorbell();
     let stop = Arc::new(tokio::sync::Notify::new());
     let stopped = Arc::clone(&stop);
-    (stop, tokio::spawn(async move { relay.run(async move { stopped.notified().await }).await }))
+    (bell, (stop, tokio::spawn(async move { relay.run(async move { stopped.notified().await }).await })))
 }
 
 /// Waits (real time, at most 30 s) until `done` holds.
@@ -123,6 +132,19 @@ async fn a_relay_stopped_with_several_runs_in_flight_reports_each_and_runs_none_
     let _ = std::fs::remove_dir_all(dir);
 }
 
+/// One queued command of a virtual Graph's session: the state folder, the script, the command,
+/// and a config checking control every `control_poll`.
+fn one_virtual_command(control_poll: Duration) -> (std::path::PathBuf, Arc<Script>, CommandId, Config) {
+    let dir = temp_state();
+    let project = ProjectId::generate();
+    let session = session_in(vec![project], "unused: the graph is virtual");
+    let script = Arc::new(Script::default());
+    let id = queue(&script, project, &session);
+    let mut config = fast_config(&dir, vec![session]);
+    config.control_poll = control_poll;
+    (dir, script, id, config)
+}
+
 /// A virtual graph that says something every `every` for `steps` steps (tokio's paused time).
 struct Chatty {
     steps: u32,
@@ -157,13 +179,7 @@ impl executor::Execute for Chatty {
 /// silent Graph forwards nothing.
 #[tokio::test(start_paused = true)]
 async fn progress_is_forwarded_at_once_then_at_most_every_ten_seconds() {
-    let dir = temp_state();
-    let project = ProjectId::generate();
-    let session = session_in(vec![project], "unused: the graph is virtual");
-    let script = Arc::new(Script::default());
-    let id = queue(&script, project, &session);
-    let mut config = fast_config(&dir, vec![session]);
-    config.control_poll = Duration::from_secs(3);
+    let (dir, script, id, config) = one_virtual_command(Duration::from_secs(3));
     let (stop, task) = spawn_relay(config, &script, Chatty { steps: 350, every: Duration::from_millis(100) });
     let start = Instant::now();
     while completed(&script, id).is_none() {
@@ -186,12 +202,8 @@ async fn progress_is_forwarded_at_once_then_at_most_every_ten_seconds() {
     assert_eq!(last.tail.last().unwrap(), &format!("log line {step}"));
 
     // A Graph that says nothing: no forward at all, only control checks.
-    let dir2 = temp_state();
-    let session = session_in(vec![project], "unused");
-    let quiet = Arc::new(Script::default());
-    let id = queue(&quiet, project, &session);
-    let (stop, task) =
-        spawn_relay(fast_config(&dir2, vec![session]), &quiet, Chatty { steps: 0, every: Duration::ZERO });
+    let (dir2, quiet, id, config) = one_virtual_command(Duration::from_millis(50));
+    let (stop, task) = spawn_relay(config, &quiet, Chatty { steps: 0, every: Duration::ZERO });
     while completed(&quiet, id).is_none() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -215,12 +227,7 @@ async fn a_control_ring_checks_only_its_own_slot() {
     let mut config = fast_config(&dir, vec![session]);
     config.max_parallel = 2;
     config.control_poll = Duration::from_secs(60);
-    let relay =
-        Relay::with_parts(config, Arc::clone(&script), Chatty { steps: 30, every: Duration::from_secs(1) }).unwrap();
-    let bell = relay.doorbell();
-    let stop = Arc::new(tokio::sync::Notify::new());
-    let stopped = Arc::clone(&stop);
-    let task = tokio::spawn(async move { relay.run(async move { stopped.notified().await }).await });
+    let (bell, (stop, task)) = spawn_with_bell(config, &script, Chatty { steps: 30, every: Duration::from_secs(1) });
     while script.started.lock().unwrap().len() < 2 {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
@@ -250,19 +257,9 @@ async fn a_control_ring_checks_only_its_own_slot() {
 /// learn of the cancel). The doorbell test caught this in CI; this is it in virtual time.
 #[tokio::test(start_paused = true)]
 async fn a_cancel_rung_before_the_start_is_answered_is_not_lost() {
-    let dir = temp_state();
-    let project = ProjectId::generate();
-    let session = session_in(vec![project], "unused: the graph is virtual");
-    let script = Arc::new(Script::default());
-    let id = queue(&script, project, &session);
-    let mut config = fast_config(&dir, vec![session]);
-    config.control_poll = Duration::from_secs(60);
-    let relay =
-        Relay::with_parts(config, Arc::clone(&script), Chatty { steps: 6, every: Duration::from_secs(10) }).unwrap();
-    *script.cancel_on_start.lock().unwrap() = Some(relay.doorbell());
-    let stop = Arc::new(tokio::sync::Notify::new());
-    let stopped = Arc::clone(&stop);
-    let task = tokio::spawn(async move { relay.run(async move { stopped.notified().await }).await });
+    let (dir, script, id, config) = one_virtual_command(Duration::from_secs(60));
+    let (bell, (stop, task)) = spawn_with_bell(config, &script, Chatty { steps: 6, every: Duration::from_secs(10) });
+    *script.cancel_on_start.lock().unwrap() = Some(bell);
     let begun = Instant::now();
     while completed(&script, id).is_none() {
         tokio::time::sleep(Duration::from_millis(10)).await;
