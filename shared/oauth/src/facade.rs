@@ -34,7 +34,8 @@
 //! go to Cognito as before, their redirect checked by Cognito, without `iss`.
 //!
 //! Tokens stay Cognito's: nothing is issued or signed here. A successful exchange records that
-//! the client was used ([`ClientUse`]), so registrations nobody completed can be removed.
+//! the client was used ([`ClientUse`]), so registrations nobody completed can be removed, and —
+//! for a connector token — that a chat connected for the token's owner ([`connector_owner`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
