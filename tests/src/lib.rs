@@ -20,8 +20,8 @@
 //! | [`hosted_ui`] | Cognito's hosted `/oauth2/authorize` and `/oauth2/token`, as the cloud shape meets them |
 //! | [`net`] | a TCP forwarder that cuts connections silently, and an HTTP forward proxy |
 //! | [`mutants`] | pairing steps without their conditions: right one at a time, wrong only in a race |
-//! | [`mcp`] | requests of the MCP 2026-07-28 revision, as a client without a handshake sends them |
-//! | [`python`] | the pinned Python MCP SDKs and the OAuth client script |
+//! | [`mcp`] | requests of the MCP 2026-07-28 revision, as a client without a handshake sends them; a session to run |
+//! | [`python`] | the pinned Python MCP SDKs, the OAuth client script, and the browser scenarios' runner |
 //! | [`receiver`] | a webhook receiver that verifies every request's signature |
 //! | [`registration`] | a registration flood both the local server and the cloud shape must survive |
 
@@ -496,42 +496,6 @@ pub fn session_meta(gs: &domain::ids::GraphSessionId) -> domain::runs::SessionMe
         version: "1".into(),
         status: "ready".into(),
     }
-}
-
-/// Runs a browser scenario (a Python script that prints one JSON line of measurements last):
-/// its measurements.
-///
-/// # Panics
-/// When the script fails (its output in the message) or its last line is no JSON.
-#[allow(clippy::expect_used)]
-pub async fn run_scenario(mut command: tokio::process::Command) -> serde_json::Value {
-    let out = command.output().await.expect("the scenario starts");
-    let stdout = String::from_utf8_lossy(&out.stdout);
-    let stderr = String::from_utf8_lossy(&out.stderr);
-    assert!(out.status.success(), "the browser scenario failed:\n{stdout}\n{stderr}");
-    serde_json::from_str(stdout.lines().last().unwrap_or("{}")).expect("its last line is the measurements")
-}
-
-/// Shares a session `gs_<32 × letter>` named "Weekly report" in the demo project of `running`,
-/// as a desktop's sync would; its id.
-///
-/// # Panics
-/// When the store refuses.
-#[allow(clippy::unwrap_used)]
-pub async fn share_demo_session(running: &local::Running, letter: &str) -> String {
-    use domain::store::SyncSessions;
-    let gs = format!("gs_{}", letter.repeat(32));
-    let meta = domain::runs::SessionMeta {
-        graph_session_id: domain::ids::GraphSessionId::parse("graph_session_id", &gs).unwrap(),
-        name: "Weekly report".into(),
-        description: "drafts the weekly report".into(),
-        slug: "weekly-report".into(),
-        version: "1".into(),
-        status: "ready".into(),
-    };
-    let (owner, project) = (&running.demo.owner, running.demo.project_id);
-    running.store.sync_sessions(owner, project, TEST_DEVICE, &[meta]).await.unwrap();
-    gs
 }
 
 /// The device tests share sessions as when they play the relay's sync through the store.

@@ -1,6 +1,6 @@
 //! Requests of the MCP 2026-07-28 revision, as a client without a handshake sends them: the
 //! protocol version and client capabilities in each request's `_meta`, `Mcp-Method` and
-//! `Mcp-Name` headers beside them.
+//! `Mcp-Name` headers beside them; and a session shared in the demo project for them to run.
 
 use serde_json::{Value, json};
 
@@ -39,4 +39,26 @@ pub async fn rpc_2026(
     let v: Value = res.json().await.unwrap_or(Value::Null);
     assert!(status == 200 || v.get("error").is_some(), "{method}: {status} {v}");
     v
+}
+
+/// Shares a session `gs_<32 × letter>` named "Weekly report" in the demo project of `running`,
+/// as a desktop's sync would; its id.
+///
+/// # Panics
+/// When the store refuses.
+#[allow(clippy::unwrap_used)]
+pub async fn share_demo_session(running: &local::Running, letter: &str) -> String {
+    use domain::store::SyncSessions;
+    let gs = format!("gs_{}", letter.repeat(32));
+    let meta = domain::runs::SessionMeta {
+        graph_session_id: domain::ids::GraphSessionId::parse("graph_session_id", &gs).unwrap(),
+        name: "Weekly report".into(),
+        description: "drafts the weekly report".into(),
+        slug: "weekly-report".into(),
+        version: "1".into(),
+        status: "ready".into(),
+    };
+    let (owner, project) = (&running.demo.owner, running.demo.project_id);
+    running.store.sync_sessions(owner, project, crate::TEST_DEVICE, &[meta]).await.unwrap();
+    gs
 }

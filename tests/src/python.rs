@@ -1,5 +1,6 @@
-//! The pinned Python MCP SDKs that `infra/test.sh` installs, and the OAuth client script that
-//! drives them (`tests/python/oauth_connect.py`).
+//! The pinned Python MCP SDKs that `infra/test.sh` installs, the OAuth client script that
+//! drives them (`tests/python/oauth_connect.py`), and the runner of the browser scenarios
+//! (`tests/browser/*.py`).
 
 use std::ffi::OsString;
 
@@ -41,4 +42,18 @@ pub async fn oauth_connect(python: &OsString, var: &str, envs: &[(&str, &str)]) 
     assert_eq!(seen["tools"], 9, "{seen}");
     assert_eq!(seen["code_challenge_method"], "S256", "{seen}");
     seen
+}
+
+/// Runs a browser scenario (a Python script that prints one JSON line of measurements last):
+/// its measurements.
+///
+/// # Panics
+/// When the script fails (its output in the message) or its last line is no JSON.
+#[allow(clippy::expect_used)]
+pub async fn run_scenario(mut command: tokio::process::Command) -> Value {
+    let out = command.output().await.expect("the scenario starts");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "the browser scenario failed:\n{stdout}\n{stderr}");
+    serde_json::from_str(stdout.lines().last().unwrap_or("{}")).expect("its last line is the measurements")
 }

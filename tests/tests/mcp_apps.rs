@@ -134,7 +134,7 @@ async fn a_declaring_client_gets_the_card_linked_listed_and_readable_and_the_sam
     assert_eq!(unknown["error"]["code"], -32602, "{unknown}");
 
     // The same run read by a declaring and a plain client: the same result, byte for byte.
-    let gs = foundry_tests::share_demo_session(&w.running, "e").await;
+    let gs = foundry_tests::mcp::share_demo_session(&w.running, "e").await;
     let args = json!({"graph_session_id": gs, "idempotency_key": "apps-same-bytes"});
     let queued = w
         .rpc("tools/call", Some("run_graph_session"), json!({"name": "run_graph_session", "arguments": args}), ui())

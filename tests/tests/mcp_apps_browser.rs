@@ -97,7 +97,7 @@ async fn the_run_card_follows_a_run_and_cancels_one_in_a_real_browser() {
         .env("FC_CHROMIUM", &chromium)
         .env("FC_SHOTS", &shots)
         .env("FC_AXE_JS", &axe);
-    let m = foundry_tests::run_scenario(scenario).await;
+    let m = foundry_tests::python::run_scenario(scenario).await;
     eprintln!("run card: {m}");
     for shot in ["run-card-light.png", "run-card-dark.png"] {
         let at = std::path::Path::new(&shots).join(shot);

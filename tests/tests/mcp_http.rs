@@ -90,7 +90,7 @@ impl Server {
 
     /// Shares a session `gs_<32 × letter>` in the demo project, as a desktop's sync would; its id.
     async fn share_session(&self, letter: &str) -> String {
-        foundry_tests::share_demo_session(&self.running, letter).await
+        foundry_tests::mcp::share_demo_session(&self.running, letter).await
     }
 
     fn store(&self) -> &SqliteStore {

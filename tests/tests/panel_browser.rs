@@ -119,7 +119,7 @@ async fn the_panel_does_the_owners_work_in_a_real_browser() {
         .env("FC_CHROMIUM", &chromium)
         .env("FC_SCREENSHOT", &screenshot)
         .env("FC_AXE_JS", &axe);
-    let metrics = foundry_tests::run_scenario(scenario).await;
+    let metrics = foundry_tests::python::run_scenario(scenario).await;
     eprintln!("panel: {metrics}");
     assert!(std::fs::metadata(&screenshot).map(|m| m.len() > 10_000).unwrap_or(false), "no screenshot");
     assert_eq!(metrics["paired_in_panel"], true, "{metrics}");
