@@ -324,6 +324,16 @@ impl<T: Transport> Client<T> {
     fn refused(status: u16, body: String) -> ClientError {
         ClientError::Refused { status, body }
     }
+
+    /// A control check's answer, `GET` or `POST` alike: whether to stop (a run the server no
+    /// longer knows — `404` — is stopped too).
+    fn cancel_requested(status: u16, text: String) -> Result<bool, ClientError> {
+        match status {
+            200 => Ok(body::<ControlResponse>(&text)?.cancel_requested),
+            404 => Ok(true),
+            _ => Err(Self::refused(status, text)),
+        }
+    }
 }
 
 fn json(v: &impl serde::Serialize) -> Option<Vec<u8>> {
@@ -361,11 +371,7 @@ impl<T: Transport> RelayServer for Client<T> {
 
     async fn control(&self, id: CommandId) -> Result<bool, ClientError> {
         let (status, text) = self.send("GET", &format!("/commands/{id}/control"), None).await?;
-        match status {
-            200 => Ok(body::<ControlResponse>(&text)?.cancel_requested),
-            404 => Ok(true),
-            _ => Err(Self::refused(status, text)),
-        }
+        Self::cancel_requested(status, text)
     }
 
     async fn progress(
@@ -376,11 +382,7 @@ impl<T: Transport> RelayServer for Client<T> {
     ) -> Result<bool, ClientError> {
         let req = domain::relay::ControlRequest { execution_id: execution_id.to_owned(), progress: progress.clone() };
         let (status, text) = self.send("POST", &format!("/commands/{id}/control"), json(&req)).await?;
-        match status {
-            200 => Ok(body::<ControlResponse>(&text)?.cancel_requested),
-            404 => Ok(true),
-            _ => Err(Self::refused(status, text)),
-        }
+        Self::cancel_requested(status, text)
     }
 
     async fn complete(&self, id: CommandId, completion: &Completion) -> Result<Completed, ClientError> {

@@ -7,6 +7,7 @@
 //! |---|---|
 //! | this module | attribute values ([`s`], [`n`], [`b`], [`values`]) and typed reads ([`Read`]) |
 //! | [`expr`] | updates and conditions that render to expressions with a placeholder for every name and value |
+//! | [`transact`] | transaction items made of them, and what a cancelled transaction says of each |
 
 use std::collections::HashMap;
 
@@ -15,6 +16,7 @@ use domain::clock::Timestamp;
 use domain::store::{StoreError, StoreResult};
 
 pub mod expr;
+pub mod transact;
 
 /// The attribute every write records the serving request's id in (the stream's publisher passes
 /// it on, so an event's delivery joins the request's log lines).

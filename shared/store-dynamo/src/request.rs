@@ -1,7 +1,6 @@
 //! Requests: consistent reads, paged queries, conditional updates and transactions, with
 //! DynamoDB's failure shapes turned into outcomes ([`Updated`], cancellation reasons).
 
-use std::collections::HashMap;
 use std::time::Duration;
 
 use aws_sdk_dynamodb::error::SdkError;
@@ -9,8 +8,10 @@ use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::{
-    CancellationReason, ConditionCheck, Put, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+    CancellationReason, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
 };
+use dynamo_item::transact;
+pub(crate) use dynamo_item::transact::{failed, names, old_image, our_write_landed};
 
 use domain::ids::OwnerId;
 use domain::store::{StoreError, StoreResult};
@@ -256,94 +257,20 @@ impl UpdateRequest<'_> {
     }
 }
 
-/// Expression attribute names for every `#name` token in `expr` (each maps to `name`).
-/// Every attribute goes through a placeholder: DynamoDB reserves words such as `status`,
-/// `name`, `owner`, `result`, `size` and `ttl`, and rejects unused placeholders.
-pub(crate) fn names(expr: &str) -> HashMap<String, String> {
-    let mut out = HashMap::new();
-    let bytes = expr.as_bytes();
-    let mut i = 0;
-    while i < bytes.len() {
-        if bytes[i] == b'#' {
-            let start = i + 1;
-            let mut end = start;
-            while end < bytes.len() && (bytes[end].is_ascii_alphanumeric() || bytes[end] == b'_') {
-                end += 1;
-            }
-            if end > start {
-                out.insert(format!("#{}", &expr[start..end]), expr[start..end].to_owned());
-            }
-            i = end;
-        } else {
-            i += 1;
-        }
-    }
-    out
+/// `item` put where `condition` holds, as a transaction item recording the serving request
+/// ([`dynamo_item::transact::put`]).
+pub(crate) fn put(table: &str, item: Item, condition: &str, condition_values: Item) -> StoreResult<TransactWriteItem> {
+    transact::put(table, item, condition, condition_values, current_request_id().as_deref()).map_err(build)
 }
 
-pub(crate) fn put(
-    table: &str,
-    mut item: Item,
-    condition: &str,
-    condition_values: Item,
-) -> StoreResult<TransactWriteItem> {
-    if let Some(id) = current_request_id() {
-        item.insert(REQUEST_ID_ATTR.to_owned(), s(id));
-    }
-    let mut p = Put::builder()
-        .table_name(table)
-        .set_item(Some(item))
-        .condition_expression(condition)
-        .set_expression_attribute_names(Some(names(condition)))
-        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
-    if !condition_values.is_empty() {
-        p = p.set_expression_attribute_values(Some(condition_values));
-    }
-    Ok(TransactWriteItem::builder().put(p.build().map_err(build)?).build())
-}
-
+/// A condition check as a transaction item ([`dynamo_item::transact::check`]).
 pub(crate) fn check(table: &str, key: Item, condition: &str, condition_values: Item) -> StoreResult<TransactWriteItem> {
-    let mut c = ConditionCheck::builder()
-        .table_name(table)
-        .set_key(Some(key))
-        .condition_expression(condition)
-        .set_expression_attribute_names(Some(names(condition)))
-        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld);
-    if !condition_values.is_empty() {
-        c = c.set_expression_attribute_values(Some(condition_values));
-    }
-    Ok(TransactWriteItem::builder().condition_check(c.build().map_err(build)?).build())
+    transact::check(table, key, condition, condition_values).map_err(build)
 }
 
-/// `update` as a transaction item (with `ALL_OLD` on a failed condition).
+/// `update` as a transaction item recording the serving request ([`dynamo_item::transact::update_item`]).
 pub(crate) fn update_item(table: &str, update: Update) -> StoreResult<TransactWriteItem> {
-    let r = update.render(current_request_id().as_deref());
-    let u = aws_sdk_dynamodb::types::Update::builder()
-        .table_name(table)
-        .set_key(Some(update.key))
-        .update_expression(r.update)
-        .set_condition_expression(r.condition)
-        .set_expression_attribute_names(Some(r.names))
-        .set_expression_attribute_values(r.values)
-        .return_values_on_condition_check_failure(ReturnValuesOnConditionCheckFailure::AllOld)
-        .build()
-        .map_err(build)?;
-    Ok(TransactWriteItem::builder().update(u).build())
-}
-
-pub(crate) fn failed(reasons: &[CancellationReason], i: usize) -> bool {
-    reasons.get(i).and_then(CancellationReason::code) == Some("ConditionalCheckFailed")
-}
-
-/// Whether the item a create found in its way is the one it was writing: the answer to an
-/// earlier attempt of the same request was lost (a timeout, a 500 after the commit) and the
-/// SDK sent it again. The ids are fresh, so nothing else can have written them.
-pub(crate) fn our_write_landed(old: Option<&Item>, written: &Item) -> bool {
-    old.is_some_and(|old| written.iter().all(|(k, v)| old.get(k) == Some(v)))
-}
-
-pub(crate) fn old_image(reasons: &[CancellationReason], i: usize) -> Option<&Item> {
-    reasons.get(i).and_then(|r| r.item.as_ref()).filter(|i| !i.is_empty())
+    transact::update_item(table, update, current_request_id().as_deref()).map_err(build)
 }
 
 #[cfg(test)]
@@ -357,13 +284,5 @@ mod tests {
         let traced = with_request_id(Some("req-1"), async { u.render(current_request_id().as_deref()) }).await;
         assert_eq!(traced.update, "SET #request_id = :v0, #a = :v1");
         assert_eq!(traced.values.unwrap()[":v0"], s("req-1"));
-    }
-
-    #[test]
-    fn names_cover_every_placeholder_once() {
-        let m = names("SET #status = :s, #ttl = :t REMOVE #gsi1pk, #gsi1sk #status");
-        assert_eq!(m.len(), 4);
-        assert_eq!(m.get("#status").map(String::as_str), Some("status"));
-        assert_eq!(m.get("#gsi1sk").map(String::as_str), Some("gsi1sk"));
     }
 }

@@ -49,20 +49,26 @@ fn completed(script: &Script, id: CommandId) -> Option<Completion> {
     script.completed.lock().unwrap().iter().find(|(c, _)| *c == id).map(|(_, c)| c.clone())
 }
 
-/// Three slots, four queued commands: three run at once and the fourth waits (its syncs ask
-/// for no command: no free slot); a cancel stops only its own run, and the fourth takes the
-/// freed slot at once; the others finish with their own results.
-#[tokio::test]
-async fn three_slots_run_three_commands_at_once_each_cancellable_on_its_own() {
+/// `n` queued commands of a real Graph that waits for its go (`waiting_graph`), on a relay
+/// with three slots: the state folder, the marks folder, the script, the commands, the config.
+fn three_slots_waiting(n: usize) -> (std::path::PathBuf, std::path::PathBuf, Arc<Script>, Vec<CommandId>, Config) {
     let dir = temp_state();
     let project = ProjectId::generate();
     let marks = dir.join("marks");
     let session = waiting_graph(project, &marks);
     let script = Arc::new(Script::default());
-    let ids: Vec<CommandId> =
-        (0..4).map(|n| queue_with(&script, project, &session, serde_json::json!({ "n": n }))).collect();
+    let ids = (0..n).map(|k| queue_with(&script, project, &session, serde_json::json!({ "n": k }))).collect();
     let mut config = fast_config(&dir, vec![session]);
     config.max_parallel = 3;
+    (dir, marks, script, ids, config)
+}
+
+/// Three slots, four queued commands: three run at once and the fourth waits (its syncs ask
+/// for no command: no free slot); a cancel stops only its own run, and the fourth takes the
+/// freed slot at once; the others finish with their own results.
+#[tokio::test]
+async fn three_slots_run_three_commands_at_once_each_cancellable_on_its_own() {
+    let (dir, marks, script, ids, config) = three_slots_waiting(4);
     let (stop, task) = spawn_relay(config, &script, executor::Processes);
     let started = |n: usize| marks.join(format!("started-{n}")).exists();
     eventually("three runs in flight", || (0..3).all(started)).await;
@@ -99,15 +105,7 @@ async fn three_slots_run_three_commands_at_once_each_cancellable_on_its_own() {
 /// `relay restarted during run`, and none runs again.
 #[tokio::test]
 async fn a_relay_stopped_with_several_runs_in_flight_reports_each_and_runs_none_twice() {
-    let dir = temp_state();
-    let project = ProjectId::generate();
-    let marks = dir.join("marks");
-    let session = waiting_graph(project, &marks);
-    let script = Arc::new(Script::default());
-    let ids: Vec<CommandId> =
-        (0..3).map(|n| queue_with(&script, project, &session, serde_json::json!({ "n": n }))).collect();
-    let mut config = fast_config(&dir, vec![session.clone()]);
-    config.max_parallel = 3;
+    let (dir, marks, script, ids, config) = three_slots_waiting(3);
     let (stop, task) = spawn_relay(config.clone(), &script, executor::Processes);
     eventually("three runs in flight", || (0..3).all(|n| marks.join(format!("started-{n}")).exists())).await;
     stop.notify_one();
