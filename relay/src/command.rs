@@ -154,27 +154,42 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         Ok(())
     }
 
+    /// Removes the outbox file of a completion the server has answered for. A file that cannot
+    /// be removed (a broken state folder) is logged, never a failed delivery: the server has
+    /// the completion, so the completions after it must not wait on this one; the file left
+    /// behind is posted again by a later pass, which the server answers the same way (a
+    /// completion is idempotent under its execution id).
+    fn forget_answered(&self, id: CommandId) {
+        if let Err(e) = self.state.outbox.remove(id) {
+            tracing::warn!(command = %id, error = %e, "delivered, but its outbox file stays (it is sent again later)");
+        }
+    }
+
     /// Posts a completion from the outbox and removes it once the server has an answer for it.
     pub(crate) async fn post_completion(&self, id: CommandId, completion: &Completion) -> Result<(), PassError> {
         match self.client.complete(id, completion).await {
             Ok(Completed::Recorded(status)) => {
                 tracing::info!(command = %id, %status, "completion delivered");
-                self.state.outbox.remove(id)?;
+                self.forget_answered(id);
             }
             Ok(Completed::Conflict(status)) => {
                 tracing::warn!(command = %id, %status, "the server has this run ended otherwise; dropping the completion");
-                self.state.outbox.remove(id)?;
+                self.forget_answered(id);
             }
             Err(ClientError::Refused { status, body }) if !completion.is_refusal_report() => {
                 // Never lose a run to one bad field: report it failed, saying why.
                 tracing::error!(command = %id, status, %body, "the server rejected the completion; reporting the run failed");
                 let report = completion.refusal_report(&format!("HTTP {status} {body}"));
-                self.state.outbox.put(id, &report)?;
+                if let Err(e) = self.state.outbox.put(id, &report) {
+                    // Posted from memory all the same; the refused one stays on disk, if it is
+                    // there, and a later pass reports it again.
+                    tracing::error!(command = %id, error = %e, "the outbox cannot hold the failure report; posting it from memory");
+                }
                 return Box::pin(self.post_completion(id, &report)).await;
             }
             Err(ClientError::Refused { status, body }) => {
                 tracing::error!(command = %id, status, %body, "the server refused even the failure report; dropping it");
-                self.state.outbox.remove(id)?;
+                self.forget_answered(id);
             }
             Err(e) => {
                 tracing::warn!(command = %id, error = %e, "completion not delivered; it stays in the outbox");

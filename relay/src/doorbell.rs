@@ -1,9 +1,9 @@
 //! The doorbell, desktop side (`domain::doorbell`): one outbound WebSocket to the URL the
 //! server hands out in its sync answers, authenticated with the device token.
 //!
-//! - `{"ring":"sync"}` wakes the relay's loop for a pass at once (during a run it syncs but
-//!   starts nothing: one run at a time); `{"ring":"control"}` makes the running command check
-//!   its control at once.
+//! - `{"ring":"sync"}` wakes the relay's loop for a pass at once (with every slot busy it
+//!   syncs but starts nothing); `{"ring":"control","command_id":…}` makes that running command
+//!   check its control at once (the other slots wait for their own polls).
 //! - Pings every [`PING_EVERY`] keep the connection inside API Gateway's 10-minute idle limit,
 //!   and each must be answered within [`PONG_DEADLINE`]: a socket cut silently (a laptop that
 //!   slept, a Wi-Fi change, a NAT that forgot the flow — no close frame ever arrives) is called

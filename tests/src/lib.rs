@@ -17,6 +17,7 @@
 //! | [`documents`] | an HTTPS host of client metadata documents on loopback (the fixture certificate) |
 //! | [`doorbell_shim`] | API Gateway's WebSocket API, emulated for the cloud shape |
 //! | [`faults`] | a DynamoDB endpoint that fails on purpose (a proxy in front of the emulator) |
+//! | [`graphs`] | the slot tests' Graph (records its pid and starts, reports progress, waits); is a process alive, kill a group |
 //! | [`hosted_ui`] | Cognito's hosted `/oauth2/authorize` and `/oauth2/token`, as the cloud shape meets them |
 //! | [`net`] | a TCP forwarder that cuts connections silently, and an HTTP forward proxy |
 //! | [`mutants`] | pairing steps without their conditions: right one at a time, wrong only in a race |
@@ -29,6 +30,7 @@ pub mod cloud;
 pub mod documents;
 pub mod doorbell_shim;
 pub mod faults;
+pub mod graphs;
 pub mod hosted_ui;
 pub mod mcp;
 pub mod mutants;
@@ -399,25 +401,6 @@ pub fn built_binary(name: &str, crates: &[&str]) -> PathBuf {
         }
     }
     bin
-}
-
-/// Whether process `pid` is alive (a zombie waiting to be reaped counts as dead).
-pub fn process_alive(pid: i32) -> bool {
-    let probe = std::process::Command::new("ps").args(["-o", "stat=", "-p", &pid.to_string()]).output();
-    match probe {
-        Ok(o) => {
-            let stat = String::from_utf8_lossy(&o.stdout);
-            let stat = stat.trim();
-            !stat.is_empty() && !stat.starts_with('Z')
-        }
-        Err(_) => false,
-    }
-}
-
-/// Sends SIGKILL to the process group `pgid` (a graph command the relay started runs in its
-/// own group, so this ends it and everything it spawned).
-pub fn kill_group(pgid: i32) {
-    let _ = std::process::Command::new("kill").args(["-KILL", "--", &format!("-{pgid}")]).status();
 }
 
 /// Polls `f` until it gives a value or `within` passes (then panics naming `what`): waiting

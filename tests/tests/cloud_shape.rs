@@ -4,151 +4,21 @@
 //! checked against a JWKS on 127.0.0.1. Driven by real clients: the owner API over HTTP, the
 //! real relay binary through `graph_relay`, the Python MCP SDKs 1.x and 2.x calling all nine
 //! tools through `mcp` → Lambda Invoke → the tool functions, and the events pipeline through the
-//! `publish_events` and `notify` binaries.
+//! `publish_events` and `notify` binaries. The fixture is `cloud_world`'s; the relay's slots on
+//! this shape are `cloud_slots`'.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 use std::time::Duration;
 
-use foundry_tests::cloud::{Emulator, Template, access_token};
+use foundry_tests::cloud::Template;
 use foundry_tests::receiver::Receiver;
-use foundry_tests::{built_binary, wait_until};
+use foundry_tests::wait_until;
 use serde_json::{Value, json};
 
-struct World {
-    emu: std::sync::Arc<Emulator>,
-    http: reqwest::Client,
-    owner: String,
-    agent: String,
-    sqs: aws_sdk_sqs::Client,
-    queue: String,
-    table: String,
-    dir: std::path::PathBuf,
-    /// The emulated doorbell API (routed to the function only by tests that attach it).
-    doorbell: std::sync::Arc<foundry_tests::doorbell_shim::DoorbellShim>,
-    /// Where the emulated doorbell API listens (`host:port`).
-    doorbell_addr: String,
-    aws: aws_config::SdkConfig,
-    bucket: String,
-}
-
-/// Everything every function logged in this test process.
-fn all_logs() -> String {
-    let dir = foundry_tests::cloud::log_path("x").parent().unwrap().to_path_buf();
-    std::fs::read_dir(&dir).unwrap().flatten().map(|f| std::fs::read_to_string(f.path()).unwrap_or_default()).collect()
-}
-
-impl World {
-    /// A new project of the owner, switched on for connected agents: its id.
-    async fn enabled_project(&self, name: &str) -> String {
-        let project =
-            self.owner("POST", "/projects", json!({"name": name})).await["project_id"].as_str().unwrap().to_owned();
-        self.owner("PUT", &format!("/projects/{project}"), json!({"enabled": true})).await;
-        project
-    }
-
-    /// A new chat link to `project`: its id.
-    async fn link(&self, project: &str, name: &str) -> String {
-        let link = self.owner("POST", "/links", json!({"project_id": project, "name": name})).await;
-        link["chat_link_id"].as_str().unwrap().to_owned()
-    }
-
-    /// A task assigned to `link` through the owner API: its id.
-    async fn assign(&self, link: &str, objective: &str, key: &str) -> String {
-        let body = json!({"objective": objective, "idempotency_key": key});
-        let task = self.owner("POST", &format!("/links/{link}/tasks"), body).await;
-        task["task_id"].as_str().unwrap().to_owned()
-    }
-
-    /// The JSON lines the function `logical` (its template name) logged in this process.
-    fn log_lines(&self, logical: &str) -> Vec<Value> {
-        let name = self.emu.name_of(logical).unwrap();
-        std::fs::read_to_string(foundry_tests::cloud::log_path(name))
-            .unwrap_or_default()
-            .lines()
-            .filter_map(|l| serde_json::from_str(l).ok())
-            .collect()
-    }
-
-    async fn owner(&self, method: &str, path: &str, body: Value) -> Value {
-        let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
-        let mut req = self.http.request(m, format!("{}/owner{path}", self.emu.gateway)).bearer_auth(&self.owner);
-        if !body.is_null() {
-            req = req.json(&body);
-        }
-        let res = req.send().await.unwrap();
-        let status = res.status();
-        let v: Value = res.json().await.unwrap_or_default();
-        assert!(status.is_success(), "{method} /owner{path}: {status} {v}");
-        v
-    }
-
-    /// One `tools/call` through the gateway and the `mcp` function (2025-11-25).
-    async fn tool(&self, name: &str, args: Value) -> Value {
-        let body =
-            json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": name, "arguments": args}});
-        let res = self
-            .http
-            .post(format!("{}/mcp", self.emu.gateway))
-            .bearer_auth(&self.agent)
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2025-11-25")
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        let v: Value = res.json().await.unwrap();
-        v["result"].clone()
-    }
-}
-
-async fn world() -> Option<World> {
-    world_of(&Template::load()).await
-}
-
-/// The deployed shape of `template` (a broken copy, to see what a broken stack answers).
-async fn world_of(template: &Template) -> Option<World> {
-    let account = foundry_tests::cloud::account().await?;
-    let emu = Emulator::start(template, &account.resources, &account.base_env).await;
-    emu.wait_ready().await;
-    let dir = std::env::temp_dir().join(format!("fc-cloud-{}", uuid::Uuid::new_v4().simple()));
-    std::fs::create_dir_all(&dir).unwrap();
-    Some(World {
-        emu,
-        http: foundry_tests::http(),
-        owner: access_token("owner-client-id", "openid osfoundry/owner"),
-        agent: access_token("claude-client-id", "osfoundry/read osfoundry/run"),
-        sqs: aws_sdk_sqs::Client::new(&account.aws),
-        queue: account.resources.events_queue.clone(),
-        table: account.resources.table.clone(),
-        dir,
-        doorbell: account.doorbell.clone(),
-        doorbell_addr: account.resources.doorbell.clone(),
-        aws: account.aws.clone(),
-        bucket: account.resources.bucket.clone(),
-    })
-}
-
-fn relay_config(w: &World, project: &str, device_token: &str, gs: &str) -> std::path::PathBuf {
-    let path = w.dir.join("relay.toml");
-    let text = format!(
-        "server_url = \"{}\"\ndevice_token = \"{device_token}\"\nstate_dir = \"{}\"\ncontrol_poll_ms = 300\npoll_s = 1\n\
-         [[sessions]]\ngraph_session_id = \"{gs}\"\nname = \"Echo\"\nslug = \"echo\"\nversion = \"1\"\nprojects = [\"{project}\"]\ncommand = [\"cat\"]\n",
-        w.emu.gateway,
-        w.dir.join("relay-state").display()
-    );
-    std::fs::write(&path, text).unwrap();
-    path
-}
-
-fn start_relay(config: &std::path::Path) -> std::process::Child {
-    std::process::Command::new(built_binary("relay", &["relay/src", "shared/domain/src"]))
-        .args(["--config", config.to_str().unwrap(), "run"])
-        .stdout(std::process::Stdio::null())
-        .stderr(std::process::Stdio::null())
-        .spawn()
-        .unwrap()
-}
+use crate::cloud_world::{
+    World, all_logs, relay_config, relay_config_with, session_toml, start_relay, world, world_of,
+};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_real_binaries_serve_owners_relays_and_both_python_sdks() {
@@ -439,13 +309,12 @@ async fn the_doorbell_binaries_ring_the_relay_and_shut_out_a_revoked_desktop() {
     let device = w.owner("POST", "/devices", json!({"name": "Mac"})).await;
     let gs = format!("gs_{}", "d".repeat(32));
     let sleeper = format!("gs_{}", "e".repeat(32));
-    let config = relay_config(&w, &project, device["token"].as_str().unwrap(), &gs);
     // A second session that runs until cancelled, and a control poll (10 s) no cancel in this
     // test waits for: only a control ring ends it in time.
-    let text = std::fs::read_to_string(&config).unwrap().replace("control_poll_ms = 300", "control_poll_ms = 10000")
-        + &format!(
-            "[[sessions]]\ngraph_session_id = \"{sleeper}\"\nname = \"Sleep\"\nslug = \"sleep\"\nversion = \"1\"\nprojects = [\"{project}\"]\ncommand = [\"sh\", \"-c\", \"sleep 60\"]\n"
-        );
+    let sessions = session_toml(&gs, "Echo", &project, &["cat"])
+        + &session_toml(&sleeper, "Sleep", &project, &["sh", "-c", "sleep 60"]);
+    let config = relay_config_with(&w, device["token"].as_str().unwrap(), "", &sessions);
+    let text = std::fs::read_to_string(&config).unwrap().replace("control_poll_ms = 300", "control_poll_ms = 10000");
     std::fs::write(&config, text).unwrap();
     let mut relay = start_relay(&config);
     let status = w.dir.join("relay-state/status.json");

@@ -17,7 +17,8 @@ use domain::ids::{AgentId, CommandId, GraphSessionId, IdempotencyKey};
 use domain::limits::Policy;
 use domain::runs::{QueueOutcome, QueueRun, Run, RunStatus, SessionMeta};
 use domain::store::{CancelRuns, ManageProjects, QueueRuns, ReadRuns, SyncSessions};
-use foundry_tests::{built_binary, kill_group, process_alive, wait_until};
+use foundry_tests::graphs::{kill_group, process_alive, recorded_pid};
+use foundry_tests::{built_binary, wait_until};
 use local::LocalConfig;
 use relay::agent::Relay;
 use relay::config::Config;
@@ -192,14 +193,6 @@ fn relay_process(path: &Path) -> std::process::Child {
         .unwrap()
 }
 
-/// A pid a graph script wrote to `path` (waited for with a deadline).
-async fn recorded_pid(path: &Path) -> i32 {
-    wait_until(&format!("a pid in {}", path.display()), Duration::from_secs(20), || async {
-        std::fs::read_to_string(path).ok().and_then(|s| s.trim().parse().ok())
-    })
-    .await
-}
-
 fn marker(dir: &Path, name: &str) -> PathBuf {
     dir.join(format!("{name}-{}", uuid::Uuid::new_v4()))
 }
@@ -239,13 +232,9 @@ async fn five_runs_queued_at_once_finish_in_sequence() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn five_slots_run_five_at_once_each_cancellable_and_a_kill_loses_none() {
     let e = env(Duration::from_secs(600)).await;
-    let (flag, pids) = (e.dir.join("release"), e.dir.join("pids"));
+    let pids = e.dir.join("pids");
     std::fs::create_dir_all(&pids).unwrap();
-    let script = format!(
-        r#"n=$(cat | tr -dc 0-9); echo $$ > {p}/$n; echo x >> {p}/ran-$n; echo "log of $n" >&2; echo '{{"progress": "waiting for the flag", "fraction": 0.5}}' >&2; while [ ! -e {f} ]; do sleep 0.05; done; echo done-$n"#,
-        p = pids.display(),
-        f = flag.display()
-    );
+    let script = foundry_tests::graphs::waiting(&pids);
     let (_, path) = e.config_with(&[(1, "slot", &script)], "state", 200, "max_parallel = 5\n");
     let spawn = || relay_process(&path);
     let mut first = spawn();
@@ -268,14 +257,21 @@ async fn five_slots_run_five_at_once_each_cancellable_and_a_kill_loses_none() {
         })
         .await;
         let p = run.progress.unwrap().progress;
-        assert_eq!((p.message.as_str(), p.fraction), ("waiting for the flag", Some(0.5)));
+        assert_eq!(
+            (p.message.as_str(), p.fraction),
+            (foundry_tests::graphs::PROGRESS.0, Some(foundry_tests::graphs::PROGRESS.1))
+        );
         assert_eq!(p.tail, vec![format!("log of {n}")]);
     }
     for id in &ids {
         assert_eq!(e.status(*id).await.0, RunStatus::Running, "five slots, five runs at once");
     }
     let runs = e.owner_get("/runs").await;
-    let shown = runs["runs"].as_array().unwrap().iter().filter(|r| r["progress"]["message"] == "waiting for the flag");
+    let shown = runs["runs"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|r| r["progress"]["message"] == foundry_tests::graphs::PROGRESS.0);
     assert_eq!(shown.count(), 5, "{runs}");
     // Cancel one: its group stops, the other four run on.
     let cancelled_pid = recorded_pid(&pids.join("1")).await;
@@ -302,8 +298,7 @@ async fn five_slots_run_five_at_once_each_cancellable_and_a_kill_loses_none() {
         kill_group(pid);
     }
     for n in 0..5 {
-        let ran = std::fs::read_to_string(pids.join(format!("ran-{n}"))).unwrap();
-        assert_eq!(ran.lines().count(), 1, "run {n} ran again");
+        assert_eq!(foundry_tests::graphs::starts(&pids, n), 1, "run {n} ran again");
     }
     second.kill().unwrap();
     second.wait().unwrap();
@@ -1012,10 +1007,11 @@ fn the_command_line_follows_the_conventions() {
     }
 }
 
-/// The figures of docs/results.md ("Slots and progress"), on the real relay (in process, over
-/// HTTP to the local server, 1 s poll): five 2 s runs queued at once with 1 and with 5 slots
-/// against one run alone, and the delay from a Graph's progress line to the server having it,
-/// for lines every second (the 10 s coalescing decides) and lines 12 s apart (forwarded at once).
+/// The figures of docs/results.md ("Slots and progress"), on the real relay binary (over HTTP
+/// to the local server, 1 s poll): five 2 s runs queued at once with 1 and with 5 slots against
+/// one run alone, and the delay from a Graph's progress line to `get_graph_run` (over MCP, as a
+/// chat reads it) showing it, at the default 3 s control poll, for lines every second (the 10 s
+/// coalescing decides) and lines 12 s apart (forwarded at once).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 #[ignore = "a benchmark: cargo nextest run --workspace --run-ignored only -E 'test(/slots_and_progress_figures/)' --no-capture"]
 async fn slots_and_progress_figures() {
@@ -1034,7 +1030,7 @@ async fn slots_and_progress_figures() {
     for slots in [1usize, 5] {
         let state = format!("state-{slots}");
         let (_, path) = e.config_with(sessions, &state, 200, &format!("max_parallel = {slots}\n"));
-        let (tx, task) = relay_in_process(&path);
+        let mut relay = relay_process(&path);
         e.wait_shared().await;
         let batch = |n: usize| {
             let e = &e;
@@ -1056,24 +1052,48 @@ async fn slots_and_progress_figures() {
             "{slots} slot(s): one run {one:.2} s, five at once {five:.2} s = {:.2}× one run",
             five / one
         ));
-        drop(tx);
-        task.await.unwrap();
+        relay.kill().unwrap();
+        relay.wait().unwrap();
     }
     for (gap, count, label) in [(1u64, 60u64, "a line every 1 s"), (12, 8, "a line every 12 s")] {
         let _ = std::fs::remove_file(&written_log);
         let (_, path) = e.config_with(sessions, &format!("talk-{gap}"), 3000, "");
-        let (tx, task) = relay_in_process(&path);
+        let mut relay = relay_process(&path);
         e.wait_shared().await;
-        let id = e.queue(2, serde_json::json!({ "gap": gap, "count": count })).await;
-        // When get_graph_run's source (the run's progress) first showed each newer state.
+        // Queued and read as a chat does: run_graph_session and get_graph_run over MCP.
+        let (http, url, token) = (foundry_tests::http(), &e.running.mcp_url, &e.running.token);
+        let tool = |name: &'static str, arguments: serde_json::Value| {
+            let call = serde_json::json!({"name": name, "arguments": arguments});
+            let http = http.clone();
+            async move {
+                let v = foundry_tests::mcp::rpc_2026(
+                    &http,
+                    url,
+                    token,
+                    "tools/call",
+                    Some(name),
+                    call,
+                    serde_json::json!({}),
+                )
+                .await;
+                v["result"]["structuredContent"].clone()
+            }
+        };
+        let queued = tool(
+            "run_graph_session",
+            serde_json::json!({"graph_session_id": gs(2).to_string(),
+            "idempotency_key": format!("talk-every-{gap}-s"), "arguments": {"gap": gap, "count": count}}),
+        )
+        .await;
+        let id = queued["command_id"].as_str().unwrap_or_else(|| panic!("{queued}")).to_owned();
+        // When get_graph_run first showed each newer state.
         let mut shown: Vec<(i64, i64)> = Vec::new();
         loop {
-            let run = e.run(id).await;
-            if run.status.is_terminal() {
+            let run = tool("get_graph_run", serde_json::json!({"command_id": id})).await;
+            if !matches!(run["status"].as_str(), Some("queued" | "running")) {
                 break;
             }
-            if let Some(p) = run.progress
-                && let Ok(line) = p.progress.message.parse::<i64>()
+            if let Some(line) = run["progress"]["message"].as_str().and_then(|m| m.parse::<i64>().ok())
                 && shown.last().is_none_or(|(_, l)| *l != line)
             {
                 shown.push((SystemClock.now().as_millis(), line));
@@ -1098,8 +1118,8 @@ async fn slots_and_progress_figures() {
             delays[delays.len() / 2],
             delays[delays.len() - 1]
         ));
-        drop(tx);
-        task.await.unwrap();
+        relay.kill().unwrap();
+        relay.wait().unwrap();
     }
     println!("{}", lines.join("\n"));
     e.finish().await;

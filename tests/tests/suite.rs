@@ -2,7 +2,8 @@
 //! cost a link of the whole stack and its own copies of the generic code, most of the test
 //! command's build time). `cargo nextest` still runs every test in its own process; filters
 //! name the module, e.g. `./infra/test.sh conformance::dynamodb::` or
-//! `cargo test -p foundry-tests --test suite relay_soak -- --nocapture`.
+//! `cargo test -p foundry-tests --test suite relay_soak -- --nocapture`. `cloud_world` holds no
+//! tests: it is the deployed shape's fixture its neighbours share.
 
 mod api_fuzz;
 mod attacks;
@@ -11,6 +12,8 @@ mod aws_rules;
 mod client_metadata;
 mod cloud_connect;
 mod cloud_shape;
+mod cloud_slots;
+mod cloud_world;
 mod cold_start;
 mod conformance;
 mod events_bench;

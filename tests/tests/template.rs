@@ -259,6 +259,24 @@ fn problems(template: &str) -> Vec<String> {
             p.push(format!("route {key} must go to {integration}"));
         }
     }
+    // Every operation of the relay API has its route, to the relay function: API Gateway
+    // answers 404 for a route it lacks, and the relay reads a 404 on a control check as "stop"
+    // (without `POST …/control` every run that reported progress was stopped at its first
+    // report; without `/pause` and `/resume`, `relay pause` failed).
+    let shape = |key: &str| {
+        key.split('{')
+            .enumerate()
+            .map(|(i, part)| if i == 0 { part } else { part.split_once('}').map_or(part, |(_, rest)| rest) })
+            .collect::<Vec<_>>()
+            .join("{}")
+    };
+    let by_shape: BTreeMap<String, &String> = routes.iter().map(|(k, t)| (shape(k), t)).collect();
+    for r in http_api::relay_api::ROUTES {
+        let key = format!("{} {}", r.method.as_str(), r.path);
+        if !by_shape.get(&shape(&key)).is_some_and(|t| t.contains("RelayIntegration")) {
+            p.push(format!("relay API route {key} must go to RelayIntegration (API Gateway answers 404 otherwise)"));
+        }
+    }
     // This issuer signs no ID tokens, so it must not claim OpenID discovery.
     if routes.contains_key("GET /.well-known/openid-configuration") {
         p.push("GET /.well-known/openid-configuration must not be served (not an OpenID provider)".into());
@@ -540,6 +558,8 @@ fn the_checker_catches_broken_templates() {
         ("stream partial failures off", t.replacen("            BisectBatchOnFunctionError: true\n", "", 1)),
         ("registration widened", t.replacen("                - cognito-idp:DeleteUserPoolClient\n", "                - cognito-idp:DeleteUserPoolClient\n                - cognito-idp:UpdateUserPoolClient\n", 1)),
         ("registration's table access widened", t.replacen("                  dynamodb:LeadingKeys: [\"CLIENT#*\"]\n", "                  dynamodb:LeadingKeys: [\"*\"]\n", 1)),
+        ("relay progress route dropped", t.replacen("RouteKey: \"POST /external-assistants/graph-relays/commands/{id}/control\"", "RouteKey: \"PUT /external-assistants/graph-relays/commands/{id}/control\"", 1)),
+        ("relay resume route to the owner API", t.replacen("graph-relays/resume\", Target: !Sub \"integrations/${RelayIntegration}\"", "graph-relays/resume\", Target: !Sub \"integrations/${OwnerIntegration}\"", 1)),
         ("token facade route dropped", t.replacen("RouteKey: \"POST /token\"", "RouteKey: \"POST /oauth2/token\"", 1)),
         ("OpenID discovery served again", t.replacen("  AuthorizeRoute:\n", "  OpenIdRoute:\n    Type: AWS::ApiGatewayV2::Route\n    Properties: { ApiId: !Ref HttpApi, RouteKey: \"GET /.well-known/openid-configuration\", Target: !Sub \"integrations/${McpIntegration}\" }\n  AuthorizeRoute:\n", 1)),
         ("registration on every pool", t.replacen("                - cognito-idp:DeleteUserPoolClient\n              Resource:\n                - !GetAtt UserPool.Arn", "                - cognito-idp:DeleteUserPoolClient\n              Resource:\n                - \"*\"", 1)),

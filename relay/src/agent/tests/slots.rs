@@ -269,3 +269,83 @@ async fn a_cancel_rung_before_the_start_is_answered_is_not_lost() {
     task.await.unwrap().unwrap();
     let _ = std::fs::remove_dir_all(dir);
 }
+
+/// The lost-start fault with three slots: three commands start at once and the answer to the
+/// first start is lost. The other two run on meanwhile; the lost one is retried (after the
+/// backoff) under the execution id its journal holds, and every run executes once. The
+/// mutation the journal prevents (`forget_lost_starts`) loses exactly that one run here too.
+#[tokio::test]
+async fn a_lost_start_in_one_slot_is_retried_while_the_others_run() {
+    for forget in [false, true] {
+        let (dir, marks, script, ids, config) = three_slots_waiting(3);
+        script.lose_start_responses.store(1, Ordering::SeqCst);
+        for n in 0..3 {
+            std::fs::write(marks.join(format!("go-{n}")), b"").unwrap();
+        }
+        let all_done = |s: &Script| ids.iter().all(|id| s.completed.lock().unwrap().iter().any(|(c, _)| c == id));
+        let retried_and_two_done =
+            |s: &Script| s.start_calls.load(Ordering::SeqCst) >= 4 && s.completed.lock().unwrap().len() >= 2;
+        let held = if forget {
+            run_mutated_until(Arc::clone(&script), config, true, retried_and_two_done).await
+        } else {
+            run_until(Arc::clone(&script), config, all_done).await
+        };
+        let done: Vec<CommandId> = ids.iter().copied().filter(|id| completed(&script, *id).is_some()).collect();
+        let ran: Vec<usize> = (0..3)
+            .map(|n| std::fs::read_to_string(marks.join(format!("started-{n}"))).map_or(0, |s| s.lines().count()))
+            .collect();
+        if forget {
+            assert!(held, "the mutated relay never retried the lost start");
+            assert_eq!(done.len(), 2, "the mutation should lose exactly the run whose start answer was lost");
+            assert_eq!(ran.iter().sum::<usize>(), 2, "the lost run still executed: {ran:?}");
+        } else {
+            assert!(held, "a run whose start answer was lost never completed ({} of 3)", done.len());
+            assert_eq!(ran, vec![1, 1, 1], "each run executes once");
+            let started = script.started.lock().unwrap().clone();
+            for id in &ids {
+                assert_eq!(
+                    completed(&script, *id).unwrap().execution_id,
+                    started[id],
+                    "a retried start was not a replay"
+                );
+            }
+            assert_eq!(script.start_calls.load(Ordering::SeqCst), 4, "three starts and one retry");
+        }
+        let _ = std::fs::remove_dir_all(dir);
+    }
+}
+
+/// A full disk with three runs in flight: the Graphs break the outbox while they run, and each
+/// of the three results still reaches the server, from memory, with its own result.
+#[tokio::test]
+async fn three_results_the_outbox_cannot_hold_are_each_delivered_from_memory() {
+    let dir = temp_state();
+    let project = ProjectId::generate();
+    let (marks, outbox) = (dir.join("marks"), dir.join("outbox"));
+    std::fs::create_dir_all(&marks).unwrap();
+    let session = session_in(
+        vec![project],
+        &format!(
+            "n=$(cat | tr -dc 0-9); echo x >> {m}/started-$n; while [ ! -e {m}/go ]; do sleep 0.02; done; rm -rf {o}; touch {o}; echo done-$n",
+            m = marks.display(),
+            o = outbox.display()
+        ),
+    );
+    let script = Arc::new(Script::default());
+    let ids: Vec<CommandId> =
+        (0..3).map(|k| queue_with(&script, project, &session, serde_json::json!({ "n": k }))).collect();
+    let mut config = fast_config(&dir, vec![session]);
+    config.max_parallel = 3;
+    let (stop, task) = spawn_relay(config, &script, executor::Processes);
+    eventually("three runs in flight", || (0..3).all(|n| marks.join(format!("started-{n}")).exists())).await;
+    std::fs::write(marks.join("go"), b"").unwrap();
+    eventually("each result delivered", || ids.iter().all(|id| completed(&script, *id).is_some())).await;
+    stop.notify_one();
+    task.await.unwrap().unwrap();
+    assert!(outbox.is_file(), "the outbox was never broken: the test proves nothing");
+    for (n, id) in ids.iter().enumerate() {
+        let c = completed(&script, *id).unwrap();
+        assert_eq!((c.status, c.result.as_deref()), (FinalStatus::Completed, Some(format!("done-{n}").as_str())));
+    }
+    let _ = std::fs::remove_dir_all(dir);
+}
