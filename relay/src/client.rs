@@ -299,6 +299,16 @@ impl<T: Transport> Client<T> {
         if status == 401 || status == 403 {
             return Err(ClientError::Retryable(format!("device token rejected ({status}): {body}")));
         }
+        // Only the relay API's own 404 (`{"error": "command_id: no such command"}`) says a
+        // command is gone, and the relay acts on it (it stops the run, drops the completion).
+        // A 404 of something else — API Gateway's `{"message":"Not Found"}` for a route the
+        // deployed stack lacks, a proxy's page — says nothing about the run: retry later, and
+        // lose nothing meanwhile.
+        if status == 404 && serde_json::from_str::<domain::relay::ErrorResponse>(&body).is_err() {
+            return Err(ClientError::Retryable(format!(
+                "404 that is not the relay API's answer (a route this server lacks? check server_url): {body}"
+            )));
+        }
         Ok((status, body))
     }
 
@@ -392,5 +402,55 @@ impl<T: Transport> RelayServer for Client<T> {
             409 | 404 => Ok(Completed::Conflict(status_of(&text))),
             _ => Err(Self::refused(status, text)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #![allow(clippy::unwrap_used)]
+
+    use super::*;
+
+    /// Answers every request with one status and body.
+    struct Answers(u16, &'static str);
+
+    impl Transport for Answers {
+        async fn request(
+            &self,
+            _method: &'static str,
+            _path: &str,
+            _body: Option<Vec<u8>>,
+        ) -> Result<(u16, String), ClientError> {
+            Ok((self.0, self.1.to_owned()))
+        }
+    }
+
+    /// The server's own 404 stops the run and drops its completion; a gateway's 404 for a
+    /// route the stack lacks does neither (the run goes on, the completion stays for later).
+    #[tokio::test]
+    async fn only_the_relay_apis_own_404_says_a_command_is_gone() {
+        let id = CommandId::generate();
+        let c = Completion {
+            execution_id: "x".into(),
+            status: domain::runs::FinalStatus::Completed,
+            result: Some("done".into()),
+            result_truncated: false,
+            error: None,
+            total_tokens: None,
+            reported_cost: None,
+        };
+        let ours = Client::over(Answers(404, r#"{"error":"command_id: no such command"}"#));
+        assert!(ours.control(id).await.unwrap());
+        assert!(ours.progress(id, "x", &domain::progress::Progress::default()).await.unwrap());
+        assert!(matches!(ours.complete(id, &c).await.unwrap(), Completed::Conflict(_)));
+        assert!(matches!(ours.start(id, "x").await.unwrap(), Started::Refused(_)));
+        let gateway = Client::over(Answers(404, r#"{"message":"Not Found"}"#));
+        assert!(matches!(gateway.control(id).await, Err(ClientError::Retryable(_))));
+        assert!(matches!(
+            gateway.progress(id, "x", &domain::progress::Progress::default()).await,
+            Err(ClientError::Retryable(_))
+        ));
+        assert!(matches!(gateway.complete(id, &c).await, Err(ClientError::Retryable(_))));
+        assert!(matches!(gateway.start(id, "x").await, Err(ClientError::Retryable(_))));
     }
 }
