@@ -135,6 +135,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         let state = State::open(&config.state_dir)
             .map_err(|source| RelayError::State { path: config.state_dir.clone(), source })?;
         let status = Status { poll_interval_s: config.poll.as_secs(), slots: config.max_parallel, ..Status::default() };
+        server.set_slots(config.max_parallel);
         Ok(Self {
             executor,
             jitter_seed: None,
@@ -221,10 +222,12 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
                     state_dir: old.state_dir.clone(),
                     ..new
                 };
+                self.client.set_slots(merged.max_parallel);
                 *self.config.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(merged);
             }
             Ok(new) => {
                 tracing::info!(sessions = new.sessions.len(), "config changed; reloaded");
+                self.client.set_slots(new.max_parallel);
                 *self.config.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Arc::new(new);
             }
             Err(e) => {

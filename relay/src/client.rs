@@ -95,6 +95,11 @@ pub trait RelayServer: Send + Sync {
         id: CommandId,
         completion: &Completion,
     ) -> impl Future<Output = Result<Completed, ClientError>> + Send;
+    /// The relay's slots now (its config's `max_parallel`), which its reports tell the server
+    /// (`get_graph_run` counts them in a queued run's `check_after_s`). A double ignores it.
+    fn set_slots(&self, slots: usize) {
+        let _ = slots;
+    }
 }
 
 /// How the client's requests reach the server: [`Https`] in the product; the simulation
@@ -109,6 +114,12 @@ pub trait Transport: Send + Sync {
         path: &str,
         body: Option<Vec<u8>>,
     ) -> impl Future<Output = Result<(u16, String), ClientError>> + Send;
+
+    /// The relay's slots now (`max_parallel`), for the report its requests carry; a transport
+    /// that sends no report ignores it.
+    fn set_slots(&self, slots: usize) {
+        let _ = slots;
+    }
 }
 
 /// HTTPS to the server, with the device token.
@@ -127,6 +138,8 @@ pub struct Https {
     state_dir: Option<std::path::PathBuf>,
     /// When a request last carried the report.
     reported: std::sync::Arc<std::sync::Mutex<Option<std::time::Instant>>>,
+    /// The relay's slots, as its config says now (the report's `slots`).
+    slots: std::sync::Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl Https {
@@ -146,7 +159,8 @@ impl Https {
         let published = self.state_dir.as_deref().and_then(crate::update::LastCheck::read).and_then(|c| c.published);
         let update =
             published.filter(|p| crate::update::compare(p, crate::update::VERSION) == std::cmp::Ordering::Greater);
-        domain::fleet::RelayReport { update, ..self.report.clone() }.header_value()
+        let slots = Some(self.slots.load(std::sync::atomic::Ordering::Relaxed).max(1));
+        domain::fleet::RelayReport { update, slots, ..self.report.clone() }.header_value()
     }
 }
 
@@ -162,6 +176,7 @@ pub fn this_relay() -> domain::fleet::RelayReport {
         host: if host.is_empty() { "desktop".into() } else { host },
         doorbell: false,
         update: None,
+        slots: None,
     }
 }
 
@@ -192,6 +207,10 @@ impl Transport for Https {
         let status = res.status().as_u16();
         let text = res.text().await.map_err(|e| ClientError::Retryable(e.to_string()))?;
         Ok((status, text))
+    }
+
+    fn set_slots(&self, slots: usize) {
+        self.slots.store(u32::try_from(slots).unwrap_or(u32::MAX), std::sync::atomic::Ordering::Relaxed);
     }
 }
 
@@ -260,6 +279,7 @@ impl Client<Https> {
             report: this_relay(),
             state_dir: None,
             reported: std::sync::Arc::new(std::sync::Mutex::new(None)),
+            slots: std::sync::Arc::new(std::sync::atomic::AtomicU32::new(1)),
         })
     }
 
@@ -402,6 +422,10 @@ impl<T: Transport> RelayServer for Client<T> {
             409 | 404 => Ok(Completed::Conflict(status_of(&text))),
             _ => Err(Self::refused(status, text)),
         }
+    }
+
+    fn set_slots(&self, slots: usize) {
+        self.transport.set_slots(slots);
     }
 }
 

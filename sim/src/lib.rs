@@ -137,6 +137,8 @@ pub struct InProcess {
     api: Arc<RelayApi<SqliteStore>>,
     token: String,
     faults: Arc<Faults>,
+    /// The relay's slots, which its syncs report as the real client's do.
+    slots: std::sync::atomic::AtomicU32,
 }
 
 impl Transport for InProcess {
@@ -152,15 +154,29 @@ impl Transport for InProcess {
         if path.ends_with("/complete") && self.faults.lose_next_complete.swap(false, Ordering::SeqCst) {
             return Err(ClientError::Retryable("the completion POST was lost".into()));
         }
-        let req = http::Request::builder()
+        let mut req = http::Request::builder()
             .method(method)
             .uri(format!("{}{path}", domain::relay::PREFIX))
             .header("authorization", format!("Bearer {}", self.token))
-            .header("content-type", "application/json")
-            .body(Bytes::from(body.unwrap_or_default()))
-            .map_err(|e| ClientError::Retryable(e.to_string()))?;
+            .header("content-type", "application/json");
+        if path == "/sync" {
+            let report = domain::fleet::RelayReport {
+                version: "0.0.0-sim".into(),
+                platform: "linux-x86_64".into(),
+                host: "sim".into(),
+                doorbell: false,
+                update: None,
+                slots: Some(self.slots.load(Ordering::SeqCst)),
+            };
+            req = req.header(domain::fleet::RELAY_HEADER, report.header_value());
+        }
+        let req = req.body(Bytes::from(body.unwrap_or_default())).map_err(|e| ClientError::Retryable(e.to_string()))?;
         let res = self.api.handle(req).await;
         Ok((res.status().as_u16(), String::from_utf8_lossy(res.body()).into_owned()))
+    }
+
+    fn set_slots(&self, slots: usize) {
+        self.slots.store(u32::try_from(slots).unwrap_or(u32::MAX), Ordering::SeqCst);
     }
 }
 
@@ -331,6 +347,7 @@ impl World {
             api: Arc::clone(&self.api),
             token: self.device_token.clone(),
             faults: Arc::clone(&self.faults),
+            slots: std::sync::atomic::AtomicU32::new(1),
         };
         let relay = Relay::with_parts(config, Client::over(transport), VirtualGraphs)?.with_jitter_seed(self.seed);
         if self.doorbell {

@@ -108,6 +108,38 @@ async fn five_at_once(seed: u64, slots: usize) -> anyhow::Result<String> {
     ))
 }
 
+/// The agent that fanned out: five 60 s runs queued at once of a session with history (three
+/// runs before), and the agent following `check_after_s` on each of the five. With one slot
+/// the later runs wait behind its own earlier ones, which `get_graph_run`'s hint counts
+/// (`tools::Backlog`); with five they all start at the next pickup.
+async fn five_at_once_followed(seed: u64, slots: usize) -> anyhow::Result<String> {
+    let mut w = World::new(seed, Policy::default()).await?;
+    w.start_relay_with(CONTROL_POLL, slots)?;
+    tokio::time::sleep(Duration::from_secs(8)).await;
+    for i in 0..3 {
+        let (id, _) = queue(&w, Duration::from_secs(60), 9_100 + i).await?;
+        terminal(&w, id).await?;
+    }
+    let mut queued = Vec::new();
+    for i in 0..5 {
+        queued.push(queue(&w, Duration::from_secs(60), 9_200 + i).await?);
+    }
+    let followed =
+        futures_util::future::join_all(queued.iter().map(|(id, answer)| follow(&w, Strategy::Hints, answer, *id))).await;
+    let (mut calls, mut late) = (Vec::new(), Vec::new());
+    for f in followed {
+        let (c, d) = f?;
+        calls.push(c.to_string());
+        late.push(d);
+    }
+    Ok(format!(
+        "five 60 s runs queued at once (a session with history), {slots} slot{}, an agent following check_after_s on each: status calls per run [{}], result seen after it finished {}\n",
+        if slots == 1 { "" } else { "s" },
+        calls.join(" "),
+        Stats::of(&late).line()
+    ))
+}
+
 /// Status calls of an agent that follows `check_after_s` on runs of one session that has no
 /// history (its first run), of 10 minutes: without progress the hint can only say "check in
 /// 15 s"; with the Graph reporting its fraction every 30 s the server estimates the end.
@@ -336,6 +368,8 @@ pub async fn tables(seed: u64, n: usize) -> anyhow::Result<String> {
     out += &pickup(seed, n, true).await?;
     out += &five_at_once(seed, 1).await?;
     out += &five_at_once(seed, 5).await?;
+    out += &five_at_once_followed(seed, 1).await?;
+    out += &five_at_once_followed(seed, 5).await?;
     out += &progress_guided(seed, n.min(4)).await?;
     out += &polling(seed, n).await?;
     out += &cancel(seed, n, false).await?;

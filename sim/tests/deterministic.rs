@@ -24,4 +24,19 @@ fn the_same_seed_gives_the_same_report_byte_for_byte() {
         assert!(a.contains(table), "missing table {table:?}:\n{a}");
     }
     assert!(a.matches("report:").count() >= 9);
+    // The agent that fanned out five runs: following check_after_s it checks each once, and
+    // sees each result within two seconds of its end, with one slot (the hints count its own
+    // runs ahead) and with five (they count the desktop's slots). Without the backlog the
+    // one-slot row reads [1 2 3 4 4]; without the slots the five-slot row sees results late.
+    for slots in ["1 slot,", "5 slots,"] {
+        let line = a
+            .lines()
+            .find(|l| l.contains("(a session with history)") && l.contains(slots))
+            .unwrap_or_else(|| panic!("no fan-out row for {slots}:\n{a}"));
+        let calls = line.split("status calls per run [").nth(1).and_then(|r| r.split(']').next()).unwrap();
+        assert_eq!(calls, "1 1 1 1 1", "{line}");
+        let seen: f64 =
+            line.split("finished mean ").nth(1).and_then(|r| r.split(' ').next()).unwrap().parse().unwrap();
+        assert!(seen <= 2.0, "{line}");
+    }
 }

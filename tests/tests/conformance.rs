@@ -929,6 +929,46 @@ async fn queue_lists_oldest_first_and_only_queued(h: Harness) {
     assert_eq!((run.slug.as_str(), run.arguments.clone()), ("graph-1", serde_json::json!({"week": 48})));
 }
 
+/// A queued run's backlog counts only its own agent's runs queued ahead of it in its project:
+/// not another agent's, not another project's, not a started, cancelled or expired one, never
+/// the run itself; and counting writes nothing.
+async fn own_runs_ahead_are_the_agents_own_queued_runs_before_it(h: Harness) {
+    let o = owner("alice");
+    let (claude, gpt) = (agent("claude"), agent("gpt"));
+    project(&h, &o, &[1]).await;
+    project(&h, &o, &[2]).await;
+    let mut mine = Vec::new();
+    for i in 0..4 {
+        mine.push(queue(&h, &o, &claude, &format!("ahead-claude-{i}")).await);
+        h.advance(Duration::from_millis(10));
+        queue(&h, &o, &gpt, &format!("ahead-gpt-{i}")).await;
+        h.advance(Duration::from_millis(10));
+        // The same agent's run in the other project is queued in between, and never counts.
+        let other = queue_req(&o, &claude, 2, &format!("ahead-other-{i}"), serde_json::json!({}));
+        assert!(matches!(h.store.queue_run(&other).await.unwrap(), QueueOutcome::Queued(_)));
+        h.advance(Duration::from_millis(10));
+    }
+    let writes = h.writes();
+    let ahead = |r: &Run| {
+        let r = r.clone();
+        let store = &h.store;
+        async move { store.own_runs_ahead(&r).await }
+    };
+    for (i, r) in mine.iter().enumerate() {
+        assert_eq!(ahead(r).await.unwrap(), i, "claude's run {i}");
+    }
+    let last_gpt = h.store.list_queued(&o, mine[0].project_id, 50, &QueueFilter::all()).await.unwrap();
+    let last_gpt = last_gpt.iter().rev().find(|r| r.agent == gpt).unwrap();
+    assert_eq!(ahead(last_gpt).await.unwrap(), 3, "gpt counts its own three, none of claude's");
+    assert_eq!(h.writes(), writes, "counting wrote");
+    h.store.start_run(&o, mine[0].command_id, "exec-0", uuid::Uuid::nil()).await.unwrap();
+    h.store.cancel_run(&claude, mine[1].command_id).await.unwrap();
+    assert_eq!(ahead(&mine[3]).await.unwrap(), 1, "started and cancelled runs are no longer ahead");
+    h.advance(h.policy.queued_ttl);
+    let fresh = queue(&h, &o, &claude, "ahead-after-expiry").await;
+    assert_eq!(ahead(&fresh).await.unwrap(), 0, "expired runs are not ahead");
+}
+
 async fn cancel_queued_is_immediate_and_the_desktop_never_starts_it(h: Harness) {
     let o = owner("alice");
     let a = agent("claude");
@@ -1436,6 +1476,7 @@ async fn device_reports_are_kept_when_they_change(h: Harness) {
         host: "José’s Mac".into(),
         doorbell: false,
         update: None,
+        slots: None,
     };
     let seen = |h: &Harness, o: &domain::ids::OwnerId| {
         let (store, o) = (h.store.clone(), o.clone());
@@ -2022,6 +2063,7 @@ suite! {
     consent_is_checked_at_queue_time,
     sync_replaces_the_shared_set,
     queue_lists_oldest_first_and_only_queued,
+    own_runs_ahead_are_the_agents_own_queued_runs_before_it,
     cancel_queued_is_immediate_and_the_desktop_never_starts_it,
     cancel_running_sets_the_flag_and_cancel_wins_the_completion,
     complete_is_idempotent_by_hash,

@@ -140,6 +140,7 @@ fn report_behind(version: &str, host: &str, update: Option<&str>) -> (&'static s
         host: host.into(),
         doorbell: false,
         update: update.map(str::to_owned),
+        slots: None,
     };
     (RELAY_HEADER, r.header_value())
 }

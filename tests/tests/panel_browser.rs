@@ -45,6 +45,7 @@ async fn the_panel_does_the_owners_work_in_a_real_browser() {
         host: "ci-host".into(),
         doorbell: false,
         update: Some("0.5.0-ci".into()),
+        slots: Some(3),
     };
     let synced = http
         .post(format!("{}{}/sync", running.base_url, domain::relay::PREFIX))

@@ -360,6 +360,7 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
             host: "ci".into(),
             doorbell: false,
             update: None,
+            slots: None,
         };
         req.headers_mut().insert(domain::fleet::RELAY_HEADER, report.header_value().parse().unwrap());
         relay_api.handle(req)
@@ -414,6 +415,7 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
         host: "ci".into(),
         doorbell: false,
         update: None,
+        slots: None,
     };
     reporting.headers_mut().insert(domain::fleet::RELAY_HEADER, report.header_value().parse().unwrap());
     assert_eq!(relay_api.handle(reporting).await.status(), 200);

@@ -49,6 +49,9 @@ pub struct RelayReport {
     /// up to date, never checked, or an older relay); a pinned or `auto_update = false` relay
     /// keeps saying it until it is updated.
     pub update: Option<String>,
+    /// Its slots (`max_parallel`, 1 to [`crate::progress::MAX_PARALLEL`]); none from a relay
+    /// older than slots, which runs one at a time.
+    pub slots: Option<u32>,
 }
 
 impl RelayReport {
@@ -65,7 +68,8 @@ impl RelayReport {
             }
         }
         let update = self.update.as_ref().map(|u| format!("; update={u}")).unwrap_or_default();
-        format!("version={}; platform={}; host={host}{update}", self.version, self.platform)
+        let slots = self.slots.map(|n| format!("; slots={n}")).unwrap_or_default();
+        format!("version={}; platform={}; host={host}{update}{slots}", self.version, self.platform)
     }
 
     /// Reads a [`RELAY_HEADER`] value; `doorbell` is what the doorbell header proved.
@@ -73,7 +77,7 @@ impl RelayReport {
     /// # Errors
     /// A message naming the header, the part and the rule it breaks.
     pub fn parse(value: &str, doorbell: bool) -> Result<Self, String> {
-        let (mut version, mut platform, mut host, mut update) = (None, None, None, None);
+        let (mut version, mut platform, mut host, mut update, mut slots) = (None, None, None, None, None);
         for part in value.split(';') {
             let part = part.trim();
             let Some((key, v)) = part.split_once('=') else {
@@ -84,6 +88,7 @@ impl RelayReport {
                 "platform" => &mut platform,
                 "host" => &mut host,
                 "update" => &mut update,
+                "slots" => &mut slots,
                 // Later relays may say more: an older server ignores it.
                 _ => continue,
             };
@@ -118,12 +123,22 @@ impl RelayReport {
                 "{RELAY_HEADER}: host must be 1 to {MAX_HOST_CHARS} characters, none a control character"
             ));
         }
+        let slots = match slots {
+            None => None,
+            Some(n) => Some(
+                n.parse::<u32>()
+                    .ok()
+                    .filter(|n| (1..=crate::progress::MAX_PARALLEL).contains(n))
+                    .ok_or_else(|| format!("{RELAY_HEADER}: slots must be 1 to {}", crate::progress::MAX_PARALLEL))?,
+            ),
+        };
         Ok(Self {
             version: version.to_owned(),
             platform: platform.to_owned(),
             host,
             doorbell,
             update: update.map(str::to_owned),
+            slots,
         })
     }
 }
@@ -303,6 +318,7 @@ mod tests {
             host: host.into(),
             doorbell: false,
             update: None,
+            slots: None,
         }
     }
 
@@ -324,6 +340,14 @@ mod tests {
         assert_eq!(RelayReport::from_record(&behind.to_record()).unwrap(), behind);
         let bad = RelayReport::parse("version=0.4.0; platform=linux-x86_64; host=h; update=", false).unwrap_err();
         assert!(bad.starts_with("x-foundry-relay: update must be"), "{bad}");
+        // So do its slots, and an older relay's report (no slots) still reads.
+        let wide = RelayReport { slots: Some(5), ..report("h") };
+        assert_eq!(RelayReport::parse(&wide.header_value(), false).unwrap(), wide);
+        assert_eq!(RelayReport::from_record(&wide.to_record()).unwrap(), wide);
+        for n in ["0", "17", "x", ""] {
+            let bad = RelayReport::parse(&format!("version=1; platform=p; host=h; slots={n}"), false).unwrap_err();
+            assert_eq!(bad, "x-foundry-relay: slots must be 1 to 16", "slots={n}");
+        }
     }
 
     #[test]

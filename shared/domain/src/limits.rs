@@ -50,6 +50,9 @@ pub const MAX_SHORT_FIELD_CHARS: usize = 128;
 
 /// Most characters of a relay execution id.
 pub const MAX_EXECUTION_ID_CHARS: usize = 128;
+/// How many runs queued just ahead of one `ReadRuns::own_runs_ahead` looks at (one bounded
+/// query; a longer backlog reads as this long).
+pub const MAX_RUNS_AHEAD: usize = 100;
 
 /// Most bytes of a run's `arguments` JSON text (with the largest result, the item stays under
 /// DynamoDB's 400 KB).

@@ -118,6 +118,11 @@ pub trait QueueRuns: Send + Sync {
 pub trait ReadRuns: Send + Sync {
     /// The run if it exists and this agent queued it.
     async fn get_run(&self, agent: &AgentId, command: CommandId) -> StoreResult<Option<Run>>;
+    /// How many of the [`crate::limits::MAX_RUNS_AHEAD`] runs queued just ahead of `run` in its
+    /// project (queued before it, still queued, unexpired) are its own agent's: what a queued
+    /// run waits for on a desktop with few slots. Only the agent's own runs count: another
+    /// agent's queue is not its to learn (one bounded query, no writes).
+    async fn own_runs_ahead(&self, run: &Run) -> StoreResult<usize>;
 }
 
 /// Agent: cancel its own runs.

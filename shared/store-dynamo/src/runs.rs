@@ -143,6 +143,32 @@ impl ReadRuns for DynamoStore {
     async fn get_run(&self, agent: &AgentId, command: CommandId) -> StoreResult<Option<Run>> {
         Ok(opt_from(self.get(run_key(command)).await?.as_ref(), run_from)?.filter(|r| &r.agent == agent))
     }
+
+    async fn own_runs_ahead(&self, run: &Run) -> StoreResult<usize> {
+        // The queue index backwards from the run's own key (which it reads first, if it is
+        // still queued: one more item than the bound), counting only the agent's own runs.
+        let limit = i32::try_from(domain::limits::MAX_RUNS_AHEAD + 1).unwrap_or(i32::MAX);
+        let out = self
+            .client
+            .query()
+            .table_name(&self.table)
+            .index_name(QUEUE_INDEX)
+            .key_condition_expression("#gsi1pk = :p AND #gsi1sk BETWEEN :now AND :me")
+            .filter_expression("#agent = :a AND #command_id <> :id")
+            .set_expression_attribute_names(Some(names("#gsi1pk #gsi1sk #agent #command_id")))
+            .expression_attribute_values(":p", s(queue_partition(run.project_id)))
+            .expression_attribute_values(":now", s(crate::keys::unexpired_after(self.clock.now())))
+            .expression_attribute_values(":me", s(expiring_sort_key(run.expires_at, run.command_id)))
+            .expression_attribute_values(":a", s(run.agent.as_str()))
+            .expression_attribute_values(":id", s(run.command_id.to_string()))
+            .select(aws_sdk_dynamodb::types::Select::Count)
+            .scan_index_forward(false)
+            .limit(limit)
+            .send()
+            .await
+            .map_err(crate::error::sdk)?;
+        Ok(usize::try_from(out.count()).unwrap_or(0).min(domain::limits::MAX_RUNS_AHEAD))
+    }
 }
 
 #[async_trait]

@@ -91,6 +91,27 @@ impl ReadRuns for SqliteStore {
         let agent = agent.clone();
         self.read(move |tx, _| Ok(get_run_tx(tx, &command.to_string())?.filter(|r| r.agent == agent))).await
     }
+
+    async fn own_runs_ahead(&self, run: &Run) -> StoreResult<usize> {
+        let (project, agent, id) = (run.project_id.to_string(), run.agent.as_str().to_owned(), run.command_id.to_string());
+        let expires = run.expires_at.as_millis();
+        self.read(move |tx, now| {
+            // The queue's own order (`list_queued`'s): by expiry, which is queued time plus a
+            // constant, then id.
+            let n: i64 = tx
+                .prepare_cached(
+                    "SELECT COUNT(*) FROM (SELECT agent FROM runs WHERE project_id = ?1 AND status = 'queued' \
+                     AND expires_at > ?3 AND (expires_at < ?4 OR (expires_at = ?4 AND command_id < ?5)) \
+                     ORDER BY expires_at DESC, command_id DESC LIMIT ?6) WHERE agent = ?2",
+                )?
+                .query_row(
+                    params![project, agent, now.as_millis(), expires, id, domain::limits::MAX_RUNS_AHEAD as i64],
+                    |r| r.get(0),
+                )?;
+            Ok(usize::try_from(n).unwrap_or(0))
+        })
+        .await
+    }
 }
 
 #[async_trait]

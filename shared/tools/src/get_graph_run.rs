@@ -1,7 +1,7 @@
 //! `get_graph_run`: read a run the calling agent queued.
 
 use domain::clock::Timestamp;
-use domain::devices::{Hold, held_by_pause};
+use domain::devices::Hold;
 use domain::errors::RUN_NOT_FOUND;
 use domain::ids::CommandId;
 use domain::runs::RunStatus;
@@ -11,7 +11,8 @@ use serde::Serialize;
 
 use super::common::CommandInput;
 use super::{
-    Annotations, Caller, Handled, Handler, Rejected, SCOPE_READ, Tool, ToolDeps, ToolName, ToolSpec, check_after,
+    Annotations, Backlog, Caller, Handled, Handler, Rejected, SCOPE_READ, Tool, ToolDeps, ToolName, ToolSpec,
+    check_after_behind, run_graph_session::waiting,
 };
 
 /// The tool.
@@ -22,9 +23,9 @@ impl Tool for GetGraphRun {
         name: ToolName::GetGraphRun,
         title: "Check a Graph run",
         scope: SCOPE_READ,
-        description: "Read a Graph run you queued: status (queued, running, completed, failed, cancelled, expired); a queued run with desktop_paused waits because the owner paused every desktop that can run it (tell the user: it starts when the pause ends or the owner resumes it); result (or result_truncated when it exceeded 100,000 characters), error, tokens and cost; while running, progress (the Graph's message, fraction 0–1 and its last log lines, updated at most every 10 s). check_after_s says when another check is worth it (the desktop's next pickup, or the run's expected end from the session's recent runs); follow it instead of polling quickly. Runs queued by other agents are not visible.",
+        description: "Read a Graph run you queued: status (queued, running, completed, failed, cancelled, expired); a queued run with desktop_paused waits because the owner paused every desktop that can run it (tell the user: it starts when the pause ends or the owner resumes it); result (or result_truncated when it exceeded 100,000 characters), error, tokens and cost; while running, progress (the Graph's message, fraction 0–1 and its last log lines, updated at most every 10 s). check_after_s says when another check is worth it (the desktop's next pickup, later when your own runs queued ahead of it fill the desktop's slots, or the run's expected end from the session's recent runs); follow it instead of polling quickly. Runs queued by other agents are not visible.",
         annotations: Annotations::READ,
-        dynamodb_actions: &["dynamodb:GetItem"],
+        dynamodb_actions: &["dynamodb:GetItem", "dynamodb:Query"],
         queries_index: false,
         stores_blobs: false,
     };
@@ -102,32 +103,6 @@ pub struct DesktopPaused {
 /// How long a model is told to wait on a run held by a pause with no end (the owner resumes
 /// by hand; checking sooner only costs calls).
 const HELD_CHECK_AFTER: u64 = 900;
-/// At most this many desktops' records are read to decide a hold (an owner with more desktops
-/// sharing one session is told nothing about pauses, never something wrong).
-const MAX_SHARERS_READ: usize = 10;
-
-/// The pause holding a queued run, from the records of the desktops that share its session
-/// (one read each, only for a queued run).
-async fn hold<S: ManageDevices + ?Sized>(
-    store: &S,
-    project: Option<&domain::projects::Project>,
-    run: &domain::runs::Run,
-    now: Timestamp,
-) -> Result<Option<Hold>, domain::store::StoreError> {
-    let Some(project) = project else { return Ok(None) };
-    let ids: Vec<uuid::Uuid> = project.devices_sharing(&run.graph_session_id).collect();
-    if ids.is_empty() || ids.len() > MAX_SHARERS_READ {
-        return Ok(None);
-    }
-    let mut sharers = Vec::with_capacity(ids.len());
-    for id in ids {
-        if let Some(d) = store.get_device(&run.owner, id).await?.filter(|d| d.revoked_at.is_none()) {
-            sharers.push(d);
-        }
-    }
-    Ok(held_by_pause(&sharers, now))
-}
-
 impl<S: ReadRuns + ManageProjects + ManageDevices + ?Sized> Handler<S> for GetGraphRun {
     async fn run(deps: &ToolDeps<S>, caller: Caller<'_>, id: CommandId) -> Handled<GraphRunOutput> {
         let Some(run) = deps.store.get_run(caller.agent, id).await? else {
@@ -136,12 +111,12 @@ impl<S: ReadRuns + ManageProjects + ManageDevices + ?Sized> Handler<S> for GetGr
         let project = deps.store.get_project(caller.owner, run.project_id).await?;
         let view = run.view(caller.now, &deps.policy);
         let c = run.completion.as_ref().filter(|_| view.status.is_terminal());
-        let held = match view.status {
-            RunStatus::Queued => hold(deps.store.as_ref(), project.as_ref(), &run, caller.now).await?,
-            _ => None,
+        let (held, backlog) = match view.status {
+            RunStatus::Queued => waiting(deps.store.as_ref(), project.as_ref(), &run, caller.now).await?,
+            _ => (None, Backlog::NONE),
         };
         let check_after_s = match &held {
-            None => check_after(view.status, project.as_ref(), &run, caller.now, &deps.policy),
+            None => check_after_behind(view.status, project.as_ref(), &run, caller.now, &deps.policy, backlog),
             Some(Hold { until: None, .. }) => Some(HELD_CHECK_AFTER),
             // When the pause ends, the desktop's next sync hands the run out.
             Some(Hold { until: Some(u), .. }) => {

@@ -7,7 +7,8 @@ use domain::ids::{GraphSessionId, IdempotencyKey, ProjectId};
 use domain::limits::{MAX_ARGUMENTS_BYTES, Policy};
 use domain::projects::Project;
 use domain::runs::{QueueOutcome, QueueRun, Run, RunStatus};
-use domain::store::{ManageProjects, QueueRuns};
+use domain::devices::{Hold, held_by_pause};
+use domain::store::{ManageDevices, ManageProjects, QueueRuns, ReadRuns};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -31,7 +32,7 @@ impl Tool for RunGraphSession {
         name: ToolName::RunGraphSession,
         title: "Run a Graph session on the desktop",
         scope: SCOPE_RUN,
-        description: "Queue a Graph run on the owner's desktop. This returns a ticket (command_id, status \"queued\") BEFORE the Graph starts: the desktop picks work up by polling, runs one Graph at a time unless its owner gave it more slots (a queued run waits for a free one), and may be offline. Read progress and the result with get_graph_run, first after check_after_s seconds (when the desktop can have picked it up, or when it is expected to have finished if this session ran before; checking earlier only costs a call). idempotency_key is required: if a response is lost, call again with the SAME key and arguments to get the same run back instead of starting a second one; the same key with different arguments is rejected. project_id is needed only when the session is shared in more than one connected project.",
+        description: "Queue a Graph run on the owner's desktop. This returns a ticket (command_id, status \"queued\") BEFORE the Graph starts: the desktop picks work up by polling, runs one Graph at a time unless its owner gave it more slots (a queued run waits for a free one), and may be offline. Read progress and the result with get_graph_run, first after check_after_s seconds (when the desktop can have picked it up, or when it is expected to have finished if this session ran before, counting your own runs queued ahead of it on the desktop's slots; checking earlier only costs a call). idempotency_key is required: if a response is lost, call again with the SAME key and arguments to get the same run back instead of starting a second one; the same key with different arguments is rejected. project_id is needed only when the session is shared in more than one connected project.",
         // Starts side effects on the desktop (destructive, open world); idempotent only
         // through its key, so not declared idempotent.
         annotations: Annotations { read_only: false, destructive: true, idempotent: false, open_world: true },
@@ -107,7 +108,7 @@ pub struct RunQueuedOutput {
     pub url: Option<String>,
 }
 
-impl<S: QueueRuns + ManageProjects + ?Sized> Handler<S> for RunGraphSession {
+impl<S: QueueRuns + ReadRuns + ManageProjects + ManageDevices + ?Sized> Handler<S> for RunGraphSession {
     async fn run(deps: &ToolDeps<S>, caller: Caller<'_>, a: RunArgs) -> Handled<RunQueuedOutput> {
         let req = QueueRun {
             owner: caller.owner.clone(),
@@ -124,15 +125,59 @@ impl<S: QueueRuns + ManageProjects + ?Sized> Handler<S> for RunGraphSession {
         let project = deps.store.get_project(caller.owner, run.project_id).await?;
         let now = caller.now;
         let status = run.view(now, &deps.policy).status;
+        // The ticket's hint counts the agent's own runs ahead as `get_graph_run`'s does (an
+        // agent that fans out checks each run once it can be done); a pause is for
+        // `get_graph_run` to say.
+        let backlog = match status {
+            RunStatus::Queued => waiting(deps.store.as_ref(), project.as_ref(), &run, now).await?.1,
+            _ => Backlog::NONE,
+        };
         Ok(Ok(RunQueuedOutput {
             command_id: run.command_id.to_string(),
             status,
             queued_at: run.queued_at.rfc3339(),
-            check_after_s: check_after(status, project.as_ref(), &run, now, &deps.policy).unwrap_or(0),
+            check_after_s: check_after_behind(status, project.as_ref(), &run, now, &deps.policy, backlog).unwrap_or(0),
             desktop_last_seen_s: last_seen(project.as_ref(), now),
             url: deps.run_page(run.command_id),
         }))
     }
+}
+
+/// At most this many desktops' records are read to decide a hold (an owner with more desktops
+/// sharing one session is told nothing about pauses, never something wrong).
+const MAX_SHARERS_READ: usize = 10;
+
+/// What a queued run waits for, from the records of the desktops that share its session (one
+/// read each) and its agent's own runs ahead of it (one query): the pause holding it, if every
+/// one of them is paused, else the backlog its `check_after_s` counts (the runs ahead over the
+/// unpaused desktops' slots).
+pub(crate) async fn waiting<S: ReadRuns + ManageDevices + ?Sized>(
+    store: &S,
+    project: Option<&domain::projects::Project>,
+    run: &domain::runs::Run,
+    now: Timestamp,
+) -> Result<(Option<Hold>, Backlog), domain::store::StoreError> {
+    let Some(project) = project else { return Ok((None, Backlog::NONE)) };
+    let ids: Vec<uuid::Uuid> = project.devices_sharing(&run.graph_session_id).collect();
+    if ids.is_empty() || ids.len() > MAX_SHARERS_READ {
+        return Ok((None, Backlog::NONE));
+    }
+    let mut sharers = Vec::with_capacity(ids.len());
+    for id in ids {
+        if let Some(d) = store.get_device(&run.owner, id).await?.filter(|d| d.revoked_at.is_none()) {
+            sharers.push(d);
+        }
+    }
+    if let Some(hold) = held_by_pause(&sharers, now) {
+        return Ok((Some(hold), Backlog::NONE));
+    }
+    let slots = sharers
+        .iter()
+        .filter(|d| d.pause_at(now).is_none())
+        .map(|d| d.relay.as_ref().and_then(|r| r.slots).unwrap_or(1))
+        .sum::<u32>();
+    let ahead = store.own_runs_ahead(run).await?;
+    Ok((None, Backlog { ahead, slots: slots.max(1) }))
 }
 
 /// Seconds since the desktop last synced the run's project.
@@ -170,11 +215,49 @@ pub fn check_after(
     now: Timestamp,
     policy: &Policy,
 ) -> Option<u64> {
+    check_after_behind(status, project, run, now, policy, Backlog::NONE)
+}
+
+/// What a queued run waits for besides its desktop's next pickup: its agent's own runs queued
+/// ahead of it, shared among the slots of the desktops that can run it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backlog {
+    /// The agent's runs queued just ahead of it (`ReadRuns::own_runs_ahead`).
+    pub ahead: usize,
+    /// The slots of the desktops that can run it (each relay's report; 1 for a relay too old
+    /// to say); at least 1.
+    pub slots: u32,
+}
+
+impl Backlog {
+    /// Nothing known ahead (the ticket's hint, a run queued first).
+    pub const NONE: Self = Self { ahead: 0, slots: 1 };
+
+    /// How many rounds of the session's expected duration pass before a slot is free for
+    /// this run: the runs ahead fill the slots that many times over.
+    fn rounds(self) -> u32 {
+        u32::try_from(self.ahead).unwrap_or(u32::MAX) / self.slots.max(1)
+    }
+}
+
+/// [`check_after`] for a queued run with `backlog` ahead of it: each full round of its
+/// agent's own runs ahead on the slots that can take it adds the session's expected duration
+/// (nothing without history: there is no duration to add). The runs of other agents, which a
+/// run may also wait behind, are not counted: one agent is never told about another's queue.
+pub fn check_after_behind(
+    status: RunStatus,
+    project: Option<&Project>,
+    run: &Run,
+    now: Timestamp,
+    policy: &Policy,
+    backlog: Backlog,
+) -> Option<u64> {
     let secs = |d: Duration| d.as_secs().max(1);
     match status {
         RunStatus::Queued => {
             let next_sync = project.and_then(|p| p.last_sync_at).map(|t| t.plus(policy.poll_interval));
             let expected = project.and_then(|p| p.expected_duration(&run.graph_session_id)).unwrap_or_default();
+            let expected = expected.saturating_mul(backlog.rounds().saturating_add(1));
             Some(match next_sync {
                 Some(t) if t > now => secs(t.since(now) + expected + CHECK_MARGIN),
                 // Never synced or overdue: the desktop may be offline; one interval is the
@@ -241,6 +324,33 @@ mod tests {
         assert_eq!(check_after(RunStatus::Queued, Some(&overdue), &r, now, &policy), Some(22));
         assert_eq!(last_seen(Some(&overdue), now), Some(600));
         assert_eq!(check_after(RunStatus::Completed, Some(&p), &r, now, &policy), None);
+    }
+
+    #[test]
+    fn a_queued_run_behind_its_agents_own_runs_waits_a_round_per_full_set_of_slots() {
+        let policy = Policy::default();
+        let now = Timestamp::from_millis(1_000_000);
+        let mut p = project(Some(now.minus(Duration::from_secs(5))));
+        let r = run(&p, None);
+        let behind = |p: &Project, ahead: usize, slots: u32| {
+            check_after_behind(RunStatus::Queued, Some(p), &r, now, &policy, Backlog { ahead, slots })
+        };
+        // Without history there is no duration to wait: the next pickup, whatever is ahead.
+        assert_eq!(behind(&p, 4, 1), Some(17));
+        // A session of 60 s: next sync in 15 s, its own 60 s, the margin — and 60 s per full
+        // round of the runs ahead: four ahead on one slot are four rounds, on five slots none.
+        for (slot, ms) in [(0, 60_000), (1, 60_000), (2, 60_000)] {
+            p.recent_durations.insert(format!("{}#{slot}", r.graph_session_id), ms);
+        }
+        assert_eq!(behind(&p, 0, 1), Some(77));
+        assert_eq!(behind(&p, 4, 1), Some(317));
+        assert_eq!(behind(&p, 4, 2), Some(197));
+        assert_eq!(behind(&p, 4, 5), Some(77));
+        assert_eq!(behind(&p, 4, 0), Some(317), "no slot known counts as one");
+        // A running run is not queued behind anything.
+        let running = run(&p, Some(now));
+        let ran = check_after_behind(RunStatus::Running, Some(&p), &running, now, &policy, Backlog { ahead: 4, slots: 1 });
+        assert_eq!(ran, check_after(RunStatus::Running, Some(&p), &running, now, &policy));
     }
 
     #[test]
