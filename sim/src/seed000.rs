@@ -125,7 +125,8 @@ async fn five_at_once_followed(seed: u64, slots: usize) -> anyhow::Result<String
         queued.push(queue(&w, Duration::from_secs(60), 9_200 + i).await?);
     }
     let followed =
-        futures_util::future::join_all(queued.iter().map(|(id, answer)| follow(&w, Strategy::Hints, answer, *id))).await;
+        futures_util::future::join_all(queued.iter().map(|(id, answer)| follow(&w, Strategy::Hints, answer, *id)))
+            .await;
     let (mut calls, mut late) = (Vec::new(), Vec::new());
     for f in followed {
         let (c, d) = f?;

@@ -93,7 +93,8 @@ impl ReadRuns for SqliteStore {
     }
 
     async fn own_runs_ahead(&self, run: &Run) -> StoreResult<usize> {
-        let (project, agent, id) = (run.project_id.to_string(), run.agent.as_str().to_owned(), run.command_id.to_string());
+        let (project, agent, id) =
+            (run.project_id.to_string(), run.agent.as_str().to_owned(), run.command_id.to_string());
         let expires = run.expires_at.as_millis();
         self.read(move |tx, now| {
             // The queue's own order (`list_queued`'s): by expiry, which is queued time plus a

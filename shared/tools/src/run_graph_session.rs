@@ -3,11 +3,11 @@
 use std::time::Duration;
 
 use domain::clock::Timestamp;
+use domain::devices::{Hold, held_by_pause};
 use domain::ids::{GraphSessionId, IdempotencyKey, ProjectId};
 use domain::limits::{MAX_ARGUMENTS_BYTES, Policy};
 use domain::projects::Project;
 use domain::runs::{QueueOutcome, QueueRun, Run, RunStatus};
-use domain::devices::{Hold, held_by_pause};
 use domain::store::{ManageDevices, ManageProjects, QueueRuns, ReadRuns};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
@@ -349,7 +349,8 @@ mod tests {
         assert_eq!(behind(&p, 4, 0), Some(317), "no slot known counts as one");
         // A running run is not queued behind anything.
         let running = run(&p, Some(now));
-        let ran = check_after_behind(RunStatus::Running, Some(&p), &running, now, &policy, Backlog { ahead: 4, slots: 1 });
+        let ran =
+            check_after_behind(RunStatus::Running, Some(&p), &running, now, &policy, Backlog { ahead: 4, slots: 1 });
         assert_eq!(ran, check_after(RunStatus::Running, Some(&p), &running, now, &policy));
     }
 
