@@ -967,6 +967,8 @@ async fn own_runs_ahead_are_the_agents_own_queued_runs_before_it(h: Harness) {
     h.advance(h.policy.queued_ttl);
     let fresh = queue(&h, &o, &claude, "ahead-after-expiry").await;
     assert_eq!(ahead(&fresh).await.unwrap(), 0, "expired runs are not ahead");
+    // A run read as queued that expired since: nothing ahead, and no error.
+    assert_eq!(ahead(&mine[3]).await.unwrap(), 0, "an expired run's own backlog");
 }
 
 async fn cancel_queued_is_immediate_and_the_desktop_never_starts_it(h: Harness) {

@@ -6,6 +6,7 @@
 //! | piece | what |
 //! |---|---|
 //! | this module | attribute values ([`s`], [`n`], [`b`], [`values`]) and typed reads ([`Read`]) |
+//! | [`expiring`] | sort keys that begin with an expiry, the range up to one item, TTL values |
 //! | [`expr`] | updates and conditions that render to expressions with a placeholder for every name and value |
 //! | [`transact`] | transaction items made of them, and what a cancelled transaction says of each |
 
@@ -15,6 +16,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use domain::clock::Timestamp;
 use domain::store::{StoreError, StoreResult};
 
+pub mod expiring;
 pub mod expr;
 pub mod transact;
 

@@ -4,13 +4,12 @@
 
 use std::collections::HashMap;
 
-use aws_sdk_dynamodb::types::AttributeValue;
-
 use domain::clock::Timestamp;
 use domain::ids::{ChatLinkId, CommandId, OwnerId, ProjectId, TaskId};
 use domain::tasks::ArtifactRecord;
 
-use crate::codec::{Item, n, s};
+use crate::codec::{Item, s};
+pub(crate) use dynamo_item::expiring::{expiring_sort_key, queued_up_to, ttl_at, unexpired_after};
 
 pub(crate) fn key(pk: String, sk: impl Into<String>) -> Item {
     HashMap::from([("pk".to_owned(), s(pk)), ("sk".to_owned(), s(sk))])
@@ -53,12 +52,6 @@ pub(crate) fn owner_runs_partition(owner: &OwnerId) -> String {
     format!("RUNS#{owner}")
 }
 
-/// An index sort key that begins with the expiry, so `> unexpired_after(now)` leaves expired
-/// items out (`gsi1sk`, `gsi2sk`).
-pub(crate) fn expiring_sort_key(expires_at: Timestamp, id: impl std::fmt::Display) -> String {
-    format!("{}#{id}", expires_at.sortable())
-}
-
 /// The sort keys of a task's artifacts begin with this.
 pub(crate) fn artifacts_prefix(task: TaskId) -> String {
     format!("ARTIFACT#{task}#")
@@ -89,15 +82,6 @@ pub(crate) fn task_key(link: ChatLinkId, task: TaskId) -> Item {
 
 pub(crate) fn idem_key(record: &str) -> Item {
     key(format!("IDEM#{record}"), "IDEM")
-}
-
-/// Sort-key bound that excludes items expiring at or before `now`.
-pub(crate) fn unexpired_after(now: Timestamp) -> String {
-    format!("{}#~", now.sortable())
-}
-
-pub(crate) fn ttl_at(t: Timestamp) -> AttributeValue {
-    n(t.as_epoch_seconds())
 }
 
 pub(crate) fn artifact_key(r: &ArtifactRecord) -> Item {
@@ -161,22 +145,4 @@ pub(crate) fn delivery_key(owner: &OwnerId, link: ChatLinkId) -> Item {
 
 pub(crate) fn token_key(hash: &str) -> Item {
     key(format!("DEVTOKEN#{hash}"), "DEVTOKEN")
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Duration;
-
-    use domain::ids::CommandId;
-
-    use super::*;
-
-    #[test]
-    fn unexpired_bound_excludes_items_expiring_now() {
-        let now = Timestamp::from_millis(1_000);
-        let expiring_now = format!("{}#{}", now.sortable(), CommandId::generate());
-        let later = format!("{}#{}", now.plus(Duration::from_millis(1)).sortable(), CommandId::generate());
-        assert!(expiring_now.as_str() < unexpired_after(now).as_str());
-        assert!(later.as_str() > unexpired_after(now).as_str());
-    }
 }

@@ -148,6 +148,9 @@ impl ReadRuns for DynamoStore {
         // The queue index backwards from the run's own key (which it reads first, if it is
         // still queued: one more item than the bound), counting only the agent's own runs.
         let limit = i32::try_from(domain::limits::MAX_RUNS_AHEAD + 1).unwrap_or(i32::MAX);
+        let Some((now, me)) = crate::keys::queued_up_to(self.clock.now(), run.expires_at, run.command_id) else {
+            return Ok(0); // Expired since it was read: nothing is ahead.
+        };
         let out = self
             .client
             .query()
@@ -157,8 +160,8 @@ impl ReadRuns for DynamoStore {
             .filter_expression("#agent = :a AND #command_id <> :id")
             .set_expression_attribute_names(Some(names("#gsi1pk #gsi1sk #agent #command_id")))
             .expression_attribute_values(":p", s(queue_partition(run.project_id)))
-            .expression_attribute_values(":now", s(crate::keys::unexpired_after(self.clock.now())))
-            .expression_attribute_values(":me", s(expiring_sort_key(run.expires_at, run.command_id)))
+            .expression_attribute_values(":now", s(now))
+            .expression_attribute_values(":me", s(me))
             .expression_attribute_values(":a", s(run.agent.as_str()))
             .expression_attribute_values(":id", s(run.command_id.to_string()))
             .select(aws_sdk_dynamodb::types::Select::Count)
