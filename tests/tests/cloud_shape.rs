@@ -41,14 +41,7 @@ async fn the_real_binaries_serve_owners_relays_and_both_python_sdks() {
     // picks the run up at once and completes it through graph_relay.
     let gs = format!("gs_{}", "d".repeat(32));
     let config = relay_config(&w, &project, &device, &gs);
-    let mut relay = start_relay(&config);
-    wait_until("the relay's first sync", Duration::from_secs(20), || async {
-        let v = w.owner("GET", "/projects", Value::Null).await;
-        (v["projects"][0]["shared_sessions"] == 1).then_some(())
-    })
-    .await;
-    relay.kill().unwrap();
-    relay.wait().unwrap();
+    w.share_once(&config).await;
     let queued = w
         .tool(
             "run_graph_session",

@@ -40,14 +40,7 @@ async fn three_slots_run_three_at_once_each_cancellable_with_progress_and_a_kill
 
     // Its first sync shares the session; the runs are queued while it is stopped, so its next
     // start finds all three in one pass (its sync says three slots are free).
-    let mut relay = start_relay(&config);
-    wait_until("the relay's first sync", Duration::from_secs(30), || async {
-        let v = w.owner("GET", "/projects", Value::Null).await;
-        (v["projects"][0]["shared_sessions"] == 1).then_some(())
-    })
-    .await;
-    relay.kill().unwrap();
-    relay.wait().unwrap();
+    w.share_once(&config).await;
     let mut ids = Vec::new();
     for n in 0..2 {
         let args = json!({"graph_session_id": gs, "idempotency_key": format!("cloud-slot-{n}"), "arguments": {"n": n}});

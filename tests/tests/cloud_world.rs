@@ -65,6 +65,20 @@ impl World {
             .collect()
     }
 
+    /// Runs the relay on `config` until its first sync has shared its session (the owner's
+    /// first project shows it), then stops it: what the server knows of a desktop that was
+    /// paired and ran once, before the runs a test queues for it.
+    pub(crate) async fn share_once(&self, config: &std::path::Path) {
+        let mut relay = start_relay(config);
+        foundry_tests::wait_until("the relay's first sync", std::time::Duration::from_secs(30), || async {
+            let v = self.owner("GET", "/projects", Value::Null).await;
+            (v["projects"][0]["shared_sessions"] == 1).then_some(())
+        })
+        .await;
+        relay.kill().unwrap();
+        relay.wait().unwrap();
+    }
+
     pub(crate) async fn owner(&self, method: &str, path: &str, body: Value) -> Value {
         let m = reqwest::Method::from_bytes(method.as_bytes()).unwrap();
         let mut req = self.http.request(m, format!("{}/owner{path}", self.emu.gateway)).bearer_auth(&self.owner);

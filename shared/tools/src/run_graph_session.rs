@@ -188,6 +188,9 @@ pub(super) fn last_seen(project: Option<&Project>, now: Timestamp) -> Option<u64
 /// The longest `check_after_s` an estimate from progress gives (it is an estimate: a Graph's
 /// fraction is rarely linear in time).
 pub const PROGRESS_CHECK_MAX: Duration = Duration::from_secs(600);
+/// The longest wait the runs ahead add to a queued run's `check_after_s` (a long backlog is an
+/// estimate too: it is re-checked at least this often, and each check counts it again).
+pub const BACKLOG_CHECK_MAX: Duration = Duration::from_secs(3600);
 /// A fraction below this says too little to estimate an end from.
 const MIN_FRACTION: f64 = 0.02;
 
@@ -257,7 +260,7 @@ pub fn check_after_behind(
         RunStatus::Queued => {
             let next_sync = project.and_then(|p| p.last_sync_at).map(|t| t.plus(policy.poll_interval));
             let expected = project.and_then(|p| p.expected_duration(&run.graph_session_id)).unwrap_or_default();
-            let expected = expected.saturating_mul(backlog.rounds().saturating_add(1));
+            let expected = expected + (expected.saturating_mul(backlog.rounds())).min(BACKLOG_CHECK_MAX);
             Some(match next_sync {
                 Some(t) if t > now => secs(t.since(now) + expected + CHECK_MARGIN),
                 // Never synced or overdue: the desktop may be offline; one interval is the
@@ -347,6 +350,8 @@ mod tests {
         assert_eq!(behind(&p, 4, 2), Some(197));
         assert_eq!(behind(&p, 4, 5), Some(77));
         assert_eq!(behind(&p, 4, 0), Some(317), "no slot known counts as one");
+        // A long backlog adds at most an hour: 100 ahead on one slot, 15 + 60 + 3600 + 2.
+        assert_eq!(behind(&p, 100, 1), Some(3677));
         // A running run is not queued behind anything.
         let running = run(&p, Some(now));
         let ran =
