@@ -969,6 +969,15 @@ async fn own_runs_ahead_are_the_agents_own_queued_runs_before_it(h: Harness) {
     assert_eq!(ahead(&fresh).await.unwrap(), 0, "expired runs are not ahead");
     // A run read as queued that expired since: nothing ahead, and no error.
     assert_eq!(ahead(&mine[3]).await.unwrap(), 0, "an expired run's own backlog");
+    // At the limits: 40 runs ahead with the largest arguments (32 KB each; DynamoDB ends a
+    // page at 1 MB read, about 31 of them) are all counted.
+    let pad = "x".repeat(domain::limits::MAX_ARGUMENTS_BYTES - 100);
+    for i in 0..40 {
+        let big = queue_req(&o, &gpt, 1, &format!("ahead-big-{i}"), serde_json::json!({ "pad": pad }));
+        assert!(matches!(h.store.queue_run(&big).await.unwrap(), QueueOutcome::Queued(_)));
+    }
+    let behind_big = queue(&h, &o, &gpt, "ahead-behind-big").await;
+    assert_eq!(ahead(&behind_big).await.unwrap(), 40, "runs past the first page were not counted");
 }
 
 async fn cancel_queued_is_immediate_and_the_desktop_never_starts_it(h: Harness) {

@@ -146,31 +146,41 @@ impl ReadRuns for DynamoStore {
 
     async fn own_runs_ahead(&self, run: &Run) -> StoreResult<usize> {
         // The queue index backwards from the run's own key (which it reads first, if it is
-        // still queued: one more item than the bound), counting only the agent's own runs.
-        let limit = i32::try_from(domain::limits::MAX_RUNS_AHEAD + 1).unwrap_or(i32::MAX);
+        // still queued: one more item than the bound), counting only the agent's own runs. A
+        // page ends at 1 MB read before the filter (about 31 runs of 32 KB arguments), so the
+        // count goes on page after page until the bound is read.
         let Some((now, me)) = crate::keys::queued_up_to(self.clock.now(), run.expires_at, run.command_id) else {
             return Ok(0); // Expired since it was read: nothing is ahead.
         };
-        let out = self
-            .client
-            .query()
-            .table_name(&self.table)
-            .index_name(QUEUE_INDEX)
-            .key_condition_expression("#gsi1pk = :p AND #gsi1sk BETWEEN :now AND :me")
-            .filter_expression("#agent = :a AND #command_id <> :id")
-            .set_expression_attribute_names(Some(names("#gsi1pk #gsi1sk #agent #command_id")))
-            .expression_attribute_values(":p", s(queue_partition(run.project_id)))
-            .expression_attribute_values(":now", s(now))
-            .expression_attribute_values(":me", s(me))
-            .expression_attribute_values(":a", s(run.agent.as_str()))
-            .expression_attribute_values(":id", s(run.command_id.to_string()))
-            .select(aws_sdk_dynamodb::types::Select::Count)
-            .scan_index_forward(false)
-            .limit(limit)
-            .send()
-            .await
-            .map_err(crate::error::sdk)?;
-        Ok(usize::try_from(out.count()).unwrap_or(0).min(domain::limits::MAX_RUNS_AHEAD))
+        let (mut read, mut own, mut start) = (0usize, 0usize, None);
+        loop {
+            let out = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(QUEUE_INDEX)
+                .key_condition_expression("#gsi1pk = :p AND #gsi1sk BETWEEN :now AND :me")
+                .filter_expression("#agent = :a AND #command_id <> :id")
+                .set_expression_attribute_names(Some(names("#gsi1pk #gsi1sk #agent #command_id")))
+                .expression_attribute_values(":p", s(queue_partition(run.project_id)))
+                .expression_attribute_values(":now", s(now.clone()))
+                .expression_attribute_values(":me", s(me.clone()))
+                .expression_attribute_values(":a", s(run.agent.as_str()))
+                .expression_attribute_values(":id", s(run.command_id.to_string()))
+                .select(aws_sdk_dynamodb::types::Select::Count)
+                .scan_index_forward(false)
+                .limit(i32::try_from(domain::limits::MAX_RUNS_AHEAD + 1 - read).unwrap_or(1))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(crate::error::sdk)?;
+            read += usize::try_from(out.scanned_count()).unwrap_or(0);
+            own += usize::try_from(out.count()).unwrap_or(0);
+            start = out.last_evaluated_key;
+            if start.is_none() || read > domain::limits::MAX_RUNS_AHEAD {
+                return Ok(own.min(domain::limits::MAX_RUNS_AHEAD));
+            }
+        }
     }
 }
 
