@@ -172,7 +172,7 @@ async def main():
         await expect(page.locator("#devices tr", has_text="CI desktop")).to_contain_text("Never connected")
         local = page.locator("#devices tr", has_text="local relay")
         await expect(local).to_contain_text("Online: polling", timeout=TIMEOUT)
-        await expect(local).to_contain_text("0.4.0-ci · linux-x86_64 · ci-host")
+        await expect(local).to_contain_text("0.4.0-ci · linux-x86_64 · ci-host · 3 runs at once")
         await expect(local).to_contain_text("0.5.0-ci available: relay update")
         # ---- pause and resume it ----
         await local.get_by_role("button", name="Pause local relay").click()

@@ -462,7 +462,15 @@ mod mcp_envelope {
                 // Through the door, the 2026 routing headers are the body's own (they must match).
                 let (mcp_method, mcp_name, session) = if door {
                     let v: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-                    let own = |p: &str| v.pointer(p).and_then(Value::as_str).map(str::to_owned);
+                    // A method or name no header can carry (a control character) goes without
+                    // its header, as no client could send it (rotating seed 1919209142 found
+                    // a vertical tab that reqwest refused to send).
+                    let own = |p: &str| {
+                        v.pointer(p)
+                            .and_then(Value::as_str)
+                            .filter(|s| http::HeaderValue::from_str(s).is_ok())
+                            .map(str::to_owned)
+                    };
                     if version.as_deref() == Some("2026-07-28") {
                         (own("/method"), own("/params/name"), None)
                     } else {

@@ -260,6 +260,9 @@ pub struct RelayView {
     /// A newer build the server publishes, as the relay's last update check (daily, or
     /// `relay update`) found it: none when up to date or not known.
     pub update: Option<String>,
+    /// How many runs it may run at once (`max_parallel`): none from a relay too old to say,
+    /// which runs one at a time.
+    pub slots: Option<u32>,
 }
 
 /// `GET /devices`.
@@ -583,6 +586,7 @@ pub(super) fn device_view(d: &Device, now: Timestamp, policy: &Policy, fleet: &F
             platform: r.platform.clone(),
             host: r.host.clone(),
             update: r.update.clone(),
+            slots: r.slots,
         }),
     }
 }

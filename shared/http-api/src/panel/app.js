@@ -277,7 +277,8 @@ function renderDevices(devices) {
   }, "Remove");
   rowsOr("devices", devices.map((d) => h("tr", { "data-state": d.state },
     h("td", {}, d.name),
-    h("td", {}, d.relay ? `${d.relay.version} · ${d.relay.platform} · ${d.relay.host}` : "—",
+    h("td", {}, d.relay ? `${d.relay.version} · ${d.relay.platform} · ${d.relay.host}`
+        + (d.relay.slots > 1 ? ` · ${d.relay.slots} runs at once` : "") : "—",
       d.relay && d.relay.update ? h("div", { class: "note" }, `${d.relay.update} available: relay update`) : ""),
     h("td", {}, ago(d.created_at)), h("td", {}, ago(d.last_seen_at)),
     h("td", {}, d.sessions.length ? [...new Set(d.sessions.map((s) => s.name))].join(", ") : "—"),
