@@ -12,7 +12,7 @@ use serde::Serialize;
 use super::common::CommandInput;
 use super::{
     Annotations, Backlog, Caller, Handled, Handler, Rejected, SCOPE_READ, Tool, ToolDeps, ToolName, ToolSpec,
-    check_after_behind, run_graph_session::waiting,
+    check_after, run_graph_session::waiting,
 };
 
 /// The tool.
@@ -116,7 +116,7 @@ impl<S: ReadRuns + ManageProjects + ManageDevices + ?Sized> Handler<S> for GetGr
             _ => (None, Backlog::NONE),
         };
         let check_after_s = match &held {
-            None => check_after_behind(view.status, project.as_ref(), &run, caller.now, &deps.policy, backlog),
+            None => check_after(view.status, project.as_ref(), &run, caller.now, &deps.policy, backlog),
             Some(Hold { until: None, .. }) => Some(HELD_CHECK_AFTER),
             // When the pause ends, the desktop's next sync hands the run out.
             Some(Hold { until: Some(u), .. }) => {

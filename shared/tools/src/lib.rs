@@ -64,7 +64,7 @@ pub use get_graph_run::GetGraphRun;
 pub use get_linked_chat_task::GetLinkedChatTask;
 pub use list_graph_sessions::ListGraphSessions;
 pub use list_linked_chat_tasks::ListLinkedChatTasks;
-pub use run_graph_session::{Backlog, RunGraphSession, check_after, check_after_behind};
+pub use run_graph_session::{Backlog, RunGraphSession, check_after};
 pub use submit_linked_chat_result::SubmitLinkedChatResult;
 pub use upload_linked_chat_artifact::UploadLinkedChatArtifact;
 

@@ -136,7 +136,7 @@ impl<S: QueueRuns + ReadRuns + ManageProjects + ManageDevices + ?Sized> Handler<
             command_id: run.command_id.to_string(),
             status,
             queued_at: run.queued_at.rfc3339(),
-            check_after_s: check_after_behind(status, project.as_ref(), &run, now, &deps.policy, backlog).unwrap_or(0),
+            check_after_s: check_after(status, project.as_ref(), &run, now, &deps.policy, backlog).unwrap_or(0),
             desktop_last_seen_s: last_seen(project.as_ref(), now),
             url: deps.run_page(run.command_id),
         }))
@@ -204,23 +204,6 @@ fn progress_end(run: &Run) -> Option<Timestamp> {
     Some(started.plus(ran.div_f64(f)))
 }
 
-/// When a check is worth it. The session's expected duration is the median of its recent
-/// completed runs, kept on the project (no extra read). While queued: the relay's next expected
-/// sync (from its last sync and the poll interval) plus a margin — plus the expected duration
-/// when there is one, so the first check usually finds the result; while running: the end the
-/// Graph's reported fraction points to (at most [`PROGRESS_CHECK_MAX`] away), else the expected
-/// end plus the margin, then a tenth of the expected duration (2–15 s) once it overruns, or
-/// 15 s without history; nothing once finished.
-pub fn check_after(
-    status: RunStatus,
-    project: Option<&Project>,
-    run: &Run,
-    now: Timestamp,
-    policy: &Policy,
-) -> Option<u64> {
-    check_after_behind(status, project, run, now, policy, Backlog::NONE)
-}
-
 /// What a queued run waits for besides its desktop's next pickup: its agent's own runs queued
 /// ahead of it, shared among the slots of the desktops that can run it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -243,11 +226,17 @@ impl Backlog {
     }
 }
 
-/// [`check_after`] for a queued run with `backlog` ahead of it: each full round of its
-/// agent's own runs ahead on the slots that can take it adds the session's expected duration
-/// (nothing without history: there is no duration to add). The runs of other agents, which a
-/// run may also wait behind, are not counted: one agent is never told about another's queue.
-pub fn check_after_behind(
+/// When a check is worth it. The session's expected duration is the median of its recent
+/// completed runs, kept on the project (no extra read). While queued: the relay's next expected
+/// sync (from its last sync and the poll interval) plus a margin — plus the expected duration
+/// when there is one, so the first check usually finds the result, and once more for each full
+/// round of the agent's own runs ahead (`backlog`) on the slots that can take it (at most
+/// [`BACKLOG_CHECK_MAX`] more; nothing without history). The runs of other agents, which a run
+/// may also wait behind, are not counted: one agent is never told about another's queue. While
+/// running: the end the Graph's reported fraction points to (at most [`PROGRESS_CHECK_MAX`]
+/// away), else the expected end plus the margin, then a tenth of the expected duration (2–15 s)
+/// once it overruns, or 15 s without history; nothing once finished.
+pub fn check_after(
     status: RunStatus,
     project: Option<&Project>,
     run: &Run,
@@ -289,6 +278,11 @@ pub fn check_after_behind(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The hint with nothing known ahead.
+    fn hint(status: RunStatus, project: Option<&Project>, run: &Run, now: Timestamp, policy: &Policy) -> Option<u64> {
+        check_after(status, project, run, now, policy, Backlog::NONE)
+    }
     use domain::ids::OwnerId;
 
     fn project(last_sync: Option<Timestamp>) -> Project {
@@ -320,13 +314,13 @@ mod tests {
         // Synced 5 s ago with a 20 s interval: next sync in 15 s, plus the 2 s margin.
         let p = project(Some(now.minus(Duration::from_secs(5))));
         let r = run(&p, None);
-        assert_eq!(check_after(RunStatus::Queued, Some(&p), &r, now, &policy), Some(17));
+        assert_eq!(hint(RunStatus::Queued, Some(&p), &r, now, &policy), Some(17));
         // Never synced, or overdue: one interval plus the margin.
-        assert_eq!(check_after(RunStatus::Queued, Some(&project(None)), &r, now, &policy), Some(22));
+        assert_eq!(hint(RunStatus::Queued, Some(&project(None)), &r, now, &policy), Some(22));
         let overdue = project(Some(now.minus(Duration::from_secs(600))));
-        assert_eq!(check_after(RunStatus::Queued, Some(&overdue), &r, now, &policy), Some(22));
+        assert_eq!(hint(RunStatus::Queued, Some(&overdue), &r, now, &policy), Some(22));
         assert_eq!(last_seen(Some(&overdue), now), Some(600));
-        assert_eq!(check_after(RunStatus::Completed, Some(&p), &r, now, &policy), None);
+        assert_eq!(hint(RunStatus::Completed, Some(&p), &r, now, &policy), None);
     }
 
     #[test]
@@ -336,7 +330,7 @@ mod tests {
         let mut p = project(Some(now.minus(Duration::from_secs(5))));
         let r = run(&p, None);
         let behind = |p: &Project, ahead: usize, slots: u32| {
-            check_after_behind(RunStatus::Queued, Some(p), &r, now, &policy, Backlog { ahead, slots })
+            check_after(RunStatus::Queued, Some(p), &r, now, &policy, Backlog { ahead, slots })
         };
         // Without history there is no duration to wait: the next pickup, whatever is ahead.
         assert_eq!(behind(&p, 4, 1), Some(17));
@@ -354,9 +348,8 @@ mod tests {
         assert_eq!(behind(&p, 100, 1), Some(3677));
         // A running run is not queued behind anything.
         let running = run(&p, Some(now));
-        let ran =
-            check_after_behind(RunStatus::Running, Some(&p), &running, now, &policy, Backlog { ahead: 4, slots: 1 });
-        assert_eq!(ran, check_after(RunStatus::Running, Some(&p), &running, now, &policy));
+        let ran = check_after(RunStatus::Running, Some(&p), &running, now, &policy, Backlog { ahead: 4, slots: 1 });
+        assert_eq!(ran, hint(RunStatus::Running, Some(&p), &running, now, &policy));
     }
 
     #[test]
@@ -367,24 +360,24 @@ mod tests {
         let started = now.minus(Duration::from_secs(10));
         let r = run(&p, Some(started));
         // No history: a fixed interval.
-        assert_eq!(check_after(RunStatus::Running, Some(&p), &r, now, &policy), Some(15));
+        assert_eq!(hint(RunStatus::Running, Some(&p), &r, now, &policy), Some(15));
         // History 50, 60, 70 s: median 60 → expected end in 50 s, plus the margin.
         for (slot, ms) in [(0, 50_000), (1, 60_000), (2, 70_000)] {
             p.recent_durations.insert(format!("{}#{slot}", r.graph_session_id), ms);
         }
-        assert_eq!(check_after(RunStatus::Running, Some(&p), &r, now, &policy), Some(52));
+        assert_eq!(hint(RunStatus::Running, Some(&p), &r, now, &policy), Some(52));
         // Past the expected end: a tenth of it.
         let late = started.plus(Duration::from_secs(61));
-        assert_eq!(check_after(RunStatus::Running, Some(&p), &r, late, &policy), Some(6));
+        assert_eq!(hint(RunStatus::Running, Some(&p), &r, late, &policy), Some(6));
         // Queued with history: the first check is worth it at the expected end.
         let fresh = project(Some(now.minus(Duration::from_secs(5))));
         let mut with_history = fresh.clone();
         with_history.recent_durations = p.recent_durations.clone();
-        assert_eq!(check_after(RunStatus::Queued, Some(&with_history), &run(&fresh, None), now, &policy), Some(77));
+        assert_eq!(hint(RunStatus::Queued, Some(&with_history), &run(&fresh, None), now, &policy), Some(77));
         // Another session's history does not count.
         let mut other = project(Some(now));
         other.recent_durations.insert(format!("gs_{}#0", "b".repeat(32)), 1_000);
-        assert_eq!(check_after(RunStatus::Running, Some(&other), &r, now, &policy), Some(15));
+        assert_eq!(hint(RunStatus::Running, Some(&other), &r, now, &policy), Some(15));
     }
 
     #[test]
@@ -402,16 +395,16 @@ mod tests {
         };
         // A quarter done after 80 s: the whole takes 320 s, so 220 s from now (+ the margin).
         r.progress = at(Some(0.25), started.plus(Duration::from_secs(80)));
-        assert_eq!(check_after(RunStatus::Running, Some(&p), &r, now, &policy), Some(222));
+        assert_eq!(hint(RunStatus::Running, Some(&p), &r, now, &policy), Some(222));
         // 1 % says too little, a message alone nothing: the fixed interval.
         r.progress = at(Some(0.01), started.plus(Duration::from_secs(80)));
-        assert_eq!(check_after(RunStatus::Running, Some(&p), &r, now, &policy), Some(15));
+        assert_eq!(hint(RunStatus::Running, Some(&p), &r, now, &policy), Some(15));
         r.progress = at(None, started.plus(Duration::from_secs(80)));
-        assert_eq!(check_after(RunStatus::Running, Some(&p), &r, now, &policy), Some(15));
+        assert_eq!(hint(RunStatus::Running, Some(&p), &r, now, &policy), Some(15));
         // A far end is capped; one already passed falls back to the overrun rule.
         r.progress = at(Some(0.03), started.plus(Duration::from_secs(90)));
-        assert_eq!(check_after(RunStatus::Running, Some(&p), &r, now, &policy), Some(600));
+        assert_eq!(hint(RunStatus::Running, Some(&p), &r, now, &policy), Some(600));
         r.progress = at(Some(0.9), started.plus(Duration::from_secs(10)));
-        assert_eq!(check_after(RunStatus::Running, Some(&p), &r, now, &policy), Some(15));
+        assert_eq!(hint(RunStatus::Running, Some(&p), &r, now, &policy), Some(15));
     }
 }
