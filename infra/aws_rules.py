@@ -10,6 +10,7 @@ code registers are held to the same rule. No third-party imports: it runs on any
 """
 
 import json
+import re
 import sys
 
 
@@ -27,7 +28,15 @@ def cognito_client_problem(params):
     - Token lifetimes: access and ID tokens 5 minutes to 1 day, refresh tokens 60 minutes to
       10 years (API_TokenValidityUnitsType); the rotation grace 0 to 60 s
       (API_RefreshTokenRotationType).
+    - Input rules of the API model (API_CreateUserPoolClient, botocore's cognito-idp model):
+      ClientName 1-128 of `[\\w\\s+=,.@-]+`; each CallbackURLs/LogoutURLs entry 1-1024
+      characters of `[\\p{L}\\p{M}\\p{S}\\p{N}\\p{P}]+` (no white space), at most 100 of
+      each; at most 50 scopes. Cognito answers InvalidParameterException ("1 validation error
+      detected: …").
     """
+    problem = _input_problem(params)
+    if problem:
+        return problem
     flows = params.get("ExplicitAuthFlows")
     rotation = (params.get("RefreshTokenRotation") or {})
     rotating = rotation.get("Feature") == "ENABLED"
@@ -52,6 +61,38 @@ def cognito_client_problem(params):
         m = value * minutes.get(units.get(unit_key, default_unit), 1)
         if not low <= m <= high:
             return f"{field} must be between {low} and {high} minutes (got {value} {units.get(unit_key, default_unit)})"
+    return None
+
+
+CLIENT_NAME = re.compile(r"^[\w\s+=,.@-]{1,128}$")
+CLIENT_ID = re.compile(r"^[\w+]{1,128}$")
+
+
+def _input_problem(params):
+    name = params.get("ClientName")
+    if name is not None and not CLIENT_NAME.match(name):
+        return f"1 validation error detected: Value '{name}' at 'clientName' failed to satisfy constraint"
+    for field in ("CallbackURLs", "LogoutURLs"):
+        urls = params.get(field) or []
+        if len(urls) > 100:
+            return f"1 validation error detected: Value at '{field[0].lower() + field[1:]}' failed to satisfy constraint: Member must have length less than or equal to 100"
+        for u in urls:
+            if not 1 <= len(u) <= 1024 or any(c.isspace() or ord(c) < 0x20 for c in u):
+                return (f"1 validation error detected: Value '[{u}]' at '{field[0].lower() + field[1:]}' failed to satisfy "
+                        "constraint: Member must satisfy constraint: [Member must have length less than or equal to 1024, "
+                        "Member must have length greater than or equal to 1, Member must satisfy regular expression "
+                        "pattern: [\\p{L}\\p{M}\\p{S}\\p{N}\\p{P}]+]")
+    if len(params.get("AllowedOAuthScopes") or []) > 50:
+        return "1 validation error detected: Value at 'allowedOAuthScopes' failed to satisfy constraint: Member must have length less than or equal to 50"
+    return None
+
+
+def cognito_client_id_problem(params):
+    """Why Cognito refuses the ClientId of a Describe/Update/DeleteUserPoolClient, or None:
+    `[\\w+]+`, 1 to 128 characters (API_DescribeUserPoolClient). Moto looks any string up."""
+    client_id = params.get("ClientId")
+    if client_id is not None and not CLIENT_ID.match(client_id):
+        return f"1 validation error detected: Value '{client_id}' at 'clientId' failed to satisfy constraint: Member must satisfy regular expression pattern: [\\w+]+"
     return None
 
 

@@ -35,7 +35,7 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import make_server
 
-from aws_rules import cognito_client_problem
+from aws_rules import cognito_client_id_problem, cognito_client_problem
 
 
 class SerializeDynamoDB:
@@ -66,12 +66,19 @@ class CognitoRules:
         "AWSCognitoIdentityProviderService.CreateUserPoolClient",
         "AWSCognitoIdentityProviderService.UpdateUserPoolClient",
     )
+    # Calls naming an app client by its id: Cognito checks the id's form first.
+    BY_ID = (
+        "AWSCognitoIdentityProviderService.DescribeUserPoolClient",
+        "AWSCognitoIdentityProviderService.DeleteUserPoolClient",
+        "AWSCognitoIdentityProviderService.UpdateUserPoolClient",
+    )
 
     def __init__(self, app):
         self.app = app
 
     def __call__(self, environ, start_response):
-        if environ.get("HTTP_X_AMZ_TARGET", "") not in self.TARGETS:
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        if target not in self.TARGETS and target not in self.BY_ID:
             return self.app(environ, start_response)
         length = int(environ.get("CONTENT_LENGTH") or 0)
         body = environ["wsgi.input"].read(length) if length else b""
@@ -80,7 +87,9 @@ class CognitoRules:
             params = json.loads(body or b"{}")
         except ValueError:
             params = {}
-        problem = cognito_client_problem(params)
+        problem = cognito_client_id_problem(params) if target in self.BY_ID else None
+        if problem is None and target in self.TARGETS:
+            problem = cognito_client_problem(params)
         if problem is None:
             return self.app(environ, start_response)
         answer = json.dumps({"__type": "InvalidParameterException", "message": problem}).encode()

@@ -33,6 +33,10 @@ pub const MAX_CONNECTIONS: &str = "FOUNDRY_MAX_CONNECTIONS";
 /// or a test can host one on this machine. Off by default: loopback, private and other special
 /// addresses are never fetched (`oauth::cimd`).
 pub const ALLOW_LOOPBACK_CLIENT_METADATA: &str = "FOUNDRY_ALLOW_LOOPBACK_CLIENT_METADATA";
+/// Development, with [`ALLOW_LOOPBACK_CLIENT_METADATA`] only: `host=127.0.0.1:port,…`, hosts
+/// whose client metadata documents are fetched from that loopback address, so a host's own
+/// document is replayed under its own URL (`oauth::cimd::Documents::pinning`).
+pub const DEV_DOCUMENT_HOSTS: &str = "FOUNDRY_DEV_DOCUMENT_HOSTS";
 /// Default for [`HEADER_TIMEOUT_SECONDS`]: a browser or client sends its headers at once, a
 /// connection that sends half a request line is cut off instead of kept for good.
 pub const DEFAULT_HEADER_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
@@ -71,6 +75,9 @@ pub struct LocalConfig {
     pub max_connections: usize,
     /// [`ALLOW_LOOPBACK_CLIENT_METADATA`].
     pub allow_loopback_client_metadata: bool,
+    /// [`DEV_DOCUMENT_HOSTS`]: hosts whose client metadata documents are fetched from a
+    /// loopback address (only with the loopback switch).
+    pub dev_document_hosts: Vec<(String, std::net::SocketAddr)>,
 }
 
 impl LocalConfig {
@@ -87,6 +94,7 @@ impl LocalConfig {
             header_timeout: DEFAULT_HEADER_TIMEOUT,
             max_connections: DEFAULT_MAX_CONNECTIONS,
             allow_loopback_client_metadata: false,
+            dev_document_hosts: Vec::new(),
         }
     }
 
@@ -116,6 +124,10 @@ impl LocalConfig {
         let header_timeout = r.seconds(HEADER_TIMEOUT_SECONDS, DEFAULT_HEADER_TIMEOUT);
         let max_connections = r.count(MAX_CONNECTIONS, DEFAULT_MAX_CONNECTIONS);
         let allow_loopback_client_metadata = r.flag(ALLOW_LOOPBACK_CLIENT_METADATA, false);
+        let dev_document_hosts = match r.optional(DEV_DOCUMENT_HOSTS) {
+            Some(v) if allow_loopback_client_metadata => oauth::cimd::Documents::parse_pins(&v),
+            _ => Vec::new(),
+        };
         r.finish(Self {
             data_dir,
             port,
@@ -127,6 +139,7 @@ impl LocalConfig {
             header_timeout,
             max_connections,
             allow_loopback_client_metadata,
+            dev_document_hosts,
         })
     }
 }

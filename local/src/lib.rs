@@ -216,6 +216,8 @@ struct Wiring {
     hosts: Vec<String>,
     /// Client metadata documents may be fetched from loopback (the development switch).
     allow_loopback_client_metadata: bool,
+    /// Hosts whose documents are fetched from loopback (with the switch only).
+    dev_document_hosts: Vec<(String, std::net::SocketAddr)>,
 }
 
 /// Every handler the router serves.
@@ -320,7 +322,9 @@ impl AppState {
             .with_allowed_hosts(w.hosts.clone())
             .with_documents(Arc::new(
                 oauth::cimd::Documents::new(Arc::new(events::SystemResolver), w.clock.clone())
-                    .allowing_loopback(w.allow_loopback_client_metadata),
+                    .allowing_loopback(w.allow_loopback_client_metadata)
+                    .pinning(w.dev_document_hosts.clone())
+                    .with_copies(Arc::clone(&w.store) as Arc<dyn domain::store::DocumentCopies>),
             )),
         }
     }
@@ -367,6 +371,7 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
         relay_requests: Arc::new(RelayRequests::default()),
         hosts: accepted_hosts(&public_url, addr.port()),
         allow_loopback_client_metadata: config.allow_loopback_client_metadata,
+        dev_document_hosts: config.dev_document_hosts.clone(),
     };
     let doorbell = Arc::clone(&wiring.doorbell);
     let relay_requests = Arc::clone(&wiring.relay_requests);
@@ -484,6 +489,8 @@ fn router(state: Arc<AppState>) -> Router {
         .route(REGISTER_PATH, any(register))
         .route(AUTHORIZE_PATH, any(oauth))
         .route(TOKEN_PATH, any(oauth))
+        .route(oauth::local::ORIGIN_ALIASES[0].0, any(oauth))
+        .route(oauth::local::ORIGIN_ALIASES[1].0, any(oauth))
         .route(oauth::local::SESSION_PATH, any(oauth))
         .route(oauth::local::REVOKE_PATH, any(oauth))
         .route(&format!("{}{}", domain::relay::PREFIX, domain::doorbell::PATH), get(ring))
@@ -495,7 +502,15 @@ fn router(state: Arc<AppState>) -> Router {
         .route(&downloads, get(blob))
         .route(http_api::relay_dist::INSTALL_PATH, any(relay_builds))
         .route(&format!("{}{{*file}}", http_api::relay_dist::DOWNLOAD_PREFIX), any(relay_builds))
+        .layer(axum::middleware::from_fn(cors))
         .with_state(state)
+}
+
+/// CORS for the endpoints browser-based MCP clients call from another origin (`http_util::cors`):
+/// their preflights answered here, their answers decorated.
+async fn cors(req: axum::extract::Request, next: axum::middleware::Next) -> axum::response::Response {
+    let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+    http_util::cors::with_cors(&method, &path, || next.run(req)).await
 }
 
 /// Reads at most `max` + 1 bytes of a body (the handlers answer their own 413 past `max`).

@@ -7,7 +7,8 @@
 //! exists in the pool (read from moto), the redirect URI is one of its callbacks, each scope is
 //! allowed, PKCE S256 — signs the owner in without a page (the person's part is not emulated),
 //! and issues access tokens signed with the test key, as [`crate::cloud::access_token`] does.
-//! Every request it answers is kept in [`HostedUi::seen`] for tests to inspect.
+//! A refresh is answered as Cognito without rotation answers it: new access and ID tokens, no
+//! refresh token. Every request it answers is kept in [`HostedUi::seen`] for tests to inspect.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -177,15 +178,21 @@ async fn token(State(ui): State<Arc<HostedUi>>, body: axum::body::Bytes) -> Resp
         }
         _ => return oauth_error(StatusCode::BAD_REQUEST, "unsupported_grant_type", "unsupported_grant_type"),
     };
-    let refresh = random();
-    lock(&ui.refresh).insert(refresh.clone(), (client_id.clone(), scope.clone()));
     let access = crate::cloud::access_token(&client_id, &scope);
-    axum::Json(json!({
+    let mut answer = json!({
         "access_token": access,
-        "refresh_token": refresh,
+        "id_token": access,
         "token_type": "Bearer",
         "expires_in": 3600,
         "scope": scope,
-    }))
-    .into_response()
+    });
+    // Cognito without rotation: "The token endpoint returns refresh_token only when the
+    // grant_type is authorization_code" (token-endpoint.md); the refresh token presented stays
+    // valid for its whole life.
+    if get("grant_type").as_deref() == Some("authorization_code") {
+        let refresh = random();
+        lock(&ui.refresh).insert(refresh.clone(), (client_id.clone(), scope.clone()));
+        answer["refresh_token"] = json!(refresh);
+    }
+    axum::Json(answer).into_response()
 }

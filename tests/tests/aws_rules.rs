@@ -11,6 +11,7 @@
 
 use std::collections::BTreeMap;
 use std::path::Path;
+use std::sync::Arc;
 
 use serde_norway::Value;
 
@@ -715,13 +716,75 @@ async fn the_harness_cognito_refuses_what_cognito_refuses_and_registers_the_code
             aws_sdk_cognitoidentityprovider::error::ProvideErrorMetadata::code(&e).unwrap_or_default().to_owned();
         assert_eq!(code, "InvalidParameterException", "{what}: {e:?}");
     }
-    let registry = lambda::register::CognitoClients::new(&account.aws, pool);
+    // Cognito's input rules (API model): a callback with white space or past 1,024 characters,
+    // and an id outside `[\w+]+`, are InvalidParameterException — which the code never sends.
+    for (what, callback) in [
+        ("white space", "https://a.example/a b".to_owned()),
+        ("1,025 characters", format!("https://a.example/{}", "x".repeat(1007))),
+    ] {
+        let e = cognito
+            .create_user_pool_client()
+            .user_pool_id(pool)
+            .client_name("rule-check")
+            .callback_urls(callback)
+            .send()
+            .await
+            .expect_err(what);
+        let code =
+            aws_sdk_cognitoidentityprovider::error::ProvideErrorMetadata::code(&e).unwrap_or_default().to_owned();
+        assert_eq!(code, "InvalidParameterException", "{what}: {e:?}");
+    }
+    let e = cognito
+        .describe_user_pool_client()
+        .user_pool_id(pool)
+        .client_id("https://chatgpt.com/oauth/client.json")
+        .send()
+        .await
+        .expect_err("a URL as a client id");
+    assert_eq!(
+        aws_sdk_cognitoidentityprovider::error::ProvideErrorMetadata::code(&e),
+        Some("InvalidParameterException")
+    );
+    let redirects = Arc::new(Redirects::default());
+    let callback = "https://api.example.com/oauth/callback";
+    let registry = lambda::register::CognitoClients::new(&account.aws, pool, callback, Arc::clone(&redirects) as _);
+    assert_eq!(
+        registry.get_client("https://chatgpt.com/oauth/client.json").await.unwrap(),
+        None,
+        "never sent to Cognito"
+    );
     let scopes = ["osfoundry/read".to_owned(), "osfoundry/run".to_owned()];
-    let c = registry.create_client("fc-rule-check", &["https://claude.ai/api/mcp/auth_callback".into()], &scopes).await;
+    // What hosts register, none of which Cognito would take as a callback.
+    let long = format!("http://127.0.0.1:1/{}", "x".repeat(1500));
+    let uris = ["cursor://anysphere.cursor-mcp/oauth/callback".to_owned(), long, callback.to_owned()];
+    let c = registry.create_client("fc-rule-check", &uris, &scopes).await;
     let c = c.expect("the code's registered clients are ones Cognito creates");
     let d = cognito.describe_user_pool_client().user_pool_id(pool).client_id(&c.client_id).send().await.unwrap();
     let d = d.user_pool_client().unwrap();
     assert_eq!(d.explicit_auth_flows(), [ExplicitAuthFlowsType::AllowRefreshTokenAuth]);
     assert!(d.refresh_token_rotation().is_none_or(|r| r.feature() != &FeatureType::Enabled), "{d:?}");
+    assert_eq!(d.callback_urls(), [callback], "Cognito holds only the facade's callback");
+    let got = registry.get_client(&c.client_id).await.unwrap().unwrap();
+    assert_eq!(got.redirect_uris, uris, "the client's own redirect URIs, kept beside it, then the callback");
     registry.delete_client(&c.client_id).await.unwrap();
+    assert!(redirects.0.lock().unwrap().is_empty(), "deleting the client forgets its redirect URIs");
+}
+
+/// A [`domain::store::ClientRedirects`] in memory.
+#[derive(Default)]
+struct Redirects(std::sync::Mutex<BTreeMap<String, Vec<String>>>);
+
+#[async_trait::async_trait]
+impl domain::store::ClientRedirects for Redirects {
+    async fn keep_client_redirects(&self, id: &str, uris: &[String]) -> domain::store::StoreResult<()> {
+        self.0.lock().unwrap().insert(id.to_owned(), uris.to_vec());
+        Ok(())
+    }
+    async fn client_redirects(&self, id: &str) -> domain::store::StoreResult<Option<Vec<String>>> {
+        Ok(self.0.lock().unwrap().get(id).cloned())
+    }
+    async fn forget_client_redirects(&self, id: &str) -> domain::store::StoreResult<()> {
+        self.0.lock().unwrap().remove(id);
+        Ok(())
+    }
 }

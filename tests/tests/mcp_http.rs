@@ -146,10 +146,16 @@ async fn auth_errors_carry_the_right_headers() {
         let res = s.post_raw(token, body.clone()).await;
         assert_eq!(res.status(), 401);
         let challenge = res.headers()["www-authenticate"].to_str().unwrap().to_owned();
-        assert_eq!(
-            challenge,
-            format!("Bearer resource_metadata=\"http://{}/.well-known/oauth-protected-resource\"", s.running.addr)
-        );
+        let metadata = format!("resource_metadata=\"http://{}/.well-known/oauth-protected-resource\"", s.running.addr);
+        // RFC 6750 §3.1: no token, no error code; a presented token that fails is invalid_token
+        // (so the client refreshes instead of starting over).
+        let want = match token {
+            None => format!("Bearer {metadata}"),
+            Some(_) => format!(
+                "Bearer error=\"invalid_token\", error_description=\"the access token is invalid or expired\", {metadata}"
+            ),
+        };
+        assert_eq!(challenge, want);
     }
     // The metadata document, plain and path-suffixed.
     for path in ["/.well-known/oauth-protected-resource", "/.well-known/oauth-protected-resource/mcp"] {
@@ -168,7 +174,11 @@ async fn auth_errors_carry_the_right_headers() {
     let res = s.post_raw(Some(&read_only), claim.to_string()).await;
     assert_eq!(res.status(), 403);
     let challenge = res.headers()["www-authenticate"].to_str().unwrap();
-    assert!(challenge.starts_with("Bearer error=\"insufficient_scope\", scope=\"osfoundry:run\""), "{challenge}");
+    // Every connector scope: a client that asks for exactly the challenge's keeps what it had.
+    assert!(
+        challenge.starts_with("Bearer error=\"insufficient_scope\", scope=\"osfoundry:read osfoundry:run\""),
+        "{challenge}"
+    );
     let open = s.store().list_open_tasks(&s.running.demo.owner, s.running.demo.chat_link_id, 50).await.unwrap();
     assert_eq!(open[0].status, domain::tasks::TaskStatus::Queued, "a refused call wrote");
     s.finish().await;

@@ -254,6 +254,13 @@ fn problems(template: &str) -> Vec<String> {
         ("GET /authorize", "RegisterIntegration"),
         ("POST /token", "RegisterIntegration"),
         ("GET /openapi.json", "OwnerIntegration"),
+        // CORS preflights (http_util::cors), answered by the functions.
+        ("OPTIONS /mcp", "McpIntegration"),
+        ("OPTIONS /.well-known/oauth-protected-resource", "McpIntegration"),
+        ("OPTIONS /.well-known/oauth-authorization-server", "McpIntegration"),
+        ("OPTIONS /register", "RegisterIntegration"),
+        ("OPTIONS /token", "RegisterIntegration"),
+        ("OPTIONS /revoke", "RegisterIntegration"),
     ] {
         if !routes.get(key).is_some_and(|t| t.contains(integration)) {
             p.push(format!("route {key} must go to {integration}"));
@@ -560,6 +567,7 @@ fn the_checker_catches_broken_templates() {
         ("registration's table access widened", t.replacen("                  dynamodb:LeadingKeys: [\"CLIENT#*\"]\n", "                  dynamodb:LeadingKeys: [\"*\"]\n", 1)),
         ("relay progress route dropped", t.replacen("RouteKey: \"POST /external-assistants/graph-relays/commands/{id}/control\"", "RouteKey: \"PUT /external-assistants/graph-relays/commands/{id}/control\"", 1)),
         ("relay resume route to the owner API", t.replacen("graph-relays/resume\", Target: !Sub \"integrations/${RelayIntegration}\"", "graph-relays/resume\", Target: !Sub \"integrations/${OwnerIntegration}\"", 1)),
+        ("token preflight dropped", t.replacen("RouteKey: \"OPTIONS /token\"", "RouteKey: \"OPTIONS /tokens\"", 1)),
         ("token facade route dropped", t.replacen("RouteKey: \"POST /token\"", "RouteKey: \"POST /oauth2/token\"", 1)),
         ("OpenID discovery served again", t.replacen("  AuthorizeRoute:\n", "  OpenIdRoute:\n    Type: AWS::ApiGatewayV2::Route\n    Properties: { ApiId: !Ref HttpApi, RouteKey: \"GET /.well-known/openid-configuration\", Target: !Sub \"integrations/${McpIntegration}\" }\n  AuthorizeRoute:\n", 1)),
         ("registration on every pool", t.replacen("                - cognito-idp:DeleteUserPoolClient\n              Resource:\n                - !GetAtt UserPool.Arn", "                - cognito-idp:DeleteUserPoolClient\n              Resource:\n                - \"*\"", 1)),

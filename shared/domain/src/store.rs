@@ -441,6 +441,32 @@ pub trait MetadataClients: Send + Sync {
     async fn keep_metadata_client(&self, url: &str, client_id: &str) -> StoreResult<String>;
 }
 
+/// The last good copy of each client metadata document (`oauth::cimd`), kept by both stores so
+/// that a client whose host refuses one fetch (a bot wall's 403, a 429, a 5xx, a timeout) still
+/// signs in from the copy fetched before, on any instance.
+#[async_trait]
+pub trait DocumentCopies: Send + Sync {
+    /// Keeps `body` (a document that passed validation) as the copy of `url` fetched at
+    /// `fetched`, unless a copy fetched later is kept already (one conditional write).
+    async fn keep_document_copy(&self, url: &str, body: &str, fetched: Timestamp) -> StoreResult<()>;
+    /// The copy kept for `url` and when it was fetched.
+    async fn document_copy(&self, url: &str) -> StoreResult<Option<(String, Timestamp)>>;
+}
+
+/// The redirect URIs of each registered client, kept beside the registry when the registry
+/// cannot hold them (Cognito's callbacks allow neither `http://127.0.0.1` nor URLs past 1,024
+/// characters, and the facade owns the one callback Cognito needs). Only DynamoDB implements it.
+#[async_trait]
+pub trait ClientRedirects: Send + Sync {
+    /// Records `client_id`'s redirect URIs (replacing any).
+    async fn keep_client_redirects(&self, client_id: &str, redirect_uris: &[String]) -> StoreResult<()>;
+    /// The redirect URIs recorded for `client_id`; `None` for a client registered before they
+    /// were kept here.
+    async fn client_redirects(&self, client_id: &str) -> StoreResult<Option<Vec<String>>>;
+    /// Forgets them (the client was deleted); fine if none were kept.
+    async fn forget_client_redirects(&self, client_id: &str) -> StoreResult<()>;
+}
+
 /// Refresh-token families of the local authorization server (Cognito keeps its own).
 #[async_trait]
 pub trait RefreshTokens: Send + Sync {

@@ -5,12 +5,14 @@
 //!
 //! | item | what |
 //! |---|---|
+//! | [`cors`] | CORS for the endpoints browser-based MCP clients call cross-origin (any origin, no credentials) |
 //! | [`http_json`] | JSON answers and the one body parser that names the field it refuses |
 //! | [`routes`] | the route tables' types and [`routes::find`]; the OpenAPI document is built from the tables |
 //! | [`bearer`], [`device_of`] | the bearer token of a request; the device a relay's token names |
 //! | [`ClientSource`], [`TraceId`] | what the adapters put in a request's extensions: the caller's address, the request's id |
 //! | [`media_type_is`] | the `Content-Type` check of the routes that take JSON only |
 
+pub mod cors;
 pub mod http_json;
 pub mod routes;
 

@@ -85,6 +85,14 @@ pub const REGISTRATION_CAP: &str = "REGISTRATION_CAP";
 /// fetched from a loopback address (`oauth::cimd`). Only the cloud-shape tests turn it on; in an
 /// account nothing listens on the function's loopback.
 pub const ALLOW_LOOPBACK_CLIENT_METADATA: &str = "ALLOW_LOOPBACK_CLIENT_METADATA";
+/// Development, with [`ALLOW_LOOPBACK_CLIENT_METADATA`] only: `host=127.0.0.1:port,…`, hosts
+/// whose client metadata documents are fetched from that loopback address
+/// (`oauth::cimd::Documents::pinning`), so a host's own document is replayed under its own URL.
+pub const DEV_DOCUMENT_HOSTS: &str = "FOUNDRY_DEV_DOCUMENT_HOSTS";
+/// Cognito's quota of app clients per user pool.
+pub const COGNITO_APP_CLIENTS_PER_POOL: usize = 1_000;
+/// App clients the template itself makes (the panel's, and room for a deployer's few).
+pub const TEMPLATE_APP_CLIENTS: usize = 10;
 /// Optional: more accepted `Host` values (custom domains), comma-separated. The host of
 /// [`PUBLIC_URL`] is always accepted; any other `Host` gets 403 (DNS-rebinding protection).
 pub const ALLOWED_HOSTS: &str = "ALLOWED_HOSTS";
@@ -457,6 +465,8 @@ pub struct RegisterConfig {
     pub public_url: String,
     /// [`ALLOW_LOOPBACK_CLIENT_METADATA`].
     pub allow_loopback_client_metadata: bool,
+    /// [`DEV_DOCUMENT_HOSTS`] (empty unless the loopback switch is on).
+    pub dev_document_hosts: Vec<(String, std::net::SocketAddr)>,
 }
 
 #[cfg(feature = "register")]
@@ -486,6 +496,23 @@ impl RegisterConfig {
             r.optional(ALLOWED_HOSTS).map(|v| list(&v)).unwrap_or_default().iter().map(|h| format!("https://{h}/mcp")),
         );
         let allow_loopback_client_metadata = r.flag(ALLOW_LOOPBACK_CLIENT_METADATA, false);
+        let dev_document_hosts = match r.optional(DEV_DOCUMENT_HOSTS) {
+            Some(v) if allow_loopback_client_metadata => oauth::cimd::Documents::parse_pins(&v),
+            _ => Vec::new(),
+        };
+        // Registrations and documents each make app clients: together with the template's own
+        // they must stay under Cognito's quota, or CreateUserPoolClient fails with a
+        // LimitExceededException that no owner can act on.
+        let room = COGNITO_APP_CLIENTS_PER_POOL - TEMPLATE_APP_CLIENTS - oauth::facade::DEFAULT_DOCUMENT_CLIENT_CAP;
+        if limits.cap > room {
+            r.problem(
+                REGISTRATION_CAP,
+                format!(
+                    "at most {room}: with {} clients for metadata documents and {TEMPLATE_APP_CLIENTS} of the template's, Cognito allows {COGNITO_APP_CLIENTS_PER_POOL} per user pool",
+                    oauth::facade::DEFAULT_DOCUMENT_CLIENT_CAP
+                ),
+            );
+        }
         r.finish(Self {
             user_pool_id,
             scope_prefix,
@@ -496,6 +523,7 @@ impl RegisterConfig {
             table,
             public_url,
             allow_loopback_client_metadata,
+            dev_document_hosts,
         })
     }
 }

@@ -96,13 +96,17 @@ pub async fn route<D: Dispatch + ?Sized>(
     use tracing::Instrument;
     let req = http_request(req);
     let span = crate::http_glue::request_span(&req);
-    let path = req.uri().path();
-    let res = if path.starts_with(RESOURCE_METADATA_PATH) {
-        resource_metadata_response(endpoint.config(), req.headers())
-    } else if path.starts_with(AS_METADATA_PATH) {
-        metadata_response(auth_server, &endpoint.config().base_url(req.headers()))
-    } else {
-        endpoint.handle(req).instrument(span).await
-    };
+    let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+    // Browser-based clients call these cross-origin (`http_util::cors`).
+    let res = http_util::cors::with_cors(&method, &path, || async {
+        if path.starts_with(RESOURCE_METADATA_PATH) {
+            resource_metadata_response(endpoint.config(), req.headers())
+        } else if path.starts_with(AS_METADATA_PATH) {
+            metadata_response(auth_server, &endpoint.config().base_url(req.headers()))
+        } else {
+            endpoint.handle(req).instrument(span).await
+        }
+    })
+    .await;
     lambda_response(res)
 }

@@ -18,7 +18,7 @@ use aws_sdk_cognitoidentityprovider::types::{
 };
 use domain::clients::{ClientSummary, RegisteredClient};
 use domain::clock::{SharedClock, SystemClock};
-use domain::store::{ClientUse, RegisterClients};
+use domain::store::{ClientRedirects, ClientUse, RegisterClients};
 use domain::store::{StoreError, StoreResult};
 use oauth::cimd::Documents;
 use oauth::facade::{Facade, FacadeParts};
@@ -52,21 +52,39 @@ pub const ACCESS_TOKEN_MINUTES: i32 = 60;
 /// Refresh tokens of registered clients live this many days.
 pub const REFRESH_TOKEN_DAYS: i32 = 30;
 
-/// App clients of one Cognito user pool.
+/// App clients of one Cognito user pool, each with the facade's callback as its only Cognito
+/// callback; the client's own redirect URIs are kept in the table ([`ClientRedirects`]).
+/// Cognito would refuse many that hosts register (`http://127.0.0.1`, a URL past 1,024
+/// characters), and never needs them: the facade checks them and owns the one callback Cognito
+/// returns to.
 pub struct CognitoClients {
     client: aws_sdk_cognitoidentityprovider::Client,
     pool: String,
+    callback: String,
+    redirects: Arc<dyn ClientRedirects>,
+}
+
+/// Cognito's rule for a `ClientId` (`[\w+]+`, 1 to 128 characters; API_DescribeUserPoolClient):
+/// an id outside it is answered `InvalidParameterException`, so it is no client of this server
+/// and is never sent.
+pub fn is_cognito_client_id(id: &str) -> bool {
+    (1..=128).contains(&id.len()) && id.chars().all(|c| c.is_alphanumeric() || c == '_' || c == '+')
 }
 
 impl CognitoClients {
-    /// The app clients of `pool`.
-    pub fn new(aws: &aws_config::SdkConfig, pool: &str) -> Self {
+    /// The app clients of `pool`, sent back to `callback`, their redirect URIs kept in `redirects`.
+    pub fn new(aws: &aws_config::SdkConfig, pool: &str, callback: &str, redirects: Arc<dyn ClientRedirects>) -> Self {
         let timeouts = aws_config::timeout::TimeoutConfig::builder()
             .operation_attempt_timeout(COGNITO_ATTEMPT_TIMEOUT)
             .operation_timeout(COGNITO_OPERATION_TIMEOUT)
             .build();
         let config = aws_sdk_cognitoidentityprovider::config::Builder::from(aws).timeout_config(timeouts).build();
-        Self { client: aws_sdk_cognitoidentityprovider::Client::from_conf(config), pool: pool.to_owned() }
+        Self {
+            client: aws_sdk_cognitoidentityprovider::Client::from_conf(config),
+            pool: pool.to_owned(),
+            callback: callback.to_owned(),
+            redirects,
+        }
     }
 }
 
@@ -113,7 +131,12 @@ impl RegisterClients for CognitoClients {
         }
     }
 
+    /// The app client and, when the table keeps them, its redirect URIs beside the facade's
+    /// callback; an app client made before they were kept there has its Cognito callbacks.
     async fn get_client(&self, client_id: &str) -> StoreResult<Option<RegisteredClient>> {
+        if !is_cognito_client_id(client_id) {
+            return Ok(None);
+        }
         let out =
             match self.client.describe_user_pool_client().user_pool_id(&self.pool).client_id(client_id).send().await {
                 Ok(o) => o,
@@ -124,10 +147,18 @@ impl RegisterClients for CognitoClients {
                 }
                 Err(e) => return Err(sdk(e)),
             };
-        Ok(out.user_pool_client().map(|c| RegisteredClient {
+        let Some(c) = out.user_pool_client() else { return Ok(None) };
+        let mut redirect_uris = c.callback_urls().to_vec();
+        if redirect_uris.contains(&self.callback)
+            && let Some(kept) = self.redirects.client_redirects(client_id).await?
+        {
+            redirect_uris = kept;
+            redirect_uris.push(self.callback.clone());
+        }
+        Ok(Some(RegisteredClient {
             client_id: c.client_id().unwrap_or(client_id).to_owned(),
             name: c.client_name().unwrap_or_default().to_owned(),
-            redirect_uris: c.callback_urls().to_vec(),
+            redirect_uris,
             scopes: c.allowed_o_auth_scopes().to_vec(),
         }))
     }
@@ -152,7 +183,7 @@ impl RegisterClients for CognitoClients {
             .allowed_o_auth_flows_user_pool_client(true)
             .allowed_o_auth_flows(OAuthFlowType::Code)
             .set_allowed_o_auth_scopes(Some(scopes.to_vec()))
-            .set_callback_urls(Some(redirect_uris.to_vec()))
+            .callback_urls(&self.callback)
             .supported_identity_providers("COGNITO")
             .set_explicit_auth_flows(Some(REGISTERED_CLIENT_AUTH_FLOWS.to_vec()))
             .prevent_user_existence_errors(PreventUserExistenceErrorTypes::Enabled)
@@ -168,17 +199,28 @@ impl RegisterClients for CognitoClients {
         let c = out
             .user_pool_client()
             .ok_or_else(|| StoreError::Corrupt("CreateUserPoolClient returned no client".into()))?;
-        Ok(RegisteredClient {
-            client_id: c.client_id().unwrap_or_default().to_owned(),
-            name: name.to_owned(),
-            redirect_uris: redirect_uris.to_vec(),
-            scopes: scopes.to_vec(),
-        })
+        let client_id = c.client_id().unwrap_or_default().to_owned();
+        let own: Vec<String> = redirect_uris.iter().filter(|u| **u != self.callback).cloned().collect();
+        if !own.is_empty()
+            && let Err(e) = self.redirects.keep_client_redirects(&client_id, &own).await
+        {
+            // Without its redirect URIs the client could never be used: take it back.
+            if let Err(d) = self.delete_client(&client_id).await {
+                tracing::error!(error = %domain::errors::ErrorChain(&d), client_id, "deleting a client whose redirect URIs were not kept");
+            }
+            return Err(e);
+        }
+        let mut redirect_uris = own;
+        redirect_uris.push(self.callback.clone());
+        Ok(RegisteredClient { client_id, name: name.to_owned(), redirect_uris, scopes: scopes.to_vec() })
     }
 
     async fn delete_client(&self, client_id: &str) -> StoreResult<()> {
+        if !is_cognito_client_id(client_id) {
+            return Ok(());
+        }
         match self.client.delete_user_pool_client().user_pool_id(&self.pool).client_id(client_id).send().await {
-            Ok(_) => Ok(()),
+            Ok(_) => self.redirects.forget_client_redirects(client_id).await,
             Err(SdkError::ServiceError(se))
                 if matches!(se.err(), DeleteUserPoolClientError::ResourceNotFoundException(_)) =>
             {
@@ -202,13 +244,13 @@ pub async fn run() -> Result<(), Error> {
     let store = Arc::new(crate::dynamo_store(&aws, &config.table, Default::default()));
     let usage: Arc<dyn ClientUse> = Arc::clone(&store) as _;
     let scopes = ScopeSpelling::with_prefix(&config.scope_prefix);
-    let clients = Arc::new(CognitoClients::new(&aws, &config.user_pool_id));
+    let callback = format!("{}{}", config.public_url.trim_end_matches('/'), oauth::facade::CALLBACK_PATH);
+    let clients = Arc::new(CognitoClients::new(&aws, &config.user_pool_id, &callback, Arc::clone(&store) as _));
     let documents = Documents::new(Arc::new(events::SystemResolver), Arc::clone(&clock))
-        .allowing_loopback(config.allow_loopback_client_metadata);
-    // A document's client never reaches Cognito's callbacks, so every loopback spelling can be
-    // allowed for it (RFC 8252 prefers 127.0.0.1).
-    let mut redirects = RedirectPolicy::cloud(config.extra_redirect_hosts.clone());
-    redirects.loopback_hosts = RedirectPolicy::local().loopback_hosts;
+        .allowing_loopback(config.allow_loopback_client_metadata)
+        .pinning(config.dev_document_hosts.clone())
+        .with_copies(Arc::clone(&store) as _);
+    let redirects = RedirectPolicy::cloud(config.extra_redirect_hosts.clone());
     let facade = Arc::new(Facade::new(FacadeParts {
         upstream: config.hosted_auth_url.clone(),
         public_url: config.public_url.clone(),
@@ -219,20 +261,13 @@ pub async fn run() -> Result<(), Error> {
         flows: Arc::clone(&store) as _,
         document_clients: Arc::clone(&store) as _,
         documents: Some(Arc::new(documents)),
-        redirects,
+        redirects: redirects.clone(),
         document_client_cap: oauth::facade::DEFAULT_DOCUMENT_CLIENT_CAP,
         clock: Arc::clone(&clock),
     })?);
     let registrar = Arc::new(
-        Registrar::new(
-            clients,
-            RedirectPolicy::cloud(config.extra_redirect_hosts.clone()),
-            scopes,
-            clock,
-            config.limits,
-            Some(usage),
-        )
-        .with_owned_callback(facade.callback().to_owned()),
+        Registrar::new(clients, redirects.clone(), scopes, clock, config.limits, Some(usage))
+            .with_owned_callback(facade.callback().to_owned()),
     );
     lambda_http::run(lambda_http::service_fn(move |req: lambda_http::Request| {
         let (registrar, facade) = (Arc::clone(&registrar), Arc::clone(&facade));
@@ -240,11 +275,18 @@ pub async fn run() -> Result<(), Error> {
             let source = crate::http_glue::source_ip(&req);
             let mut req = http_request(req);
             let span = crate::http_glue::request_span(&req);
-            if let Some(answer) = tracing::Instrument::instrument(facade.handle(&req), span.clone()).await {
-                return Ok::<_, Error>(lambda_response(answer));
-            }
-            req.extensions_mut().insert(ClientSource(source));
-            Ok(lambda_response(tracing::Instrument::instrument(registrar.handle(req), span).await))
+            let (method, path) = (req.method().clone(), req.uri().path().to_owned());
+            // `/register`, `/token` and `/revoke` are called cross-origin by browser-based
+            // clients (`http_util::cors`); `/authorize` and the callback are navigations.
+            let answer = http_util::cors::with_cors(&method, &path, || async {
+                if let Some(answer) = tracing::Instrument::instrument(facade.handle(&req), span.clone()).await {
+                    return answer;
+                }
+                req.extensions_mut().insert(ClientSource(source));
+                tracing::Instrument::instrument(registrar.handle(req), span).await
+            })
+            .await;
+            Ok::<_, Error>(lambda_response(answer))
         }
     }))
     .await

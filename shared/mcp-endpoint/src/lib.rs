@@ -140,7 +140,15 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
             }
             Err(e) => {
                 tracing::info!(error = %e, "unauthenticated MCP request");
-                let challenge = format!("Bearer resource_metadata=\"{}\"", self.config.metadata_url(&base));
+                // RFC 6750 §3.1: a presented token that failed is `invalid_token`, so the client
+                // refreshes instead of starting over; no token gets no error code.
+                let challenge = match token {
+                    Some(_) => format!(
+                        "Bearer error=\"invalid_token\", error_description=\"the access token is invalid or expired\", resource_metadata=\"{}\"",
+                        self.config.metadata_url(&base)
+                    ),
+                    None => format!("Bearer resource_metadata=\"{}\"", self.config.metadata_url(&base)),
+                };
                 return respond(
                     StatusCode::UNAUTHORIZED,
                     &[(header::WWW_AUTHENTICATE, &challenge)],
@@ -197,15 +205,35 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
         if let Some(tool) = scoped_tool
             && !identity.has_scope(tool.spec().scope)
         {
+            // Every connector scope, not only the missing one: a client that asks again for
+            // exactly what the challenge names would otherwise lose the scope it had.
             let challenge = format!(
-                "Bearer error=\"insufficient_scope\", scope=\"{}\", resource_metadata=\"{}\"",
-                self.config.scopes.spell(tool.spec().scope),
+                "Bearer error=\"insufficient_scope\", scope=\"{} {}\", resource_metadata=\"{}\"",
+                self.config.scopes.spell(SCOPE_READ),
+                self.config.scopes.spell(SCOPE_RUN),
                 self.config.metadata_url(&base)
             );
             return respond(
                 StatusCode::FORBIDDEN,
                 &[(header::WWW_AUTHENTICATE, &challenge)],
                 Bytes::from_static(b"Forbidden"),
+            );
+        }
+        if let Some(ClientRequest::InitializeRequest(r)) = request {
+            // Which hosts connect, and which declare extensions (MCP Apps among them).
+            let extensions: Vec<&str> = r
+                .params
+                .capabilities
+                .extensions
+                .as_ref()
+                .map(|e| e.keys().map(String::as_str).collect())
+                .unwrap_or_default();
+            tracing::info!(
+                client = %r.params.client_info.name,
+                client_version = %r.params.client_info.version,
+                protocol = %r.params.protocol_version,
+                extensions = ?extensions,
+                "initialize"
             );
         }
         let listing = matches!(request, Some(ClientRequest::ListToolsRequest(_)));

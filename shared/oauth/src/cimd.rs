@@ -13,6 +13,13 @@
 //!   redirects followed, no proxy, at most [`MAX_DOCUMENT_BYTES`] within [`FETCH_TIMEOUT`], and
 //!   keeps it as its `Cache-Control` says, between [`MIN_CACHE`] and [`MAX_CACHE`] (
 //!   [`DEFAULT_CACHE`] when it says nothing), at most [`MAX_CACHED_DOCUMENTS`] at once;
+//! - the last good copy of each document ([`DocumentCopies`], in the store: every instance
+//!   shares it): when a fetch fails for a reason that is not the document's — the host answers
+//!   401, 403, 407, 408, 425 or 429 (a bot wall: claude.ai and chatgpt.com sit behind one that
+//!   refuses some cloud addresses), a 5xx, a page instead of JSON (a challenge), a timeout or no
+//!   connection — the copy fetched at most [`MAX_COPY_AGE`] ago is used, and the log says so
+//!   (`using the last good copy`). A document that is gone (404, 410), redirects or breaks a
+//!   rule is the client's own answer: no copy is used for it;
 //! - [`redirect_matches`]: a requested redirect URI against a listed one, any port allowed on a
 //!   loopback one (RFC 8252 §7.3), so `http://localhost/callback` admits
 //!   `http://localhost:53682/callback`.
@@ -20,7 +27,9 @@
 //! [`Documents::allow_loopback`] is the development switch (off by default): documents on a
 //! loopback address are fetched, without certificate checks for those hosts only — the document
 //! is on this machine, where TLS proves nothing — so tests and developers can host one. Private,
-//! link-local and other special addresses stay refused with it on.
+//! link-local and other special addresses stay refused with it on. With it, [`Documents::pinning`]
+//! serves named hosts from loopback addresses (`FOUNDRY_DEV_DOCUMENT_HOSTS`), so a host's own
+//! document, byte for byte and under its own URL, can be replayed on this machine.
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
@@ -28,6 +37,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use domain::clock::{SharedClock, Timestamp};
+use domain::store::DocumentCopies;
 use events::Resolve;
 use events::webhook_url::{UrlPolicy, check_address};
 use serde_json::Value;
@@ -48,6 +58,13 @@ pub const MAX_CACHE: Duration = Duration::from_secs(24 * 3600);
 pub const DEFAULT_CACHE: Duration = Duration::from_secs(300);
 /// Most documents kept at once (the soonest to expire is dropped for a new one).
 pub const MAX_CACHED_DOCUMENTS: usize = 256;
+/// Oldest last good copy used when the host refuses a fetch ([`DocumentCopies`]): a week, so a
+/// client whose host walls the server off for a while still connects, and a document the
+/// client changed or withdrew stops applying within a week even if its host never answers
+/// again.
+pub const MAX_COPY_AGE: Duration = Duration::from_secs(7 * 24 * 3600);
+/// How long a copy used in place of a fetch is kept in memory before the host is tried again.
+pub const COPY_RETRY: Duration = MIN_CACHE;
 /// Longest document URL.
 pub const MAX_URL_CHARS: usize = 2_000;
 
@@ -133,6 +150,22 @@ pub fn redirect_matches(listed: &str, requested: &str) -> bool {
         && r.password().is_none()
 }
 
+/// `uri` without its port when it is a plain-`http` loopback one (the part [`redirect_matches`]
+/// compares); any other URI unchanged.
+pub fn loopback_without_port(uri: &str) -> String {
+    match url::Url::parse(uri) {
+        Ok(mut u)
+            if u.scheme() == "http"
+                && u.port().is_some()
+                && crate::LOOPBACK_HOSTS.contains(&u.host_str().unwrap_or_default()) =>
+        {
+            let _ = u.set_port(None);
+            u.to_string()
+        }
+        _ => uri.to_owned(),
+    }
+}
+
 /// Checks a fetched document (`body`) served at `url`.
 ///
 /// # Errors
@@ -178,32 +211,34 @@ pub fn validate(url: &str, body: &[u8]) -> Result<ClientDocument, DocumentError>
             Err(e) => return Err(invalid(url, format!("redirect_uris[{i}]: not an absolute URI ({e})"))),
         }
     }
-    // The method a public client uses is `none`. The field is one string in RFC 7591; a list
-    // (ChatGPT's document lists `private_key_jwt` first and `none` too) is accepted when `none`
-    // is in it, and so is the plural spelling: this server takes every client as public.
-    let methods: Vec<&str> = ["token_endpoint_auth_method", "token_endpoint_auth_methods"]
-        .iter()
-        .filter_map(|f| o.get(*f))
-        .flat_map(|m| match m {
-            Value::String(s) => vec![s.as_str()],
-            Value::Array(a) => a.iter().filter_map(Value::as_str).collect(),
-            _ => vec!["(not a string)"],
-        })
-        .collect();
-    if let Some(m) = methods.iter().find(|m| m.starts_with("client_secret")) {
-        return Err(invalid(
-            url,
-            format!("token_endpoint_auth_method: {m} needs a shared secret, which a public document cannot hold"),
-        ));
+    // The method a public client uses is `none`. `token_endpoint_auth_method` (RFC 7591) is the
+    // client's preference; `token_endpoint_auth_methods_supported` (OpenID Connect RP Metadata
+    // Choices) lists every method it can use. ChatGPT's document prefers `private_key_jwt` and
+    // supports `none`: `none` among either is a public client, and `none` is what it gets.
+    let mut methods: Vec<&str> = Vec::new();
+    for field in ["token_endpoint_auth_method", "token_endpoint_auth_methods_supported"] {
+        match o.get(field) {
+            None | Some(Value::Null) => {}
+            Some(Value::String(s)) => methods.push(s.as_str()),
+            Some(Value::Array(a)) => {
+                for (i, m) in a.iter().enumerate() {
+                    methods.push(m.as_str().ok_or_else(|| invalid(url, format!("{field}[{i}]: must be a string")))?);
+                }
+            }
+            Some(_) => return Err(invalid(url, format!("{field}: must be a string or a list of strings"))),
+        }
     }
     if !methods.is_empty() && !methods.contains(&"none") {
-        return Err(invalid(
-            url,
-            format!(
-                "token_endpoint_auth_method: {} — this server accepts public clients only (none)",
+        let rule = match methods.iter().find(|m| m.starts_with("client_secret")) {
+            Some(m) => format!(
+                "token_endpoint_auth_method: {m} needs a shared secret, which a public document cannot hold, and none is not offered"
+            ),
+            None => format!(
+                "token_endpoint_auth_method: {} — this server accepts public clients only (none), and none is not offered",
                 methods.join(", ")
             ),
-        ));
+        };
+        return Err(invalid(url, rule));
     }
     if let Some(g) = o.get("grant_types") {
         let grants: Vec<&str> = g.as_array().map(|a| a.iter().filter_map(Value::as_str).collect()).unwrap_or_default();
@@ -255,6 +290,10 @@ pub struct Documents {
     cache: Mutex<HashMap<String, (Timestamp, Arc<ClientDocument>)>>,
     /// Fetches made (cache misses), for tests and the measurements.
     fetches: std::sync::atomic::AtomicU64,
+    /// Where the last good copy of each document is kept.
+    copies: Option<Arc<dyn DocumentCopies>>,
+    /// Development: host names served from these loopback addresses (see the module doc).
+    pinned: HashMap<String, SocketAddr>,
 }
 
 impl Documents {
@@ -266,7 +305,36 @@ impl Documents {
             allow_loopback: false,
             cache: Mutex::new(HashMap::new()),
             fetches: std::sync::atomic::AtomicU64::new(0),
+            copies: None,
+            pinned: HashMap::new(),
         }
+    }
+
+    /// The same, keeping the last good copy of each document in `copies` and using it when a
+    /// fetch fails for a reason that is not the document's.
+    #[must_use]
+    pub fn with_copies(mut self, copies: Arc<dyn DocumentCopies>) -> Self {
+        self.copies = Some(copies);
+        self
+    }
+
+    /// Development (with [`Self::allowing_loopback`] only): each `(host, address)` is fetched
+    /// from that loopback address instead of the host's own; others are ignored.
+    #[must_use]
+    pub fn pinning(mut self, hosts: impl IntoIterator<Item = (String, SocketAddr)>) -> Self {
+        self.pinned =
+            hosts.into_iter().filter(|(_, a)| a.ip().is_loopback()).map(|(h, a)| (h.to_ascii_lowercase(), a)).collect();
+        self
+    }
+
+    /// Parses `FOUNDRY_DEV_DOCUMENT_HOSTS`'s form, `host=127.0.0.1:port,host2=…`; entries that
+    /// are not a host and a loopback address are skipped.
+    pub fn parse_pins(spec: &str) -> Vec<(String, SocketAddr)> {
+        spec.split(',')
+            .filter_map(|e| e.trim().split_once('='))
+            .filter_map(|(h, a)| Some((h.trim().to_owned(), a.trim().parse::<SocketAddr>().ok()?)))
+            .filter(|(h, a)| !h.is_empty() && a.ip().is_loopback())
+            .collect()
     }
 
     /// The same, with the development switch set to `allow`.
@@ -293,7 +361,24 @@ impl Documents {
         {
             return Ok(Arc::clone(doc));
         }
-        let (doc, keep) = self.fetch(url).await?;
+        let (doc, keep) = match self.fetch(url).await {
+            Ok((doc, keep, body)) => {
+                if let Some(copies) = &self.copies
+                    && let Err(e) = copies.keep_document_copy(url, &body, now).await
+                {
+                    tracing::warn!(error = %domain::errors::ErrorChain(&e), document = url, "keeping a document's copy");
+                }
+                (doc, keep)
+            }
+            Err(e @ DocumentError::Unavailable { .. }) => match self.last_good_copy(url, now).await {
+                Some(doc) => {
+                    tracing::warn!(error = %e, document = url, "the host refused the fetch: using the last good copy");
+                    (doc, COPY_RETRY)
+                }
+                None => return Err(e),
+            },
+            Err(e) => return Err(e),
+        };
         let doc = Arc::new(doc);
         let mut cache = lock(&self.cache);
         cache.retain(|_, (until, _)| *until > now);
@@ -306,15 +391,40 @@ impl Documents {
         Ok(doc)
     }
 
-    /// Checks the URL and its addresses, fetches and validates the document.
-    async fn fetch(&self, url: &str) -> Result<(ClientDocument, Duration), DocumentError> {
+    /// The kept copy of `url` if it was fetched at most [`MAX_COPY_AGE`] before `now` and still
+    /// passes validation (the rules may have changed since), with when it was fetched logged.
+    async fn last_good_copy(&self, url: &str, now: Timestamp) -> Option<ClientDocument> {
+        let copies = self.copies.as_ref()?;
+        let (body, fetched) = match copies.document_copy(url).await {
+            Ok(Some(c)) => c,
+            Ok(None) => return None,
+            Err(e) => {
+                tracing::warn!(error = %domain::errors::ErrorChain(&e), document = url, "reading a document's copy");
+                return None;
+            }
+        };
+        if now.since(fetched) > MAX_COPY_AGE {
+            tracing::warn!(document = url, fetched = %fetched.rfc3339(), "the last good copy is too old to use");
+            return None;
+        }
+        let doc = validate(url, body.as_bytes()).ok()?;
+        tracing::info!(document = url, fetched = %fetched.rfc3339(), "the copy used was fetched then");
+        Some(doc)
+    }
+
+    /// Checks the URL and its addresses, fetches and validates the document; with the body.
+    async fn fetch(&self, url: &str) -> Result<(ClientDocument, Duration, String), DocumentError> {
         let parsed = self.check_url(url)?;
         let host = parsed.host_str().unwrap_or_default().trim_start_matches('[').trim_end_matches(']').to_owned();
         let port = parsed.port_or_known_default().unwrap_or(443);
-        let addrs = self.resolver.resolve(&host, port).await.map_err(|e| DocumentError::Unavailable {
-            url: url.to_owned(),
-            reason: format!("cannot resolve {host} ({e})"),
-        })?;
+        let pinned = self.pinned.get(&host.to_ascii_lowercase()).filter(|_| self.allow_loopback);
+        let addrs = match pinned {
+            Some(a) => vec![*a],
+            None => self.resolver.resolve(&host, port).await.map_err(|e| DocumentError::Unavailable {
+                url: url.to_owned(),
+                reason: format!("cannot resolve {host} ({e})"),
+            })?,
+        };
         if addrs.is_empty() {
             return Err(DocumentError::Unavailable { url: url.to_owned(), reason: format!("cannot resolve {host}") });
         }
@@ -349,7 +459,8 @@ impl Documents {
                     format!("answered {} (a redirect): redirects are not followed", status.as_u16()),
                 ));
             }
-            if status.is_server_error() {
+            // Refusals of the fetcher, not of the document: a bot wall, a rate limit, an outage.
+            if status.is_server_error() || [401, 403, 407, 408, 425, 429].contains(&status.as_u16()) {
                 return Err(DocumentError::Unavailable {
                     url: url.to_owned(),
                     reason: format!("answered {}", status.as_u16()),
@@ -362,6 +473,18 @@ impl Documents {
                 return Err(invalid(url, format!("larger than {MAX_DOCUMENT_BYTES} bytes")));
             }
             let keep = cache_lifetime(res.headers().get("cache-control").and_then(|v| v.to_str().ok()));
+            // A page where JSON was asked for is a challenge (a bot wall answering 200).
+            if res
+                .headers()
+                .get("content-type")
+                .and_then(|v| v.to_str().ok())
+                .is_some_and(|t| t.trim_start().to_ascii_lowercase().starts_with("text/html"))
+            {
+                return Err(DocumentError::Unavailable {
+                    url: url.to_owned(),
+                    reason: "answered a web page, not JSON (a bot challenge?)".into(),
+                });
+            }
             let mut body = Vec::new();
             while let Some(chunk) = res.chunk().await.map_err(unavailable)? {
                 body.extend_from_slice(&chunk);
@@ -369,7 +492,9 @@ impl Documents {
                     return Err(invalid(url, format!("larger than {MAX_DOCUMENT_BYTES} bytes")));
                 }
             }
-            Ok((validate(url, &body)?, keep))
+            let doc = validate(url, &body)?;
+            // Validated JSON is UTF-8.
+            Ok((doc, keep, String::from_utf8_lossy(&body).into_owned()))
         };
         match tokio::time::timeout(FETCH_TIMEOUT, work).await {
             Ok(r) => r,
@@ -424,6 +549,8 @@ mod tests {
     use super::*;
 
     const URL: &str = "https://claude.ai/oauth/mcp-oauth-client-metadata";
+    /// ChatGPT's document as published (the corpus in `tests/fixtures/hosts`).
+    const CHATGPT_DOCUMENT: &str = include_str!("../../../tests/fixtures/hosts/documents/chatgpt-shared.json");
 
     fn doc(extra: Value) -> Vec<u8> {
         let mut v = serde_json::json!({
@@ -475,10 +602,26 @@ mod tests {
                 .starts_with("grant_types:")
         );
         assert!(rule(validate(URL, b"[1]")).starts_with("must be a JSON object"));
-        // ChatGPT's shape: a list with private_key_jwt first and none too.
-        let chatgpt = doc(serde_json::json!({"token_endpoint_auth_method": null,
-            "token_endpoint_auth_methods": ["private_key_jwt", "none"]}));
-        assert!(validate(URL, &chatgpt).is_ok());
+        // ChatGPT's published document (tests/fixtures/hosts): it prefers private_key_jwt and
+        // lists none among the methods it supports.
+        let chatgpt = CHATGPT_DOCUMENT.trim_end();
+        let chatgpt_url = "https://chatgpt.com/oauth/client.json";
+        let d = validate(chatgpt_url, chatgpt.as_bytes()).expect("ChatGPT's document");
+        assert_eq!((d.client_name.as_str(), d.host.as_str()), ("ChatGPT", "chatgpt.com"));
+        assert_eq!(d.redirect_uris, ["https://chatgpt.com/connector_platform_oauth_redirect"]);
+        // The same preference without none among the supported methods cannot be used.
+        let no_none = chatgpt.replace(r#"["none", "private_key_jwt"]"#, r#"["private_key_jwt"]"#);
+        assert_ne!(no_none, chatgpt, "the fixture lists its supported methods as this test expects");
+        assert!(rule(validate(chatgpt_url, no_none.as_bytes())).contains("none is not offered"));
+        // A secret-based preference with none supported is a public client too.
+        assert!(
+            validate(
+                URL,
+                &doc(serde_json::json!({"token_endpoint_auth_method": "client_secret_basic",
+                "token_endpoint_auth_methods_supported": ["client_secret_basic", "none"]}))
+            )
+            .is_ok()
+        );
         // No method at all: a public client.
         assert!(
             validate(URL, &doc(serde_json::json!({"token_endpoint_auth_method": null, "client_name": null})))

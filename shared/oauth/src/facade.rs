@@ -31,7 +31,16 @@
 //!   callback back, post the form to Cognito's `/oauth2/token` and answer what it answers.
 //!
 //! App clients made before the facade owned the callback (without it among their callbacks)
-//! go to Cognito as before, their redirect checked by Cognito, without `iss`.
+//! are refused at `/authorize` with a message that says to remove the connector and add it
+//! again (a new registration gets the facade's callback, and so `iss`); their refresh tokens
+//! keep working until they expire.
+//!
+//! A refresh answer always carries a refresh token: Cognito (without rotation, which
+//! `REFRESH_TOKEN_AUTH` rules out) answers a refresh with new access and ID tokens only, and
+//! clients that replace their token set with the answer (the Python SDK 1.x) would drop their
+//! refresh token and need a browser again an hour later. The facade hands back the one
+//! presented, which stays valid for its whole life (30 days) — rotation would need Cognito's
+//! rotation feature, which the refresh flow every app client must keep rules out.
 //!
 //! Tokens stay Cognito's: nothing is issued or signed here. A successful exchange records that
 //! the client was used ([`ClientUse`]), so registrations nobody completed can be removed, and —
@@ -67,11 +76,8 @@ pub const MAX_TOKEN_REQUEST_BYTES: usize = 16 * 1024;
 /// How long a token request may wait for Cognito (under the function's timeout).
 pub const UPSTREAM_TIMEOUT: Duration = Duration::from_secs(10);
 
-/// Scopes dropped before Cognito sees them (see the module documentation).
-const DROPPED_SCOPES: &[&str] = &["offline_access", "openid", "profile", "email"];
-
-/// `scope` as Cognito should see it: read and run in `spelling`, `offline_access`, `openid`, `profile` and `email`
-/// dropped, others unchanged (Cognito refuses them with `invalid_scope`).
+/// `scope` as Cognito should see it: read and run in `spelling`, every other scope dropped
+/// (RFC 6749 §3.3: the server may grant less than asked; unknown scopes are never refused).
 /// `None` when nothing is left: Cognito then grants the client's allowed scopes.
 pub fn forwarded_scope(scope: &str, spelling: &ScopeSpelling) -> Option<String> {
     let mut out: Vec<String> = Vec::new();
@@ -80,10 +86,8 @@ pub fn forwarded_scope(scope: &str, spelling: &ScopeSpelling) -> Option<String> 
         let product = s.replacen("osfoundry/", "osfoundry:", 1);
         let forwarded = if product == SCOPE_READ || product == SCOPE_RUN {
             spelling.spell(&product)
-        } else if DROPPED_SCOPES.contains(&s) {
-            continue;
         } else {
-            s.to_owned()
+            continue;
         };
         if !out.contains(&forwarded) {
             out.push(forwarded);
@@ -271,10 +275,14 @@ impl Facade {
         let (listed, document) = match self.listed_redirects(&client_id).await {
             Ok(Listed::Owned(uris)) => (uris, None),
             Ok(Listed::Document(d)) => (d.redirect_uris.clone(), Some(d)),
-            // An app client made before the facade owned the callback: Cognito checks its
-            // redirect as it always did (no `iss`, exact ports).
+            // An app client made before the facade owned the callback: its sign-ins would carry
+            // no `iss` and Cognito's exact-port checks. A new registration fixes both.
             Ok(Listed::Legacy) => {
-                return found(&format!("{}/oauth2/authorize?{}", self.parts.upstream, encode(&params)));
+                return oauth_error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_client",
+                    "client_id: this client was registered by an older version of this server; remove the connector and add it again",
+                );
             }
             Err(answer) => return answer,
         };
@@ -460,6 +468,11 @@ impl Facade {
             let asked = pairs.iter().find(|(k, _)| k == "client_id").map(|(_, v)| v.as_str());
             self.record_use(&params, asked, &body).await;
         }
+        let presented = pairs.iter().find(|(k, _)| k == "refresh_token").map(|(_, v)| v.as_str());
+        let body = match presented {
+            Some(t) if status.is_success() && upstream_path == "/oauth2/token" => with_refresh_token(body, t),
+            _ => body,
+        };
         let mut r = http::Response::new(body);
         *r.status_mut() = StatusCode::from_u16(status.as_u16()).unwrap_or(StatusCode::BAD_GATEWAY);
         if let Some(ct) = content_type {
@@ -543,6 +556,19 @@ impl Facade {
             tracing::error!(error = %domain::errors::ErrorChain(&e), client_id = %named, "recording a chat's connection");
         }
     }
+}
+
+/// A refresh answer with `presented` added as its `refresh_token` when it has none (see the
+/// module documentation); anything else unchanged.
+pub fn with_refresh_token(answer: Bytes, presented: &str) -> Bytes {
+    let Ok(serde_json::Value::Object(mut o)) = serde_json::from_slice::<serde_json::Value>(&answer) else {
+        return answer;
+    };
+    if o.contains_key("refresh_token") || !o.contains_key("access_token") {
+        return answer;
+    }
+    o.insert("refresh_token".into(), serde_json::Value::String(presented.to_owned()));
+    serde_json::to_vec(&o).map_or(answer, Bytes::from)
 }
 
 /// The owner a token answer from Cognito is for, when its access token carries a connector
@@ -666,8 +692,24 @@ mod tests {
         assert!(e.description.starts_with("resource: must be this server's MCP URL"), "{}", e.description);
         let e = forwarded_params(&pairs("client_id=c&client_id=d"), &resources, &spelling).unwrap_err();
         assert_eq!((e.code, e.description.as_str()), ("invalid_request", "client_id: given more than once"));
-        // Unknown scopes go through for Cognito to refuse.
-        assert_eq!(forwarded_scope("admin openid", &spelling).as_deref(), Some("admin"));
+        // Unknown scopes (Claude's own `claudeai`, OpenID's) are dropped, never refused.
+        assert_eq!(forwarded_scope("admin openid claudeai", &spelling), None);
+        assert_eq!(forwarded_scope("claudeai osfoundry:read", &spelling).as_deref(), Some("osfoundry/read"));
         assert_eq!(forwarded_scope("offline_access", &spelling), None);
+    }
+
+    #[test]
+    fn a_refresh_answer_always_carries_a_refresh_token() {
+        // Cognito's answer to a refresh, as its token endpoint documents it: no refresh token.
+        let cognito =
+            Bytes::from_static(br#"{"access_token":"a","id_token":"i","token_type":"Bearer","expires_in":3600}"#);
+        let out: serde_json::Value = serde_json::from_slice(&with_refresh_token(cognito, "r-1")).unwrap();
+        assert_eq!(out["refresh_token"], "r-1");
+        assert_eq!(out["access_token"], "a");
+        // A rotated one is kept, and an error is left alone.
+        let rotated = Bytes::from_static(br#"{"access_token":"a","refresh_token":"r-2"}"#);
+        assert_eq!(with_refresh_token(rotated.clone(), "r-1"), rotated);
+        let error = Bytes::from_static(br#"{"error":"invalid_grant"}"#);
+        assert_eq!(with_refresh_token(error.clone(), "r-1"), error);
     }
 }

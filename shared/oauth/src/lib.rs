@@ -135,34 +135,58 @@ pub fn metadata_response(config: &AuthServerConfig, base: &str) -> http::Respons
     r
 }
 
-/// Which redirect URIs a registering client may use.
+/// Which redirect URIs a registering client (or a metadata document) may use: what RFC 8252
+/// and the hosts' own artifacts need, refusing only what is unsafe.
 ///
-/// - Claude: `https://claude.ai/api/mcp/auth_callback` (and the same on `claude.com`);
-/// - ChatGPT: the legacy `https://chatgpt.com/connector_platform_oauth_redirect` and each
-///   app's own `https://chatgpt.com/connector/oauth/<id>`;
-/// - desktop clients (RFC 8252 loopback redirects): `http://<loopback host>:<any port>/<any
-///   path>` for the hosts in [`RedirectPolicy::loopback_hosts`] — Cognito accepts plain HTTP
-///   only for `localhost`, so the cloud allows only that one, the local server all three;
-/// - any `https` URI on a host the deployer added.
-///
-/// Fragments and user-info are refused everywhere; so are private-use schemes (`cursor://`).
+/// - `http` only on loopback (`localhost`, `127.0.0.1`, `[::1]`), any port and path (RFC 8252
+///   §7.3): a desktop client's own listener. Cognito never sees these (the facade owns the one
+///   callback Cognito has), so the cloud accepts the same loopback spellings as the local server;
+/// - private-use schemes (RFC 8252 §7.1: `cursor://anysphere.cursor-mcp/oauth/callback`,
+///   `com.example.app:/cb`), except the ones a browser runs or reads itself (`javascript:`,
+///   `data:`, `vbscript:`, `file:`, `blob:`, `about:`) and `ws`/`wss`/`ftp`;
+/// - `https`: on the local server any host — its consent page names the host the code goes to.
+///   In the cloud, where the sign-in page is Cognito's and cannot name it, only the hosts'
+///   published callbacks (Claude's, ChatGPT's, Cursor's, VS Code's; [`KNOWN_CALLBACKS`]) and
+///   the hosts the deployer added: a code sent to any `https` host would let anyone who
+///   registers one and sends the owner a sign-in link collect the owner's tokens;
+/// - never a fragment, user information, or a `*` in the host.
 #[derive(Debug, Clone)]
 pub struct RedirectPolicy {
-    /// Loopback host names accepted over plain HTTP.
-    pub loopback_hosts: Vec<String>,
+    /// `https` on any host (the local server); otherwise [`KNOWN_CALLBACKS`] and `extra_hosts`.
+    pub any_https: bool,
     /// Extra hosts (exact, lower case) whose `https` URIs are accepted.
     pub extra_hosts: Vec<String>,
 }
 
+/// The `https` callbacks the hosts publish, as (host, path or path prefix ending in `/`): the
+/// corpus in `tests/fixtures/hosts` holds each one's source.
+pub const KNOWN_CALLBACKS: &[(&str, &str)] = &[
+    ("claude.ai", "/api/mcp/auth_callback"),
+    ("claude.com", "/api/mcp/auth_callback"),
+    ("chatgpt.com", "/connector_platform_oauth_redirect"),
+    ("chatgpt.com", "/connector/oauth/"),
+    ("www.cursor.com", "/agents/mcp/oauth/callback"),
+    ("cursor.com", "/agents/mcp/oauth/callback"),
+    ("vscode.dev", "/redirect"),
+    ("insiders.vscode.dev", "/redirect"),
+];
+
+/// The loopback host names accepted over plain `http`.
+pub const LOOPBACK_HOSTS: &[&str] = &["localhost", "127.0.0.1", "[::1]"];
+
+/// Schemes never accepted for a redirect (a browser runs or reads them itself, or they are no
+/// redirect at all).
+const UNSAFE_SCHEMES: &[&str] = &["javascript", "data", "vbscript", "file", "blob", "about", "ws", "wss", "ftp"];
+
 impl RedirectPolicy {
-    /// The cloud's policy (Cognito: plain HTTP only for `localhost`), plus `extra_hosts`.
+    /// The cloud's policy: the hosts' published callbacks, plus `extra_hosts`.
     pub fn cloud(extra_hosts: Vec<String>) -> Self {
-        Self { loopback_hosts: vec!["localhost".into()], extra_hosts }
+        Self { any_https: false, extra_hosts }
     }
 
-    /// The local server's policy: every loopback spelling.
+    /// The local server's policy: any `https` host.
     pub fn local() -> Self {
-        Self { loopback_hosts: vec!["localhost".into(), "127.0.0.1".into(), "[::1]".into()], extra_hosts: Vec::new() }
+        Self { any_https: true, extra_hosts: Vec::new() }
     }
 
     /// Whether `uri` may be registered; the error says which rule it breaks.
@@ -173,6 +197,9 @@ impl RedirectPolicy {
         if uri.chars().count() > MAX_REDIRECT_URI_CHARS {
             return Err(format!("at most {MAX_REDIRECT_URI_CHARS} characters"));
         }
+        if uri.chars().any(char::is_whitespace) {
+            return Err("must not contain white space".into());
+        }
         let u = url::Url::parse(uri).map_err(|e| format!("not an absolute URI ({e})"))?;
         if u.fragment().is_some() {
             return Err("must not contain a fragment".into());
@@ -181,32 +208,52 @@ impl RedirectPolicy {
             return Err("must not contain user information".into());
         }
         let host = u.host_str().unwrap_or_default().to_ascii_lowercase();
+        if host.contains('*') || uri.contains("%2A") || uri.contains("%2a") {
+            return Err("must not contain a wildcard".into());
+        }
         match u.scheme() {
-            "http" if self.loopback_hosts.contains(&host) => Ok(()),
-            "http" => Err(format!("plain http is allowed only for {}", self.loopback_hosts.join(", "))),
+            "http" if LOOPBACK_HOSTS.contains(&host.as_str()) => Ok(()),
+            "http" => Err(format!("plain http is allowed only for loopback ({})", LOOPBACK_HOSTS.join(", "))),
+            "https" if host.is_empty() => Err("must name a host".into()),
+            "https" if self.any_https || self.extra_hosts.contains(&host) => Ok(()),
             "https" => {
                 let path = u.path();
-                let known = match host.as_str() {
-                    "claude.ai" | "claude.com" => path == "/api/mcp/auth_callback",
-                    "chatgpt.com" => {
-                        path == "/connector_platform_oauth_redirect"
-                            || path.strip_prefix("/connector/oauth/").is_some_and(|id| {
+                let known = KNOWN_CALLBACKS.iter().any(|(h, p)| {
+                    *h == host
+                        && match p.strip_suffix('/') {
+                            // A prefix: one more segment of safe characters (ChatGPT's per-app id).
+                            Some(_) => path.strip_prefix(p).is_some_and(|id| {
                                 !id.is_empty()
                                     && id.len() <= 128
                                     && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-                            })
-                    }
-                    _ => false,
-                };
-                if (known && u.query().is_none() && u.port().is_none()) || self.extra_hosts.contains(&host) {
+                            }),
+                            None => path == *p,
+                        }
+                });
+                if known && u.query().is_none() && u.port().is_none() {
                     Ok(())
                 } else {
                     Err(format!(
-                        "{host}{path} is not an allowed callback (Claude's, ChatGPT's, loopback, or a host the deployer added)"
+                        "https://{host}{path} is not a callback this server knows (a host's published callback, or a host the deployer added)"
                     ))
                 }
             }
-            other => Err(format!("scheme {other} is not allowed (use https, or http on loopback)")),
+            s if UNSAFE_SCHEMES.contains(&s) => Err(format!("scheme {s} is not allowed")),
+            // A private-use scheme (RFC 8252 §7.1): the app that claimed it on the client's machine.
+            _ => Ok(()),
+        }
+    }
+
+    /// The host (or private-use scheme) a code sent to `uri` reaches, for the consent page.
+    pub fn destination(uri: &str) -> String {
+        match url::Url::parse(uri) {
+            Ok(u) => match (u.scheme(), u.host_str()) {
+                ("http" | "https", Some(h)) if LOOPBACK_HOSTS.contains(&h) => "this computer".to_owned(),
+                ("http" | "https", Some(h)) => h.to_owned(),
+                (s, Some(h)) => format!("{s}://{h} (an app on this computer)"),
+                (s, None) => format!("{s}: (an app on this computer)"),
+            },
+            Err(_) => uri.to_owned(),
         }
     }
 }
@@ -257,38 +304,68 @@ mod tests {
     use super::*;
 
     #[test]
-    fn allows_the_clients_callbacks_and_nothing_else() {
+    fn allows_the_hosts_callbacks_and_refuses_only_what_is_unsafe() {
         let cloud = RedirectPolicy::cloud(vec!["mcp.example.com".into()]);
+        let local = RedirectPolicy::local();
         for ok in [
             "https://claude.ai/api/mcp/auth_callback",
             "https://claude.com/api/mcp/auth_callback",
             "https://chatgpt.com/connector_platform_oauth_redirect",
             "https://chatgpt.com/connector/oauth/abc_DEF-123",
+            "https://www.cursor.com/agents/mcp/oauth/callback",
+            "https://vscode.dev/redirect",
+            "https://insiders.vscode.dev/redirect",
+            "cursor://anysphere.cursor-mcp/oauth/callback",
+            "com.example.app:/oauth2redirect",
             "http://localhost:33418/callback",
             "http://localhost/",
+            "http://127.0.0.1:5000/cb",
+            "http://127.0.0.1/",
+            "http://[::1]:5000/cb",
             "https://mcp.example.com/any/path?x=1",
         ] {
             assert_eq!(cloud.check(ok), Ok(()), "{ok}");
+            assert_eq!(local.check(ok), Ok(()), "{ok}");
         }
+        // Any https host locally (the consent page names it), not in the cloud.
+        assert_eq!(local.check("https://evil.example/cb"), Ok(()));
         for (bad, rule) in [
-            ("https://evil.example/api/mcp/auth_callback", "not an allowed callback"),
-            ("https://claude.ai/other", "not an allowed callback"),
-            ("https://claude.ai.evil.example/api/mcp/auth_callback", "not an allowed callback"),
-            ("https://chatgpt.com/connector/oauth/", "not an allowed callback"),
-            ("https://chatgpt.com/connector/oauth/a/b", "not an allowed callback"),
-            ("https://claude.ai:8443/api/mcp/auth_callback", "not an allowed callback"),
-            ("https://claude.ai/api/mcp/auth_callback#x", "fragment"),
-            ("https://user@claude.ai/api/mcp/auth_callback", "user information"),
-            ("http://127.0.0.1:5000/cb", "plain http is allowed only for localhost"),
-            ("http://claude.ai/api/mcp/auth_callback", "plain http"),
-            ("cursor://anysphere/callback", "scheme cursor is not allowed"),
-            ("/relative", "not an absolute URI"),
+            ("https://evil.example/api/mcp/auth_callback", "not a callback this server knows"),
+            ("https://claude.ai/other", "not a callback this server knows"),
+            ("https://claude.ai.evil.example/api/mcp/auth_callback", "not a callback this server knows"),
+            ("https://chatgpt.com/connector/oauth/", "not a callback this server knows"),
+            ("https://chatgpt.com/connector/oauth/a/b", "not a callback this server knows"),
+            ("https://claude.ai:8443/api/mcp/auth_callback", "not a callback this server knows"),
         ] {
             let e = cloud.check(bad).expect_err(bad);
             assert!(e.contains(rule), "{bad}: {e}");
         }
-        assert_eq!(RedirectPolicy::local().check("http://127.0.0.1:5000/cb"), Ok(()));
-        assert_eq!(RedirectPolicy::local().check("http://[::1]:5000/cb"), Ok(()));
+        for (bad, rule) in [
+            ("https://claude.ai/api/mcp/auth_callback#x", "fragment"),
+            ("https://user@claude.ai/api/mcp/auth_callback", "user information"),
+            ("http://claude.ai/api/mcp/auth_callback", "plain http is allowed only for loopback"),
+            ("http://192.168.1.5:8080/cb", "plain http is allowed only for loopback"),
+            ("javascript:alert(1)", "scheme javascript is not allowed"),
+            ("data:text/html,hi", "scheme data is not allowed"),
+            ("https://*.example.com/cb", "wildcard"),
+            ("https://claude.ai/api/mcp/auth_callback x", "white space"),
+            ("/relative", "not an absolute URI"),
+        ] {
+            for p in [&cloud, &local] {
+                let e = p.check(bad).expect_err(bad);
+                assert!(e.contains(rule), "{bad}: {e}");
+            }
+        }
+    }
+
+    #[test]
+    fn the_consent_page_names_where_the_code_goes() {
+        assert_eq!(RedirectPolicy::destination("https://chatgpt.com/connector/oauth/x"), "chatgpt.com");
+        assert_eq!(RedirectPolicy::destination("http://127.0.0.1:33418/cb"), "this computer");
+        assert_eq!(
+            RedirectPolicy::destination("cursor://anysphere.cursor-mcp/oauth/callback"),
+            "cursor://anysphere.cursor-mcp (an app on this computer)"
+        );
     }
 
     #[test]

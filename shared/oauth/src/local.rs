@@ -46,6 +46,10 @@ pub const TOKEN_PATH: &str = "/oauth/token";
 pub const SESSION_PATH: &str = "/oauth/session";
 /// The token revocation endpoint (RFC 7009): revokes a refresh token's whole family.
 pub const REVOKE_PATH: &str = "/oauth/revoke";
+/// Paths on the origin that answer as [`AUTHORIZE_PATH`] and [`TOKEN_PATH`]: Claude.ai has been
+/// reported to call `/authorize` and `/token` on the server's origin whatever the metadata says
+/// (anthropics/claude-ai-mcp#962), and they are the cloud facade's paths too.
+pub const ORIGIN_ALIASES: &[(&str, &str)] = &[("/authorize", AUTHORIZE_PATH), ("/token", TOKEN_PATH)];
 /// The owner-session cookie.
 pub const SESSION_COOKIE: &str = "fc_owner";
 /// How long an owner session lasts (the panel opens a new one whenever it loads).
@@ -175,7 +179,9 @@ impl<R: RegisterClients + RefreshTokens + ClientUse + ?Sized> LocalAuthServer<R>
             );
         }
         let owner_session = self.owner_session(req.headers());
-        match (req.method(), req.uri().path()) {
+        let path = req.uri().path();
+        let path = ORIGIN_ALIASES.iter().find(|(alias, _)| *alias == path).map_or(path, |(_, p)| *p);
+        match (req.method(), path) {
             (&Method::GET, AUTHORIZE_PATH) => {
                 self.authorize(req.uri().query().unwrap_or_default(), owner_session).await
             }
@@ -579,12 +585,9 @@ fn granted_scopes(scope: Option<&str>) -> Result<Vec<String>, String> {
         if product == SCOPE_OWNER {
             return Err(format!("{s} is the owner's and cannot be granted to a connected client"));
         }
-        if product == SCOPE_READ || product == SCOPE_RUN {
-            if !out.contains(&product) {
-                out.push(product);
-            }
-        } else if !crate::registration::IGNORED_SCOPES.contains(&s) {
-            return Err(format!("{s} is not supported (the read and run scopes)"));
+        // Any other scope (OpenID's, `offline_access`, a host's own) is ignored, never refused.
+        if (product == SCOPE_READ || product == SCOPE_RUN) && !out.contains(&product) {
+            out.push(product);
         }
     }
     if out.is_empty() {

@@ -21,6 +21,8 @@ use crate::{
 use auth::ScopeSpelling;
 use tools::{SCOPE_OWNER, SCOPE_READ, SCOPE_RUN};
 
+use crate::cimd::loopback_without_port;
+
 /// A registration the request asks for, validated.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Registration {
@@ -45,15 +47,13 @@ impl RegistrationError {
     }
 }
 
-/// Scopes a client may list at registration without being granted them (OpenID's and
-/// `offline_access`: refresh tokens are always issued).
-pub(crate) const IGNORED_SCOPES: &[&str] = &["openid", "profile", "email", "offline_access"];
-
-/// Validates a registration request body (RFC 7591 §2): `redirect_uris` (required, allowed
-/// by `policy`), `client_name`, `grant_types` (`authorization_code`, `refresh_token`),
-/// `response_types` (`code`), `token_endpoint_auth_method` (a public client is registered
-/// whatever is asked, as RFC 7591 lets the server decide), `scope` (never the owner's).
-/// Other fields are ignored.
+/// Validates a registration request body (RFC 7591 §2): `redirect_uris` (required, each
+/// allowed by `policy`, the first unsafe one named), `client_name`, `grant_types` (must include
+/// `authorization_code`), `response_types` (must include `code`). What the server decides is
+/// not refused (RFC 7591 §2 lets it replace what is asked): a public client is registered
+/// whatever `token_endpoint_auth_method` asks, only the authorization-code and refresh grants
+/// are granted, and scopes other than the read and run scopes are ignored (Claude registers
+/// with `claudeai`) — except the owner's, which is refused by name. Other fields are ignored.
 ///
 /// # Errors
 /// The first problem found, as an RFC 7591 error.
@@ -113,45 +113,25 @@ pub fn validate_registration(body: &[u8], policy: &RedirectPolicy) -> Result<Reg
         }
         Some(_) => return Err(RegistrationError::metadata("client_name: must be a string")),
     };
-    if let Some(grants) = strings("grant_types")? {
-        if let Some(g) = grants.iter().find(|g| !["authorization_code", "refresh_token"].contains(&g.as_str())) {
-            return Err(RegistrationError::metadata(format!(
-                "grant_types: {g} is not supported (authorization_code, refresh_token)"
-            )));
-        }
-        if !grants.iter().any(|g| g == "authorization_code") {
-            return Err(RegistrationError::metadata("grant_types: must include authorization_code"));
-        }
+    if let Some(grants) = strings("grant_types")?
+        && !grants.iter().any(|g| g == "authorization_code")
+    {
+        return Err(RegistrationError::metadata("grant_types: must include authorization_code"));
     }
     if let Some(types) = strings("response_types")?
-        && let Some(t) = types.iter().find(|t| *t != "code")
+        && !types.iter().any(|t| t == "code")
     {
-        return Err(RegistrationError::metadata(format!("response_types: {t} is not supported (code)")));
-    }
-    match o.get("token_endpoint_auth_method") {
-        None | Some(Value::Null) => {}
-        Some(Value::String(m)) if ["none", "client_secret_post", "client_secret_basic"].contains(&m.as_str()) => {}
-        Some(m) => {
-            return Err(RegistrationError::metadata(format!(
-                "token_endpoint_auth_method: {m} is not supported (clients are public: none)"
-            )));
-        }
+        return Err(RegistrationError::metadata("response_types: must include code"));
     }
     match o.get("scope") {
         None | Some(Value::Null) => {}
         Some(Value::String(s)) => {
-            for scope in s.split_whitespace() {
-                let product = scope.replacen("osfoundry/", "osfoundry:", 1);
-                if product == SCOPE_OWNER {
-                    return Err(RegistrationError::metadata(format!(
-                        "scope: {scope} is the owner's and cannot be granted to a connected client"
-                    )));
-                }
-                if product != SCOPE_READ && product != SCOPE_RUN && !IGNORED_SCOPES.contains(&scope) {
-                    return Err(RegistrationError::metadata(format!(
-                        "scope: {scope} is not supported (the read and run scopes)"
-                    )));
-                }
+            if let Some(scope) =
+                s.split_whitespace().find(|scope| scope.replacen("osfoundry/", "osfoundry:", 1) == SCOPE_OWNER)
+            {
+                return Err(RegistrationError::metadata(format!(
+                    "scope: {scope} is the owner's and cannot be granted to a connected client"
+                )));
             }
         }
         Some(_) => return Err(RegistrationError::metadata("scope: must be a space-separated string")),
@@ -339,14 +319,17 @@ impl<R: RegisterClients + ?Sized> Registrar<R> {
     }
 
     async fn register(&self, reg: &Registration, source: &str) -> Result<RegisteredClient, Refusal> {
-        let fp = fingerprint(&reg.client_name, &reg.redirect_uris);
+        // A desktop client registers again with each new loopback port: those are one client
+        // (any port is accepted on a listed loopback redirect, RFC 8252 §7.3).
+        let same: Vec<String> = reg.redirect_uris.iter().map(|u| loopback_without_port(u)).collect();
+        let fp = fingerprint(&reg.client_name, &same);
         let clients = self.listing().await?;
         let mut registered: Vec<(&str, RegistryName<'_>)> =
             clients.iter().filter_map(|c| parse_registry_name(&c.name).map(|n| (c.client_id.as_str(), n))).collect();
-        let wanted: BTreeSet<&String> = reg.redirect_uris.iter().collect();
+        let wanted: BTreeSet<String> = same.iter().cloned().collect();
         for (id, _) in registered.iter().filter(|(_, n)| n.fingerprint == fp) {
             if let Some(c) = self.registry.get_client(id).await.map_err(Refusal::Store)?
-                && self.own(&c.redirect_uris).collect::<BTreeSet<_>>() == wanted
+                && self.own(&c.redirect_uris).map(|u| loopback_without_port(u)).collect::<BTreeSet<_>>() == wanted
             {
                 return Ok(c);
             }
@@ -410,7 +393,9 @@ impl<R: RegisterClients + ?Sized> Registrar<R> {
         json!({
             "client_id": c.client_id,
             "client_name": reg.client_name,
-            "redirect_uris": self.own(&c.redirect_uris).collect::<Vec<_>>(),
+            // The URIs asked for: all of them are this client's (a loopback port may differ from
+            // the first registration's, and any port is accepted).
+            "redirect_uris": reg.redirect_uris,
             "grant_types": ["authorization_code", "refresh_token"],
             "response_types": ["code"],
             "token_endpoint_auth_method": "none",
@@ -449,15 +434,16 @@ mod tests {
             )
         );
         assert!(err(&format!(r#"{{{cb},"scope":"osfoundry:owner"}}"#)).description.contains("owner"));
-        assert!(err(&format!(r#"{{{cb},"scope":"admin"}}"#)).description.starts_with("scope: admin"));
+        // A host's own scope is ignored, never refused (Claude registers with `claudeai`).
+        assert!(validate_registration(format!(r#"{{{cb},"scope":"claudeai"}}"#).as_bytes(), &p).is_ok());
         assert!(
             err(&format!(r#"{{{cb},"grant_types":["client_credentials"]}}"#)).description.starts_with("grant_types:")
         );
         assert!(err(&format!(r#"{{{cb},"response_types":["token"]}}"#)).description.starts_with("response_types:"));
+        // The server decides the authentication method: a public client whatever is asked.
         assert!(
-            err(&format!(r#"{{{cb},"token_endpoint_auth_method":"private_key_jwt"}}"#))
-                .description
-                .starts_with("token_endpoint_auth_method:")
+            validate_registration(format!(r#"{{{cb},"token_endpoint_auth_method":"private_key_jwt"}}"#).as_bytes(), &p)
+                .is_ok()
         );
         let ok = validate_registration(
             format!(r#"{{{cb},"client_name":"Claude","scope":"osfoundry/read osfoundry/run offline_access","token_endpoint_auth_method":"client_secret_post","grant_types":["authorization_code","refresh_token"]}}"#).as_bytes(),

@@ -6,6 +6,10 @@
 //!   token for an owner, `CLIENT#CHATS#<owner>` / `CHAT#<sha256(client_id)>`, first and last;
 //! - [`MetadataClients`]: the app client of each client metadata document, `CLIENT#DOC#<sha256(url)>`
 //!   / `DOC`, written once (first writer wins);
+//! - [`DocumentCopies`]: the last good copy of each document, `CLIENT#DOC#<sha256(url)>` / `COPY`,
+//!   replaced only by a copy fetched later;
+//! - [`ClientRedirects`]: a registered client's redirect URIs, `CLIENT#<client_id>` / `REDIRECTS`
+//!   (Cognito holds only the facade's callback);
 //! - [`AuthorizationFlows`]: the facade's one-time records, `CLIENT#FLOW#<key>` / `FLOW`, with a TTL
 //!   and taken by one conditional delete.
 
@@ -17,15 +21,18 @@ use aws_sdk_dynamodb::types::ReturnValue;
 use domain::clients::{ChatConnection, MAX_LISTED_CHAT_CONNECTIONS};
 use domain::clock::Timestamp;
 use domain::ids::OwnerId;
-use domain::store::{AuthorizationFlows, ClientUse, MetadataClients, StoreError, StoreResult};
+use domain::store::{
+    AuthorizationFlows, ClientRedirects, ClientUse, DocumentCopies, MetadataClients, StoreError, StoreResult,
+};
 
 use crate::codec::{Read, n, opt_from, s};
 use crate::error::sdk;
 use crate::keys::{
-    chat_connection_key, chat_connections_partition, client_use_key, flow_key, metadata_client_key, ttl_at,
+    chat_connection_key, chat_connections_partition, client_redirects_key, client_use_key, document_copy_key, flow_key,
+    metadata_client_key, ttl_at,
 };
 use crate::request::Updated;
-use crate::write::{Update, missing};
+use crate::write::{Update, lt, missing};
 use crate::{DynamoStore, TTL_ATTRIBUTE};
 
 #[async_trait]
@@ -108,6 +115,59 @@ impl MetadataClients for DynamoStore {
                 Err(StoreError::Corrupt("a metadata client's condition failed on no item".into()))
             }
         }
+    }
+}
+
+#[async_trait]
+impl DocumentCopies for DynamoStore {
+    /// One conditional `UpdateItem`: written unless the kept copy was fetched later (two
+    /// instances refreshing one document at once keep the newer).
+    async fn keep_document_copy(&self, url: &str, body: &str, fetched: Timestamp) -> StoreResult<()> {
+        self.update(
+            Update::of(document_copy_key(url))
+                .set("url", s(url))
+                .set("body", s(body))
+                .set("fetched_at", n(fetched.as_millis()))
+                .when(missing("fetched_at").or(lt("fetched_at", n(fetched.as_millis())))),
+        )
+        .send(false)
+        .await
+        .map(drop)
+    }
+
+    async fn document_copy(&self, url: &str) -> StoreResult<Option<(String, Timestamp)>> {
+        let item = self.get(document_copy_key(url)).await?;
+        opt_from(item.as_ref(), |i| {
+            let r = Read(i);
+            Ok((r.s("body")?.to_owned(), r.ts("fetched_at")?))
+        })
+    }
+}
+
+#[async_trait]
+impl ClientRedirects for DynamoStore {
+    async fn keep_client_redirects(&self, client_id: &str, redirect_uris: &[String]) -> StoreResult<()> {
+        let uris = serde_json::to_string(redirect_uris).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        self.update(Update::of(client_redirects_key(client_id)).set("redirect_uris", s(uris)))
+            .send(false)
+            .await
+            .map(drop)
+    }
+
+    async fn client_redirects(&self, client_id: &str) -> StoreResult<Option<Vec<String>>> {
+        let item = self.get(client_redirects_key(client_id)).await?;
+        opt_from(item.as_ref(), |i| Read(i).parse("redirect_uris", |v| serde_json::from_str(v).ok()))
+    }
+
+    async fn forget_client_redirects(&self, client_id: &str) -> StoreResult<()> {
+        self.client
+            .delete_item()
+            .table_name(&self.table)
+            .set_key(Some(client_redirects_key(client_id)))
+            .send()
+            .await
+            .map_err(sdk)
+            .map(drop)
     }
 }
 

@@ -106,6 +106,16 @@ pub(crate) fn chat_connection_key(owner: &OwnerId, client_id: &str) -> Item {
     key(chat_connections_partition(owner), format!("CHAT#{}", domain::runs::sha256_hex(client_id.as_bytes())))
 }
 
+/// A registered client's redirect URIs, beside its use (`CLIENT#<client_id>`).
+pub(crate) fn client_redirects_key(client_id: &str) -> Item {
+    key(format!("CLIENT#{client_id}"), "REDIRECTS")
+}
+
+/// The last good copy of a client metadata document, by the hash of its URL.
+pub(crate) fn document_copy_key(url: &str) -> Item {
+    key(format!("CLIENT#DOC#{}", domain::runs::sha256_hex(url.as_bytes())), "COPY")
+}
+
 /// An authorization flow of the cloud facade (under `CLIENT#`, where its function may write).
 pub(crate) fn flow_key(flow: &str) -> Item {
     key(format!("CLIENT#FLOW#{flow}"), "FLOW")

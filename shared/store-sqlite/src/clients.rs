@@ -1,6 +1,7 @@
 //! OAuth clients that MCP clients registered with the local authorization server
 //! ([`RegisterClients`]; Cognito keeps them in the cloud), whether each was used
-//! ([`ClientUse`]), and refresh-token families ([`RefreshTokens`]).
+//! ([`ClientUse`]), refresh-token families ([`RefreshTokens`]) and the last good copy of each
+//! client metadata document ([`DocumentCopies`]).
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, named_params, params};
@@ -9,7 +10,7 @@ use domain::clients::{ChatConnection, ClientSummary, MAX_LISTED_CHAT_CONNECTIONS
 use domain::clock::Timestamp;
 use domain::ids::OwnerId;
 use domain::store::StoreResult;
-use domain::store::{ClientUse, RefreshTokens, RegisterClients};
+use domain::store::{ClientUse, DocumentCopies, RefreshTokens, RegisterClients};
 
 use crate::SqliteStore;
 use crate::codec::{col, json, ts};
@@ -122,6 +123,34 @@ impl ClientUse for SqliteStore {
                 Ok(ChatConnection { client_id: r.get(0)?, first_at: ts(r.get(1)?), last_at: ts(r.get(2)?) })
             })?;
             rows.collect()
+        })
+        .await
+    }
+}
+
+#[async_trait]
+impl DocumentCopies for SqliteStore {
+    /// Written unless the kept copy was fetched later.
+    async fn keep_document_copy(&self, url: &str, body: &str, fetched: Timestamp) -> StoreResult<()> {
+        let (url, body) = (url.to_owned(), body.to_owned());
+        self.write(move |tx, _| {
+            tx.prepare_cached(
+                "INSERT INTO document_copies (url, body, fetched_at) VALUES (?1, ?2, ?3) \
+                 ON CONFLICT (url) DO UPDATE SET body = excluded.body, fetched_at = excluded.fetched_at \
+                 WHERE excluded.fetched_at > document_copies.fetched_at",
+            )?
+            .execute(params![url, body, fetched.as_millis()])
+            .map(drop)
+        })
+        .await
+    }
+
+    async fn document_copy(&self, url: &str) -> StoreResult<Option<(String, Timestamp)>> {
+        let url = url.to_owned();
+        self.read(move |tx, _| {
+            tx.prepare_cached("SELECT body, fetched_at FROM document_copies WHERE url = ?1")?
+                .query_row([url], |r| Ok((r.get(0)?, ts(r.get(1)?))))
+                .optional()
         })
         .await
     }

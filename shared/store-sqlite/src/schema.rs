@@ -10,8 +10,14 @@ use rusqlite::{Connection, TransactionBehavior};
 /// use `IF NOT EXISTS`, so such a database (version 0 with tables) is adopted as it is.
 pub(crate) const MIGRATIONS: &[&str] = &[
     SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7, SCHEMA_V8, SCHEMA_V9, SCHEMA_V10,
-    SCHEMA_V11, SCHEMA_V12, SCHEMA_V13, SCHEMA_V14, SCHEMA_V15, SCHEMA_V16,
+    SCHEMA_V11, SCHEMA_V12, SCHEMA_V13, SCHEMA_V14, SCHEMA_V15, SCHEMA_V16, SCHEMA_V17,
 ];
+
+/// Version 17: the last good copy of each client metadata document (signing in when the
+/// document's host refuses a fetch).
+pub(crate) const SCHEMA_V17: &str = r"
+CREATE TABLE document_copies (url TEXT PRIMARY KEY, body TEXT NOT NULL, fetched_at INTEGER NOT NULL);
+";
 
 /// Version 16: the chats issued a token for each owner (the panel's "a chat has connected").
 pub(crate) const SCHEMA_V16: &str = r"

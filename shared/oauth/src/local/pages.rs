@@ -66,12 +66,18 @@ pub(super) fn page(
 }
 
 pub(super) fn consent_page(client: &Asking, p: &Pending, csrf: &str, owner: &str) -> http::Response<Bytes> {
-    let (origin, shown) = match url::Url::parse(&p.redirect_uri) {
-        Ok(u) => (
-            u.origin().ascii_serialization(),
-            format!("{}{}", u.host_str().unwrap_or_default(), u.port().map(|p| format!(":{p}")).unwrap_or_default()),
-        ),
-        Err(_) => (String::new(), p.redirect_uri.clone()),
+    // Where the code goes, named for the owner; the CSP's `form-action` admits it (an origin,
+    // or a private-use scheme's `scheme:` source).
+    let origin = match url::Url::parse(&p.redirect_uri) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") => u.origin().ascii_serialization(),
+        Ok(u) => format!("{}:", u.scheme()),
+        Err(_) => String::new(),
+    };
+    let shown = match url::Url::parse(&p.redirect_uri) {
+        Ok(u) if matches!(u.scheme(), "http" | "https") => {
+            format!("{}{}", u.host_str().unwrap_or_default(), u.port().map(|p| format!(":{p}")).unwrap_or_default())
+        }
+        _ => crate::RedirectPolicy::destination(&p.redirect_uri),
     };
     // Who asks: a document's client by its name and the host that vouches for it; a registered
     // client by its id only (its name is whatever it registered, so it proves nothing).
@@ -94,13 +100,18 @@ pub(super) fn consent_page(client: &Asking, p: &Pending, csrf: &str, owner: &str
         .map(|s| format!("<li>{s}</li>"))
         .collect();
     let body = format!(
-        "<p>{who} wants to use this local foundry-connect as <code>{owner}</code>. It will return to \
-         <code>{shown}</code>.</p><p>It will be able to:</p><ul>{scopes}</ul>\
+        "<p>{who} wants to use this local foundry-connect as <code>{owner}</code>. The sign-in code goes \
+         to <code>{shown}</code>{dest}.</p><p>It will be able to:</p><ul>{scopes}</ul>\
          <form method=\"post\" action=\"{AUTHORIZE_PATH}\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
          <button class=\"allow\" name=\"decision\" value=\"allow\" type=\"submit\">Allow</button>\
          <button name=\"decision\" value=\"deny\" type=\"submit\">Deny</button></form>",
         owner = escape(owner),
         shown = escape(&shown),
+        dest = if crate::RedirectPolicy::destination(&p.redirect_uri) == "this computer" {
+            " (this computer)"
+        } else {
+            ""
+        },
         scopes = scopes.join(""),
         csrf = escape(csrf),
     );
