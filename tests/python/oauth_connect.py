@@ -14,11 +14,16 @@ redirects to the stack's callback, which sends the client back with the code and
 overrides the redirect URI. FC_CIMD makes the client a Client ID Metadata Document client (its
 client_id is that URL; nothing is registered). Without FC_LINK the tool call is list_graph_sessions.
 
+FC_REFRESHES=N: after the first call, N times: the client's clock moves two hours on (the SDK's own
+`time` is replaced in its modules: the test's clock, not a sleep), so its access token has expired
+by its own reckoning, and one more tool call must refresh it without a browser.
+
 Prints one JSON line with what happened; exits non-zero on the first failed check.
 """
 
 import asyncio
 import json
+import logging
 import os
 import re
 import sys
@@ -27,6 +32,8 @@ import urllib.parse
 import urllib.request
 from importlib.metadata import version
 
+# The SDK says why a refresh failed as a warning: shown with the script's failure.
+logging.basicConfig(level=logging.WARNING, stream=sys.stderr)
 MAJOR = int(version("mcp").split(".")[0])
 URL = os.environ["FC_URL"]
 LINK = os.environ.get("FC_LINK")
@@ -47,12 +54,14 @@ class Storage:
     def __init__(self):
         self.tokens = None
         self.client = None
+        self.saved = 0
 
     async def get_tokens(self):
         return self.tokens
 
     async def set_tokens(self, tokens):
         self.tokens = tokens
+        self.saved += 1
 
     async def get_client_info(self):
         return self.client
@@ -116,9 +125,25 @@ def follow_sign_in(authorize_url):
 
 
 answer = {}
+browser = {"opened": 0}
+
+
+class Clock:
+    """The SDK's `time` module with a clock the script moves on."""
+
+    def __init__(self, real):
+        self.real = real
+        self.offset = 0.0
+
+    def time(self):
+        return self.real.time() + self.offset
+
+    def __getattr__(self, name):
+        return getattr(self.real, name)
 
 
 async def redirect_handler(authorize_url):
+    browser["opened"] += 1
     q = urllib.parse.parse_qs(urllib.parse.urlparse(authorize_url).query)
     seen["code_challenge_method"] = q.get("code_challenge_method", [None])[0]
     seen["resource"] = q.get("resource", [None])[0]
@@ -152,6 +177,30 @@ async def exercise(session, storage):
     else:
         result = await session.call_tool("list_graph_sessions", {"project_id": "0190f0e2-7a3c-7cc4-8f0e-1a2b3c4d5e6f"})
         check(result.content and result.content[0].text, f"list_graph_sessions answered: {result}")
+    refreshes = int(os.environ.get("FC_REFRESHES", "0"))
+    if refreshes:
+        import time as real_time
+        clock = Clock(real_time)
+        # Every module of the SDK's OAuth client that reads the time (the provider and the util
+        # computing a token's expiry) reads this clock.
+        for name, module in list(sys.modules.items()):
+            if name.startswith(("mcp.client.auth", "mcp.shared.auth")) and getattr(module, "time", None) is real_time:
+                module.time = clock
+        seen["refresh_tokens"] = []
+        for i in range(refreshes):
+            before = storage.saved
+            clock.offset += 2 * 3600
+            if LINK:
+                result = await session.call_tool("list_linked_chat_tasks", {"chat_link_id": LINK})
+            else:
+                result = await session.call_tool("list_graph_sessions",
+                                                 {"project_id": "0190f0e2-7a3c-7cc4-8f0e-1a2b3c4d5e6f"})
+            check(result.content and result.content[0].text, f"refresh {i + 1}: the tool answered: {result}")
+            check(storage.saved > before, f"refresh {i + 1}: the client refreshed (no new token set)")
+            check(storage.tokens.refresh_token, f"refresh {i + 1}: the answer kept a refresh token")
+            seen["refresh_tokens"].append(storage.tokens.refresh_token[:8])
+        check(browser["opened"] == 1, f"refreshing opened a browser ({browser['opened']} sign-ins)")
+        seen["refreshes"] = refreshes
     client = storage.client
     print(json.dumps({
         "sdk": version("mcp"),
@@ -178,6 +227,7 @@ async def main():
     # server advertises client_id_metadata_document_supported) instead of registering.
     extra = {"client_metadata_url": os.environ["FC_CIMD"]} if os.environ.get("FC_CIMD") else {}
     provider = OAuthClientProvider(URL, metadata, storage, redirect_handler, callback_handler, **extra)
+    storage.provider = provider
     if MAJOR >= 2:
         from mcp import Client
         from mcp.client.streamable_http import streamable_http_client

@@ -352,6 +352,20 @@ pub struct Slot {
     /// What it reported to `init/error`.
     pub init_error: Mutex<Option<String>>,
     child: Mutex<Option<std::process::Child>>,
+    /// How the process was started: the binary and its whole environment.
+    spawn: (PathBuf, Vec<(String, String)>),
+    /// Woken when the process is replaced.
+    restarted: tokio::sync::Notify,
+}
+
+impl Slot {
+    fn start(spawn: &(PathBuf, Vec<(String, String)>), name: &str) -> std::process::Child {
+        let (out, err) = log_file(name);
+        let mut cmd = std::process::Command::new(&spawn.0);
+        cmd.env_clear().envs(spawn.1.iter().cloned()).stdout(out).stderr(err);
+        #[allow(clippy::expect_used)]
+        cmd.spawn().expect("spawn function")
+    }
 }
 
 impl Drop for Slot {
@@ -370,8 +384,21 @@ async fn next(State(slot): State<Arc<Slot>>) -> axum::response::Response {
         let mut first = slot.first_next.lock().unwrap_or_else(|e| e.into_inner());
         first.get_or_insert_with(Instant::now);
     }
-    let mut rx = slot.next.lock().await;
-    let Some(p) = rx.recv().await else { return StatusCode::GONE.into_response() };
+    // A process replaced by `Emulator::cold_start` may still be parked here (its connection
+    // gone, the handler not dropped): it lets go as soon as the slot restarts, so the next
+    // invocation goes to the new process.
+    let restarted = slot.restarted.notified();
+    tokio::pin!(restarted);
+    restarted.as_mut().enable();
+    let mut rx = tokio::select! {
+        rx = slot.next.lock() => rx,
+        () = &mut restarted => return StatusCode::GONE.into_response(),
+    };
+    let received = tokio::select! {
+        p = rx.recv() => p,
+        () = &mut restarted => None,
+    };
+    let Some(p) = received else { return StatusCode::GONE.into_response() };
     drop(rx);
     if let Ok(mut m) = slot.inflight.lock() {
         m.insert(p.id.clone(), p.reply);
@@ -477,19 +504,17 @@ impl Emulator {
             let (listener, addr) = bind().await;
             let (tx, rx) = mpsc::unbounded_channel();
             let bin = crate::built_binary(&def.binary, &["shared", &format!("functions/{}", def.binary)]);
-            let mut cmd = std::process::Command::new(bin);
-            let (out, err) = log_file(&def.name);
-            cmd.env_clear()
-                .env("PATH", std::env::var("PATH").unwrap_or_default())
-                .env("AWS_LAMBDA_RUNTIME_API", addr.to_string())
-                .env("AWS_LAMBDA_FUNCTION_NAME", &def.name)
-                .env("AWS_LAMBDA_FUNCTION_MEMORY_SIZE", "256")
-                .env("AWS_LAMBDA_FUNCTION_VERSION", "$LATEST")
-                .env("AWS_ENDPOINT_URL_LAMBDA", format!("http://{invoke_addr}"))
-                .envs(base_env.iter().cloned())
-                .envs(def.env.iter())
-                .stdout(out)
-                .stderr(err);
+            let mut env: Vec<(String, String)> = vec![
+                ("PATH".into(), std::env::var("PATH").unwrap_or_default()),
+                ("AWS_LAMBDA_RUNTIME_API".into(), addr.to_string()),
+                ("AWS_LAMBDA_FUNCTION_NAME".into(), def.name.clone()),
+                ("AWS_LAMBDA_FUNCTION_MEMORY_SIZE".into(), "256".into()),
+                ("AWS_LAMBDA_FUNCTION_VERSION".into(), "$LATEST".into()),
+                ("AWS_ENDPOINT_URL_LAMBDA".into(), format!("http://{invoke_addr}")),
+            ];
+            env.extend(base_env.iter().cloned());
+            env.extend(def.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+            let spawn = (bin, env);
             let slot = Arc::new(Slot {
                 name: def.name.clone(),
                 queue: tx,
@@ -500,7 +525,9 @@ impl Emulator {
                 init_error: Mutex::new(None),
                 // Killed and waited for when the slot is dropped.
                 #[allow(clippy::expect_used)]
-                child: Mutex::new(Some(cmd.spawn().expect("spawn function"))),
+                child: Mutex::new(Some(Slot::start(&spawn, &def.name))),
+                spawn,
+                restarted: tokio::sync::Notify::new(),
             });
             let app = axum::Router::new()
                 .route("/2018-06-01/runtime/invocation/next", axum::routing::get(next))
@@ -545,6 +572,23 @@ impl Emulator {
             Ok(Ok(r)) => r,
             _ => Err(Bytes::from_static(b"{\"errorMessage\":\"timed out\"}")),
         }
+    }
+
+    /// Replaces the process of the function `logical_id` with a new one (a cold start: nothing
+    /// kept in its memory), on the same Runtime API. Only while it has nothing in flight.
+    ///
+    /// # Panics
+    /// When there is no such function.
+    pub fn cold_start(&self, logical_id: &str) {
+        #[allow(clippy::expect_used)]
+        let slot = self.functions.get(self.name_of(logical_id).expect("a function of the template")).expect("its slot");
+        let mut child = slot.child.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(mut old) = child.take() {
+            let _ = old.kill();
+            let _ = old.wait();
+        }
+        slot.restarted.notify_waiters();
+        *child = Some(Slot::start(&slot.spawn, &slot.name));
     }
 
     /// The deployed name of a function by logical id.
@@ -622,7 +666,18 @@ async fn gateway_handler(
         return (StatusCode::INTERNAL_SERVER_ERROR, "{\"message\":\"Internal Server Error\"}").into_response();
     }
     let mut hs = serde_json::Map::new();
+    // Payload 2.0 as API Gateway builds it: `Cookie` headers are not headers but the `cookies`
+    // array, one entry per cookie.
+    let cookies: Vec<String> = headers
+        .get_all("cookie")
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .flat_map(|v| v.split(';').map(|c| c.trim().to_owned()).filter(|c| !c.is_empty()).collect::<Vec<_>>())
+        .collect();
     for (k, v) in &headers {
+        if k == "cookie" {
+            continue;
+        }
         let v = v.to_str().unwrap_or_default().to_owned();
         let k = k.as_str().to_owned();
         let joined = match hs.get(&k).and_then(|x| x.as_str()) {
@@ -663,6 +718,9 @@ async fn gateway_handler(
     if !body_field.is_null() {
         event["body"] = body_field;
     }
+    if !cookies.is_empty() {
+        event["cookies"] = json!(cookies);
+    }
     if !params.is_empty() {
         event["pathParameters"] = json!(params);
     }
@@ -697,6 +755,12 @@ async fn gateway_handler(
             (axum::http::HeaderName::from_bytes(k.as_bytes()), val.as_str().map(HeaderValue::from_str))
         {
             res.headers_mut().insert(k, val);
+        }
+    }
+    // A 2.0 answer's cookies: each one a `Set-Cookie` header.
+    for c in v["cookies"].as_array().into_iter().flatten().filter_map(Value::as_str) {
+        if let Ok(val) = HeaderValue::from_str(c) {
+            res.headers_mut().append(axum::http::header::SET_COOKIE, val);
         }
     }
     res

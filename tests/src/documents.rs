@@ -20,6 +20,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 pub enum Answer {
     /// `200` with this JSON and `Cache-Control` (if any).
     Json(serde_json::Value, Option<String>),
+    /// `200` with these bytes exactly (a host's own document, as published) as JSON.
+    Raw(Vec<u8>),
+    /// This status with an HTML page (a bot wall's challenge).
+    Page(u16),
     /// `302` to this location.
     Redirect(String),
     /// This status, empty.
@@ -119,6 +123,12 @@ impl DocumentHost {
                 let cc = cc.map(|c| format!("cache-control: {c}\r\n")).unwrap_or_default();
                 (200, format!("content-type: application/json\r\n{cc}"), v.to_string().into_bytes())
             }
+            Answer::Raw(bytes) => (200, "content-type: application/json\r\n".into(), bytes),
+            Answer::Page(status) => (
+                status,
+                "content-type: text/html; charset=UTF-8\r\n".into(),
+                b"<!DOCTYPE html><html><head><title>Just a moment...</title></head><body></body></html>".to_vec(),
+            ),
             Answer::Redirect(to) => (302, format!("location: {to}\r\n"), Vec::new()),
             Answer::Status(s) => (s, String::new(), Vec::new()),
             Answer::Big(n) => (200, "content-type: application/json\r\n".into(), vec![b' '; n]),

@@ -16,7 +16,8 @@ pub fn client_from(last: u8) -> reqwest::Client {
 }
 
 async fn register(http: &reqwest::Client, url: &str, port: u32) -> (u16, String) {
-    let body = json!({"redirect_uris": [format!("http://localhost:{port}/cb")]});
+    // A path of its own: registrations that differ only in a loopback port are one client.
+    let body = json!({"redirect_uris": [format!("http://localhost/cb/{port}")]});
     let res = http.post(url).json(&body).send().await.unwrap_or_else(|e| panic!("POST {url}: {e}"));
     let status = res.status().as_u16();
     let v: Value = res.json().await.unwrap_or(Value::Null);

@@ -598,3 +598,43 @@ async fn flows_are_taken_once_and_a_document_keeps_its_first_app_client() {
     assert_eq!(winners.len(), 1, "every writer ends with the same app client: {winners:?}");
     assert_eq!(store.metadata_client(url).await.unwrap().as_ref(), winners.iter().next());
 }
+
+/// A host that refuses a fetch for reasons that are not the document's — a bot wall's 403 page,
+/// a 429, a 5xx, a challenge page answered 200 — signs the client in from the last good copy in
+/// the store, for at most `MAX_COPY_AGE` after it was fetched; a document that is gone (404)
+/// never does, and without a store nothing is used in its place.
+#[tokio::test]
+async fn a_refused_fetch_signs_in_from_the_last_good_copy_within_its_bound() {
+    use oauth::cimd::{COPY_RETRY, DEFAULT_CACHE, MAX_COPY_AGE};
+    let host = DocumentHost::start().await;
+    let h = foundry_tests::Harness::embedded(foundry_tests::test_policy());
+    let clock = Arc::clone(&h.clock);
+    let copies: Arc<dyn domain::store::DocumentCopies> = h.store.clone();
+    let docs = Documents::new(names(), Arc::clone(&clock) as SharedClock).allowing_loopback(true).with_copies(copies);
+    let bare = Documents::new(names(), Arc::clone(&clock) as SharedClock).allowing_loopback(true);
+    let url = host.document("/walled", claude_code_document(), None);
+    let good = docs.get(&url).await.unwrap();
+    let unavailable = |r: Result<Arc<oauth::cimd::ClientDocument>, DocumentError>| match r {
+        Err(DocumentError::Unavailable { reason, .. }) => reason,
+        other => panic!("expected the host's refusal, got {other:?}"),
+    };
+    for refusal in [Answer::Page(403), Answer::Status(429), Answer::Status(503), Answer::Page(200)] {
+        host.set("/walled", refusal.clone());
+        clock.advance(DEFAULT_CACHE + COPY_RETRY + Duration::from_secs(1));
+        let hits = host.hits();
+        assert_eq!(docs.get(&url).await.unwrap(), good, "{refusal:?}: the last good copy");
+        assert_eq!(host.hits(), hits + 1, "{refusal:?}: the host was asked first");
+        let why = unavailable(bare.get(&url).await);
+        assert!(why.starts_with("answered"), "{refusal:?} without a store: {why}");
+    }
+    // Past the bound the copy is not used.
+    clock.advance(MAX_COPY_AGE);
+    let why = unavailable(docs.get(&url).await);
+    assert_eq!(why, "answered a web page, not JSON (a bot challenge?)");
+    // A document that is gone is the client's own answer: no copy, however fresh.
+    host.document("/walled", claude_code_document(), None);
+    docs.get(&url).await.unwrap();
+    host.set("/walled", Answer::Status(404));
+    clock.advance(DEFAULT_CACHE + Duration::from_secs(1));
+    assert_eq!(refusal(docs.get(&url).await), "answered 404 instead of 200");
+}

@@ -111,9 +111,10 @@ async fn claude_and_chatgpt_connect_with_only_the_connector_url() {
         .await
         .unwrap();
     let c = described.user_pool_client().unwrap();
-    // Claude's callback, and the facade's own, which Cognito returns every sign-in to.
+    // Only the facade's callback, which Cognito returns every sign-in to: Claude's is kept in
+    // the table (Cognito's callbacks refuse much of what hosts register, and never need it).
     let facade_callback = format!("{}{}", emu.gateway, oauth::facade::CALLBACK_PATH);
-    assert_eq!(c.callback_urls(), [CLAUDE.to_owned(), facade_callback.clone()]);
+    assert_eq!(c.callback_urls(), std::slice::from_ref(&facade_callback));
     assert_eq!(c.allowed_o_auth_scopes(), issued.as_slice());
     assert_eq!(c.allowed_o_auth_flows().iter().map(|f| f.as_str()).collect::<Vec<_>>(), ["code"]);
     assert!(c.client_secret().is_none(), "a public client has no secret");
@@ -145,8 +146,9 @@ async fn claude_and_chatgpt_connect_with_only_the_connector_url() {
     .await;
     assert_eq!(status, 201, "{chatgpt}");
     for (body, code) in [
-        (json!({"redirect_uris": ["https://evil.example/api/mcp/auth_callback"]}), "invalid_redirect_uri"),
-        (json!({"redirect_uris": ["http://127.0.0.1:5000/callback"]}), "invalid_redirect_uri"),
+        (json!({"redirect_uris": ["https://claude.ai/api/mcp/auth_callback#frag"]}), "invalid_redirect_uri"),
+        (json!({"redirect_uris": ["http://192.168.1.5:5000/callback"]}), "invalid_redirect_uri"),
+        (json!({"redirect_uris": ["javascript:alert(1)"]}), "invalid_redirect_uri"),
         (json!({"redirect_uris": [CLAUDE], "scope": "osfoundry/owner"}), "invalid_client_metadata"),
     ] {
         let (status, err) = register(&http, &register_url, body.clone()).await;
@@ -179,7 +181,12 @@ async fn claude_and_chatgpt_connect_with_only_the_connector_url() {
 /// facade checks and drops it, so the (emulated) Cognito endpoints — which refuse `resource`, as
 /// a pool without managed login's resource indicators does — sign the owner in and issue tokens.
 /// The exchange records the client's first use in the table.
-async fn python_oauth_through_the_facade(python_var: &str) {
+///
+/// With `refreshes`, the client's own clock then moves two hours on that many times and each
+/// tool call refreshes without a browser: Cognito answers a refresh without a refresh token,
+/// and the 1.x client replaces its token set with the answer, so the facade must hand the one
+/// presented back (or the second refresh would need a browser).
+async fn python_oauth_through_the_facade(python_var: &str, refreshes: u32) {
     let Some(python) = foundry_tests::python::sdk(python_var) else { return };
     let Some(acct) = account().await else { return };
     let template = Template::load();
@@ -187,8 +194,20 @@ async fn python_oauth_through_the_facade(python_var: &str) {
     emu.wait_ready().await;
     let connector = template.output("McpConnectorUrl", &acct.resources, &emu.gateway);
     let redirect = "http://localhost:49151/callback";
-    let envs = [("FC_URL", connector.as_str()), ("FC_FLOW", "cognito"), ("FC_REDIRECT", redirect)];
+    let refreshes = refreshes.to_string();
+    let envs = [
+        ("FC_URL", connector.as_str()),
+        ("FC_FLOW", "cognito"),
+        ("FC_REDIRECT", redirect),
+        ("FC_REFRESHES", refreshes.as_str()),
+    ];
     let seen = foundry_tests::python::oauth_connect(&python, python_var, &envs).await;
+    if refreshes != "0" {
+        assert_eq!(seen["refreshes"].to_string(), refreshes, "{seen}");
+        let asked = acct.hosted_ui.seen.lock().unwrap().clone();
+        let refreshed = asked.iter().filter(|r| r.contains("grant_type=refresh_token")).count();
+        assert_eq!(refreshed.to_string(), refreshes, "each refresh reached Cognito: {asked:?}");
+    }
     assert_eq!(seen["resource"], connector, "the SDK sent resource to the stack's /authorize");
     let hosted = template.output("HostedSignInDomain", &acct.resources, &emu.gateway);
     let callback = format!("{}{}", emu.gateway, oauth::facade::CALLBACK_PATH);
@@ -224,10 +243,10 @@ async fn python_oauth_through_the_facade(python_var: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_python_sdk_2x_oauth_client_connects_to_the_cloud_through_the_facade() {
-    python_oauth_through_the_facade("FOUNDRY_PYTHON_MCP2").await;
+    python_oauth_through_the_facade("FOUNDRY_PYTHON_MCP2", 0).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn the_python_sdk_1x_oauth_client_connects_to_the_cloud_through_the_facade() {
-    python_oauth_through_the_facade("FOUNDRY_PYTHON_MCP1").await;
+async fn the_python_sdk_1x_oauth_client_connects_to_the_cloud_through_the_facade_and_refreshes_twice() {
+    python_oauth_through_the_facade("FOUNDRY_PYTHON_MCP1", 2).await;
 }

@@ -1653,6 +1653,29 @@ async fn a_clients_use_is_recorded_once_and_read_back(h: Harness) {
     assert!(!h.store.client_used("dcr-client-b").await.unwrap(), "another client's use leaked");
 }
 
+/// The last good copy of a client metadata document: kept and read back; a copy fetched later
+/// replaces it, one fetched earlier (an instance that was slower) never does; another URL's is
+/// its own.
+async fn a_documents_last_good_copy_is_the_latest_fetched(h: Harness) {
+    let url = "https://chatgpt.com/oauth/client.json";
+    assert_eq!(h.store.document_copy(url).await.unwrap(), None);
+    let first = h.clock.now();
+    h.store.keep_document_copy(url, r#"{"v":1}"#, first).await.unwrap();
+    h.clock.advance(Duration::from_secs(60));
+    let later = h.clock.now();
+    h.store.keep_document_copy(url, r#"{"v":2}"#, later).await.unwrap();
+    // The slower instance's older fetch lands last: it does not replace the newer copy.
+    h.store.keep_document_copy(url, r#"{"v":1}"#, first).await.unwrap();
+    assert_eq!(h.store.document_copy(url).await.unwrap(), Some((r#"{"v":2}"#.to_owned(), later)));
+    let other = "https://claude.ai/oauth/mcp-oauth-client-metadata";
+    assert_eq!(h.store.document_copy(other).await.unwrap(), None, "another document's copy leaked");
+    // A document at the size cap round-trips.
+    let big = format!(r#"{{"pad":"{}"}}"#, "x".repeat(oauth::cimd::MAX_DOCUMENT_BYTES - 10));
+    h.clock.advance(Duration::from_secs(1));
+    h.store.keep_document_copy(other, &big, h.clock.now()).await.unwrap();
+    assert_eq!(h.store.document_copy(other).await.unwrap().map(|(b, _)| b), Some(big));
+}
+
 /// A chat's connection for an owner: the first time kept, the last replaced; the latest first,
 /// at most the listing's bound; another owner sees none of them. A metadata document's URL (long,
 /// with a path) is an id like any other.
@@ -2055,6 +2078,7 @@ suite! {
     pairing_race_catches_the_unconditional_approval_and_redemption_only_at_once,
     pairing_race_catches_the_naive_redemption,
     a_clients_use_is_recorded_once_and_read_back,
+    a_documents_last_good_copy_is_the_latest_fetched,
     chat_connections_keep_first_and_last_per_owner,
     claim_race_conditional_write_never_double_claims,
     claim_race_catches_the_naive_read_then_write,

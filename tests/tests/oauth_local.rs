@@ -286,7 +286,12 @@ async fn an_mcp_client_connects_to_the_local_server_from_nothing_but_the_url() {
 async fn registrations_are_checked_and_floods_are_refused() {
     let (running, c) = start().await;
     for (body, code, field) in [
-        (json!({"redirect_uris": ["https://evil.example/callback"]}), "invalid_redirect_uri", "redirect_uris[0]"),
+        (json!({"redirect_uris": ["javascript:alert(1)"]}), "invalid_redirect_uri", "redirect_uris[0]"),
+        (
+            json!({"redirect_uris": ["https://claude.ai/api/mcp/auth_callback", "https://*.example.com/cb"]}),
+            "invalid_redirect_uri",
+            "redirect_uris[1]",
+        ),
         (json!({"redirect_uris": ["http://192.168.1.5/cb"]}), "invalid_redirect_uri", "redirect_uris[0]"),
         (json!({"redirect_uris": []}), "invalid_redirect_uri", "redirect_uris"),
         (
@@ -310,6 +315,18 @@ async fn registrations_are_checked_and_floods_are_refused() {
     for cb in ["https://claude.ai/api/mcp/auth_callback", "https://chatgpt.com/connector/oauth/abc123"] {
         assert_eq!(c.register(json!({"redirect_uris": [cb]})).await.0, 201, "{cb}");
     }
+    // A desktop client that registers again on another loopback port is the same client (any
+    // port is accepted on a listed loopback redirect); the answer lists what it asked for. A
+    // host's own scope is ignored.
+    let desk = |port: u16| {
+        json!({"client_name": "Desk", "scope": "claudeai",
+               "redirect_uris": [format!("http://127.0.0.1:{port}/cb"), "cursor://anysphere.cursor-mcp/oauth/callback"]})
+    };
+    let (s1, first) = c.register(desk(5001)).await;
+    let (s2, again) = c.register(desk(5002)).await;
+    assert_eq!((s1, s2), (201, 201), "{first} {again}");
+    assert_eq!(first["client_id"], again["client_id"], "one client for both ports");
+    assert_eq!(again["redirect_uris"][0], "http://127.0.0.1:5002/cb");
     // A flood from one address stops at its own limit; other addresses keep registering until
     // the hourly limit; registering an existing client still works after both.
     let limits = oauth::RegistrationLimits::default();
@@ -317,10 +334,10 @@ async fn registrations_are_checked_and_floods_are_refused() {
         &format!("{}/register", c.base),
         limits.per_source,
         limits.per_hour,
-        2,
+        3,
     )
     .await;
-    assert_eq!(created + 2, limits.per_hour, "two of this hour's registrations were Claude's and ChatGPT's");
+    assert_eq!(created + 3, limits.per_hour, "three of this hour's registrations were Claude's, ChatGPT's and Desk's");
     assert_eq!(running.store.list_clients().await.unwrap().len(), limits.per_hour);
     let (status, _) = c.register(json!({"redirect_uris": ["https://claude.ai/api/mcp/auth_callback"]})).await;
     assert_eq!(status, 201, "reusing a client is not a new registration");

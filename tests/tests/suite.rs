@@ -21,6 +21,7 @@ mod events_cloud;
 mod events_docs;
 mod events_local;
 mod fleet;
+mod host_corpus;
 mod layout;
 mod linearizability;
 mod macho_check;

@@ -504,6 +504,7 @@ pub trait Store:
     + PairDevices
     + LimitAttempts
     + ClientUse
+    + DocumentCopies
 {
 }
 
@@ -528,5 +529,6 @@ impl<T> Store for T where
         + PairDevices
         + LimitAttempts
         + ClientUse
+        + DocumentCopies
 {
 }

@@ -597,6 +597,28 @@ mod tests {
             "a resource may name the API's MCP URL or a custom domain's"
         );
         assert_eq!(r.hosted_auth_url, "https://fc.auth.eu-west-1.amazoncognito.com");
+        assert!(r.dev_document_hosts.is_empty());
+        // The app-client caps stay under Cognito's 1,000 per pool, with the template's own.
+        let base = [
+            (USER_POOL_ID.to_owned(), "pool"),
+            (OAUTH_SCOPE_PREFIX.to_owned(), "osfoundry/"),
+            (HOSTED_AUTH_URL.to_owned(), "https://fc.auth.eu-west-1.amazoncognito.com/"),
+            (PUBLIC_URL.to_owned(), "https://abc.execute-api.eu-west-1.amazonaws.com"),
+            (TABLE_NAME.to_owned(), "t"),
+        ];
+        let with = |extra: &[(String, &'static str)]| {
+            let mut all = base.to_vec();
+            all.extend_from_slice(extra);
+            RegisterConfig::from_env(map(&all))
+        };
+        assert!(with(&[(REGISTRATION_CAP.into(), "790")]).is_ok());
+        let e = with(&[(REGISTRATION_CAP.into(), "791")]).unwrap_err().to_string();
+        assert!(e.contains("REGISTRATION_CAP") && e.contains("1000 per user pool"), "{e}");
+        // The development pins only with the loopback switch, and only to loopback addresses.
+        let pins = (DEV_DOCUMENT_HOSTS.to_owned(), "chatgpt.com=127.0.0.1:8443,evil.example=10.0.0.1:443");
+        assert!(with(std::slice::from_ref(&pins)).unwrap().dev_document_hosts.is_empty());
+        let on = with(&[pins, (ALLOW_LOOPBACK_CLIENT_METADATA.to_owned(), "true")]).unwrap();
+        assert_eq!(on.dev_document_hosts, [("chatgpt.com".to_owned(), "127.0.0.1:8443".parse().unwrap())]);
         assert_eq!(
             c.endpoint.allowed_hosts,
             Some(vec!["abc.execute-api.eu-west-1.amazonaws.com".to_owned(), "mcp.example.com".to_owned()])

@@ -174,6 +174,10 @@ struct Pending {
     state: Option<String>,
     /// The issuer the client discovered (the API's URL or a custom domain's).
     issuer: String,
+    /// The redirect is not vouched for ([`RedirectPolicy::vouched`]): the owner was shown where
+    /// the code goes, and the callback must come back to the browser that saw it.
+    #[serde(default)]
+    confirm: bool,
 }
 
 /// What the facade holds, beside Cognito's hosted domain.
@@ -330,6 +334,7 @@ impl Facade {
             None => client_id.clone(),
         };
         let key = random_key();
+        let confirm = !self.parts.redirects.vouched(&redirect_uri);
         let pending = Pending {
             client_id: client_id.clone(),
             app_client: app_client.clone(),
@@ -337,6 +342,7 @@ impl Facade {
             redirect_given: given.is_some(),
             state: state.clone(),
             issuer: issuer.clone(),
+            confirm,
         };
         let Ok(record) = serde_json::to_string(&pending) else {
             return fail("server_error", "could not record the request");
@@ -358,9 +364,45 @@ impl Facade {
             params.push(("redirect_uri".into(), self.callback.clone()));
         }
         if state.is_none() {
-            params.push(("state".into(), key));
+            params.push(("state".into(), key.clone()));
         }
-        found(&format!("{}/oauth2/authorize?{}", self.parts.upstream, encode(&params)))
+        let sign_in = format!("{}/oauth2/authorize?{}", self.parts.upstream, encode(&params));
+        if !confirm {
+            return found(&sign_in);
+        }
+        let who = match &document {
+            Some(d) => format!("{} (described by {})", d.client_name, d.host),
+            None => format!("A registered MCP client ({client_id})"),
+        };
+        self.confirm_page(&who, &redirect_uri, &sign_in, &key)
+    }
+
+    /// The page shown before Cognito's sign-in when the redirect is not vouched for: it names
+    /// the client and where the code will go, links to the sign-in, and sets a cookie that binds
+    /// this sign-in to this browser (checked at the callback), so a sign-in link taken from
+    /// this page and sent to someone else sends no code anywhere.
+    fn confirm_page(&self, who: &str, redirect_uri: &str, sign_in: &str, key: &str) -> http::Response<Bytes> {
+        use crate::local::pages::{escape, page};
+        let destination = RedirectPolicy::destination(redirect_uri);
+        let body = format!(
+            "<p><strong>{who}</strong> asks to use your foundry-connect tools. After you sign in, \
+             the sign-in code goes to <code>{destination}</code>.</p><p>Continue only if you \
+             started this from that application.</p><p><a href=\"{sign_in}\">Continue to sign in</a></p>",
+            who = escape(who),
+            destination = escape(&destination),
+            sign_in = escape(sign_in),
+        );
+        let mut r = page(StatusCode::OK, "Connect an MCP client", &body, None);
+        let secure = if self.callback.starts_with("https://") { "; Secure" } else { "" };
+        let cookie = format!(
+            "{}={key}; Path={CALLBACK_PATH}; Max-Age={}; HttpOnly; SameSite=Lax{secure}",
+            flow_cookie(key),
+            FLOW_TTL.as_secs()
+        );
+        if let Ok(v) = HeaderValue::from_str(&cookie) {
+            r.headers_mut().insert(header::SET_COOKIE, v);
+        }
+        r
     }
 
     /// Cognito's answer: the pending request it belongs to is taken (once), and the client sent
@@ -390,6 +432,21 @@ impl Facade {
                 "this sign-in expired or was already used: start again from the MCP client",
             );
         };
+        if p.confirm {
+            let key = q.get("state").map(String::as_str).unwrap_or_default();
+            let bound = req.headers().get_all(header::COOKIE).iter().filter_map(|v| v.to_str().ok()).any(|c| {
+                c.split(';').filter_map(|kv| kv.trim().split_once('=')).any(|(k, v)| k == flow_cookie(key) && v == key)
+            });
+            if !bound {
+                // Nothing goes to the client: this sign-in was not started in this browser.
+                tracing::warn!(client_id = %p.client_id, "a sign-in came back to a browser that did not start it");
+                return oauth_error(
+                    StatusCode::BAD_REQUEST,
+                    "invalid_request",
+                    "this sign-in was started in another browser: start again from your MCP client",
+                );
+            }
+        }
         if let Some(error) = q.get("error") {
             let mut params = vec![("error", error.as_str())];
             if let Some(d) = q.get("error_description") {
@@ -586,6 +643,12 @@ pub fn connector_owner(answer: &[u8]) -> Option<domain::ids::OwnerId> {
         product == SCOPE_READ || product == SCOPE_RUN
     });
     connector.then(|| domain::ids::OwnerId::new(claims.get("sub")?.as_str()?.to_owned()).ok()).flatten()
+}
+
+/// The cookie that binds a confirmed sign-in to its browser (a prefix of the flow's key names
+/// it, so several sign-ins in one browser do not collide).
+fn flow_cookie(key: &str) -> String {
+    format!("fc_flow_{}", key.get(..16).unwrap_or(key))
 }
 
 /// The key a handed-on code is bound under (the code itself is never stored).

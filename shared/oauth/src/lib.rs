@@ -138,23 +138,23 @@ pub fn metadata_response(config: &AuthServerConfig, base: &str) -> http::Respons
 /// Which redirect URIs a registering client (or a metadata document) may use: what RFC 8252
 /// and the hosts' own artifacts need, refusing only what is unsafe.
 ///
+/// - `https` on any host;
 /// - `http` only on loopback (`localhost`, `127.0.0.1`, `[::1]`), any port and path (RFC 8252
 ///   §7.3): a desktop client's own listener. Cognito never sees these (the facade owns the one
 ///   callback Cognito has), so the cloud accepts the same loopback spellings as the local server;
 /// - private-use schemes (RFC 8252 §7.1: `cursor://anysphere.cursor-mcp/oauth/callback`,
 ///   `com.example.app:/cb`), except the ones a browser runs or reads itself (`javascript:`,
 ///   `data:`, `vbscript:`, `file:`, `blob:`, `about:`) and `ws`/`wss`/`ftp`;
-/// - `https`: on the local server any host — its consent page names the host the code goes to.
-///   In the cloud, where the sign-in page is Cognito's and cannot name it, only the hosts'
-///   published callbacks (Claude's, ChatGPT's, Cursor's, VS Code's; [`KNOWN_CALLBACKS`]) and
-///   the hosts the deployer added: a code sent to any `https` host would let anyone who
-///   registers one and sends the owner a sign-in link collect the owner's tokens;
-/// - never a fragment, user information, or a `*` in the host.
+/// - never a fragment, user information, white space, or a `*` in the host.
+///
+/// Where the code goes is shown before anyone signs in ([`RedirectPolicy::vouched`]): the local
+/// consent page always names the redirect's host; in the cloud, where the sign-in page is
+/// Cognito's and cannot, the facade shows its own page first for a redirect that is not
+/// vouched for (an `https` host other than the hosts' published callbacks, [`KNOWN_CALLBACKS`],
+/// and the deployer's `extra_hosts`), and binds that sign-in to the browser that saw it.
 #[derive(Debug, Clone)]
 pub struct RedirectPolicy {
-    /// `https` on any host (the local server); otherwise [`KNOWN_CALLBACKS`] and `extra_hosts`.
-    pub any_https: bool,
-    /// Extra hosts (exact, lower case) whose `https` URIs are accepted.
+    /// Hosts (exact, lower case) whose `https` redirects are vouched for, beside the known ones.
     pub extra_hosts: Vec<String>,
 }
 
@@ -179,14 +179,45 @@ pub const LOOPBACK_HOSTS: &[&str] = &["localhost", "127.0.0.1", "[::1]"];
 const UNSAFE_SCHEMES: &[&str] = &["javascript", "data", "vbscript", "file", "blob", "about", "ws", "wss", "ftp"];
 
 impl RedirectPolicy {
-    /// The cloud's policy: the hosts' published callbacks, plus `extra_hosts`.
+    /// The cloud's policy, vouching for `extra_hosts` too.
     pub fn cloud(extra_hosts: Vec<String>) -> Self {
-        Self { any_https: false, extra_hosts }
+        Self { extra_hosts }
     }
 
-    /// The local server's policy: any `https` host.
+    /// The local server's policy (its consent page names every redirect's host).
     pub fn local() -> Self {
-        Self { any_https: true, extra_hosts: Vec::new() }
+        Self { extra_hosts: Vec::new() }
+    }
+
+    /// Whether a code sent to `uri` can only reach a host's published callback, a host the
+    /// deployer added, or the client's own computer (loopback, a private-use scheme): then the
+    /// cloud goes straight to the sign-in page. Any other (allowed) redirect is named to the
+    /// owner first.
+    pub fn vouched(&self, uri: &str) -> bool {
+        let Ok(u) = url::Url::parse(uri) else { return false };
+        let host = u.host_str().unwrap_or_default().to_ascii_lowercase();
+        match u.scheme() {
+            "http" => LOOPBACK_HOSTS.contains(&host.as_str()),
+            "https" => {
+                let path = u.path();
+                self.extra_hosts.contains(&host)
+                    || (u.query().is_none()
+                        && u.port().is_none()
+                        && KNOWN_CALLBACKS.iter().any(|(h, p)| {
+                            *h == host
+                                && match p.strip_suffix('/') {
+                                    // A prefix: one more segment of safe characters (ChatGPT's per-app id).
+                                    Some(_) => path.strip_prefix(p).is_some_and(|id| {
+                                        !id.is_empty()
+                                            && id.len() <= 128
+                                            && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
+                                    }),
+                                    None => path == *p,
+                                }
+                        }))
+            }
+            s => !UNSAFE_SCHEMES.contains(&s),
+        }
     }
 
     /// Whether `uri` may be registered; the error says which rule it breaks.
@@ -215,29 +246,7 @@ impl RedirectPolicy {
             "http" if LOOPBACK_HOSTS.contains(&host.as_str()) => Ok(()),
             "http" => Err(format!("plain http is allowed only for loopback ({})", LOOPBACK_HOSTS.join(", "))),
             "https" if host.is_empty() => Err("must name a host".into()),
-            "https" if self.any_https || self.extra_hosts.contains(&host) => Ok(()),
-            "https" => {
-                let path = u.path();
-                let known = KNOWN_CALLBACKS.iter().any(|(h, p)| {
-                    *h == host
-                        && match p.strip_suffix('/') {
-                            // A prefix: one more segment of safe characters (ChatGPT's per-app id).
-                            Some(_) => path.strip_prefix(p).is_some_and(|id| {
-                                !id.is_empty()
-                                    && id.len() <= 128
-                                    && id.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_')
-                            }),
-                            None => path == *p,
-                        }
-                });
-                if known && u.query().is_none() && u.port().is_none() {
-                    Ok(())
-                } else {
-                    Err(format!(
-                        "https://{host}{path} is not a callback this server knows (a host's published callback, or a host the deployer added)"
-                    ))
-                }
-            }
+            "https" => Ok(()),
             s if UNSAFE_SCHEMES.contains(&s) => Err(format!("scheme {s} is not allowed")),
             // A private-use scheme (RFC 8252 §7.1): the app that claimed it on the client's machine.
             _ => Ok(()),
@@ -304,41 +313,32 @@ mod tests {
     use super::*;
 
     #[test]
-    fn allows_the_hosts_callbacks_and_refuses_only_what_is_unsafe() {
+    fn allows_what_hosts_register_and_refuses_only_what_is_unsafe() {
         let cloud = RedirectPolicy::cloud(vec!["mcp.example.com".into()]);
-        let local = RedirectPolicy::local();
-        for ok in [
-            "https://claude.ai/api/mcp/auth_callback",
-            "https://claude.com/api/mcp/auth_callback",
-            "https://chatgpt.com/connector_platform_oauth_redirect",
-            "https://chatgpt.com/connector/oauth/abc_DEF-123",
-            "https://www.cursor.com/agents/mcp/oauth/callback",
-            "https://vscode.dev/redirect",
-            "https://insiders.vscode.dev/redirect",
-            "cursor://anysphere.cursor-mcp/oauth/callback",
-            "com.example.app:/oauth2redirect",
-            "http://localhost:33418/callback",
-            "http://localhost/",
-            "http://127.0.0.1:5000/cb",
-            "http://127.0.0.1/",
-            "http://[::1]:5000/cb",
-            "https://mcp.example.com/any/path?x=1",
+        for (ok, vouched) in [
+            ("https://claude.ai/api/mcp/auth_callback", true),
+            ("https://claude.com/api/mcp/auth_callback", true),
+            ("https://chatgpt.com/connector_platform_oauth_redirect", true),
+            ("https://chatgpt.com/connector/oauth/abc_DEF-123", true),
+            ("https://www.cursor.com/agents/mcp/oauth/callback", true),
+            ("https://vscode.dev/redirect", true),
+            ("https://insiders.vscode.dev/redirect", true),
+            ("cursor://anysphere.cursor-mcp/oauth/callback", true),
+            ("com.example.app:/oauth2redirect", true),
+            ("http://localhost:33418/callback", true),
+            ("http://localhost/", true),
+            ("http://127.0.0.1:5000/cb", true),
+            ("http://[::1]:5000/cb", true),
+            ("https://mcp.example.com/any/path?x=1", true),
+            // Allowed, but the owner is shown where the code goes before signing in.
+            ("https://evil.example/api/mcp/auth_callback", false),
+            ("https://claude.ai/other", false),
+            ("https://claude.ai.evil.example/api/mcp/auth_callback", false),
+            ("https://chatgpt.com/connector/oauth/a/b", false),
+            ("https://claude.ai:8443/api/mcp/auth_callback", false),
         ] {
             assert_eq!(cloud.check(ok), Ok(()), "{ok}");
-            assert_eq!(local.check(ok), Ok(()), "{ok}");
-        }
-        // Any https host locally (the consent page names it), not in the cloud.
-        assert_eq!(local.check("https://evil.example/cb"), Ok(()));
-        for (bad, rule) in [
-            ("https://evil.example/api/mcp/auth_callback", "not a callback this server knows"),
-            ("https://claude.ai/other", "not a callback this server knows"),
-            ("https://claude.ai.evil.example/api/mcp/auth_callback", "not a callback this server knows"),
-            ("https://chatgpt.com/connector/oauth/", "not a callback this server knows"),
-            ("https://chatgpt.com/connector/oauth/a/b", "not a callback this server knows"),
-            ("https://claude.ai:8443/api/mcp/auth_callback", "not a callback this server knows"),
-        ] {
-            let e = cloud.check(bad).expect_err(bad);
-            assert!(e.contains(rule), "{bad}: {e}");
+            assert_eq!(cloud.vouched(ok), vouched, "{ok}");
         }
         for (bad, rule) in [
             ("https://claude.ai/api/mcp/auth_callback#x", "fragment"),
@@ -351,9 +351,10 @@ mod tests {
             ("https://claude.ai/api/mcp/auth_callback x", "white space"),
             ("/relative", "not an absolute URI"),
         ] {
-            for p in [&cloud, &local] {
+            for p in [&cloud, &RedirectPolicy::local()] {
                 let e = p.check(bad).expect_err(bad);
                 assert!(e.contains(rule), "{bad}: {e}");
+                assert!(!p.vouched(bad) || bad.starts_with("https://"), "{bad} vouched");
             }
         }
     }

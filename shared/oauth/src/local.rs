@@ -57,7 +57,7 @@ pub const SESSION_TTL: Duration = Duration::from_secs(12 * 3600);
 /// Most owner sessions kept at once.
 pub const MAX_SESSIONS: usize = 64;
 
-mod pages;
+pub(crate) mod pages;
 mod session;
 
 use pages::{bad_page, consent_page, escape, page, redirect};
@@ -636,7 +636,8 @@ mod tests {
         assert_eq!(granted_scopes(None).unwrap(), vec![SCOPE_READ, SCOPE_RUN]);
         assert_eq!(granted_scopes(Some("osfoundry/read openid")).unwrap(), vec![SCOPE_READ]);
         assert!(granted_scopes(Some("osfoundry:owner")).unwrap_err().contains("owner"));
-        assert!(granted_scopes(Some("admin")).unwrap_err().contains("admin"));
+        // A host's own scope is ignored, never refused.
+        assert_eq!(granted_scopes(Some("claudeai")).unwrap(), vec![SCOPE_READ, SCOPE_RUN]);
     }
 
     #[test]

@@ -421,7 +421,7 @@ mod tests {
         let err = |body: &str| validate_registration(body.as_bytes(), &p).expect_err(body);
         assert_eq!(err("[]").description, "body: must be a JSON object");
         assert_eq!(err("{}").code, "invalid_redirect_uri");
-        let e = err(r#"{"redirect_uris":["https://claude.ai/api/mcp/auth_callback","https://evil.example/cb"]}"#);
+        let e = err(r#"{"redirect_uris":["https://claude.ai/api/mcp/auth_callback","javascript:alert(1)"]}"#);
         assert_eq!(e.code, "invalid_redirect_uri");
         assert!(e.description.starts_with("redirect_uris[1]: "), "{}", e.description);
         let cb = r#""redirect_uris":["https://claude.ai/api/mcp/auth_callback"]"#;

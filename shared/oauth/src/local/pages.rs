@@ -25,13 +25,13 @@ pub(super) fn bad_page(message: &str) -> http::Response<Bytes> {
     page(StatusCode::BAD_REQUEST, "Cannot connect", message, None)
 }
 
-pub(super) fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;").replace('\'', "&#39;")
 }
 
 /// An HTML page with a strict CSP: no scripts, forms only to this server (and, after Allow,
 /// the redirect's origin — CSP `form-action` applies to the redirect too), no framing.
-pub(super) fn page(
+pub(crate) fn page(
     status: StatusCode,
     title: &str,
     body_html: &str,
