@@ -21,7 +21,7 @@
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::net::SocketAddr;
 use std::path::PathBuf;
 
@@ -268,22 +268,27 @@ async fn local_connect(
         let tokens: Value = tokens.json().await.unwrap();
         assert!(tokens["refresh_token"].is_string(), "{tokens}");
         let link = running.demo.chat_link_id.to_string();
-        let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-            "params": {"name": "list_linked_chat_tasks", "arguments": {"chat_link_id": link}}});
-        let res = http
-            .post(&running.mcp_url)
-            .bearer_auth(tokens["access_token"].as_str().unwrap())
-            .header("accept", "application/json, text/event-stream")
-            .header("mcp-protocol-version", "2025-11-25")
-            .json(&call)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(res.status(), 200);
-        let answer: Value = res.json().await.unwrap();
-        assert!(answer["result"]["content"][0]["text"].is_string(), "{client_id}: the tool answered: {answer}");
-        assert_ne!(answer["result"]["isError"], true, "{answer}");
+        call_tool(&running.mcp_url, &tokens, "list_linked_chat_tasks", json!({"chat_link_id": link}), client_id).await;
     }
+}
+
+/// A `tools/call` with the access token of `tokens`: answered by the tool, not an error.
+async fn call_tool(mcp: &str, tokens: &Value, tool: &str, arguments: Value, client_id: &str) {
+    let call =
+        json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": {"name": tool, "arguments": arguments}});
+    let res = http()
+        .post(mcp)
+        .bearer_auth(tokens["access_token"].as_str().unwrap())
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&call)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200, "{client_id}");
+    let answer: Value = res.json().await.unwrap();
+    assert!(answer["result"]["content"][0]["text"].is_string(), "{client_id}: the tool answered: {answer}");
+    assert_ne!(answer["result"]["isError"], true, "{client_id}: {answer}");
 }
 
 /// One connection through the cloud facade: authorize → Cognito (emulated) → the facade's
@@ -340,20 +345,8 @@ async fn cloud_connect(
     let tokens = http.post(format!("{gateway}/token")).form(&form).send().await.unwrap();
     assert_eq!(tokens.status(), 200, "{client_id}: {}", tokens.text().await.unwrap_or_default());
     let tokens: Value = tokens.json().await.unwrap();
-    let call = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
-        "params": {"name": "list_graph_sessions", "arguments": {"project_id": uuid::Uuid::now_v7().to_string()}}});
-    let res = http
-        .post(connector)
-        .bearer_auth(tokens["access_token"].as_str().unwrap())
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-11-25")
-        .json(&call)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(res.status(), 200);
-    let answer: Value = res.json().await.unwrap();
-    assert!(answer["result"]["content"][0]["text"].is_string(), "{client_id}: the tool answered: {answer}");
+    let project = uuid::Uuid::now_v7().to_string();
+    call_tool(connector, &tokens, "list_graph_sessions", json!({"project_id": project}), client_id).await;
     tokens
 }
 
