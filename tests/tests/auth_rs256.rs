@@ -249,7 +249,8 @@ async fn the_mcp_lambda_router_answers_http_api_events() {
         lambda::mcp::route(&endpoint, &auth_server, lambda_http::request::from_str(&call.to_string()).unwrap()).await;
     assert_eq!(res.status(), 403);
     let challenge = res.headers()["www-authenticate"].to_str().unwrap();
-    assert!(challenge.contains("scope=\"osfoundry/run\""), "{challenge}");
+    // Every connector scope, in Cognito's spelling (a client asking for exactly these keeps what it had).
+    assert!(challenge.contains("scope=\"osfoundry/read osfoundry/run\""), "{challenge}");
     let listed: serde_json::Value = serde_json::from_slice(
         lambda::mcp::route(&endpoint, &auth_server, lambda_http::request::from_str(&event.to_string()).unwrap())
             .await

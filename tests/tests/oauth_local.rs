@@ -632,7 +632,8 @@ impl RegisterClients for CountingRegistry {
 }
 
 fn registration(port: u16, source: &str) -> http::Request<bytes::Bytes> {
-    let body = json!({"redirect_uris": [format!("http://localhost:{port}/cb")]}).to_string();
+    // A path of its own per registration: URIs that differ only in a loopback port are one client.
+    let body = json!({"redirect_uris": [format!("http://localhost/cb/{port}")]}).to_string();
     let mut req = http::Request::post("/register")
         .header("content-type", "application/json")
         .body(bytes::Bytes::from(body))
