@@ -1,11 +1,18 @@
-//! The subcommands other than `run`: `status`, `check`, `install`, `uninstall`. Each prints
-//! what it did for the owner and returns an error the binary prints.
+//! The command line: what the owner types, parsed ([`args`]), and the subcommands other than
+//! `run` — `pair` ([`pair`]), `session add / list / remove` ([`sessions`]), `status`, `check`,
+//! `install`, `uninstall`, `pause`, `resume`, `update` ([`commands`]). Each prints what it did
+//! for the owner and returns a [`CliError`] the binary prints.
+//!
+//! This folder is the top of the relay: it may use every other folder; nothing uses it.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::config::Config;
-use crate::service::{self, Platform};
-use crate::status::Status;
+
+pub mod args;
+pub mod commands;
+pub mod pair;
+pub mod sessions;
 
 /// A subcommand that failed: the message for the owner.
 #[derive(Debug, thiserror::Error)]
@@ -30,7 +37,7 @@ impl From<std::io::Error> for CliError {
 /// The file's problems, all of them.
 pub fn load(path: &Path) -> Result<Config, CliError> {
     if !path.exists() {
-        return Err(crate::sessions::missing_config(path));
+        return Err(missing_config(path));
     }
     Config::load(path).map_err(|e| CliError(format!("{}:\n{e}", path.display())))
 }
@@ -55,304 +62,10 @@ pub fn parse_duration(text: &str) -> Result<u64, CliError> {
     n.checked_mul(per).ok_or_else(bad)
 }
 
-/// `relay pause [--for DURATION] [--note TEXT]`: asks the server to pause this desktop (the
-/// same pause as the panel's; the server checks the bounds).
-///
-/// # Errors
-/// The config, the duration, or the server's refusal.
-pub async fn pause(config_path: &Path, duration: Option<&str>, note: Option<String>) -> Result<(), CliError> {
-    let config = load(config_path)?;
-    let for_seconds = duration.map(parse_duration).transpose()?;
-    let req = domain::relay::PauseRequest { for_seconds, note };
-    let client = crate::client::Client::new(&config.server_url, &config.device_token)
-        .map_err(|e| CliError(format!("cannot start TLS: {e}")))?;
-    let paused = client.set_pause(Some(&req)).await.map_err(server_error)?;
-    match paused.and_then(|p| p.until) {
-        Some(until) => println!("paused until {until}: the run in progress finishes, no new one starts"),
-        None => println!("paused until `relay resume`: the run in progress finishes, no new one starts"),
-    }
-    Ok(())
-}
-
-/// `relay resume`: ends this desktop's pause.
-///
-/// # Errors
-/// The config or the server's refusal.
-pub async fn resume(config_path: &Path) -> Result<(), CliError> {
-    let config = load(config_path)?;
-    let client = crate::client::Client::new(&config.server_url, &config.device_token)
-        .map_err(|e| CliError(format!("cannot start TLS: {e}")))?;
-    client.set_pause(None).await.map_err(server_error)?;
-    println!("resumed: queued runs start at the next sync");
-    Ok(())
-}
-
-/// `relay update`: installs the server's newest build for this machine over the running
-/// binary (a running `relay run` restarts into it once its current run, if any, ends).
-///
-/// # Errors
-/// Why nothing was installed (the binary is unchanged).
-pub async fn update(config_path: &Path) -> Result<(), CliError> {
-    let config = load(config_path)?;
-    let binary = crate::update::Binary::current().map_err(|e| CliError(format!("cannot find this binary: {e}")))?;
-    let outcome = crate::update::check_now(&config, binary.path()).await.map_err(|e| CliError(e.to_string()))?;
-    println!("{outcome}");
-    Ok(())
-}
-
-/// The server's refusal as the owner reads it: its `error` field when it has one.
-fn server_error(e: crate::client::ClientError) -> CliError {
-    match e {
-        crate::client::ClientError::Refused { body, .. } => {
-            let msg = serde_json::from_str::<serde_json::Value>(&body)
-                .ok()
-                .and_then(|v| v["error"].as_str().map(str::to_owned))
-                .unwrap_or(body);
-            CliError(format!("the server refused: {msg}"))
-        }
-        other => CliError(other.to_string()),
-    }
-}
-
-/// `relay status`: the config, and what the running relay last wrote to `status.json`.
-///
-/// # Errors
-/// When the config does not load.
-pub fn status(config_path: &Path) -> Result<(), CliError> {
-    let config = load(config_path)?;
-    println!("config:   {}", config_path.display());
-    if let Ok(home) = home() {
-        println!("logs:     {}", service::log_dir(Platform::current(), &home).join("relay.log").display());
-    }
-    println!("server:   {}", config.server_url);
-    println!("sessions: {}", config.sessions.iter().map(|s| s.meta.slug.as_str()).collect::<Vec<_>>().join(", "));
-    let updates = match (&config.pin, config.auto_update) {
-        (Some(pin), _) => format!("pinned to {pin}"),
-        (None, true) => "checked daily, installed between runs".to_owned(),
-        (None, false) => "off (auto_update = false): run `relay update`".to_owned(),
-    };
-    println!(
-        "version:  {} ({}), host {}",
-        crate::update::VERSION,
-        crate::update::target(),
-        crate::client::this_relay().host
-    );
-    println!("updates:  {updates}");
-    if let Some(last) = crate::update::LastCheck::read(&config.state_dir) {
-        println!("last update check: {}: {}", last.at, last.outcome);
-        if let Some(p) = last.published.filter(|p| crate::update::compare(p, crate::update::VERSION).is_gt()) {
-            println!("newer build: {p} is published (relay update installs it)");
-        }
-    }
-    let Some(s) = std::fs::read(config.state_dir.join("status.json"))
-        .ok()
-        .and_then(|b| serde_json::from_slice::<Status>(&b).ok())
-    else {
-        println!("status:   the relay has not run yet");
-        return Ok(());
-    };
-    println!("last sync: {}", s.last_sync_at.as_deref().unwrap_or("never"));
-    println!("outbox:    {} completion(s) waiting", s.outbox);
-    let running = if s.running.is_empty() { "nothing".to_owned() } else { s.running.join(", ") };
-    println!("running:   {running} ({} of {} slots busy)", s.running.len(), s.slots.max(1));
-    println!("doorbell:  {}", if s.doorbell.is_empty() { "off" } else { s.doorbell.as_str() });
-    println!("poll:      every {} s", s.poll_interval_s);
-    if let Some(p) = &s.paused {
-        println!("paused:    by the owner, {p}: the run in progress finishes, no new one starts");
-    }
-    if let Some(e) = s.last_error {
-        println!("last error: {e}");
-    }
-    if s.unsaved > 0 {
-        println!(
-            "unsaved:   {} completion(s) the outbox could not hold (a full disk?), delivered from memory",
-            s.unsaved
-        );
-    }
-    for name in &s.quarantined {
-        println!(
-            "quarantined: {} (unreadable; look at it, then delete it)",
-            config.state_dir.join("quarantine").join(name).display()
-        );
-    }
-    for (project, p) in &s.projects {
-        println!(
-            "project {project}: {} at {}; sessions: {}; queued seen: {}",
-            p.outcome,
-            p.last_sync_at.as_deref().unwrap_or("never"),
-            if p.sessions.is_empty() { "none".to_owned() } else { p.sessions.join(", ") },
-            p.queued
-        );
-    }
-    Ok(())
-}
-
-/// `relay check`: every finding of [`crate::check`], under the login service's environment.
-///
-/// # Errors
-/// When the config does not load, or any check failed (each printed with its fix).
-pub async fn check(config_path: &Path) -> Result<(), CliError> {
-    let failed = crate::check::print(&findings(config_path).await?);
-    if failed > 0 {
-        return Err(CliError(format!("{failed} problem(s) found (each with its fix above)")));
-    }
-    println!("all checks passed");
-    Ok(())
-}
-
-async fn findings(config_path: &Path) -> Result<Vec<crate::check::Finding>, CliError> {
-    let config = load(config_path)?;
-    let home = home()?;
-    let platform = Platform::current();
-    let env = std::fs::read_to_string(service::service_file(platform, &home))
-        .ok()
-        .map(|text| service::service_environment(platform, &text));
-    let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("relay"));
-    let mut out = crate::check::local_findings(platform, config_path, &config, &home, env.as_deref(), &exe);
-    let proxies = match &env {
-        Some(pairs) => crate::proxy::Proxies::from_pairs(pairs),
-        None => crate::proxy::Proxies::from_env(),
-    };
-    out.extend(crate::check::network_findings(&config, &proxies).await);
-    Ok(out)
-}
-
-/// Tests only (they run as root on CI machines): lets `install` run as root.
-pub const ALLOW_ROOT_ENV: &str = "FOUNDRY_RELAY_TEST_ALLOW_ROOT";
-
-/// `relay install`: writes the login service for this platform (0644, with the install-time
-/// `PATH`, `LANG` and proxy variables) and loads it (again: a second install replaces the
-/// loaded job), then runs `relay check` under it. Refused as root: a login service belongs to
-/// the owner's account, and graphs must not run as root.
-///
-/// With no session to load into — a Mac reached over SSH or not logged in at the GUI, a Linux
-/// shell without a user service manager — the file is written and the command succeeds: the
-/// relay starts at the next login (docs/relay.md says what headless machines need). On Linux
-/// it also says when the relay would stop at logout (no lingering).
-///
-/// # Errors
-/// When run as root, `HOME` is unset, the config does not load, or the file cannot be written
-/// or loaded (with the system's reason and the fix when it is a known one).
-pub async fn install(config_path: &Path) -> Result<(), CliError> {
-    if nix::unistd::geteuid().is_root() && std::env::var_os(ALLOW_ROOT_ENV).is_none() {
-        return Err(CliError::new(
-            "refusing to install as root: run `relay install` as the user whose desktop runs the graphs",
-        ));
-    }
-    let home = home()?;
-    load(config_path)?;
-    let platform = Platform::current();
-    let file = service::service_file(platform, &home);
-    let log_dir = service::log_dir(platform, &home);
-    std::fs::create_dir_all(file.parent().ok_or_else(|| CliError::new("service path has no folder"))?)?;
-    std::fs::create_dir_all(&log_dir)?;
-    let spec = service::ServiceSpec {
-        exe: std::env::current_exe()?,
-        config: std::fs::canonicalize(config_path)?,
-        log_dir: log_dir.clone(),
-        working_dir: home.clone(),
-        path: std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin".into()),
-        lang: std::env::var("LANG").ok().filter(|l| !l.is_empty()).unwrap_or_else(|| "en_US.UTF-8".into()),
-        carried: service::carried_from(|k| std::env::var(k).ok()),
-    };
-    service::write_service_file(&file, &service::service_text(platform, &spec))
-        .map_err(|e| CliError(format!("writing {}: {e}", file.display())))?;
-    println!("wrote {}", file.display());
-    println!("graphs will run with PATH={} (from this shell; run install again after changing it)", spec.path);
-    if !spec.carried.is_empty() {
-        let names: Vec<&str> = spec.carried.iter().map(|(k, _)| k.as_str()).collect();
-        println!("proxy settings carried into the service: {}", names.join(", "));
-    }
-    let uid = uid();
-    match service::session(platform, &uid) {
-        service::Session::Absent(why) => {
-            let (what, then) = match platform {
-                Platform::MacOs => (
-                    "no GUI login session now (over SSH, or nobody logged in)",
-                    "for a Mac nobody logs in to, turn on automatic login or use a LaunchDaemon (docs/relay.md, \"Headless Macs\")",
-                ),
-                Platform::Linux => (
-                    "no systemd user manager reachable now",
-                    "to run it without a login, enable lingering: loginctl enable-linger $USER",
-                ),
-            };
-            if platform == Platform::Linux && why.contains("No such file or directory") {
-                println!(
-                    "systemd is not installed here ({why}): the unit was written but nothing will start it; start `relay run` from your desktop's autostart instead"
-                );
-            } else {
-                println!("{what} ({why}): the relay starts at your next login");
-                println!("        {then}");
-            }
-        }
-        service::Session::Present => {
-            let commands = service::load_commands(platform, &file, &uid);
-            if let Err(e) = service::run_commands(&commands, std::time::Duration::from_millis(500)) {
-                let hint = service::load_failure_hint(platform, &e).map(|h| format!("\n{h}")).unwrap_or_default();
-                return Err(CliError(format!(
-                    "wrote {} but could not load it: {e}{hint}\nload it yourself with: {}",
-                    file.display(),
-                    commands.iter().map(|c| c.command.join(" ")).collect::<Vec<_>>().join(" && ")
-                )));
-            }
-            println!("loaded: the relay runs now and at every login");
-            if platform == Platform::Linux && service::lingering(&uid) == Some(false) {
-                println!(
-                    "note:   systemd stops it when you log out; to keep it running: loginctl enable-linger {}",
-                    std::env::var("USER").unwrap_or_else(|_| uid.clone())
-                );
-            }
-        }
-    }
-    println!("logs:   {}", log_dir.join("relay.log").display());
-    println!();
-    println!("checking the setup as the login service will see it (relay check):");
-    let failed = crate::check::print(&findings(config_path).await?);
-    if failed > 0 {
-        println!("{failed} problem(s) to fix (above); the service is installed, and `relay check` tests again");
-    }
-    Ok(())
-}
-
-/// `relay uninstall`: unloads the login service — by its label, so a job whose file was
-/// already deleted goes too — removes its file, and says what it leaves (the state folder with
-/// the outbox and journal, the device token).
-///
-/// # Errors
-/// When `HOME` is unset or the file cannot be removed.
-pub fn uninstall(config_path: &Path) -> Result<(), CliError> {
-    let home = home()?;
-    let platform = Platform::current();
-    let file = service::service_file(platform, &home);
-    if let Err(e) = service::run_commands(&service::unload_commands(platform, &uid()), std::time::Duration::ZERO) {
-        eprintln!("unloading: {e}");
-    }
-    if file.exists() {
-        std::fs::remove_file(&file)?;
-        println!("unloaded and removed {}", file.display());
-    } else {
-        println!("unloaded; no service file at {}", file.display());
-    }
-    if let Ok(config) = Config::load(config_path) {
-        println!(
-            "left in place: the state folder {} (outbox, journal, status), the config {}{}",
-            config.state_dir.display(),
-            config_path.display(),
-            config
-                .device_token_file
-                .as_ref()
-                .map(|f| format!(", the device token {}", f.display()))
-                .unwrap_or_default()
-        );
-    }
-    Ok(())
-}
-
-fn home() -> Result<PathBuf, CliError> {
-    std::env::var_os("HOME").map(PathBuf::from).ok_or_else(|| CliError::new("HOME is not set"))
-}
-
-/// The user's numeric id (launchd's `gui/<uid>` domain).
-fn uid() -> String {
-    nix::unistd::getuid().to_string()
+/// What the config-reading commands say when there is no config yet.
+pub(crate) fn missing_config(path: &Path) -> CliError {
+    CliError(format!(
+        "no config at {}: pair this desktop first with `relay pair SERVER_URL` (it writes the config), or pass --config PATH",
+        path.display()
+    ))
 }

@@ -104,7 +104,7 @@ pub struct Session {
     pub projects: Vec<ProjectId>,
     /// The program and its arguments (reads the run's arguments, JSON, on stdin; prints the
     /// result on stdout), the variables it adds to the relay's environment, its folder.
-    pub launch: crate::executor::Launch,
+    pub launch: Launch,
 }
 
 /// The relay's settings.
@@ -132,9 +132,9 @@ pub struct Config {
     /// How often the doorbell is pinged and how long a ping may go unanswered
     /// (`doorbell_ping_ms`, `doorbell_pong_deadline_ms`; default 240 s and 20 s — shorter only
     /// for tests: API Gateway bills each ping as a message).
-    pub doorbell_timing: crate::doorbell::Timing,
+    pub doorbell_timing: DoorbellTiming,
     /// Whether the relay checks its server for a newer build once a day and installs it
-    /// between runs (`auto_update`, default on; [`crate::update`]).
+    /// between runs (`auto_update`, default on; [`crate::machine::update`]).
     pub auto_update: bool,
     /// A version to hold (`pin = "0.4.0"`): updates install only that one.
     pub pin: Option<String>,
@@ -245,7 +245,7 @@ impl Config {
             {
                 errors.push(format!("sessions[{i}].working_dir: {} is not a folder", d.display()));
             }
-            let launch = crate::executor::Launch { command: s.command, env: s.env, working_dir };
+            let launch = Launch { command: s.command, env: s.env, working_dir };
             sessions.push(Session { meta, projects, launch });
         }
         let metas: Vec<SessionMeta> = sessions.iter().map(|s| s.meta.clone()).collect();
@@ -279,7 +279,7 @@ impl Config {
             poll: raw.poll_s.map(Duration::from_secs).unwrap_or(DEFAULT_POLL),
             cancel_grace: ms(raw.cancel_grace_ms, DEFAULT_CANCEL_GRACE),
             doorbell: raw.doorbell,
-            doorbell_timing: crate::doorbell::Timing {
+            doorbell_timing: DoorbellTiming {
                 ping: ms(raw.doorbell_ping_ms, domain::doorbell::PING_EVERY),
                 pong_deadline: ms(raw.doorbell_pong_deadline_ms, domain::doorbell::PONG_DEADLINE),
             },
@@ -294,7 +294,7 @@ impl Config {
             errors.push(format!("max_parallel: must be 1 to {} (got {n})", domain::progress::MAX_PARALLEL));
         }
         if let Some(pin) = &raw.pin
-            && let Err(e) = crate::update::check_pin(pin)
+            && let Err(e) = crate::identity::check_pin(pin)
         {
             errors.push(e);
         }
@@ -490,5 +490,38 @@ env = {{ NODE_ENV = "production" }}
         let e = Config::parse_in(&bad, Path::new("/base"), Some(&home)).unwrap_err();
         assert!(e.contains("sessions[0].working_dir: /no/such/folder is not a folder"), "{e}");
         let _ = std::fs::remove_dir_all(home);
+    }
+}
+
+/// How often the socket is pinged and how long each ping may go unanswered (the config's
+/// `doorbell_ping_ms` / `doorbell_pong_deadline_ms` shorten them in tests).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct DoorbellTiming {
+    /// Between pings.
+    pub ping: Duration,
+    /// How long a ping may go unanswered.
+    pub pong_deadline: Duration,
+}
+
+impl Default for DoorbellTiming {
+    fn default() -> Self {
+        Self { ping: domain::doorbell::PING_EVERY, pong_deadline: domain::doorbell::PONG_DEADLINE }
+    }
+}
+
+/// What a session runs: the program and its arguments, the environment it adds, and where.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Launch {
+    /// The program and its arguments.
+    pub command: Vec<String>,
+    /// Variables set for the graph on top of the relay's own environment (a session's `env`).
+    pub env: std::collections::BTreeMap<String, String>,
+    /// The graph's working directory; the relay's own when `None`.
+    pub working_dir: Option<std::path::PathBuf>,
+}
+
+impl From<Vec<String>> for Launch {
+    fn from(command: Vec<String>) -> Self {
+        Self { command, ..Self::default() }
     }
 }

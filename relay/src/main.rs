@@ -1,16 +1,17 @@
 //! `relay [--config PATH] <pair|run|status|check|pause|resume|update|install|uninstall|session|completions>`: the
-//! command line is `relay::args` (clap); the subcommands live in `relay::cli`, the loop in
-//! `relay::agent`. Errors are printed as one message (`relay: …`, exit 1), never as a stack
+//! command line is `relay::cli::args` (clap); the subcommands live in `relay::cli` (`commands`, `pair`, `sessions`), the loop in
+//! `relay::run::agent`. Errors are printed as one message (`relay: …`, exit 1), never as a stack
 //! trace, whatever `RUST_BACKTRACE` says.
 
 use std::path::PathBuf;
 use std::process::ExitCode;
 
 use clap::{CommandFactory, Parser};
-use relay::agent::Relay;
-use relay::args::{Cli, Command};
+use relay::cli::args::{Cli, Command};
+use relay::cli::{self, commands};
 use relay::config::{CONFIG_ENV, default_config_path};
-use relay::{cli, service};
+use relay::machine::service;
+use relay::run::agent::Relay;
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -46,15 +47,15 @@ async fn dispatch(args: Cli) -> anyhow::Result<()> {
         .ok_or_else(|| anyhow::anyhow!("no config path: HOME is not set; pass --config PATH"))?;
     match args.command {
         Command::Run => run(&config_path).await,
-        Command::Status => Ok(cli::status(&config_path)?),
-        Command::Pause { duration, note } => Ok(cli::pause(&config_path, duration.as_deref(), note).await?),
-        Command::Resume => Ok(cli::resume(&config_path).await?),
-        Command::Update => Ok(cli::update(&config_path).await?),
-        Command::Check => Ok(cli::check(&config_path).await?),
-        Command::Install => Ok(cli::install(&config_path).await?),
-        Command::Uninstall => Ok(cli::uninstall(&config_path)?),
-        Command::Session(which) => Ok(relay::sessions::command(&config_path, which)?),
-        Command::Pair(pair) => Ok(relay::pair::command(&config_path, pair).await?),
+        Command::Status => Ok(commands::status(&config_path)?),
+        Command::Pause { duration, note } => Ok(commands::pause(&config_path, duration.as_deref(), note).await?),
+        Command::Resume => Ok(commands::resume(&config_path).await?),
+        Command::Update => Ok(commands::update(&config_path).await?),
+        Command::Check => Ok(commands::check(&config_path).await?),
+        Command::Install => Ok(commands::install(&config_path).await?),
+        Command::Uninstall => Ok(commands::uninstall(&config_path)?),
+        Command::Session(which) => Ok(relay::cli::sessions::command(&config_path, which)?),
+        Command::Pair(pair) => Ok(relay::cli::pair::command(&config_path, pair).await?),
         Command::Completions { .. } => Ok(()),
     }
 }
@@ -77,9 +78,9 @@ async fn run(config_path: &std::path::Path) -> anyhow::Result<()> {
         });
         match started {
             Ok(relay) => {
-                // Where this binary is, for the updates (`relay::update`); a system that cannot
+                // Where this binary is, for the updates (`relay::machine::update`); a system that cannot
                 // say runs the relay without them rather than not at all.
-                let binary = match relay::update::Binary::current() {
+                let binary = match relay::machine::update::Binary::current() {
                     Ok(b) => Some(b),
                     Err(e) => {
                         tracing::warn!(error = %e, "cannot find this binary's path: updates are off");
@@ -90,7 +91,7 @@ async fn run(config_path: &std::path::Path) -> anyhow::Result<()> {
                 let daily = binary
                     .clone()
                     .filter(|_| checks.auto_update)
-                    .map(|b| tokio::spawn(relay::update::daily(checks, b)));
+                    .map(|b| tokio::spawn(relay::machine::update::daily(checks, b)));
                 let mut relay = relay.watching(config_path.to_path_buf());
                 if let Some(b) = &binary {
                     relay = relay.restart_when_replaced(b.clone());
@@ -99,7 +100,7 @@ async fn run(config_path: &std::path::Path) -> anyhow::Result<()> {
                 if let Some(d) = daily {
                     d.abort();
                 }
-                if let Some(binary) = binary.filter(relay::update::Binary::replaced) {
+                if let Some(binary) = binary.filter(relay::machine::update::Binary::replaced) {
                     // Same process id: launchd and systemd see no exit.
                     let e = binary.restart();
                     return Err(anyhow::anyhow!("cannot start the new build {}: {e}", binary.path().display()));

@@ -6,7 +6,7 @@
 //!   that reads tokio's paused clock, so leases, expiry and hints run on virtual time;
 //! - the **server** is the real relay API handler (`http_api::relay_api`) and the real tool
 //!   handlers (`tools`), called in process;
-//! - the **desktop** is the real relay loop (`relay::agent::Relay`) with its real HTTP client
+//! - the **desktop** is the real relay loop (`relay::run::agent::Relay`) with its real HTTP client
 //!   logic over an in-process [`Transport`] (which can lose requests), backoff jitter from the
 //!   seed, and [`VirtualGraphs`] instead of processes: a run takes the virtual time in its
 //!   arguments;
@@ -37,10 +37,10 @@ use domain::limits::Policy;
 use domain::runs::{Run, SessionMeta};
 use domain::store::{ManageDevices, ManageProjects, ReadRuns};
 use http_api::relay_api::RelayApi;
-use relay::agent::Relay;
-use relay::client::{Client, ClientError, Transport};
 use relay::config::{Config, Session};
-use relay::executor::{Execute, Outcome};
+use relay::run::agent::Relay;
+use relay::run::executor::{Execute, Outcome};
+use relay::server::client::{Client, ClientError, Transport};
 use store_sqlite::SqliteStore;
 use tools::{ToolCall, ToolDeps, ToolName, ToolReply};
 
@@ -188,11 +188,11 @@ pub struct VirtualGraphs;
 impl Execute for VirtualGraphs {
     async fn execute(
         &self,
-        _launch: &relay::executor::Launch,
+        _launch: &relay::run::executor::Launch,
         arguments: &serde_json::Value,
         cancel: impl std::future::Future<Output = ()> + Send,
         _grace: Duration,
-        live: Arc<relay::live::Live>,
+        live: Arc<relay::run::live::Live>,
     ) -> Outcome {
         let d = Duration::from_millis(arguments["duration_ms"].as_u64().unwrap_or(1000));
         let every = arguments["progress_every_ms"].as_u64().map(Duration::from_millis).filter(|e| !e.is_zero());
@@ -337,7 +337,7 @@ impl World {
             poll: self.policy.poll_interval,
             cancel_grace: Duration::from_secs(1),
             doorbell: false,
-            doorbell_timing: relay::doorbell::Timing::default(),
+            doorbell_timing: relay::server::doorbell::Timing::default(),
             auto_update: false,
             pin: None,
             max_parallel: slots,

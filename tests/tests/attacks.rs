@@ -394,7 +394,7 @@ async fn pair_on_a_terminal(running: &Running, approver: &str, answer: &str) -> 
         .arg(&config)
         .arg(&running.base_url)
         .arg(answer)
-        .env(relay::cli::ALLOW_ROOT_ENV, "1")
+        .env(relay::cli::commands::ALLOW_ROOT_ENV, "1")
         .stdout(std::process::Stdio::piped())
         .spawn()
         .unwrap();

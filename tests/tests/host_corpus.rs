@@ -8,8 +8,8 @@
 //!   (a loopback one on a port it does not list, as the hosts do), exchanges the code and calls a
 //!   tool. Then its host walls the server off (403 with a challenge page) and a fresh server
 //!   still signs it in from the last good copy in its store;
-//! - `registrations/*.json`: a registration body, posted as it is; `201`, then the same flow
-//!   through each redirect it registered;
+//! - `registrations/*.json`: a registration body, posted as it is (a port its recorder wrote as
+//!   `{port}` filled in); `201`, then the same flow through each redirect it registered;
 //! - `authorize/*.txt`: an authorization request (or its `redirect_uri`), replayed for the
 //!   document whose redirects admit it, its parameters kept (`prompt=consent`,
 //!   `scope=+offline_access`), only what its poster redacted and the server it was sent to
@@ -355,6 +355,9 @@ async fn cloud_connect(
 async fn register_corpus(register_url: &str) -> Vec<(String, String, Vec<String>)> {
     let mut out = Vec::new();
     for (i, (file, body)) in corpus("registrations", "json").into_iter().enumerate() {
+        // A capture's port was replaced by its recorder (`{port}`): any port the client would
+        // have opened.
+        let body = String::from_utf8(body).unwrap().replace("{port}", &random_port().to_string()).into_bytes();
         let from = foundry_tests::registration::client_from(u8::try_from(100 + i).unwrap());
         let res =
             from.post(register_url).header("content-type", "application/json").body(body.clone()).send().await.unwrap();

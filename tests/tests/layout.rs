@@ -1,5 +1,6 @@
-//! The layout stays as issue 33 left it: a tool function links no MCP SDK, token library or
-//! HTTP client; the domain's modules import no circle; no source file outside the tests grows
+//! The layout stays as issues 33 and 55 left it: a tool function links no MCP SDK, token library
+//! or HTTP client; the domain's modules import no circle, nor do the relay's and `http-api`'s
+//! (module by module, and the relay's folders as layers); no source file outside the tests grows
 //! past 700 lines. Each check also runs on a broken input it must reject.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
@@ -108,6 +109,142 @@ fn the_domains_modules_import_no_circle() {
     let mut broken = graph.clone();
     broken.get_mut("clients").unwrap().insert("store".into());
     assert!(circle(&broken).is_some_and(|c| c.contains(&"store".to_owned())), "the planted circle was not found");
+}
+
+/// The modules of the crate at `src` (`lib.rs` is the root, `a.rs` and `a/mod.rs` are `a`,
+/// `a/b.rs` is `a::b`; test files — `tests.rs`, anything under a `tests/` folder — left out) and
+/// the source of each.
+fn crate_modules(src: &Path) -> BTreeMap<String, String> {
+    let mut out = BTreeMap::new();
+    let mut stack = vec![src.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        for e in std::fs::read_dir(&dir).unwrap().filter_map(Result::ok) {
+            let path = e.path();
+            let name = e.file_name().to_string_lossy().into_owned();
+            if path.is_dir() {
+                if name != "tests" {
+                    stack.push(path);
+                }
+                continue;
+            }
+            let Some(stem) = name.strip_suffix(".rs") else { continue };
+            if stem == "tests" || stem == "main" || (dir == src && stem == "lib") {
+                continue;
+            }
+            let rel = dir.strip_prefix(src).unwrap();
+            let mut parts: Vec<String> = rel.iter().map(|p| p.to_string_lossy().into_owned()).collect();
+            if stem != "mod" {
+                parts.push(stem.to_owned());
+            }
+            out.insert(parts.join("::"), std::fs::read_to_string(&path).unwrap());
+        }
+    }
+    out
+}
+
+/// Which modules each module uses (`crate::a::b…` and `super::…` outside comments, resolved to
+/// the longest module path), leaving out a module's own ancestors and descendants: a file split
+/// out of its parent (`agent/command.rs`, an `impl` of the parent's type) is part of it.
+fn module_imports(modules: &BTreeMap<String, String>) -> BTreeMap<String, BTreeSet<String>> {
+    let known: BTreeSet<&str> = modules.keys().map(String::as_str).collect();
+    let resolve = |path: &[String]| -> Option<String> {
+        (1..=path.len()).rev().map(|n| path[..n].join("::")).find(|p| known.contains(p.as_str()))
+    };
+    let related = |a: &str, b: &str| a == b || a.starts_with(&format!("{b}::")) || b.starts_with(&format!("{a}::"));
+    let mut graph = BTreeMap::new();
+    for (module, text) in modules {
+        let mut uses = BTreeSet::new();
+        let here: Vec<String> = module.split("::").map(str::to_owned).collect();
+        for line in text.lines().map(str::trim).filter(|l| !l.starts_with("//")) {
+            let words: Vec<&str> = line
+                .split(|c: char| !(c.is_ascii_alphanumeric() || c == '_' || c == ':'))
+                .filter(|w| w.starts_with("crate::") || w.starts_with("super::"))
+                .collect();
+            for w in words {
+                let mut parts: Vec<String> = w.split("::").filter(|p| !p.is_empty()).map(str::to_owned).collect();
+                let mut base: Vec<String> = Vec::new();
+                if parts.first().is_some_and(|p| p == "crate") {
+                    parts.remove(0);
+                } else {
+                    base = here.clone();
+                    while parts.first().is_some_and(|p| p == "super") {
+                        parts.remove(0);
+                        base.pop();
+                    }
+                }
+                base.extend(parts);
+                if let Some(target) = resolve(&base)
+                    && !related(module, &target)
+                {
+                    uses.insert(target);
+                }
+            }
+        }
+        graph.insert(module.clone(), uses);
+    }
+    graph
+}
+
+/// The relay's folders as layers: cli uses everything, run uses machine and server, machine uses
+/// server, server uses config and identity, config uses identity.
+const RELAY_LAYERS: &[(&str, &[&str])] = &[
+    ("cli", &["run", "machine", "server", "config", "identity"]),
+    ("run", &["machine", "server", "config", "identity"]),
+    ("machine", &["server", "config", "identity"]),
+    ("server", &["config", "identity"]),
+    ("config", &["identity"]),
+    ("identity", &[]),
+];
+
+/// What breaks the relay's layering: each module using a folder its layer may not.
+fn layer_breaks(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
+    let top = |m: &str| m.split("::").next().unwrap_or_default().to_owned();
+    let mut breaks = Vec::new();
+    for (m, uses) in graph {
+        let Some((_, allowed)) = RELAY_LAYERS.iter().find(|(l, _)| *l == top(m)) else { continue };
+        for u in uses {
+            let t = top(u);
+            if t != top(m) && t != "error" && !allowed.contains(&t.as_str()) {
+                breaks.push(format!("{m} uses {u}"));
+            }
+        }
+    }
+    breaks
+}
+
+#[test]
+fn the_relays_and_http_apis_modules_import_no_circle() {
+    for (krate, at_least) in [("relay/src", 20), ("shared/http-api/src", 8)] {
+        let graph = module_imports(&crate_modules(&root().join(krate)));
+        assert!(graph.len() >= at_least, "{krate}: {graph:?}");
+        assert_eq!(circle(&graph), None, "{krate}'s modules import a circle");
+    }
+    let relay = crate_modules(&root().join("relay/src"));
+    let graph = module_imports(&relay);
+    assert!(graph["run::agent"].contains("server::client"), "{:?}", graph["run::agent"]);
+    assert!(!graph["run::agent"].contains("run::agent::command"), "a child is part of its parent");
+    assert_eq!(layer_breaks(&graph), Vec::<String>::new(), "the relay's folders are layers");
+    for folder in RELAY_LAYERS.iter().map(|(l, _)| *l) {
+        assert!(relay.keys().any(|m| m == folder || m.starts_with(&format!("{folder}::"))), "no {folder}");
+    }
+    // The checks can fail: the circles this issue broke, planted back.
+    for (module, line, expect) in [
+        ("server::client", "let v = crate::machine::update::VERSION;", "machine::update"),
+        ("run::live", "use crate::run::agent::Relay;", "run::agent"),
+    ] {
+        let mut broken = relay.clone();
+        broken.get_mut(module).unwrap().push_str(&format!("\n{line}\n"));
+        let g = module_imports(&broken);
+        let c = circle(&g).or_else(|| (!layer_breaks(&g).is_empty()).then(Vec::new));
+        assert!(c.is_some(), "{module} → {expect} was not caught");
+    }
+    let mut broken = relay.clone();
+    broken.get_mut("cli::commands").unwrap().push_str("\nuse crate::cli::sessions::command;\n");
+    broken.get_mut("cli::sessions").unwrap().push_str("\nuse super::commands::status;\n");
+    assert!(circle(&module_imports(&broken)).is_some(), "a circle through super:: was not caught");
+    let mut broken = crate_modules(&root().join("shared/http-api/src"));
+    broken.get_mut("relay_api").unwrap().push_str("\nuse crate::openapi::find;\n");
+    assert!(circle(&module_imports(&broken)).is_some(), "http-api's openapi circle was not caught");
 }
 
 #[test]

@@ -65,7 +65,7 @@ async fn the_run_card_follows_a_run_and_cancels_one_in_a_real_browser() {
     std::fs::create_dir_all(&dir).unwrap();
     let path = dir.join("relay.toml");
     std::fs::write(&path, config).unwrap();
-    let relay = relay::agent::Relay::new(relay::config::Config::load(&path).unwrap()).unwrap();
+    let relay = relay::run::agent::Relay::new(relay::config::Config::load(&path).unwrap()).unwrap();
     let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
     let relay = tokio::spawn(async move {
         relay

@@ -103,7 +103,7 @@ impl World {
         );
         std::fs::write(&config, text).unwrap();
         let mut command = std::process::Command::new(built_binary("relay", &["relay/src", "shared/domain/src"]));
-        for v in relay::proxy::VARIABLES {
+        for v in relay::server::proxy::VARIABLES {
             command.env_remove(v).env_remove(v.to_ascii_lowercase());
         }
         let child = command

@@ -20,8 +20,8 @@ use domain::store::{CancelRuns, ManageProjects, QueueRuns, ReadRuns, SyncSession
 use foundry_tests::graphs::{kill_group, process_alive, recorded_pid};
 use foundry_tests::{built_binary, wait_until};
 use local::LocalConfig;
-use relay::agent::Relay;
 use relay::config::Config;
+use relay::run::agent::Relay;
 
 struct Env {
     running: foundry_tests::LocalServer,
@@ -478,7 +478,7 @@ async fn a_paused_desktop_finishes_its_run_and_starts_no_new_one_until_resumed()
     }
     let d = e.running.store.list_devices(&owner).await.unwrap().into_iter().find(|d| d.device_id == device).unwrap();
     assert_eq!(d.state(SystemClock.now(), Duration::from_secs(1), false), domain::fleet::DesktopState::Paused);
-    assert_eq!(d.relay.map(|r| r.version), Some(relay::client::this_relay().version), "the relay's report");
+    assert_eq!(d.relay.map(|r| r.version), Some(relay::identity::this_relay().version), "the relay's report");
     // Resuming rings the doorbell: the held runs start now, not at the 600 s safety poll.
     assert!(e.running.store.set_device_pause(&owner, device, None).await.unwrap());
     for id in waiting {
@@ -671,7 +671,7 @@ async fn a_rejected_device_token_keeps_completions_in_the_outbox() {
     let path = e.dir.join("revoked.toml");
     std::fs::write(&path, text.replace(&e.running.device_token, "fcd_revoked-or-mistyped")).unwrap();
     let config = Config::load(&path).unwrap();
-    let state = relay::disk::State::open(&config.state_dir).unwrap();
+    let state = relay::machine::disk::State::open(&config.state_dir).unwrap();
     let pending = domain::runs::Completion {
         execution_id: "e".into(),
         status: domain::runs::FinalStatus::Completed,
@@ -684,7 +684,7 @@ async fn a_rejected_device_token_keeps_completions_in_the_outbox() {
     state.outbox.put(CommandId::generate(), &pending).unwrap();
     // The relay takes the state folder's lock: let go of it first.
     drop(state);
-    let outbox = relay::disk::Dir::open(config.state_dir.join("outbox")).unwrap();
+    let outbox = relay::machine::disk::Dir::open(config.state_dir.join("outbox")).unwrap();
     let status_file = config.state_dir.join("status.json");
     let (tx, rx) = tokio::sync::oneshot::channel::<()>();
     let task = tokio::spawn(async move {
@@ -696,8 +696,8 @@ async fn a_rejected_device_token_keeps_completions_in_the_outbox() {
             .await
             .unwrap()
     });
-    let status: relay::status::Status = wait_until("a failed pass", Duration::from_secs(10), || async {
-        let s: relay::status::Status = serde_json::from_slice(&std::fs::read(&status_file).ok()?).ok()?;
+    let status: relay::machine::status::Status = wait_until("a failed pass", Duration::from_secs(10), || async {
+        let s: relay::machine::status::Status = serde_json::from_slice(&std::fs::read(&status_file).ok()?).ok()?;
         s.last_error.is_some().then_some(s)
     })
     .await;
@@ -775,7 +775,7 @@ async fn a_second_relay_on_the_same_state_folder_refuses_to_start() {
     let log_file = std::fs::File::create(&log).unwrap();
     let mut supervised = std::process::Command::new(&bin)
         .args(["--config", path.to_str().unwrap(), "run"])
-        .env(relay::service::SUPERVISED_ENV, "1")
+        .env(relay::machine::service::SUPERVISED_ENV, "1")
         .stdout(log_file.try_clone().unwrap())
         .stderr(log_file)
         .spawn()
@@ -830,7 +830,7 @@ async fn install_loads_the_service_and_uninstall_unloads_it() {
             .args(args)
             .env("HOME", &home)
             .env("PATH", format!("{}:{}", stubs.display(), std::env::var("PATH").unwrap_or_default()))
-            .env(relay::cli::ALLOW_ROOT_ENV, "1")
+            .env(relay::cli::commands::ALLOW_ROOT_ENV, "1")
             .output()
             .unwrap()
     };
@@ -841,22 +841,22 @@ async fn install_loads_the_service_and_uninstall_unloads_it() {
         let refused = std::process::Command::new(built_binary("relay", &["relay/src", "shared/domain/src"]))
             .args(["--config", config.to_str().unwrap(), "install"])
             .env("HOME", &home)
-            .env_remove(relay::cli::ALLOW_ROOT_ENV)
+            .env_remove(relay::cli::commands::ALLOW_ROOT_ENV)
             .output()
             .unwrap();
         assert!(!refused.status.success(), "installed as root");
         assert!(String::from_utf8_lossy(&refused.stderr).contains("refusing to install as root"));
-        assert!(!relay::service::service_file(relay::service::Platform::current(), &home).exists());
+        assert!(!relay::machine::service::service_file(relay::machine::service::Platform::current(), &home).exists());
     }
     let out = relay(&["install"]);
     assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
     // It ends with `relay check` under the unit's variables: the server answered.
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(said.contains("device token accepted") && said.contains("(its variables are used below)"), "{said}");
-    let file = relay::service::service_file(relay::service::Platform::current(), &home);
+    let file = relay::machine::service::service_file(relay::machine::service::Platform::current(), &home);
     assert!(file.exists());
     let log = std::fs::read_to_string(&calls).unwrap();
-    let expected = relay::service::load_commands(relay::service::Platform::current(), &file, "UID");
+    let expected = relay::machine::service::load_commands(relay::machine::service::Platform::current(), &file, "UID");
     for c in &expected {
         let args = c.command[1..].join(" ");
         let pattern = args.split("gui/UID").next().unwrap().to_owned();
@@ -865,7 +865,7 @@ async fn install_loads_the_service_and_uninstall_unloads_it() {
     // The unit runs graphs with the install-time PATH, and the relay knows it is supervised.
     let unit = std::fs::read_to_string(&file).unwrap();
     assert!(unit.contains(&stubs.display().to_string()), "the install-time PATH is not in {unit}");
-    assert!(unit.contains(relay::service::SUPERVISED_ENV), "{unit}");
+    assert!(unit.contains(relay::machine::service::SUPERVISED_ENV), "{unit}");
     // Installing again replaces the loaded service instead of failing.
     let out = relay(&["install"]);
     assert!(out.status.success(), "a second install: {}", String::from_utf8_lossy(&out.stderr));
@@ -917,7 +917,7 @@ async fn check_runs_under_the_login_services_environment() {
     let home = e.dir.join("home");
     let relay = |args: &[&str], path: &str, proxy: Option<&str>| {
         let mut c = std::process::Command::new(built_binary("relay", &["relay/src", "shared/domain/src"]));
-        for v in relay::proxy::VARIABLES {
+        for v in relay::server::proxy::VARIABLES {
             c.env_remove(v).env_remove(v.to_ascii_lowercase());
         }
         if let Some(p) = proxy {
@@ -928,8 +928,8 @@ async fn check_runs_under_the_login_services_environment() {
             .arg(&config)
             .env("HOME", &home)
             .env("PATH", path)
-            .env(relay::cli::ALLOW_ROOT_ENV, "1")
-            .env(relay::service::TEST_PLATFORM_ENV, "linux")
+            .env(relay::cli::commands::ALLOW_ROOT_ENV, "1")
+            .env(relay::machine::service::TEST_PLATFORM_ENV, "linux")
             .output()
             .unwrap()
     };

@@ -71,7 +71,7 @@ fn installer(home: &Path, url: &str) -> Command {
         .env("HOME", home)
         .env("PATH", format!("{}:/usr/local/bin:/usr/bin:/bin", home.join("stub").display()))
         .env("LANG", "C.UTF-8")
-        .env(relay::cli::ALLOW_ROOT_ENV, "1")
+        .env(relay::cli::commands::ALLOW_ROOT_ENV, "1")
         .current_dir(home);
     c
 }
@@ -324,7 +324,7 @@ async fn curl_pipe_sh_installs_pairs_and_the_installed_relay_completes_a_run() {
         }
     })
     .await;
-    assert_eq!(seen["relay"]["version"], relay::update::VERSION, "{seen}");
+    assert_eq!(seen["relay"]["version"], relay::machine::update::VERSION, "{seen}");
     // And `relay status` on the desktop says so too, with the last check's outcome.
     let status = Command::new(&bin).arg("--config").arg(&config).arg("status").env("HOME", &home).output().unwrap();
     let status = String::from_utf8_lossy(&status.stdout).into_owned();
@@ -474,8 +474,8 @@ async fn on_a_mac_under_rosetta_over_ssh_the_installer_picks_arm64_and_defers_to
         .env("LANG", "C.UTF-8")
         .env("SHELL", "/bin/zsh")
         .env("HTTPS_PROXY", "http://proxy.invalid:3128")
-        .env(relay::cli::ALLOW_ROOT_ENV, "1")
-        .env(relay::service::TEST_PLATFORM_ENV, "macos")
+        .env(relay::cli::commands::ALLOW_ROOT_ENV, "1")
+        .env(relay::machine::service::TEST_PLATFORM_ENV, "macos")
         .current_dir(&home);
     let mut child = c.stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let mut rx = lines_of(&mut child);
@@ -502,8 +502,10 @@ async fn on_a_mac_under_rosetta_over_ssh_the_installer_picks_arm64_and_defers_to
     let plist = home.join("Library/LaunchAgents/com.foundry-connect.relay.plist");
     use std::os::unix::fs::PermissionsExt;
     assert_eq!(std::fs::metadata(&plist).unwrap().permissions().mode() & 0o777, 0o644);
-    let env =
-        relay::service::service_environment(relay::service::Platform::MacOs, &std::fs::read_to_string(&plist).unwrap());
+    let env = relay::machine::service::service_environment(
+        relay::machine::service::Platform::MacOs,
+        &std::fs::read_to_string(&plist).unwrap(),
+    );
     assert!(env.contains(&("HTTPS_PROXY".to_owned(), "http://proxy.invalid:3128".to_owned())), "{env:?}");
     let args = std::fs::read_to_string(&plist).unwrap();
     assert!(

@@ -1,7 +1,7 @@
 //! The relay protocol (SPEC §4): the JSON bodies the desktop relay and the relay API exchange.
 //!
 //! One definition for both sides: the server (`http_api::relay_api`) deserializes the requests
-//! and serializes the responses declared here, the relay (`relay::client`) does the opposite.
+//! and serializes the responses declared here, the relay (`relay::server::client`) does the opposite.
 //! Requests refuse unknown fields; responses are read leniently by the relay (an older relay
 //! keeps working when the server adds a field).
 //!

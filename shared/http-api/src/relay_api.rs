@@ -21,7 +21,6 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{Method, StatusCode};
 
-use crate::openapi::{self, Answer, Auth, Body, Found, Param, Route, error_body};
 use domain::clock::SharedClock;
 use domain::fleet::{RELAY_HEADER, RelayReport};
 use domain::ids::{CommandId, OwnerId};
@@ -41,6 +40,7 @@ use domain::runs::{
 };
 use domain::store::{AuthenticateDevices, PairDevices, PauseDevices, RelayRuns, StoreError, SyncSessions};
 use http_util::http_json;
+use http_util::routes::{self as table, Answer, Auth, Body, Found, Param, Route, error_body};
 
 use http_util::ClientSource;
 
@@ -101,7 +101,7 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
         if req.body().len() > MAX_BODY_BYTES {
             return http_json::error(StatusCode::PAYLOAD_TOO_LARGE, format!("body: at most {MAX_BODY_BYTES} bytes"));
         }
-        let (route, p) = match openapi::find(ROUTES, req.method(), req.uri().path()) {
+        let (route, p) = match table::find(ROUTES, req.method(), req.uri().path()) {
             Found::Route(r, p) => (r, p),
             Found::WrongMethod(allow) => return http_json::method_not_allowed(&allow),
             Found::NoRoute => {

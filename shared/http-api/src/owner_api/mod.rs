@@ -54,7 +54,7 @@ pub mod views;
 pub use routes::{Op, ROUTES};
 use views::*;
 
-use crate::openapi::{self, Found};
+use http_util::routes::{self as table, Found};
 
 use auth::{AuthError, Authenticator, bearer};
 use events::webhook_url::{self, UrlPolicy};
@@ -232,7 +232,7 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
             }
             Err(_) => return http_json::error(StatusCode::UNAUTHORIZED, "a valid owner token is required"),
         };
-        let (route, p) = match openapi::find(ROUTES, req.method(), req.uri().path()) {
+        let (route, p) = match table::find(ROUTES, req.method(), req.uri().path()) {
             Found::Route(r, p) => (r, p),
             Found::WrongMethod(allow) => return http_json::method_not_allowed(&allow),
             Found::NoRoute => {

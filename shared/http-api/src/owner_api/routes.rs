@@ -6,7 +6,7 @@ use http::Method;
 
 use super::MAX_PAGE;
 use super::views::*;
-use crate::openapi::{self, Answer, Auth, Body, In, Param, Route, error_body};
+use http_util::routes::{self as table, Answer, Auth, Body, In, Param, Route, error_body};
 
 /// Every operation of the owner API: [`ROUTES`] maps requests to these, and the dispatcher's
 /// `match` over them is exhaustive.
@@ -54,7 +54,7 @@ const P_CODE: Param = Param {
     name: "user_code",
     location: In::Path,
     description: "The 8-letter code `relay pair` printed (BCDF-GHJK; case and hyphens do not matter).",
-    schema: openapi::text_param,
+    schema: table::text_param,
 };
 const P_LIMIT: Param =
     Param { name: "limit", location: In::Query, description: "Items per page (default 50).", schema: page_limit };
@@ -62,7 +62,7 @@ const P_CURSOR: Param = Param {
     name: "cursor",
     location: In::Query,
     description: "The `next_cursor` of the previous page.",
-    schema: openapi::text_param,
+    schema: table::text_param,
 };
 
 /// `limit`: 1 to [`MAX_PAGE`].
@@ -70,7 +70,7 @@ fn page_limit(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
     schemars::json_schema!({"type": "integer", "minimum": 1, "maximum": MAX_PAGE})
 }
 
-const BAD: Answer = openapi::BAD_INPUT;
+const BAD: Answer = table::BAD_INPUT;
 const GONE: Answer = Answer {
     status: 404,
     description: "No such item of this owner (another owner's ids answer the same).",
@@ -79,7 +79,7 @@ const GONE: Answer = Answer {
 
 macro_rules! ok {
     ($status:expr, $what:literal, $t:ty) => {
-        Answer { status: $status, description: $what, body: &[openapi::schema::<$t>] }
+        Answer { status: $status, description: $what, body: &[table::schema::<$t>] }
     };
 }
 
@@ -99,7 +99,7 @@ macro_rules! route {
 }
 
 const fn body<T: schemars::JsonSchema>() -> Option<Body> {
-    Some(Body { schema: openapi::schema::<T>, required: true })
+    Some(Body { schema: table::schema::<T>, required: true })
 }
 
 /// The owner API's routes: what [`OwnerApi::handle`](super::OwnerApi::handle) dispatches
@@ -158,7 +158,7 @@ pub static ROUTES: &[Route<Op>] = &[
         "/devices/{device_id}/pause",
         "Pause a desktop: it finishes its run and takes no new one (queued runs wait)",
         [P_DEVICE],
-        Some(Body { schema: openapi::schema::<domain::relay::PauseRequest>, required: false }),
+        Some(Body { schema: table::schema::<domain::relay::PauseRequest>, required: false }),
         [ok!(200, "Paused (a pause it had is replaced).", DeviceView), BAD, GONE]
     ),
     route!(
@@ -291,7 +291,7 @@ pub static ROUTES: &[Route<Op>] = &[
         "/pairings/{user_code}/approve",
         "Approve it (the relay's next poll gets its device)",
         [P_CODE],
-        Some(Body { schema: openapi::schema::<ApproveBody>, required: false }),
+        Some(Body { schema: table::schema::<ApproveBody>, required: false }),
         [
             ok!(200, "Approved.", PairingView),
             BAD,

@@ -7,7 +7,11 @@ use domain::runs::{Run, RunStatus};
 use schemars::JsonSchema;
 use serde::Serialize;
 
-use super::views::time;
+/// A time as the views show it (RFC 3339), or none (both view modules use it; the run views
+/// are below the others, which re-export them).
+pub(crate) fn time(t: Option<Timestamp>) -> Option<String> {
+    t.map(Timestamp::rfc3339)
+}
 
 /// A graph run.
 #[derive(Serialize, JsonSchema)]

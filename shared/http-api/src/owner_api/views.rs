@@ -534,10 +534,6 @@ pub(crate) fn chat_view(c: &domain::clients::ChatConnection) -> ChatView {
 
 // What each view is made from.
 
-pub(crate) fn time(t: Option<Timestamp>) -> Option<String> {
-    t.map(Timestamp::rfc3339)
-}
-
 pub(super) fn project_view(p: &Project) -> ProjectView {
     ProjectView {
         project_id: p.project_id,

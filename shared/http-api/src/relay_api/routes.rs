@@ -20,7 +20,7 @@ pub enum Op {
 }
 
 const P_COMMAND: Param = Param::path_id("command_id", "A queued command's id (from a sync).");
-const BAD: Answer = openapi::BAD_INPUT;
+const BAD: Answer = table::BAD_INPUT;
 /// Every relay POST carries JSON: refusing other types keeps a web page from posting here
 /// cross-origin (a form or `text/plain` post needs no CORS preflight, `application/json` does),
 /// e.g. from spending a desktop's hourly pairing allowance.
@@ -33,7 +33,7 @@ const NO_COMMAND: Answer =
 const ENDED: Answer = Answer {
     status: 409,
     description: "The command is in a state that refuses this (cancelled, ended otherwise): its status.",
-    body: &[openapi::schema::<StatusResponse>],
+    body: &[table::schema::<StatusResponse>],
 };
 
 macro_rules! route {
@@ -45,7 +45,7 @@ macro_rules! route {
             summary: $summary,
             auth: Auth::$auth,
             params: &[$($param),*],
-            body: Some(Body { schema: openapi::schema::<$body>, required: true }),
+            body: Some(Body { schema: table::schema::<$body>, required: true }),
             answers: &[$($answer,)* NOT_JSON],
         }
     };
@@ -66,7 +66,7 @@ pub static ROUTES: &[Route<Op>] = &[
             Answer {
                 status: 200,
                 description: "Queued commands for this desktop's sessions, oldest first, and the poll interval.",
-                body: &[openapi::schema::<SyncResponse>]
+                body: &[table::schema::<SyncResponse>]
             },
             BAD,
             Answer { status: 404, description: "No such project of this device's owner.", body: &[error_body] },
@@ -89,7 +89,7 @@ pub static ROUTES: &[Route<Op>] = &[
             Answer {
                 status: 200,
                 description: "Paused (a pause it had is replaced).",
-                body: &[openapi::schema::<domain::relay::PauseResponse>]
+                body: &[table::schema::<domain::relay::PauseResponse>]
             },
             BAD,
         ]
@@ -103,11 +103,7 @@ pub static ROUTES: &[Route<Op>] = &[
         [],
         domain::relay::ResumeRequest,
         [
-            Answer {
-                status: 200,
-                description: "Not paused.",
-                body: &[openapi::schema::<domain::relay::PauseResponse>]
-            },
+            Answer { status: 200, description: "Not paused.", body: &[table::schema::<domain::relay::PauseResponse>] },
             BAD,
         ]
     ),
@@ -120,7 +116,7 @@ pub static ROUTES: &[Route<Op>] = &[
         [P_COMMAND],
         StartRequest,
         [
-            Answer { status: 200, description: "Running: run it.", body: &[openapi::schema::<StartResponse>] },
+            Answer { status: 200, description: "Running: run it.", body: &[table::schema::<StartResponse>] },
             BAD,
             NO_COMMAND,
             ENDED,
@@ -138,7 +134,7 @@ pub static ROUTES: &[Route<Op>] = &[
             Answer {
                 status: 200,
                 description: "Keep running, or stop (`cancel_requested`).",
-                body: &[openapi::schema::<ControlResponse>],
+                body: &[table::schema::<ControlResponse>],
             },
             BAD,
             NO_COMMAND,
@@ -156,7 +152,7 @@ pub static ROUTES: &[Route<Op>] = &[
             Answer {
                 status: 200,
                 description: "Recorded; keep running, or stop (`cancel_requested`: also when another execution runs it).",
-                body: &[openapi::schema::<ControlResponse>],
+                body: &[table::schema::<ControlResponse>],
             },
             BAD,
             NO_COMMAND,
@@ -174,7 +170,7 @@ pub static ROUTES: &[Route<Op>] = &[
             Answer {
                 status: 200,
                 description: "Recorded (or recorded before).",
-                body: &[openapi::schema::<CompleteResponse>]
+                body: &[table::schema::<CompleteResponse>]
             },
             BAD,
             NO_COMMAND,
@@ -190,7 +186,7 @@ pub static ROUTES: &[Route<Op>] = &[
         [],
         PairRequest,
         [
-            Answer { status: 200, description: "The codes.", body: &[openapi::schema::<PairResponse>] },
+            Answer { status: 200, description: "The codes.", body: &[table::schema::<PairResponse>] },
             BAD,
             Answer {
                 status: 409,
@@ -216,12 +212,12 @@ pub static ROUTES: &[Route<Op>] = &[
             Answer {
                 status: 200,
                 description: "Paired: the relay's own token now authenticates this device.",
-                body: &[openapi::schema::<PairTokenResponse>]
+                body: &[table::schema::<PairTokenResponse>]
             },
             Answer {
                 status: 400,
                 description: "RFC 8628 §3.5: authorization_pending, slow_down, access_denied, expired_token; or a malformed body.",
-                body: &[openapi::schema::<PairError>, error_body]
+                body: &[table::schema::<PairError>, error_body]
             },
         ]
     ),

@@ -4,8 +4,8 @@
 //! - `{"ring":"sync"}` wakes the relay's loop for a pass at once (with every slot busy it
 //!   syncs but starts nothing); `{"ring":"control","command_id":…}` makes that running command
 //!   check its control at once (the other slots wait for their own polls).
-//! - Pings every [`PING_EVERY`] keep the connection inside API Gateway's 10-minute idle limit,
-//!   and each must be answered within [`PONG_DEADLINE`]: a socket cut silently (a laptop that
+//! - Pings every [`PING_EVERY`](domain::doorbell::PING_EVERY) keep the connection inside API Gateway's 10-minute idle limit,
+//!   and each must be answered within [`PONG_DEADLINE`](domain::doorbell::PONG_DEADLINE): a socket cut silently (a laptop that
 //!   slept, a Wi-Fi change, a NAT that forgot the flow — no close frame ever arrives) is called
 //!   dead then and replaced. TCP keepalive (60 s idle, then every 10 s) covers the time between
 //!   pings on the kernel's side. It is replaced before the 2-hour limit, at once when the loop
@@ -17,36 +17,22 @@
 //!   goes back to its own interval at once and syncs (rings sent while it was down are lost, the
 //!   sync is not).
 //! - It connects through the `http://` proxy the environment names for its URL
-//!   ([`crate::proxy`]: `HTTPS_PROXY` for `wss://`), with an HTTP `CONNECT` tunnel.
+//!   ([`crate::server::proxy`]: `HTTPS_PROXY` for `wss://`), with an HTTP `CONNECT` tunnel.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
-use domain::doorbell::{MAX_CONNECTION, PING_EVERY, PONG_DEADLINE, RECONNECT_BEFORE_LIMIT, Ring};
+use domain::doorbell::{MAX_CONNECTION, RECONNECT_BEFORE_LIMIT, Ring};
 use futures_util::{SinkExt, StreamExt};
 use tokio::sync::{Notify, watch};
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 
-use crate::backoff::Backoff;
-use crate::proxy::Proxies;
+use crate::server::backoff::Backoff;
+use crate::server::proxy::Proxies;
 
-/// How often the socket is pinged and how long each ping may go unanswered (the config's
-/// `doorbell_ping_ms` / `doorbell_pong_deadline_ms` shorten them in tests).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Timing {
-    /// Between pings.
-    pub ping: Duration,
-    /// How long a ping may go unanswered.
-    pub pong_deadline: Duration,
-}
-
-impl Default for Timing {
-    fn default() -> Self {
-        Self { ping: PING_EVERY, pong_deadline: PONG_DEADLINE }
-    }
-}
+pub use crate::config::DoorbellTiming as Timing;
 
 /// The doorbell's state, shared by the socket task, the loop and the HTTP client.
 #[derive(Debug)]
@@ -237,7 +223,7 @@ async fn connect(url: &str, token: &str, proxies: &Proxies) -> Result<Socket, St
     let port = req.uri().port_u16().unwrap_or(if tls { 443 } else { 80 });
     let connector = tokio_tungstenite::Connector::Rustls(tls_config()?);
     let connecting = async {
-        let tcp = crate::proxy::connect(proxies.for_target(tls, &host), &host, port).await?;
+        let tcp = crate::server::proxy::connect(proxies.for_target(tls, &host), &host, port).await?;
         keepalive(&tcp);
         match tokio_tungstenite::client_async_tls_with_config(req, tcp, None, Some(connector)).await {
             Err(tokio_tungstenite::tungstenite::Error::Http(res)) => {

@@ -1,8 +1,8 @@
 //! Tests of the module above.
 
 use super::*;
-use crate::client::{Command, Completed, Started};
 use crate::config::Session;
+use crate::server::client::{Command, Completed, Started};
 use domain::ids::CommandId;
 use domain::ids::GraphSessionId;
 use domain::runs::FinalStatus;
@@ -84,7 +84,7 @@ fn config(poll: Duration) -> Config {
         poll,
         cancel_grace: Duration::from_secs(1),
         doorbell: false,
-        doorbell_timing: crate::doorbell::Timing::default(),
+        doorbell_timing: crate::server::doorbell::Timing::default(),
         auto_update: false,
         pin: None,
         max_parallel: 1,
@@ -183,7 +183,7 @@ struct Script {
     progress: Mutex<Vec<(CommandId, Instant, domain::progress::Progress)>>,
     /// When set, the owner cancels each run the moment its start is recorded, and the ring
     /// reaches the relay before the start's answer does.
-    cancel_on_start: Mutex<Option<Arc<crate::doorbell::Doorbell>>>,
+    cancel_on_start: Mutex<Option<Arc<crate::server::doorbell::Doorbell>>>,
 }
 
 impl RelayServer for Arc<Script> {
@@ -276,7 +276,7 @@ fn fast_config(state_dir: &std::path::Path, sessions: Vec<Session>) -> Config {
         poll: Duration::from_millis(100),
         cancel_grace: Duration::from_millis(500),
         doorbell: false,
-        doorbell_timing: crate::doorbell::Timing::default(),
+        doorbell_timing: crate::server::doorbell::Timing::default(),
         auto_update: false,
         pin: None,
         max_parallel: 1,
@@ -467,7 +467,7 @@ impl executor::Execute for Timed {
         _arguments: &serde_json::Value,
         cancel: impl Future<Output = ()> + Send,
         _grace: Duration,
-        _live: Arc<crate::live::Live>,
+        _live: Arc<crate::run::live::Live>,
     ) -> executor::Outcome {
         let before = self.script.syncs.lock().unwrap().len();
         // The relay's supervision (control polls, syncs) runs inside `cancel`, as with a

@@ -11,7 +11,7 @@
 //!    offered); a refusal (4xx) for one project is that project's state in `relay status`, not
 //!    a failed pass;
 //! 4. each returned command goes to a free slot (`max_parallel`, default 1), through the steps
-//!    in [`crate::command`]: consent re-check, journaled start, supervised run, completion
+//!    in [`crate::run::agent::command`]: consent re-check, journaled start, supervised run, completion
 //!    through the outbox. The sync asks for at most as many commands as slots are free; with
 //!    every slot busy a pass starts nothing and syncs only to stay seen. A slot that ends starts
 //!    a pass at once.
@@ -34,14 +34,16 @@ use domain::ids::{CommandId, ProjectId};
 use domain::runs::{Completion, SessionMeta};
 use tokio::time::MissedTickBehavior;
 
+pub mod command;
+
 use crate::RelayError;
-use crate::backoff::Backoff;
-use crate::client::{Client, ClientError, RelayServer, Synced};
 use crate::config::Config;
-use crate::disk::{self, State};
-use crate::doorbell::Doorbell;
-use crate::executor;
-use crate::status::{ProjectStatus, Status};
+use crate::machine::disk::{self, State};
+use crate::machine::status::{ProjectStatus, Status};
+use crate::run::executor;
+use crate::server::backoff::Backoff;
+use crate::server::client::{Client, ClientError, RelayServer, Synced};
+use crate::server::doorbell::Doorbell;
 
 /// The relay, over a [`RelayServer`] (the HTTPS [`Client`] unless a test gives another).
 pub struct Relay<S = Client, E = executor::Processes> {
@@ -64,7 +66,7 @@ pub struct Relay<S = Client, E = executor::Processes> {
     doorbell_token: Option<String>,
     /// The binary it runs from, when the loop should end once another file stands there
     /// ([`Relay::restart_when_replaced`]).
-    binary: Option<crate::update::Binary>,
+    binary: Option<crate::machine::update::Binary>,
 }
 
 /// A running slot: its command and how its steps ended.
@@ -176,15 +178,15 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
 
     /// Ends the loop between passes — never during a run, which happens inside a pass — once
     /// another file stands at `binary`'s path (`relay update` or the daily check renamed a new
-    /// build there); the caller then restarts into it ([`crate::update::Binary::restart`]).
-    pub fn restart_when_replaced(mut self, binary: crate::update::Binary) -> Self {
+    /// build there); the caller then restarts into it ([`crate::machine::update::Binary::restart`]).
+    pub fn restart_when_replaced(mut self, binary: crate::machine::update::Binary) -> Self {
         self.binary = Some(binary);
         self
     }
 
     /// Whether the loop should end for a new build.
     fn replaced(&self) -> bool {
-        let replaced = self.binary.as_ref().is_some_and(crate::update::Binary::replaced);
+        let replaced = self.binary.as_ref().is_some_and(crate::machine::update::Binary::replaced);
         if replaced {
             tracing::info!("a new relay build was installed; restarting into it (no run is in progress)");
         }
@@ -279,16 +281,16 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         let mut ticker = tokio::time::interval(poll);
         ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
         let mut wake = WakeCheck::now();
-        let mut network = crate::network::Addresses::now();
+        let mut network = crate::server::network::Addresses::now();
         let mut wake_tick = tokio::time::interval(WAKE_CHECK);
         wake_tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
         let _socket = self.doorbell_token.clone().map(|token| {
             let backoff = self.jitter_seed.map_or_else(Backoff::default, |s| Backoff::seeded(s ^ 0xd00b));
-            let (timing, proxies) = (self.config().doorbell_timing, crate::proxy::Proxies::from_env());
+            let (timing, proxies) = (self.config().doorbell_timing, crate::server::proxy::Proxies::from_env());
             for p in &proxies.unsupported {
                 tracing::warn!("proxy setting ignored (connecting directly): {p}");
             }
-            AbortOnDrop(tokio::spawn(crate::doorbell::keep_open(
+            AbortOnDrop(tokio::spawn(crate::server::doorbell::keep_open(
                 Arc::clone(&self.bell),
                 token,
                 backoff,
@@ -417,7 +419,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
     }
 
     /// One slot: a command taken through [`Self::handle`].
-    fn slot(&self, project: ProjectId, command: crate::client::Command) -> Slot<'_> {
+    fn slot(&self, project: ProjectId, command: crate::server::client::Command) -> Slot<'_> {
         Box::pin(async move {
             let id = command.command_id;
             (id, self.handle(project, command).await)
@@ -456,7 +458,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
 
     /// The `start`s that never got a definite answer (see [`disk`]), to retry in free slots
     /// (same execution id: the server replays them); none already in a slot.
-    fn lost_starts(&self, free: usize, busy: &HashSet<CommandId>) -> Vec<(ProjectId, crate::client::Command)> {
+    fn lost_starts(&self, free: usize, busy: &HashSet<CommandId>) -> Vec<(ProjectId, crate::server::client::Command)> {
         let mut out = Vec::new();
         for (id, started) in self.state.journal.list::<disk::Started>() {
             if out.len() >= free {
@@ -506,7 +508,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         &self,
         free: usize,
         busy: &HashSet<CommandId>,
-    ) -> Result<(Duration, Vec<(ProjectId, crate::client::Command)>), PassError> {
+    ) -> Result<(Duration, Vec<(ProjectId, crate::server::client::Command)>), PassError> {
         self.reload_if_changed();
         self.flush_outbox().await?;
         let mut work = self.lost_starts(free, busy);
@@ -540,7 +542,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
                 Synced::Commands { commands, poll_interval, doorbell_url, paused } => {
                     poll = poll_interval;
                     if self.doorbell_token.is_some() {
-                        self.bell.offer_url(doorbell_url.as_deref().map(crate::doorbell::websocket_url));
+                        self.bell.offer_url(doorbell_url.as_deref().map(crate::server::doorbell::websocket_url));
                     }
                     // A quiet sync every 20 s is noise in a log nobody rotates: debug; one that
                     // brings work is worth a line.

@@ -78,7 +78,7 @@ async fn passes_arguments_on_stdin_and_reads_the_result() {
 /// an end (the last one) and an endless line still arrive.
 #[tokio::test]
 async fn progress_lines_on_stderr_reach_live_and_stay_out_of_the_log() {
-    let live = Arc::new(crate::live::Live::default());
+    let live = Arc::new(crate::run::live::Live::default());
     let script = r#"echo starting >&2; echo '{"progress": "half", "fraction": 0.5}' >&2; echo 'still going' >&2;
         echo '{"progress":"almost","fraction":0.9}' >&2; head -c 10000 /dev/zero | tr '\0' y >&2; echo >&2;
         printf boom >&2; exit 2"#;

@@ -22,21 +22,11 @@ use std::time::Duration;
 use domain::relay::{PREFIX, PairError, PairRequest, PairResponse, PairTokenRequest, PairTokenResponse};
 
 use crate::cli::CliError;
+use crate::cli::sessions::replace;
 use crate::config::{default_state_dir, resolve_path, server_url_problem};
-use crate::sessions::replace;
 
 /// The file the token is kept in, inside the state folder.
 pub const TOKEN_FILE: &str = "device-token";
-
-/// How the relay names this desktop unless `--name` says otherwise: the host name.
-pub(crate) fn host_name() -> String {
-    nix::unistd::gethostname()
-        .ok()
-        .and_then(|h| h.into_string().ok())
-        .map(|h| h.trim_end_matches(".local").to_owned())
-        .filter(|h| !h.trim().is_empty())
-        .unwrap_or_else(|| "desktop".into())
-}
 
 /// `std::env::consts::OS` in the server's spelling (`macos`, `linux`, …).
 fn os_name() -> &'static str {
@@ -94,9 +84,9 @@ fn ask_to_keep(question: &str) -> Result<bool, CliError> {
 /// Bad arguments, an unreachable server, a refusal or an expired code, a pairing the owner of
 /// this desktop declined, or a config or token file that cannot be written (the message says
 /// which).
-pub async fn command(config_path: &Path, args: crate::args::Pair) -> Result<(), CliError> {
+pub async fn command(config_path: &Path, args: crate::cli::args::Pair) -> Result<(), CliError> {
     let server_url = args.server_url.trim_end_matches('/').to_owned();
-    let name = args.name.unwrap_or_else(host_name);
+    let name = args.name.unwrap_or_else(crate::identity::host_name);
     let yes = args.yes;
     let confirm = if yes {
         Confirm::Yes
@@ -112,7 +102,7 @@ pub async fn command(config_path: &Path, args: crate::args::Pair) -> Result<(), 
     }
     let state_dir = state_dir_of(config_path)?;
     let (token, token_hash) = domain::devices::new_token().map_err(|e| CliError(format!("no randomness: {e}")))?;
-    let http = crate::client::https_client().map_err(|e| CliError(format!("cannot start HTTPS: {e}")))?;
+    let http = crate::server::client::https_client().map_err(|e| CliError(format!("cannot start HTTPS: {e}")))?;
     let base = format!("{server_url}{PREFIX}/pairings");
     let req = PairRequest { name, os: os_name().into(), arch: std::env::consts::ARCH.into(), token_sha256: token_hash };
     let res =

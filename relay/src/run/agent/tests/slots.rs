@@ -15,7 +15,7 @@ fn spawn_with_bell<E: executor::Execute + 'static>(
     config: Config,
     script: &Arc<Script>,
     executor: E,
-) -> (Arc<crate::doorbell::Doorbell>, Running) {
+) -> (Arc<crate::server::doorbell::Doorbell>, Running) {
     let relay = Relay::with_parts(config, Arc::clone(script), executor).unwrap();
     let bell = relay.doorbell();
     let stop = Arc::new(tokio::sync::Notify::new());
@@ -156,7 +156,7 @@ impl executor::Execute for Chatty {
         _arguments: &serde_json::Value,
         cancel: impl Future<Output = ()> + Send,
         _grace: Duration,
-        live: Arc<crate::live::Live>,
+        live: Arc<crate::run::live::Live>,
     ) -> executor::Outcome {
         let talk = async {
             for i in 1..=self.steps {

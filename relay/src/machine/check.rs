@@ -4,7 +4,7 @@
 //! usually breaks it: the environment (launchd gives `PATH=/usr/bin:/bin:/usr/sbin:/sbin` and
 //! no proxy), the working directory, and on macOS the privacy controls (TCC asks on behalf of
 //! `relay` itself, not Terminal). So the checks run with the variables of the installed
-//! service file ([`crate::service::service_environment`]) and say, for each finding, the fix:
+//! service file ([`crate::machine::service::service_environment`]) and say, for each finding, the fix:
 //!
 //! - the config loads; it and the device token are not writable (or, for the token, readable)
 //!   by others; the service file is installed and 0644 (launchd refuses a group-writable one);
@@ -23,8 +23,8 @@ use std::path::{Path, PathBuf};
 use std::time::{Duration, SystemTime};
 
 use crate::config::{Config, file_mode as mode};
-use crate::proxy::Proxies;
-use crate::service::{self, Platform};
+use crate::machine::service::{self, Platform};
+use crate::server::proxy::Proxies;
 
 /// How bad a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -242,7 +242,7 @@ pub async fn network_findings(config: &Config, proxies: &Proxies) -> Vec<Finding
             )),
         }
     }
-    let http = match crate::client::https_client_with(proxies) {
+    let http = match crate::server::client::https_client_with(proxies) {
         Ok(h) => h,
         Err(e) => return vec![fail(format!("HTTPS cannot start: {e}"), "report this (the relay's TLS set-up failed)")],
     };
@@ -307,15 +307,15 @@ pub fn clock_skew(here: SystemTime, there: SystemTime) -> Duration {
 }
 
 async fn doorbell_finding(config: &Config, proxies: &Proxies, http: reqwest::Client) -> Finding {
-    use crate::client::{Client, RelayServer, Synced};
+    use crate::server::client::{Client, RelayServer, Synced};
     let Some(project) = config.projects().first().copied() else {
         return note("doorbell not checked: no sessions yet", "relay session add …, then relay check");
     };
     let client = Client::with_http(http, &config.server_url, &config.device_token);
     match client.sync(project, &config.sessions_for(project), 0).await {
         Ok(Synced::Commands { doorbell_url: Some(url), .. }) => {
-            let url = crate::doorbell::websocket_url(&url);
-            match crate::doorbell::probe(&url, &config.device_token, proxies).await {
+            let url = crate::server::doorbell::websocket_url(&url);
+            match crate::server::doorbell::probe(&url, &config.device_token, proxies).await {
                 Ok(()) => ok(format!("doorbell {url} opens (queued runs start at once)")),
                 Err(e) => note(
                     format!("doorbell {url} does not open: {e}"),

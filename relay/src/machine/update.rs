@@ -22,6 +22,9 @@
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use crate::identity::parse_version;
+pub use crate::identity::{CHECK_EVERY, LAST_CHECK_FILE, LastCheck, VERSION, check_pin, compare};
+
 /// The name of the checksum file under the server's downloads.
 pub const SUMS_PATH: &str = "/relay/download/SHA256SUMS";
 /// How long the new build may take to answer `--version`.
@@ -30,8 +33,6 @@ const VERSION_TIMEOUT: Duration = Duration::from_secs(20);
 const MAX_ARCHIVE_BYTES: usize = 200 * 1024 * 1024;
 /// How long one archive download may take.
 const DOWNLOAD_TIMEOUT: Duration = Duration::from_secs(600);
-/// How often the daily check runs (`auto_update`).
-pub const CHECK_EVERY: Duration = Duration::from_secs(24 * 3600);
 
 /// This build's platform as the builds are named (`infra/relay-dist.sh`, the installer):
 /// `aarch64-apple-darwin`, `x86_64-unknown-linux-musl`, …
@@ -43,9 +44,6 @@ pub fn target() -> String {
     };
     format!("{}-{os}", std::env::consts::ARCH)
 }
-
-/// This build's version.
-pub const VERSION: &str = env!("CARGO_PKG_VERSION");
 
 /// A build the server publishes for this platform.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -78,49 +76,6 @@ pub fn published(sums: &str, target: &str) -> Option<Published> {
             })
         })
         .max_by(|a, b| compare(&a.version, &b.version))
-}
-
-/// `x.y.z` with an optional `-pre` (and `+build`, ignored): the numbers and the pre-release.
-fn parse_version(v: &str) -> Option<([u64; 3], Option<&str>)> {
-    let v = v.split('+').next()?;
-    let (core, pre) = match v.split_once('-') {
-        Some((c, p)) if !p.is_empty() => (c, Some(p)),
-        Some(_) => return None,
-        None => (v, None),
-    };
-    let mut n = [0u64; 3];
-    let mut parts = core.split('.');
-    for slot in &mut n {
-        *slot = parts.next()?.parse().ok()?;
-    }
-    parts.next().is_none().then_some((n, pre))
-}
-
-/// Semantic-version order (a pre-release sorts before its release); unparsable sorts first.
-pub fn compare(a: &str, b: &str) -> std::cmp::Ordering {
-    use std::cmp::Ordering;
-    match (parse_version(a), parse_version(b)) {
-        (Some((na, pa)), Some((nb, pb))) => na.cmp(&nb).then_with(|| match (pa, pb) {
-            (None, None) => Ordering::Equal,
-            (None, Some(_)) => Ordering::Greater,
-            (Some(_), None) => Ordering::Less,
-            (Some(x), Some(y)) => x.cmp(y),
-        }),
-        (Some(_), None) => Ordering::Greater,
-        (None, Some(_)) => Ordering::Less,
-        (None, None) => Ordering::Equal,
-    }
-}
-
-/// Checks a `pin` setting: a version as the builds are named.
-///
-/// # Errors
-/// The rule, naming the setting.
-pub fn check_pin(pin: &str) -> Result<(), String> {
-    match parse_version(pin) {
-        Some(_) if pin.len() <= domain::fleet::MAX_VERSION_CHARS => Ok(()),
-        _ => Err(format!("pin: must be a version like \"0.4.0\" (got {pin:?})")),
-    }
 }
 
 /// What an update check decided.
@@ -398,48 +353,6 @@ impl Binary {
     }
 }
 
-/// The last daily check, kept in the state folder (`update.json`) so a relay restarted
-/// often still checks once a day, and `relay status` can say how it went.
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct LastCheck {
-    /// When (RFC 3339).
-    pub at: String,
-    /// When (milliseconds since the epoch: what [`LastCheck::due_in`] reads).
-    pub at_ms: i64,
-    /// What it found, or why it failed.
-    pub outcome: String,
-    /// The newest build the server published then, when known.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub published: Option<String>,
-}
-
-/// The file [`LastCheck`] lives in, under the state folder.
-pub const LAST_CHECK_FILE: &str = "update.json";
-
-impl LastCheck {
-    /// Read from `state_dir` (none when never checked, or unreadable).
-    pub fn read(state_dir: &Path) -> Option<Self> {
-        serde_json::from_slice(&std::fs::read(state_dir.join(LAST_CHECK_FILE)).ok()?).ok()
-    }
-
-    /// Written to `state_dir` (atomically).
-    ///
-    /// # Errors
-    /// When the file cannot be written.
-    pub fn write(&self, state_dir: &Path) -> std::io::Result<()> {
-        let tmp = state_dir.join(".update.tmp");
-        private_files::write(&tmp, &serde_json::to_vec_pretty(self).unwrap_or_default())?;
-        std::fs::rename(tmp, state_dir.join(LAST_CHECK_FILE))
-    }
-
-    /// How long until the next daily check is due at `now` (zero: now).
-    pub fn due_in(last: Option<&Self>, now: domain::clock::Timestamp) -> Duration {
-        let Some(last) = last else { return Duration::ZERO };
-        let next = domain::clock::Timestamp::from_millis(last.at_ms).plus(CHECK_EVERY);
-        if next > now { next.since(now) } else { Duration::ZERO }
-    }
-}
-
 /// The daily check's first run waits at least this long after a start (a relay restarted in
 /// a loop must not ask the server each time).
 const FIRST_CHECK_DELAY: Duration = Duration::from_secs(60);
@@ -466,7 +379,8 @@ fn record(outcome: &Result<Outcome, UpdateError>, now: domain::clock::Timestamp)
 /// [`UpdateError`]: nothing was changed.
 pub async fn check_now(config: &crate::config::Config, binary: &Path) -> Result<Outcome, UpdateError> {
     use domain::clock::Clock;
-    let http = crate::client::https_client().map_err(|e| UpdateError::Server(format!("cannot start TLS: {e}")))?;
+    let http =
+        crate::server::client::https_client().map_err(|e| UpdateError::Server(format!("cannot start TLS: {e}")))?;
     let outcome = update(&http, &config.server_url, binary, config.pin.as_deref()).await;
     if let Err(e) = record(&outcome, domain::clock::SystemClock.now()).write(&config.state_dir) {
         tracing::warn!(error = %e, "cannot keep the update check's outcome in the state folder");

@@ -114,7 +114,7 @@ pub fn replace(path: &Path, text: &str) -> Result<(), CliError> {
         std::process::id()
     ));
     let mut f = std::fs::OpenOptions::new().write(true).create_new(true).mode(mode).open(&tmp)?;
-    let written = f.write_all(text.as_bytes()).and_then(|()| crate::disk::sync_file(&f));
+    let written = f.write_all(text.as_bytes()).and_then(|()| crate::machine::disk::sync_file(&f));
     if let Err(e) = written.and_then(|()| std::fs::rename(&tmp, path)) {
         let _ = std::fs::remove_file(&tmp);
         return Err(CliError(format!("writing {}: {e}", path.display())));
@@ -122,24 +122,16 @@ pub fn replace(path: &Path, text: &str) -> Result<(), CliError> {
     Ok(())
 }
 
-/// What the config-reading commands say when there is no config yet.
-pub(crate) fn missing_config(path: &Path) -> CliError {
-    CliError(format!(
-        "no config at {}: pair this desktop first with `relay pair SERVER_URL` (it writes the config), or pass --config PATH",
-        path.display()
-    ))
-}
-
 /// Reads the config's text, naming the command that creates a missing one.
 fn read(config_path: &Path) -> Result<String, CliError> {
     std::fs::read_to_string(config_path).map_err(|e| match e.kind() {
-        std::io::ErrorKind::NotFound => missing_config(config_path),
+        std::io::ErrorKind::NotFound => super::missing_config(config_path),
         _ => CliError(format!("{}: {e}", config_path.display())),
     })
 }
 
-impl From<crate::args::SessionAdd> for NewSession {
-    fn from(a: crate::args::SessionAdd) -> Self {
+impl From<crate::cli::args::SessionAdd> for NewSession {
+    fn from(a: crate::cli::args::SessionAdd) -> Self {
         Self {
             name: a.name,
             description: a.description,
@@ -155,8 +147,8 @@ impl From<crate::args::SessionAdd> for NewSession {
 ///
 /// # Errors
 /// No config yet (naming `relay pair`), or the change was refused (nothing written).
-pub fn command(config_path: &Path, which: crate::args::Session) -> Result<(), CliError> {
-    use crate::args::Session;
+pub fn command(config_path: &Path, which: crate::cli::args::Session) -> Result<(), CliError> {
+    use crate::cli::args::Session;
     let base = config_path.parent().unwrap_or(Path::new("."));
     match which {
         Session::Add(add) => {
@@ -275,7 +267,7 @@ command = ["sh", "-c", "cat"]
         std::fs::write(&path, CONFIG).unwrap();
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         let add = |name: &str, command: &[&str]| {
-            crate::args::Session::Add(crate::args::SessionAdd {
+            crate::cli::args::Session::Add(crate::cli::args::SessionAdd {
                 name: name.into(),
                 projects: vec!["0190b3c4-5d6e-4f80-9a1b-2c3d4e5f6a7b".into()],
                 slug: String::new(),
@@ -288,13 +280,15 @@ command = ["sh", "-c", "cat"]
         assert_eq!(Config::load(&path).unwrap().sessions.len(), 2);
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "a temporary file was left");
-        command(&path, crate::args::Session::Remove { id_or_slug: "daily".into() }).unwrap();
+        command(&path, crate::cli::args::Session::Remove { id_or_slug: "daily".into() }).unwrap();
         assert_eq!(Config::load(&path).unwrap().sessions.len(), 1);
         // Before `relay pair` there is no config: the error names the command that writes it.
         let none = dir.join("none/relay.toml");
-        for which in
-            [add("X", &["true"]), crate::args::Session::List, crate::args::Session::Remove { id_or_slug: "x".into() }]
-        {
+        for which in [
+            add("X", &["true"]),
+            crate::cli::args::Session::List,
+            crate::cli::args::Session::Remove { id_or_slug: "x".into() },
+        ] {
             let e = command(&none, which).unwrap_err().0;
             assert!(e.contains("relay pair SERVER_URL") && e.contains("none/relay.toml"), "{e}");
         }

@@ -92,7 +92,7 @@ async fn read_stderr<R: tokio::io::AsyncRead + Unpin>(
     mut from: R,
     into: Arc<Mutex<Vec<u8>>>,
     keep: usize,
-    live: Arc<crate::live::Live>,
+    live: Arc<crate::run::live::Live>,
 ) -> bool {
     let mut chunk = vec![0u8; 16 * 1024];
     let mut line: Vec<u8> = Vec::new();
@@ -137,22 +137,7 @@ async fn read_stderr<R: tokio::io::AsyncRead + Unpin>(
     }
 }
 
-/// What a session runs: the program and its arguments, the environment it adds, and where.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Launch {
-    /// The program and its arguments.
-    pub command: Vec<String>,
-    /// Variables set for the graph on top of the relay's own environment (a session's `env`).
-    pub env: std::collections::BTreeMap<String, String>,
-    /// The graph's working directory; the relay's own when `None`.
-    pub working_dir: Option<std::path::PathBuf>,
-}
-
-impl From<Vec<String>> for Launch {
-    fn from(command: Vec<String>) -> Self {
-        Self { command, ..Self::default() }
-    }
-}
+pub use crate::config::Launch;
 
 /// How the relay runs a graph. [`Processes`] is the product; the simulation substitutes runs
 /// that take virtual time.
@@ -165,7 +150,7 @@ pub trait Execute: Send + Sync {
         arguments: &serde_json::Value,
         cancel: impl Future<Output = ()> + Send,
         grace: Duration,
-        live: Arc<crate::live::Live>,
+        live: Arc<crate::run::live::Live>,
     ) -> impl Future<Output = Outcome> + Send;
 }
 
@@ -180,7 +165,7 @@ impl Execute for Processes {
         arguments: &serde_json::Value,
         cancel: impl Future<Output = ()> + Send,
         grace: Duration,
-        live: Arc<crate::live::Live>,
+        live: Arc<crate::run::live::Live>,
     ) -> impl Future<Output = Outcome> + Send {
         run_live(launch, arguments, cancel, grace, live)
     }
@@ -262,7 +247,7 @@ pub async fn run_live(
     arguments: &serde_json::Value,
     cancel: impl Future<Output = ()>,
     grace: Duration,
-    live: Arc<crate::live::Live>,
+    live: Arc<crate::run::live::Live>,
 ) -> Outcome {
     run_awake(launch, arguments, cancel, grace, CAFFEINATE, live).await
 }
@@ -274,7 +259,7 @@ async fn run_awake(
     cancel: impl Future<Output = ()>,
     grace: Duration,
     awake: Option<&str>,
-    live: Arc<crate::live::Live>,
+    live: Arc<crate::run::live::Live>,
 ) -> Outcome {
     let Some((program, args)) = launch.command.split_first() else {
         return Outcome::failed("the session has no command configured".into());

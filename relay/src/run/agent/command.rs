@@ -19,11 +19,11 @@ use domain::progress::FORWARD_EVERY;
 use domain::runs::{Completion, FinalStatus};
 use tokio::time::MissedTickBehavior;
 
-use crate::agent::{PassError, Relay};
-use crate::client::{ClientError, Command, Completed, RelayServer, Started};
+use super::{PassError, Relay};
 use crate::config::{Config, Session};
-use crate::disk;
-use crate::executor;
+use crate::machine::disk;
+use crate::run::executor;
+use crate::server::client::{ClientError, Command, Completed, RelayServer, Started};
 
 impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
     /// Takes one command through consent, the journaled start, supervision and completion.
@@ -40,7 +40,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         let Some(execution_id) = self.journaled_start(project, &command, &session.meta.slug).await? else {
             return Ok(());
         };
-        let live = Arc::new(crate::live::Live::default());
+        let live = Arc::new(crate::run::live::Live::default());
         let stop = supervise(&self.client, id, &execution_id, &config, rings, &live);
         let outcome = self
             .executor
@@ -237,7 +237,7 @@ async fn supervise<S: RelayServer>(
     execution_id: &str,
     config: &Config,
     mut rings: tokio::sync::broadcast::Receiver<CommandId>,
-    live: &crate::live::Live,
+    live: &crate::run::live::Live,
 ) {
     let mut control = tokio::time::interval(config.control_poll);
     control.set_missed_tick_behavior(MissedTickBehavior::Skip);

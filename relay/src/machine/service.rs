@@ -237,7 +237,7 @@ pub fn write_service_file(file: &Path, text: &str) -> std::io::Result<()> {
         f.write_all(text.as_bytes())?;
         // The mode given to open() is masked by the umask; set it exactly.
         f.set_permissions(std::fs::Permissions::from_mode(0o644))?;
-        crate::disk::sync_file(&f)?;
+        crate::machine::disk::sync_file(&f)?;
         std::fs::rename(&tmp, file)
     })();
     if written.is_err() {

@@ -130,7 +130,7 @@ pub struct Https {
     token: String,
     /// While it is open, syncs say how long ago it last answered (`DOORBELL_HEADER`): the
     /// server relaxes the poll while that is recent.
-    bell: Option<std::sync::Arc<crate::doorbell::Doorbell>>,
+    bell: Option<std::sync::Arc<crate::server::doorbell::Doorbell>>,
     /// The [`domain::fleet::RELAY_HEADER`] every sync carries ([`this_relay`]).
     report: domain::fleet::RelayReport,
     /// The state folder, whose last update check (`update.json`) says whether a newer build
@@ -156,27 +156,11 @@ impl Https {
         if let Ok(mut l) = self.reported.lock() {
             *l = Some(std::time::Instant::now());
         }
-        let published = self.state_dir.as_deref().and_then(crate::update::LastCheck::read).and_then(|c| c.published);
+        let published = self.state_dir.as_deref().and_then(crate::identity::LastCheck::read).and_then(|c| c.published);
         let update =
-            published.filter(|p| crate::update::compare(p, crate::update::VERSION) == std::cmp::Ordering::Greater);
+            published.filter(|p| crate::identity::compare(p, crate::identity::VERSION) == std::cmp::Ordering::Greater);
         let slots = Some(self.slots.load(std::sync::atomic::Ordering::Relaxed).max(1));
         domain::fleet::RelayReport { update, slots, ..self.report.clone() }.header_value()
-    }
-}
-
-/// What this relay tells the server of itself on each sync (the owner's Desktops table):
-/// its version, `<os>-<arch>` as the release archives name platforms, and the host name (at
-/// most [`domain::fleet::MAX_HOST_CHARS`] characters of it).
-pub fn this_relay() -> domain::fleet::RelayReport {
-    let host: String =
-        crate::pair::host_name().chars().filter(|c| !c.is_control()).take(domain::fleet::MAX_HOST_CHARS).collect();
-    domain::fleet::RelayReport {
-        version: env!("CARGO_PKG_VERSION").to_owned(),
-        platform: format!("{}-{}", std::env::consts::OS, std::env::consts::ARCH),
-        host: if host.is_empty() { "desktop".into() } else { host },
-        doorbell: false,
-        update: None,
-        slots: None,
     }
 }
 
@@ -239,7 +223,7 @@ fn status_of(text: &str) -> String {
 /// # Errors
 /// When the TLS stack cannot start.
 pub fn https_client() -> Result<reqwest::Client, reqwest::Error> {
-    https_client_with(&crate::proxy::Proxies::from_env())
+    https_client_with(&crate::server::proxy::Proxies::from_env())
 }
 
 /// [`https_client`] through `proxies` (`relay check` passes the agent's, read from its service
@@ -247,7 +231,7 @@ pub fn https_client() -> Result<reqwest::Client, reqwest::Error> {
 ///
 /// # Errors
 /// When the TLS stack cannot start.
-pub fn https_client_with(proxies: &crate::proxy::Proxies) -> Result<reqwest::Client, reqwest::Error> {
+pub fn https_client_with(proxies: &crate::server::proxy::Proxies) -> Result<reqwest::Client, reqwest::Error> {
     // reqwest is built without a crypto provider (see Cargo.toml): use ring. Installing twice
     // is harmless (the second returns the first).
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -276,7 +260,7 @@ impl Client<Https> {
             base: format!("{server_url}{}", domain::relay::PREFIX),
             token: token.to_owned(),
             bell: None,
-            report: this_relay(),
+            report: crate::identity::this_relay(),
             state_dir: None,
             reported: std::sync::Arc::new(std::sync::Mutex::new(None)),
             slots: std::sync::Arc::new(std::sync::atomic::AtomicU32::new(1)),
@@ -292,7 +276,7 @@ impl Client<Https> {
 
     /// Syncs tell the server when `bell` is connected.
     #[must_use]
-    pub fn with_doorbell(mut self, bell: std::sync::Arc<crate::doorbell::Doorbell>) -> Self {
+    pub fn with_doorbell(mut self, bell: std::sync::Arc<crate::server::doorbell::Doorbell>) -> Self {
         self.transport.bell = Some(bell);
         self
     }

@@ -1,6 +1,6 @@
 //! A running Graph's progress as the relay keeps it (`domain::progress`): only the newest
 //! message and fraction and the last log lines, never a backlog. The Graph's stderr reader
-//! ([`crate::executor`]) writes here; the run's supervisor ([`crate::command`]) forwards a
+//! ([`crate::run::executor`]) writes here; the run's supervisor ([`crate::run::agent::command`]) forwards a
 //! snapshot at most every [`FORWARD_EVERY`](domain::progress::FORWARD_EVERY), so a Graph that
 //! prints a thousand lines a second costs the server one write per forward.
 

@@ -1,0 +1,18 @@
+//! The machine the relay runs on: its files, its login service, its own binary.
+//!
+//! | module | what |
+//! |---|---|
+//! | [`disk`] | the outbox and the start journal, fsynced; the free space they need |
+//! | [`status`] | what `relay status` shows (`status.json` in the state folder) |
+//! | [`service`] | `install` / `uninstall`: a launchd agent on macOS, a systemd user unit on Linux |
+//! | [`update`] | `relay update` and the daily check: the server's newest build, checked against `SHA256SUMS` and `--version`, renamed into place; the loop restarts into it between runs |
+//! | [`check`] | `relay check`: the setup as the login service sees it, each finding with its fix |
+//!
+//! It uses [`crate::server`] (the update's downloads, the check's connection test); the server
+//! folder does not use it.
+
+pub mod check;
+pub mod disk;
+pub mod service;
+pub mod status;
+pub mod update;
