@@ -131,7 +131,7 @@ pub struct Https {
     /// While it is open, syncs say how long ago it last answered (`DOORBELL_HEADER`): the
     /// server relaxes the poll while that is recent.
     bell: Option<std::sync::Arc<crate::server::doorbell::Doorbell>>,
-    /// The [`domain::fleet::RELAY_HEADER`] every sync carries ([`this_relay`]).
+    /// The [`domain::fleet::RELAY_HEADER`] every sync carries ([`this_relay`](crate::identity::this_relay)).
     report: domain::fleet::RelayReport,
     /// The state folder, whose last update check (`update.json`) says whether a newer build
     /// is published: the report's `update`.
@@ -150,7 +150,7 @@ impl Https {
         last.is_none_or(|at| at.elapsed() >= domain::fleet::DEVICE_SEEN_GRANULARITY)
     }
 
-    /// The report for a request now: [`this_relay`], and a newer published build when the last
+    /// The report for a request now: [`this_relay`](crate::identity::this_relay), and a newer published build when the last
     /// update check found one.
     fn report_now(&self) -> String {
         if let Ok(mut l) = self.reported.lock() {

@@ -1,6 +1,6 @@
 //! The owner API's route table: every operation, its path, parameters, body and answers.
 //! [`OwnerApi::handle`](super::OwnerApi::handle) dispatches through it and
-//! [`openapi::document`] publishes it.
+//! [`openapi::document`](crate::openapi::document) publishes it.
 
 use http::Method;
 
@@ -103,7 +103,7 @@ const fn body<T: schemars::JsonSchema>() -> Option<Body> {
 }
 
 /// The owner API's routes: what [`OwnerApi::handle`](super::OwnerApi::handle) dispatches
-/// through and what [`openapi::document`] publishes.
+/// through and what [`openapi::document`](crate::openapi::document) publishes.
 pub static ROUTES: &[Route<Op>] = &[
     route!(ListProjects, GET, "/projects", "The owner's projects", [], None, [ok!(200, "The projects.", ProjectList)]),
     route!(

@@ -52,7 +52,7 @@ macro_rules! route {
 }
 
 /// The relay API's routes: what [`RelayApi::handle`] dispatches through and what
-/// [`openapi::document`] publishes.
+/// [`openapi::document`](crate::openapi::document) publishes.
 pub static ROUTES: &[Route<Op>] = &[
     route!(
         Sync,
