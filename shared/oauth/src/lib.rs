@@ -32,7 +32,9 @@
 //!    port, RFC 8252 §7.3; `iss` in every authorization response, RFC 9207), and `tools/list`
 //!    with the token.
 
-pub mod cimd;
+/// Client ID Metadata Documents: their own crate, re-exported under the name the servers use.
+pub use client_documents as cimd;
+pub use client_documents::{LOOPBACK_HOSTS, MAX_CLIENT_NAME_CHARS, MAX_REDIRECT_URI_CHARS, MAX_REDIRECT_URIS};
 pub mod facade;
 pub mod local;
 mod registration;
@@ -57,12 +59,6 @@ pub const AS_METADATA_PATH: &str = "/.well-known/oauth-authorization-server";
 pub const REGISTER_PATH: &str = "/register";
 /// Largest registration request body.
 pub const MAX_REGISTRATION_BYTES: usize = 16 * 1024;
-/// Most redirect URIs one client may register.
-pub const MAX_REDIRECT_URIS: usize = 10;
-/// Longest redirect URI.
-pub const MAX_REDIRECT_URI_CHARS: usize = 2000;
-/// Longest `client_name` (longer names are refused, not cut).
-pub const MAX_CLIENT_NAME_CHARS: usize = 200;
 /// Default registrations per UTC hour (new clients; reusing one is not counted).
 pub const DEFAULT_REGISTRATIONS_PER_HOUR: usize = 20;
 /// Default registrations per UTC hour from one source address.
@@ -171,8 +167,6 @@ pub const KNOWN_CALLBACKS: &[(&str, &str)] = &[
     ("insiders.vscode.dev", "/redirect"),
 ];
 
-/// The loopback host names accepted over plain `http`.
-pub const LOOPBACK_HOSTS: &[&str] = &["localhost", "127.0.0.1", "[::1]"];
 
 /// Schemes never accepted for a redirect (a browser runs or reads them itself, or they are no
 /// redirect at all).

@@ -1,4 +1,4 @@
-//! Client ID Metadata Documents (MCP 2026-07-28, SEP-991; draft-ietf-oauth-client-id-metadata-document):
+//! # client-documents — Client ID Metadata Documents (MCP 2026-07-28, SEP-991; draft-ietf-oauth-client-id-metadata-document):
 //! a `client_id` that is an `https` URL names a JSON document, hosted by the client, that says
 //! who the client is and where it may be sent back to. Nothing is registered: the authorization
 //! server fetches the document when the client comes.
@@ -42,7 +42,18 @@ use events::Resolve;
 use events::webhook_url::{UrlPolicy, check_address};
 use serde_json::Value;
 
-use crate::{MAX_CLIENT_NAME_CHARS, MAX_REDIRECT_URI_CHARS, MAX_REDIRECT_URIS, lock};
+/// Most redirect URIs one client may list (a document) or register.
+pub const MAX_REDIRECT_URIS: usize = 10;
+/// Longest redirect URI.
+pub const MAX_REDIRECT_URI_CHARS: usize = 2000;
+/// Longest `client_name` (longer names are refused, not cut).
+pub const MAX_CLIENT_NAME_CHARS: usize = 200;
+/// The loopback host names accepted over plain `http`.
+pub const LOOPBACK_HOSTS: &[&str] = &["localhost", "127.0.0.1", "[::1]"];
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
 
 /// Largest document fetched (the draft suggests 5 KB; Claude's is under 1 KB).
 pub const MAX_DOCUMENT_BYTES: usize = 5 * 1024;
@@ -157,7 +168,7 @@ pub fn loopback_without_port(uri: &str) -> String {
         Ok(mut u)
             if u.scheme() == "http"
                 && u.port().is_some()
-                && crate::LOOPBACK_HOSTS.contains(&u.host_str().unwrap_or_default()) =>
+                && LOOPBACK_HOSTS.contains(&u.host_str().unwrap_or_default()) =>
         {
             let _ = u.set_port(None);
             u.to_string()
