@@ -244,7 +244,7 @@ pub async fn run() -> Result<(), Error> {
     let store = Arc::new(crate::dynamo_store(&aws, &config.table, Default::default()));
     let usage: Arc<dyn ClientUse> = Arc::clone(&store) as _;
     let scopes = ScopeSpelling::with_prefix(&config.scope_prefix);
-    let callback = format!("{}{}", config.public_url.trim_end_matches('/'), oauth::facade::CALLBACK_PATH);
+    let callback = oauth::facade::callback_url(&config.public_url);
     let clients = Arc::new(CognitoClients::new(&aws, &config.user_pool_id, &callback, Arc::clone(&store) as _));
     let documents = Documents::new(Arc::new(events::SystemResolver), Arc::clone(&clock))
         .allowing_loopback(config.allow_loopback_client_metadata)

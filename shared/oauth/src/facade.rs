@@ -150,6 +150,12 @@ fn encode(params: &[(String, String)]) -> String {
 /// The callback the facade owns (a path of the stack's own URL): every app client it sends to
 /// Cognito has it, so Cognito always returns here and the facade hands the code on.
 pub const CALLBACK_PATH: &str = "/oauth/callback";
+/// The facade's callback under the stack's URL `public_url`: the one callback every app client
+/// it drives has in Cognito.
+pub fn callback_url(public_url: &str) -> String {
+    format!("{}{CALLBACK_PATH}", public_url.trim_end_matches('/'))
+}
+
 /// How long an authorization request may wait for Cognito's answer (the person signing in).
 pub const FLOW_TTL: Duration = Duration::from_secs(600);
 /// How long a code handed on may wait for its exchange (Cognito's codes live 5 minutes).
@@ -227,7 +233,7 @@ impl Facade {
         let http =
             reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).timeout(UPSTREAM_TIMEOUT).build()?;
         parts.upstream = parts.upstream.trim_end_matches('/').to_owned();
-        let callback = format!("{}{CALLBACK_PATH}", parts.public_url.trim_end_matches('/'));
+        let callback = callback_url(&parts.public_url);
         Ok(Self { parts, callback, http, known: Mutex::new(HashMap::new()) })
     }
 

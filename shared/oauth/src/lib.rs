@@ -167,7 +167,6 @@ pub const KNOWN_CALLBACKS: &[(&str, &str)] = &[
     ("insiders.vscode.dev", "/redirect"),
 ];
 
-
 /// Schemes never accepted for a redirect (a browser runs or reads them itself, or they are no
 /// redirect at all).
 const UNSAFE_SCHEMES: &[&str] = &["javascript", "data", "vbscript", "file", "blob", "about", "ws", "wss", "ftp"];
