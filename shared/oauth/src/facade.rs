@@ -147,11 +147,9 @@ fn encode(params: &[(String, String)]) -> String {
     url::form_urlencoded::Serializer::new(String::new()).extend_pairs(params).finish()
 }
 
-/// The callback the facade owns (a path of the stack's own URL): every app client it sends to
-/// Cognito has it, so Cognito always returns here and the facade hands the code on.
+/// The callback the facade owns (a path of the stack's own URL): Cognito always returns here.
 pub const CALLBACK_PATH: &str = "/oauth/callback";
-/// The facade's callback under the stack's URL `public_url`: the one callback every app client
-/// it drives has in Cognito.
+/// The facade's callback under `public_url`: every app client it drives has it in Cognito.
 pub fn callback_url(public_url: &str) -> String {
     format!("{}{CALLBACK_PATH}", public_url.trim_end_matches('/'))
 }
