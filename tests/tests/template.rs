@@ -636,18 +636,28 @@ fn build_problems(template: &str, makefile: &Path) -> Vec<String> {
             Err(_) => p.push(format!("{id}: make build-{id} left no bootstrap in ARTIFACTS_DIR")),
         }
     }
-    // The one cargo-lambda build covers every function crate, for Lambda's arm64, in release.
-    let dry = std::process::Command::new("make")
-        .arg("--makefile")
-        .arg(makefile)
-        .args(["-n", "lambda-binaries"])
-        .current_dir(root())
-        .output()
-        .unwrap();
-    let line = String::from_utf8_lossy(&dry.stdout).to_string();
-    let flags = "build --release --arm64 --locked";
-    if !line.contains(flags) {
-        p.push(format!("the cargo-lambda build lacks `{flags}`: {line}"));
+    // The one cargo-lambda build covers every function crate, for Lambda's arm64, with the
+    // `lambda` profile by default and the release profile (the smallest binaries) one setting
+    // away; an unknown setting is refused rather than building something else.
+    let dry = |setting: Option<&str>| {
+        let mut c = std::process::Command::new("make");
+        c.arg("--makefile").arg(makefile).args(["-n", "lambda-binaries"]).current_dir(root());
+        match setting {
+            Some(v) => c.env("LAMBDA_BUILD", v),
+            None => c.env_remove("LAMBDA_BUILD"),
+        };
+        let out = c.output().unwrap();
+        (out.status.success(), String::from_utf8_lossy(&out.stdout).to_string())
+    };
+    let (_, line) = dry(None);
+    for (setting, flags) in [(None, "build --profile lambda --arm64 --locked"), (Some("small"), "build --release --arm64 --locked")] {
+        let (ok, l) = dry(setting);
+        if !ok || !l.contains(flags) {
+            p.push(format!("LAMBDA_BUILD={}: the cargo-lambda build lacks `{flags}`: {l}", setting.unwrap_or("")));
+        }
+    }
+    if dry(Some("tiny")).0 {
+        p.push("LAMBDA_BUILD=tiny builds instead of being refused".into());
     }
     let built: BTreeSet<String> = line
         .split_whitespace()
@@ -683,7 +693,8 @@ fn sam_build_makes_each_function_from_its_own_crate_in_one_cargo_build() {
             "one function left out of the build",
             real.replace("$(addprefix -p ,$(functions))", "$(addprefix -p ,$(filter-out notify,$(functions)))"),
         ),
-        ("a debug build", real.replace("build --release --arm64", "build --arm64")),
+        ("a debug build", real.replace("profile_flag := --profile lambda", "profile_flag :=")),
+        ("the smallest build is the release profile no more", real.replace("profile_flag := --release", "profile_flag := --profile lambda")),
     ];
     for (what, text) in broken_makefiles {
         assert_ne!(text, real, "{what}: the mutation no longer applies");
@@ -697,4 +708,67 @@ fn sam_build_makes_each_function_from_its_own_crate_in_one_cargo_build() {
     assert_ne!(broken_template, t);
     assert!(!build_problems(&broken_template, &makefile).is_empty(), "a function left on rust-cargolambda: not caught");
     let _ = std::fs::remove_dir_all(&dir);
+}
+
+/// Problems with the build profiles `sam build` uses (Cargo.toml). cargo-lambda fills in
+/// `strip = "symbols"`, `lto = "thin"`, `codegen-units = 1` and `panic = "abort"` for whichever
+/// of them `[profile.release]` leaves out when it builds `--release`
+/// (cargo-lambda-metadata's `cargo_release_profile_config`, 1.9.x), so every one is set in the
+/// release profile: left out, `panic` would silently become `abort` and a panicking handler a
+/// lost container instead of an error answer. The default build's `lambda` profile inherits the
+/// release profile (cargo-lambda adds nothing to a named profile) with no cross-crate LTO.
+fn profile_problems(cargo_toml: &str) -> Vec<String> {
+    let t: toml::Table = match toml::from_str(cargo_toml) {
+        Ok(t) => t,
+        Err(e) => return vec![format!("Cargo.toml does not parse: {e}")],
+    };
+    let profile = |name: &str| t.get("profile").and_then(|p| p.get(name)).and_then(|p| p.as_table()).cloned();
+    let mut p = Vec::new();
+    match profile("release") {
+        None => p.push("no [profile.release]".to_owned()),
+        Some(release) => {
+            for key in ["strip", "lto", "codegen-units", "panic"] {
+                if !release.contains_key(key) {
+                    p.push(format!("[profile.release] leaves `{key}` to cargo-lambda"));
+                }
+            }
+            if release.get("panic").and_then(|v| v.as_str()) != Some("unwind") {
+                p.push("[profile.release]: panic is not \"unwind\" (a panic would lose the container)".to_owned());
+            }
+        }
+    }
+    match profile("lambda") {
+        None => p.push("no [profile.lambda] (the Makefile's default build)".to_owned()),
+        Some(lambda) => {
+            if lambda.get("inherits").and_then(|v| v.as_str()) != Some("release") {
+                p.push("[profile.lambda] does not inherit the release profile".to_owned());
+            }
+            if lambda.get("lto").and_then(|v| v.as_bool()) != Some(false) {
+                p.push("[profile.lambda]: cross-crate LTO is back (lto is not false): the clean build is over 600 s".to_owned());
+            }
+            for key in ["panic", "strip", "debug", "opt-level"] {
+                if lambda.contains_key(key) {
+                    p.push(format!("[profile.lambda] overrides the release profile's `{key}`"));
+                }
+            }
+        }
+    }
+    p
+}
+
+/// The profiles leave cargo-lambda nothing to fill in and the default build has no cross-crate
+/// LTO; each broken variant is caught.
+#[test]
+fn the_lambda_build_profiles_leave_cargo_lambda_nothing_to_fill_in() {
+    let real = std::fs::read_to_string(root().join("Cargo.toml")).unwrap();
+    let p = profile_problems(&real);
+    assert!(p.is_empty(), "{}", p.join("\n"));
+    for (what, broken) in [
+        ("panic left to cargo-lambda", real.replace("strip = \"symbols\"\npanic = \"unwind\"\n", "strip = \"symbols\"\n")),
+        ("the default build with fat LTO", real.replace("inherits = \"release\"\nlto = false\n", "inherits = \"release\"\nlto = \"fat\"\n")),
+        ("the default build with panic = abort", real.replace("[profile.lambda]\n", "[profile.lambda]\npanic = \"abort\"\n")),
+    ] {
+        assert_ne!(broken, real, "{what}: the mutation no longer applies");
+        assert!(!profile_problems(&broken).is_empty(), "{what}: not caught");
+    }
 }
