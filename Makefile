@@ -14,14 +14,14 @@
 root := $(dir $(abspath $(lastword $(MAKEFILE_LIST))))
 CARGO_LAMBDA ?= cargo lambda
 # The build profile (Cargo.toml): by default `lambda` (no cross-crate LTO, 16 codegen units),
-# a clean build of every function in about 7 minutes on two cores and a one-line change in
-# seconds; LAMBDA_BUILD=small (e.g. `LAMBDA_BUILD=small sam build`) is the release profile, fat
-# LTO in one codegen unit: binaries about 30 % smaller, a clean build about 18 minutes.
+# a clean build of every function within 10 minutes on two cores and a one-line change within
+# two; LAMBDA_BUILD=small (e.g. `LAMBDA_BUILD=small sam build`) is `lambda-small`, fat LTO in
+# one codegen unit: the smallest binaries, about twice the clean build's time.
 # docs/results.md ("Lambda build, the default") has the measurements.
 ifeq ($(LAMBDA_BUILD),)
-profile_flag := --profile lambda
+profile := lambda
 else ifeq ($(LAMBDA_BUILD),small)
-profile_flag := --release
+profile := lambda-small
 else
 $(error LAMBDA_BUILD is "$(LAMBDA_BUILD)": leave it unset (the default build) or set it to small (the smallest binaries))
 endif
@@ -30,7 +30,7 @@ functions := $(notdir $(patsubst %/,%,$(wildcard $(root)functions/*/)))
 
 .PHONY: lambda-binaries
 lambda-binaries:
-	cd "$(root)" && $(CARGO_LAMBDA) build $(profile_flag) --arm64 --locked $(addprefix -p ,$(functions))
+	cd "$(root)" && $(CARGO_LAMBDA) build --profile $(profile) --arm64 --locked $(addprefix -p ,$(functions))
 
 build-%: lambda-binaries
 	@test -n "$(ARTIFACTS_DIR)" || { echo "ARTIFACTS_DIR is not set (sam build sets it)" >&2; exit 1; }

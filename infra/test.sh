@@ -244,6 +244,12 @@ if [ -n "$lint_pid" ]; then
 fi
 set -e
 phase ""
+# How much of the two cores the emulator took (one Python process, every AWS request of the
+# tests): its user + system CPU seconds, read before it is stopped.
+moto_cpu=""
+if [ -f "$state/pid" ] && [ -r "/proc/$(cat "$state/pid")/stat" ]; then
+  moto_cpu=$(awk -v hz="$(getconf CLK_TCK)" '{ sub(/^.*\) /, ""); printf "%.0f", ($12 + $13) / hz }' "/proc/$(cat "$state/pid")/stat")
+fi
 
 # One closing line for the whole run: nextest's summary plus the doc tests, or cargo's lines
 # added up (cargo prints one per test binary, the last usually a doc-test binary with nothing in it).
@@ -265,6 +271,7 @@ fi
 echo
 echo "wall time per phase (total $(( $(date +%s) - run_start ))s):"
 cat "$phases"
+[ -n "$moto_cpu" ] && echo "the emulator (moto) used ${moto_cpu}s of CPU during the run"
 echo "the installs beside the build, one after another:"
 cat "$install_times" 2>/dev/null || true
 if $use_nextest; then

@@ -305,10 +305,18 @@ async fn cloud_connect_once(http: &reqwest::Client, gateway: &str, connector: &s
     token.json().await.unwrap()
 }
 
+/// How many times [`ten_cloud_connections_with_one_document_make_one_app_client`] connects
+/// (it was a hundred, 84–114 s of the test command for the same property).
+const CONNECTIONS: usize = 10;
+
 /// Through the facade: a document client connects, the code is bound to its client and
-/// redirect, and 100 connections with the same document make exactly one app client.
+/// redirect, and [`CONNECTIONS`] connections with the same document (the first alone with a
+/// cold cache, the second alone, then eight at once) make exactly one app client and one
+/// document fetch. A connection that made its own app client or fetched the document again
+/// would show with any count above two; the eight at once are the concurrency the facade's
+/// instances see (the creation race itself is raced on the store, below).
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_hundred_cloud_connections_with_one_document_make_one_app_client() {
+async fn ten_cloud_connections_with_one_document_make_one_app_client() {
     let Some(acct) = account().await else { return };
     let host = DocumentHost::start().await;
     let mut doc = claude_code_document();
@@ -339,8 +347,8 @@ async fn a_hundred_cloud_connections_with_one_document_make_one_app_client() {
     let warm = started.elapsed();
     // The rest eight at a time.
     let mut done = 2;
-    while done < 100 {
-        let batch: Vec<_> = (0..8.min(100 - done))
+    while done < CONNECTIONS {
+        let batch: Vec<_> = (0..8.min(CONNECTIONS - done))
             .map(|_| {
                 let (http, gateway, connector, document) =
                     (http.clone(), emu.gateway.clone(), connector.clone(), document.clone());
@@ -350,7 +358,7 @@ async fn a_hundred_cloud_connections_with_one_document_make_one_app_client() {
         for b in batch {
             b.await.unwrap();
         }
-        done += 8.min(100 - done);
+        done += 8.min(CONNECTIONS - done);
     }
     let cognito = aws_sdk_cognitoidentityprovider::Client::new(&acct.aws);
     let listed =
@@ -360,7 +368,7 @@ async fn a_hundred_cloud_connections_with_one_document_make_one_app_client() {
         .iter()
         .filter(|c| c.client_name().unwrap_or_default().starts_with(oauth::facade::DOCUMENT_CLIENT_PREFIX))
         .collect();
-    assert_eq!(made.len(), 1, "one app client for one document, after 100 connections");
+    assert_eq!(made.len(), 1, "one app client for one document, after {CONNECTIONS} connections");
     let described = cognito
         .describe_user_pool_client()
         .user_pool_id(&acct.resources.user_pool)
@@ -371,7 +379,7 @@ async fn a_hundred_cloud_connections_with_one_document_make_one_app_client() {
     let facade_callback = format!("{}{}", emu.gateway, oauth::facade::CALLBACK_PATH);
     assert_eq!(described.user_pool_client().unwrap().callback_urls(), [facade_callback], "only the facade's callback");
     eprintln!(
-        "client metadata documents: 100 connections, {} app client(s), {} document fetch(es); first connect {} ms (cold document cache, app client made), second {} ms (warm)",
+        "client metadata documents: {CONNECTIONS} connections, {} app client(s), {} document fetch(es); first connect {} ms (cold document cache, app client made), second {} ms (warm)",
         made.len(),
         host.hits(),
         cold.as_millis(),
