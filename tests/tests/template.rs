@@ -650,9 +650,10 @@ fn build_problems(template: &str, makefile: &Path) -> Vec<String> {
         (out.status.success(), String::from_utf8_lossy(&out.stdout).to_string())
     };
     let (_, line) = dry(None);
-    for (setting, flags) in
-        [(None, "build --profile lambda --arm64 --locked"), (Some("small"), "build --profile lambda-small --arm64 --locked")]
-    {
+    for (setting, flags) in [
+        (None, "build --profile lambda --arm64 --locked"),
+        (Some("small"), "build --profile lambda-small --arm64 --locked"),
+    ] {
         let (ok, l) = dry(setting);
         if !ok || !l.contains(flags) {
             p.push(format!("LAMBDA_BUILD={}: the cargo-lambda build lacks `{flags}`: {l}", setting.unwrap_or("")));
@@ -768,9 +769,18 @@ fn the_lambda_build_profiles_leave_cargo_lambda_nothing_to_fill_in() {
     let p = profile_problems(&real);
     assert!(p.is_empty(), "{}", p.join("\n"));
     for (what, broken) in [
-        ("panic left to cargo-lambda", real.replace("strip = \"symbols\"\npanic = \"unwind\"\n", "strip = \"symbols\"\n")),
-        ("the default build with cross-crate LTO", real.replace("inherits = \"release\"\nlto = false\n", "inherits = \"release\"\n")),
-        ("the default build unwinding", real.replace("codegen-units = 16\npanic = \"abort\"\n", "codegen-units = 16\n")),
+        (
+            "panic left to cargo-lambda",
+            real.replace("strip = \"symbols\"\npanic = \"unwind\"\n", "strip = \"symbols\"\n"),
+        ),
+        (
+            "the default build with cross-crate LTO",
+            real.replace("inherits = \"release\"\nlto = false\n", "inherits = \"release\"\n"),
+        ),
+        (
+            "the default build unwinding",
+            real.replace("codegen-units = 16\npanic = \"abort\"\n", "codegen-units = 16\n"),
+        ),
         ("the smallest build gone", real.replace("[profile.lambda-small]", "[profile.lambda-tiny]")),
     ] {
         assert_ne!(broken, real, "{what}: the mutation no longer applies");
