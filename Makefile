@@ -13,15 +13,15 @@
 
 root := $(dir $(abspath $(lastword $(MAKEFILE_LIST))))
 CARGO_LAMBDA ?= cargo lambda
-# The build profile (Cargo.toml): by default `lambda` (no cross-crate LTO, 16 codegen units),
+# The build profile (Cargo.toml): by default `function` (no cross-crate LTO, 16 codegen units),
 # a clean build of every function within 10 minutes on two cores and a one-line change within
-# two; LAMBDA_BUILD=small (e.g. `LAMBDA_BUILD=small sam build`) is `lambda-small`, fat LTO in
+# two; LAMBDA_BUILD=small (e.g. `LAMBDA_BUILD=small sam build`) is `function-small`, fat LTO in
 # one codegen unit: the smallest binaries, about twice the clean build's time.
 # docs/results.md ("Lambda build, the default") has the measurements.
 ifeq ($(LAMBDA_BUILD),)
-profile := lambda
+profile := function
 else ifeq ($(LAMBDA_BUILD),small)
-profile := lambda-small
+profile := function-small
 else
 $(error LAMBDA_BUILD is "$(LAMBDA_BUILD)": leave it unset (the default build) or set it to small (the smallest binaries))
 endif

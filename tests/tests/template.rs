@@ -637,7 +637,7 @@ fn build_problems(template: &str, makefile: &Path) -> Vec<String> {
         }
     }
     // The one cargo-lambda build covers every function crate, for Lambda's arm64, with the
-    // `lambda` profile by default and the release profile (the smallest binaries) one setting
+    // `function` profile by default and `function-small` (the smallest binaries) one setting
     // away; an unknown setting is refused rather than building something else.
     let dry = |setting: Option<&str>| {
         let mut c = std::process::Command::new("make");
@@ -651,8 +651,8 @@ fn build_problems(template: &str, makefile: &Path) -> Vec<String> {
     };
     let (_, line) = dry(None);
     for (setting, flags) in [
-        (None, "build --profile lambda --arm64 --locked"),
-        (Some("small"), "build --profile lambda-small --arm64 --locked"),
+        (None, "build --profile function --arm64 --locked"),
+        (Some("small"), "build --profile function-small --arm64 --locked"),
     ] {
         let (ok, l) = dry(setting);
         if !ok || !l.contains(flags) {
@@ -697,7 +697,7 @@ fn sam_build_makes_each_function_from_its_own_crate_in_one_cargo_build() {
             real.replace("$(addprefix -p ,$(functions))", "$(addprefix -p ,$(filter-out notify,$(functions)))"),
         ),
         ("a debug build", real.replace("--profile $(profile) --arm64", "--arm64")),
-        ("the smallest build is the default one", real.replace("profile := lambda-small", "profile := lambda")),
+        ("the smallest build is the default one", real.replace("profile := function-small", "profile := function")),
     ];
     for (what, text) in broken_makefiles {
         assert_ne!(text, real, "{what}: the mutation no longer applies");
@@ -717,8 +717,8 @@ fn sam_build_makes_each_function_from_its_own_crate_in_one_cargo_build() {
 /// `strip = "symbols"`, `lto = "thin"`, `codegen-units = 1` and `panic = "abort"` for whichever
 /// of them `[profile.release]` leaves out when it builds `--release`
 /// (cargo-lambda-metadata's `cargo_release_profile_config`, 1.9.x), so every one is set there,
-/// and the functions are built with named profiles, to which it adds nothing: `lambda` (the
-/// default: no cross-crate LTO, which keeps the clean build within 600 s) and `lambda-small`
+/// and the functions are built with named profiles, to which it adds nothing: `function` (the
+/// default: no cross-crate LTO, which keeps the clean build within 600 s) and `function-small`
 /// (fat LTO), both inheriting the release profile and both with panic = "abort" (Cargo.toml
 /// says why).
 fn profile_problems(cargo_toml: &str) -> Vec<String> {
@@ -738,7 +738,7 @@ fn profile_problems(cargo_toml: &str) -> Vec<String> {
             }
         }
     }
-    for (name, lto) in [("lambda", Some(false)), ("lambda-small", None)] {
+    for (name, lto) in [("function", Some(false)), ("function-small", None)] {
         let Some(prof) = profile(name) else {
             p.push(format!("no [profile.{name}] (a build the Makefile names)"));
             continue;
@@ -781,7 +781,7 @@ fn the_lambda_build_profiles_leave_cargo_lambda_nothing_to_fill_in() {
             "the default build unwinding",
             real.replace("codegen-units = 16\npanic = \"abort\"\n", "codegen-units = 16\n"),
         ),
-        ("the smallest build gone", real.replace("[profile.lambda-small]", "[profile.lambda-tiny]")),
+        ("the smallest build gone", real.replace("[profile.function-small]", "[profile.function-tiny]")),
     ] {
         assert_ne!(broken, real, "{what}: the mutation no longer applies");
         assert!(!profile_problems(&broken).is_empty(), "{what}: not caught");
