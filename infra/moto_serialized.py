@@ -11,12 +11,16 @@ service (SQS, S3) concurrent.
 `--no-serialize` turns the lock off, only to show that the claim race test catches an
 emulator that lets two conditional writers win.
 
+It also applies `moto_patches` (whole-table copies in every transaction, a folder listing in
+every request and an RSA import in every user pool, replaced by what answers the same for less:
+that module says how); `--as-moto-is` leaves moto's code as it is, to measure the difference.
+
 It also refuses the Cognito app clients that Cognito documents as invalid and moto creates
 anyway (`CognitoRules`): a build that asks for one fails the cloud tests as it would fail in
 an account. `--cognito-as-moto` turns the rules off, only to show that the tests catch it.
 
 Usage: python moto_serialized.py --port-file PATH [--host 127.0.0.1] [--port 0] [--no-serialize]
-                                 [--cognito-as-moto]
+                                 [--cognito-as-moto] [--as-moto-is]
 """
 
 import argparse
@@ -35,6 +39,7 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import make_server
 
+import moto_patches
 from aws_rules import cognito_client_id_problem, cognito_client_problem
 
 
@@ -108,7 +113,11 @@ def main() -> int:
     parser.add_argument("--port-file", required=True)
     parser.add_argument("--no-serialize", action="store_true")
     parser.add_argument("--cognito-as-moto", action="store_true")
+    parser.add_argument("--as-moto-is", action="store_true")
     args = parser.parse_args()
+
+    if not args.as_moto_is:
+        moto_patches.apply()
 
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     app = DomainDispatcherApplication(create_backend_app)

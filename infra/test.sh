@@ -106,6 +106,10 @@ export FOUNDRY_AXE_JS="$conf/node_modules/axe-core/axe.min.js"
 # The MCP Apps host bridge (ext-apps) and esbuild, which bundles it for the run card's test.
 export FOUNDRY_NODE_MODULES="$conf/node_modules"
 export FOUNDRY_PYTHON_DIST="$dist/bin/python"
+# infra/moto_patches_test.py runs in moto's own environment (when this script installs it).
+if [ -z "${AWS_ENDPOINT_URL:-}" ]; then
+  export FOUNDRY_MOTO_PYTHON="$moto_venv/bin/python"
+fi
 # infra/preflight's tests run it with these tools (boto3 comes with the SAM CLI).
 export FOUNDRY_DEPLOY_VENV="$deploy"
 
