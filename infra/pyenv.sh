@@ -35,6 +35,9 @@ fi
 stamp="$venv/.requirements.sha256"
 want=$(sha256 "$req")
 if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
-  "$venv/bin/pip" install --quiet --disable-pip-version-check -r "$req"
+  # --no-compile: pip would byte-compile every module of every package (botocore, moto and the
+  # SAM CLI hold thousands), on the cores the test command's build needs; Python compiles the
+  # modules a program imports when it first imports them, and keeps them.
+  "$venv/bin/pip" install --quiet --disable-pip-version-check --no-compile -r "$req"
   echo "$want" > "$stamp"
 fi

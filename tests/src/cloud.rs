@@ -114,6 +114,19 @@ impl Template {
         Template { yaml: serde_norway::from_str(text).expect("parse template.yaml") }
     }
 
+    /// This template with parameter `name` defaulting to `value` (a benchmark lifting a cap).
+    ///
+    /// # Panics
+    /// When the template has no such parameter.
+    #[must_use]
+    pub fn with_parameter(mut self, name: &str, value: &str) -> Template {
+        let param = self.yaml.get_mut("Parameters").and_then(|p| p.get_mut(name)).and_then(|p| p.as_mapping_mut());
+        #[allow(clippy::expect_used)]
+        let param = param.expect("no such parameter in the template");
+        param.insert(Yaml::String("Default".into()), Yaml::String(value.into()));
+        self
+    }
+
     /// The functions API Gateway may invoke (an `AWS::Lambda::Permission` with principal
     /// `apigateway.amazonaws.com` naming them).
     fn invokable_by_gateway(&self) -> std::collections::BTreeSet<String> {

@@ -1,16 +1,20 @@
 //! Cold start of every function under the Lambda emulator (a benchmark: ignored by default).
 //!
 //! ```sh
-//! for f in functions/*/; do cargo build --release -p "$(basename "$f")"; done   # each alone, as sam build does
-//! FOUNDRY_BIN_DIR=target/release ./infra/test.sh cold_start -- --ignored --nocapture
+//! # the functions as `sam build` builds them (one build, the `function` profile), for this machine
+//! cargo build --profile function --locked $(for f in functions/*/; do echo -p "$(basename "$f")"; done)
+//! FOUNDRY_BIN_DIR=target/function ./infra/test.sh cold_start -- --ignored --nocapture
 //! ```
 //!
 //! For each function, 20 times: start the process alone, measure its init (process start → its
 //! first `next` request to the Runtime API), then the first invocation (a request that reaches
 //! DynamoDB, or the JWKS for token-checking functions) and a second, warm one. Then the `mcp` →
 //! tool hop: `tools/call` through `mcp` and Lambda Invoke, cold (both just started) and warm.
-//! Prints medians, and on release binaries fails when a function is over its size budget (8 MB,
-//! `mcp` 12 MB) or its median init over 30 ms — the goals docs/results.md reports.
+//! Prints medians and each binary's size, plain and zipped as SAM zips it (deflate), and on
+//! optimized builds (`target/function`, `target/function-small`, `target/release`) fails when a
+//! function's zipped package is over 5 MB or its median init over 30 ms — the goals
+//! docs/results.md reports. (The 8 MB bound on the plain binary is retired: a deployer feels
+//! the cold start and the upload, not the unzipped size.)
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -22,17 +26,31 @@ use serde_json::{Value, json};
 
 const RUNS: usize = 20;
 
-/// The size goal of a function other than `mcp` (release, x86_64): 8 MB.
-const TOOL_SIZE_BUDGET: u64 = 8_000_000;
-/// `mcp` links the Lambda client and the MCP stack: 12 MB.
-const MCP_SIZE_BUDGET: u64 = 12_000_000;
+/// The package goal: a function's `bootstrap`, zipped as `sam build`'s package is (deflate).
+const ZIPPED_BUDGET: u64 = 5_000_000;
 /// The init goal (process start → first `next` to the Runtime API), median of [`RUNS`].
 const INIT_BUDGET_MS: f64 = 30.0;
 
-/// Whether the binaries measured are release builds (`FOUNDRY_BIN_DIR=target/release`): the
-/// goals are release goals, a debug build is only printed.
-fn release_binaries() -> bool {
-    std::env::var("FOUNDRY_BIN_DIR").is_ok_and(|d| d.trim_end_matches('/').ends_with("release"))
+/// Whether the binaries measured are an optimized build (`FOUNDRY_BIN_DIR` a `function`,
+/// `function-small` or `release` folder): the goals are theirs, a debug build is only printed.
+fn optimized_binaries() -> bool {
+    std::env::var("FOUNDRY_BIN_DIR").is_ok_and(|d| {
+        let d = d.trim_end_matches('/');
+        ["/function", "/function-small", "/release"].iter().any(|p| d.ends_with(p))
+    })
+}
+
+/// The size of `path` zipped with deflate, as SAM packages a function (Python's `zipfile`,
+/// `ZIP_DEFLATED`); 0 when it cannot be measured.
+fn zipped_size(path: &std::path::Path) -> u64 {
+    let script = "import io,sys,zipfile\nb=io.BytesIO()\nz=zipfile.ZipFile(b,'w',zipfile.ZIP_DEFLATED)\nz.write(sys.argv[1],'bootstrap')\nz.close()\nprint(len(b.getvalue()))";
+    std::process::Command::new("python3")
+        .args(["-c", script])
+        .arg(path)
+        .output()
+        .ok()
+        .and_then(|o| String::from_utf8_lossy(&o.stdout).trim().parse().ok())
+        .unwrap_or(0)
 }
 
 fn median(mut v: Vec<Duration>) -> f64 {
@@ -100,27 +118,46 @@ fn probe(binary: &str, host: &str) -> Value {
             e
         }
         "owner_api" => http_event(host, "GET", "/owner/projects", Some(&owner), None),
-        "register_client" => http_event(
-            host,
-            "POST",
-            "/register",
-            None,
-            Some(json!({"client_name": "cold-start", "redirect_uris": ["https://claude.ai/api/mcp/auth_callback"]})),
-        ),
+        // A new client each time, from an address of its own: the function caps new clients
+        // per address and hour (a replayed registration would measure a lookup).
+        "register_client" => {
+            let mut e = http_event(
+                host,
+                "POST",
+                "/register",
+                None,
+                Some(
+                    json!({"client_name": "cold-start", "redirect_uris": [format!("https://claude.ai/api/mcp/auth_callback/{}", uuid())]}),
+                ),
+            );
+            let n = uuid::Uuid::new_v4().as_bytes()[..3].to_vec();
+            e["requestContext"]["http"]["sourceIp"] = json!(format!("10.{}.{}.{}", n[0], n[1], n[2]));
+            e
+        }
+        // A socket closing: the function forgets it (a DynamoDB delete).
+        "doorbell" => json!({
+            "requestContext": {"routeKey": "$disconnect", "eventType": "DISCONNECT", "connectionId": "ZzZ1cold0Start=",
+                "apiId": "a", "stage": "relay", "requestId": uuid(), "domainName": host, "connectedAt": 0,
+                "requestTimeEpoch": 0, "messageDirection": "IN"},
+            "headers": {}, "isBase64Encoded": false
+        }),
         _ => json!({"Records": []}),
     }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-#[ignore = "a benchmark: run with --ignored --nocapture (release binaries: FOUNDRY_BIN_DIR=target/release)"]
+#[ignore = "a benchmark: run with --ignored --nocapture (the deployed build: FOUNDRY_BIN_DIR=target/function)"]
 async fn cold_start_of_every_function() {
     let Some(acct) = account().await else { return };
-    let template = Template::load();
+    // 40 new clients: over the registration caps that a deployed stack keeps per hour.
+    let template = Template::load()
+        .with_parameter("ClientRegistrationsPerHour", "1000")
+        .with_parameter("ClientRegistrationsPerSource", "1000");
     let defs = template.functions(&acct.resources, "http://127.0.0.1");
     println!(
-        "| function | size (bytes) | init median (ms) | first invocation median (ms) | warm invocation median (ms) |"
+        "| function | size (bytes) | zipped (bytes) | init median (ms) | first invocation median (ms) | warm invocation median (ms) |"
     );
-    println!("|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|");
     // FOUNDRY_COLD_ONLY=mcp,claim_linked_chat_task measures only those (comparing profiles).
     let only: Option<Vec<String>> =
         std::env::var("FOUNDRY_COLD_ONLY").ok().map(|v| v.split(',').map(str::to_owned).collect());
@@ -154,13 +191,18 @@ async fn cold_start_of_every_function() {
                 );
             }
         }
-        let size = std::fs::metadata(foundry_tests::built_binary(&def.binary, &[])).map(|m| m.len()).unwrap_or(0);
+        let path = foundry_tests::built_binary(&def.binary, &[]);
+        let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
+        let zipped = zipped_size(&path);
         let init_ms = median(init);
-        println!("| {} | {size} | {init_ms:.1} | {:.1} | {:.1} |", def.binary, median(first), median(warm));
-        // The goals docs/results.md states, checked where they apply: release binaries.
-        if release_binaries() {
-            let budget = if def.binary == "mcp" { MCP_SIZE_BUDGET } else { TOOL_SIZE_BUDGET };
-            assert!(size > 0 && size <= budget, "{}: {size} bytes, over the {budget}-byte budget", def.binary);
+        println!("| {} | {size} | {zipped} | {init_ms:.1} | {:.1} | {:.1} |", def.binary, median(first), median(warm));
+        // The goals docs/results.md states, checked where they apply: optimized builds.
+        if optimized_binaries() {
+            assert!(
+                zipped > 0 && zipped <= ZIPPED_BUDGET,
+                "{}: {zipped} bytes zipped, over the {ZIPPED_BUDGET}-byte budget",
+                def.binary
+            );
             assert!(init_ms <= INIT_BUDGET_MS, "{}: init median {init_ms:.1} ms > {INIT_BUDGET_MS} ms", def.binary);
         }
     }
