@@ -14,8 +14,8 @@
 root := $(dir $(abspath $(lastword $(MAKEFILE_LIST))))
 CARGO_LAMBDA ?= cargo lambda
 # The build profile (Cargo.toml): by default `function` (no cross-crate LTO, 16 codegen units),
-# a clean build of every function within 10 minutes on two cores and a one-line change within
-# two; LAMBDA_BUILD=small (e.g. `LAMBDA_BUILD=small sam build`) is `function-small`, fat LTO in
+# a clean build of every function in about 7 minutes on two cores and a one-line change in
+# 20–90 s; LAMBDA_BUILD=small (e.g. `LAMBDA_BUILD=small sam build`) is `function-small`, fat LTO in
 # one codegen unit: the smallest binaries, about twice the clean build's time.
 # docs/results.md ("Lambda build, the default") has the measurements.
 ifeq ($(LAMBDA_BUILD),)
