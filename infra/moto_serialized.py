@@ -19,8 +19,12 @@ It also refuses the Cognito app clients that Cognito documents as invalid and mo
 anyway (`CognitoRules`): a build that asks for one fails the cloud tests as it would fail in
 an account. `--cognito-as-moto` turns the rules off, only to show that the tests catch it.
 
+It checks IAM (`moto_iam`): the cloud harness registers each function's statements from the
+template and its own credentials, and a call the statements do not allow is refused as AWS
+refuses it. `--no-iam` lets every call through, only to show that the tests catch it.
+
 Usage: python moto_serialized.py --port-file PATH [--host 127.0.0.1] [--port 0] [--no-serialize]
-                                 [--cognito-as-moto] [--as-moto-is]
+                                 [--cognito-as-moto] [--as-moto-is] [--no-iam]
 """
 
 import argparse
@@ -39,6 +43,7 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import make_server
 
+import moto_iam
 import moto_patches
 from aws_rules import cognito_client_id_problem, cognito_client_problem
 
@@ -114,6 +119,7 @@ def main() -> int:
     parser.add_argument("--no-serialize", action="store_true")
     parser.add_argument("--cognito-as-moto", action="store_true")
     parser.add_argument("--as-moto-is", action="store_true")
+    parser.add_argument("--no-iam", action="store_true")
     args = parser.parse_args()
 
     if not args.as_moto_is:
@@ -125,6 +131,8 @@ def main() -> int:
         app = SerializeDynamoDB(app)
     if not args.cognito_as_moto:
         app = CognitoRules(app)
+    if not args.no_iam:
+        app = moto_iam.EnforceIam(app)
     server = make_server(args.host, args.port, app, threaded=True, request_handler=MotoRequestHandler)
     port = server.server_address[1]
     with open(args.port_file + ".tmp", "w") as f:

@@ -53,6 +53,8 @@ pub struct Resources {
 pub const STACK: &str = "fc";
 /// The region everything claims to be in.
 pub const REGION: &str = "us-east-1";
+/// The account moto serves.
+pub const ACCOUNT: &str = "123456789012";
 
 /// One function resource of the template.
 #[derive(Debug, Clone)]
@@ -65,6 +67,9 @@ pub struct FunctionDef {
     pub name: String,
     /// Environment as the template declares it, resolved.
     pub env: BTreeMap<String, String>,
+    /// Its role's IAM statements (`Policies`), resolved to the emulated ARNs, as the
+    /// emulator's IAM check takes them (`infra/moto_iam.py`).
+    pub statements: serde_json::Value,
 }
 
 /// A route of the HTTP API: method (`ANY` too), path pattern, function logical id.
@@ -159,6 +164,20 @@ impl Template {
             Yaml::Bool(b) => b.to_string(),
             Yaml::Tagged(t) => match tag_name(t).as_str() {
                 "Ref" => self.reference(t.value.as_str().unwrap_or_default(), r, gateway),
+                "GetAtt" => {
+                    let (name, attr) = match &t.value {
+                        Yaml::Sequence(p) => (
+                            p.first().and_then(|x| x.as_str()).unwrap_or_default().to_owned(),
+                            p.get(1).and_then(|x| x.as_str()).unwrap_or_default().to_owned(),
+                        ),
+                        other => {
+                            let text = other.as_str().unwrap_or_default();
+                            let (n, a) = text.split_once('.').unwrap_or((text, ""));
+                            (n.to_owned(), a.to_owned())
+                        }
+                    };
+                    self.attribute(&name, &attr, r)
+                }
                 "Sub" => self.substitute(t.value.as_str().unwrap_or_default(), r, gateway),
                 "Join" => {
                     let parts = t.value.as_sequence().cloned().unwrap_or_default();
@@ -188,6 +207,7 @@ impl Template {
             "CustomDomainHosts" => String::new(),
             "AuthDomainPrefix" => "fc-test".into(),
             "HttpApi" => gateway.into(),
+            "DoorbellApi" => "doorbell".into(),
             n if r.clients.contains_key(n) => r.clients[n].clone(),
             // A parameter: its default, as `sam deploy` would take it.
             n if !self.yaml["Parameters"][n].is_null() => {
@@ -230,9 +250,12 @@ impl Template {
                 "AWS::Region" => REGION.to_owned(),
                 "AWS::URLSuffix" => "amazonaws.com".to_owned(),
                 "AWS::StackName" => STACK.to_owned(),
-                "AWS::AccountId" => "123456789012".to_owned(),
+                "AWS::AccountId" => ACCOUNT.to_owned(),
                 "AWS::Partition" => "aws".to_owned(),
-                other => self.reference(other, r, gateway),
+                other => match other.split_once('.') {
+                    Some((name, attribute)) => self.attribute(name, attribute, r),
+                    None => self.reference(other, r, gateway),
+                },
             });
             rest = &rest[i + j + 1..];
         }
@@ -271,11 +294,62 @@ impl Template {
                 FunctionDef {
                     binary: code.trim_start_matches("functions/").to_owned(),
                     name: self.function_name(&id),
+                    statements: self.statements(v, r, gateway),
                     logical_id: id,
                     env,
                 }
             })
             .collect()
+    }
+
+    /// A function's IAM statements: every `Statement` of its `Policies`, with `Resource`
+    /// resolved. A SAM policy template (a named policy) has no statements here: the harness
+    /// refuses it rather than enforce less than AWS would.
+    fn statements(&self, function: &Yaml, r: &Resources, gateway: &str) -> serde_json::Value {
+        let mut out = Vec::new();
+        for policy in function["Properties"]["Policies"].as_sequence().into_iter().flatten() {
+            let Some(list) = policy["Statement"].as_sequence() else {
+                panic!("the cloud harness enforces only inline policy statements, not {policy:?}");
+            };
+            for st in list {
+                let resources: Vec<String> = match &st["Resource"] {
+                    Yaml::Sequence(items) => items.iter().map(|x| self.resolve(x, r, gateway)).collect(),
+                    other => vec![self.resolve(other, r, gateway)],
+                };
+                #[allow(clippy::expect_used)]
+                let mut json = serde_json::json!({
+                    "Effect": st["Effect"].as_str().unwrap_or_default(),
+                    "Action": serde_json::to_value(&st["Action"]).expect("an action list"),
+                    "Resource": resources,
+                });
+                if !st["Condition"].is_null() {
+                    #[allow(clippy::expect_used)]
+                    let condition = serde_json::to_value(&st["Condition"]).expect("a condition block");
+                    json["Condition"] = condition;
+                }
+                out.push(json);
+            }
+        }
+        serde_json::Value::Array(out)
+    }
+
+    /// `!GetAtt <name>.<attribute>` in the emulated world: the ARNs IAM statements name.
+    fn attribute(&self, name: &str, attribute: &str, r: &Resources) -> String {
+        let account = ACCOUNT;
+        match (name, attribute) {
+            ("Table", "Arn") => format!("arn:aws:dynamodb:{REGION}:{account}:table/{}", r.table),
+            ("ArtifactBucket", "Arn") => format!("arn:aws:s3:::{}", r.bucket),
+            ("EventsQueue", "Arn") => {
+                format!("arn:aws:sqs:{REGION}:{account}:{}", r.events_queue.rsplit('/').next().unwrap_or_default())
+            }
+            ("UserPool", "Arn") => format!("arn:aws:cognito-idp:{REGION}:{account}:userpool/{}", r.user_pool),
+            (n, "Arn") if n.ends_with("Function") => {
+                format!("arn:aws:lambda:{REGION}:{account}:function:{}", self.function_name(n))
+            }
+            // Resources the emulator does not model as AWS ones (a queue only the Lambda
+            // service writes to): an ARN of their own that no call of a function names.
+            (n, a) => format!("arn:aws:emulated:{REGION}:{account}:{n}/{a}"),
+        }
     }
 
     /// A stack output, resolved as CloudFormation would (the gateway's URL for the API's own).
@@ -527,6 +601,11 @@ impl Emulator {
             ];
             env.extend(base_env.iter().cloned());
             env.extend(def.env.iter().map(|(k, v)| (k.clone(), v.clone())));
+            // Credentials of its own, registered with its role's statements: the emulator
+            // refuses what the role would not allow (`infra/moto_iam.py`).
+            let key = format!("FC{}", def.logical_id);
+            env.push(("AWS_ACCESS_KEY_ID".into(), key.clone()));
+            register_role(&key, def).await;
             let spawn = (bin, env);
             let slot = Arc::new(Slot {
                 name: def.name.clone(),
@@ -926,6 +1005,42 @@ pub async fn account() -> Option<Account> {
         (lambda::config::ALLOW_LOOPBACK_CLIENT_METADATA.to_owned(), "true".to_owned()),
     ];
     Some(Account { resources, base_env, aws, hosted_ui, doorbell })
+}
+
+/// Registers a function's credentials and statements with the emulator's IAM check
+/// (`infra/moto_iam.py`, `POST /_foundry/iam`). Against another endpoint (LocalStack, an
+/// account) there is nothing to register with: a notice, or a failure under `CI=true`, where
+/// the endpoint is always the project's moto.
+async fn register_role(key: &str, def: &FunctionDef) {
+    let Ok(endpoint) = std::env::var("AWS_ENDPOINT_URL") else { return };
+    let body = serde_json::json!({"access_key": key, "name": def.name, "statements": def.statements});
+    let answer = reqwest::Client::new().post(format!("{}/_foundry/iam", endpoint.trim_end_matches('/'))).json(&body).send().await;
+    let ok = answer.as_ref().is_ok_and(|a| a.status().is_success());
+    if !ok {
+        assert!(
+            std::env::var("CI").as_deref() != Ok("true"),
+            "the emulator at {endpoint} does not check IAM (register {}: {answer:?})",
+            def.name
+        );
+        eprintln!("*** IAM is not checked: {endpoint} has no /_foundry/iam (not the project's moto) ***");
+    }
+}
+
+/// The emulator's IAM refusals so far (`GET /_foundry/iam`): `{function, action, resource}`.
+///
+/// # Panics
+/// When the emulator does not answer.
+pub async fn iam_refusals() -> Vec<serde_json::Value> {
+    let Ok(endpoint) = std::env::var("AWS_ENDPOINT_URL") else { return Vec::new() };
+    #[allow(clippy::expect_used)]
+    let answer: serde_json::Value = reqwest::get(format!("{}/_foundry/iam", endpoint.trim_end_matches('/')))
+        .await
+        .and_then(reqwest::Response::error_for_status)
+        .expect("the emulator's IAM refusals")
+        .json()
+        .await
+        .unwrap_or_default();
+    answer["refusals"].as_array().cloned().unwrap_or_default()
 }
 
 /// A listener whose connections send small writes at once (no Nagle delay): the emulator must

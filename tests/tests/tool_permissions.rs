@@ -161,8 +161,12 @@ async fn every_tool_uses_exactly_its_declared_dynamodb_actions() {
     check_cost_inputs("tools", &first);
 }
 
+/// Every request [`request`] made: the routes this file drives.
+static DRIVEN: std::sync::Mutex<Vec<(String, String)>> = std::sync::Mutex::new(Vec::new());
+
 /// Requests for the relay and owner APIs, through their real HTTP handlers.
 fn request(method: &str, path: &str, token: &str, body: serde_json::Value) -> http::Request<bytes::Bytes> {
+    DRIVEN.lock().unwrap().push((method.to_owned(), path.split('?').next().unwrap_or(path).to_owned()));
     http::Request::builder()
         .method(method)
         .uri(path)
@@ -172,6 +176,24 @@ fn request(method: &str, path: &str, token: &str, body: serde_json::Value) -> ht
         .unwrap()
 }
 
+/// The routes of `routes` no request of [`DRIVEN`] reached.
+fn undriven<Op>(routes: &'static [http_util::routes::Route<Op>]) -> Vec<String> {
+    let driven = DRIVEN.lock().unwrap().clone();
+    routes
+        .iter()
+        .filter(|r| {
+            !driven.iter().any(|(m, p)| {
+                let method: http::Method = m.parse().unwrap();
+                matches!(http_util::routes::find(routes, &method, p), http_util::routes::Found::Route(found, _) if std::ptr::eq(found, *r))
+            })
+        })
+        .map(|r| format!("{} {}", r.method, r.path))
+        .collect()
+}
+
+/// Every route of the owner and relay route tables is driven here, so a route's DynamoDB
+/// actions (and so its role's IAM) cannot go unchecked: a route added to a table fails this
+/// test until the test drives it.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
     use auth::{Authenticator, Grant, Hs256Signer, Keys};
@@ -444,6 +466,9 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
     step("relay_complete", &mut relay_ops);
     let relay_used = iam_of(relay_ops);
 
+    let mut missing = undriven(http_api::owner_api::ROUTES);
+    missing.extend(undriven(http_api::relay_api::ROUTES));
+    assert!(missing.is_empty(), "routes this test does not drive (their IAM goes unchecked): {missing:#?}");
     let declared = |a: &[&str]| a.iter().map(|s| (*s).to_owned()).collect::<BTreeSet<String>>();
     eprintln!("owner_api: {owner_used:?}\ngraph_relay: {relay_used:?}");
     assert_eq!(owner_used, declared(http_api::owner_api::DYNAMODB_ACTIONS));
