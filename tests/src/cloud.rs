@@ -603,7 +603,8 @@ impl Emulator {
             env.extend(def.env.iter().map(|(k, v)| (k.clone(), v.clone())));
             // Credentials of its own, registered with its role's statements: the emulator
             // refuses what the role would not allow (`infra/moto_iam.py`).
-            let key = format!("FC{}", def.logical_id);
+            // (Per emulator: tests side by side run the same function on tables of their own.)
+            let key = format!("FC{}{}", def.logical_id, &uuid::Uuid::new_v4().simple().to_string()[..8]);
             env.push(("AWS_ACCESS_KEY_ID".into(), key.clone()));
             register_role(&key, def).await;
             let spawn = (bin, env);
@@ -1014,7 +1015,9 @@ pub async fn account() -> Option<Account> {
 async fn register_role(key: &str, def: &FunctionDef) {
     let Ok(endpoint) = std::env::var("AWS_ENDPOINT_URL") else { return };
     let body = serde_json::json!({"access_key": key, "name": def.name, "statements": def.statements});
-    let answer = reqwest::Client::new().post(format!("{}/_foundry/iam", endpoint.trim_end_matches('/'))).json(&body).send().await;
+    #[allow(clippy::expect_used)]
+    let http = crate::http_builder().build().expect("an HTTP client");
+    let answer = http.post(format!("{}/_foundry/iam", endpoint.trim_end_matches('/'))).json(&body).send().await;
     let ok = answer.as_ref().is_ok_and(|a| a.status().is_success());
     if !ok {
         assert!(
@@ -1033,7 +1036,10 @@ async fn register_role(key: &str, def: &FunctionDef) {
 pub async fn iam_refusals() -> Vec<serde_json::Value> {
     let Ok(endpoint) = std::env::var("AWS_ENDPOINT_URL") else { return Vec::new() };
     #[allow(clippy::expect_used)]
-    let answer: serde_json::Value = reqwest::get(format!("{}/_foundry/iam", endpoint.trim_end_matches('/')))
+    let http = crate::http_builder().build().expect("an HTTP client");
+    let answer: serde_json::Value = http
+        .get(format!("{}/_foundry/iam", endpoint.trim_end_matches('/')))
+        .send()
         .await
         .and_then(reqwest::Response::error_for_status)
         .expect("the emulator's IAM refusals")

@@ -33,6 +33,30 @@ async fn the_real_binaries_serve_owners_relays_and_both_python_sdks() {
         let t = w.assign(&l, &format!("Work for {name}"), &format!("cloud-{l}")).await;
         links.push((l, t));
     }
+    // The routes whose writes no other cloud test makes, each through its role's IAM (the
+    // emulator refuses what the template does not allow): a desktop paused, resumed and
+    // removed as gone (its delete is a transaction, which AWS authorizes as `DeleteItem`); a
+    // pairing refused; the relay pausing and resuming itself.
+    let gone = w.owner("POST", "/devices", json!({"name": "Gone"})).await["device_id"].as_str().unwrap().to_owned();
+    w.owner("POST", &format!("/devices/{gone}/pause"), json!({"for_seconds": 600})).await;
+    w.owner("POST", &format!("/devices/{gone}/resume"), json!({})).await;
+    w.owner("POST", &format!("/devices/{gone}/remove"), Value::Null).await;
+    let relay_api = format!("{}/external-assistants/graph-relays", w.emu.gateway);
+    let asked: Value = w
+        .http
+        .post(format!("{relay_api}/pairings"))
+        .json(&json!({"name": "Spare", "os": "linux", "arch": "x86_64", "token_sha256": "d".repeat(64)}))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    w.owner("POST", &format!("/pairings/{}/refuse", asked["user_code"].as_str().unwrap()), Value::Null).await;
+    for (path, body) in [("pause", json!({"for_seconds": 600})), ("resume", json!({}))] {
+        let res = w.http.post(format!("{relay_api}/{path}")).bearer_auth(&device).json(&body).send().await.unwrap();
+        assert_eq!(res.status(), 200, "relay {path}: {}", res.text().await.unwrap_or_default());
+    }
     let panel = w.http.get(format!("{}/panel", w.emu.gateway)).send().await.unwrap();
     assert_eq!(panel.status(), 200);
     assert!(panel.headers()["content-security-policy"].to_str().unwrap().contains("script-src 'self'"));
@@ -575,4 +599,51 @@ async fn the_cloud_installer_downloads_from_the_bucket_once_published() {
     assert_eq!(doc.status(), 200);
     assert_eq!(doc.json::<serde_json::Value>().await.unwrap(), http_api::openapi::document());
     let _ = std::fs::remove_dir_all(&w.dir);
+}
+
+/// The emulator checks every function's calls against its own role's statements in the
+/// template (`infra/moto_iam.py`), as AWS would: with `dynamodb:DeleteItem` taken from the
+/// owner API's role, removing a desktop fails (its transaction of two deletes is authorized as
+/// `DeleteItem`), and with `list_linked_chat_tasks` allowed its `Query` on another index than
+/// the one it reads, the tool fails; the refusals name the function, the action and the
+/// resource. (With the template as it is, both work: the main test above drives them.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_emulator_refuses_what_a_role_does_not_allow() {
+    let real = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
+    let owner_at = real.find("  OwnerApiFunction:").unwrap();
+    let delete = "                # remove_device's transaction of two deletes: AWS checks DeleteItem for it.\n                - dynamodb:DeleteItem\n";
+    let at = owner_at + real[owner_at..].find(delete).expect("the owner API's DeleteItem");
+    let mut broken = format!("{}{}", &real[..at], &real[at + delete.len()..]);
+    let list_at = broken.find("  ListLinkedChatTasksFunction:").unwrap();
+    let index = "- !Sub \"${Table.Arn}/index/gsi2\"";
+    let at = list_at + broken[list_at..].find(index).expect("the list tool's index");
+    broken.replace_range(at..at + index.len(), "- !Sub \"${Table.Arn}/index/gsi1\"");
+    let Some(w) = world_of(&Template::from_text(&broken)).await else { return };
+
+    let gone = w.owner("POST", "/devices", json!({"name": "Gone"})).await["device_id"].as_str().unwrap().to_owned();
+    let res = w
+        .http
+        .post(format!("{}/owner/devices/{gone}/remove", w.emu.gateway))
+        .bearer_auth(&w.owner)
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 503, "a removal without DeleteItem: {}", res.text().await.unwrap_or_default());
+    let project = w.enabled_project("IAM").await;
+    let link = w.link(&project, "Chat").await;
+    let listed = w.tool("list_linked_chat_tasks", json!({"chat_link_id": link})).await;
+    // No list (the call ends as an error: the tool function failed).
+    assert!(listed.get("structuredContent").is_none(), "a list without its index: {listed}");
+
+    let refusals = foundry_tests::cloud::iam_refusals().await;
+    let table = format!("table/{}", w.table);
+    let refused = |function: &str, action: &str, resource: &str| {
+        refusals.iter().any(|r| {
+            r["function"].as_str().is_some_and(|f| f.ends_with(function))
+                && r["action"] == action
+                && r["resource"].as_str().is_some_and(|x| x.ends_with(resource))
+        })
+    };
+    assert!(refused("OwnerApiFunction", "dynamodb:DeleteItem", &table), "{refusals:#?}");
+    assert!(refused("ListLinkedChatTasksFunction", "dynamodb:Query", &format!("{table}/index/gsi2")), "{refusals:#?}");
 }

@@ -244,6 +244,15 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
     )
     .unwrap();
     let user_code = pairing["user_code"].as_str().unwrap().to_owned();
+    // A second one, which the owner refuses.
+    let refused: serde_json::Value = serde_json::from_slice(
+        relay_api
+            .handle(request("POST", "/external-assistants/graph-relays/pairings", "", pair_body('c')))
+            .await
+            .body(),
+    )
+    .unwrap();
+    let refused_code = refused["user_code"].as_str().unwrap().to_owned();
 
     // Owner API: every route.
     log.take();
@@ -286,6 +295,24 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
         assert!(r.status().is_success(), "{:?}", r.body());
         serde_json::from_slice(r.body()).unwrap()
     };
+    // A desktop paused, resumed, then removed as gone (a desktop of its own, so the one the
+    // relay API uses below stays).
+    let gone =
+        json_of(owner_api.handle(request("POST", "/owner/devices", &owner_token, json!({"name": "Gone"}))).await);
+    let gone = gone["device_id"].as_str().unwrap().to_owned();
+    let pause = json!({"for_seconds": 3600, "note": "travelling"});
+    json_of(owner_api.handle(request("POST", &format!("/owner/devices/{gone}/pause"), &owner_token, pause)).await);
+    json_of(
+        owner_api.handle(request("POST", &format!("/owner/devices/{gone}/resume"), &owner_token, json!(null))).await,
+    );
+    json_of(
+        owner_api.handle(request("POST", &format!("/owner/devices/{gone}/remove"), &owner_token, json!(null))).await,
+    );
+    json_of(
+        owner_api
+            .handle(request("POST", &format!("/owner/pairings/{refused_code}/refuse"), &owner_token, json!(null)))
+            .await,
+    );
     let link = json_of(
         owner_api
             .handle(request("POST", "/owner/links", &owner_token, json!({"project_id": project, "name": "Chat"})))
@@ -464,6 +491,14 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
         .await;
     assert_eq!(done.status(), 200);
     step("relay_complete", &mut relay_ops);
+    // The desktop pauses itself and resumes (the relay's `pause` command).
+    for (path, body) in [("pause", json!({"for_seconds": 600, "note": "on battery"})), ("resume", json!({}))] {
+        let answer = relay_api
+            .handle(request("POST", &format!("/external-assistants/graph-relays/{path}"), &device_token, body))
+            .await;
+        assert_eq!(answer.status(), 200, "{path}: {:?}", answer.body());
+    }
+    relay_ops.extend(log.take());
     let relay_used = iam_of(relay_ops);
 
     let mut missing = undriven(http_api::owner_api::ROUTES);

@@ -85,9 +85,17 @@ pub const FLEET_RUNS: usize = OVERVIEW_RUNS;
 pub const OBJECTIVE_PREVIEW_CHARS: usize = 200;
 
 /// The IAM actions the `owner_api` function needs on the table (and its owner-runs index).
-/// Proven against the emulator in the suite.
-pub const DYNAMODB_ACTIONS: &[&str] =
-    &["dynamodb:GetItem", "dynamodb:Query", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:ConditionCheckItem"];
+/// Proven against the emulator in the suite. `DeleteItem`: removing a desktop ends in a
+/// transaction of two deletes, which AWS authorizes as `DeleteItem` (*Using IAM with
+/// DynamoDB transactions*).
+pub const DYNAMODB_ACTIONS: &[&str] = &[
+    "dynamodb:GetItem",
+    "dynamodb:Query",
+    "dynamodb:PutItem",
+    "dynamodb:UpdateItem",
+    "dynamodb:DeleteItem",
+    "dynamodb:ConditionCheckItem",
+];
 
 /// The store capabilities the owner API uses.
 pub trait OwnerStore:
