@@ -1033,9 +1033,9 @@ async fn register_role(key: &str, def: &FunctionDef) {
 ///
 /// # Panics
 /// When the emulator does not answer.
+#[allow(clippy::expect_used)]
 pub async fn iam_refusals() -> Vec<serde_json::Value> {
     let Ok(endpoint) = std::env::var("AWS_ENDPOINT_URL") else { return Vec::new() };
-    #[allow(clippy::expect_used)]
     let http = crate::http_builder().build().expect("an HTTP client");
     let answer: serde_json::Value = http
         .get(format!("{}/_foundry/iam", endpoint.trim_end_matches('/')))
