@@ -506,6 +506,62 @@ fn no_reserved_concurrency(t: &Value) -> Vec<String> {
         .collect()
 }
 
+/// A table encrypted with the AWS owned key: `SSEEnabled: true` switches it to a KMS key whose
+/// requests are billed, and leaving it out encrypts it all the same.
+fn tables_keep_the_free_encryption(t: &Value) -> Vec<String> {
+    of_type(t, "AWS::DynamoDB::Table")
+        .filter(|(_, r)| {
+            let sse = &r["Properties"]["SSESpecification"];
+            !sse.is_null() && (sse["SSEEnabled"].as_bool() != Some(false) || !sse["KMSMasterKeyId"].is_null())
+        })
+        .map(|(id, _)| format!("{id}: SSEEnabled switches the table to a billed KMS key (leave it out)"))
+        .collect()
+}
+
+/// Every app client keeps quiet about which accounts exist (the API's default is `LEGACY`,
+/// which answers `UserNotFoundException`).
+fn clients_prevent_user_existence_errors(t: &Value) -> Vec<String> {
+    of_type(t, "AWS::Cognito::UserPoolClient")
+        .filter(|(_, r)| r["Properties"]["PreventUserExistenceErrors"].as_str() != Some("ENABLED"))
+        .map(|(id, _)| format!("{id}: PreventUserExistenceErrors is not ENABLED"))
+        .collect()
+}
+
+/// The sign-in domain says which hosted pages it serves: left to a default, a domain made
+/// elsewhere (the console) is managed login, which shows no page without a branding style.
+fn domains_name_their_login_version(t: &Value) -> Vec<String> {
+    of_type(t, "AWS::Cognito::UserPoolDomain")
+        .filter(|(_, r)| {
+            let v = &r["Properties"]["ManagedLoginVersion"];
+            !(v.as_u64() == Some(1)
+                || v.as_u64() == Some(2) && of_type(t, "AWS::Cognito::ManagedLoginBranding").count() > 0)
+        })
+        .map(|(id, _)| format!("{id}: ManagedLoginVersion is not set to 1 (or 2 with a branding style)"))
+        .collect()
+}
+
+/// A WebSocket stage whose routes are throttled: without, every unauthenticated `$connect`
+/// runs a function, up to the account's 500 new connections a second.
+fn websocket_stages_are_throttled(t: &Value) -> Vec<String> {
+    let websocket: std::collections::BTreeSet<&str> = of_type(t, "AWS::ApiGatewayV2::Api")
+        .filter(|(_, r)| r["Properties"]["ProtocolType"].as_str() == Some("WEBSOCKET"))
+        .map(|(id, _)| id)
+        .collect();
+    of_type(t, "AWS::ApiGatewayV2::Stage")
+        .filter(|(_, r)| {
+            tag(&r["Properties"]["ApiId"])
+                .is_some_and(|(k, v)| k == "Ref" && websocket.contains(v.as_str().unwrap_or_default()))
+        })
+        .filter(|(_, r)| {
+            let d = &r["Properties"]["DefaultRouteSettings"];
+            let rate = d["ThrottlingRateLimit"].as_f64();
+            let burst = d["ThrottlingBurstLimit"].as_u64();
+            !(rate.is_some_and(|r| r > 0.0 && r <= 100.0) && burst.is_some_and(|b| b > 0 && b <= 200))
+        })
+        .map(|(id, _)| format!("{id}: a WebSocket stage without a throttle of at most 100 a second (burst 200)"))
+        .collect()
+}
+
 const RULES: &[Rule] = &[
     Rule {
         name: "no alarm on a SEARCH expression",
@@ -588,6 +644,26 @@ const RULES: &[Rule] = &[
         check: names_fit_for_any_stack_name,
     },
     Rule {
+        name: "tables encrypted with the AWS owned key, not a billed KMS key",
+        source: "https://docs.aws.amazon.com/AWSCloudFormation/latest/UserGuide/aws-properties-dynamodb-table-ssespecification.html",
+        check: tables_keep_the_free_encryption,
+    },
+    Rule {
+        name: "app clients prevent user existence errors",
+        source: "https://docs.aws.amazon.com/cognito/latest/developerguide/cognito-user-pool-managing-errors.html",
+        check: clients_prevent_user_existence_errors,
+    },
+    Rule {
+        name: "the sign-in domain names its login version",
+        source: "https://docs.aws.amazon.com/cognito/latest/developerguide/cognito-user-pools-managed-login.html",
+        check: domains_name_their_login_version,
+    },
+    Rule {
+        name: "WebSocket stages are throttled",
+        source: "https://docs.aws.amazon.com/apigateway/latest/developerguide/apigateway-execution-service-websocket-limits-table.html",
+        check: websocket_stages_are_throttled,
+    },
+    Rule {
         name: "no reserved concurrency (new accounts have 10 in all)",
         source: "https://docs.aws.amazon.com/lambda/latest/dg/configuration-concurrency.html",
         check: no_reserved_concurrency,
@@ -667,6 +743,13 @@ fn each_rule_catches_its_mutation() {
         ("environments within 4 KB, every parameter in one bounded", t.replacen("    MaxLength: 1000\n", "", 1)),
         ("no environment key Lambda reserves", t.replacen("        RUST_LOG: info\n", "        RUST_LOG: info\n        AWS_REGION: us-east-1\n", 1)),
         ("names within their limits for any stack name", t.replacen("      UserPoolName: !Ref AWS::StackName\n", "      UserPoolName: !Sub \"${AWS::StackName}-owners\"\n", 1)),
+        (
+            "tables encrypted with the AWS owned key, not a billed KMS key",
+            t.replacen("        PointInTimeRecoveryEnabled: true\n", "        PointInTimeRecoveryEnabled: true\n      SSESpecification:\n        SSEEnabled: true\n", 1),
+        ),
+        ("app clients prevent user existence errors", t.replacen("      PreventUserExistenceErrors: ENABLED\n", "", 1)),
+        ("the sign-in domain names its login version", t.replacen("      ManagedLoginVersion: 1\n", "", 1)),
+        ("WebSocket stages are throttled", t.replacen("        ThrottlingBurstLimit: 20\n        ThrottlingRateLimit: 10\n", "", 1)),
         ("no reserved concurrency (new accounts have 10 in all)", t.replacen("      CodeUri: functions/notify\n", "      CodeUri: functions/notify\n      ReservedConcurrentExecutions: 5\n", 1)),
     ];
     let mut covered: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
