@@ -69,6 +69,21 @@ pub const MAX_SOCKETS_PER_DEVICE: usize = 4;
 /// Largest message or frame a relay may send: it sends only pings and a close, each at most
 /// 125 bytes (RFC 6455 §5.5). Anything larger is refused before it is buffered.
 pub const MAX_CLIENT_MESSAGE_BYTES: usize = 4096;
+/// How young a recorded socket may be and still not be established. The doorbell function
+/// records a socket during its `$connect`, and API Gateway establishes it only once that
+/// integration has answered (within its 29 s timeout); a post in between is answered `410`
+/// ("A message was posted to the WebSocket API before the connection was established",
+/// AWS Knowledge Center, *410 GoneException*). A `410` for a socket younger than this says
+/// nothing about it, so it is kept ([`forget_on_gone`]).
+pub const CONNECT_WINDOW: Duration = Duration::from_secs(30);
+
+/// Whether a socket whose post was answered `410 Gone` at `now` is gone for good: only once it
+/// is older than [`CONNECT_WINDOW`]. A young one that was refused for good is forgotten by
+/// its `$disconnect`, or by the table's TTL.
+pub fn forget_on_gone(c: &Connection, now: crate::clock::Timestamp) -> bool {
+    now.since(c.connected_at) >= CONNECT_WINDOW
+}
+
 /// Close code of a socket replaced by a newer one of the same device.
 pub const CLOSE_REPLACED: u16 = 4409;
 /// Close code of a revoked device's socket.
@@ -164,6 +179,16 @@ mod tests {
         assert_eq!(ring_for_run(Some(&cancel), &cancel), None, "a heartbeat of a cancelled run rings nobody again");
         let cancelled_queued = Run { status: RunStatus::Cancelled, ..q.clone() };
         assert_eq!(ring_for_run(Some(&q), &cancelled_queued), None, "a queued run cancelled never reaches a desktop");
+    }
+
+    #[test]
+    fn a_410_forgets_a_socket_only_once_it_is_past_the_connect_window() {
+        let opened = crate::clock::Timestamp::from_millis(1_000_000);
+        let c = Connection { connection_id: "c=".into(), device_id: uuid::Uuid::nil(), connected_at: opened };
+        assert!(!forget_on_gone(&c, opened), "the post raced its own $connect");
+        assert!(!forget_on_gone(&c, opened.plus(CONNECT_WINDOW - Duration::from_millis(1))));
+        assert!(forget_on_gone(&c, opened.plus(CONNECT_WINDOW)));
+        assert!(forget_on_gone(&c, opened.plus(Duration::from_secs(3600))));
     }
 
     #[test]

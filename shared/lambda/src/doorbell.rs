@@ -10,7 +10,8 @@
 //!   message to no route.
 //! - **`ring_doorbell`** reads the table's stream: a run queued (`sync`) or a cancel asked of
 //!   a running run (`control`) is posted to the owner's open sockets through the
-//!   `@connections` management API (a `410 Gone` socket is forgotten); a device revoked has
+//!   `@connections` management API (a `410 Gone` socket is forgotten once it is older than
+//!   `domain::doorbell::CONNECT_WINDOW`: a younger one may not be established yet); a device revoked has
 //!   its sockets closed. Rings are hints — the relay still polls — so a failure is logged and
 //!   never fails the batch (a retried batch would ring twice, for nothing).
 
@@ -170,15 +171,19 @@ pub struct RingReport {
     pub posted: usize,
     /// Sockets found gone (forgotten).
     pub gone: usize,
+    /// Sockets answered `410` while younger than [`domain::doorbell::CONNECT_WINDOW`]: kept,
+    /// since API Gateway may not have established them yet.
+    pub young: usize,
     /// Sockets of revoked devices closed.
     pub closed: usize,
 }
 
-/// Rings the sockets a stream batch calls for.
+/// Rings the sockets a stream batch calls for, at `now`.
 pub async fn ring_records<S: DoorbellConnections + ?Sized, P: Sockets + ?Sized>(
     store: &S,
     sockets: &P,
     event: &StreamEvent,
+    now: domain::clock::Timestamp,
 ) -> RingReport {
     let mut report = RingReport::default();
     for record in &event.records {
@@ -194,6 +199,7 @@ pub async fn ring_records<S: DoorbellConnections + ?Sized, P: Sockets + ?Sized>(
             for c in connections(store, &ring.owner).await {
                 match sockets.post(&c.connection_id, &text).await {
                     Ok(()) => report.posted += 1,
+                    Err(SocketError::Gone) if !domain::doorbell::forget_on_gone(&c, now) => report.young += 1,
                     Err(SocketError::Gone) => {
                         report.gone += 1;
                         let _ = store.close_connection(&c.connection_id).await;
@@ -256,9 +262,16 @@ pub async fn run_ring() -> Result<(), Error> {
     lambda_runtime::run(service_fn(move |event: LambdaEvent<StreamEvent>| {
         let (store, sockets) = (Arc::clone(&store), Arc::clone(&sockets));
         async move {
-            let report = ring_records(store.as_ref(), sockets.as_ref(), &event.payload).await;
+            let now = domain::clock::Clock::now(&domain::clock::SystemClock);
+            let report = ring_records(store.as_ref(), sockets.as_ref(), &event.payload, now).await;
             if report != RingReport::default() {
-                tracing::info!(posted = report.posted, gone = report.gone, closed = report.closed, "rang");
+                tracing::info!(
+                    posted = report.posted,
+                    gone = report.gone,
+                    young = report.young,
+                    closed = report.closed,
+                    "rang"
+                );
             }
             Ok::<_, Error>(())
         }
