@@ -397,6 +397,7 @@ fn operations_problems(t: &Value) -> Vec<String> {
         ("the table's system errors", &["SystemErrors", "${Table}"]),
         ("the events queue's age", &["ApproximateAgeOfOldestMessage", "EventsQueue.QueueName"]),
         ("the events dead letters", &["ApproximateNumberOfMessagesVisible", "EventsDeadLetterQueue.QueueName"]),
+        ("events that keep failing (the notifier's failure lines)", &["EventDeliveryFailures"]),
     ] {
         if !has(needles) {
             p.push(format!("no alarm on {what}"));
@@ -557,6 +558,7 @@ fn the_checker_catches_broken_templates() {
         }),
         ("an alarm that tells nobody", t.replacen("      AlarmActions: !If [HasAlarmTopic, [!Ref AlarmTopicArn], !Ref AWS::NoValue]\n", "", 1)),
         ("the events queue's age unwatched", t.replacen("MetricName: ApproximateAgeOfOldestMessage", "MetricName: NumberOfMessagesSent", 1)),
+        ("failing events unwatched", t.replacen("      MetricName: EventDeliveryFailures\n      Statistic: Sum", "      MetricName: Invocations\n      Statistic: Sum", 1)),
         ("latency by average", t.replacen("      ExtendedStatistic: p99\n", "      Statistic: Average\n", 1)),
         ("notify unbounded", t.replacen("              MaximumConcurrency: 5\n", "              MaximumConcurrency: 1000\n", 1)),
         ("stage throttle removed", t.replacen("      DefaultRouteSettings:\n        ThrottlingBurstLimit: 100\n        ThrottlingRateLimit: 50\n", "", 1)),

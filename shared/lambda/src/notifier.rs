@@ -166,7 +166,7 @@ where
         let Err(error) = outcome else { continue };
         let received: u32 = msg.attributes.get("ApproximateReceiveCount").and_then(|c| c.parse().ok()).unwrap_or(1);
         let wait = i32::try_from(backoff(received).as_secs()).unwrap_or(900);
-        tracing::warn!(message = id.as_str(), received, retry_in_s = wait, %error, "delivery failed; the message comes back");
+        log_delivery_failure(&id, received, wait, &error);
         if let Some(handle) = msg.receipt_handle.as_deref() {
             visibility.delay(handle, wait).await;
         }
@@ -208,4 +208,74 @@ pub async fn run() -> Result<(), Error> {
         async move { Ok::<_, Error>(handle(&state.0, &state.1, &event.payload).await) }
     }))
     .await
+}
+
+/// The line a failed delivery leaves in the notifier's log: `EventsDeliveryFailuresFilter` in
+/// template.yaml counts these lines (`$.fields.message`), and `EventsDeliveryFailingAlarm`
+/// fires when they keep coming. (The SQS message's id is `message_id`: a field named
+/// `message` would be a second `message` key beside the line's own text.)
+fn log_delivery_failure(id: &str, received: u32, retry_in_s: i32, error: &str) {
+    tracing::warn!(message_id = id, received, retry_in_s, error, "delivery failed; the message comes back");
+}
+
+#[cfg(test)]
+mod log_tests {
+    use std::sync::{Arc, Mutex};
+
+    /// Where the JSON lines go in the test.
+    #[derive(Clone, Default)]
+    struct Lines(Arc<Mutex<Vec<u8>>>);
+
+    impl std::io::Write for Lines {
+        fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+            self.0.lock().map_err(|_| std::io::Error::other("poisoned"))?.extend_from_slice(buf);
+            Ok(buf.len())
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Whether a CloudWatch JSON filter pattern of the form `{ $.a.b = "text*" }` (the only
+    /// form the template uses: one selector, `=`, a string with an optional trailing `*`)
+    /// matches `line`.
+    fn matches(pattern: &str, line: &serde_json::Value) -> bool {
+        let inner = pattern.trim().trim_start_matches('{').trim_end_matches('}').trim();
+        let Some((selector, value)) = inner.split_once('=') else { return false };
+        let value = value.trim().trim_matches('"');
+        let mut at = line;
+        for part in selector.trim().trim_start_matches("$.").split('.') {
+            at = &at[part];
+        }
+        let Some(text) = at.as_str() else { return false };
+        match value.strip_suffix('*') {
+            Some(prefix) => text.starts_with(prefix),
+            None => text == value,
+        }
+    }
+
+    /// The metric filter's pattern, as template.yaml states it.
+    fn template_pattern() -> String {
+        let template = include_str!("../../../template.yaml");
+        let at = template.find("  EventsDeliveryFailuresFilter:").expect("the metric filter in template.yaml");
+        let line = template[at..].lines().find(|l| l.trim_start().starts_with("FilterPattern:")).expect("its pattern");
+        line.trim_start().trim_start_matches("FilterPattern:").trim().trim_matches('\'').to_owned()
+    }
+
+    #[test]
+    fn the_metric_filter_counts_the_notifiers_failure_lines_and_no_other() {
+        let lines = Lines::default();
+        let writer = lines.clone();
+        tracing::dispatcher::with_default(&logging::json_lines(move || writer.clone()), || {
+            super::log_delivery_failure("5f1c", 3, 20, "the receiver answered 500");
+            tracing::warn!(error = "throttled", "listing doorbell sockets failed; no ring");
+        });
+        let text = String::from_utf8(lines.0.lock().unwrap().clone()).unwrap();
+        let parsed: Vec<serde_json::Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        assert_eq!(parsed.len(), 2, "{text}");
+        let pattern = template_pattern();
+        assert!(matches(&pattern, &parsed[0]), "{pattern} does not match the failure line {}", parsed[0]);
+        assert!(!matches(&pattern, &parsed[1]), "{pattern} matches another line {}", parsed[1]);
+        assert_eq!(parsed[0]["fields"]["message_id"], "5f1c");
+    }
 }

@@ -32,13 +32,26 @@ pub fn init_terminal() {
 /// `mcp` function to the tool functions) ties one call's lines together.
 #[cfg(feature = "json")]
 pub fn init_json() {
-    let _ = tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(filter())
-        .with_current_span(true)
-        .with_span_list(false)
-        .without_time()
-        .try_init();
+    let _ = tracing::dispatcher::set_global_default(json_lines(std::io::stdout));
+}
+
+/// The JSON lines of [`init_json`], written to `writer`: what a test reads to check a line
+/// against what reads it in CloudWatch (a metric filter's pattern, say).
+#[cfg(feature = "json")]
+pub fn json_lines<W>(writer: W) -> tracing::Dispatch
+where
+    W: for<'w> tracing_subscriber::fmt::MakeWriter<'w> + Send + Sync + 'static,
+{
+    tracing::Dispatch::new(
+        tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(filter())
+            .with_current_span(true)
+            .with_span_list(false)
+            .without_time()
+            .with_writer(writer)
+            .finish(),
+    )
 }
 
 /// Plain-text logs (no colours) to `path`, rotated by [`RotatingFile`] at `max_bytes`.
