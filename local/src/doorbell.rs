@@ -317,8 +317,14 @@ async fn serve(mut socket: WebSocket, mut reg: Registration) {
                 None | Some(Err(_) | Ok(Message::Close(_))) => break,
                 // Pings are answered by the WebSocket layer.
                 Some(Ok(Message::Ping(_) | Message::Pong(_))) => {}
+                // The relay's keep-alive, answered as the cloud's `ping` route answers it.
+                Some(Ok(Message::Text(t))) if t.as_str() == domain::doorbell::KEEPALIVE => {
+                    if socket.send(Message::Text(domain::doorbell::KEEPALIVE_ANSWER.into())).await.is_err() {
+                        break;
+                    }
+                }
                 Some(Ok(Message::Text(_) | Message::Binary(_))) => {
-                    let _ = socket.send(close(1008, "the doorbell takes no messages")).await;
+                    let _ = socket.send(close(1008, "the doorbell takes no other messages")).await;
                     break;
                 }
             },

@@ -367,6 +367,47 @@ impl Template {
         path.iter().fold(self.yaml.clone(), |v, k| v[*k].clone())
     }
 
+    /// The routes of the WebSocket API that answer a client's message without a function: a
+    /// route whose target is a `MOCK` integration, made two-way by a route response (API
+    /// Gateway sends an integration's answer back only then), with the integration response's
+    /// `$default` template as the answer. Route key → answer.
+    pub fn websocket_mock_answers(&self) -> BTreeMap<String, String> {
+        let of_type = |ty: &str| -> Vec<(String, Yaml)> {
+            self.resources().filter(|(_, r)| r["Type"].as_str() == Some(ty)).map(|(id, r)| (id, r.clone())).collect()
+        };
+        let refers = |v: &Yaml, id: &str| match v {
+            Yaml::Tagged(t) => tag_name(t) == "Ref" && t.value.as_str() == Some(id),
+            _ => false,
+        };
+        let mut out = BTreeMap::new();
+        for (route_id, route) in of_type("AWS::ApiGatewayV2::Route") {
+            let p = &route["Properties"];
+            let target = match &p["Target"] {
+                Yaml::Tagged(t) => t.value.as_str().unwrap_or_default().to_owned(),
+                other => other.as_str().unwrap_or_default().to_owned(),
+            };
+            let Some(integration) = target.strip_prefix("integrations/${").and_then(|t| t.strip_suffix('}')) else {
+                continue;
+            };
+            if self.yaml["Resources"][integration]["Properties"]["IntegrationType"].as_str() != Some("MOCK") {
+                continue;
+            }
+            let two_way = p["RouteResponseSelectionExpression"].as_str().is_some()
+                && of_type("AWS::ApiGatewayV2::RouteResponse")
+                    .iter()
+                    .any(|(_, r)| refers(&r["Properties"]["RouteId"], &route_id));
+            let answer = of_type("AWS::ApiGatewayV2::IntegrationResponse").into_iter().find_map(|(_, r)| {
+                refers(&r["Properties"]["IntegrationId"], integration)
+                    .then(|| r["Properties"]["ResponseTemplates"]["$default"].as_str().map(str::to_owned))
+                    .flatten()
+            });
+            if let (true, Some(answer), Some(key)) = (two_way, answer, p["RouteKey"].as_str()) {
+                out.insert(key.to_owned(), answer);
+            }
+        }
+        out
+    }
+
     /// The HTTP API's routes.
     pub fn routes(&self) -> Vec<Route> {
         let invokable = self.invokable_by_gateway();
@@ -533,6 +574,9 @@ pub struct Emulator {
     pub gateway: String,
     routes: Vec<Route>,
     logical: HashMap<String, String>,
+    /// The WebSocket API's routes answered by a mock integration: route key → the answer
+    /// ([`Template::websocket_mock_answers`]).
+    pub websocket_mocks: BTreeMap<String, String>,
 }
 
 /// Where a function's stderr (its JSON logs) goes: `$TMPDIR/foundry-cloud-logs/<name>.log`.
@@ -633,7 +677,13 @@ impl Emulator {
             logical.insert(def.logical_id.clone(), def.name.clone());
             functions.insert(def.name.clone(), slot);
         }
-        let emulator = Arc::new(Emulator { functions, gateway, routes: template.routes(), logical });
+        let emulator = Arc::new(Emulator {
+            functions,
+            gateway,
+            routes: template.routes(),
+            logical,
+            websocket_mocks: template.websocket_mock_answers(),
+        });
         let invoke_app = axum::Router::new()
             .route("/2015-03-31/functions/{name}/invocations", axum::routing::post(invoke_api))
             .with_state(emulator.clone());

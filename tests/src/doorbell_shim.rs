@@ -2,7 +2,9 @@
 //! `$disconnect` routes invoke the `doorbell` function binary through the Lambda emulator
 //! (its answer's status decides the upgrade, as API Gateway's does), and the `@connections`
 //! management API — `POST` a message, `DELETE` a connection, `410 Gone` for one that is not
-//! open — is what the `ring_doorbell` binary calls.
+//! open — is what the `ring_doorbell` binary calls. A client's data message goes to the route
+//! its `action` names; the template's mock routes answer it (the relay's keep-alive), any other
+//! gets nothing back.
 
 use std::collections::HashMap;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -36,6 +38,11 @@ impl DoorbellShim {
         if let Some(name) = emu.name_of("DoorbellFunction").map(str::to_owned) {
             let _ = self.emu.set((emu, name));
         }
+    }
+
+    /// Sockets ever asked for (upgrades tried).
+    pub fn connects(&self) -> u64 {
+        self.next.load(Ordering::Relaxed)
     }
 
     /// Open sockets.
@@ -120,6 +127,15 @@ async fn connect(
                     },
                     m = socket.recv() => match m {
                         None | Some(Err(_) | Ok(Message::Close(_))) => break,
+                        // A data message goes to the route its `action` names: a mock route
+                        // of the template answers it; with no such route, nothing comes back.
+                        Some(Ok(Message::Text(text))) => {
+                            let action = serde_json::from_str::<Value>(text.as_str()).ok().and_then(|v| v["action"].as_str().map(str::to_owned));
+                            let answer = shim.emu.get().and_then(|(emu, _)| action.and_then(|a| emu.websocket_mocks.get(&a).cloned()));
+                            if let Some(answer) = answer && socket.send(Message::Text(answer.into())).await.is_err() {
+                                break;
+                            }
+                        }
                         Some(Ok(_)) => {}
                     },
                 }

@@ -479,6 +479,8 @@ async fn the_doctor_checks_the_stack_from_outside_and_names_what_is_broken() {
         "ok    mcp tools/list: 9 tools",
         "ok    relay api: the device token",
         "ok    doorbell: the device token opens a socket",
+        "ok    doorbell keep-alive: {\"action\":\"ping\"} answered {\"pong\":true}",
+        "info  doorbell ping frames: ",
         "ok    openapi",
         "ok    installer",
         "ok    panel",
@@ -510,6 +512,17 @@ async fn the_doctor_checks_the_stack_from_outside_and_names_what_is_broken() {
         assert!(out.contains(named), "{what}: the cause is not named ({named:?}):\n{out}");
         let _ = std::fs::remove_dir_all(&w.dir);
     }
+    // The doorbell's keep-alive route gone: relays would call live sockets dead.
+    let w = world_of(&Template::from_text(&without_resource(&t, "DoorbellPingRouteResponse"))).await.unwrap();
+    w.doorbell.attach(std::sync::Arc::clone(&w.emu));
+    let token = w.owner("POST", "/devices", json!({"name": "Doctor"})).await["token"].as_str().unwrap().to_owned();
+    let doorbell = format!("ws://{}/relay", w.doorbell_addr);
+    let (ok, out) = doctor(&w, &["--device-token", token.as_str(), "--doorbell-url", doorbell.as_str()]);
+    assert!(
+        !ok && out.contains("FAIL  doorbell: the relay's keep-alive"),
+        "the silent ping route was not named:\n{out}"
+    );
+    let _ = std::fs::remove_dir_all(&w.dir);
 }
 
 /// One request id through a tool call, and no secret in any log: a `claim_linked_chat_task`
@@ -646,4 +659,51 @@ async fn the_emulator_refuses_what_a_role_does_not_allow() {
     };
     assert!(refused("OwnerApiFunction", "dynamodb:DeleteItem", &table), "{refusals:#?}");
     assert!(refused("ListLinkedChatTasksFunction", "dynamodb:Query", &format!("{table}/index/gsi2")), "{refusals:#?}");
+}
+
+/// The relay's keep-alive through the WebSocket API as the template builds it: a data message
+/// (`{"action":"ping"}`) that the `ping` route's mock integration answers, so a live socket is
+/// never called dead, whether or not API Gateway answers ping frames (the shim does not pass
+/// frames on). Pinged every 0.3 s with a 0.9 s deadline for 4 s, the relay keeps its one
+/// socket; with the route's response taken out of the template (the route no longer answers),
+/// the same relay calls its socket dead within its deadline and reconnects (after its backoff).
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_keep_alive_is_a_message_the_ping_route_answers() {
+    let real = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
+    assert_eq!(
+        Template::from_text(&real).websocket_mock_answers().get("ping").map(String::as_str),
+        Some(domain::doorbell::KEEPALIVE_ANSWER)
+    );
+    let response = "  DoorbellPingRouteResponse:\n    Type: AWS::ApiGatewayV2::RouteResponse\n";
+    assert!(real.contains(response));
+    let mute = real.replace(response, "  DoorbellPingRouteResponseGone:\n    Type: AWS::ApiGatewayV2::Model\n");
+    let mut connects = Vec::new();
+    for text in [&real, &mute] {
+        let Some(w) = world_of(&Template::from_text(text)).await else { return };
+        w.doorbell.attach(std::sync::Arc::clone(&w.emu));
+        let project = w.enabled_project("Keep-alive").await;
+        let device = w.owner("POST", "/devices", json!({"name": "Mac"})).await;
+        let settings = "doorbell_ping_ms = 300\ndoorbell_pong_deadline_ms = 900\n";
+        let gs = format!("gs_{}", "f".repeat(32));
+        let config = relay_config(&w, &project, device["token"].as_str().unwrap(), &gs);
+        let with = std::fs::read_to_string(&config).unwrap().replacen(
+            "control_poll_ms",
+            &format!("{settings}control_poll_ms"),
+            1,
+        );
+        std::fs::write(&config, with).unwrap();
+        let mut relay = start_relay(&config);
+        wait_until("the relay's doorbell to open", Duration::from_secs(30), || async {
+            (w.doorbell.open() == 1).then_some(())
+        })
+        .await;
+        let first = w.doorbell.connects();
+        tokio::time::sleep(Duration::from_secs(4)).await;
+        connects.push(w.doorbell.connects() - first);
+        relay.kill().unwrap();
+        relay.wait().unwrap();
+    }
+    eprintln!("keep-alive: reconnects in 4 s with the ping route {}, without its answer {}", connects[0], connects[1]);
+    assert_eq!(connects[0], 0, "a live socket was called dead: the keep-alive went unanswered");
+    assert!(connects[1] >= 1, "without the route's answer the relay kept a silent socket");
 }

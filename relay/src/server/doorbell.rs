@@ -4,7 +4,9 @@
 //! - `{"ring":"sync"}` wakes the relay's loop for a pass at once (with every slot busy it
 //!   syncs but starts nothing); `{"ring":"control","command_id":…}` makes that running command
 //!   check its control at once (the other slots wait for their own polls).
-//! - Pings every [`PING_EVERY`](domain::doorbell::PING_EVERY) keep the connection inside API Gateway's 10-minute idle limit,
+//! - A keep-alive every [`PING_EVERY`](domain::doorbell::PING_EVERY) (the data message
+//!   [`KEEPALIVE`](domain::doorbell::KEEPALIVE), which a route of the WebSocket API answers:
+//!   API Gateway documents no answer to ping frames) keeps the connection inside API Gateway's 10-minute idle limit,
 //!   and each must be answered within [`PONG_DEADLINE`](domain::doorbell::PONG_DEADLINE): a socket cut silently (a laptop that
 //!   slept, a Wi-Fi change, a NAT that forgot the flow — no close frame ever arrives) is called
 //!   dead then and replaced. TCP keepalive (60 s idle, then every 10 s) covers the time between
@@ -144,6 +146,9 @@ impl Doorbell {
     }
 
     fn received(&self, text: &str) {
+        if text == domain::doorbell::KEEPALIVE_ANSWER {
+            return;
+        }
         match serde_json::from_str::<Ring>(text) {
             Ok(Ring::Sync) => {
                 self.rings.fetch_add(1, Ordering::Relaxed);
@@ -301,7 +306,8 @@ async fn listen(ws: Socket, bell: &Doorbell, timing: Timing) -> Ended {
                 }
             }
             _ = ping.tick() => {
-                if let Err(e) = tx.send(Message::Ping(Vec::new().into())).await {
+                // A data message its route answers (API Gateway documents no answer to a ping frame).
+                if let Err(e) = tx.send(Message::Text(domain::doorbell::KEEPALIVE.into())).await {
                     return Ended::Dropped(e.to_string());
                 }
                 unanswered.get_or_insert_with(tokio::time::Instant::now);

@@ -62,12 +62,22 @@ pub const RECONNECT_BEFORE_LIMIT: Duration = Duration::from_secs(10 * 60);
 /// API Gateway closes a WebSocket idle for 10 minutes; the relay pings more often.
 pub const PING_EVERY: Duration = Duration::from_secs(4 * 60);
 
+/// The relay's keep-alive, every [`PING_EVERY`]: a data message, not a WebSocket ping frame.
+/// API Gateway documents no answer to ping frames (and is reported not to answer them), so a
+/// ping frame could neither prove the socket alive nor keep the relay from calling a live one
+/// dead; this message goes to the WebSocket API's `ping` route, a mock integration that answers
+/// [`KEEPALIVE_ANSWER`] without running a function (template.yaml, `DoorbellPingRoute`). The
+/// local server's doorbell answers it the same.
+pub const KEEPALIVE: &str = r#"{"action":"ping"}"#;
+/// The answer to [`KEEPALIVE`].
+pub const KEEPALIVE_ANSWER: &str = r#"{"pong":true}"#;
+
 /// Most open doorbell sockets of one device. A relay keeps one (two for a moment while it
 /// reconnects before the server noticed the old one is gone): a newer socket replaces the
 /// oldest, so one leaked token cannot hold more ([`CLOSE_REPLACED`]).
 pub const MAX_SOCKETS_PER_DEVICE: usize = 4;
-/// Largest message or frame a relay may send: it sends only pings and a close, each at most
-/// 125 bytes (RFC 6455 §5.5). Anything larger is refused before it is buffered.
+/// Largest message or frame a relay may send: it sends only [`KEEPALIVE`], pings and a close,
+/// each at most 125 bytes (RFC 6455 §5.5). Anything larger is refused before it is buffered.
 pub const MAX_CLIENT_MESSAGE_BYTES: usize = 4096;
 /// How young a recorded socket may be and still not be established. The doorbell function
 /// records a socket during its `$connect`, and API Gateway establishes it only once that
