@@ -98,7 +98,8 @@ def main():
     conn = month / 60 * doc["prices"]["websocket_connection_minutes_per_million"] / 1e6
     reconnects = month / (110 * 60) * (2 * pr.invocation("graph_relay") + 2 * pr.p["websocket_messages_per_million"] / 1e6
                                         + 2 * 2 * pr.p["dynamodb_write_unit_per_million"] / 1e6 + 2 * pr.p["dynamodb_read_unit_per_million"] / 1e6)
-    pings = month / 240 * doc["prices"]["websocket_messages_per_million"] / 1e6
+    # The keep-alive every 4 min is a data message and its route's answer: two messages.
+    pings = month / 240 * 2 * doc["prices"]["websocket_messages_per_million"] / 1e6
     print()
     print("| the desktop relay | cost |")
     print("|---|---|")
@@ -107,9 +108,9 @@ def main():
     print(f"| idle desktop-month, doorbell: syncs every 300 s ({idle_per_day:,}/day, measured) | ${syncs300:.3f} |")
     print(f"| ... the socket open all month (43,200 connection-minutes) | ${conn:.3f} |")
     print(f"| ... reconnects every 110 min ($connect + $disconnect) | ${reconnects:.4f} |")
-    print(f"| ... pings every 4 min, if billed as messages | ${pings:.3f} |")
-    total = syncs300 + conn + reconnects
-    print(f"| **idle desktop-month with the doorbell** | **${total:.3f}–{total + pings:.3f}** |")
+    print(f"| ... the keep-alive every 4 min (its message and the answer) | ${pings:.3f} |")
+    total = syncs300 + conn + reconnects + pings
+    print(f"| **idle desktop-month with the doorbell** | **${total:.3f}** |")
     # One control poll a minute carries the relay's report (its last-seen write): 1 of the 20.
     run60 = step["relay_start"] + 19 * step["relay_control"] + step["relay_control_reporting"] + step["relay_complete"]
     print(f"| one 60 s run on the desktop (start, 20 control polls at 3 s, one with its report, complete) | ${run60 * 1000:.4f} per 1,000 runs |")
