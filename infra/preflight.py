@@ -61,10 +61,10 @@ def brief(e):
     return text if len(text) <= 200 else text[:197] + "..."
 
 
-def samconfig():
+def samconfig(path=None):
     """The keys preflight uses from samconfig.toml (a tiny reader: `key = "value"` lines)."""
     values = {}
-    path = os.path.join(ROOT, "samconfig.toml")
+    path = path or os.path.join(ROOT, "samconfig.toml")
     try:
         text = open(path, encoding="utf-8").read()
     except OSError:
@@ -191,10 +191,30 @@ def check_aws(args, cfg):
         warn("domain prefix", "not known yet (sam deploy --guided asks for AuthDomainPrefix): pass --domain-prefix to check it")
     else:
         check_prefix(session, prefix, outputs.get("UserPoolId"), errors)
-    if params.get("TableDeletionProtection") == "false" and deployed:
+    check_protection(params, cfg, deployed)
+
+
+def check_protection(params, cfg, deployed):
+    """The table's deletion protection on the live stack and in samconfig.toml. A plain
+    `sam deploy` takes its parameters from samconfig.toml, where `sam deploy --guided` saved the
+    first deploy's `TableDeletionProtection="false"`: a one-off override turns protection on,
+    and the next plain deploy (a rollback to an earlier commit, say) turns it off again. Only an
+    override saved with `--save-params` lasts."""
+    if not deployed:
+        return
+    live = params.get("TableDeletionProtection")
+    saved = cfg.get("param:TableDeletionProtection")
+    fix = ("sam deploy --parameter-overrides TableDeletionProtection=true (with your other overrides) "
+           "--save-params: --save-params writes it to samconfig.toml, so every later sam deploy keeps it")
+    if live == "false":
         warn("table deletion protection",
-             "off (the first deploy's default, so a failed create can roll back). Now that the stack exists, turn it on: "
-             "sam deploy --parameter-overrides TableDeletionProtection=true (with your other overrides)")
+             f"off (the first deploy's default, so a failed create can roll back). Now that the stack exists, turn it on: {fix}")
+    elif live == "true" and saved == "false":
+        warn("table deletion protection",
+             "on, but samconfig.toml says TableDeletionProtection=\"false\": the next plain sam deploy turns it off. "
+             f"Save it: {fix}")
+    elif live == "true":
+        ok("table deletion protection", "on" + (", and samconfig.toml keeps it" if saved == "true" else ""))
 
 
 def check_prefix(session, prefix, own_pool, errors):
@@ -278,8 +298,9 @@ def main():
     p.add_argument("--stack")
     p.add_argument("--region")
     p.add_argument("--domain-prefix")
+    p.add_argument("--config-file", help="the samconfig.toml sam deploy reads (default: the checkout's)")
     args = p.parse_args()
-    cfg = samconfig()
+    cfg = samconfig(args.config_file)
     check_toolchain(os.environ.get("PREFLIGHT_HOST_PYTHON", "python3"))
     check_aws(args, cfg)
     failed = findings.count("FAIL")

@@ -24,6 +24,8 @@ type Stuck = (&'static str, &'static str, &'static str, &'static str);
 struct Aws {
     stack: Option<(&'static str, Vec<Stuck>)>,
     concurrency: u32,
+    /// The live stack's `TableDeletionProtection`.
+    protection: &'static str,
 }
 
 async fn cloudformation(State(aws): State<Arc<Mutex<Aws>>>, body: String) -> axum::response::Response {
@@ -41,8 +43,9 @@ async fn cloudformation(State(aws): State<Arc<Mutex<Aws>>>, body: String) -> axu
         Some("DescribeStacks") => xml(format!(
             "<Stacks><member><StackName>fc-pre</StackName><StackId>arn:aws:cloudformation:us-east-1:123456789012:stack/fc-pre/1</StackId>\
              <CreationTime>2026-12-01T00:00:00Z</CreationTime><StackStatus>{status}</StackStatus>\
-             <Parameters><member><ParameterKey>TableDeletionProtection</ParameterKey><ParameterValue>false</ParameterValue></member></Parameters>\
-             <Outputs><member><OutputKey>UserPoolId</OutputKey><OutputValue>us-east-1_own</OutputValue></member></Outputs></member></Stacks>"
+             <Parameters><member><ParameterKey>TableDeletionProtection</ParameterKey><ParameterValue>{protection}</ParameterValue></member></Parameters>\
+             <Outputs><member><OutputKey>UserPoolId</OutputKey><OutputValue>us-east-1_own</OutputValue></member></Outputs></member></Stacks>",
+            protection = aws.protection
         )),
         Some("DescribeStackResources") => xml(format!(
             "<StackResources>{}</StackResources>",
@@ -107,7 +110,7 @@ impl Preflight {
             );
             return None;
         }
-        let aws = Arc::new(Mutex::new(Aws { stack: None, concurrency: 1000 }));
+        let aws = Arc::new(Mutex::new(Aws { stack: None, concurrency: 1000, protection: "false" }));
         let app = axum::Router::new()
             .route("/", axum::routing::post(cloudformation))
             .route("/2016-08-19/account-settings", axum::routing::get(account_settings))
@@ -237,6 +240,26 @@ async fn preflight_names_each_refusal_and_its_fix() {
     assert_eq!(code, 0, "{out}");
     line(&out, "ok    stack: fc-pre is CREATE_COMPLETE");
     assert!(line(&out, "warn  table deletion protection:").contains("TableDeletionProtection=true"));
+    assert!(line(&out, "warn  table deletion protection:").contains("--save-params"));
+
+    // Protection on, but samconfig.toml still holds the guided first deploy's "false": the next
+    // plain `sam deploy` would turn it off. Saved as "true", it is fine.
+    p.aws.lock().unwrap().protection = "true";
+    let samconfig = p.dir.join("samconfig.toml");
+    for (saved, expect) in [
+        ("false", "warn  table deletion protection: on, but samconfig.toml"),
+        ("true", "ok    table deletion protection: on, and samconfig.toml keeps it"),
+    ] {
+        std::fs::write(
+            &samconfig,
+            format!("version = 0.1\n[default.deploy.parameters]\nparameter_overrides = \"AuthDomainPrefix=\\\"fc-pre\\\" TableDeletionProtection=\\\"{saved}\\\"\"\n"),
+        )
+        .unwrap();
+        let (code, out) = p.run(&bin, Some("us-east-1"), &["--config-file", samconfig.to_str().unwrap()]).await;
+        assert_eq!(code, 0, "{out}");
+        line(&out, expect);
+    }
+    p.aws.lock().unwrap().protection = "false";
     let quota = line(&out, "warn  lambda concurrency:");
     assert!(quota.contains("at most 10") && quota.contains("--quota-code L-B99A9384"), "{quota}");
 
