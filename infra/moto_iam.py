@@ -21,7 +21,10 @@ before moto sees it, as AWS's policy evaluation would check an identity-based po
   the request names (a `Query`'s from its key condition's `:value`);
 - Cognito (`cognito-idp:<Action>` on the user pool's ARN), SQS (`sqs:<Action>` on the queue's
   ARN, from `QueueUrl`), S3 (`s3:GetObject`/`PutObject`/`DeleteObject` on
-  `arn:aws:s3:::<bucket>/<key>`, `s3:ListBucket` on the bucket).
+  `arn:aws:s3:::<bucket>/<key>`, `s3:ListBucket` on the bucket);
+- the calls the harness serves itself ask `POST /_foundry/iam/check`: Lambda Invoke
+  (`lambda:InvokeFunction` on the function's ARN) and the WebSocket management API
+  (`execute-api:ManageConnections` on `<api>/<stage>/<METHOD>/@connections/<id>`).
 
 A request that is refused gets AWS's answer for its protocol: `AccessDeniedException` (HTTP 400,
 JSON) for DynamoDB, Cognito and SQS, `AccessDenied` (HTTP 403, XML) for S3, with AWS's message
@@ -272,6 +275,8 @@ class EnforceIam:
         path = environ.get("PATH_INFO", "")
         if path == REGISTER_PATH:
             return self.register(environ, start_response)
+        if path == REGISTER_PATH + "/check":
+            return self.check(environ, start_response)
         key = access_key(environ)
         with self.lock:
             identity = self.identities.get(key) if key else None
@@ -287,6 +292,29 @@ class EnforceIam:
                     self.refusals.append({"function": name, "action": action, "resource": resource})
                 return denied_answer(environ, start_response, name, action, resource)
         return self.app(environ, start_response)
+
+    def check(self, environ, start_response):
+        """`POST {access_key, action, resource}` → `{known, allowed}`: the same evaluation for
+        the calls the cloud harness serves itself (Lambda Invoke, the WebSocket management
+        API), so the rules live in one place. A refusal is recorded like the others."""
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        try:
+            ask = json.loads(environ["wsgi.input"].read(length) or b"{}")
+            key, action, resource = ask["access_key"], ask["action"], ask["resource"]
+        except (ValueError, KeyError, TypeError) as e:
+            body = json.dumps({"error": f"a check is {{access_key, action, resource}}: {e}"}).encode()
+            start_response("400 Bad Request", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+            return [body]
+        with self.lock:
+            identity = self.identities.get(key)
+        answer = {"known": identity is not None, "allowed": True}
+        if identity is not None and not allowed(identity[1], action, resource, {}):
+            answer["allowed"] = False
+            with self.lock:
+                self.refusals.append({"function": identity[0], "action": action, "resource": resource})
+        body = json.dumps(answer).encode()
+        start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(body)))])
+        return [body]
 
     def register(self, environ, start_response):
         method = environ.get("REQUEST_METHOD")

@@ -774,10 +774,17 @@ impl Emulator {
 async fn invoke_api(
     State(emu): State<Arc<Emulator>>,
     Path(name): Path<String>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> axum::response::Response {
     // The SDK may send the name or an ARN.
     let name = name.rsplit(':').next().unwrap_or(&name).to_owned();
+    let arn = format!("arn:aws:lambda:{REGION}:{ACCOUNT}:function:{name}");
+    if let Some(key) = signing_key(&headers)
+        && !iam_allows(&key, "lambda:InvokeFunction", &arn).await
+    {
+        return access_denied(StatusCode::FORBIDDEN, &key, "lambda:InvokeFunction", &arn);
+    }
     match emu.invoke(&name, body).await {
         Ok(b) => (StatusCode::OK, [("x-amz-executed-version", "$LATEST")], b).into_response(),
         Err(b) => (StatusCode::OK, [("x-amz-function-error", "Unhandled")], b).into_response(),
@@ -1077,6 +1084,40 @@ async fn register_role(key: &str, def: &FunctionDef) {
         );
         eprintln!("*** IAM is not checked: {endpoint} has no /_foundry/iam (not the project's moto) ***");
     }
+}
+
+/// The access key a request is signed with (SigV4's `Credential=<key>/…`), if any.
+pub fn signing_key(headers: &HeaderMap) -> Option<String> {
+    let auth = headers.get("authorization")?.to_str().ok()?;
+    let rest = auth.split("Credential=").nth(1)?;
+    Some(rest.split('/').next()?.to_owned())
+}
+
+/// Whether the emulator's IAM check allows `key` `action` on `resource`
+/// (`POST /_foundry/iam/check`): the calls the harness serves itself (Lambda Invoke, the
+/// WebSocket management API) are checked by the same rules as moto's. True for credentials the
+/// check does not know (the harness's own) and where there is no check to ask.
+pub async fn iam_allows(key: &str, action: &str, resource: &str) -> bool {
+    let Ok(endpoint) = std::env::var("AWS_ENDPOINT_URL") else { return true };
+    let Ok(http) = crate::http_builder().build() else { return true };
+    let ask = serde_json::json!({"access_key": key, "action": action, "resource": resource});
+    let answer = http.post(format!("{}/_foundry/iam/check", endpoint.trim_end_matches('/'))).json(&ask).send().await;
+    match answer {
+        Ok(a) if a.status().is_success() => a.json::<serde_json::Value>().await.map_or(true, |v| v["allowed"] != false),
+        _ => true,
+    }
+}
+
+/// AWS's refusal of a call the role does not allow, as the Lambda and API Gateway APIs answer it.
+pub fn access_denied(status: StatusCode, key: &str, action: &str, resource: &str) -> axum::response::Response {
+    let message = format!(
+        "User: arn:aws:sts::{ACCOUNT}:assumed-role/{key}-role/{key} is not authorized to perform: {action} on resource: {resource} because no identity-based policy allows the {action} action"
+    );
+    axum::response::IntoResponse::into_response((
+        status,
+        [("x-amzn-ErrorType", "AccessDeniedException")],
+        axum::Json(serde_json::json!({"Message": message, "message": message})),
+    ))
 }
 
 /// The emulator's IAM refusals so far (`GET /_foundry/iam`): `{function, action, resource}`.

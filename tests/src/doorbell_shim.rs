@@ -150,11 +150,29 @@ fn gone() -> axum::response::Response {
     (StatusCode::GONE, axum::Json(json!({"message": "GoneException"}))).into_response()
 }
 
+/// API Gateway's check of a management call: `execute-api:ManageConnections` on
+/// `<api>/<stage>/<METHOD>/@connections/<id>` for the caller's role (the emulator's IAM check).
+async fn refused(headers: &HeaderMap, method: &str, id: &str) -> Option<axum::response::Response> {
+    let key = crate::cloud::signing_key(headers)?;
+    let arn = format!(
+        "arn:aws:execute-api:{}:{}:doorbell/relay/{method}/@connections/{id}",
+        crate::cloud::REGION,
+        crate::cloud::ACCOUNT
+    );
+    let action = "execute-api:ManageConnections";
+    (!crate::cloud::iam_allows(&key, action, &arn).await)
+        .then(|| crate::cloud::access_denied(StatusCode::FORBIDDEN, &key, action, &arn))
+}
+
 async fn post_message(
     State(shim): State<Arc<DoorbellShim>>,
     Path(id): Path<String>,
+    headers: HeaderMap,
     body: Bytes,
 ) -> axum::response::Response {
+    if let Some(no) = refused(&headers, "POST", &id).await {
+        return no;
+    }
     let tx = shim.lock().get(&id).cloned();
     match tx {
         Some(tx) if tx.send(Some(String::from_utf8_lossy(&body).into_owned())).is_ok() => {
@@ -165,7 +183,14 @@ async fn post_message(
     }
 }
 
-async fn delete_connection(State(shim): State<Arc<DoorbellShim>>, Path(id): Path<String>) -> axum::response::Response {
+async fn delete_connection(
+    State(shim): State<Arc<DoorbellShim>>,
+    Path(id): Path<String>,
+    headers: HeaderMap,
+) -> axum::response::Response {
+    if let Some(no) = refused(&headers, "DELETE", &id).await {
+        return no;
+    }
     let tx = shim.lock().remove(&id);
     match tx {
         Some(tx) => {

@@ -617,9 +617,9 @@ async fn the_cloud_installer_downloads_from_the_bucket_once_published() {
 /// The emulator checks every function's calls against its own role's statements in the
 /// template (`infra/moto_iam.py`), as AWS would: with `dynamodb:DeleteItem` taken from the
 /// owner API's role, removing a desktop fails (its transaction of two deletes is authorized as
-/// `DeleteItem`), and with `list_linked_chat_tasks` allowed its `Query` on another index than
-/// the one it reads, the tool fails; the refusals name the function, the action and the
-/// resource. (With the template as it is, both work: the main test above drives them.)
+/// `DeleteItem`), with `list_linked_chat_tasks` allowed its `Query` on another index than
+/// the one it reads, the tool fails, and with `mcp` not allowed to invoke `list_graph_sessions`,
+/// that tool fails; the refusals name the function, the action and the resource. (With the template as it is, both work: the main test above drives them.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn the_emulator_refuses_what_a_role_does_not_allow() {
     let real = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
@@ -631,6 +631,12 @@ async fn the_emulator_refuses_what_a_role_does_not_allow() {
     let index = "- !Sub \"${Table.Arn}/index/gsi2\"";
     let at = list_at + broken[list_at..].find(index).expect("the list tool's index");
     broken.replace_range(at..at + index.len(), "- !Sub \"${Table.Arn}/index/gsi1\"");
+    // And `mcp` no longer allowed to invoke the list_graph_sessions tool (Lambda Invoke is the
+    // harness's own API: it asks the same check).
+    let invoke = "                - !GetAtt ListGraphSessionsFunction.Arn\n";
+    let mcp_at = broken.find("  McpFunction:").unwrap();
+    let at = mcp_at + broken[mcp_at..].find(invoke).expect("mcp's invoke of the list tool");
+    broken.replace_range(at..at + invoke.len(), "");
     let Some(w) = world_of(&Template::from_text(&broken)).await else { return };
 
     let gone = w.owner("POST", "/devices", json!({"name": "Gone"})).await["device_id"].as_str().unwrap().to_owned();
@@ -648,6 +654,9 @@ async fn the_emulator_refuses_what_a_role_does_not_allow() {
     // No list (the call ends as an error: the tool function failed).
     assert!(listed.get("structuredContent").is_none(), "a list without its index: {listed}");
 
+    let sessions = w.tool("list_graph_sessions", json!({})).await;
+    assert!(sessions.get("structuredContent").is_none(), "a tool mcp may not invoke: {sessions}");
+
     let refusals = foundry_tests::cloud::iam_refusals().await;
     let table = format!("table/{}", w.table);
     let refused = |function: &str, action: &str, resource: &str| {
@@ -659,6 +668,7 @@ async fn the_emulator_refuses_what_a_role_does_not_allow() {
     };
     assert!(refused("OwnerApiFunction", "dynamodb:DeleteItem", &table), "{refusals:#?}");
     assert!(refused("ListLinkedChatTasksFunction", "dynamodb:Query", &format!("{table}/index/gsi2")), "{refusals:#?}");
+    assert!(refused("McpFunction", "lambda:InvokeFunction", "function:fc-ListGraphSessionsFunction"), "{refusals:#?}");
 }
 
 /// The relay's keep-alive through the WebSocket API as the template builds it: a data message
