@@ -562,6 +562,20 @@ fn websocket_stages_are_throttled(t: &Value) -> Vec<String> {
         .collect()
 }
 
+/// A user pool that e-mails invitations can send them from SES: Cognito's own sender sends at
+/// most 50 e-mails a day for the whole account.
+fn invitations_can_go_through_ses(t: &Value) -> Vec<String> {
+    of_type(t, "AWS::Cognito::UserPool")
+        .filter(|(_, r)| r["Properties"]["AdminCreateUserConfig"]["AllowAdminCreateUserOnly"].as_bool() == Some(true))
+        .filter(|(_, r)| {
+            let mut words = Vec::new();
+            strings(&r["Properties"]["EmailConfiguration"], &mut words);
+            !(words.iter().any(|w| w == "DEVELOPER") && words.iter().any(|w| w == "InvitationEmailSource"))
+        })
+        .map(|(id, _)| format!("{id}: invitations only through Cognito's sender (50 e-mails a day for the account)"))
+        .collect()
+}
+
 const RULES: &[Rule] = &[
     Rule {
         name: "no alarm on a SEARCH expression",
@@ -664,6 +678,11 @@ const RULES: &[Rule] = &[
         check: websocket_stages_are_throttled,
     },
     Rule {
+        name: "invitations can go through SES (Cognito's sender: 50 a day)",
+        source: "https://docs.aws.amazon.com/cognito/latest/developerguide/user-pool-email.html",
+        check: invitations_can_go_through_ses,
+    },
+    Rule {
         name: "no reserved concurrency (new accounts have 10 in all)",
         source: "https://docs.aws.amazon.com/lambda/latest/dg/configuration-concurrency.html",
         check: no_reserved_concurrency,
@@ -750,6 +769,10 @@ fn each_rule_catches_its_mutation() {
         ("app clients prevent user existence errors", t.replacen("      PreventUserExistenceErrors: ENABLED\n", "", 1)),
         ("the sign-in domain names its login version", t.replacen("      ManagedLoginVersion: 1\n", "", 1)),
         ("WebSocket stages are throttled", t.replacen("        ThrottlingBurstLimit: 20\n        ThrottlingRateLimit: 10\n", "", 1)),
+        (
+            "invitations can go through SES (Cognito's sender: 50 a day)",
+            t.replacen("        - { EmailSendingAccount: DEVELOPER, SourceArn: !Ref InvitationEmailSource }\n", "        - { EmailSendingAccount: COGNITO_DEFAULT }\n", 1),
+        ),
         ("no reserved concurrency (new accounts have 10 in all)", t.replacen("      CodeUri: functions/notify\n", "      CodeUri: functions/notify\n      ReservedConcurrentExecutions: 5\n", 1)),
     ];
     let mut covered: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
