@@ -154,6 +154,19 @@ async fn the_real_binaries_serve_owners_relays_and_both_python_sdks() {
         let bytes = w.http.get(url).send().await.unwrap().bytes().await.unwrap();
         assert_eq!(bytes.as_ref(), b"# notes", "the artifact from S3");
     }
+    // Every tool ran here as its own function, under its role's IAM (the emulator refuses what
+    // the template does not allow, and each call above checked its answer): a tool no test
+    // drives through the cloud shape would have its permissions unchecked. The `mcp`
+    // function's log names each tool it invoked.
+    let invoked: std::collections::BTreeSet<String> = w
+        .log_lines("McpFunction")
+        .iter()
+        .filter(|l| l["fields"]["message"] == "invoking the tool")
+        .filter_map(|l| l["fields"]["tool"].as_str().map(str::to_owned))
+        .collect();
+    let undriven: Vec<&str> =
+        tools::ToolName::ALL.iter().map(|t| t.as_str()).filter(|t| !invoked.contains(*t)).collect();
+    assert!(undriven.is_empty(), "tools no cloud-shape call drove (their IAM unchecked): {undriven:?}");
     let _ = std::fs::remove_dir_all(&w.dir);
 }
 
