@@ -361,11 +361,33 @@ async fn the_doorbell_binaries_ring_the_relay_and_shut_out_a_revoked_desktop() {
         )
         .await;
     let command = queued["structuredContent"]["command_id"].as_str().unwrap_or_else(|| panic!("{queued}")).to_owned();
+    // Two more sockets of this desktop that API Gateway does not know (a post answers 410): one
+    // recorded just now — its `$connect` may still be running, so the 410 says nothing — and one
+    // recorded a minute ago. The ring keeps the first and forgets the second.
+    use domain::store::DoorbellConnections;
+    let owner = domain::ids::OwnerId::new("owner-sub").unwrap();
+    let device_id: uuid::Uuid = device["device_id"].as_str().unwrap().parse().unwrap();
+    let aws = lambda::aws_defaults().load().await;
+    let store_at = |clock: std::sync::Arc<dyn domain::clock::Clock>| {
+        store_dynamo::DynamoStore::new(aws_sdk_dynamodb::Client::new(&aws), &w.table, clock, Default::default())
+    };
+    let minute_ago = domain::clock::ManualClock::new(
+        domain::clock::Clock::now(&domain::clock::SystemClock).minus(Duration::from_secs(60)),
+    );
+    store_at(std::sync::Arc::new(minute_ago)).open_connection(&owner, device_id, "oldGone=").await.unwrap();
+    let store = store_at(std::sync::Arc::new(domain::clock::SystemClock));
+    store.open_connection(&owner, device_id, "youngNotYetUp=").await.unwrap();
     let stream = stream_of(&w).await;
     let ring = w.emu.name_of("RingDoorbellFunction").unwrap().to_owned();
     let records = foundry_tests::stream_records(&stream).await;
     w.emu.invoke(&ring, json!({"Records": records}).to_string().into()).await.unwrap();
     assert!(w.doorbell.posted.load(Ordering::Relaxed) >= 1, "no ring was posted");
+    let kept: Vec<String> = store.connections_of(&owner).await.unwrap().into_iter().map(|c| c.connection_id).collect();
+    assert!(
+        kept.iter().any(|c| c == "youngNotYetUp="),
+        "a socket younger than the $connect window was forgotten: {kept:?}"
+    );
+    assert!(!kept.iter().any(|c| c == "oldGone="), "a socket gone for a minute was kept: {kept:?}");
     wait_until("the rung run to complete", Duration::from_secs(20), || async {
         let r = w.tool("get_graph_run", json!({"command_id": command})).await;
         (r["structuredContent"]["status"] == "completed").then_some(())
