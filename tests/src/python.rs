@@ -3,6 +3,7 @@
 //! (`tests/browser/*.py`).
 
 use std::ffi::OsString;
+use std::path::PathBuf;
 
 use serde_json::Value;
 
@@ -18,6 +19,25 @@ pub fn sdk(var: &str) -> Option<OsString> {
         eprintln!("\n*** SKIPPING: {var} is not set; ./infra/test.sh installs the pinned Python MCP SDKs. ***\n");
     }
     python
+}
+
+/// Runs one of the project's Python check scripts (`infra/<script>`) with the interpreter in
+/// `var` (a pinned environment the test command installs): its summary line, the one starting
+/// with `<script's name>: `, once it exited 0; `None` after [`sdk`]'s skip.
+///
+/// # Panics
+/// When the script fails or prints no summary line (a check that ran nothing also exits 0).
+pub fn run_check(var: &str, script: &str) -> Option<String> {
+    let python = sdk(var)?;
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../infra").join(script);
+    #[allow(clippy::expect_used)]
+    let out = std::process::Command::new(python).arg(&path).output().expect("the interpreter runs");
+    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+    assert!(out.status.success(), "{script}:\n{said}");
+    let prefix = format!("{}: ", script.trim_end_matches(".py"));
+    let summary = said.lines().find(|l| l.starts_with(&prefix)).map(str::to_owned);
+    assert!(summary.is_some(), "{script} printed no summary line:\n{said}");
+    summary
 }
 
 /// Runs the SDK's own OAuth client against `FC_URL` with `envs`: the JSON line it prints, after

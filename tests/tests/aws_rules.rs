@@ -901,11 +901,6 @@ impl domain::store::ClientRedirects for Redirects {
 /// patched, and a patch without the rollback is caught (`infra/moto_patches_test.py`).
 #[test]
 fn the_emulators_speed_ups_answer_as_moto_does_and_a_missing_rollback_is_caught() {
-    let Some(python) = foundry_tests::python::sdk("FOUNDRY_MOTO_PYTHON") else { return };
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../infra/moto_patches_test.py");
-    let out = std::process::Command::new(python).arg(script).output().unwrap();
-    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{said}");
-    let summary = said.lines().find(|l| l.starts_with("moto_patches_test: ")).expect("the summary line");
-    assert!(summary.contains("the same in moto and patched; a patch without rollback differs"), "{said}");
+    let Some(summary) = foundry_tests::python::run_check("FOUNDRY_MOTO_PYTHON", "moto_patches_test.py") else { return };
+    assert!(summary.contains("the same in moto and patched; a patch without rollback differs"), "{summary}");
 }

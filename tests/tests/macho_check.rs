@@ -12,13 +12,7 @@
 
 #[test]
 fn the_macho_check_passes_zig_builds_and_catches_each_broken_signature_and_layout() {
-    let Some(python) = foundry_tests::python::sdk("FOUNDRY_PYTHON_DIST") else { return };
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../infra/check_macho_test.py");
-    let out = std::process::Command::new(python).arg(script).output().unwrap();
-    let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
-    assert!(out.status.success(), "{said}");
-    // Every case ran (a test that ran none would also exit 0).
-    let summary = said.lines().find(|l| l.starts_with("check_macho_test: ")).expect("the summary line");
+    let Some(summary) = foundry_tests::python::run_check("FOUNDRY_PYTHON_DIST", "check_macho_test.py") else { return };
     let passed: usize = summary.split_whitespace().nth(1).unwrap().parse().unwrap();
-    assert!(passed >= 11 && summary.contains(" 0 failed"), "{said}");
+    assert!(passed >= 11 && summary.contains(" 0 failed"), "{summary}");
 }

@@ -236,22 +236,15 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
 
     // A desktop asks to be paired (its actions are the relay's, counted below with the second).
     let pair_body = |tag: char| json!({"name": "Ana's Mac", "os": "macos", "arch": "aarch64", "token_sha256": tag.to_string().repeat(64)});
-    let pairing: serde_json::Value = serde_json::from_slice(
-        relay_api
-            .handle(request("POST", "/external-assistants/graph-relays/pairings", "", pair_body('a')))
-            .await
-            .body(),
-    )
-    .unwrap();
+    let ask = |tag: char| {
+        let req = request("POST", "/external-assistants/graph-relays/pairings", "", pair_body(tag));
+        let relay_api = &relay_api;
+        async move { serde_json::from_slice::<serde_json::Value>(relay_api.handle(req).await.body()).unwrap() }
+    };
+    let pairing = ask('a').await;
     let user_code = pairing["user_code"].as_str().unwrap().to_owned();
     // A second one, which the owner refuses.
-    let refused: serde_json::Value = serde_json::from_slice(
-        relay_api
-            .handle(request("POST", "/external-assistants/graph-relays/pairings", "", pair_body('c')))
-            .await
-            .body(),
-    )
-    .unwrap();
+    let refused = ask('c').await;
     let refused_code = refused["user_code"].as_str().unwrap().to_owned();
 
     // Owner API: every route.
