@@ -362,6 +362,7 @@ impl World {
                         match r.ring {
                             domain::doorbell::Ring::Sync => bell.sync.notify_one(),
                             domain::doorbell::Ring::Control { command_id } => bell.ring_control(command_id),
+                            domain::doorbell::Ring::Task { task_id, .. } => bell.ring_task(task_id),
                         }
                     });
                 }

@@ -43,6 +43,8 @@ pub struct Doorbell {
     pub sync: Notify,
     /// `control` rings, by run: each running slot listens for its own ([`Doorbell::control_rings`]).
     control: tokio::sync::broadcast::Sender<domain::ids::CommandId>,
+    /// `task` rings: a task a run handed to a chat ended ([`Doorbell::task_rings`]).
+    tasks: tokio::sync::broadcast::Sender<domain::ids::TaskId>,
     up: watch::Sender<bool>,
     url: watch::Sender<Option<String>>,
     rings: AtomicU64,
@@ -58,6 +60,7 @@ impl Default for Doorbell {
         Self {
             sync: Notify::new(),
             control: tokio::sync::broadcast::channel(64).0,
+            tasks: tokio::sync::broadcast::channel(64).0,
             up: watch::channel(false).0,
             url: watch::channel(None).0,
             rings: AtomicU64::new(0),
@@ -145,6 +148,17 @@ impl Doorbell {
         self.control.subscribe()
     }
 
+    /// Rings the wait for `task` (the socket, or a test directly).
+    pub fn ring_task(&self, task: domain::ids::TaskId) {
+        let _ = self.tasks.send(task);
+    }
+
+    /// The task rings from now on: each waiting ask listens for its own task (and reads again
+    /// when rings were missed: a lagging receiver).
+    pub fn task_rings(&self) -> tokio::sync::broadcast::Receiver<domain::ids::TaskId> {
+        self.tasks.subscribe()
+    }
+
     fn received(&self, text: &str) {
         if text == domain::doorbell::KEEPALIVE_ANSWER {
             return;
@@ -158,6 +172,11 @@ impl Doorbell {
                 self.rings.fetch_add(1, Ordering::Relaxed);
                 tracing::debug!(command = %command_id, "control ring");
                 self.ring_control(command_id);
+            }
+            Ok(Ring::Task { task_id, .. }) => {
+                self.rings.fetch_add(1, Ordering::Relaxed);
+                tracing::debug!(task = %task_id, "task ring");
+                self.ring_task(task_id);
             }
             Err(_) => tracing::debug!(text, "unknown doorbell message; ignored"),
         }

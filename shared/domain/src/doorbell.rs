@@ -119,6 +119,14 @@ pub enum Ring {
         /// The run.
         command_id: CommandId,
     },
+    /// A task this desktop's run handed to a chat ended (`crate::dispatch`): read it now.
+    /// Relays older than it ignore it (they never hand tasks to chats).
+    Task {
+        /// The task.
+        task_id: crate::ids::TaskId,
+        /// The run that handed it over.
+        command_id: CommandId,
+    },
 }
 
 /// A ring and whom it is for: the owner's desktops (those sharing sessions in `project`).

@@ -135,6 +135,10 @@ pub struct EventData {
     /// The desktop (desktop events).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub device_id: Option<String>,
+    /// Where a task came from when a desktop's Graph handed it to the chat (task events of
+    /// such tasks): the desktop, the Graph session and the run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub origin: Option<crate::dispatch::TaskOrigin>,
 }
 
 /// One event, as queued and as delivered (the webhook body).
@@ -213,6 +217,7 @@ fn task_event(kind: EventType, t: &Task, at: Timestamp, claim: Option<String>) -
             command_id: None,
             graph_session_id: None,
             device_id: None,
+            origin: t.origin.clone(),
         },
     }
 }
@@ -264,6 +269,7 @@ fn run_event(kind: EventType, r: &Run, at: Timestamp, extra: Option<&str>) -> Ev
             command_id: Some(command_id),
             graph_session_id: Some(r.graph_session_id.to_string()),
             device_id: None,
+            origin: None,
         },
     }
 }
@@ -318,6 +324,7 @@ pub fn derive_device(old: Option<&Device>, new: Option<&Device>) -> Vec<Event> {
             command_id: None,
             graph_session_id: None,
             device_id: Some(device_id),
+            origin: None,
         },
     }])
 }

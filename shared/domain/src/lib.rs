@@ -14,6 +14,7 @@
 //! | [`limits`] | every bound (100,000-character completions, 2,000-character errors, …) and the time [`limits::Policy`] |
 //! | [`runs`] | graph runs: state machine, completions, idempotent queueing, failure classifiers |
 //! | [`tasks`] | linked chat tasks: state machine, claims as fencing tokens, submits, artifacts |
+//! | [`dispatch`] | tasks a desktop's Graph hands to a linked chat: consent, the run as capability, bounds, the ring when one ends |
 //! | [`projects`] | projects, chat links, consent checks at queue time |
 //! | [`events`] | what a state change means outside: `derive_task` / `derive_run` over old and new images, stable ids |
 //! | [`devices`] | device tokens of desktop relays (random, shown once, kept as sha256) |
@@ -32,6 +33,7 @@
 pub mod clients;
 pub mod clock;
 pub mod devices;
+pub mod dispatch;
 pub mod doorbell;
 pub mod errors;
 pub mod events;

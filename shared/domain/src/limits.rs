@@ -89,6 +89,9 @@ pub struct Policy {
     pub heartbeat_timeout: Duration,
     /// The relay poll interval the server asks for (`poll_interval_s` in sync responses).
     pub poll_interval: Duration,
+    /// The longest a task a desktop hands to a chat waits (`crate::dispatch`), and its
+    /// default: 30 minutes. Never above [`Policy::task_ttl`] ([`Policy::max_dispatch_ttl`]).
+    pub dispatch_ttl: Duration,
 }
 
 impl Default for Policy {
@@ -101,7 +104,15 @@ impl Default for Policy {
             retention: DEFAULT_RETENTION,
             heartbeat_timeout: DEFAULT_HEARTBEAT_TIMEOUT,
             poll_interval: DEFAULT_POLL_INTERVAL,
+            dispatch_ttl: crate::dispatch::DEFAULT_DISPATCH_TTL,
         }
+    }
+}
+
+impl Policy {
+    /// The dispatch TTL in force: the configured one, never above the owner tasks' TTL.
+    pub fn max_dispatch_ttl(&self) -> Duration {
+        self.dispatch_ttl.min(self.task_ttl)
     }
 }
 

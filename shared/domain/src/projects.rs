@@ -159,6 +159,9 @@ pub struct ChatLink {
     pub created_at: Timestamp,
     /// Where its events go, if the owner subscribed it.
     pub subscription: Option<Subscription>,
+    /// Whether (and from which Graph sessions) the owner's desktops may hand it tasks
+    /// (`crate::dispatch`); `None`, the default: never.
+    pub desktop_tasks: Option<crate::dispatch::DesktopTasks>,
 }
 
 impl ChatLink {
@@ -171,6 +174,7 @@ impl ChatLink {
             name: name.to_owned(),
             created_at: now,
             subscription: None,
+            desktop_tasks: None,
         }
     }
 }

@@ -191,6 +191,36 @@ pub trait ManageLinks: Send + Sync {
         link: ChatLinkId,
         subscription: Option<&Subscription>,
     ) -> StoreResult<Option<ChatLink>>;
+    /// Lets the owner's desktops hand the link tasks (`Some`, from the named Graph sessions or
+    /// any) or stops it (`None`); `None` if no such link. Tasks already handed over stay.
+    async fn set_desktop_tasks(
+        &self,
+        owner: &OwnerId,
+        link: ChatLinkId,
+        desktop_tasks: Option<&crate::dispatch::DesktopTasks>,
+    ) -> StoreResult<Option<ChatLink>>;
+}
+
+/// Relay API: tasks a desktop's running Graph hands to its owner's chats ([`crate::dispatch`]).
+#[async_trait]
+pub trait DispatchTasks: Send + Sync {
+    /// Hands a task over in one transaction: the run is running on the device and has room
+    /// ([`crate::dispatch::MAX_TASKS_PER_RUN`], counted on the run), the link accepts tasks
+    /// from the run's Graph session, the key is new (the same key and request replay; another
+    /// request under it is refused). Nothing is written unless all hold.
+    async fn dispatch_task(&self, req: &crate::dispatch::DispatchTask)
+    -> StoreResult<crate::dispatch::DispatchOutcome>;
+    /// A task `device` of `owner` dispatched; `None` for any other (one read, no write).
+    async fn dispatched_task(
+        &self,
+        owner: &OwnerId,
+        device: uuid::Uuid,
+        link: ChatLinkId,
+        task: TaskId,
+    ) -> StoreResult<Option<Task>>;
+    /// Cancels the open tasks the run `command` handed over (it ended): how many this call
+    /// cancelled. Safe to repeat.
+    async fn cancel_dispatched(&self, owner: &OwnerId, command: CommandId) -> StoreResult<usize>;
 }
 
 /// Owner: assign, cancel and list tasks.
@@ -495,6 +525,7 @@ pub trait Store:
     + ReadTasks
     + ClaimTasks
     + RecordArtifacts
+    + DispatchTasks
     + ManageDevices
     + PauseDevices
     + WatchDesktops
@@ -520,6 +551,7 @@ impl<T> Store for T where
         + ReadTasks
         + ClaimTasks
         + RecordArtifacts
+        + DispatchTasks
         + ManageDevices
         + PauseDevices
         + WatchDesktops

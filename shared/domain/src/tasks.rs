@@ -129,6 +129,9 @@ pub struct Task {
     /// The owner deleted its chat link: the task is invisible to every chat (it reads as
     /// missing, exactly like an unknown task) and, if it was open, it was cancelled.
     pub link_deleted: bool,
+    /// Where it came from when a desktop's Graph handed it over (`crate::dispatch`); `None`
+    /// for the owner's own tasks.
+    pub origin: Option<crate::dispatch::TaskOrigin>,
 }
 
 /// One page of a link's tasks, newest first.
@@ -158,6 +161,7 @@ impl Task {
             result_hash: None,
             finished_at: None,
             link_deleted: false,
+            origin: None,
         }
     }
 

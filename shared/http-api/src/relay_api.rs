@@ -10,6 +10,8 @@
 //! | `POST {PREFIX}/pairings` (no token) | start pairing a desktop: a user code for the owner, a device code to poll with |
 //! | `POST {PREFIX}/pairings/token` (no token) | poll: RFC 8628's pending / slow_down / denied / expired, or the new device |
 //! | `POST {PREFIX}/pause`, `POST {PREFIX}/resume` | the desktop's own pause (`relay pause` / `relay resume`) |
+//! | `POST {PREFIX}/tasks` | a running Graph hands a task to one of the owner's chat links (`domain::dispatch`) |
+//! | `GET {PREFIX}/links/{link}/tasks/{task}` | a task this desktop handed over: status and result |
 //!
 //! Plain functions over `http` types: the `graph_relay` Lambda and the local server call
 //! [`RelayApi::handle`]. Every input is checked before any write (command ids are UUIDs, the
@@ -38,7 +40,9 @@ use domain::relay::{PairError, PairRequest, PairResponse, PairTokenRequest, Pair
 use domain::runs::{
     CompleteOutcome, Completion, ControlOutcome, QueueFilter, RunStatus, StartOutcome, validate_sessions,
 };
-use domain::store::{AuthenticateDevices, PairDevices, PauseDevices, RelayRuns, StoreError, SyncSessions};
+use domain::store::{
+    AuthenticateDevices, DispatchTasks, LimitAttempts, PairDevices, PauseDevices, RelayRuns, StoreError, SyncSessions,
+};
 use http_util::http_json;
 use http_util::routes::{self as table, Answer, Auth, Body, Found, Param, Route, error_body};
 
@@ -58,8 +62,15 @@ pub const DYNAMODB_ACTIONS: &[&str] =
     &["dynamodb:GetItem", "dynamodb:PutItem", "dynamodb:UpdateItem", "dynamodb:Query", "dynamodb:ConditionCheckItem"];
 
 /// The store capabilities the relay API uses.
-pub trait RelayStore: SyncSessions + RelayRuns + AuthenticateDevices + PauseDevices + PairDevices {}
-impl<T: SyncSessions + RelayRuns + AuthenticateDevices + PauseDevices + PairDevices + ?Sized> RelayStore for T {}
+pub trait RelayStore:
+    SyncSessions + RelayRuns + AuthenticateDevices + PauseDevices + PairDevices + DispatchTasks + LimitAttempts
+{
+}
+impl<
+    T: SyncSessions + RelayRuns + AuthenticateDevices + PauseDevices + PairDevices + DispatchTasks + LimitAttempts + ?Sized,
+> RelayStore for T
+{
+}
 
 pub use http_util::{DEVICE_TOKEN_REQUIRED, device_of};
 
@@ -121,7 +132,9 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
             | Op::ReportProgress
             | Op::CompleteCommand
             | Op::Pause
-            | Op::Resume => {}
+            | Op::Resume
+            | Op::DispatchTask
+            | Op::ReadDispatched => {}
         }
         let device = match device_of(self.store.as_ref(), req.headers()).await {
             Ok(d) => d,
@@ -184,6 +197,13 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
                 Ok(id) => self.complete(&owner, id, req.body()).await,
             },
             Op::Pause | Op::Resume => self.pause(&device, route.op == Op::Pause, req.body()).await,
+            Op::DispatchTask => self.dispatch(&device, req.body()).await,
+            Op::ReadDispatched => {
+                match (domain::ids::ChatLinkId::parse("chat_link_id", p[0]), domain::ids::TaskId::parse("task_id", p[1])) {
+                    (Ok(link), Ok(task)) => self.read_dispatched(&device, link, task).await,
+                    (Err(e), _) | (_, Err(e)) => http_json::error(StatusCode::BAD_REQUEST, e.to_string()),
+                }
+            }
             // Answered before the token is looked up (they need none).
             Op::StartPairing | Op::PollPairing => http_json::error(StatusCode::NOT_FOUND, "no route"),
         }
@@ -455,18 +475,116 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
         if let Err(e) = c.validate() {
             return http_json::error(StatusCode::BAD_REQUEST, e.to_string());
         }
-        match self.store.complete_run(owner, id, &c).await {
-            Err(e) => internal(&e),
-            Ok(CompleteOutcome::Recorded(status)) => {
+        let outcome = match self.store.complete_run(owner, id, &c).await {
+            Err(e) => return internal(&e),
+            Ok(o) => o,
+        };
+        // The run ended (now or before): the tasks it handed to chats and still waits on are
+        // cancelled, so no chat works for a Graph that is gone. A failure here answers 503, and
+        // the relay's retry of the completion (a replay) cancels them again.
+        if !matches!(outcome, CompleteOutcome::NotFound)
+            && let Err(e) = self.store.cancel_dispatched(owner, id).await
+        {
+            return internal(&e);
+        }
+        match outcome {
+            CompleteOutcome::Recorded(status) => {
                 http_json::response(StatusCode::OK, CompleteResponse { ok: true, replayed: false, status })
             }
-            Ok(CompleteOutcome::Replayed(status)) => {
+            CompleteOutcome::Replayed(status) => {
                 http_json::response(StatusCode::OK, CompleteResponse { ok: true, replayed: true, status })
             }
-            Ok(CompleteOutcome::Conflict(status)) => {
-                http_json::response(StatusCode::CONFLICT, StatusResponse { status })
+            CompleteOutcome::Conflict(status) => http_json::response(StatusCode::CONFLICT, StatusResponse { status }),
+            CompleteOutcome::NotFound => http_json::error(StatusCode::NOT_FOUND, "command_id: no such command"),
+        }
+    }
+}
+
+impl<S: RelayStore + ?Sized> RelayApi<S> {
+    /// `POST /tasks`: checks the request, the device's hourly count, then the store's one
+    /// transaction (`DispatchTasks::dispatch_task`).
+    async fn dispatch(&self, device: &domain::devices::Device, body: &[u8]) -> http::Response<Bytes> {
+        use domain::dispatch::{DispatchOutcome, DispatchRejection, DispatchResponse, DispatchedTask};
+        let b: domain::dispatch::DispatchRequest = match http_json::parse(body) {
+            Ok(b) => b,
+            Err(m) => return http_json::error(StatusCode::BAD_REQUEST, m),
+        };
+        let req = match self.dispatch_request(device, b) {
+            Ok(r) => r,
+            Err(e) => return http_json::error(StatusCode::BAD_REQUEST, e.to_string()),
+        };
+        let now = self.clock.now();
+        let (counter, window_end) = domain::dispatch::device_hour(device.device_id, now);
+        match self.store.failed_attempts(&counter, window_end).await {
+            Err(e) => return internal(&e),
+            Ok(n) if n >= domain::dispatch::MAX_TASKS_PER_DEVICE_HOUR => {
+                return http_json::error(StatusCode::TOO_MANY_REQUESTS, DispatchRejection::TooManyForDevice.to_string());
             }
-            Ok(CompleteOutcome::NotFound) => http_json::error(StatusCode::NOT_FOUND, "command_id: no such command"),
+            Ok(_) => {}
+        }
+        match self.store.dispatch_task(&req).await {
+            Err(e) => internal(&e),
+            Ok(DispatchOutcome::Assigned(task)) => {
+                // Counted after the write: concurrent dispatches can pass the hourly bound by
+                // as many as run at once, never by more (the bound is a brake, not a quota).
+                if let Err(e) = self.store.record_failed_attempt(&counter, window_end).await {
+                    tracing::warn!(error = %domain::errors::ErrorChain(&e), "counting a dispatch failed");
+                }
+                http_json::response(StatusCode::OK, DispatchResponse { task: DispatchedTask::of(&task, now), replayed: false })
+            }
+            Ok(DispatchOutcome::Replayed(task)) => http_json::response(
+                StatusCode::OK,
+                DispatchResponse { task: DispatchedTask::of(&task, self.clock.now()), replayed: true },
+            ),
+            Ok(DispatchOutcome::Rejected(why)) => {
+                let status = match why {
+                    DispatchRejection::LinkRefuses => StatusCode::NOT_FOUND,
+                    DispatchRejection::TooManyForDevice => StatusCode::TOO_MANY_REQUESTS,
+                    DispatchRejection::IdempotencyMismatch
+                    | DispatchRejection::RunNotRunning
+                    | DispatchRejection::TooManyForRun => StatusCode::CONFLICT,
+                };
+                http_json::error(status, why.to_string())
+            }
+        }
+    }
+
+    /// The validated store request of `b` from `device`.
+    fn dispatch_request(
+        &self,
+        device: &domain::devices::Device,
+        b: domain::dispatch::DispatchRequest,
+    ) -> Result<domain::dispatch::DispatchTask, domain::errors::InputError> {
+        let command_id = CommandId::parse("command_id", &b.command_id)?;
+        let link_id = domain::ids::ChatLinkId::parse("chat_link_id", &b.chat_link_id)?;
+        domain::dispatch::validate_dispatch_objective(&b.objective)?;
+        let idempotency_key = domain::ids::IdempotencyKey::parse(&b.idempotency_key)?;
+        let max = self.policy.max_dispatch_ttl();
+        let ttl = domain::dispatch::validate_dispatch_ttl(b.expires_in_s.unwrap_or(max.as_secs()), max)?;
+        Ok(domain::dispatch::DispatchTask {
+            owner: device.owner.clone(),
+            device_id: device.device_id,
+            command_id,
+            link_id,
+            objective: b.objective,
+            idempotency_key,
+            ttl,
+        })
+    }
+
+    /// `GET /links/{link}/tasks/{task}`: a task this device handed over, as it is now.
+    async fn read_dispatched(
+        &self,
+        device: &domain::devices::Device,
+        link: domain::ids::ChatLinkId,
+        task: domain::ids::TaskId,
+    ) -> http::Response<Bytes> {
+        match self.store.dispatched_task(&device.owner, device.device_id, link, task).await {
+            Err(e) => internal(&e),
+            Ok(None) => http_json::error(StatusCode::NOT_FOUND, "task_id: no task this desktop handed to a chat"),
+            Ok(Some(t)) => {
+                http_json::response(StatusCode::OK, domain::dispatch::DispatchedTask::of(&t, self.clock.now()))
+            }
         }
     }
 }

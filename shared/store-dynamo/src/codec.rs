@@ -47,6 +47,7 @@ pub(crate) fn link_from(item: &Item) -> StoreResult<ChatLink> {
         name: r.s("name")?.to_owned(),
         created_at: r.ts("created_at")?,
         subscription: r.opt_parse("subscription", |v| serde_json::from_str(v).ok())?,
+        desktop_tasks: r.opt_parse("desktop_tasks", domain::dispatch::DesktopTasks::decode)?,
     })
 }
 
@@ -103,6 +104,7 @@ pub(crate) fn task_from(item: &Item) -> StoreResult<Task> {
         result_hash: r.opt_s("result_hash").map(str::to_owned),
         finished_at: r.opt_ts("finished_at")?,
         link_deleted: r.bool("link_deleted"),
+        origin: r.opt_parse("origin", |v| serde_json::from_str(v).ok())?,
     })
 }
 

@@ -100,6 +100,10 @@ pub fn ring_of_change(old: Option<&Item>, new: Option<&Item>) -> StoreResult<Opt
         let (o, n) = (opt_from(old, device_from)?, opt_from(new, device_from)?);
         return Ok(n.and_then(|n| domain::devices::ring_for_device(o.as_ref(), &n)));
     }
+    if sk.starts_with("TASK#") {
+        let (o, n) = (opt_from(old, crate::codec::task_from)?, opt_from(new, crate::codec::task_from)?);
+        return Ok(n.and_then(|n| domain::dispatch::ring_for_task(o.as_ref(), &n)));
+    }
     if sk != "RUN" {
         return Ok(None);
     }

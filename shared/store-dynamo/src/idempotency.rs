@@ -45,6 +45,9 @@ pub(crate) enum Created {
     /// The key was free but the parent's condition failed: the parent as it was (`None` when
     /// the backend gave no image and the item is gone).
     ParentRefused(Option<Item>),
+    /// The key was free but [`Create::also`]'s condition failed (classified before the
+    /// parent's): that item as it was, if the backend gave its image.
+    AlsoRefused(Option<Item>),
 }
 
 /// One idempotent create: what it writes and under which key.
@@ -64,6 +67,9 @@ pub(crate) struct Create<'a> {
     pub target: String,
     /// The new item (written only if absent).
     pub item: Item,
+    /// One more conditional write of the same transaction (a dispatch counts itself on its
+    /// run), if any.
+    pub also: Option<TransactWriteItem>,
 }
 
 impl DynamoStore {
@@ -82,14 +88,18 @@ impl DynamoStore {
             ("expires_at", n(expires.as_millis())),
             (TTL_ATTRIBUTE, ttl_at(expires)),
         ]));
-        let items = vec![
+        let mut items = vec![
             c.parent,
             put(&self.table, record, IDEM_FREE, values([(":now", n(now.as_millis()))]))?,
             put(&self.table, c.item, "attribute_not_exists(#pk)", Item::new())?,
         ];
+        items.extend(c.also);
         let Some(reasons) = self.transact(items).await? else { return Ok(Created::New) };
         if let Some((seen, target)) = self.key_in_use(&reasons, 1, c.record, now).await? {
             return Ok(Created::KeyInUse { same_request: seen == c.request_hash, target });
+        }
+        if failed(&reasons, 3) {
+            return Ok(Created::AlsoRefused(old_image(&reasons, 3).cloned()));
         }
         if failed(&reasons, 0) {
             let old = match (old_image(&reasons, 0), c.parent_key) {

@@ -7,6 +7,7 @@
 //! | project | `OWNER#<owner>` | `PROJECT#<project_id>` | |
 //! | chat link | `OWNER#<owner>` | `LINK#<link_id>` | |
 //! | run (command) | `RUN#<command_id>` | `RUN` | `gsi1pk = QUEUE#<project_id>`, `gsi1sk = <expires_at>#<command_id>` while queued |
+//! | (a run's tasks handed to chats: `dispatched`, a count, and `dispatched_tasks`, a string set of `<link_id>/<task_id>`, on the run item) | | | |
 //! | task | `LINK#<link_id>` | `TASK#<task_id>` | `gsi2pk = OPEN#<link_id>`, `gsi2sk = <expires_at>#<task_id>` while open |
 //! | artifact | `LINK#<link_id>` | `ARTIFACT#<task_id>#<artifact_id>` | |
 //! | idempotency key | `IDEM#<sha256(scope, principal, key)>` | `IDEM` | |
@@ -38,6 +39,7 @@
 //! | `projects` | `ManageProjects`, `SyncSessions` (device shares), `ManageLinks` |
 //! | `runs` | `QueueRuns`, `ReadRuns`, `CancelRuns`, `RelayRuns`, `OwnerRuns` |
 //! | `tasks` | `AssignTasks`, `ReadTasks`, `ClaimTasks`, `RecordArtifacts` |
+//! | `dispatch` | `DispatchTasks`: tasks a desktop's Graph hands to a chat, counted and listed on their run |
 //! | `devices` | `ManageDevices`, `AuthenticateDevices` |
 //! | `clients` | `ClientUse` (Cognito keeps the clients themselves), `MetadataClients`, `AuthorizationFlows` |
 //! | `events` | stream images → domain events; `RecordDeliveries` |
@@ -56,6 +58,7 @@ use domain::limits::Policy;
 mod clients;
 mod codec;
 mod devices;
+mod dispatch;
 mod doorbell;
 mod error;
 mod events;

@@ -283,4 +283,21 @@ impl ManageLinks for DynamoStore {
             Updated::Rejected(_) => Ok(None),
         }
     }
+
+    async fn set_desktop_tasks(
+        &self,
+        owner: &OwnerId,
+        link: ChatLinkId,
+        desktop_tasks: Option<&domain::dispatch::DesktopTasks>,
+    ) -> StoreResult<Option<ChatLink>> {
+        let write = match desktop_tasks {
+            Some(d) => Update::of(link_key(owner, link)).set("desktop_tasks", s(d.encode())),
+            None => Update::of(link_key(owner, link)).remove("desktop_tasks"),
+        };
+        let write = write.when(exists("pk").and(missing("deleted_at")));
+        match self.update(write).send(true).await? {
+            Updated::Applied(item) => opt_from(item.as_ref(), link_from),
+            Updated::Rejected(_) => Ok(None),
+        }
+    }
 }

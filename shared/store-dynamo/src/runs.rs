@@ -121,11 +121,12 @@ impl QueueRuns for DynamoStore {
             request_hash: &hash,
             target: run.command_id.to_string(),
             item,
+            also: None,
         };
         match self.create_idempotent(create, now).await? {
             Created::New => Ok(QueueOutcome::Queued(run)),
             Created::KeyInUse { same_request, target } => self.replay_run(same_request, &target).await,
-            Created::ParentRefused(old) => {
+            Created::ParentRefused(old) | Created::AlsoRefused(old) => {
                 // Consent changed between the read and the write: classify on the old image.
                 let project = opt_from(old.as_ref(), project_from)?;
                 let rejection = match check_named_project(project.as_ref(), &req.graph_session_id) {

@@ -72,11 +72,14 @@ impl AssignTasks for DynamoStore {
             request_hash: &hash,
             target: task.task_id.to_string(),
             item,
+            also: None,
         };
         match self.create_idempotent(create, now).await? {
             Created::New => Ok(AssignOutcome::Assigned(task)),
             Created::KeyInUse { same_request, target } => self.replay_task(same_request, &target, req.link_id).await,
-            Created::ParentRefused(_) => Ok(AssignOutcome::Rejected(AssignRejection::LinkNotFound)),
+            Created::ParentRefused(_) | Created::AlsoRefused(_) => {
+                Ok(AssignOutcome::Rejected(AssignRejection::LinkNotFound))
+            }
         }
     }
 

@@ -94,7 +94,7 @@ pub(crate) fn run_row(row: &Row<'_>) -> rusqlite::Result<Run> {
     })
 }
 
-pub(crate) const LINK_COLS: &str = "link_id, owner, project_id, name, created_at, subscription";
+pub(crate) const LINK_COLS: &str = "link_id, owner, project_id, name, created_at, subscription, desktop_tasks";
 
 pub(crate) fn link_row(row: &Row<'_>) -> rusqlite::Result<ChatLink> {
     Ok(ChatLink {
@@ -104,11 +104,12 @@ pub(crate) fn link_row(row: &Row<'_>) -> rusqlite::Result<ChatLink> {
         name: row.get(3)?,
         created_at: ts(row.get(4)?),
         subscription: opt_col(row, 5, "subscription", |s| serde_json::from_str(s).ok())?,
+        desktop_tasks: opt_col(row, 6, "desktop_tasks", domain::dispatch::DesktopTasks::decode)?,
     })
 }
 
 pub(crate) const TASK_COLS: &str = "task_id, link_id, owner, objective, status, created_at, expires_at, claim_id, \
-     lease_until, result, result_hash, finished_at, link_deleted, claimed_at";
+     lease_until, result, result_hash, finished_at, link_deleted, claimed_at, origin";
 
 pub(crate) fn task_row(row: &Row<'_>) -> rusqlite::Result<Task> {
     Ok(Task {
@@ -126,6 +127,7 @@ pub(crate) fn task_row(row: &Row<'_>) -> rusqlite::Result<Task> {
         finished_at: opt_ts(row.get(11)?),
         link_deleted: row.get(12)?,
         claimed_at: opt_ts(row.get(13)?),
+        origin: opt_col(row, 14, "origin", |s| serde_json::from_str(s).ok())?,
     })
 }
 

@@ -31,6 +31,13 @@ impl Rings {
         }
     }
 
+    /// Notes the ring a task's change makes, if any (`domain::dispatch::ring_for_task`).
+    pub(crate) fn note_task(&self, old: Option<&domain::tasks::Task>, new: &domain::tasks::Task) {
+        if let Some(r) = domain::dispatch::ring_for_task(old, new) {
+            self.0.borrow_mut().push(r);
+        }
+    }
+
     /// The rings noted.
     pub(crate) fn into_vec(self) -> Vec<RingFor> {
         self.0.into_inner()

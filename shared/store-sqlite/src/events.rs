@@ -48,7 +48,7 @@ pub(crate) fn change_run<T>(
 
 /// Like [`change_run`], for the task `task` of `link`.
 pub(crate) fn change_task<T>(
-    tx: &Connection,
+    tx: &crate::pool::Tx<'_>,
     link: &str,
     task: &str,
     now: Timestamp,
@@ -57,9 +57,22 @@ pub(crate) fn change_task<T>(
     let old = get_task_tx(tx, link, task)?;
     let (out, new) = f(old.as_ref())?;
     if let Some(new) = new.filter(|n| old.as_ref() != Some(n)) {
-        record_events(tx, &derive_task(old.as_ref(), Some(&new)), now)?;
+        note_task(tx, old.as_ref(), &new, now)?;
     }
     Ok(out)
+}
+
+/// What a task's change means, in the caller's transaction: its events to the outbox, and the
+/// desktop's ring when a task a Graph handed over ended.
+pub(crate) fn note_task(
+    tx: &crate::pool::Tx<'_>,
+    old: Option<&Task>,
+    new: &Task,
+    now: Timestamp,
+) -> rusqlite::Result<()> {
+    record_events(tx, &derive_task(old, Some(new)), now)?;
+    tx.rings.note_task(old, new);
+    Ok(())
 }
 
 #[async_trait]

@@ -20,6 +20,7 @@
 //! | `projects` | `ManageProjects`, `SyncSessions` (device shares), `ManageLinks` |
 //! | `runs` | `QueueRuns`, `ReadRuns`, `CancelRuns`, `RelayRuns`, `OwnerRuns` |
 //! | `tasks` | `AssignTasks`, `ReadTasks`, `ClaimTasks`, `RecordArtifacts` |
+//! | `dispatch` | `DispatchTasks`: tasks a desktop's Graph hands to a chat |
 //! | `devices` | `ManageDevices`, `AuthenticateDevices` |
 //! | `events` | the outbox written with every change (`EventOutbox`); `RecordDeliveries` |
 //! | `idempotency` | idempotency records and the one idempotent create |
@@ -44,6 +45,7 @@ use crate::pool::{MAX_FILE_CONNECTIONS, Pool};
 mod clients;
 mod codec;
 mod devices;
+mod dispatch;
 mod doorbell;
 mod error;
 mod events;

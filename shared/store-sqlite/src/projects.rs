@@ -4,7 +4,6 @@
 use async_trait::async_trait;
 use rusqlite::{Connection, OptionalExtension, named_params, params};
 
-use domain::events::derive_task;
 use domain::ids::{ChatLinkId, OwnerId, ProjectId};
 use domain::projects::{ChatLink, Project, Subscription, SyncOutcome};
 use domain::runs::SessionMeta;
@@ -16,7 +15,6 @@ use crate::codec::{
     LINK_COLS, PROJECT_COLS, PROJECT_SELECT, TASK_COLS, col, get_project_tx, json, link_row, project_row, task_row,
 };
 use crate::error::{corrupt, missing_target};
-use crate::events::record_events;
 
 /// Every device's shared sessions in `project`.
 fn load_shares(tx: &Connection, project: &str) -> rusqlite::Result<domain::projects::DeviceShares> {
@@ -164,7 +162,7 @@ impl ManageLinks for SqliteStore {
             if get_project_tx(tx, link.owner.as_str(), &project.to_string())?.is_none() {
                 return Ok(None);
             }
-            tx.prepare_cached(&format!("INSERT INTO links ({LINK_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, NULL)"))?.execute(
+            tx.prepare_cached(&format!("INSERT INTO links ({LINK_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, NULL, NULL)"))?.execute(
                 params![
                     link.link_id.to_string(),
                     link.owner.as_str(),
@@ -240,7 +238,7 @@ impl ManageLinks for SqliteStore {
             };
             for new in &cancelled {
                 let old = open.iter().find(|t| t.task_id == new.task_id);
-                record_events(tx, &derive_task(old, Some(new)), now)?;
+                crate::events::note_task(tx, old, new, now)?;
             }
             tx.prepare_cached("UPDATE tasks SET link_deleted = 1 WHERE link_id = ?1 AND owner = ?2 AND link_deleted = 0")?.execute(params![link.to_string(), owner],
             )?;
@@ -263,6 +261,25 @@ impl ManageLinks for SqliteStore {
                      RETURNING {LINK_COLS}"
             ))?
             .query_row(params![json, link.to_string(), owner], link_row)
+            .optional()
+        })
+        .await
+    }
+
+    async fn set_desktop_tasks(
+        &self,
+        owner: &OwnerId,
+        link: ChatLinkId,
+        desktop_tasks: Option<&domain::dispatch::DesktopTasks>,
+    ) -> StoreResult<Option<ChatLink>> {
+        let owner = owner.as_str().to_owned();
+        let stored = desktop_tasks.map(domain::dispatch::DesktopTasks::encode);
+        self.write(move |tx, _| {
+            tx.prepare_cached(&format!(
+                "UPDATE links SET desktop_tasks = ?1 WHERE link_id = ?2 AND owner = ?3 AND deleted_at IS NULL \
+                     RETURNING {LINK_COLS}"
+            ))?
+            .query_row(params![stored, link.to_string(), owner], link_row)
             .optional()
         })
         .await

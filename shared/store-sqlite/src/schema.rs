@@ -10,8 +10,18 @@ use rusqlite::{Connection, TransactionBehavior};
 /// use `IF NOT EXISTS`, so such a database (version 0 with tables) is adopted as it is.
 pub(crate) const MIGRATIONS: &[&str] = &[
     SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7, SCHEMA_V8, SCHEMA_V9, SCHEMA_V10,
-    SCHEMA_V11, SCHEMA_V12, SCHEMA_V13, SCHEMA_V14, SCHEMA_V15, SCHEMA_V16, SCHEMA_V17,
+    SCHEMA_V11, SCHEMA_V12, SCHEMA_V13, SCHEMA_V14, SCHEMA_V15, SCHEMA_V16, SCHEMA_V17, SCHEMA_V18,
 ];
+
+/// Version 18: tasks a desktop's Graph hands to a chat (`domain::dispatch`): a task's origin
+/// (and its run, indexed, to cancel a run's open tasks), a link's consent, a run's count.
+pub(crate) const SCHEMA_V18: &str = r"
+ALTER TABLE tasks ADD COLUMN origin TEXT;
+ALTER TABLE tasks ADD COLUMN origin_command TEXT;
+CREATE INDEX tasks_by_origin ON tasks(origin_command) WHERE origin_command IS NOT NULL;
+ALTER TABLE links ADD COLUMN desktop_tasks TEXT;
+ALTER TABLE runs ADD COLUMN dispatched INTEGER NOT NULL DEFAULT 0;
+";
 
 /// Version 17: the last good copy of each client metadata document (signing in when the
 /// document's host refuses a fetch).

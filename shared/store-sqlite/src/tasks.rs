@@ -4,7 +4,6 @@
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, named_params, params};
 
-use domain::events::derive_task;
 use domain::ids::{ChatLinkId, ClaimId, OwnerId, TaskId};
 use domain::runs::idempotency_record_key;
 use domain::store::{AssignTasks, ClaimTasks, ReadTasks, RecordArtifacts, StoreResult};
@@ -16,7 +15,7 @@ use domain::tasks::{
 
 use crate::SqliteStore;
 use crate::codec::{TASK_COLS, col, get_task_tx, task_row};
-use crate::events::{change_task, record_events};
+use crate::events::{change_task, note_task};
 use crate::idempotency::{Create, Created};
 
 #[async_trait]
@@ -39,7 +38,7 @@ impl AssignTasks for SqliteStore {
                 }
                 let task = Task::assigned(&req, now, &policy);
                 tx.prepare_cached(&format!(
-                    "INSERT INTO tasks ({TASK_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, NULL, NULL, NULL, NULL, 0, NULL)"
+                    "INSERT INTO tasks ({TASK_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, NULL, NULL, NULL, NULL, 0, NULL, NULL)"
                 ))?
                 .execute(params![
                     task.task_id.to_string(),
@@ -50,7 +49,7 @@ impl AssignTasks for SqliteStore {
                     task.created_at.as_millis(),
                     task.expires_at.as_millis(),
                 ])?;
-                record_events(tx, &derive_task(None, Some(&task)), now)?;
+                note_task(tx, None, &task, now)?;
                 Ok(Ok((task.task_id.to_string(), task)))
             })?;
             Ok(match created {

@@ -265,6 +265,8 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
             Op::DeleteLink => self.delete_link(&owner, p[0]).await,
             Op::Subscribe => self.subscribe(&owner, p[0], body).await,
             Op::Unsubscribe => self.unsubscribe(&owner, p[0]).await,
+            Op::AllowDesktopTasks => self.desktop_tasks(&owner, p[0], Some(body)).await,
+            Op::StopDesktopTasks => self.desktop_tasks(&owner, p[0], None).await,
             Op::ListTasks => self.list_tasks(&owner, p[0], query).await,
             Op::AssignTask => self.assign(&owner, p[0], body).await,
             Op::GetTask => self.get_task(&owner, p[0], p[1]).await,
@@ -493,6 +495,31 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
     async fn unsubscribe(&self, owner: &OwnerId, id: &str) -> Reply {
         let link = self.link(owner, id).await?;
         let l = self.store.set_subscription(owner, link.link_id, None).await?.ok_or_else(|| not_found(NO_LINK))?;
+        ok(StatusCode::OK, link_view(&l, None))
+    }
+
+    /// `PUT` (with a body) or `DELETE` `/links/{id}/desktop-tasks`.
+    async fn desktop_tasks(&self, owner: &OwnerId, id: &str, body: Option<&[u8]>) -> Reply {
+        let link = self.link(owner, id).await?;
+        let setting = match body {
+            None => None,
+            Some(body) => {
+                let b: DesktopTasksBody = parse(body)?;
+                let sessions = b
+                    .sessions
+                    .iter()
+                    .map(|s| domain::ids::GraphSessionId::parse("sessions", s))
+                    .collect::<Result<Vec<_>, _>>()?;
+                let d = domain::dispatch::DesktopTasks { sessions };
+                d.validate()?;
+                Some(d)
+            }
+        };
+        let l = self
+            .store
+            .set_desktop_tasks(owner, link.link_id, setting.as_ref())
+            .await?
+            .ok_or_else(|| not_found(NO_LINK))?;
         ok(StatusCode::OK, link_view(&l, None))
     }
 

@@ -28,6 +28,8 @@ pub enum Op {
     DeleteLink,
     Subscribe,
     Unsubscribe,
+    AllowDesktopTasks,
+    StopDesktopTasks,
     ListTasks,
     AssignTask,
     GetTask,
@@ -212,6 +214,24 @@ pub static ROUTES: &[Route<Op>] = &[
         DELETE,
         "/links/{chat_link_id}/subscription",
         "Stop the link's events",
+        [P_LINK],
+        None,
+        [ok!(200, "The link.", LinkView), BAD, GONE]
+    ),
+    route!(
+        AllowDesktopTasks,
+        PUT,
+        "/links/{chat_link_id}/desktop-tasks",
+        "Let the owner's desktops hand this link tasks (from the named Graph sessions, or any)",
+        [P_LINK],
+        body::<DesktopTasksBody>(),
+        [ok!(200, "The link.", LinkView), BAD, GONE]
+    ),
+    route!(
+        StopDesktopTasks,
+        DELETE,
+        "/links/{chat_link_id}/desktop-tasks",
+        "Stop desktops handing this link tasks (tasks handed over already stay)",
         [P_LINK],
         None,
         [ok!(200, "The link.", LinkView), BAD, GONE]

@@ -79,6 +79,15 @@ pub struct SubscriptionBody {
     pub url: String,
 }
 
+/// `PUT /links/{id}/desktop-tasks`: let the owner's desktops hand the link tasks.
+#[derive(Deserialize, JsonSchema)]
+#[serde(deny_unknown_fields)]
+pub struct DesktopTasksBody {
+    /// Only runs of these Graph sessions (`gs_…`, at most 20) may ask; empty or absent: any.
+    #[serde(default)]
+    pub sessions: Vec<String>,
+}
+
 /// A graph session a desktop shares in a project.
 #[derive(Serialize, JsonSchema)]
 pub struct SessionView {
@@ -367,6 +376,9 @@ pub struct LinkView {
     pub created_at: String,
     /// Its event subscription.
     pub subscription: Option<SubscriptionView>,
+    /// Whether the owner's desktops may hand it tasks (`null`: no), and from which Graph
+    /// sessions (an empty list: any).
+    pub desktop_tasks: Option<domain::dispatch::DesktopTasks>,
 }
 
 /// `PUT /links/{id}/subscription`: the link with its subscription's secret, shown this once.
@@ -426,6 +438,8 @@ pub struct TaskSummary {
     pub created_at: String,
     /// When it ended.
     pub finished_at: Option<String>,
+    /// Where it came from when a desktop's Graph handed it over (`null`: the owner assigned it).
+    pub origin: Option<domain::dispatch::TaskOrigin>,
 }
 
 /// A task's live claim.
@@ -632,6 +646,7 @@ pub(super) fn link_view(l: &ChatLink, last_delivery: Option<&DeliveryOutcome>) -
             }),
             secret: None,
         }),
+        desktop_tasks: l.desktop_tasks.clone(),
     }
 }
 
@@ -647,5 +662,6 @@ pub(super) fn task_summary(t: &Task, now: Timestamp) -> TaskSummary {
         objective_truncated: preview.len() < t.objective.len(),
         created_at: t.created_at.rfc3339(),
         finished_at: time(t.finished_at),
+        origin: t.origin.clone(),
     }
 }

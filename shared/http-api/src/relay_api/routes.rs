@@ -17,9 +17,13 @@ pub enum Op {
     PollPairing,
     Pause,
     Resume,
+    DispatchTask,
+    ReadDispatched,
 }
 
 const P_COMMAND: Param = Param::path_id("command_id", "A queued command's id (from a sync).");
+const P_LINK: Param = Param::path_id("chat_link_id", "The chat link the task went to.");
+const P_TASK: Param = Param::path_id("task_id", "A task this desktop handed to a chat.");
 const BAD: Answer = table::BAD_INPUT;
 /// Every relay POST carries JSON: refusing other types keeps a web page from posting here
 /// cross-origin (a form or `text/plain` post needs no CORS preflight, `application/json` does),
@@ -177,6 +181,56 @@ pub static ROUTES: &[Route<Op>] = &[
             ENDED,
         ]
     ),
+    route!(
+        DispatchTask,
+        POST,
+        "/tasks",
+        Device,
+        "Hand a task to one of the owner's chat links from a run running here (the same key and request replay)",
+        [],
+        domain::dispatch::DispatchRequest,
+        [
+            Answer {
+                status: 200,
+                description: "Handed over (or handed over before, `replayed`).",
+                body: &[table::schema::<domain::dispatch::DispatchResponse>]
+            },
+            BAD,
+            Answer {
+                status: 404,
+                description: "No chat link of this owner accepts tasks from this run's Graph session (whatever the reason).",
+                body: &[error_body]
+            },
+            Answer {
+                status: 409,
+                description: "The run is not running on this desktop, handed out its 20 tasks, or the key was used with another request.",
+                body: &[error_body]
+            },
+            Answer {
+                status: 429,
+                description: "This desktop handed out as many tasks as it may this hour.",
+                body: &[error_body]
+            },
+        ]
+    ),
+    Route {
+        op: Op::ReadDispatched,
+        method: Method::GET,
+        path: "/external-assistants/graph-relays/links/{chat_link_id}/tasks/{task_id}",
+        summary: "A task this desktop handed to a chat: its status and, once submitted, the result",
+        auth: Auth::Device,
+        params: &[P_LINK, P_TASK],
+        body: None,
+        answers: &[
+            Answer {
+                status: 200,
+                description: "The task as it is now (an open task past its expiry reads `expired`).",
+                body: &[table::schema::<domain::dispatch::DispatchedTask>],
+            },
+            BAD,
+            Answer { status: 404, description: "No task this desktop handed over.", body: &[error_body] },
+        ],
+    },
     route!(
         StartPairing,
         POST,

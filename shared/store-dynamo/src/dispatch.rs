@@ -1,0 +1,173 @@
+//! Tasks a desktop's Graph hands to a chat: [`DispatchTasks`] (`domain::dispatch`).
+//!
+//! One transaction per dispatch: the link's consent (a condition check), the key's record, the
+//! task, and an update of the run item that both counts the dispatch (`dispatched` below
+//! [`MAX_TASKS_PER_RUN`]) and lists it (`dispatched_tasks`, a string set of `<link>/<task>`),
+//! conditional on the run running on the asking device. The list is how a run's open tasks are
+//! found and cancelled when it ends, without an index.
+
+use async_trait::async_trait;
+use aws_sdk_dynamodb::types::AttributeValue;
+
+use domain::dispatch::{DispatchOutcome, DispatchRejection, DispatchTask, MAX_TASKS_PER_RUN, run_admits, session_marker};
+use domain::ids::{ChatLinkId, CommandId, OwnerId, TaskId};
+use domain::runs::idempotency_record_key;
+use domain::store::{DispatchTasks, StoreError, StoreResult};
+use domain::tasks::{Task, TaskStatus};
+
+use crate::codec::{Item, bad, n, opt_from, run_from, s, task_from, values};
+use crate::idempotency::{Create, Created};
+use crate::keys::{expiring_sort_key, link_key, open_tasks_partition, run_key, task_key, ttl_at};
+use crate::request::{Updated, check, update_item};
+use crate::write::{Update, eq, gt, is_in, lt, missing};
+use crate::{DynamoStore, TTL_ATTRIBUTE};
+
+/// The run item's list of the tasks it handed over.
+const DISPATCHED_TASKS: &str = "dispatched_tasks";
+
+impl DynamoStore {
+    /// Why the run's update refused a dispatch, from its old image (read when the backend gave
+    /// none).
+    async fn classify_run(&self, old: Option<Item>, req: &DispatchTask) -> StoreResult<DispatchRejection> {
+        let old = match old {
+            Some(i) => Some(i),
+            None => self.get(run_key(req.command_id)).await?,
+        };
+        Ok(match opt_from(old.as_ref(), run_from)? {
+            Some(run) if run_admits(&run, &req.owner, req.device_id) => DispatchRejection::TooManyForRun,
+            _ => DispatchRejection::RunNotRunning,
+        })
+    }
+}
+
+#[async_trait]
+impl DispatchTasks for DynamoStore {
+    async fn dispatch_task(&self, req: &DispatchTask) -> StoreResult<DispatchOutcome> {
+        let now = self.clock.now();
+        // The run's session goes into the task's origin and the consent check: read it first;
+        // the transaction re-checks that the run is still running on this device.
+        let Some(run) = opt_from(self.get(run_key(req.command_id)).await?.as_ref(), run_from)?
+            .filter(|r| run_admits(r, &req.owner, req.device_id))
+        else {
+            // A retry after the run ended must still replay its task.
+            let record = idempotency_record_key("dispatch", &req.record_principal(), &req.idempotency_key);
+            return match self.live_record(&record, now).await? {
+                Some((hash, target)) => self.replay_dispatch(hash == req.request_hash(), &target, req.link_id).await,
+                None => Ok(DispatchOutcome::Rejected(DispatchRejection::RunNotRunning)),
+            };
+        };
+        let record = idempotency_record_key("dispatch", &req.record_principal(), &req.idempotency_key);
+        let hash = req.request_hash();
+        let task = req.task(&run.graph_session_id, now);
+        let origin = serde_json::to_string(&task.origin).map_err(|e| StoreError::Corrupt(e.to_string()))?;
+        let mut item = task_key(task.link_id, task.task_id);
+        item.extend(values([
+            ("task_id", s(task.task_id.to_string())),
+            ("link_id", s(task.link_id.to_string())),
+            ("owner", s(task.owner.as_str())),
+            ("objective", s(task.objective.clone())),
+            ("status", s(TaskStatus::Queued.as_str())),
+            ("created_at", n(now.as_millis())),
+            ("expires_at", n(task.expires_at.as_millis())),
+            ("origin", s(origin)),
+            ("gsi2pk", s(open_tasks_partition(task.link_id))),
+            ("gsi2sk", s(expiring_sort_key(task.expires_at, task.task_id))),
+            (TTL_ATTRIBUTE, ttl_at(task.expires_at.plus(self.policy.retention))),
+        ]));
+        let count = Update::of(run_key(req.command_id))
+            .add("dispatched", n(1))
+            .add(DISPATCHED_TASKS, AttributeValue::Ss(vec![format!("{}/{}", task.link_id, task.task_id)]))
+            .when(
+                eq("owner", s(req.owner.as_str()))
+                    .and(eq("status", s("running")))
+                    .and(eq("device_id", s(req.device_id.to_string())))
+                    .and(missing("dispatched").or(lt("dispatched", n(i64::from(MAX_TASKS_PER_RUN))))),
+            );
+        let create = Create {
+            what: "dispatch transaction",
+            parent: check(
+                &self.table,
+                link_key(&req.owner, req.link_id),
+                "attribute_exists(#pk) AND attribute_not_exists(#deleted_at) \
+                 AND (#desktop_tasks = :any OR contains(#desktop_tasks, :session))",
+                values([
+                    (":any", s(domain::dispatch::ANY_SESSION)),
+                    (":session", s(session_marker(&run.graph_session_id))),
+                ]),
+            )?,
+            parent_key: None,
+            record: &record,
+            request_hash: &hash,
+            target: task.task_id.to_string(),
+            item,
+            also: Some(update_item(&self.table, count)?),
+        };
+        match self.create_idempotent(create, now).await? {
+            Created::New => Ok(DispatchOutcome::Assigned(task)),
+            Created::KeyInUse { same_request, target } => self.replay_dispatch(same_request, &target, req.link_id).await,
+            Created::AlsoRefused(old) => Ok(DispatchOutcome::Rejected(self.classify_run(old, req).await?)),
+            Created::ParentRefused(_) => Ok(DispatchOutcome::Rejected(DispatchRejection::LinkRefuses)),
+        }
+    }
+
+    async fn dispatched_task(
+        &self,
+        owner: &OwnerId,
+        device: uuid::Uuid,
+        link: ChatLinkId,
+        task: TaskId,
+    ) -> StoreResult<Option<Task>> {
+        Ok(opt_from(self.get(task_key(link, task)).await?.as_ref(), task_from)?.filter(|t| t.dispatched_by(owner, device)))
+    }
+
+    /// Reads the run's list and cancels each open task with one conditional write (a repeat
+    /// finds them cancelled and changes nothing).
+    async fn cancel_dispatched(&self, owner: &OwnerId, command: CommandId) -> StoreResult<usize> {
+        let Some(run) = self.get(run_key(command)).await? else { return Ok(0) };
+        if run.get("owner").and_then(|v| v.as_s().ok()).map(String::as_str) != Some(owner.as_str()) {
+            return Ok(0);
+        }
+        let listed: Vec<String> = run.get(DISPATCHED_TASKS).and_then(|v| v.as_ss().ok()).cloned().unwrap_or_default();
+        let mut cancelled = 0;
+        for entry in listed {
+            let (link, task) = entry.split_once('/').ok_or_else(|| bad(DISPATCHED_TASKS))?;
+            let link = ChatLinkId::parse("chat_link_id", link).map_err(|_| bad(DISPATCHED_TASKS))?;
+            let task = TaskId::parse("task_id", task).map_err(|_| bad(DISPATCHED_TASKS))?;
+            let now = self.clock.now();
+            let out = self
+                .update(
+                    Update::of(task_key(link, task))
+                        .set("status", s("cancelled"))
+                        .set("finished_at", n(now.as_millis()))
+                        .set("ttl", ttl_at(now.plus(self.policy.retention)))
+                        .remove("gsi2pk")
+                        .remove("gsi2sk")
+                        .when(
+                            eq("owner", s(owner.as_str()))
+                                .and(is_in("status", vec![s("queued"), s("claimed")]))
+                                .and(gt("expires_at", n(now.as_millis()))),
+                        ),
+                )
+                .send(false)
+                .await?;
+            if matches!(out, Updated::Applied(_)) {
+                cancelled += 1;
+            }
+        }
+        Ok(cancelled)
+    }
+}
+
+impl DynamoStore {
+    /// The answer for a key seen before: the original task, or the mismatch rejection.
+    async fn replay_dispatch(&self, same_request: bool, target: &str, link: ChatLinkId) -> StoreResult<DispatchOutcome> {
+        if !same_request {
+            return Ok(DispatchOutcome::Rejected(DispatchRejection::IdempotencyMismatch));
+        }
+        let id = TaskId::parse("task_id", target).map_err(|_| bad("target_id"))?;
+        match opt_from(self.get(task_key(link, id)).await?.as_ref(), task_from)? {
+            Some(task) => Ok(DispatchOutcome::Replayed(task)),
+            None => Err(StoreError::Corrupt("idempotency record points at a missing task".into())),
+        }
+    }
+}
