@@ -2069,7 +2069,204 @@ async fn pairing_race_catches_the_naive_redemption(h: Harness) {
     assert!(alone.not_redeemed_once > 0, "the naive redemption was not caught");
 }
 
+// ---- tasks a desktop's Graph hands to a chat (domain::dispatch) -----------------------------
+
+/// A run of session 1 of `o`, started on desktop `d`.
+async fn running_on(h: &Harness, o: &OwnerId, d: uuid::Uuid, key: &str) -> CommandId {
+    let run = queue(h, o, &agent("dispatcher"), key).await;
+    assert_eq!(h.store.start_run(o, run.command_id, "exec-1", d).await.unwrap(), StartOutcome::Started);
+    run.command_id
+}
+
+fn dispatch_req(
+    o: &OwnerId,
+    d: uuid::Uuid,
+    run: CommandId,
+    l: ChatLinkId,
+    key: &str,
+    objective: &str,
+) -> domain::dispatch::DispatchTask {
+    domain::dispatch::DispatchTask {
+        owner: o.clone(),
+        device_id: d,
+        command_id: run,
+        link_id: l,
+        objective: objective.into(),
+        idempotency_key: IdempotencyKey::parse(key).unwrap(),
+        ttl: domain::dispatch::DEFAULT_DISPATCH_TTL,
+    }
+}
+
+fn refused(o: &domain::dispatch::DispatchOutcome) -> Option<domain::dispatch::DispatchRejection> {
+    match o {
+        domain::dispatch::DispatchOutcome::Rejected(r) => Some(*r),
+        _ => None,
+    }
+}
+
+async fn allow(h: &Harness, o: &OwnerId, l: ChatLinkId, sessions: Vec<GraphSessionId>) {
+    let d = domain::dispatch::DesktopTasks { sessions };
+    h.store.set_desktop_tasks(o, l, Some(&d)).await.unwrap().expect("the owner's link");
+}
+
+/// A link takes tasks from desktops only once its owner allows it, and only from the sessions
+/// named; a device reads only what it handed over; every refusal reads the same and writes
+/// nothing.
+async fn a_desktop_hands_a_task_only_to_a_link_that_allows_it(h: Harness) {
+    use domain::dispatch::{DispatchOutcome, DispatchRejection};
+    let (o, stranger) = (owner("dispatch-owner"), owner("dispatch-stranger"));
+    project(&h, &o, &[1]).await;
+    let (d, d2) = (device(71), device(72));
+    let run = running_on(&h, &o, d, "dispatch-run-1").await;
+    let l = link(&h, &o).await;
+    let ask = |key: &str, objective: &str, l: ChatLinkId, dev: uuid::Uuid| dispatch_req(&o, dev, run, l, key, objective);
+
+    let off = h.store.dispatch_task(&ask("dispatch-key-1", "review the draft", l, d)).await.unwrap();
+    assert_eq!(refused(&off), Some(DispatchRejection::LinkRefuses), "off by default");
+    allow(&h, &o, l, vec![gs(2)]).await;
+    let other_session = h.store.dispatch_task(&ask("dispatch-key-1", "review the draft", l, d)).await.unwrap();
+    assert_eq!(refused(&other_session), Some(DispatchRejection::LinkRefuses), "only the named sessions");
+    let strangers_link = link(&h, &stranger).await;
+    allow(&h, &stranger, strangers_link, Vec::new()).await;
+    let theirs = h.store.dispatch_task(&ask("dispatch-key-1", "review the draft", strangers_link, d)).await.unwrap();
+    assert_eq!(refused(&theirs), Some(DispatchRejection::LinkRefuses), "another owner's link reads as missing");
+    let elsewhere = h.store.dispatch_task(&ask("dispatch-key-1", "review the draft", l, d2)).await.unwrap();
+    assert_eq!(refused(&elsewhere), Some(DispatchRejection::RunNotRunning), "the run is another desktop's");
+    assert!(h.store.list_open_tasks(&o, l, 10).await.unwrap().is_empty(), "refusals wrote nothing");
+
+    allow(&h, &o, l, vec![gs(2), gs(1)]).await;
+    let t = match h.store.dispatch_task(&ask("dispatch-key-1", "review the draft", l, d)).await.unwrap() {
+        DispatchOutcome::Assigned(t) => t,
+        other => panic!("dispatch failed: {other:?}"),
+    };
+    let origin = t.origin.clone().expect("a dispatched task keeps its origin");
+    assert_eq!((origin.device_id, &origin.graph_session_id, origin.command_id), (d, &gs(1), run));
+    assert_eq!(t.expires_at, h.now().plus(domain::dispatch::DEFAULT_DISPATCH_TTL));
+    let listed = h.store.list_open_tasks(&o, l, 10).await.unwrap();
+    assert_eq!(listed.iter().map(|t| t.task_id).collect::<Vec<_>>(), [t.task_id], "the chat lists it");
+    assert_eq!(listed[0].origin.as_ref(), Some(&origin), "with its origin");
+
+    let again = h.store.dispatch_task(&ask("dispatch-key-1", "review the draft", l, d)).await.unwrap();
+    assert!(matches!(again, DispatchOutcome::Replayed(ref r) if r.task_id == t.task_id), "{again:?}");
+    let changed = h.store.dispatch_task(&ask("dispatch-key-1", "another objective", l, d)).await.unwrap();
+    assert_eq!(refused(&changed), Some(DispatchRejection::IdempotencyMismatch));
+    assert_eq!(changed.clone(), DispatchOutcome::Rejected(DispatchRejection::IdempotencyMismatch));
+    assert_eq!(DispatchRejection::IdempotencyMismatch.to_string(), IDEMPOTENCY_MISMATCH);
+
+    assert!(h.store.dispatched_task(&o, d, l, t.task_id).await.unwrap().is_some());
+    assert!(h.store.dispatched_task(&o, d2, l, t.task_id).await.unwrap().is_none(), "another desktop's");
+    assert!(h.store.dispatched_task(&stranger, d, l, t.task_id).await.unwrap().is_none(), "another owner's");
+    let owners = assign(&h, &o, l, "the owner's own").await;
+    assert!(h.store.dispatched_task(&o, d, l, owners).await.unwrap().is_none(), "not handed over by it");
+
+    h.store.set_desktop_tasks(&o, l, None).await.unwrap().unwrap();
+    let stopped = h.store.dispatch_task(&ask("dispatch-key-2", "one more", l, d)).await.unwrap();
+    assert_eq!(refused(&stopped), Some(DispatchRejection::LinkRefuses), "the owner stopped it");
+    assert!(h.store.get_task(&o, l, t.task_id).await.unwrap().is_some(), "what was handed over stays");
+    allow(&h, &o, l, Vec::new()).await;
+    h.store.delete_link(&o, l).await.unwrap().unwrap();
+    let deleted = h.store.dispatch_task(&ask("dispatch-key-3", "one more", l, d)).await.unwrap();
+    assert_eq!(refused(&deleted), Some(DispatchRejection::LinkRefuses), "a deleted link");
+    let read = h.store.dispatched_task(&o, d, l, t.task_id).await.unwrap().expect("still the desktop's");
+    assert_eq!(read.status, TaskStatus::Cancelled, "the link's deletion cancelled it, and the desktop can tell");
+}
+
+/// A run hands out at most its share, the tasks are ordinary tasks (claim, submit, expiry),
+/// and when the run ends its open tasks are cancelled (once); its key still replays after.
+async fn a_runs_tasks_are_bounded_and_end_with_it(h: Harness) {
+    use domain::dispatch::{DispatchOutcome, DispatchRejection, MAX_TASKS_PER_RUN};
+    let o = owner("dispatch-bounds");
+    project(&h, &o, &[1]).await;
+    let d = device(73);
+    let run = running_on(&h, &o, d, "dispatch-run-2").await;
+    let l = link(&h, &o).await;
+    allow(&h, &o, l, Vec::new()).await;
+    let mut tasks = Vec::new();
+    for i in 0..MAX_TASKS_PER_RUN {
+        let mut req = dispatch_req(&o, d, run, l, &format!("bounded-key-{i:03}"), &format!("step {i}"));
+        if i == 2 {
+            req.ttl = domain::dispatch::MIN_DISPATCH_TTL;
+        }
+        match h.store.dispatch_task(&req).await.unwrap() {
+            DispatchOutcome::Assigned(t) => tasks.push(t.task_id),
+            other => panic!("dispatch {i} failed: {other:?}"),
+        }
+    }
+    let over = h.store.dispatch_task(&dispatch_req(&o, d, run, l, "bounded-key-over", "one too many")).await.unwrap();
+    assert_eq!(refused(&over), Some(DispatchRejection::TooManyForRun));
+    assert_eq!(DispatchRejection::TooManyForRun.to_string(), domain::dispatch::TOO_MANY_FOR_RUN);
+
+    // Task 0 is answered, task 1 is claimed, task 2 (one minute) expires.
+    let c0 = claim(&h, &o, l, tasks[0]).await;
+    let done = submit_req(&o, l, tasks[0], c0, SubmitStatus::Completed, "looks good");
+    assert_eq!(h.store.submit_task(&done).await.unwrap(), SubmitOutcome::Accepted);
+    claim(&h, &o, l, tasks[1]).await;
+    h.clock.advance(Duration::from_secs(61));
+    let read = h.store.dispatched_task(&o, d, l, tasks[2]).await.unwrap().unwrap();
+    assert_eq!(read.status_at(h.now()), TaskStatus::Expired);
+
+    let exec = "exec-1";
+    let ended = h.store.complete_run(&o, run, &completion(exec, FinalStatus::Failed, None)).await.unwrap();
+    assert!(matches!(ended, CompleteOutcome::Recorded(_)), "{ended:?}");
+    let cancelled = h.store.cancel_dispatched(&o, run).await.unwrap();
+    assert_eq!(cancelled, MAX_TASKS_PER_RUN as usize - 2, "the open ones: not the answered, not the expired");
+    assert_eq!(h.store.cancel_dispatched(&o, run).await.unwrap(), 0, "a repeat changes nothing");
+    assert_eq!(h.store.cancel_dispatched(&owner("someone-else"), run).await.unwrap(), 0, "only the owner's");
+    let status = |t: TaskId| {
+        let h = &h;
+        let o = o.clone();
+        async move { h.store.dispatched_task(&o, d, l, t).await.unwrap().unwrap().status_at(h.now()) }
+    };
+    assert_eq!(status(tasks[0]).await, TaskStatus::Completed);
+    assert_eq!(status(tasks[1]).await, TaskStatus::Cancelled, "the claimed one too");
+    assert_eq!(status(tasks[2]).await, TaskStatus::Expired);
+    assert_eq!(status(tasks[3]).await, TaskStatus::Cancelled);
+
+    let late = h.store.dispatch_task(&dispatch_req(&o, d, run, l, "bounded-key-late", "after the end")).await.unwrap();
+    assert_eq!(refused(&late), Some(DispatchRejection::RunNotRunning), "the run's capability is dead");
+    let retry = h.store.dispatch_task(&dispatch_req(&o, d, run, l, "bounded-key-000", "step 0")).await.unwrap();
+    assert!(matches!(retry, DispatchOutcome::Replayed(ref t) if t.task_id == tasks[0]), "{retry:?}");
+}
+
+/// Dispatches of one run racing for its last places: exactly as many as it may hand out land,
+/// however many ask at once.
+async fn dispatch_race_never_passes_the_runs_count(h: Harness) {
+    use domain::dispatch::{DispatchOutcome, DispatchRejection, MAX_TASKS_PER_RUN};
+    let h = Arc::new(h);
+    let o = owner("dispatch-race");
+    project(&h, &o, &[1]).await;
+    let d = device(74);
+    let run = running_on(&h, &o, d, "dispatch-run-3").await;
+    let l = link(&h, &o).await;
+    allow(&h, &o, l, Vec::new()).await;
+    let askers = MAX_TASKS_PER_RUN as usize + 10;
+    let barrier = Arc::new(Barrier::new(askers));
+    let handles: Vec<_> = (0..askers)
+        .map(|i| {
+            let (h, o, barrier) = (Arc::clone(&h), o.clone(), Arc::clone(&barrier));
+            tokio::spawn(async move {
+                barrier.wait().await;
+                h.store.dispatch_task(&dispatch_req(&o, d, run, l, &format!("race-key-{i:03}"), "race")).await.unwrap()
+            })
+        })
+        .collect();
+    let (mut assigned, mut over) = (0, 0);
+    for handle in handles {
+        match handle.await.unwrap() {
+            DispatchOutcome::Assigned(_) => assigned += 1,
+            DispatchOutcome::Rejected(DispatchRejection::TooManyForRun) => over += 1,
+            other => panic!("unexpected: {other:?}"),
+        }
+    }
+    eprintln!("[{}] dispatch race: {askers} at once, {assigned} assigned, {over} refused", h.name());
+    assert_eq!(assigned, MAX_TASKS_PER_RUN as usize, "the run's count held");
+    assert_eq!(h.store.list_open_tasks(&o, l, 100).await.unwrap().len(), MAX_TASKS_PER_RUN as usize);
+}
+
 suite! {
+    a_desktop_hands_a_task_only_to_a_link_that_allows_it,
+    a_runs_tasks_are_bounded_and_end_with_it,
+    dispatch_race_never_passes_the_runs_count,
     pairing_follows_the_device_grant,
     a_token_that_belongs_to_a_device_can_never_be_paired,
     failed_attempts_are_counted_per_key_and_window,
