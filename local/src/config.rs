@@ -78,7 +78,33 @@ pub struct LocalConfig {
     /// [`DEV_DOCUMENT_HOSTS`]: hosts whose client metadata documents are fetched from a
     /// loopback address (only with the loopback switch).
     pub dev_document_hosts: Vec<(String, std::net::SocketAddr)>,
+    /// The clock the server reads: the system's, unless a test moves time.
+    pub clock: ServerClock,
 }
+
+/// The server's clock ([`LocalConfig::clock`]): two are equal when they are the same clock.
+#[derive(Clone)]
+pub struct ServerClock(pub domain::clock::SharedClock);
+
+impl Default for ServerClock {
+    fn default() -> Self {
+        Self(std::sync::Arc::new(domain::clock::SystemClock))
+    }
+}
+
+impl std::fmt::Debug for ServerClock {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("ServerClock")
+    }
+}
+
+impl PartialEq for ServerClock {
+    fn eq(&self, other: &Self) -> bool {
+        std::sync::Arc::ptr_eq(&self.0, &other.0)
+    }
+}
+
+impl Eq for ServerClock {}
 
 impl LocalConfig {
     /// Defaults with the data in `data_dir` and any free port (tests and embedding).
@@ -95,6 +121,7 @@ impl LocalConfig {
             max_connections: DEFAULT_MAX_CONNECTIONS,
             allow_loopback_client_metadata: false,
             dev_document_hosts: Vec::new(),
+            clock: ServerClock::default(),
         }
     }
 
@@ -140,6 +167,7 @@ impl LocalConfig {
             max_connections,
             allow_loopback_client_metadata,
             dev_document_hosts,
+            clock: ServerClock::default(),
         })
     }
 }

@@ -33,7 +33,7 @@ use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
 use axum::response::IntoResponse;
 use bytes::Bytes;
-use domain::clock::{SharedClock, SystemClock};
+use domain::clock::SharedClock;
 use domain::ids::{ChatLinkId, IdempotencyKey, OwnerId, ProjectId, TaskId};
 use domain::store::{AssignTasks, AuthenticateDevices, ManageDevices, ManageLinks, ManageProjects};
 use domain::tasks::{AssignOutcome, AssignTask};
@@ -339,7 +339,7 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
     // results in plain text, the secret file signs every token.
     private_files::create_dir_all(&config.data_dir)
         .with_context(|| format!("creating {}", config.data_dir.display()))?;
-    let clock: SharedClock = Arc::new(SystemClock);
+    let clock: SharedClock = config.clock.0.clone();
     let db = config.data_dir.join("foundry.sqlite3");
     private_db_files(&db)?;
     let store = Arc::new(

@@ -13,6 +13,7 @@ pub mod args;
 pub mod commands;
 pub mod pair;
 pub mod sessions;
+pub mod task;
 
 /// A subcommand that failed: the message for the owner.
 #[derive(Debug, thiserror::Error)]

@@ -26,6 +26,10 @@ async fn main() -> ExitCode {
         None => logging::init_terminal(),
     }
     let args = Cli::parse();
+    // A Graph's ask: no config (the run's environment says where to ask), its own exit codes.
+    if let Command::Task(relay::cli::args::Task::Ask(ask)) = &args.command {
+        return relay::cli::task::ask(ask).await;
+    }
     match dispatch(args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -56,7 +60,7 @@ async fn dispatch(args: Cli) -> anyhow::Result<()> {
         Command::Uninstall => Ok(commands::uninstall(&config_path)?),
         Command::Session(which) => Ok(relay::cli::sessions::command(&config_path, which)?),
         Command::Pair(pair) => Ok(relay::cli::pair::command(&config_path, pair).await?),
-        Command::Completions { .. } => Ok(()),
+        Command::Completions { .. } | Command::Task(_) => Ok(()),
     }
 }
 

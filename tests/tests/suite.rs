@@ -16,6 +16,7 @@ mod cloud_slots;
 mod cloud_world;
 mod cold_start;
 mod conformance;
+mod desktop_asks;
 mod events_bench;
 mod events_cloud;
 mod events_docs;

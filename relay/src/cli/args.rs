@@ -57,11 +57,44 @@ pub enum Command {
     /// Add, list or remove the Graph sessions this desktop shares.
     #[command(subcommand)]
     Session(Session),
+    /// From a running Graph: hand a step to one of the owner's linked chats and wait for its
+    /// answer (printed as JSON). Reads its run's socket and capability from the environment.
+    #[command(subcommand)]
+    Task(Task),
     /// Print a completion script for a shell (e.g. `relay completions zsh > ~/.zfunc/_relay`).
     Completions {
         /// The shell.
         shell: clap_complete::Shell,
     },
+}
+
+/// `relay task …`.
+#[derive(Debug, Subcommand)]
+pub enum Task {
+    /// Ask a linked chat (the owner must allow tasks from desktops on it) and wait: prints
+    /// `{"task": {…, "status": …, "result": …}}` and exits 0 when the chat completed it, 3 when
+    /// the task ended otherwise (failed, cancelled, expired), 2 on a refusal (`{"error": …}`).
+    Ask(Ask),
+}
+
+/// `relay task ask`.
+#[derive(Debug, Clone, Args, PartialEq, Eq)]
+pub struct Ask {
+    /// The chat link to ask (its `chat_link_id`, shown in the panel).
+    #[arg(long = "link", value_name = "CHAT_LINK_ID")]
+    pub chat_link_id: String,
+    /// This step's key, 8 to 128 characters: asking again with it (after a crash, a retry)
+    /// returns the same task instead of a second one.
+    #[arg(long)]
+    pub key: String,
+    /// How long the chat has, e.g. `10m` (s, m, h, d); default and most: the server's (30 minutes).
+    #[arg(long = "expires-in", value_name = "DURATION")]
+    pub expires_in: Option<String>,
+    /// Print the task as it is now instead of waiting for it to end.
+    #[arg(long)]
+    pub no_wait: bool,
+    /// What the chat should do (1 to 10,000 characters); `-` reads it from stdin.
+    pub objective: String,
 }
 
 /// `relay pair`.

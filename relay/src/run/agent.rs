@@ -67,6 +67,8 @@ pub struct Relay<S = Client, E = executor::Processes> {
     /// The binary it runs from, when the loop should end once another file stands there
     /// ([`Relay::restart_when_replaced`]).
     binary: Option<crate::machine::update::Binary>,
+    /// The runs whose Graphs may ask a chat now ([`crate::run::ask`]).
+    pub(crate) askers: crate::run::ask::Askers,
 }
 
 /// A running slot: its command and how its steps ended.
@@ -152,6 +154,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
             bell: Arc::new(Doorbell::default()),
             doorbell_token: None,
             binary: None,
+            askers: crate::run::ask::Askers::default(),
         })
     }
 
@@ -275,6 +278,19 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         if recovered > 0 {
             tracing::warn!(count = recovered, "runs were cut short by a restart; reporting them as failed");
         }
+        let stale = crate::run::ask::forget_stale(&self.state.root);
+        if stale > 0 {
+            tracing::warn!(count = stale, "asks of runs cut short by a restart dropped (the server cancels their tasks)");
+        }
+        // Graphs ask their chats through this socket; without it a run still runs, and its
+        // asks fail with the reason.
+        let _asks = match crate::run::ask::bind(&self.state.root.join(crate::run::ask::SOCKET_FILE)) {
+            Ok(listener) => Some(AbortOnDrop(tokio::spawn(crate::run::ask::serve(listener, self.askers.clone())))),
+            Err(e) => {
+                tracing::warn!(error = %e, "the socket Graphs ask chats through cannot be opened");
+                None
+            }
+        };
         tokio::pin!(shutdown);
         let mut poll = self.config().poll;
         let mut backoff = self.jitter_seed.map_or_else(Backoff::default, Backoff::seeded);

@@ -100,6 +100,24 @@ pub trait RelayServer: Send + Sync {
     fn set_slots(&self, slots: usize) {
         let _ = slots;
     }
+    /// `POST /tasks`: a running Graph hands a task to a chat (`domain::dispatch`). A double
+    /// that hands none refuses.
+    fn dispatch(
+        &self,
+        request: &domain::dispatch::DispatchRequest,
+    ) -> impl Future<Output = Result<domain::dispatch::DispatchResponse, ClientError>> + Send {
+        let _ = request;
+        std::future::ready(Err(ClientError::Refused { status: 501, body: "this server hands no tasks to chats".into() }))
+    }
+    /// `GET /links/{link}/tasks/{task}`: a task this desktop handed over, as it is now.
+    fn read_dispatched(
+        &self,
+        link: &str,
+        task: &str,
+    ) -> impl Future<Output = Result<domain::dispatch::DispatchedTask, ClientError>> + Send {
+        let _ = (link, task);
+        std::future::ready(Err(ClientError::Refused { status: 501, body: "this server hands no tasks to chats".into() }))
+    }
 }
 
 /// How the client's requests reach the server: [`Https`] in the product; the simulation
@@ -355,6 +373,30 @@ fn json(v: &impl serde::Serialize) -> Option<Vec<u8>> {
 }
 
 impl<T: Transport> RelayServer for Client<T> {
+    async fn dispatch(
+        &self,
+        request: &domain::dispatch::DispatchRequest,
+    ) -> Result<domain::dispatch::DispatchResponse, ClientError> {
+        let (status, text) = self.send("POST", "/tasks", json(request)).await?;
+        match status {
+            200 => body(&text),
+            _ => Err(Self::refused(status, text)),
+        }
+    }
+
+    async fn read_dispatched(&self, link: &str, task: &str) -> Result<domain::dispatch::DispatchedTask, ClientError> {
+        // Ids the server handed out; anything else is refused before it is sent.
+        let ok = |s: &str| !s.is_empty() && s.bytes().all(|b| b.is_ascii_hexdigit() || b == b'-');
+        if !ok(link) || !ok(task) {
+            return Err(Self::refused(400, "chat_link_id and task_id must be ids the server handed out".into()));
+        }
+        let (status, text) = self.send("GET", &format!("/links/{link}/tasks/{task}"), None).await?;
+        match status {
+            200 => body(&text),
+            _ => Err(Self::refused(status, text)),
+        }
+    }
+
     async fn sync(&self, project: ProjectId, sessions: &[SessionMeta], free_slots: u32) -> Result<Synced, ClientError> {
         let req = SyncRequest { project_id: project, sessions: sessions.to_vec(), free_slots: Some(free_slots) };
         let (status, text) = self.send("POST", "/sync", json(&req)).await?;

@@ -56,6 +56,10 @@ pub struct TaskOutput {
     /// does not know its panel's address.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub url: Option<String>,
+    /// Where it came from when a Graph on the owner's desktop asked (absent: the owner
+    /// assigned it): that Graph waits for the result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin: Option<domain::dispatch::TaskOrigin>,
 }
 
 impl<S: ReadTasks + ?Sized> Handler<S> for GetLinkedChatTask {
@@ -75,6 +79,7 @@ impl<S: ReadTasks + ?Sized> Handler<S> for GetLinkedChatTask {
             finished_at: t.finished_at.map(Timestamp::rfc3339),
             objective: t.objective,
             result: t.result,
+            origin: t.origin,
         }))
     }
 }

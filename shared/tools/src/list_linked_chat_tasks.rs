@@ -43,6 +43,10 @@ pub struct TaskSummary {
     /// Until when the current claim holds it (RFC 3339), if claimed.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lease_until: Option<String>,
+    /// Where it came from when a Graph on the owner's desktop asked (absent: the owner
+    /// assigned it): that Graph waits for the result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub origin: Option<domain::dispatch::TaskOrigin>,
 }
 
 /// Output of `list_linked_chat_tasks`.
@@ -66,6 +70,7 @@ impl<S: ReadTasks + ?Sized> Handler<S> for ListLinkedChatTasks {
                     status: t.status_at(caller.now),
                     lease_until: t.lease_until.filter(|_| t.status == TaskStatus::Claimed).map(Timestamp::rfc3339),
                     objective: t.objective,
+                    origin: t.origin,
                 })
                 .collect(),
         }))

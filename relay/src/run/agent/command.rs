@@ -42,10 +42,33 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         };
         let live = Arc::new(crate::run::live::Live::default());
         let stop = supervise(&self.client, id, &execution_id, &config, rings, &live);
-        let outcome = self
-            .executor
-            .execute(&session.launch, &command.arguments, stop, config.cancel_grace, Arc::clone(&live))
-            .await;
+        // The Graph may ask a linked chat while it runs (crate::run::ask): its capability
+        // lives exactly as long as the run.
+        let mut launch = session.launch.clone();
+        let asking = match self.askers.register() {
+            Ok((registration, inbox)) => {
+                launch.env.extend(crate::run::ask::environment(&self.state.root, &registration.capability));
+                Some((registration, inbox))
+            }
+            Err(e) => {
+                tracing::warn!(command = %id, error = %e, "no capability for the run's asks (no randomness)");
+                None
+            }
+        };
+        let run = self.executor.execute(&launch, &command.arguments, stop, config.cancel_grace, Arc::clone(&live));
+        let outcome = match asking {
+            Some((_registration, inbox)) => {
+                let asker = crate::run::ask::Asker {
+                    client: &self.client,
+                    bell: &self.bell,
+                    root: &self.state.root,
+                    command: id,
+                    poll: config.poll,
+                };
+                crate::run::ask::while_answering(&asker, inbox, run).await
+            }
+            None => run.await,
+        };
         tracing::info!(command = %id, status = ?outcome.status, "run finished");
         let completion = Completion {
             execution_id,
