@@ -2119,7 +2119,8 @@ async fn a_desktop_hands_a_task_only_to_a_link_that_allows_it(h: Harness) {
     let (d, d2) = (device(71), device(72));
     let run = running_on(&h, &o, d, "dispatch-run-1").await;
     let l = link(&h, &o).await;
-    let ask = |key: &str, objective: &str, l: ChatLinkId, dev: uuid::Uuid| dispatch_req(&o, dev, run, l, key, objective);
+    let ask =
+        |key: &str, objective: &str, l: ChatLinkId, dev: uuid::Uuid| dispatch_req(&o, dev, run, l, key, objective);
 
     let off = h.store.dispatch_task(&ask("dispatch-key-1", "review the draft", l, d)).await.unwrap();
     assert_eq!(refused(&off), Some(DispatchRejection::LinkRefuses), "off by default");

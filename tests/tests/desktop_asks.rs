@@ -54,8 +54,8 @@ async fn world(name: &str, doorbell: bool, relay_poll_s: u64) -> World {
         ..c
     })
     .await;
-    let allowed = owner_api(&server, "PUT", &format!("/links/{}/desktop-tasks", server.demo.chat_link_id), json!({}))
-        .await;
+    let allowed =
+        owner_api(&server, "PUT", &format!("/links/{}/desktop-tasks", server.demo.chat_link_id), json!({})).await;
     assert_eq!(allowed["desktop_tasks"], json!({"sessions": []}), "{allowed}");
     let project = server.demo.project_id;
     let config = server.dir.join("relay.toml");
@@ -220,8 +220,17 @@ async fn a_graph_asks_a_chat_and_finishes_with_its_answer() {
         )
         .await;
     let task = w.asked(link, objective).await;
+    let waiting = wait_until("the run to say it waits for the chat", Duration::from_secs(10), || async {
+        let message = w.run(run).await.progress.map(|p| p.message).unwrap_or_default();
+        message.starts_with("waiting for a chat's answer").then_some(message)
+    })
+    .await;
+    assert!(waiting.contains(&task.task_id.to_string()) && waiting.contains(objective), "{waiting}");
     let origin = task.origin.clone().unwrap();
-    assert_eq!((origin.command_id, origin.device_id, origin.graph_session_id.as_str()), (run, w.server.device_id, SESSION));
+    assert_eq!(
+        (origin.command_id, origin.device_id, origin.graph_session_id.as_str()),
+        (run, w.server.device_id, SESSION)
+    );
     let Some(chat) = w.chat_answers(objective, "Approved, with two edits", 1).await else { return };
     assert_eq!(chat[0]["task_id"], task.task_id.to_string());
     assert_eq!(chat[0]["origin"]["command_id"], run.to_string(), "the chat sees where the task came from");
@@ -233,9 +242,15 @@ async fn a_graph_asks_a_chat_and_finishes_with_its_answer() {
         assert_eq!(refused["error"], domain::dispatch::LINK_REFUSES, "the same words for both: {refused}");
     }
     assert_eq!(a[2]["exit"], 0, "{a:?}");
-    assert_eq!((a[2]["status"].as_str(), a[2]["result"].as_str()), (Some("completed"), Some("Approved, with two edits")));
+    assert_eq!(
+        (a[2]["status"].as_str(), a[2]["result"].as_str()),
+        (Some("completed"), Some("Approved, with two edits"))
+    );
     for l in [closed.link_id] {
-        assert!(w.server.store.list_link_tasks(&owner, l, 10, None).await.unwrap().tasks.is_empty(), "refused: nothing");
+        assert!(
+            w.server.store.list_link_tasks(&owner, l, 10, None).await.unwrap().tasks.is_empty(),
+            "refused: nothing"
+        );
     }
     assert!(w.server.store.list_link_tasks(&stranger, theirs.link_id, 10, None).await.unwrap().tasks.is_empty());
     let shown = owner_api(&w.server, "GET", &format!("/links/{link}/tasks/{}", task.task_id), Value::Null).await;
@@ -255,8 +270,9 @@ async fn killing_the_relay_while_its_graph_waits_neither_loses_nor_repeats_the_t
     w.start_relay();
     let objective = "Fetch the signed contract";
     let link = w.server.demo.chat_link_id;
-    let (run, pid) =
-        w.queue("asks-kill-run-1", json!([{"link": link.to_string(), "key": "ask-contract-1", "objective": objective}])).await;
+    let (run, pid) = w
+        .queue("asks-kill-run-1", json!([{"link": link.to_string(), "key": "ask-contract-1", "objective": objective}]))
+        .await;
     let task = w.asked(link, objective).await;
     w.kill_relay();
     w.start_relay();
@@ -286,8 +302,12 @@ async fn cancelling_the_run_cancels_its_task() {
     w.start_relay();
     let objective = "Answer the customer's question";
     let link = w.server.demo.chat_link_id;
-    let (run, pid) =
-        w.queue("asks-cancel-run-1", json!([{"link": link.to_string(), "key": "ask-customer-1", "objective": objective}])).await;
+    let (run, pid) = w
+        .queue(
+            "asks-cancel-run-1",
+            json!([{"link": link.to_string(), "key": "ask-customer-1", "objective": objective}]),
+        )
+        .await;
     let task = w.asked(link, objective).await;
     w.server.store.cancel_run(&w.agent, run).await.unwrap();
     let done = w.ended(run, Duration::from_secs(30)).await;
@@ -296,9 +316,13 @@ async fn cancelling_the_run_cancels_its_task() {
     assert_eq!(t.status, TaskStatus::Cancelled, "the run's end cancelled its task");
     use domain::store::ClaimTasks;
     let claim = w.server.store.claim_task(&w.server.demo.owner, link, task.task_id).await.unwrap();
-    assert_eq!(format!("{claim:?}"), format!("{:?}", domain::tasks::ClaimOutcome::Rejected(
-        domain::tasks::ClaimRejection::NotClaimable(TaskStatus::Cancelled)
-    )));
+    assert_eq!(
+        format!("{claim:?}"),
+        format!(
+            "{:?}",
+            domain::tasks::ClaimOutcome::Rejected(domain::tasks::ClaimRejection::NotClaimable(TaskStatus::Cancelled))
+        )
+    );
     kill_graph(&pid);
 }
 
@@ -310,8 +334,9 @@ async fn an_unanswered_task_expires_at_thirty_minutes_and_the_graph_hears_it() {
     w.start_relay();
     let objective = "Confirm the budget";
     let link = w.server.demo.chat_link_id;
-    let (run, _pid) =
-        w.queue("asks-expire-run1", json!([{"link": link.to_string(), "key": "ask-budget-01", "objective": objective}])).await;
+    let (run, _pid) = w
+        .queue("asks-expire-run1", json!([{"link": link.to_string(), "key": "ask-budget-01", "objective": objective}]))
+        .await;
     let task = w.asked(link, objective).await;
     assert_eq!(task.expires_at, task.created_at.plus(domain::dispatch::DEFAULT_DISPATCH_TTL), "30 minutes");
     w.clock.advance(domain::dispatch::DEFAULT_DISPATCH_TTL - Duration::from_secs(1));

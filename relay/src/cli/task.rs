@@ -42,7 +42,8 @@ async fn request(a: &Ask) -> Result<AskRequest, String> {
         .map_err(|_| format!("{CAPABILITY_ENV} is not set: `relay task ask` works inside a Graph the relay runs"))?;
     let objective = if a.objective == "-" {
         let mut text = String::new();
-        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text).map_err(|e| format!("objective: stdin ({e})"))?;
+        std::io::Read::read_to_string(&mut std::io::stdin(), &mut text)
+            .map_err(|e| format!("objective: stdin ({e})"))?;
         text
     } else {
         a.objective.clone()
@@ -50,7 +51,10 @@ async fn request(a: &Ask) -> Result<AskRequest, String> {
     let expires_in_s = a
         .expires_in
         .as_deref()
-        .map(|d| crate::cli::parse_duration(d).map_err(|_| format!("--expires-in {d}: a whole number and a unit s, m, h or d (e.g. 10m)")))
+        .map(|d| {
+            crate::cli::parse_duration(d)
+                .map_err(|_| format!("--expires-in {d}: a whole number and a unit s, m, h or d (e.g. 10m)"))
+        })
         .transpose()?;
     Ok(AskRequest {
         capability,

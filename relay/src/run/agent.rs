@@ -280,7 +280,10 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         }
         let stale = crate::run::ask::forget_stale(&self.state.root);
         if stale > 0 {
-            tracing::warn!(count = stale, "asks of runs cut short by a restart dropped (the server cancels their tasks)");
+            tracing::warn!(
+                count = stale,
+                "asks of runs cut short by a restart dropped (the server cancels their tasks)"
+            );
         }
         // Graphs ask their chats through this socket; without it a run still runs, and its
         // asks fail with the reason.

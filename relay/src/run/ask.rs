@@ -285,6 +285,8 @@ pub(crate) struct Asker<'a, S> {
     pub command: CommandId,
     /// The safety poll while waiting.
     pub poll: Duration,
+    /// The run's progress: a wait says so there (`get_graph_run`'s and the panel's progress).
+    pub live: &'a crate::run::live::Live,
 }
 
 impl<S: RelayServer> Asker<'_, S> {
@@ -325,7 +327,18 @@ impl<S: RelayServer> Asker<'_, S> {
         if let Err(e) = journal(&path, &entry) {
             tracing::warn!(error = %e, "the ask's journal entry cannot be updated");
         }
-        let answer = if r.wait && !task.ended() { self.wait(task).await } else { AskAnswer { task: Some(task), error: None } };
+        let answer = if r.wait && !task.ended() {
+            // What the run is doing now, for the chat that queued it and the owner.
+            let preview = domain::limits::cut_chars(&entry.request.objective, 120);
+            self.live.progress(&format!("waiting for a chat's answer (task {}): {preview}", task.task_id), None);
+            let answer = self.wait(task).await;
+            if let Some(t) = &answer.task {
+                self.live.progress(&format!("the chat's task {} ended: {}", t.task_id, t.status.as_str()), None);
+            }
+            answer
+        } else {
+            AskAnswer { task: Some(task), error: None }
+        };
         let _ = std::fs::remove_file(&path);
         answer
     }

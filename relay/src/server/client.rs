@@ -107,7 +107,10 @@ pub trait RelayServer: Send + Sync {
         request: &domain::dispatch::DispatchRequest,
     ) -> impl Future<Output = Result<domain::dispatch::DispatchResponse, ClientError>> + Send {
         let _ = request;
-        std::future::ready(Err(ClientError::Refused { status: 501, body: "this server hands no tasks to chats".into() }))
+        std::future::ready(Err(ClientError::Refused {
+            status: 501,
+            body: "this server hands no tasks to chats".into(),
+        }))
     }
     /// `GET /links/{link}/tasks/{task}`: a task this desktop handed over, as it is now.
     fn read_dispatched(
@@ -116,7 +119,10 @@ pub trait RelayServer: Send + Sync {
         task: &str,
     ) -> impl Future<Output = Result<domain::dispatch::DispatchedTask, ClientError>> + Send {
         let _ = (link, task);
-        std::future::ready(Err(ClientError::Refused { status: 501, body: "this server hands no tasks to chats".into() }))
+        std::future::ready(Err(ClientError::Refused {
+            status: 501,
+            body: "this server hands no tasks to chats".into(),
+        }))
     }
 }
 

@@ -117,10 +117,8 @@ impl DesktopTasks {
             return Some(Self::default());
         }
         let inner = stored.strip_prefix(',')?.strip_suffix(',')?;
-        let sessions = inner
-            .split(',')
-            .map(|s| GraphSessionId::parse("sessions", s).ok())
-            .collect::<Option<Vec<_>>>()?;
+        let sessions =
+            inner.split(',').map(|s| GraphSessionId::parse("sessions", s).ok()).collect::<Option<Vec<_>>>()?;
         Some(Self { sessions })
     }
 }

@@ -67,7 +67,14 @@ pub trait RelayStore:
 {
 }
 impl<
-    T: SyncSessions + RelayRuns + AuthenticateDevices + PauseDevices + PairDevices + DispatchTasks + LimitAttempts + ?Sized,
+    T: SyncSessions
+        + RelayRuns
+        + AuthenticateDevices
+        + PauseDevices
+        + PairDevices
+        + DispatchTasks
+        + LimitAttempts
+        + ?Sized,
 > RelayStore for T
 {
 }
@@ -199,7 +206,10 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
             Op::Pause | Op::Resume => self.pause(&device, route.op == Op::Pause, req.body()).await,
             Op::DispatchTask => self.dispatch(&device, req.body()).await,
             Op::ReadDispatched => {
-                match (domain::ids::ChatLinkId::parse("chat_link_id", p[0]), domain::ids::TaskId::parse("task_id", p[1])) {
+                match (
+                    domain::ids::ChatLinkId::parse("chat_link_id", p[0]),
+                    domain::ids::TaskId::parse("task_id", p[1]),
+                ) {
                     (Ok(link), Ok(task)) => self.read_dispatched(&device, link, task).await,
                     (Err(e), _) | (_, Err(e)) => http_json::error(StatusCode::BAD_REQUEST, e.to_string()),
                 }
@@ -518,7 +528,10 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
         match self.store.failed_attempts(&counter, window_end).await {
             Err(e) => return internal(&e),
             Ok(n) if n >= domain::dispatch::MAX_TASKS_PER_DEVICE_HOUR => {
-                return http_json::error(StatusCode::TOO_MANY_REQUESTS, DispatchRejection::TooManyForDevice.to_string());
+                return http_json::error(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    DispatchRejection::TooManyForDevice.to_string(),
+                );
             }
             Ok(_) => {}
         }
@@ -530,7 +543,10 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
                 if let Err(e) = self.store.record_failed_attempt(&counter, window_end).await {
                     tracing::warn!(error = %domain::errors::ErrorChain(&e), "counting a dispatch failed");
                 }
-                http_json::response(StatusCode::OK, DispatchResponse { task: DispatchedTask::of(&task, now), replayed: false })
+                http_json::response(
+                    StatusCode::OK,
+                    DispatchResponse { task: DispatchedTask::of(&task, now), replayed: false },
+                )
             }
             Ok(DispatchOutcome::Replayed(task)) => http_json::response(
                 StatusCode::OK,

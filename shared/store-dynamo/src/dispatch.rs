@@ -9,7 +9,9 @@
 use async_trait::async_trait;
 use aws_sdk_dynamodb::types::AttributeValue;
 
-use domain::dispatch::{DispatchOutcome, DispatchRejection, DispatchTask, MAX_TASKS_PER_RUN, run_admits, session_marker};
+use domain::dispatch::{
+    DispatchOutcome, DispatchRejection, DispatchTask, MAX_TASKS_PER_RUN, run_admits, session_marker,
+};
 use domain::ids::{ChatLinkId, CommandId, OwnerId, TaskId};
 use domain::runs::idempotency_record_key;
 use domain::store::{DispatchTasks, StoreError, StoreResult};
@@ -104,7 +106,9 @@ impl DispatchTasks for DynamoStore {
         };
         match self.create_idempotent(create, now).await? {
             Created::New => Ok(DispatchOutcome::Assigned(task)),
-            Created::KeyInUse { same_request, target } => self.replay_dispatch(same_request, &target, req.link_id).await,
+            Created::KeyInUse { same_request, target } => {
+                self.replay_dispatch(same_request, &target, req.link_id).await
+            }
             Created::AlsoRefused(old) => Ok(DispatchOutcome::Rejected(self.classify_run(old, req).await?)),
             Created::ParentRefused(_) => Ok(DispatchOutcome::Rejected(DispatchRejection::LinkRefuses)),
         }
@@ -117,7 +121,8 @@ impl DispatchTasks for DynamoStore {
         link: ChatLinkId,
         task: TaskId,
     ) -> StoreResult<Option<Task>> {
-        Ok(opt_from(self.get(task_key(link, task)).await?.as_ref(), task_from)?.filter(|t| t.dispatched_by(owner, device)))
+        Ok(opt_from(self.get(task_key(link, task)).await?.as_ref(), task_from)?
+            .filter(|t| t.dispatched_by(owner, device)))
     }
 
     /// Reads the run's list and cancels each open task with one conditional write (a repeat
@@ -160,7 +165,12 @@ impl DispatchTasks for DynamoStore {
 
 impl DynamoStore {
     /// The answer for a key seen before: the original task, or the mismatch rejection.
-    async fn replay_dispatch(&self, same_request: bool, target: &str, link: ChatLinkId) -> StoreResult<DispatchOutcome> {
+    async fn replay_dispatch(
+        &self,
+        same_request: bool,
+        target: &str,
+        link: ChatLinkId,
+    ) -> StoreResult<DispatchOutcome> {
         if !same_request {
             return Ok(DispatchOutcome::Rejected(DispatchRejection::IdempotencyMismatch));
         }

@@ -27,52 +27,58 @@ impl DispatchTasks for SqliteStore {
             let link = req.link_id.to_string();
             let command = req.command_id.to_string();
             let create = Create { record: &record, request_hash: &hash, ttl: policy.idempotency_ttl };
-            let created = create.run(tx, now, |id| get_task_tx(tx, &link, id), || {
-                let Some(run) = get_run_tx(tx, &command)?.filter(|r| run_admits(r, &req.owner, req.device_id)) else {
-                    return Ok(Err(DispatchRejection::RunNotRunning));
-                };
-                // Checked in the order the cloud's transaction classifies: the run's count
-                // before the link's consent (nothing is written unless every check holds).
-                let dispatched: u32 = tx
-                    .prepare_cached("SELECT dispatched FROM runs WHERE command_id = ?1")?
-                    .query_row([command.as_str()], |r| r.get(0))?;
-                if dispatched >= MAX_TASKS_PER_RUN {
-                    return Ok(Err(DispatchRejection::TooManyForRun));
-                }
-                let consent: Option<Option<String>> = tx
-                    .prepare_cached(
-                        "SELECT desktop_tasks FROM links WHERE link_id = ?1 AND owner = ?2 AND deleted_at IS NULL",
-                    )?
-                    .query_row([link.as_str(), req.owner.as_str()], |r| r.get(0))
-                    .optional()?;
-                let admits = consent
-                    .flatten()
-                    .and_then(|s| DesktopTasks::decode(&s))
-                    .is_some_and(|d| d.admits(&run.graph_session_id));
-                if !admits {
-                    return Ok(Err(DispatchRejection::LinkRefuses));
-                }
-                tx.prepare_cached("UPDATE runs SET dispatched = dispatched + 1 WHERE command_id = ?1")?
-                    .execute([command.as_str()])?;
-                let task = req.task(&run.graph_session_id, now);
-                tx.prepare_cached(&format!(
-                    "INSERT INTO tasks ({TASK_COLS}, origin_command) VALUES \
+            let created = create.run(
+                tx,
+                now,
+                |id| get_task_tx(tx, &link, id),
+                || {
+                    let Some(run) = get_run_tx(tx, &command)?.filter(|r| run_admits(r, &req.owner, req.device_id))
+                    else {
+                        return Ok(Err(DispatchRejection::RunNotRunning));
+                    };
+                    // Checked in the order the cloud's transaction classifies: the run's count
+                    // before the link's consent (nothing is written unless every check holds).
+                    let dispatched: u32 = tx
+                        .prepare_cached("SELECT dispatched FROM runs WHERE command_id = ?1")?
+                        .query_row([command.as_str()], |r| r.get(0))?;
+                    if dispatched >= MAX_TASKS_PER_RUN {
+                        return Ok(Err(DispatchRejection::TooManyForRun));
+                    }
+                    let consent: Option<Option<String>> = tx
+                        .prepare_cached(
+                            "SELECT desktop_tasks FROM links WHERE link_id = ?1 AND owner = ?2 AND deleted_at IS NULL",
+                        )?
+                        .query_row([link.as_str(), req.owner.as_str()], |r| r.get(0))
+                        .optional()?;
+                    let admits = consent
+                        .flatten()
+                        .and_then(|s| DesktopTasks::decode(&s))
+                        .is_some_and(|d| d.admits(&run.graph_session_id));
+                    if !admits {
+                        return Ok(Err(DispatchRejection::LinkRefuses));
+                    }
+                    tx.prepare_cached("UPDATE runs SET dispatched = dispatched + 1 WHERE command_id = ?1")?
+                        .execute([command.as_str()])?;
+                    let task = req.task(&run.graph_session_id, now);
+                    tx.prepare_cached(&format!(
+                        "INSERT INTO tasks ({TASK_COLS}, origin_command) VALUES \
                      (?1, ?2, ?3, ?4, ?5, ?6, ?7, NULL, NULL, NULL, NULL, NULL, 0, NULL, ?8, ?9)"
-                ))?
-                .execute(params![
-                    task.task_id.to_string(),
-                    task.link_id.to_string(),
-                    task.owner.as_str(),
-                    task.objective,
-                    TaskStatus::Queued.as_str(),
-                    task.created_at.as_millis(),
-                    task.expires_at.as_millis(),
-                    task.origin.as_ref().map(json),
-                    command,
-                ])?;
-                note_task(tx, None, &task, now)?;
-                Ok(Ok((task.task_id.to_string(), task)))
-            })?;
+                    ))?
+                    .execute(params![
+                        task.task_id.to_string(),
+                        task.link_id.to_string(),
+                        task.owner.as_str(),
+                        task.objective,
+                        TaskStatus::Queued.as_str(),
+                        task.created_at.as_millis(),
+                        task.expires_at.as_millis(),
+                        task.origin.as_ref().map(json),
+                        command,
+                    ])?;
+                    note_task(tx, None, &task, now)?;
+                    Ok(Ok((task.task_id.to_string(), task)))
+                },
+            )?;
             Ok(match created {
                 Created::New(task) => DispatchOutcome::Assigned(task),
                 Created::Replayed(task) => DispatchOutcome::Replayed(task),

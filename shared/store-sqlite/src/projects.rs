@@ -162,15 +162,14 @@ impl ManageLinks for SqliteStore {
             if get_project_tx(tx, link.owner.as_str(), &project.to_string())?.is_none() {
                 return Ok(None);
             }
-            tx.prepare_cached(&format!("INSERT INTO links ({LINK_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, NULL, NULL)"))?.execute(
-                params![
+            tx.prepare_cached(&format!("INSERT INTO links ({LINK_COLS}) VALUES (?1, ?2, ?3, ?4, ?5, NULL, NULL)"))?
+                .execute(params![
                     link.link_id.to_string(),
                     link.owner.as_str(),
                     project.to_string(),
                     link.name,
                     link.created_at.as_millis()
-                ],
-            )?;
+                ])?;
             Ok(Some(link))
         })
         .await

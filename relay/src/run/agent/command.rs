@@ -64,6 +64,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
                     root: &self.state.root,
                     command: id,
                     poll: config.poll,
+                    live: &live,
                 };
                 crate::run::ask::while_answering(&asker, inbox, run).await
             }

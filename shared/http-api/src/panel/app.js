@@ -331,12 +331,23 @@ function renderLinks(links) {
     ? `Last delivery: ${last.event_type} at ${when(last.at)} — ${last.ok ? "delivered" : "failed"} (${last.detail}).`
     : "";
   $("unsubscribe").hidden = !link.subscription;
+  const d = link.desktop_tasks;
+  $("desktop-tasks-line").textContent = !d
+    ? "Graphs on your desktops cannot hand this chat tasks."
+    : d.sessions.length
+      ? `Graphs of ${d.sessions.length} session${d.sessions.length === 1 ? "" : "s"} on your desktops may hand this chat tasks.`
+      : "Graphs on your desktops may hand this chat tasks (any session).";
+  $("desktop-tasks-toggle").textContent = d ? "Stop desktop tasks" : "Let desktop Graphs hand this chat tasks";
+  $("desktop-tasks-toggle").dataset.on = d ? "1" : "";
 }
+
+// Where a task came from: the owner, or a Graph run on a desktop (which waits for the result).
+const origin = (t) => (t.origin ? `A Graph on a desktop (run ${t.origin.command_id.slice(0, 8)}…), waiting for the result` : "You");
 
 function renderTasks(tasks, next) {
   rowsOr("tasks", tasks.map((t) => h("tr", {},
     h("td", {}, h("button", { type: "button", class: "linklike", onclick: () => showTask(t.task_id) },
-      t.objective + (t.objective_truncated ? "…" : ""))),
+      (t.origin ? "From a desktop Graph: " : "") + t.objective + (t.objective_truncated ? "…" : ""))),
     h("td", { class: "label" }, badge(t.status, t.label)),
     h("td", {}, ago(t.created_at)))),
   "No task for this chat yet. Assign one above; the chat claims it the next time its conversation asks for work.");
@@ -409,6 +420,7 @@ async function showTask(taskId) {
     if (openTask !== taskId) return;
     $("task-detail").hidden = false;
     $("task-status").textContent = t.label;
+    $("task-origin").textContent = origin(t);
     $("task-objective").textContent = t.objective;
     const claimed = t.claim && t.claim.claimed_at;
     $("task-timeline").replaceChildren(
@@ -525,6 +537,10 @@ function wire() {
     $("subscription-secret").hidden = false;
     await refresh();
   }); });
+  $("desktop-tasks-toggle").addEventListener("click", () => act("desktop-tasks-error", async () => {
+    const on = $("desktop-tasks-toggle").dataset.on === "1";
+    await api(on ? "DELETE" : "PUT", `/links/${selected}/desktop-tasks`, on ? undefined : {}); await refresh();
+  }));
   $("unsubscribe").addEventListener("click", () => act("subscription-error", async () => {
     await api("DELETE", `/links/${selected}/subscription`); await refresh();
   }));
