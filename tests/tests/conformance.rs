@@ -2207,12 +2207,13 @@ async fn a_runs_tasks_are_bounded_and_end_with_it(h: Harness) {
     assert_eq!(read.status_at(h.now()), TaskStatus::Expired);
 
     let exec = "exec-1";
+    let open_before = h.store.list_open_tasks(&o, l, 100).await.unwrap().len();
+    assert_eq!(open_before, MAX_TASKS_PER_RUN as usize - 2, "open: all but the answered and the expired");
     let ended = h.store.complete_run(&o, run, &completion(exec, FinalStatus::Failed, None)).await.unwrap();
     assert!(matches!(ended, CompleteOutcome::Recorded(_)), "{ended:?}");
-    let cancelled = h.store.cancel_dispatched(&o, run).await.unwrap();
-    assert_eq!(cancelled, MAX_TASKS_PER_RUN as usize - 2, "the open ones: not the answered, not the expired");
-    assert_eq!(h.store.cancel_dispatched(&o, run).await.unwrap(), 0, "a repeat changes nothing");
-    assert_eq!(h.store.cancel_dispatched(&owner("someone-else"), run).await.unwrap(), 0, "only the owner's");
+    assert!(h.store.list_open_tasks(&o, l, 100).await.unwrap().is_empty(), "the run's end cancelled them");
+    let again = h.store.complete_run(&o, run, &completion(exec, FinalStatus::Failed, None)).await.unwrap();
+    assert!(matches!(again, CompleteOutcome::Replayed(_)), "a repeat of the completion: {again:?}");
     let status = |t: TaskId| {
         let h = &h;
         let o = o.clone();

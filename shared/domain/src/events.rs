@@ -138,7 +138,7 @@ pub struct EventData {
     /// Where a task came from when a desktop's Graph handed it to the chat (task events of
     /// such tasks): the desktop, the Graph session and the run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub origin: Option<crate::dispatch::TaskOrigin>,
+    pub origin: Option<Box<crate::dispatch::TaskOrigin>>,
 }
 
 /// One event, as queued and as delivered (the webhook body).
@@ -217,7 +217,7 @@ fn task_event(kind: EventType, t: &Task, at: Timestamp, claim: Option<String>) -
             command_id: None,
             graph_session_id: None,
             device_id: None,
-            origin: t.origin.clone(),
+            origin: t.origin.clone().map(Box::new),
         },
     }
 }

@@ -162,6 +162,9 @@ pub trait RelayRuns: Send + Sync {
         progress: Option<&crate::relay::ControlRequest>,
     ) -> StoreResult<ControlOutcome>;
     /// running (or queued, for a refused command) → terminal; idempotent by sha256; cancel wins.
+    /// Whatever the outcome (but `NotFound`), the open tasks the run handed to chats
+    /// ([`crate::dispatch`]) are cancelled: a repeat (the relay's retry) finishes what a call
+    /// cut short left.
     async fn complete_run(
         &self,
         owner: &OwnerId,
@@ -218,9 +221,6 @@ pub trait DispatchTasks: Send + Sync {
         link: ChatLinkId,
         task: TaskId,
     ) -> StoreResult<Option<Task>>;
-    /// Cancels the open tasks the run `command` handed over (it ended): how many this call
-    /// cancelled. Safe to repeat.
-    async fn cancel_dispatched(&self, owner: &OwnerId, command: CommandId) -> StoreResult<usize>;
 }
 
 /// Owner: assign, cancel and list tasks.

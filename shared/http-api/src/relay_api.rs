@@ -489,14 +489,6 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
             Err(e) => return internal(&e),
             Ok(o) => o,
         };
-        // The run ended (now or before): the tasks it handed to chats and still waits on are
-        // cancelled, so no chat works for a Graph that is gone. A failure here answers 503, and
-        // the relay's retry of the completion (a replay) cancels them again.
-        if !matches!(outcome, CompleteOutcome::NotFound)
-            && let Err(e) = self.store.cancel_dispatched(owner, id).await
-        {
-            return internal(&e);
-        }
         match outcome {
             CompleteOutcome::Recorded(status) => {
                 http_json::response(StatusCode::OK, CompleteResponse { ok: true, replayed: false, status })

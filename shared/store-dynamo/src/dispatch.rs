@@ -12,7 +12,7 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use domain::dispatch::{
     DispatchOutcome, DispatchRejection, DispatchTask, MAX_TASKS_PER_RUN, run_admits, session_marker,
 };
-use domain::ids::{ChatLinkId, CommandId, OwnerId, TaskId};
+use domain::ids::{ChatLinkId, OwnerId, TaskId};
 use domain::runs::idempotency_record_key;
 use domain::store::{DispatchTasks, StoreError, StoreResult};
 use domain::tasks::{Task, TaskStatus};
@@ -124,11 +124,34 @@ impl DispatchTasks for DynamoStore {
         Ok(opt_from(self.get(task_key(link, task)).await?.as_ref(), task_from)?
             .filter(|t| t.dispatched_by(owner, device)))
     }
+}
 
-    /// Reads the run's list and cancels each open task with one conditional write (a repeat
-    /// finds them cancelled and changes nothing).
-    async fn cancel_dispatched(&self, owner: &OwnerId, command: CommandId) -> StoreResult<usize> {
-        let Some(run) = self.get(run_key(command)).await? else { return Ok(0) };
+impl DynamoStore {
+    /// The answer for a key seen before: the original task, or the mismatch rejection.
+    async fn replay_dispatch(
+        &self,
+        same_request: bool,
+        target: &str,
+        link: ChatLinkId,
+    ) -> StoreResult<DispatchOutcome> {
+        if !same_request {
+            return Ok(DispatchOutcome::Rejected(DispatchRejection::IdempotencyMismatch));
+        }
+        let id = TaskId::parse("task_id", target).map_err(|_| bad("target_id"))?;
+        match opt_from(self.get(task_key(link, id)).await?.as_ref(), task_from)? {
+            Some(task) => Ok(DispatchOutcome::Replayed(task)),
+            None => Err(StoreError::Corrupt("idempotency record points at a missing task".into())),
+        }
+    }
+}
+
+impl DynamoStore {
+    /// Cancels each open task a run's image lists as handed to chats (`dispatched_tasks`), one
+    /// conditional write each (a repeat finds them cancelled and changes nothing): how many.
+    /// The image is the one the run's completion wrote or was refused on, so a run that handed
+    /// nothing over costs no request.
+    pub(crate) async fn cancel_listed(&self, owner: &OwnerId, run: Option<&Item>) -> StoreResult<usize> {
+        let Some(run) = run else { return Ok(0) };
         if run.get("owner").and_then(|v| v.as_s().ok()).map(String::as_str) != Some(owner.as_str()) {
             return Ok(0);
         }
@@ -160,24 +183,5 @@ impl DispatchTasks for DynamoStore {
             }
         }
         Ok(cancelled)
-    }
-}
-
-impl DynamoStore {
-    /// The answer for a key seen before: the original task, or the mismatch rejection.
-    async fn replay_dispatch(
-        &self,
-        same_request: bool,
-        target: &str,
-        link: ChatLinkId,
-    ) -> StoreResult<DispatchOutcome> {
-        if !same_request {
-            return Ok(DispatchOutcome::Rejected(DispatchRejection::IdempotencyMismatch));
-        }
-        let id = TaskId::parse("task_id", target).map_err(|_| bad("target_id"))?;
-        match opt_from(self.get(task_key(link, id)).await?.as_ref(), task_from)? {
-            Some(task) => Ok(DispatchOutcome::Replayed(task)),
-            None => Err(StoreError::Corrupt("idempotency record points at a missing task".into())),
-        }
     }
 }

@@ -354,10 +354,15 @@ impl RelayRuns for DynamoStore {
                 {
                     self.record_duration(owner, &run).await;
                 }
+                // The tasks it handed to chats end with it (`domain::dispatch`).
+                self.cancel_listed(owner, new.as_ref()).await?;
                 return Ok(CompleteOutcome::Recorded(status));
             }
             Updated::Rejected(old) => old,
         };
+        // Ended before, or otherwise: its tasks end all the same (a retry finishes the cancels
+        // a call cut short left).
+        self.cancel_listed(owner, old.as_ref()).await?;
         let old = opt_from(old.as_ref(), run_from)?;
         match classify_complete(old.as_ref(), owner, completion, &hash, now, &self.policy) {
             CompleteStep::Done(outcome) => Ok(outcome),

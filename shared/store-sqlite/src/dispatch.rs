@@ -4,7 +4,7 @@ use async_trait::async_trait;
 use rusqlite::{OptionalExtension, named_params, params};
 
 use domain::dispatch::{DesktopTasks, DispatchOutcome, DispatchRejection, DispatchTask, MAX_TASKS_PER_RUN, run_admits};
-use domain::ids::{ChatLinkId, CommandId, OwnerId, TaskId};
+use domain::ids::{ChatLinkId, OwnerId, TaskId};
 use domain::runs::idempotency_record_key;
 use domain::store::{DispatchTasks, StoreResult};
 use domain::tasks::{Task, TaskStatus};
@@ -102,32 +102,35 @@ impl DispatchTasks for SqliteStore {
         })
         .await
     }
+}
 
-    async fn cancel_dispatched(&self, owner: &OwnerId, command: CommandId) -> StoreResult<usize> {
-        let owner = owner.as_str().to_owned();
-        self.write(move |tx, now| {
-            let open: Vec<Task> = tx
-                .prepare_cached(&format!(
-                    "SELECT {TASK_COLS} FROM tasks WHERE origin_command = ?1 AND owner = ?2 \
-                     AND status IN ('queued', 'claimed') AND expires_at > ?3"
-                ))?
-                .query_map(params![command.to_string(), owner, now.as_millis()], task_row)?
-                .collect::<rusqlite::Result<_>>()?;
-            let cancelled: Vec<Task> = tx
-                .prepare_cached(&format!(
-                    "UPDATE tasks SET status = 'cancelled', finished_at = :now WHERE origin_command = :command \
-                     AND owner = :owner AND status IN ('queued', 'claimed') AND expires_at > :now RETURNING {TASK_COLS}"
-                ))?
-                .query_map(
-                    named_params! { ":now": now.as_millis(), ":command": command.to_string(), ":owner": owner },
-                    task_row,
-                )?
-                .collect::<rusqlite::Result<_>>()?;
-            for new in &cancelled {
-                note_task(tx, open.iter().find(|t| t.task_id == new.task_id), new, now)?;
-            }
-            Ok(cancelled.len())
-        })
-        .await
+/// Cancels the open tasks the run `command` of `owner` handed to chats, in the caller's
+/// transaction (its completion's): how many.
+pub(crate) fn cancel_run_tasks(
+    tx: &crate::pool::Tx<'_>,
+    owner: &str,
+    command: &str,
+    now: domain::clock::Timestamp,
+) -> rusqlite::Result<usize> {
+    let open: Vec<Task> = tx
+        .prepare_cached(&format!(
+            "SELECT {TASK_COLS} FROM tasks WHERE origin_command = ?1 AND owner = ?2 \
+             AND status IN ('queued', 'claimed') AND expires_at > ?3"
+        ))?
+        .query_map(params![command, owner, now.as_millis()], task_row)?
+        .collect::<rusqlite::Result<_>>()?;
+    if open.is_empty() {
+        return Ok(0);
     }
+    let cancelled: Vec<Task> = tx
+        .prepare_cached(&format!(
+            "UPDATE tasks SET status = 'cancelled', finished_at = :now WHERE origin_command = :command \
+             AND owner = :owner AND status IN ('queued', 'claimed') AND expires_at > :now RETURNING {TASK_COLS}"
+        ))?
+        .query_map(named_params! { ":now": now.as_millis(), ":command": command, ":owner": owner }, task_row)?
+        .collect::<rusqlite::Result<_>>()?;
+    for new in &cancelled {
+        note_task(tx, open.iter().find(|t| t.task_id == new.task_id), new, now)?;
+    }
+    Ok(cancelled.len())
 }
