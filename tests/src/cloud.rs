@@ -132,6 +132,19 @@ impl Template {
         self
     }
 
+    /// The filter patterns (parsed) of function `logical`'s DynamoDB stream events: what
+    /// Lambda lets through to it ([`crate::passes_filters`]).
+    pub fn stream_filters(&self, logical: &str) -> Vec<serde_json::Value> {
+        let Some((_, f)) = self.resources().find(|(id, _)| id == logical) else { return Vec::new() };
+        let Some(events) = f["Properties"]["Events"].as_mapping() else { return Vec::new() };
+        events
+            .values()
+            .filter(|e| e["Type"].as_str() == Some("DynamoDB"))
+            .flat_map(|e| e["Properties"]["FilterCriteria"]["Filters"].as_sequence().cloned().unwrap_or_default())
+            .filter_map(|f| f["Pattern"].as_str().and_then(|p| serde_json::from_str(p).ok()))
+            .collect()
+    }
+
     /// The functions API Gateway may invoke (an `AWS::Lambda::Permission` with principal
     /// `apigateway.amazonaws.com` naming them).
     fn invokable_by_gateway(&self) -> std::collections::BTreeSet<String> {

@@ -468,6 +468,38 @@ pub async fn stream_records(stream_arn: &str) -> Vec<serde_json::Value> {
     records
 }
 
+/// Whether Lambda's event filtering lets `record` through any of `filters` (the patterns of an
+/// event source's `FilterCriteria`; an empty list lets everything through). The emulator feeds
+/// stream records to functions unfiltered, so tests pass them through this first. The subset
+/// of the pattern syntax the template uses: nested objects, lists of exact strings or numbers,
+/// `{"prefix": …}` and `{"exists": true|false}` (AWS Lambda Developer Guide, *Lambda event
+/// filtering*: a record matches when every field of the pattern matches; a list matches when
+/// any of its entries does).
+pub fn passes_filters(filters: &[serde_json::Value], record: &serde_json::Value) -> bool {
+    fn matches(pattern: &serde_json::Value, value: Option<&serde_json::Value>) -> bool {
+        use serde_json::Value;
+        match pattern {
+            Value::Object(fields) => fields.iter().all(|(k, p)| {
+                let inner = value.and_then(|v| v.get(k));
+                matches(p, inner)
+            }),
+            Value::Array(options) => options.iter().any(|o| match (o, value) {
+                (Value::Object(rule), v) if rule.contains_key("exists") => {
+                    rule["exists"].as_bool() == Some(v.is_some())
+                }
+                (Value::Object(rule), Some(Value::String(s))) if rule.contains_key("prefix") => {
+                    rule["prefix"].as_str().is_some_and(|p| s.starts_with(p))
+                }
+                (Value::String(want), Some(Value::String(got))) => want == got,
+                (Value::Number(want), Some(Value::Number(got))) => want == got,
+                _ => false,
+            }),
+            _ => false,
+        }
+    }
+    filters.is_empty() || filters.iter().any(|f| matches(f, Some(record)))
+}
+
 /// A ready session named "G" (slug `g`, version 1) with the id `gs`: what a test shares when
 /// only the id matters.
 pub fn session_meta(gs: &domain::ids::GraphSessionId) -> domain::runs::SessionMeta {

@@ -354,6 +354,9 @@ pub fn watch_of_run(old: Option<&Run>, new: Option<&Run>) -> Option<DesktopWatch
 /// A message on the events queue: an event to deliver, or a desktop watch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(untagged)]
+// One message at a time is built, sent or read: its size on the stack does not matter, and a
+// Box would only add an allocation to every event.
+#[allow(clippy::large_enum_variant)]
 pub enum QueueMessage {
     /// `{"desktop_watch": {...}}`.
     Watch {
