@@ -449,6 +449,14 @@ impl Template {
     }
 }
 
+impl Route {
+    /// Whether this route serves `method path` (a route table's path: its `{name}` segments
+    /// are matched like any other segment).
+    pub fn serves(&self, method: &str, path: &str) -> bool {
+        (self.method == "ANY" || self.method == method) && matches(&self.path, path).is_some()
+    }
+}
+
 /// Whether `path` matches the route pattern (`{name}` one segment, `{proxy+}` the rest).
 fn matches(pattern: &str, path: &str) -> Option<HashMap<String, String>> {
     let (ps, xs): (Vec<&str>, Vec<&str>) = (pattern.split('/').collect(), path.split('/').collect());

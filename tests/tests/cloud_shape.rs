@@ -752,3 +752,96 @@ async fn the_keep_alive_is_a_message_the_ping_route_answers() {
     assert_eq!(connects[0], 0, "a live socket was called dead: the keep-alive went unanswered");
     assert!(connects[1] >= 1, "without the route's answer the relay kept a silent socket");
 }
+
+/// A Graph on the desktop asks a chat on the cloud shape (issue 57), every part a real binary
+/// under its role's IAM: the relay runs the Python Graph, whose asks go through `graph_relay`
+/// (a link that does not accept desktop tasks is refused with the same words as a missing one);
+/// the chat lists the task with its origin, claims and submits through `mcp`; the table's
+/// stream, filtered as Lambda filters it for `ring_doorbell` (`passes_filters` over the
+/// template's patterns), rings the relay, which hands the answer to the Graph. The relay polls
+/// every 120 s here, so only the rings can finish the run in the test's time.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_graph_on_the_desktop_asks_a_chat_and_a_ring_brings_the_answer() {
+    let Some(w) = world().await else { return };
+    w.doorbell.attach(std::sync::Arc::clone(&w.emu));
+    let project = w.enabled_project("Asks").await;
+    let device = w.owner("POST", "/devices", json!({"name": "Mac"})).await;
+    let gs = format!("gs_{}", "5".repeat(32));
+    let link = w.link(&project, "Reviewer").await;
+    let closed = w.link(&project, "Not asked").await;
+    let allowed = w.owner("PUT", &format!("/links/{link}/desktop-tasks"), json!({"sessions": [gs]})).await;
+    assert_eq!(allowed["desktop_tasks"]["sessions"], json!([gs]), "{allowed}");
+    let graph = concat!(env!("CARGO_MANIFEST_DIR"), "/python/graph_asks.py");
+    let sessions = session_toml(&gs, "Asks", &project, &["python3", graph]);
+    let config = relay_config_with(&w, device["token"].as_str().unwrap(), "", &sessions);
+    let text = std::fs::read_to_string(&config).unwrap().replace("poll_s = 1\n", "poll_s = 120\n");
+    std::fs::write(&config, text).unwrap();
+    let mut relay = start_relay(&config);
+    wait_until("the relay's doorbell and first sync", Duration::from_secs(30), || async {
+        let v = w.owner("GET", "/projects", Value::Null).await;
+        (w.doorbell.open() == 1 && v["projects"][0]["shared_sessions"] == 1).then_some(())
+    })
+    .await;
+
+    let objective = "Check the quarterly figures";
+    let asks = json!([
+        {"link": closed, "key": "cloud-ask-closed", "objective": "never"},
+        {"link": link, "key": "cloud-ask-figures", "objective": objective},
+    ]);
+    let queued = w
+        .tool(
+            "run_graph_session",
+            json!({"graph_session_id": gs, "idempotency_key": "cloud-asks-01", "arguments": {"asks": asks}}),
+        )
+        .await;
+    let command = queued["structuredContent"]["command_id"].as_str().unwrap_or_else(|| panic!("{queued}")).to_owned();
+    let stream = stream_of(&w).await;
+    let ring_fn = w.emu.name_of("RingDoorbellFunction").unwrap().to_owned();
+    let filters = Template::load().stream_filters("RingDoorbellFunction");
+    assert!(!filters.is_empty(), "the ring's event source has no filters");
+    let ring = || async {
+        let all = foundry_tests::stream_records(&stream).await;
+        let passed: Vec<Value> = all.iter().filter(|r| foundry_tests::passes_filters(&filters, r)).cloned().collect();
+        w.emu.invoke(&ring_fn, json!({"Records": passed}).to_string().into()).await.unwrap();
+        passed.len()
+    };
+    ring().await;
+
+    let task = wait_until("the Graph's task to reach the chat", Duration::from_secs(30), || async {
+        let listed = w.tool("list_linked_chat_tasks", json!({"chat_link_id": link})).await;
+        listed["structuredContent"]["tasks"]
+            .as_array()?
+            .iter()
+            .find(|t| t["objective"] == objective && t["origin"]["command_id"] == command.as_str())
+            .cloned()
+    })
+    .await;
+    assert_eq!(task["origin"]["graph_session_id"], gs.as_str());
+    let ids = json!({"chat_link_id": link, "task_id": task["task_id"]});
+    let claim = w.tool("claim_linked_chat_task", ids.clone()).await;
+    let claim_id = claim["structuredContent"]["claim_id"].as_str().unwrap_or_else(|| panic!("{claim}")).to_owned();
+    let mut submit = ids.clone();
+    submit["claim_id"] = json!(claim_id);
+    submit["status"] = json!("completed");
+    submit["result"] = json!("The figures check out");
+    let submitted = w.tool("submit_linked_chat_result", submit).await;
+    assert_eq!(submitted["structuredContent"]["ok"], true, "{submitted}");
+    let rung = std::time::Instant::now();
+    ring().await;
+    let done = wait_until("the run to finish with the chat's answer", Duration::from_secs(20), || async {
+        let r = w.tool("get_graph_run", json!({"command_id": command})).await;
+        (r["structuredContent"]["status"] == "completed").then_some(r)
+    })
+    .await;
+    eprintln!("cloud shape: ring after the submit → run completed: {:.3} s", rung.elapsed().as_secs_f64());
+    let result: Value = serde_json::from_str(done["structuredContent"]["result"].as_str().unwrap()).unwrap();
+    let answers = result["answers"].as_array().unwrap();
+    assert_eq!(answers[0]["error"], domain::dispatch::LINK_REFUSES, "{answers:?}");
+    assert_eq!(
+        (answers[1]["status"].as_str(), answers[1]["result"].as_str()),
+        (Some("completed"), Some("The figures check out"))
+    );
+    relay.kill().unwrap();
+    relay.wait().unwrap();
+    let _ = std::fs::remove_dir_all(&w.dir);
+}

@@ -221,7 +221,7 @@ async fn a_graph_asks_a_chat_and_finishes_with_its_answer() {
         .await;
     let task = w.asked(link, objective).await;
     let waiting = wait_until("the run to say it waits for the chat", Duration::from_secs(10), || async {
-        let message = w.run(run).await.progress.map(|p| p.message).unwrap_or_default();
+        let message = w.run(run).await.progress.map(|p| p.progress.message).unwrap_or_default();
         message.starts_with("waiting for a chat's answer").then_some(message)
     })
     .await;

@@ -523,6 +523,42 @@ fn template_matches_the_code() {
     );
 }
 
+/// The routes of the relay API's and the owner API's tables that no HTTP API route of
+/// `template` sends to their function (`GraphRelayFunction`, `OwnerApiFunction`).
+fn unrouted(template: &foundry_tests::cloud::Template) -> Vec<String> {
+    let routes = template.routes();
+    let served = |function: &str, method: &str, path: &str| {
+        routes.iter().any(|r| r.function == function && r.serves(method, path))
+    };
+    let mut missing = Vec::new();
+    for r in http_api::relay_api::ROUTES {
+        if !served("GraphRelayFunction", r.method.as_str(), r.path) {
+            missing.push(format!("{} {}", r.method, r.path));
+        }
+    }
+    for r in http_api::owner_api::ROUTES {
+        let path = format!("{}{}", http_api::owner_api::PREFIX, r.path);
+        if !served("OwnerApiFunction", r.method.as_str(), &path) {
+            missing.push(format!("{} {path}", r.method));
+        }
+    }
+    missing
+}
+
+/// Every route of the relay and owner APIs' tables reaches its function through the HTTP API:
+/// a route added to the code and not to the template is answered by API Gateway's own
+/// `{"message":"Not Found"}` in the cloud, which the relay takes for a server without it and
+/// retries (a desktop's ask would wait forever). Seen failing with `RelayDispatchRoute` left out.
+#[test]
+fn every_api_route_of_the_code_is_routed_by_the_gateway() {
+    let t = foundry_tests::cloud::Template::load();
+    assert_eq!(unrouted(&t), Vec::<String>::new());
+    let text =
+        template().replace("RouteKey: \"POST /external-assistants/graph-relays/tasks\"", "RouteKey: \"POST /nowhere\"");
+    let broken = foundry_tests::cloud::Template::from_text(&text);
+    assert_eq!(unrouted(&broken), ["POST /external-assistants/graph-relays/tasks"], "the mutation is caught");
+}
+
 #[test]
 fn the_checker_catches_broken_templates() {
     let t = template();

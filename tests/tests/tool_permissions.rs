@@ -323,6 +323,12 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
             .handle(request("DELETE", &format!("/owner/links/{link}/subscription"), &owner_token, json!(null)))
             .await,
     );
+    // The link's switch for tasks from desktops: on, off, and on again (the relay part below
+    // hands it one).
+    let switch = format!("/owner/links/{link}/desktop-tasks");
+    json_of(owner_api.handle(request("PUT", &switch, &owner_token, json!({}))).await);
+    json_of(owner_api.handle(request("DELETE", &switch, &owner_token, json!(null))).await);
+    json_of(owner_api.handle(request("PUT", &switch, &owner_token, json!({"sessions": []}))).await);
     let assign = json!({"objective": "Summarize", "idempotency_key": "perm-assign-1"});
     let task = json_of(
         owner_api.handle(request("POST", &format!("/owner/links/{link}/tasks"), &owner_token, assign.clone())).await,
@@ -484,6 +490,48 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
         .await;
     assert_eq!(done.status(), 200);
     step("relay_complete", &mut relay_ops);
+    // A second run hands a task to the owner's chat and reads it back; its completion cancels
+    // it (apart from the costed steps above: most runs hand nothing over).
+    let req = domain::runs::QueueRun {
+        idempotency_key: IdempotencyKey::parse("relay-perm-2").unwrap(),
+        agent: AgentId::new("c", "api-owner").unwrap(),
+        ..req
+    };
+    let domain::runs::QueueOutcome::Queued(second) = h.store.queue_run(&req).await.unwrap() else { panic!() };
+    let id = second.command_id;
+    let relay_path = |p: String| format!("/external-assistants/graph-relays{p}");
+    let started = relay_api
+        .handle(request(
+            "POST",
+            &relay_path(format!("/commands/{id}/start")),
+            &device_token,
+            json!({"execution_id": "e2"}),
+        ))
+        .await;
+    assert_eq!(started.status(), 200);
+    let ask = json!({"command_id": id.to_string(), "chat_link_id": link, "objective": "Check the figures", "idempotency_key": "perm-dispatch-1"});
+    let asked = json_of(relay_api.handle(request("POST", &relay_path("/tasks".into()), &device_token, ask)).await);
+    let handed = asked["task"]["task_id"].as_str().unwrap().to_owned();
+    let read = relay_api
+        .handle(request("GET", &relay_path(format!("/links/{link}/tasks/{handed}")), &device_token, json!(null)))
+        .await;
+    assert_eq!(read.status(), 200, "{:?}", read.body());
+    let ended = relay_api
+        .handle(request(
+            "POST",
+            &relay_path(format!("/commands/{id}/complete")),
+            &device_token,
+            json!({"execution_id": "e2", "status": "failed", "error": "gave up"}),
+        ))
+        .await;
+    assert_eq!(ended.status(), 200);
+    let read = json_of(
+        relay_api
+            .handle(request("GET", &relay_path(format!("/links/{link}/tasks/{handed}")), &device_token, json!(null)))
+            .await,
+    );
+    assert_eq!(read["status"], "cancelled", "the run's end cancelled its task: {read}");
+    relay_ops.extend(log.take());
     // The desktop pauses itself and resumes (the relay's `pause` command).
     for (path, body) in [("pause", json!({"for_seconds": 600, "note": "on battery"})), ("resume", json!({}))] {
         let answer = relay_api

@@ -155,14 +155,6 @@ impl CancelRuns for SqliteStore {
                     }
                 }
             })
-            .and_then(|outcome| {
-                // The run ended (now, before, or otherwise): the tasks it handed to chats and
-                // still waits on are cancelled with it (`domain::dispatch`).
-                if !matches!(outcome, CompleteOutcome::NotFound) {
-                    crate::dispatch::cancel_run_tasks(tx, owner.as_str(), &id, now)?;
-                }
-                Ok(outcome)
-            })
         })
         .await
     }
@@ -341,6 +333,14 @@ impl RelayRuns for SqliteStore {
                         Ok((outcome, new))
                     }
                 }
+            })
+            .and_then(|outcome| {
+                // The run ended (now, before, or otherwise): the tasks it handed to chats and
+                // still waits on are cancelled with it (`domain::dispatch`).
+                if !matches!(outcome, CompleteOutcome::NotFound) {
+                    crate::dispatch::cancel_run_tasks(tx, owner.as_str(), &id, now)?;
+                }
+                Ok(outcome)
             })
         })
         .await
