@@ -40,9 +40,8 @@ use crate::ids::{ChatLinkId, CommandId, GraphSessionId, IdempotencyKey, OwnerId}
 use crate::runs::sha256_hex;
 use crate::tasks::{Task, TaskStatus, validate_objective};
 
-/// How long a dispatched task waits for its chat by default: 30 minutes (the seed report's
-/// execution limit of the desktop's dispatcher).
-pub const DEFAULT_DISPATCH_TTL: Duration = Duration::from_secs(30 * 60);
+/// How long a dispatched task waits for its chat by default: 30 minutes.
+pub use crate::limits::DEFAULT_DISPATCH_TTL;
 /// The shortest expiry a Graph may ask for.
 pub const MIN_DISPATCH_TTL: Duration = Duration::from_secs(60);
 /// Most tasks one run hands to chats over its life.
@@ -52,17 +51,7 @@ pub const MAX_TASKS_PER_DEVICE_HOUR: u32 = 200;
 /// Most Graph sessions a link's [`DesktopTasks`] may name.
 pub const MAX_DESKTOP_SESSIONS: usize = 20;
 
-/// Where a dispatched task came from: the desktop, the Graph session and the run.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-pub struct TaskOrigin {
-    /// The desktop whose relay asked.
-    pub device_id: uuid::Uuid,
-    /// The Graph session of the run.
-    pub graph_session_id: GraphSessionId,
-    /// The run that asked.
-    pub command_id: CommandId,
-}
+pub use crate::tasks::TaskOrigin;
 
 /// A chat link's consent to tasks from the owner's desktops. Absent on a link: it accepts none.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]

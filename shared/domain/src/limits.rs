@@ -64,6 +64,9 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(15 * 60);
 pub const DEFAULT_EXPIRY: Duration = Duration::from_secs(24 * 3600);
 /// Default for [`Policy::idempotency_ttl`].
 pub const DEFAULT_IDEMPOTENCY_TTL: Duration = Duration::from_secs(24 * 3600);
+/// Default for [`Policy::dispatch_ttl`]: 30 minutes (the seed report's execution limit of the
+/// desktop's dispatcher).
+pub const DEFAULT_DISPATCH_TTL: Duration = Duration::from_secs(30 * 60);
 /// Default for [`Policy::retention`].
 pub const DEFAULT_RETENTION: Duration = Duration::from_secs(7 * 24 * 3600);
 /// Default for [`Policy::heartbeat_timeout`].
@@ -104,7 +107,7 @@ impl Default for Policy {
             retention: DEFAULT_RETENTION,
             heartbeat_timeout: DEFAULT_HEARTBEAT_TIMEOUT,
             poll_interval: DEFAULT_POLL_INTERVAL,
-            dispatch_ttl: crate::dispatch::DEFAULT_DISPATCH_TTL,
+            dispatch_ttl: DEFAULT_DISPATCH_TTL,
         }
     }
 }

@@ -97,6 +97,18 @@ impl From<SubmitStatus> for TaskStatus {
     }
 }
 
+/// Where a task a desktop's Graph handed to a chat (`crate::dispatch`) came from: the desktop, the Graph session and the run.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+pub struct TaskOrigin {
+    /// The desktop whose relay asked.
+    pub device_id: uuid::Uuid,
+    /// The Graph session of the run.
+    pub graph_session_id: crate::ids::GraphSessionId,
+    /// The run that asked.
+    pub command_id: crate::ids::CommandId,
+}
+
 /// A stored task.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Task {
@@ -131,7 +143,7 @@ pub struct Task {
     pub link_deleted: bool,
     /// Where it came from when a desktop's Graph handed it over (`crate::dispatch`); `None`
     /// for the owner's own tasks.
-    pub origin: Option<crate::dispatch::TaskOrigin>,
+    pub origin: Option<TaskOrigin>,
 }
 
 /// One page of a link's tasks, newest first.

@@ -39,7 +39,10 @@ pub fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, String> {
     let mut de = serde_json::Deserializer::from_slice(body);
     serde_path_to_error::deserialize(&mut de).map_err(|e| {
         let path = e.path().to_string();
-        if path == "." || path.is_empty() { format!("body: {}", e.inner()) } else { format!("{path}: {}", e.inner()) }
+        // A path a peer made up (an unknown key with spaces, colons, any text) is not a field
+        // name to lead the error with: the body is, and serde's message quotes the key.
+        let plain = !path.is_empty() && path.chars().all(|c| c.is_ascii_alphanumeric() || "_.[]-".contains(c));
+        if path == "." || !plain { format!("body: {}", e.inner()) } else { format!("{path}: {}", e.inner()) }
     })
 }
 
@@ -48,4 +51,27 @@ pub fn parse<T: serde::de::DeserializeOwned>(body: &[u8]) -> Result<T, String> {
 pub fn unavailable(what: &str, e: &(dyn std::error::Error + 'static)) -> http::Response<Bytes> {
     tracing::error!(error = %domain::errors::ErrorChain(e), "{what} failed");
     error(StatusCode::SERVICE_UNAVAILABLE, "temporarily unavailable; retry")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    #[allow(dead_code)]
+    struct Strict {
+        execution_id: String,
+    }
+
+    /// An error names a field the way `<field>: <rule>` reads: a made-up key (Schemathesis sent
+    /// `" Jd…"`) is quoted inside a `body:` error, never used as the field.
+    #[test]
+    fn errors_lead_with_a_field_name_or_body() {
+        let e = parse::<Strict>(br#"{"execution_id": 1}"#).unwrap_err();
+        assert!(e.starts_with("execution_id: invalid type"), "{e}");
+        let e = parse::<Strict>(br#"{"execution_id": "x", " Jd: x": 1}"#).unwrap_err();
+        assert!(e.starts_with("body: unknown field ` Jd: x`"), "{e}");
+        assert_eq!(parse::<Strict>(b"[1]").unwrap_err(), "body: must be a JSON object");
+    }
 }
