@@ -14,14 +14,14 @@ use domain::dispatch::{
 };
 use domain::ids::{ChatLinkId, OwnerId, TaskId};
 use domain::runs::idempotency_record_key;
-use domain::store::{DispatchTasks, StoreError, StoreResult};
-use domain::tasks::{Task, TaskStatus};
+use domain::store::{AssignTasks, DispatchTasks, StoreError, StoreResult};
+use domain::tasks::{CancelTaskOutcome, Task, TaskStatus};
 
 use crate::codec::{Item, bad, n, opt_from, run_from, s, task_from, values};
 use crate::idempotency::{Create, Created};
 use crate::keys::{expiring_sort_key, link_key, open_tasks_partition, run_key, task_key, ttl_at};
-use crate::request::{Updated, check, update_item};
-use crate::write::{Update, eq, gt, is_in, lt, missing};
+use crate::request::{check, update_item};
+use crate::write::{Update, eq, lt, missing};
 use crate::{DynamoStore, TTL_ATTRIBUTE};
 
 /// The run item's list of the tasks it handed over.
@@ -137,17 +137,13 @@ impl DynamoStore {
         if !same_request {
             return Ok(DispatchOutcome::Rejected(DispatchRejection::IdempotencyMismatch));
         }
-        let id = TaskId::parse("task_id", target).map_err(|_| bad("target_id"))?;
-        match opt_from(self.get(task_key(link, id)).await?.as_ref(), task_from)? {
-            Some(task) => Ok(DispatchOutcome::Replayed(task)),
-            None => Err(StoreError::Corrupt("idempotency record points at a missing task".into())),
-        }
+        Ok(DispatchOutcome::Replayed(self.task_of_record(target, link).await?))
     }
 }
 
 impl DynamoStore {
-    /// Cancels each open task a run's image lists as handed to chats (`dispatched_tasks`), one
-    /// conditional write each (a repeat finds them cancelled and changes nothing): how many.
+    /// Cancels each open task a run's image lists as handed to chats (`dispatched_tasks`), as
+    /// the owner's cancel does (`AssignTasks::cancel_task`: one conditional write each ; a repeat finds them cancelled and changes nothing): how many.
     /// The image is the one the run's completion wrote or was refused on, so a run that handed
     /// nothing over costs no request.
     pub(crate) async fn cancel_listed(&self, owner: &OwnerId, run: Option<&Item>) -> StoreResult<usize> {
@@ -161,24 +157,8 @@ impl DynamoStore {
             let (link, task) = entry.split_once('/').ok_or_else(|| bad(DISPATCHED_TASKS))?;
             let link = ChatLinkId::parse("chat_link_id", link).map_err(|_| bad(DISPATCHED_TASKS))?;
             let task = TaskId::parse("task_id", task).map_err(|_| bad(DISPATCHED_TASKS))?;
-            let now = self.clock.now();
-            let out = self
-                .update(
-                    Update::of(task_key(link, task))
-                        .set("status", s("cancelled"))
-                        .set("finished_at", n(now.as_millis()))
-                        .set("ttl", ttl_at(now.plus(self.policy.retention)))
-                        .remove("gsi2pk")
-                        .remove("gsi2sk")
-                        .when(
-                            eq("owner", s(owner.as_str()))
-                                .and(is_in("status", vec![s("queued"), s("claimed")]))
-                                .and(gt("expires_at", n(now.as_millis()))),
-                        ),
-                )
-                .send(false)
-                .await?;
-            if matches!(out, Updated::Applied(_)) {
+            let out = self.cancel_task(owner, link, task).await?;
+            if out == CancelTaskOutcome::Cancelled {
                 cancelled += 1;
             }
         }

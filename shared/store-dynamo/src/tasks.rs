@@ -31,11 +31,14 @@ impl DynamoStore {
         if !same_request {
             return Ok(AssignOutcome::Rejected(AssignRejection::IdempotencyMismatch));
         }
+        Ok(AssignOutcome::Replayed(self.task_of_record(target, link).await?))
+    }
+
+    /// The task an idempotency record points at (`target`, under `link`).
+    pub(crate) async fn task_of_record(&self, target: &str, link: ChatLinkId) -> StoreResult<Task> {
         let id = TaskId::parse("task_id", target).map_err(|_| bad("target_id"))?;
-        match opt_from(self.get(task_key(link, id)).await?.as_ref(), task_from)? {
-            Some(task) => Ok(AssignOutcome::Replayed(task)),
-            None => Err(StoreError::Corrupt("idempotency record points at a missing task".into())),
-        }
+        opt_from(self.get(task_key(link, id)).await?.as_ref(), task_from)?
+            .ok_or_else(|| StoreError::Corrupt("idempotency record points at a missing task".into()))
     }
 }
 
