@@ -63,6 +63,8 @@ struct RawConfig {
     #[serde(default)]
     max_parallel: Option<u32>,
     #[serde(default)]
+    shell_environment: Option<bool>,
+    #[serde(default)]
     sessions: Vec<RawSession>,
 }
 
@@ -142,6 +144,10 @@ pub struct Config {
     /// desktop, one Graph at a time). Each has its own control checks, process group, journal
     /// and outbox entry.
     pub max_parallel: usize,
+    /// Whether Graphs get the owner's login shell environment (`shell_environment`; default:
+    /// on under the login service, where the agent has almost none of it; off in a terminal,
+    /// which already has it). [`crate::machine::environment`].
+    pub shell_environment: Option<bool>,
     /// The sessions this desktop runs.
     pub sessions: Vec<Session>,
 }
@@ -239,12 +245,10 @@ impl Config {
                 version: s.version,
                 status: s.status,
             };
+            // A folder that is missing now (a disk not mounted yet) makes this session
+            // unavailable until it is back, never the whole file invalid
+            // (crate::machine::folders).
             let working_dir = s.working_dir.map(|d| resolve(&d));
-            if let Some(d) = &working_dir
-                && !d.is_dir()
-            {
-                errors.push(format!("sessions[{i}].working_dir: {} is not a folder", d.display()));
-            }
             let launch = Launch { command: s.command, env: s.env, working_dir };
             sessions.push(Session { meta, projects, launch });
         }
@@ -286,6 +290,7 @@ impl Config {
             auto_update: raw.auto_update,
             pin: raw.pin.clone(),
             max_parallel: raw.max_parallel.unwrap_or(1) as usize,
+            shell_environment: raw.shell_environment,
             sessions,
         };
         if let Some(n) = raw.max_parallel
@@ -486,9 +491,11 @@ env = {{ NODE_ENV = "production" }}
         assert_eq!(s.command, ["node", "weekly.js"]);
         assert_eq!(s.env.get("NODE_ENV").map(String::as_str), Some("production"));
         assert_eq!(s.working_dir.as_deref(), Some(home.as_path()));
+        // A folder missing at start leaves the file valid: that session is unavailable
+        // (crate::machine::folders), the others run.
         let bad = text.replace(&home.display().to_string(), "/no/such/folder");
-        let e = Config::parse_in(&bad, Path::new("/base"), Some(&home)).unwrap_err();
-        assert!(e.contains("sessions[0].working_dir: /no/such/folder is not a folder"), "{e}");
+        let c = Config::parse_in(&bad, Path::new("/base"), Some(&home)).unwrap();
+        assert_eq!(c.sessions[0].launch.working_dir.as_deref(), Some(Path::new("/no/such/folder")));
         let _ = std::fs::remove_dir_all(home);
     }
 }

@@ -40,6 +40,10 @@ async fn main() -> ExitCode {
 }
 
 async fn dispatch(args: Cli) -> anyhow::Result<()> {
+    if let Command::PrintEnvironment = args.command {
+        println!("{}", relay::machine::environment::print_environment());
+        return Ok(());
+    }
     if let Command::Completions { shell } = args.command {
         clap_complete::generate(shell, &mut Cli::command(), "relay", &mut std::io::stdout());
         return Ok(());
@@ -60,7 +64,7 @@ async fn dispatch(args: Cli) -> anyhow::Result<()> {
         Command::Uninstall => Ok(commands::uninstall(&config_path)?),
         Command::Session(which) => Ok(relay::cli::sessions::command(&config_path, which)?),
         Command::Pair(pair) => Ok(relay::cli::pair::command(&config_path, pair).await?),
-        Command::Completions { .. } | Command::Task(_) => Ok(()),
+        Command::Completions { .. } | Command::Task(_) | Command::PrintEnvironment => Ok(()),
     }
 }
 
@@ -70,6 +74,12 @@ async fn dispatch(args: Cli) -> anyhow::Result<()> {
 /// exiting into a restart loop; in a terminal it is an error at once.
 async fn run(config_path: &std::path::Path) -> anyhow::Result<()> {
     let supervised = std::env::var_os(service::SUPERVISED_ENV).is_some();
+    // launchd's soft limit is 256 open files: raised for the relay and every Graph it starts.
+    match relay::machine::environment::raise_open_files() {
+        Ok((before, after)) if after > before => tracing::info!(before, after, "open-file limit raised"),
+        Ok(_) => {}
+        Err(e) => tracing::warn!(error = %e, "cannot raise the open-file limit; Graphs keep the current one"),
+    }
     let shutdown = shutdown_signal();
     tokio::pin!(shutdown);
     loop {
@@ -92,11 +102,15 @@ async fn run(config_path: &std::path::Path) -> anyhow::Result<()> {
                     }
                 };
                 let checks = relay.config_snapshot();
+                let shell_env = checks.shell_environment.unwrap_or(supervised);
                 let daily = binary
                     .clone()
                     .filter(|_| checks.auto_update)
                     .map(|b| tokio::spawn(relay::machine::update::daily(checks, b)));
                 let mut relay = relay.watching(config_path.to_path_buf());
+                if shell_env {
+                    relay = relay.with_shell_environment();
+                }
                 if let Some(b) = &binary {
                     relay = relay.restart_when_replaced(b.clone());
                 }

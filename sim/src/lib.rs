@@ -341,6 +341,7 @@ impl World {
             auto_update: false,
             pin: None,
             max_parallel: slots,
+            shell_environment: None,
             sessions: vec![Session { meta, projects: vec![self.project], launch: vec!["virtual".to_owned()].into() }],
         };
         let transport = InProcess {

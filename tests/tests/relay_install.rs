@@ -541,3 +541,27 @@ async fn the_installer_refuses_archive_names_that_are_paths() {
     assert!(!root.join("outside").exists() && !root.join("home/.local/bin/relay").exists());
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// The owner's environment reaches Graphs on purpose (issue 58): the relay asks the owner's
+/// login shell (here `sh -l -i`, which reads `~/.profile` as zsh reads `~/.zprofile` and
+/// `~/.zshrc`) to run the real `relay print-environment`, and gets what the profile exported,
+/// past the lines the profile printed; what the relay sets itself and the shell's own
+/// bookkeeping are left out.
+#[test]
+fn the_login_shells_exported_variables_are_read_by_the_real_relay() {
+    let relay = built_binary("relay", &["relay/src", "shared/domain/src"]);
+    let home = std::env::temp_dir().join(format!("relay-shell-env-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&home).unwrap();
+    std::fs::write(
+        home.join(".profile"),
+        "echo 'Welcome back'\nexport OWNER_API_KEY='sk-from-the-profile'\nexport SSH_AUTH_SOCK=\"$HOME/.1password/agent.sock\"\nexport FOUNDRY_RELAY_CONFIG=/elsewhere\n",
+    )
+    .unwrap();
+    let got = relay::machine::environment::login_shell(Path::new("/bin/sh"), &relay, &home).unwrap();
+    assert_eq!(got.get("OWNER_API_KEY").map(String::as_str), Some("sk-from-the-profile"));
+    assert_eq!(got.get("SSH_AUTH_SOCK"), Some(&format!("{}/.1password/agent.sock", home.display())));
+    for left_out in ["FOUNDRY_RELAY_CONFIG", "PWD", "SHLVL", "_"] {
+        assert!(!got.contains_key(left_out), "{left_out} was passed on");
+    }
+    let _ = std::fs::remove_dir_all(&home);
+}

@@ -61,6 +61,10 @@ pub enum Command {
     /// answer (printed as JSON). Reads its run's socket and capability from the environment.
     #[command(subcommand)]
     Task(Task),
+    /// Internal: prints this process's environment as JSON (what the owner's login shell gives
+    /// a program; `relay::machine::environment`).
+    #[command(name = "print-environment", hide = true)]
+    PrintEnvironment,
     /// Print a completion script for a shell (e.g. `relay completions zsh > ~/.zfunc/_relay`).
     Completions {
         /// The shell.

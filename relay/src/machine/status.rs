@@ -38,6 +38,10 @@ pub struct Status {
     /// The owner's pause of this desktop, as of the last sync (until when, and the note).
     #[serde(default)]
     pub paused: Option<String>,
+    /// Sessions not offered because their folder is missing or refused (slug → why, with the
+    /// fix), as of the last pass ([`crate::machine::folders`]).
+    #[serde(default)]
+    pub unavailable: std::collections::BTreeMap<String, String>,
 }
 
 /// What `relay status` shows for one project.

@@ -69,6 +69,16 @@ pub struct Relay<S = Client, E = executor::Processes> {
     binary: Option<crate::machine::update::Binary>,
     /// The runs whose Graphs may ask a chat now ([`crate::run::ask`]).
     pub(crate) askers: crate::run::ask::Askers,
+    /// The owner's login shell environment and when it was read, when Graphs get it
+    /// ([`Relay::with_shell_environment`]).
+    shell_env: Option<Mutex<ShellEnv>>,
+}
+
+/// The last capture of the login shell's environment.
+#[derive(Default)]
+struct ShellEnv {
+    at: Option<std::time::Instant>,
+    vars: std::collections::BTreeMap<String, String>,
 }
 
 /// A running slot: its command and how its steps ended.
@@ -155,6 +165,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
             doorbell_token: None,
             binary: None,
             askers: crate::run::ask::Askers::default(),
+            shell_env: None,
         })
     }
 
@@ -177,6 +188,45 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         let modified = std::fs::metadata(&path).and_then(|m| m.modified()).ok();
         self.source = Some((path, Mutex::new(modified)));
         self
+    }
+
+    /// Gives every Graph the owner's login shell environment under its session's `env`
+    /// ([`crate::machine::environment`]): read before the first pass and again when older than
+    /// [`crate::machine::environment::REFRESH`].
+    pub fn with_shell_environment(mut self) -> Self {
+        self.shell_env = Some(Mutex::new(ShellEnv::default()));
+        self
+    }
+
+    /// Reads the login shell's environment again when it is due (a failure keeps the last one).
+    async fn refresh_shell_environment(&self) {
+        use crate::machine::environment;
+        let Some(holder) = &self.shell_env else { return };
+        let due = holder.lock().map_or(false, |h| h.at.is_none_or(|t| t.elapsed() >= environment::REFRESH));
+        if !due {
+            return;
+        }
+        let (shell, exe) = (environment::shell(), self.exe());
+        let home = std::env::var_os("HOME").map_or_else(|| std::path::PathBuf::from("/"), std::path::PathBuf::from);
+        let read = tokio::task::spawn_blocking(move || environment::login_shell(&shell, &exe, &home)).await;
+        let mut h = holder.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        h.at = Some(std::time::Instant::now());
+        match read {
+            Ok(Ok(vars)) => {
+                // Names only: values may be keys.
+                tracing::info!(names = %vars.keys().cloned().collect::<Vec<_>>().join(" "), "login shell environment read for Graphs");
+                h.vars = vars;
+            }
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "cannot read the login shell's environment; Graphs keep the last one read")
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot read the login shell's environment"),
+        }
+    }
+
+    /// The login shell's variables a Graph gets (its session's `env` goes on top).
+    pub(crate) fn shell_vars(&self) -> std::collections::BTreeMap<String, String> {
+        self.shell_env.as_ref().and_then(|h| h.lock().ok().map(|h| h.vars.clone())).unwrap_or_default()
     }
 
     /// Ends the loop between passes — never during a run, which happens inside a pass — once
@@ -240,6 +290,35 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
                 self.set_status(|s| s.last_error = Some(format!("config: {e}")));
             }
         }
+    }
+
+    /// Tries every session's folder ([`crate::machine::folders`]): the ones that cannot be
+    /// used now, also in `relay status`, logged when a session becomes unavailable or
+    /// available again.
+    fn check_folders(&self, config: &Config) -> crate::machine::folders::Unavailable {
+        let platform = crate::machine::service::Platform::current();
+        let now = crate::machine::folders::unavailable(config, platform, &self.exe());
+        self.set_status(|s| {
+            for (slug, why) in &now {
+                if !s.unavailable.contains_key(slug) {
+                    tracing::warn!(session = %slug, reason = %why, "session unavailable: not offered until its folder is back");
+                }
+            }
+            for slug in s.unavailable.keys().filter(|k| !now.contains_key(*k)) {
+                tracing::info!(session = %slug, "session available again");
+            }
+            s.unavailable.clone_from(&now);
+        });
+        now
+    }
+
+    /// The relay's own binary (what a privacy grant must name).
+    pub(crate) fn exe(&self) -> std::path::PathBuf {
+        self.binary
+            .as_ref()
+            .map(|b| b.path().to_path_buf())
+            .or_else(|| std::env::current_exe().ok())
+            .unwrap_or_default()
     }
 
     /// Whether the last sync said the owner paused this desktop.
@@ -529,13 +608,16 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         busy: &HashSet<CommandId>,
     ) -> Result<(Duration, Vec<(ProjectId, crate::server::client::Command)>), PassError> {
         self.reload_if_changed();
+        self.refresh_shell_environment().await;
         self.flush_outbox().await?;
         let mut work = self.lost_starts(free, busy);
         self.retire_projects().await?;
         let config = self.config();
+        let unavailable = self.check_folders(&config);
         let mut poll = config.poll;
         for project in config.projects() {
-            let sessions = config.sessions_for(project);
+            let mut sessions = config.sessions_for(project);
+            sessions.retain(|m| !unavailable.contains_key(&m.slug));
             let open = u32::try_from(free.saturating_sub(work.len())).unwrap_or(u32::MAX);
             let synced = match self.client.sync(project, &sessions, open).await {
                 Ok(s) => s,

@@ -34,6 +34,16 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
             tracing::warn!(command = %id, session = %command.graph_session_id, "session no longer shared here; refusing the run");
             return self.complete(id, no_longer_shared()).await;
         };
+        // Its folder went after the sync that offered it (a disk pulled, a grant lost): the
+        // run is refused with the reason, never started in the wrong folder.
+        if let Some(dir) = &session.launch.working_dir
+            && let Err(e) = std::fs::read_dir(dir)
+        {
+            let platform = crate::machine::service::Platform::current();
+            let why = crate::machine::folders::reason(dir, &e, platform, &self.exe());
+            tracing::warn!(command = %id, session = %session.meta.slug, reason = %why, "session unavailable; refusing the run");
+            return self.complete(id, unavailable(&session.meta.slug, &why)).await;
+        }
         // Listening before the start is sent: a cancel asked the moment the server has the run
         // running rings before this slot would otherwise listen, and must not wait for a poll.
         let rings = self.bell.control_rings();
@@ -45,6 +55,10 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         // The Graph may ask a linked chat while it runs (crate::run::ask): its capability
         // lives exactly as long as the run.
         let mut launch = session.launch.clone();
+        // The owner's login shell environment under the session's own `env`, which wins.
+        for (k, v) in self.shell_vars() {
+            launch.env.entry(k).or_insert(v);
+        }
         let asking = match self.askers.register() {
             Ok((registration, inbox)) => {
                 launch.env.extend(crate::run::ask::environment(&self.state.root, &registration.capability));
@@ -242,6 +256,15 @@ fn no_longer_shared() -> Completion {
         error: Some(SESSION_NO_LONGER_SHARED.to_owned()),
         total_tokens: None,
         reported_cost: None,
+    }
+}
+
+/// The completion that refuses a command whose session's folder cannot be used now.
+fn unavailable(slug: &str, why: &str) -> Completion {
+    Completion {
+        status: FinalStatus::Failed,
+        error: Some(format!("session {slug} is unavailable on this desktop: {why}")),
+        ..no_longer_shared()
     }
 }
 

@@ -88,6 +88,7 @@ fn config(poll: Duration) -> Config {
         auto_update: false,
         pin: None,
         max_parallel: 1,
+        shell_environment: None,
         sessions: vec![Session { meta, projects: vec![ProjectId::generate()], launch: vec!["true".to_owned()].into() }],
     }
 }
@@ -194,12 +195,16 @@ impl RelayServer for Arc<Script> {
             return Err(ClientError::Refused { status: 404, body: "project not found".into() });
         }
         let started = self.started.lock().unwrap().clone();
+        // A run completed unstarted (refused by the relay) is not queued any more.
+        let completed: Vec<CommandId> = self.completed.lock().unwrap().iter().map(|(i, _)| *i).collect();
         let commands = self
             .queued
             .lock()
             .unwrap()
             .iter()
-            .filter(|(p, c)| *p == project && !started.contains_key(&c.command_id))
+            .filter(|(p, c)| {
+                *p == project && !started.contains_key(&c.command_id) && !completed.contains(&c.command_id)
+            })
             .map(|(_, c)| c.clone())
             .take(free as usize)
             .collect();
@@ -280,6 +285,7 @@ fn fast_config(state_dir: &std::path::Path, sessions: Vec<Session>) -> Config {
         auto_update: false,
         pin: None,
         max_parallel: 1,
+        shell_environment: None,
         sessions,
     }
 }
@@ -612,6 +618,99 @@ async fn an_unreadable_outbox_file_is_moved_aside_and_shown() {
     assert!(moved.exists(), "the unreadable file is not in quarantine/");
     let status: Status = serde_json::from_slice(&std::fs::read(dir.join("status.json")).unwrap()).unwrap();
     assert_eq!(status.quarantined, vec![format!("outbox-{bad}.json")]);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// One session whose folder is missing (a disk not mounted yet) never stops another: the
+/// other session's run completes; the missing one is not offered in the sync, its run handed
+/// over anyway is refused `failed` with the folder and the real errno, and `relay status`
+/// names it; once the folder is back, the next pass offers it again with no restart.
+#[tokio::test]
+async fn a_session_whose_folder_is_missing_leaves_the_other_running() {
+    let dir = temp_state();
+    let project = ProjectId::generate();
+    let good = session_in(vec![project], "echo ran");
+    let mut gone = session_in(vec![project], "echo never");
+    gone.meta.graph_session_id = GraphSessionId::parse("g", &format!("gs_{}", "4".repeat(32))).unwrap();
+    gone.meta.slug = "on-the-disk".into();
+    let disk = dir.join("Volumes/Work");
+    gone.launch.working_dir = Some(disk.clone());
+    let script = Arc::new(Script::default());
+    let refused = queue(&script, project, &gone);
+    let ran = queue(&script, project, &good);
+    let both = |s: &Script| {
+        let c = s.completed.lock().unwrap();
+        c.iter().any(|(i, _)| *i == ran) && c.iter().any(|(i, _)| *i == refused)
+    };
+    let state = dir.join("state");
+    assert!(run_until(Arc::clone(&script), fast_config(&state, vec![good.clone(), gone.clone()]), both).await);
+    let completed = script.completed.lock().unwrap().clone();
+    let of = |id: CommandId| completed.iter().find(|(i, _)| *i == id).unwrap().1.clone();
+    assert_eq!((of(ran).status, of(ran).result.as_deref()), (FinalStatus::Completed, Some("ran")));
+    let r = of(refused);
+    assert_eq!(r.status, FinalStatus::Failed);
+    let error = r.error.unwrap();
+    assert!(
+        error.starts_with(&format!(
+            "session on-the-disk is unavailable on this desktop: folder {}: No such file or directory (os error 2)",
+            disk.display()
+        )),
+        "{error}"
+    );
+    assert!(script.syncs.lock().unwrap().iter().all(|(_, n)| *n == 1), "the missing session was offered");
+    let status: Status = serde_json::from_slice(&std::fs::read(state.join("status.json")).unwrap()).unwrap();
+    assert!(
+        status.unavailable.get("on-the-disk").is_some_and(|w| w.contains("os error 2")),
+        "{:?}",
+        status.unavailable
+    );
+    // The disk is back: offered again at the next pass, and the status clears.
+    std::fs::create_dir_all(&disk).unwrap();
+    script.syncs.lock().unwrap().clear();
+    let offered = |s: &Script| s.syncs.lock().unwrap().iter().any(|(_, n)| *n == 2);
+    assert!(
+        run_until(Arc::clone(&script), fast_config(&state, vec![good, gone]), offered).await,
+        "never offered again"
+    );
+    let status: Status = serde_json::from_slice(&std::fs::read(state.join("status.json")).unwrap()).unwrap();
+    assert!(status.unavailable.is_empty(), "{:?}", status.unavailable);
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The login shell's environment (as read by `relay::machine::environment::login_shell`,
+/// tested with the real binary in `relay_install`) reaches the Graph under its session's own
+/// `env`, which wins.
+#[tokio::test]
+async fn a_graph_sees_what_the_shell_exported_under_its_sessions_env() {
+    let dir = temp_state();
+    let project = ProjectId::generate();
+    let mut session = session_in(vec![project], "printf '%s %s' \"$OWNER_API_KEY\" \"$REGION\"");
+    session.launch.env.insert("REGION".into(), "from-the-session".into());
+    let script = Arc::new(Script::default());
+    let id = queue(&script, project, &session);
+    let relay =
+        Relay::with_server(fast_config(&dir, vec![session]), Arc::clone(&script)).unwrap().with_shell_environment();
+    if let Some(h) = &relay.shell_env {
+        let mut h = h.lock().unwrap();
+        h.at = Some(std::time::Instant::now());
+        h.vars = [("OWNER_API_KEY", "sk-shell"), ("REGION", "from-the-shell")]
+            .into_iter()
+            .map(|(k, v)| (k.to_owned(), v.to_owned()))
+            .collect();
+    }
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let stopped = Arc::clone(&stop);
+    let task = tokio::spawn(async move { relay.run(async move { stopped.notified().await }).await });
+    for _ in 0..1500 {
+        if script.completed.lock().unwrap().iter().any(|(c, _)| *c == id) {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.notify_one();
+    task.await.unwrap().unwrap();
+    let completed = script.completed.lock().unwrap().clone();
+    assert_eq!(completed[0].1.result.as_deref(), Some("sk-shell from-the-session"));
     let _ = std::fs::remove_dir_all(dir);
 }
 
