@@ -166,6 +166,31 @@ async fn findings(config_path: &Path) -> Result<Vec<crate::machine::check::Findi
         .map(|text| service::service_environment(platform, &text));
     let exe = std::env::current_exe().unwrap_or_else(|_| PathBuf::from("relay"));
     let mut out = crate::machine::check::local_findings(platform, config_path, &config, &home, env.as_deref(), &exe);
+    // The agent's environment: the service file's variables, and (unless switched off) what
+    // the login shell exports, read the way the agent reads it.
+    let mut agent: std::collections::BTreeMap<String, String> = env.clone().unwrap_or_default().into_iter().collect();
+    if env.is_some() && config.shell_environment != Some(false) {
+        use crate::machine::environment;
+        match environment::login_shell(&environment::shell(), &exe, &home) {
+            Ok(vars) => {
+                for (k, v) in vars {
+                    agent.entry(k).or_insert(v);
+                }
+            }
+            Err(e) => out.push(crate::machine::check::Finding {
+                level: crate::machine::check::Level::Note,
+                what: format!("the login shell's environment cannot be read: {e}"),
+                fix: Some("fix the shell's startup files, or set shell_environment = false".into()),
+            }),
+        }
+    }
+    if env.is_some() {
+        let terminal: std::collections::BTreeMap<String, String> = std::env::vars().collect();
+        out.extend(crate::machine::check::environment_findings(&terminal, &agent));
+    }
+    let status: Option<crate::machine::status::Status> =
+        std::fs::read(config.state_dir.join("status.json")).ok().and_then(|b| serde_json::from_slice(&b).ok());
+    out.extend(crate::machine::check::agent_findings(status.as_ref()));
     let proxies = match &env {
         Some(pairs) => crate::server::proxy::Proxies::from_pairs(pairs),
         None => crate::server::proxy::Proxies::from_env(),
@@ -216,6 +241,11 @@ pub async fn install(config_path: &Path) -> Result<(), CliError> {
         .map_err(|e| CliError(format!("writing {}: {e}", file.display())))?;
     println!("wrote {}", file.display());
     println!("graphs will run with PATH={} (from this shell; run install again after changing it)", spec.path);
+    for (entry, why) in crate::machine::environment::fragile_path_entries(&spec.path) {
+        println!(
+            "warning: PATH entry {entry} is {why}: it breaks when that changes (the agent also reads your login shell's PATH, shell_environment)"
+        );
+    }
     if !spec.carried.is_empty() {
         let names: Vec<&str> = spec.carried.iter().map(|(k, _)| k.as_str()).collect();
         println!("proxy settings carried into the service: {}", names.join(", "));

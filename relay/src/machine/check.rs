@@ -221,6 +221,46 @@ pub fn local_findings(
     out
 }
 
+/// What the agent's Graphs get of the owner's environment, against this terminal's: the names
+/// (never values) the terminal has and the agent lacks, and `PATH` entries tied to one version
+/// of a tool or one shell ([`crate::machine::environment`]).
+pub fn environment_findings(
+    terminal: &std::collections::BTreeMap<String, String>,
+    agent: &std::collections::BTreeMap<String, String>,
+) -> Vec<Finding> {
+    use crate::machine::environment::{fragile_path_entries, missing_names};
+    let mut out = Vec::new();
+    let missing = missing_names(terminal, agent);
+    if missing.is_empty() {
+        out.push(ok("Graphs get every variable this shell has"));
+    } else {
+        out.push(note(
+            format!("Graphs lack {} variable(s) this shell has: {}", missing.len(), missing.join(", ")),
+            "export them in ~/.zprofile or ~/.zshrc (the agent reads your login shell unless shell_environment = false), or set them in the session's env",
+        ));
+    }
+    for (entry, why) in fragile_path_entries(agent.get("PATH").map_or("", String::as_str)) {
+        out.push(note(
+            format!("the agent's PATH has {entry}: {why}, which breaks when it changes"),
+            "put a stable folder first (e.g. the version manager's shims), or rely on the login shell's PATH (shell_environment)",
+        ));
+    }
+    out
+}
+
+/// What the running agent itself reported in `status.json` (its own view, which a check from
+/// Terminal cannot have: macOS asks on behalf of the agent): each unavailable session.
+pub fn agent_findings(status: Option<&crate::machine::status::Status>) -> Vec<Finding> {
+    status
+        .map(|s| {
+            s.unavailable
+                .iter()
+                .map(|(slug, why)| fail(format!("the running agent reports session {slug} unavailable"), why.clone()))
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
 /// The server and doorbell checks, through the proxies of `env`.
 pub async fn network_findings(config: &Config, proxies: &Proxies) -> Vec<Finding> {
     let mut out = Vec::new();
@@ -378,5 +418,31 @@ mod tests {
         let t = SystemTime::UNIX_EPOCH + Duration::from_secs(1_000_000);
         assert_eq!(clock_skew(t, t + Duration::from_secs(90)), Duration::from_secs(90));
         assert_eq!(clock_skew(t + Duration::from_secs(90), t), Duration::from_secs(90));
+    }
+
+    #[test]
+    fn the_agents_missing_names_fragile_path_and_unavailable_sessions_are_findings() {
+        let m = |pairs: &[(&str, &str)]| {
+            pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect::<std::collections::BTreeMap<_, _>>()
+        };
+        let terminal = m(&[("PATH", "/usr/bin"), ("ANTHROPIC_API_KEY", "sk-secret"), ("TERM_PROGRAM", "iTerm.app")]);
+        let agent = m(&[("PATH", "/Users/ana/.nvm/versions/node/v20.11.1/bin:/usr/bin")]);
+        let f = environment_findings(&terminal, &agent);
+        assert!(f[0].level == Level::Note && f[0].what.ends_with("this shell has: ANTHROPIC_API_KEY"), "{f:?}");
+        assert!(!format!("{f:?}").contains("sk-secret"), "a value reached the output");
+        assert!(f[1].what.contains("one Node version of nvm"), "{f:?}");
+        assert_eq!(environment_findings(&terminal, &terminal)[0].level, Level::Ok);
+        let status = crate::machine::status::Status {
+            unavailable: [(
+                "weekly".to_owned(),
+                "folder /Volumes/W: No such file or directory (os error 2); plug in".to_owned(),
+            )]
+            .into_iter()
+            .collect(),
+            ..Default::default()
+        };
+        let f = agent_findings(Some(&status));
+        assert_eq!(f.len(), 1);
+        assert!(f[0].level == Level::Fail && f[0].fix.as_deref().is_some_and(|x| x.contains("os error 2")), "{f:?}");
     }
 }

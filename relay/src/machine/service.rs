@@ -178,6 +178,8 @@ pub fn service_text(platform: Platform, spec: &ServiceSpec) -> String {
   <dict><key>SuccessfulExit</key><false/></dict>
   <key>ThrottleInterval</key><integer>{THROTTLE_SECONDS}</integer>
   <key>ProcessType</key><string>Interactive</string>
+  <key>SoftResourceLimits</key>
+  <dict><key>NumberOfFiles</key><integer>{open_files}</integer></dict>
   <key>WorkingDirectory</key><string>{wd}</string>
   <key>EnvironmentVariables</key>
   <dict>
@@ -196,6 +198,7 @@ pub fn service_text(platform: Platform, spec: &ServiceSpec) -> String {
                     .map(|(k, v)| format!("    <key>{}</key><string>{}</string>\n", xml_escape(k), xml_escape(v)))
                     .collect::<String>(),
                 stdout = e(&stdout),
+                open_files = crate::machine::environment::OPEN_FILES,
             )
         }
         Platform::Linux => {
