@@ -8,6 +8,7 @@
 //! | [`update`] | `relay update` and the daily check: the server's newest build, checked against `SHA256SUMS` and `--version`, renamed into place; the loop restarts into it between runs |
 //! | [`folders`] | each session's folder tried before every pass: a missing or refused one makes that session unavailable, not the relay |
 //! | [`environment`] | what Graphs inherit on purpose: the login shell's environment, an open-file limit above launchd's 256 |
+//! | [`launchd`] | `relay check` on a Mac asks launchd whether the agent is loaded, running, crash-looping or switched off |
 //! | [`check`] | `relay check`: the setup as the login service sees it, each finding with its fix |
 //!
 //! It uses [`crate::server`] (the update's downloads, the check's connection test); the server
@@ -17,6 +18,7 @@ pub mod check;
 pub mod disk;
 pub mod environment;
 pub mod folders;
+pub mod launchd;
 pub mod service;
 pub mod status;
 pub mod update;

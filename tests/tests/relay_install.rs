@@ -565,3 +565,37 @@ fn the_login_shells_exported_variables_are_read_by_the_real_relay() {
     }
     let _ = std::fs::remove_dir_all(&home);
 }
+
+/// Issue 58: on a Mac, an ad-hoc build's daily check offers a newer build and installs
+/// nothing (installing would take the owner's privacy grants away). Here the hold comes from
+/// the real `codesign` output of an ad-hoc binary (`tests/fixtures/macos/codesign-adhoc.txt`);
+/// the server publishes 99.0.0; nothing is downloaded, the installed binary is unchanged, and
+/// the outcome says why and what to run.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_ad_hoc_build_on_a_mac_is_offered_an_update_not_given_one() {
+    use relay::machine::update::{Outcome, grants_at_risk, target, update};
+    let root = std::env::temp_dir().join(format!("relay-adhoc-{}", uuid::Uuid::new_v4()));
+    let dist = root.join("dist");
+    std::fs::create_dir_all(&dist).unwrap();
+    // Only the checksum line: a download would 404 and fail the update.
+    std::fs::write(dist.join("SHA256SUMS"), format!("{}  relay-99.0.0-{}.tar.gz\n", "0".repeat(64), target())).unwrap();
+    let running = local::start(LocalConfig { relay_dist: dist, ..LocalConfig::at(root.join("server")) }).await.unwrap();
+    let installed = root.join("bin/relay");
+    std::fs::create_dir_all(installed.parent().unwrap()).unwrap();
+    std::fs::write(&installed, b"the installed build").unwrap();
+    let adhoc = include_str!("../fixtures/macos/codesign-adhoc.txt");
+    let hold = grants_at_risk(relay::machine::service::Platform::MacOs, || Ok(adhoc.to_owned()));
+    let http = relay::server::client::https_client().unwrap();
+    let outcome = update(&http, &running.base_url, &installed, None, hold.as_deref()).await.unwrap();
+    assert!(matches!(&outcome, Outcome::Available { version, .. } if version == "99.0.0"), "{outcome:?}");
+    let said = outcome.to_string();
+    assert!(
+        said.contains("installing it resets macOS privacy permissions for relay") && said.contains("run relay update"),
+        "{said}"
+    );
+    assert_eq!(std::fs::read(&installed).unwrap(), b"the installed build");
+    // Without the hold (a signed build, or the owner's `relay update`), the same check goes on
+    // to download, and fails on the missing archive: proof the hold is what stopped it.
+    assert!(update(&http, &running.base_url, &installed, None, None).await.is_err());
+    let _ = std::fs::remove_dir_all(&root);
+}

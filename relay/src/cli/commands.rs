@@ -49,8 +49,15 @@ pub async fn update(config_path: &Path) -> Result<(), CliError> {
     let config = load(config_path)?;
     let binary =
         crate::machine::update::Binary::current().map_err(|e| CliError(format!("cannot find this binary: {e}")))?;
+    // `relay update` is the owner asking: it installs, after saying what it costs on a Mac.
+    let platform = Platform::current();
+    if let Some(why) =
+        crate::machine::update::grants_at_risk(platform, || crate::machine::update::codesign(binary.path()))
+    {
+        println!("note: if a newer build is installed, {why}");
+    }
     let outcome =
-        crate::machine::update::check_now(&config, binary.path()).await.map_err(|e| CliError(e.to_string()))?;
+        crate::machine::update::check_now(&config, binary.path(), None).await.map_err(|e| CliError(e.to_string()))?;
     println!("{outcome}");
     Ok(())
 }
@@ -187,6 +194,10 @@ async fn findings(config_path: &Path) -> Result<Vec<crate::machine::check::Findi
     if env.is_some() {
         let terminal: std::collections::BTreeMap<String, String> = std::env::vars().collect();
         out.extend(crate::machine::check::environment_findings(&terminal, &agent));
+    }
+    if platform == Platform::MacOs && env.is_some() {
+        let log = service::log_dir(platform, &home).join("relay.log");
+        out.extend(crate::machine::launchd::ask(&uid(), &log.display().to_string()));
     }
     let status: Option<crate::machine::status::Status> =
         std::fs::read(config.state_dir.join("status.json")).ok().and_then(|b| serde_json::from_slice(&b).ok());

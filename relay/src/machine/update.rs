@@ -93,6 +93,16 @@ pub enum Outcome {
         /// What the server publishes.
         published: String,
     },
+    /// A newer build is published but was not installed: installing it would take away the
+    /// owner's macOS privacy grants ([`grants_at_risk`]); `relay update` installs it.
+    Available {
+        /// This build's version.
+        current: String,
+        /// The published one.
+        version: String,
+        /// Why it waits for the owner.
+        why: String,
+    },
     /// The new build is in place (a running relay restarts into it between runs).
     Installed {
         /// The version replaced.
@@ -109,6 +119,10 @@ impl std::fmt::Display for Outcome {
             Self::Pinned { pin, published } => {
                 write!(f, "pinned to {pin} (pin in the config); the server publishes {published}: nothing changed")
             }
+            Self::Available { current, version, why } => write!(
+                f,
+                "update available: relay {version} (this is {current}); not installed automatically: {why}; run relay update to install it"
+            ),
             Self::Installed { from, to } => write!(
                 f,
                 "updated relay {from} → {to}; a running relay restarts into it when its current run (if any) ends"
@@ -154,7 +168,8 @@ fn io(what: impl Into<String>) -> impl FnOnce(std::io::Error) -> UpdateError {
 }
 
 /// Checks `server_url` for a newer build and, when there is one (and `pin` allows it),
-/// installs it over `binary` (the installed relay's path).
+/// installs it over `binary` (the installed relay's path) — unless `hold` says why it must
+/// wait for the owner ([`grants_at_risk`]): then [`Outcome::Available`], nothing downloaded.
 ///
 /// # Errors
 /// [`UpdateError`]: nothing was changed.
@@ -163,6 +178,7 @@ pub async fn update(
     server_url: &str,
     binary: &Path,
     pin: Option<&str>,
+    hold: Option<&str>,
 ) -> Result<Outcome, UpdateError> {
     let base = server_url.trim_end_matches('/');
     let sums = fetch(http, &format!("{base}{SUMS_PATH}"), Duration::from_secs(30)).await?;
@@ -181,6 +197,9 @@ pub async fn update(
             return Ok(Outcome::UpToDate { current: VERSION.to_owned() });
         }
         None => {}
+    }
+    if let Some(why) = hold {
+        return Ok(Outcome::Available { current: VERSION.to_owned(), version: build.version, why: why.to_owned() });
     }
     let bytes = fetch(http, &format!("{base}/relay/download/{}", build.archive), DOWNLOAD_TIMEOUT).await?;
     let got = domain::runs::sha256_hex(&bytes);
@@ -363,6 +382,7 @@ fn record(outcome: &Result<Outcome, UpdateError>, now: domain::clock::Timestamp)
         Ok(Outcome::UpToDate { .. }) => Some(VERSION.to_owned()),
         Ok(Outcome::Pinned { published, .. }) => Some(published.clone()),
         Ok(Outcome::Installed { to, .. }) => Some(to.clone()),
+        Ok(Outcome::Available { version, .. }) => Some(version.clone()),
         Err(_) => None,
     };
     let outcome = match outcome {
@@ -377,11 +397,15 @@ fn record(outcome: &Result<Outcome, UpdateError>, now: domain::clock::Timestamp)
 ///
 /// # Errors
 /// [`UpdateError`]: nothing was changed.
-pub async fn check_now(config: &crate::config::Config, binary: &Path) -> Result<Outcome, UpdateError> {
+pub async fn check_now(
+    config: &crate::config::Config,
+    binary: &Path,
+    hold: Option<&str>,
+) -> Result<Outcome, UpdateError> {
     use domain::clock::Clock;
     let http =
         crate::server::client::https_client().map_err(|e| UpdateError::Server(format!("cannot start TLS: {e}")))?;
-    let outcome = update(&http, &config.server_url, binary, config.pin.as_deref()).await;
+    let outcome = update(&http, &config.server_url, binary, config.pin.as_deref(), hold).await;
     if let Err(e) = record(&outcome, domain::clock::SystemClock.now()).write(&config.state_dir) {
         tracing::warn!(error = %e, "cannot keep the update check's outcome in the state folder");
     }
@@ -397,7 +421,9 @@ pub async fn daily(config: std::sync::Arc<crate::config::Config>, binary: Binary
         let last = LastCheck::read(&config.state_dir);
         let wait = LastCheck::due_in(last.as_ref(), domain::clock::SystemClock.now()).max(FIRST_CHECK_DELAY);
         tokio::time::sleep(wait).await;
-        match check_now(&config, binary.path()).await {
+        // An ad-hoc build on a Mac is offered, never installed behind the owner's back.
+        let hold = grants_at_risk(crate::machine::service::Platform::current(), || codesign(binary.path()));
+        match check_now(&config, binary.path(), hold.as_deref()).await {
             Ok(installed @ Outcome::Installed { .. }) => {
                 tracing::info!(%installed, "daily update check");
                 return;
@@ -408,9 +434,85 @@ pub async fn daily(config: std::sync::Arc<crate::config::Config>, binary: Binary
     }
 }
 
+/// How a binary is signed, as `codesign -dv --verbose=4` describes it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Signing {
+    /// `Signature=adhoc`: macOS knows the code by its exact bytes (its cdhash).
+    AdHoc,
+    /// Signed by an identity (the first `Authority=` line): grants follow the identity.
+    Identity(String),
+    /// Not signed at all, or `codesign` could not say.
+    Unknown(String),
+}
+
+/// Reads `codesign -dv --verbose=4`'s output (it writes to stderr).
+pub fn signing(codesign_output: &str) -> Signing {
+    let lines = || codesign_output.lines().map(str::trim);
+    if lines().any(|l| l == "Signature=adhoc") {
+        return Signing::AdHoc;
+    }
+    match lines().find_map(|l| l.strip_prefix("Authority=")) {
+        Some(a) => Signing::Identity(a.to_owned()),
+        None => Signing::Unknown(codesign_output.lines().next().unwrap_or("no output").trim().to_owned()),
+    }
+}
+
+/// `codesign -dv --verbose=4 <binary>`'s output (`Err`: it could not run).
+pub fn codesign(binary: &Path) -> Result<String, String> {
+    let out = std::process::Command::new("codesign")
+        .args(["-dv", "--verbose=4"])
+        .arg(binary)
+        .output()
+        .map_err(|e| format!("codesign: {e}"))?;
+    Ok(format!("{}{}", String::from_utf8_lossy(&out.stderr), String::from_utf8_lossy(&out.stdout)))
+}
+
+/// Why replacing this build would take the owner's macOS privacy grants away (`None`: it
+/// would not). macOS records a Full Disk Access or Files and Folders grant against the code's
+/// designated requirement; for an ad-hoc signature that is the exact binary (codesign(1): an
+/// ad-hoc signature "identifies exactly one instance of code"), so every new build stops
+/// matching, and a grant made to a signing identity follows the identity. Off macOS there are
+/// no such grants.
+pub fn grants_at_risk(
+    platform: crate::machine::service::Platform,
+    codesign: impl FnOnce() -> Result<String, String>,
+) -> Option<String> {
+    if platform != crate::machine::service::Platform::MacOs {
+        return None;
+    }
+    let why = match codesign().map(|o| signing(&o)) {
+        Ok(Signing::Identity(_)) => return None,
+        Ok(Signing::AdHoc) => "this build is ad-hoc signed",
+        Ok(Signing::Unknown(_)) | Err(_) => "this build's signature cannot be read",
+    };
+    Some(format!(
+        "installing it resets macOS privacy permissions for relay ({why}: macOS knows it by its exact bytes, so Full Disk Access and Files and Folders grants stop matching the new build; grant them again after installing, docs/relay.md)"
+    ))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::machine::service::Platform;
+
+    const ADHOC: &str = include_str!("../../../tests/fixtures/macos/codesign-adhoc.txt");
+    const DEVELOPER_ID: &str = include_str!("../../../tests/fixtures/macos/codesign-developer-id.txt");
+    const CC_CONNECT: &str = include_str!("../../../tests/fixtures/macos/codesign-adhoc-cc-connect-abridged.txt");
+
+    #[test]
+    fn an_ad_hoc_build_on_a_mac_is_held_and_a_signed_one_or_linux_is_not() {
+        assert_eq!(signing(ADHOC), Signing::AdHoc);
+        assert_eq!(signing(CC_CONNECT), Signing::AdHoc);
+        assert_eq!(
+            signing(DEVELOPER_ID),
+            Signing::Identity("Developer ID Application: The Tor Project, Inc (MADPSAYN6T)".into())
+        );
+        let held = grants_at_risk(Platform::MacOs, || Ok(ADHOC.to_owned())).unwrap();
+        assert!(held.starts_with("installing it resets macOS privacy permissions for relay"), "{held}");
+        assert!(grants_at_risk(Platform::MacOs, || Err("codesign: not found".into())).is_some());
+        assert_eq!(grants_at_risk(Platform::MacOs, || Ok(DEVELOPER_ID.to_owned())), None);
+        assert_eq!(grants_at_risk(Platform::Linux, || Ok(ADHOC.to_owned())), None);
+    }
 
     const SHA: &str = "0123456789abcdef0123456789abcdef0123456789abcdef0123456789abcdef";
 
