@@ -3,6 +3,7 @@
 For every file (thin or fat) and every slice in it:
 - the CPU type is the one its name promises (arm64, x86_64, or both for universal2);
 - the minimum macOS (LC_BUILD_VERSION) is the one stated, and at most 12;
+- it has an LC_UUID (macOS's local network privacy keys its decision on it, TN3179);
 - every linked library is a system one (/usr/lib/, /System/Library/Frameworks/);
 - arm64 slices carry a code signature (LC_CODE_SIGNATURE) whose CodeDirectory hashes match
   the slice's pages: macOS kills an arm64 binary with no signature or a stale one (a strip
@@ -134,6 +135,10 @@ def check(path: str, min_macos: str, expect: str = "adhoc") -> list:
                 problems.append(f"{where}: slice offset {off:#x} is not a multiple of 2^{need}")
             if align != need and not (cpu == "x86_64" and align == FAT_PAGE["arm64"]):
                 problems.append(f"{where}: fat_arch align is 2^{align}, not 2^{need}")
+        # macOS's local network privacy identifies a program by its LC_UUID (TN3179: "make sure
+        # that every Mach-O image has a UUID"); without one it cannot keep the owner's answer.
+        if not b.has_uuid:
+            problems.append(f"{where}: no LC_UUID (macOS local network privacy needs it, TN3179)")
         if not b.has_build_version:
             problems.append(f"{where}: no LC_BUILD_VERSION")
         else:

@@ -94,6 +94,20 @@ def flip_code_byte(data: bytes) -> bytes:
     return bytes(out)
 
 
+def without_uuid(data: bytes) -> bytes:
+    """A thin 64-bit Mach-O whose LC_UUID (cmd 0x1b) is turned into a command nobody knows."""
+    out = bytearray(data)
+    ncmds = struct.unpack_from("<I", out, 16)[0]
+    at = 32  # mach_header_64
+    for _ in range(ncmds):
+        cmd, size = struct.unpack_from("<II", out, at)
+        if cmd == 0x1B:
+            struct.pack_into("<I", out, at, 0x7A)
+            return bytes(out)
+        at += size
+    sys.exit("FAIL: the build has no LC_UUID to remove")
+
+
 def problems_of(path: str, expect: str = "adhoc") -> tuple:
     """check_macho.check's problems and what it printed (kept out of this test's own output)."""
     printed = io.StringIO()
@@ -153,6 +167,7 @@ def main() -> int:
         struct.pack_into(">I", mislabelled, 8 + 20 + 16, 12)
         case("arm64 fat_arch align 12", "hello-universal2", bytes(mislabelled), "align is 2^12, not 2^14")
         case("a code byte flipped", "hello-aarch64", flip_code_byte(arm), "page hashes do not match")
+        case("LC_UUID removed", "hello-aarch64", without_uuid(arm), "no LC_UUID")
         case("ad-hoc build checked as developer-id", "hello-aarch64", arm, "have CS_ADHOC", "developer-id")
     took = time.monotonic() - started
     print(f"check_macho_test: {len(cases) - len(failures)} passed, {len(failures)} failed ({took:.1f} s)")
