@@ -45,6 +45,28 @@ pub fn target() -> String {
     format!("{}-{os}", std::env::consts::ARCH)
 }
 
+/// The build to install on this machine: `this` ([`target`]), except that an Intel build running
+/// under Rosetta on Apple silicon (Migration Assistant copies it over) moves to the arm64 one
+/// (`translated`: what `sysctl sysctl.proc_translated` printed, `…: 1` or `1` under Rosetta).
+pub fn native_target(this: &str, translated: Option<&str>) -> String {
+    let under_rosetta = translated.map(|t| {
+        t.lines().filter(|l| !l.starts_with('%')).any(|l| l.rsplit(':').next().is_some_and(|v| v.trim() == "1"))
+    });
+    match (this, under_rosetta) {
+        ("x86_64-apple-darwin", Some(true)) => "aarch64-apple-darwin".to_owned(),
+        (t, _) => t.to_owned(),
+    }
+}
+
+/// What `sysctl sysctl.proc_translated` prints on a Mac (`None` elsewhere, or when it fails).
+fn translated() -> Option<String> {
+    if !cfg!(target_os = "macos") {
+        return None;
+    }
+    let out = std::process::Command::new("sysctl").arg("sysctl.proc_translated").output().ok()?;
+    Some(String::from_utf8_lossy(&out.stdout).into_owned())
+}
+
 /// A build the server publishes for this platform.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Published {
@@ -183,7 +205,7 @@ pub async fn update(
     let base = server_url.trim_end_matches('/');
     let sums = fetch(http, &format!("{base}{SUMS_PATH}"), Duration::from_secs(30)).await?;
     let sums = String::from_utf8_lossy(&sums);
-    let target = target();
+    let target = native_target(&target(), translated().as_deref());
     let Some(build) = published(&sums, &target) else {
         return Err(UpdateError::Server(format!("the server publishes no relay build for {target}")));
     };
@@ -498,6 +520,18 @@ mod tests {
     const ADHOC: &str = include_str!("../../../tests/fixtures/macos/codesign-adhoc.txt");
     const DEVELOPER_ID: &str = include_str!("../../../tests/fixtures/macos/codesign-developer-id.txt");
     const CC_CONNECT: &str = include_str!("../../../tests/fixtures/macos/codesign-adhoc-cc-connect-abridged.txt");
+
+    /// An Intel build under Rosetta updates to the arm64 build, on the real `sysctl` output.
+    #[test]
+    fn an_intel_build_under_rosetta_moves_to_arm64() {
+        let fixture = include_str!("../../../tests/fixtures/macos/sysctl-proc-translated.txt");
+        let (native, rosetta) = fixture.split_once("% arch -x86_64").unwrap();
+        assert!(native.contains(": 0") && rosetta.contains(": 1"));
+        assert_eq!(native_target("x86_64-apple-darwin", Some(rosetta)), "aarch64-apple-darwin");
+        assert_eq!(native_target("x86_64-apple-darwin", Some(native)), "x86_64-apple-darwin");
+        assert_eq!(native_target("aarch64-apple-darwin", Some(native)), "aarch64-apple-darwin");
+        assert_eq!(native_target("x86_64-unknown-linux-musl", None), "x86_64-unknown-linux-musl");
+    }
 
     #[test]
     fn an_ad_hoc_build_on_a_mac_is_held_and_a_signed_one_or_linux_is_not() {
