@@ -60,7 +60,7 @@ async fn dispatch(args: Cli) -> anyhow::Result<()> {
         Command::Resume => Ok(commands::resume(&config_path).await?),
         Command::Update => Ok(commands::update(&config_path).await?),
         Command::Check => Ok(commands::check(&config_path).await?),
-        Command::Install => Ok(commands::install(&config_path).await?),
+        Command::Install { exe } => Ok(commands::install(&config_path, exe).await?),
         Command::Uninstall => Ok(commands::uninstall(&config_path)?),
         Command::Session(which) => Ok(relay::cli::sessions::command(&config_path, which)?),
         Command::Pair(pair) => Ok(relay::cli::pair::command(&config_path, pair).await?),

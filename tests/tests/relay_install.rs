@@ -329,6 +329,55 @@ async fn curl_pipe_sh_installs_pairs_and_the_installed_relay_completes_a_run() {
     let status = Command::new(&bin).arg("--config").arg(&config).arg("status").env("HOME", &home).output().unwrap();
     let status = String::from_utf8_lossy(&status.stdout).into_owned();
     assert!(status.contains("newer build: 99.0.0 is published") && status.contains("→ 99.0.0"), "{status}");
+
+    // ---- the installer run again (issue 58) while a run is in progress: it keeps the
+    // pairing (no second device, nothing to approve), leaves the unchanged loaded service
+    // alone (no reload, which would stop the run), and the run completes ----
+    let text = std::fs::read_to_string(&config).unwrap();
+    let slow =
+        text.lines().filter_map(|l| l.strip_prefix("graph_session_id = ")).nth(1).unwrap().trim_matches('"').to_owned();
+    let slow_run =
+        call("run_graph_session", json!({"graph_session_id": slow, "idempotency_key": "reinstall-during-run"})).await;
+    let slow_run = slow_run["result"]["structuredContent"]["command_id"].as_str().unwrap().to_owned();
+    wait_until("the slow run to be running", Duration::from_secs(30), || {
+        let call = call("get_graph_run", json!({"command_id": slow_run}));
+        async move { (call.await["result"]["structuredContent"]["status"] == "running").then_some(()) }
+    })
+    .await;
+    let log = home.join("systemctl.log");
+    let before = std::fs::read_to_string(&log).unwrap().len();
+    let (h, u) = (home.clone(), url.clone());
+    let mut second = installer(&h, &u).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let pid = second.id();
+    // A second pairing would wait for the owner's approval: the test fails instead of hanging.
+    let again =
+        tokio::time::timeout(Duration::from_secs(90), tokio::task::spawn_blocking(move || second.wait_with_output()))
+            .await;
+    let Ok(again) = again else {
+        let _ = Command::new("pkill").arg("-KILL").arg("-P").arg(pid.to_string()).status();
+        let _ = Command::new("kill").arg("-KILL").arg(pid.to_string()).status();
+        panic!("the second installer did not finish within 90 s (did it start a new pairing?)");
+    };
+    let again = again.unwrap().unwrap();
+    let said = String::from_utf8_lossy(&again.stdout).into_owned();
+    assert!(again.status.success(), "{said}\n{}", String::from_utf8_lossy(&again.stderr));
+    assert!(said.contains(&format!("already paired with {url}")), "{said}");
+    assert!(said.contains("unchanged and loaded: left running"), "{said}");
+    let calls = std::fs::read_to_string(&log).unwrap()[before..].to_owned();
+    assert!(!calls.contains("--now") && !calls.contains("restart"), "the second install reloaded the service: {calls}");
+    let devices: serde_json::Value =
+        owner(reqwest::Method::GET, "/devices".into()).send().await.unwrap().json().await.unwrap();
+    let named = devices["devices"].as_array().unwrap().iter().filter(|d| d["name"] == "Test desktop").count();
+    assert_eq!(named, 1, "the installer paired a second device: {devices}");
+    let done = wait_until("the slow run to complete across the reinstall", Duration::from_secs(60), || {
+        let call = call("get_graph_run", json!({"command_id": slow_run}));
+        async move {
+            let v = call.await;
+            (v["result"]["structuredContent"]["status"] == "completed").then_some(v)
+        }
+    })
+    .await;
+    assert!(done.to_string().contains("slow-ok"), "{done}");
     let _ = relay.kill();
     let _ = relay.wait();
 

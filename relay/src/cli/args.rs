@@ -51,7 +51,13 @@ pub enum Command {
     /// SHA256SUMS and `--version`); a running relay restarts into it when its run ends.
     Update,
     /// Start the relay at every login: a launchd agent (macOS) or a systemd user unit (Linux).
-    Install,
+    Install {
+        /// The program the service starts (default: this one). The installer passes the path
+        /// it installed to, so the service keeps starting that path even when this process was
+        /// reached through a wrapper or a symlink into a versioned folder.
+        #[arg(long, hide = true)]
+        exe: Option<std::path::PathBuf>,
+    },
     /// Remove the login service (the state folder and the token stay).
     Uninstall,
     /// Add, list or remove the Graph sessions this desktop shares.
@@ -116,6 +122,10 @@ pub struct Pair {
     /// steps: the closing "next:" line is left out.
     #[arg(long, hide = true)]
     pub from_installer: bool,
+    /// Set by the one-line installer run again: when this config is already paired with this
+    /// server and the server still accepts its token, keep that pairing (no second device).
+    #[arg(long, hide = true)]
+    pub keep_pairing: bool,
 }
 
 /// `relay session …`.

@@ -226,7 +226,7 @@ pub const ALLOW_ROOT_ENV: &str = "FOUNDRY_RELAY_TEST_ALLOW_ROOT";
 /// # Errors
 /// When run as root, `HOME` is unset, the config does not load, or the file cannot be written
 /// or loaded (with the system's reason and the fix when it is a known one).
-pub async fn install(config_path: &Path) -> Result<(), CliError> {
+pub async fn install(config_path: &Path, exe: Option<PathBuf>) -> Result<(), CliError> {
     if nix::unistd::geteuid().is_root() && std::env::var_os(ALLOW_ROOT_ENV).is_none() {
         return Err(CliError::new(
             "refusing to install as root: run `relay install` as the user whose desktop runs the graphs",
@@ -240,7 +240,10 @@ pub async fn install(config_path: &Path) -> Result<(), CliError> {
     std::fs::create_dir_all(file.parent().ok_or_else(|| CliError::new("service path has no folder"))?)?;
     std::fs::create_dir_all(&log_dir)?;
     let spec = service::ServiceSpec {
-        exe: std::env::current_exe()?,
+        exe: match exe {
+            Some(exe) => std::path::absolute(exe)?,
+            None => std::env::current_exe()?,
+        },
         config: std::fs::canonicalize(config_path)?,
         log_dir: log_dir.clone(),
         working_dir: home.clone(),
@@ -248,8 +251,9 @@ pub async fn install(config_path: &Path) -> Result<(), CliError> {
         lang: std::env::var("LANG").ok().filter(|l| !l.is_empty()).unwrap_or_else(|| "en_US.UTF-8".into()),
         carried: service::carried_from(|k| std::env::var(k).ok()),
     };
-    service::write_service_file(&file, &service::service_text(platform, &spec))
-        .map_err(|e| CliError(format!("writing {}: {e}", file.display())))?;
+    let text = service::service_text(platform, &spec);
+    let unchanged = std::fs::read_to_string(&file).is_ok_and(|old| old == text);
+    service::write_service_file(&file, &text).map_err(|e| CliError(format!("writing {}: {e}", file.display())))?;
     println!("wrote {}", file.display());
     println!("graphs will run with PATH={} (from this shell; run install again after changing it)", spec.path);
     for (entry, why) in crate::machine::environment::fragile_path_entries(&spec.path) {
@@ -283,7 +287,19 @@ pub async fn install(config_path: &Path) -> Result<(), CliError> {
                 println!("        {then}");
             }
         }
+        service::Session::Present if unchanged && service::loaded(platform, &uid) => {
+            // Reloading would stop the agent and its run: an unchanged file needs none, and a
+            // new build is picked up by the running relay between runs.
+            println!(
+                "the login service is unchanged and loaded: left running (a run in progress finishes; a new build takes over between runs)"
+            );
+        }
         service::Session::Present => {
+            if service::loaded(platform, &uid) {
+                println!(
+                    "the login service changed: reloading it (a run in progress stops and reads \"relay restarted during run\")"
+                );
+            }
             let commands = service::load_commands(platform, &file, &uid);
             if let Err(e) = service::run_commands(&commands, std::time::Duration::from_millis(500)) {
                 let hint = service::load_failure_hint(platform, &e).map(|h| format!("\n{h}")).unwrap_or_default();

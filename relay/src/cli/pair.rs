@@ -100,6 +100,12 @@ pub async fn command(config_path: &Path, args: crate::cli::args::Pair) -> Result
     if let Some(problem) = server_url_problem(&server_url) {
         return Err(CliError(format!("server URL {server_url:?} {problem}")));
     }
+    if args.keep_pairing && still_paired(config_path, &server_url).await {
+        println!(
+            "already paired with {server_url} (the server accepts this desktop's token): keeping that pairing; to pair again: relay pair {server_url}"
+        );
+        return Ok(());
+    }
     let state_dir = state_dir_of(config_path)?;
     let (token, token_hash) = domain::devices::new_token().map_err(|e| CliError(format!("no randomness: {e}")))?;
     let http = crate::server::client::https_client().map_err(|e| CliError(format!("cannot start HTTPS: {e}")))?;
@@ -144,6 +150,21 @@ pub async fn command(config_path: &Path, args: crate::cli::args::Pair) -> Result
         );
     }
     Ok(())
+}
+
+/// Whether the config at `config_path` is paired with `server_url` and the server still
+/// accepts its token: a control poll for a command that does not exist answers 404 to a
+/// known device (401 to a revoked or unknown one), and writes nothing. Unreachable: not known
+/// to be paired (the pairing that follows says why it cannot reach the server).
+async fn still_paired(config_path: &Path, server_url: &str) -> bool {
+    let Ok(config) = crate::config::Config::load(config_path) else { return false };
+    if config.server_url != server_url || config.device_token.is_empty() {
+        return false;
+    }
+    let Ok(http) = crate::server::client::https_client() else { return false };
+    let nobody = "00000000-0000-4000-8000-000000000000";
+    let url = format!("{server_url}{PREFIX}/commands/{nobody}/control");
+    matches!(http.get(&url).bearer_auth(&config.device_token).send().await, Ok(r) if r.status().as_u16() == 404)
 }
 
 /// Polls until the pairing ends. Network failures and 5xx answers are waited out until the

@@ -260,6 +260,22 @@ pub enum Session {
     Absent(String),
 }
 
+/// Whether the service is loaded now (`launchctl print gui/<uid>/<label>` answers;
+/// `systemctl --user is-active` says active): a second `relay install` with an unchanged file
+/// leaves it alone, so a run in progress is not stopped.
+pub fn loaded(platform: Platform, uid: &str) -> bool {
+    let (program, args) = match platform {
+        Platform::MacOs => ("launchctl", vec!["print".to_owned(), format!("gui/{uid}/{LABEL}")]),
+        Platform::Linux => ("systemctl", vec!["--user".to_owned(), "is-active".to_owned(), UNIT.to_owned()]),
+    };
+    std::process::Command::new(program)
+        .args(&args)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .status()
+        .is_ok_and(|s| s.success())
+}
+
 /// Asks the platform whether there is a session to load into: `launchctl print gui/<uid>`
 /// (the `gui/<uid>` domain exists only while the user is logged in at the GUI, launchctl(1));
 /// `systemctl --user is-system-running` (answers, in any state, only with a user manager to

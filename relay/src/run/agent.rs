@@ -202,7 +202,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
     async fn refresh_shell_environment(&self) {
         use crate::machine::environment;
         let Some(holder) = &self.shell_env else { return };
-        let due = holder.lock().map_or(false, |h| h.at.is_none_or(|t| t.elapsed() >= environment::REFRESH));
+        let due = holder.lock().is_ok_and(|h| h.at.is_none_or(|t| t.elapsed() >= environment::REFRESH));
         if !due {
             return;
         }

@@ -9,17 +9,24 @@
 #   --prefix DIR   install DIR/bin/relay (default: ~/.local)
 #   --name NAME    the desktop's name in the panel (default: the host name)
 #   --no-service   do not install the login service (run `relay run` yourself)
+#   --pair         pair again even when this desktop is already paired with this server
+#
+# Run again (to update or repair), it keeps a working pairing, and leaves a loaded login
+# service that did not change alone, so a run in progress finishes (the running relay
+# restarts into the new build between runs).
 set -eu
 
 SERVER="@SERVER@"
 prefix="$HOME/.local"
 name=""
 service=yes
+keep=--keep-pairing
 while [ $# -gt 0 ]; do
   case $1 in
     --prefix) prefix=${2:?--prefix needs a folder}; shift 2 ;;
     --name) name=${2:?--name needs a name}; shift 2 ;;
     --no-service) service=no; shift ;;
+    --pair) keep=""; shift ;;
     *) echo "relay installer: unknown option $1" >&2; exit 2 ;;
   esac
 done
@@ -124,6 +131,7 @@ esac
 # relay pair prints the account the desktop joined and asks before keeping it, on the
 # terminal (this script's own input is the download); with no terminal it accepts with --yes.
 set -- pair "$SERVER" --from-installer
+[ -n "$keep" ] && set -- "$@" "$keep"
 [ -n "$name" ] && set -- "$@" --name "$name"
 if (exec </dev/tty) 2>/dev/null; then
   "$prefix/bin/relay" "$@" </dev/tty
@@ -131,7 +139,7 @@ else
   "$prefix/bin/relay" "$@" --yes
 fi
 if [ "$service" = yes ]; then
-  "$prefix/bin/relay" install
+  "$prefix/bin/relay" install --exe "$prefix/bin/relay"
 fi
 echo "done. Share a graph with: $relay session add --name NAME --project PROJECT_ID -- COMMAND"
 [ "$service" = yes ] || echo "then start it with: $relay run (or $relay install, to start it at every login)"
