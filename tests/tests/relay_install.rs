@@ -347,7 +347,7 @@ async fn curl_pipe_sh_installs_pairs_and_the_installed_relay_completes_a_run() {
     let log = home.join("systemctl.log");
     let before = std::fs::read_to_string(&log).unwrap().len();
     let (h, u) = (home.clone(), url.clone());
-    let mut second = installer(&h, &u).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
+    let second = installer(&h, &u).stdout(Stdio::piped()).stderr(Stdio::piped()).spawn().unwrap();
     let pid = second.id();
     // A second pairing would wait for the owner's approval: the test fails instead of hanging.
     let again =
