@@ -74,13 +74,6 @@ pub struct Relay<S = Client, E = executor::Processes> {
     shell_env: Option<Mutex<ShellEnv>>,
 }
 
-/// The last capture of the login shell's environment.
-#[derive(Default)]
-struct ShellEnv {
-    at: Option<std::time::Instant>,
-    vars: std::collections::BTreeMap<String, String>,
-}
-
 /// A running slot: its command and how its steps ended.
 type Slot<'a> = Pin<Box<dyn Future<Output = (CommandId, Result<(), PassError>)> + Send + 'a>>;
 
@@ -196,37 +189,6 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
     pub fn with_shell_environment(mut self) -> Self {
         self.shell_env = Some(Mutex::new(ShellEnv::default()));
         self
-    }
-
-    /// Reads the login shell's environment again when it is due (a failure keeps the last one).
-    async fn refresh_shell_environment(&self) {
-        use crate::machine::environment;
-        let Some(holder) = &self.shell_env else { return };
-        let due = holder.lock().is_ok_and(|h| h.at.is_none_or(|t| t.elapsed() >= environment::REFRESH));
-        if !due {
-            return;
-        }
-        let (shell, exe) = (environment::shell(), self.exe());
-        let home = std::env::var_os("HOME").map_or_else(|| std::path::PathBuf::from("/"), std::path::PathBuf::from);
-        let read = tokio::task::spawn_blocking(move || environment::login_shell(&shell, &exe, &home)).await;
-        let mut h = holder.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        h.at = Some(std::time::Instant::now());
-        match read {
-            Ok(Ok(vars)) => {
-                // Names only: values may be keys.
-                tracing::info!(names = %vars.keys().cloned().collect::<Vec<_>>().join(" "), "login shell environment read for Graphs");
-                h.vars = vars;
-            }
-            Ok(Err(e)) => {
-                tracing::warn!(error = %e, "cannot read the login shell's environment; Graphs keep the last one read")
-            }
-            Err(e) => tracing::warn!(error = %e, "cannot read the login shell's environment"),
-        }
-    }
-
-    /// The login shell's variables a Graph gets (its session's `env` goes on top).
-    pub(crate) fn shell_vars(&self) -> std::collections::BTreeMap<String, String> {
-        self.shell_env.as_ref().and_then(|h| h.lock().ok().map(|h| h.vars.clone())).unwrap_or_default()
     }
 
     /// Ends the loop between passes — never during a run, which happens inside a pass — once
@@ -696,8 +658,12 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
     }
 }
 
+mod shell;
 #[cfg(test)]
 mod tests;
+mod wake;
+use shell::ShellEnv;
+use wake::{WAKE_CHECK, WakeCheck};
 
 /// The next backoff delay, and the instant it ends, to which the ticker's next pass moves.
 fn hold(backoff: &mut Backoff, ticker: &mut tokio::time::Interval) -> (Duration, tokio::time::Instant) {
@@ -712,49 +678,4 @@ fn running_list(busy: &HashSet<CommandId>) -> Vec<String> {
     let mut ids: Vec<String> = busy.iter().map(ToString::to_string).collect();
     ids.sort();
     ids
-}
-
-/// How often the relay checks whether the computer slept.
-const WAKE_CHECK: Duration = Duration::from_secs(5);
-/// Wall time past monotonic time that counts as a sleep (monotonic clocks stop while the
-/// computer sleeps on macOS and Linux; the wall clock does not).
-const SLEEP_GAP: Duration = Duration::from_secs(10);
-
-/// Notices a sleep: the wall clock moved on further than the monotonic clock since last time.
-struct WakeCheck {
-    mono: std::time::Instant,
-    wall: std::time::SystemTime,
-}
-
-impl WakeCheck {
-    fn now() -> Self {
-        Self { mono: std::time::Instant::now(), wall: std::time::SystemTime::now() }
-    }
-
-    /// Whether the computer slept since the last call.
-    fn woke(&mut self) -> bool {
-        let next = Self::now();
-        let slept = slept(next.mono.duration_since(self.mono), next.wall.duration_since(self.wall).ok());
-        *self = next;
-        slept
-    }
-}
-
-/// Whether `wall` elapsed (None: the clock went back) exceeds `mono` elapsed by a sleep's worth.
-fn slept(mono: Duration, wall: Option<Duration>) -> bool {
-    wall.is_some_and(|w| w > mono + SLEEP_GAP)
-}
-
-#[cfg(test)]
-mod wake_tests {
-    use super::*;
-
-    #[test]
-    fn a_wall_clock_far_ahead_of_the_monotonic_one_is_a_sleep() {
-        let s = Duration::from_secs;
-        assert!(!slept(s(5), Some(s(5))), "awake");
-        assert!(!slept(s(5), Some(s(14))), "a small clock correction");
-        assert!(slept(s(5), Some(s(3600))), "an hour asleep");
-        assert!(!slept(s(5), None), "the wall clock went back (NTP): not a sleep");
-    }
 }
