@@ -266,7 +266,9 @@ pub async fn install(config_path: &Path, exe: Option<PathBuf>) -> Result<(), Cli
         println!("proxy settings carried into the service: {}", names.join(", "));
     }
     let uid = uid();
-    match service::session(platform, &uid) {
+    let session = service::session(platform, &uid);
+    let loaded = matches!(session, service::Session::Present) && service::loaded(platform, &uid);
+    match session {
         service::Session::Absent(why) => {
             let (what, then) = match platform {
                 Platform::MacOs => (
@@ -287,7 +289,7 @@ pub async fn install(config_path: &Path, exe: Option<PathBuf>) -> Result<(), Cli
                 println!("        {then}");
             }
         }
-        service::Session::Present if unchanged && service::loaded(platform, &uid) => {
+        service::Session::Present if unchanged && loaded => {
             // Reloading would stop the agent and its run: an unchanged file needs none, and a
             // new build is picked up by the running relay between runs.
             println!(
@@ -295,7 +297,7 @@ pub async fn install(config_path: &Path, exe: Option<PathBuf>) -> Result<(), Cli
             );
         }
         service::Session::Present => {
-            if service::loaded(platform, &uid) {
+            if loaded {
                 println!(
                     "the login service changed: reloading it (a run in progress stops and reads \"relay restarted during run\")"
                 );
