@@ -48,6 +48,9 @@ async fn dispatch(args: Cli) -> anyhow::Result<()> {
         clap_complete::generate(shell, &mut Cli::command(), "relay", &mut std::io::stdout());
         return Ok(());
     }
+    // The proxies every command's connections use: the environment's, else a Mac's system
+    // proxy (relay::server::system_proxy); the agent reads it again as the network changes.
+    let _ = tokio::task::spawn_blocking(relay::machine::system_proxy::refresh_proxies).await;
     let config_path: PathBuf = args
         .config
         .or_else(|| std::env::var_os(CONFIG_ENV).map(PathBuf::from))
@@ -60,7 +63,7 @@ async fn dispatch(args: Cli) -> anyhow::Result<()> {
         Command::Resume => Ok(commands::resume(&config_path).await?),
         Command::Update => Ok(commands::update(&config_path).await?),
         Command::Check => Ok(commands::check(&config_path).await?),
-        Command::Install { exe } => Ok(commands::install(&config_path, exe).await?),
+        Command::Install { exe, refresh } => Ok(commands::install(&config_path, exe, refresh).await?),
         Command::Uninstall => Ok(commands::uninstall(&config_path)?),
         Command::Session(which) => Ok(relay::cli::sessions::command(&config_path, which)?),
         Command::Pair(pair) => Ok(relay::cli::pair::command(&config_path, pair).await?),

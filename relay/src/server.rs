@@ -15,3 +15,4 @@ pub mod client;
 pub mod doorbell;
 pub mod network;
 pub mod proxy;
+pub mod system_proxy;

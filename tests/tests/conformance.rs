@@ -12,7 +12,8 @@ use std::time::Duration;
 
 use domain::clock::Clock;
 use domain::errors::{
-    IDEMPOTENCY_MISMATCH, NOT_CLAIMABLE_MISSING, RELAY_RESTARTED, SESSION_NO_LONGER_SHARED, STALE_CLAIM, TASK_CANCELLED,
+    DESKTOP_STOPPED_REPORTING, IDEMPOTENCY_MISMATCH, MAC_SLEPT, NOT_CLAIMABLE_MISSING, RELAY_RESTARTED,
+    SESSION_NO_LONGER_SHARED, STALE_CLAIM, TASK_CANCELLED,
 };
 use domain::ids::{AgentId, ChatLinkId, ClaimId, CommandId, GraphSessionId, IdempotencyKey, OwnerId, TaskId};
 use domain::limits::Policy;
@@ -1197,7 +1198,26 @@ async fn a_silent_relay_reads_as_desktop_stopped_reporting(h: Harness) {
     assert_eq!(h.store.control_run(&o, id, None).await.unwrap(), ControlOutcome::NotRunning(RunStatus::Failed));
     let late = completion(&exec, FinalStatus::Completed, Some("late"));
     assert_eq!(h.store.complete_run(&o, id, &late).await.unwrap(), CompleteOutcome::Conflict(RunStatus::Failed));
+    let cancelled = completion(&exec, FinalStatus::Cancelled, None);
+    assert_eq!(h.store.complete_run(&o, id, &cancelled).await.unwrap(), CompleteOutcome::Conflict(RunStatus::Failed));
     assert_eq!(h.store.cancel_run(&a, id).await.unwrap(), CancelRunOutcome::Unchanged(RunStatus::Failed));
+    // The relay that ran it says why it stopped reporting: only as `failed` (the status
+    // everyone has seen), only from its execution, once.
+    let why = format!("{MAC_SLEPT} (asleep about 25 min)");
+    let slept = Completion { error: Some(why.clone()), ..completion(&exec, FinalStatus::Failed, None) };
+    let stranger = Completion { execution_id: "another-execution".into(), ..slept.clone() };
+    assert_eq!(h.store.complete_run(&o, id, &stranger).await.unwrap(), CompleteOutcome::Conflict(RunStatus::Failed));
+    assert_eq!(view(&h, &a, id).await, (RunStatus::Failed, Some(DESKTOP_STOPPED_REPORTING.into())));
+    assert_eq!(
+        h.store.complete_run(&owner("mallory"), id, &slept).await.unwrap(),
+        CompleteOutcome::NotFound,
+        "another owner"
+    );
+    assert_eq!(h.store.complete_run(&o, id, &slept).await.unwrap(), CompleteOutcome::Recorded(RunStatus::Failed));
+    assert_eq!(view(&h, &a, id).await, (RunStatus::Failed, Some(why)));
+    assert_eq!(h.store.complete_run(&o, id, &slept).await.unwrap(), CompleteOutcome::Replayed(RunStatus::Failed));
+    let other = Completion { error: Some("something else".into()), ..slept };
+    assert_eq!(h.store.complete_run(&o, id, &other).await.unwrap(), CompleteOutcome::Conflict(RunStatus::Failed));
 }
 
 async fn expired_commands_read_as_expired_and_cannot_start(h: Harness) {

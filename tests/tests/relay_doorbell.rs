@@ -316,6 +316,43 @@ async fn the_syncs_and_the_doorbell_go_through_the_proxy() {
     cleanup(&w.dir);
 }
 
+/// A Mac whose proxy is set in System Settings (or by MDM), not in the agent's variables: the
+/// relay reads it from `scutil --proxy` (a stub printing that output's shape, as in
+/// `tests/fixtures/macos/scutil-proxy-http.txt`, with the test proxy's port), and the syncs and
+/// the doorbell go through it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_mac_the_system_proxy_is_used_when_the_agent_has_none() {
+    let proxy = foundry_tests::net::HttpProxy::start().await;
+    let w = world(Policy::default(), domain::doorbell::DOORBELL_POLL_INTERVAL).await;
+    let base = w.running.base_url.clone();
+    let stubs = w.dir.join("stubs");
+    std::fs::create_dir_all(&stubs).unwrap();
+    let url = proxy.url();
+    let (host, port) = url.trim_start_matches("http://").trim_end_matches('/').rsplit_once(':').unwrap();
+    let scutil = stubs.join("scutil");
+    std::fs::write(
+        &scutil,
+        format!(
+            "#!/bin/sh\ncat <<'EOF'\n<dictionary> {{\n  ExceptionsList : <array> {{\n    0 : *.local\n    1 : 169.254/16\n  }}\n  FTPPassive : 1\n  HTTPEnable : 1\n  HTTPPort : {port}\n  HTTPProxy : {host}\n}}\nEOF\n"
+        ),
+    )
+    .unwrap();
+    use std::os::unix::fs::PermissionsExt;
+    std::fs::set_permissions(&scutil, std::fs::Permissions::from_mode(0o755)).unwrap();
+    let path = format!("{}:{}", stubs.display(), std::env::var("PATH").unwrap_or_default());
+    let env = [("PATH", path.as_str()), (relay::machine::service::TEST_PLATFORM_ENV, "macos")];
+    let desk = w.desk_via(7, "echo done", "control_poll_ms = 10000\nauto_update = false", &base, &env).await;
+    w.ready(&desk, true).await;
+    let id = w.queue(&desk).await;
+    w.pickup(id, Duration::from_secs(8)).await;
+    let seen = proxy.seen();
+    let host = base.trim_start_matches("http://");
+    assert!(seen.iter().any(|l| l.starts_with(&format!("CONNECT {host} "))), "the doorbell did not tunnel: {seen:?}");
+    assert!(seen.iter().any(|l| l.starts_with(&format!("POST {base}{}/sync ", domain::relay::PREFIX))), "{seen:?}");
+    drop(desk);
+    cleanup(&w.dir);
+}
+
 /// Revoking a device closes its open socket and refuses its next upgrade (401).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revoked_device_is_disconnected_and_cannot_reconnect() {

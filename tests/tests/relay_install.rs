@@ -648,3 +648,85 @@ async fn an_ad_hoc_build_on_a_mac_is_offered_an_update_not_given_one() {
     assert!(update(&http, &running.base_url, &installed, None, None).await.is_err());
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// `relay update` rewrites the launchd agent's plist when this build writes it differently
+/// (here: a file from a build before `SoftResourceLimits`), keeping the program, `PATH`, `LANG`
+/// and proxy the file records rather than the updating terminal's, and reloads it; run again,
+/// the file is current and nothing is reloaded. On Linux with a stubbed `launchctl` acting as a
+/// Mac (`FOUNDRY_RELAY_TEST_PLATFORM=macos`), against the local server publishing this version.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relay_update_rewrites_a_changed_plist_and_keeps_what_it_records() {
+    use relay::machine::service::{Platform, ServiceSpec, service_text};
+    let root = std::env::temp_dir().join(format!("relay-refresh-{}", uuid::Uuid::new_v4()));
+    let dist = root.join("dist");
+    std::fs::create_dir_all(&dist).unwrap();
+    let version = relay::machine::update::VERSION;
+    let target = relay::machine::update::target();
+    std::fs::write(dist.join("SHA256SUMS"), format!("{}  relay-{version}-{target}.tar.gz\n", "0".repeat(64))).unwrap();
+    let running = local::start(LocalConfig { relay_dist: dist, ..LocalConfig::at(root.join("server")) }).await.unwrap();
+    let home = root.join("Users/ana");
+    let stubs = home.join("stub");
+    std::fs::create_dir_all(&stubs).unwrap();
+    let calls = home.join("launchctl.log");
+    stub(&stubs, "launchctl", &format!("echo \"$*\" >> {}\necho 'state = running'", calls.display()));
+    stub(&stubs, "codesign", "echo 'Signature=adhoc' >&2");
+    let config = home.join(".config/foundry-connect/relay.toml");
+    std::fs::create_dir_all(config.parent().unwrap()).unwrap();
+    std::fs::write(
+        &config,
+        format!(
+            "server_url = \"{}\"\ndevice_token = \"fcd_unpaired\"\nstate_dir = \"{}\"\n",
+            running.base_url,
+            home.join("state").display()
+        ),
+    )
+    .unwrap();
+    let relay = built_binary("relay", &["relay/src", "shared/domain/src"]);
+    // What an older build wrote at install: the owner's PATH and proxy then, no open-file limit.
+    let spec = ServiceSpec {
+        exe: PathBuf::from("/Users/ana/.local/bin/relay"),
+        config: std::fs::canonicalize(&config).unwrap(),
+        log_dir: home.join("Library/Logs/foundry-connect"),
+        working_dir: home.clone(),
+        path: "/opt/homebrew/bin:/usr/bin:/bin".into(),
+        lang: "de_DE.UTF-8".into(),
+        carried: vec![("HTTPS_PROXY".into(), "http://proxy.corp:3128".into())],
+    };
+    let current = service_text(Platform::MacOs, &spec);
+    let start = current.find("  <key>SoftResourceLimits</key>").unwrap();
+    let end = current.find("  <key>WorkingDirectory</key>").unwrap();
+    let older = format!("{}{}", &current[..start], &current[end..]);
+    let plist = home.join("Library/LaunchAgents/com.foundry-connect.relay.plist");
+    std::fs::create_dir_all(plist.parent().unwrap()).unwrap();
+    std::fs::write(&plist, &older).unwrap();
+    let (relay, config_file, home_dir, stub_dir) = (relay, config.clone(), home.clone(), stubs.clone());
+    let update = move || {
+        let (config, home, stubs) = (&config_file, &home_dir, &stub_dir);
+        let out = Command::new(&relay)
+            .arg("--config")
+            .arg(config)
+            .arg("update")
+            .env_clear()
+            .env("HOME", home)
+            .env("PATH", format!("{}:/usr/bin:/bin", stubs.display()))
+            .env("LANG", "C.UTF-8")
+            .env(relay::cli::commands::ALLOW_ROOT_ENV, "1")
+            .env(relay::machine::service::TEST_PLATFORM_ENV, "macos")
+            .output()
+            .unwrap();
+        let said = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
+        assert!(out.status.success(), "{said}");
+        said
+    };
+    let said = tokio::task::spawn_blocking(update.clone()).await.unwrap();
+    assert!(said.contains("the login service changed: reloading it"), "{said}");
+    assert_eq!(std::fs::read_to_string(&plist).unwrap(), current, "{said}");
+    let reloads = std::fs::read_to_string(&calls).unwrap();
+    assert_eq!(reloads.matches("bootstrap gui/").count(), 1, "{reloads}");
+    // Current now: left as it is, nothing reloaded.
+    let said = tokio::task::spawn_blocking(update).await.unwrap();
+    assert!(said.contains("the login service file is current for this build"), "{said}");
+    assert_eq!(std::fs::read_to_string(&plist).unwrap(), current);
+    assert_eq!(std::fs::read_to_string(&calls).unwrap().matches("bootstrap gui/").count(), 1);
+    let _ = std::fs::remove_dir_all(&root);
+}

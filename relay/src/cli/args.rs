@@ -57,6 +57,10 @@ pub enum Command {
         /// reached through a wrapper or a symlink into a versioned folder.
         #[arg(long, hide = true)]
         exe: Option<std::path::PathBuf>,
+        /// Rewrite the installed service file with this build's text, keeping the program,
+        /// PATH, LANG and proxies it records (`relay update` runs it through the new build).
+        #[arg(long, hide = true)]
+        refresh: bool,
     },
     /// Remove the login service (the state folder and the token stay).
     Uninstall,

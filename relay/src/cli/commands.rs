@@ -59,6 +59,22 @@ pub async fn update(config_path: &Path) -> Result<(), CliError> {
     let outcome =
         crate::machine::update::check_now(&config, binary.path(), None).await.map_err(|e| CliError(e.to_string()))?;
     println!("{outcome}");
+    // The service file a newer build writes may differ (a key added, a limit raised): the
+    // installed build rewrites it from what the file records, when it changed. Also when
+    // this build was installed earlier by the daily check, which never touches the file.
+    if service::service_file(platform, &home()?).exists() {
+        let status = std::process::Command::new(binary.path())
+            .arg("--config")
+            .arg(config_path)
+            .args(["install", "--refresh"])
+            .status()
+            .map_err(|e| CliError(format!("running {} install --refresh: {e}", binary.path().display())))?;
+        if !status.success() {
+            return Err(CliError(format!(
+                "refreshing the login service failed ({status}); `relay install` rewrites it"
+            )));
+        }
+    }
     Ok(())
 }
 
@@ -202,10 +218,13 @@ async fn findings(config_path: &Path) -> Result<Vec<crate::machine::check::Findi
     let status: Option<crate::machine::status::Status> =
         std::fs::read(config.state_dir.join("status.json")).ok().and_then(|b| serde_json::from_slice(&b).ok());
     out.extend(crate::machine::check::agent_findings(status.as_ref()));
-    let proxies = match &env {
+    let agent_proxies = match &env {
         Some(pairs) => crate::server::proxy::Proxies::from_pairs(pairs),
         None => crate::server::proxy::Proxies::from_env(),
     };
+    let system = tokio::task::spawn_blocking(crate::machine::system_proxy::system_proxy).await.ok().flatten();
+    let (proxies, found) = crate::machine::check::proxy_findings(agent_proxies, system.as_ref());
+    out.extend(found);
     out.extend(crate::machine::check::network_findings(&config, &proxies).await);
     Ok(out)
 }
@@ -226,7 +245,7 @@ pub const ALLOW_ROOT_ENV: &str = "FOUNDRY_RELAY_TEST_ALLOW_ROOT";
 /// # Errors
 /// When run as root, `HOME` is unset, the config does not load, or the file cannot be written
 /// or loaded (with the system's reason and the fix when it is a known one).
-pub async fn install(config_path: &Path, exe: Option<PathBuf>) -> Result<(), CliError> {
+pub async fn install(config_path: &Path, exe: Option<PathBuf>, refresh: bool) -> Result<(), CliError> {
     if nix::unistd::geteuid().is_root() && std::env::var_os(ALLOW_ROOT_ENV).is_none() {
         return Err(CliError::new(
             "refusing to install as root: run `relay install` as the user whose desktop runs the graphs",
@@ -239,20 +258,39 @@ pub async fn install(config_path: &Path, exe: Option<PathBuf>) -> Result<(), Cli
     let log_dir = service::log_dir(platform, &home);
     std::fs::create_dir_all(file.parent().ok_or_else(|| CliError::new("service path has no folder"))?)?;
     std::fs::create_dir_all(&log_dir)?;
-    let spec = service::ServiceSpec {
-        exe: match exe {
-            Some(exe) => std::path::absolute(exe)?,
-            None => std::env::current_exe()?,
-        },
-        config: std::fs::canonicalize(config_path)?,
-        log_dir: log_dir.clone(),
-        working_dir: home.clone(),
-        path: std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin".into()),
-        lang: std::env::var("LANG").ok().filter(|l| !l.is_empty()).unwrap_or_else(|| "en_US.UTF-8".into()),
-        carried: service::carried_from(|k| std::env::var(k).ok()),
+    let spec = if refresh {
+        let Some(old) = std::fs::read_to_string(&file).ok() else {
+            println!("no login service installed ({}): nothing to refresh", file.display());
+            return Ok(());
+        };
+        let Some(service::Recorded { exe, path, lang, carried }) = service::recorded(platform, &old) else {
+            return Err(CliError(format!(
+                "{} was not written by relay install: run `relay install` to replace it",
+                file.display()
+            )));
+        };
+        let config = std::fs::canonicalize(config_path)?;
+        service::ServiceSpec { exe, config, log_dir: log_dir.clone(), working_dir: home.clone(), path, lang, carried }
+    } else {
+        service::ServiceSpec {
+            exe: match exe {
+                Some(exe) => std::path::absolute(exe)?,
+                None => std::env::current_exe()?,
+            },
+            config: std::fs::canonicalize(config_path)?,
+            log_dir: log_dir.clone(),
+            working_dir: home.clone(),
+            path: std::env::var("PATH").unwrap_or_else(|_| "/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin".into()),
+            lang: std::env::var("LANG").ok().filter(|l| !l.is_empty()).unwrap_or_else(|| "en_US.UTF-8".into()),
+            carried: service::carried_from(|k| std::env::var(k).ok()),
+        }
     };
     let text = service::service_text(platform, &spec);
     let unchanged = std::fs::read_to_string(&file).is_ok_and(|old| old == text);
+    if refresh && unchanged {
+        println!("the login service file is current for this build: left as it is");
+        return Ok(());
+    }
     service::write_service_file(&file, &text).map_err(|e| CliError(format!("writing {}: {e}", file.display())))?;
     println!("wrote {}", file.display());
     println!("graphs will run with PATH={} (from this shell; run install again after changing it)", spec.path);

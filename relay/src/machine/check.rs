@@ -261,6 +261,27 @@ pub fn agent_findings(status: Option<&crate::machine::status::Status>) -> Vec<Fi
         .unwrap_or_default()
 }
 
+/// The proxies the agent uses: its service's variables when they name a proxy, else the Mac's
+/// system proxy (`system`, from `scutil --proxy`; `crate::server::system_proxy`), with what
+/// that means for the owner: the system proxy in use, or a PAC file or discovery the relay
+/// cannot follow (it connects directly, which such a network usually refuses).
+pub fn proxy_findings(agent: Proxies, system: Option<&crate::server::system_proxy::System>) -> (Proxies, Vec<Finding>) {
+    let uses_env = agent.any() || !agent.unsupported.is_empty();
+    let proxies = crate::server::system_proxy::effective(agent, system);
+    let mut out = Vec::new();
+    if let Some(system) = system.filter(|_| !uses_env) {
+        if proxies.any() {
+            out.push(ok(format!("the system proxy is used (scutil --proxy): {}", proxies.describe())));
+        } else if let Some(pac) = system.pac_only() {
+            out.push(fail(
+                format!("the system proxy is {pac}, which the relay does not run: it connects directly"),
+                "ask IT for the proxy the PAC file picks, then in your shell: export HTTPS_PROXY=http://host:port, and run relay install again",
+            ));
+        }
+    }
+    (proxies, out)
+}
+
 /// The server and doorbell checks, through the proxies of `env`.
 pub async fn network_findings(config: &Config, proxies: &Proxies) -> Vec<Finding> {
     let mut out = Vec::new();
@@ -403,6 +424,32 @@ mod tests {
         assert!(tcc_protected(Path::new("/Volumes/USB/work"), home).is_some());
         assert_eq!(tcc_protected(Path::new("/Users/ana/graphs"), home), None);
         assert_eq!(tcc_protected(Path::new("/Users/ana/DocumentsOld"), home), None, "a prefix is not the folder");
+    }
+
+    /// `relay check` on a Mac whose proxy is only a PAC file (the real `scutil --proxy`
+    /// output) fails naming it; one with a system HTTP proxy says it is used; a proxy in the
+    /// agent's own variables wins over both.
+    #[test]
+    fn a_pac_only_system_proxy_fails_the_check_and_a_plain_one_is_used() {
+        use crate::server::system_proxy::parse_scutil;
+        let pac = parse_scutil(include_str!("../../../tests/fixtures/macos/scutil-proxy-pac.txt"));
+        let (used, found) = proxy_findings(Proxies::default(), Some(&pac));
+        assert!(!used.any());
+        assert!(
+            found
+                .iter()
+                .any(|f| f.level == Level::Fail && f.what.contains("a PAC file (http://wpad.company.com/wpad.dat)")),
+            "{found:?}"
+        );
+        let http = parse_scutil(include_str!("../../../tests/fixtures/macos/scutil-proxy-http.txt"));
+        let (used, found) = proxy_findings(Proxies::default(), Some(&http));
+        assert_eq!(used.for_target(false, "example.com").map(|p| p.port), Some(8118));
+        assert!(found.iter().any(|f| f.level == Level::Ok && f.what.contains("the system proxy is used")), "{found:?}");
+        let env = Proxies::from_pairs(&[("HTTPS_PROXY".into(), "http://env.corp:3128".into())]);
+        let (used, found) = proxy_findings(env.clone(), Some(&pac));
+        assert_eq!(used, env);
+        assert!(found.is_empty(), "{found:?}");
+        assert!(proxy_findings(Proxies::default(), None).1.is_empty(), "Linux: nothing to say");
     }
 
     #[test]

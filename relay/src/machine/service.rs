@@ -153,6 +153,51 @@ pub fn service_environment(platform: Platform, text: &str) -> Vec<(String, Strin
     }
 }
 
+/// The install-time values a service file keeps ([`recorded`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Recorded {
+    /// The program it starts.
+    pub exe: PathBuf,
+    /// `PATH`.
+    pub path: String,
+    /// `LANG`.
+    pub lang: String,
+    /// The [`CARRIED`] proxy variables.
+    pub carried: Vec<(String, String)>,
+}
+
+/// What an installed service file records that `install` took from the installing shell: the
+/// program it starts and the [`ServiceSpec::environment`] values. `install --refresh` (which
+/// `relay update` runs through the installed build) rewrites the file with this build's text
+/// from these, so a fix to the file reaches owners who never reinstall, and nothing the owner
+/// set up changes. `None` when the file is not one [`service_text`] wrote.
+pub fn recorded(platform: Platform, text: &str) -> Option<Recorded> {
+    let exe = match platform {
+        Platform::MacOs => {
+            let after = text.split_once("<key>ProgramArguments</key>")?.1;
+            let first = after.split_once("<string>")?.1.split_once("</string>")?.0;
+            xml_unescape(first)
+        }
+        Platform::Linux => {
+            let line = text.lines().find_map(|l| l.strip_prefix("ExecStart=\""))?;
+            let mut exe = String::new();
+            let mut chars = line.chars();
+            while let Some(c) = chars.next() {
+                match c {
+                    '\\' => exe.push(chars.next()?),
+                    '"' => break,
+                    c => exe.push(c),
+                }
+            }
+            exe
+        }
+    };
+    let env = service_environment(platform, text);
+    let get = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let carried = carried_from(get);
+    Some(Recorded { exe: PathBuf::from(exe), path: get("PATH")?, lang: get("LANG")?, carried })
+}
+
 /// The service file's text.
 ///
 /// launchd: `RunAtLoad`; `KeepAlive` only after a failed exit (`SuccessfulExit` false) with
@@ -460,6 +505,21 @@ mod tests {
             [("http_proxy".to_owned(), "v-http_proxy".to_owned()), ("NO_PROXY".into(), "v-NO_PROXY".into())]
         );
         assert!(carried_from(|_| Some(String::new())).is_empty(), "an empty variable is not carried");
+    }
+
+    /// What `install --refresh` keeps reads back from either platform's file exactly as it was
+    /// written (escapes included); a file no build wrote gives nothing to refresh from.
+    #[test]
+    fn a_service_file_gives_back_what_install_recorded() {
+        let s = spec();
+        for platform in [Platform::MacOs, Platform::Linux] {
+            let got = recorded(platform, &service_text(platform, &s));
+            let want =
+                Recorded { exe: s.exe.clone(), path: s.path.clone(), lang: s.lang.clone(), carried: s.carried.clone() };
+            assert_eq!(got, Some(want), "{platform:?}");
+        }
+        assert_eq!(recorded(Platform::MacOs, "<plist><dict></dict></plist>"), None);
+        assert_eq!(recorded(Platform::Linux, "[Service]\nExecStart=/bin/true\n"), None);
     }
 
     /// Under a umask that would leave it group-writable (002) the file is still 0644: launchd

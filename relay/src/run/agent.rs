@@ -72,6 +72,8 @@ pub struct Relay<S = Client, E = executor::Processes> {
     /// The owner's login shell environment and when it was read, when Graphs get it
     /// ([`Relay::with_shell_environment`]).
     shell_env: Option<Mutex<ShellEnv>>,
+    /// The clocks a sleep shows between ([`wake`]).
+    pub(crate) clocks: Arc<wake::Clocks>,
 }
 
 /// A running slot: its command and how its steps ended.
@@ -159,6 +161,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
             binary: None,
             askers: crate::run::ask::Askers::default(),
             shell_env: None,
+            clocks: Arc::default(),
         })
     }
 
@@ -340,14 +343,15 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         let mut backoff = self.jitter_seed.map_or_else(Backoff::default, Backoff::seeded);
         let mut ticker = tokio::time::interval(poll);
         ticker.set_missed_tick_behavior(MissedTickBehavior::Skip);
-        let mut wake = WakeCheck::now();
+        let mut wake = WakeCheck::now(&self.clocks);
         let mut network = crate::server::network::Addresses::now();
+        let mut proxy_ticks = 0u32;
         let mut wake_tick = tokio::time::interval(WAKE_CHECK);
         wake_tick.set_missed_tick_behavior(MissedTickBehavior::Skip);
         let _socket = self.doorbell_token.clone().map(|token| {
             let backoff = self.jitter_seed.map_or_else(Backoff::default, |s| Backoff::seeded(s ^ 0xd00b));
-            let (timing, proxies) = (self.config().doorbell_timing, crate::server::proxy::Proxies::from_env());
-            for p in &proxies.unsupported {
+            let timing = self.config().doorbell_timing;
+            for p in &crate::server::system_proxy::live().unsupported {
                 tracing::warn!("proxy setting ignored (connecting directly): {p}");
             }
             AbortOnDrop(tokio::spawn(crate::server::doorbell::keep_open(
@@ -355,7 +359,6 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
                 token,
                 backoff,
                 timing,
-                proxies,
             )))
         });
         let mut bell_up = self.bell.watch_up();
@@ -400,14 +403,20 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
                     if slots.is_empty() && self.replaced() {
                         break;
                     }
-                    let woke = wake.woke();
+                    let woke = wake.woke(&self.clocks);
                     let moved = network.changed();
-                    if !woke && !moved {
+                    // The system proxy: after a wake or a network change, and once a minute
+                    // (an owner switching it in System Settings changes no address).
+                    proxy_ticks += 1;
+                    let proxy_changed = (woke || moved || proxy_ticks.is_multiple_of(PROXY_EVERY_TICKS))
+                        && tokio::task::spawn_blocking(crate::machine::system_proxy::refresh_proxies).await.unwrap_or(false);
+                    if !woke && !moved && !proxy_changed {
                         continue;
                     }
-                    tracing::info!(woke, network_changed = moved, "the computer woke or its network changed; syncing now");
+                    tracing::info!(woke, network_changed = moved, proxy_changed, "the computer woke or its network changed; syncing now");
                     backoff.reset();
                     hold_until = None;
+                    self.client.renew_connections();
                     self.bell.reconnect();
                     true
                 }
@@ -663,7 +672,7 @@ mod shell;
 mod tests;
 mod wake;
 use shell::ShellEnv;
-use wake::{WAKE_CHECK, WakeCheck};
+use wake::{PROXY_EVERY_TICKS, WAKE_CHECK, WakeCheck};
 
 /// The next backoff delay, and the instant it ends, to which the ticker's next pass moves.
 fn hold(backoff: &mut Backoff, ticker: &mut tokio::time::Interval) -> (Duration, tokio::time::Instant) {

@@ -63,6 +63,19 @@ pub enum Completed {
     Conflict(String),
 }
 
+/// What a control check answered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Control {
+    /// Running: go on.
+    Go,
+    /// The agent asked to cancel: stop the run.
+    Cancel,
+    /// The server no longer has the run running (its status, or `missing`): stop it. A
+    /// `failed` here is a run the server stopped waiting for (no report for its heartbeat
+    /// timeout).
+    Ended(String),
+}
+
 /// What the relay loop needs from the server: the four relay API calls. [`Client`] is the
 /// real one (HTTPS); tests drive the loop with an in-memory one under tokio's paused time.
 pub trait RelayServer: Send + Sync {
@@ -76,8 +89,8 @@ pub trait RelayServer: Send + Sync {
     ) -> impl Future<Output = Result<Synced, ClientError>> + Send;
     /// `POST /commands/{id}/start`.
     fn start(&self, id: CommandId, execution_id: &str) -> impl Future<Output = Result<Started, ClientError>> + Send;
-    /// `GET /commands/{id}/control`: whether to stop.
-    fn control(&self, id: CommandId) -> impl Future<Output = Result<bool, ClientError>> + Send;
+    /// `GET /commands/{id}/control`: whether to stop, and why.
+    fn control(&self, id: CommandId) -> impl Future<Output = Result<Control, ClientError>> + Send;
     /// `POST /commands/{id}/control`: the same check, forwarding the run's newest progress.
     /// A server double without progress only checks control.
     fn progress(
@@ -85,7 +98,7 @@ pub trait RelayServer: Send + Sync {
         id: CommandId,
         execution_id: &str,
         progress: &domain::progress::Progress,
-    ) -> impl Future<Output = Result<bool, ClientError>> + Send {
+    ) -> impl Future<Output = Result<Control, ClientError>> + Send {
         let _ = (execution_id, progress);
         self.control(id)
     }
@@ -100,6 +113,10 @@ pub trait RelayServer: Send + Sync {
     fn set_slots(&self, slots: usize) {
         let _ = slots;
     }
+    /// The computer woke or its network changed: connections kept for reuse are most likely
+    /// dead (or go through a proxy no longer in use); drop them so the next request connects
+    /// afresh. A double keeps none.
+    fn renew_connections(&self) {}
     /// `POST /tasks`: a running Graph hands a task to a chat (`domain::dispatch`). A double
     /// that hands none refuses.
     fn dispatch(
@@ -144,12 +161,16 @@ pub trait Transport: Send + Sync {
     fn set_slots(&self, slots: usize) {
         let _ = slots;
     }
+
+    /// Drops the connections kept for reuse ([`RelayServer::renew_connections`]).
+    fn renew(&self) {}
 }
 
 /// HTTPS to the server, with the device token.
 #[derive(Clone)]
 pub struct Https {
-    http: reqwest::Client,
+    /// Replaced by a new client (an empty connection pool) after a wake or a network change.
+    http: std::sync::Arc<std::sync::RwLock<reqwest::Client>>,
     base: String,
     token: String,
     /// While it is open, syncs say how long ago it last answered (`DOORBELL_HEADER`): the
@@ -196,9 +217,10 @@ impl Transport for Https {
         body: Option<Vec<u8>>,
     ) -> Result<(u16, String), ClientError> {
         let url = format!("{}{path}", self.base);
+        let http = self.http.read().map(|h| h.clone()).unwrap_or_else(|p| p.into_inner().clone());
         let mut req = match method {
-            "GET" => self.http.get(url),
-            _ => self.http.post(url),
+            "GET" => http.get(url),
+            _ => http.post(url),
         };
         if let Some(b) = body {
             req = req.header("content-type", "application/json").body(b);
@@ -219,6 +241,20 @@ impl Transport for Https {
 
     fn set_slots(&self, slots: usize) {
         self.slots.store(u32::try_from(slots).unwrap_or(u32::MAX), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// A new client: reqwest keeps idle connections by the monotonic clock, which stops while
+    /// a Mac sleeps, so a connection that went dead during the sleep would otherwise be
+    /// reused (and a request wait for its timeout) after the wake.
+    fn renew(&self) {
+        match https_client() {
+            Ok(fresh) => {
+                if let Ok(mut http) = self.http.write() {
+                    *http = fresh;
+                }
+            }
+            Err(e) => tracing::warn!(error = %e, "cannot renew the HTTPS client; keeping the old one"),
+        }
     }
 }
 
@@ -242,12 +278,14 @@ fn status_of(text: &str) -> String {
 }
 
 /// The relay's HTTP client (the relay API, `relay pair`): rustls with ring, 30 s per request,
-/// 10 s to connect, through the proxies of the relay's environment.
+/// 10 s to connect, through the proxies the relay uses now
+/// ([`crate::server::system_proxy::live`]: its environment's, else a Mac's system proxy), read
+/// again for each new connection.
 ///
 /// # Errors
 /// When the TLS stack cannot start.
 pub fn https_client() -> Result<reqwest::Client, reqwest::Error> {
-    https_client_with(&crate::server::proxy::Proxies::from_env())
+    build(crate::server::system_proxy::for_reqwest())
 }
 
 /// [`https_client`] through `proxies` (`relay check` passes the agent's, read from its service
@@ -256,6 +294,10 @@ pub fn https_client() -> Result<reqwest::Client, reqwest::Error> {
 /// # Errors
 /// When the TLS stack cannot start.
 pub fn https_client_with(proxies: &crate::server::proxy::Proxies) -> Result<reqwest::Client, reqwest::Error> {
+    build(proxies.for_reqwest())
+}
+
+fn build(proxy: reqwest::Proxy) -> Result<reqwest::Client, reqwest::Error> {
     // reqwest is built without a crypto provider (see Cargo.toml): use ring. Installing twice
     // is harmless (the second returns the first).
     let _ = rustls::crypto::ring::default_provider().install_default();
@@ -263,7 +305,7 @@ pub fn https_client_with(proxies: &crate::server::proxy::Proxies) -> Result<reqw
         .timeout(Duration::from_secs(30))
         .connect_timeout(Duration::from_secs(10))
         .no_proxy()
-        .proxy(proxies.for_reqwest())
+        .proxy(proxy)
         .build()
 }
 
@@ -280,7 +322,7 @@ impl Client<Https> {
     /// proxies).
     pub fn with_http(http: reqwest::Client, server_url: &str, token: &str) -> Self {
         Self::over(Https {
-            http,
+            http: std::sync::Arc::new(std::sync::RwLock::new(http)),
             base: format!("{server_url}{}", domain::relay::PREFIX),
             token: token.to_owned(),
             bell: None,
@@ -365,10 +407,17 @@ impl<T: Transport> Client<T> {
 
     /// A control check's answer, `GET` or `POST` alike: whether to stop (a run the server no
     /// longer knows — `404` — is stopped too).
-    fn cancel_requested(status: u16, text: String) -> Result<bool, ClientError> {
+    fn control_answer(status: u16, text: String) -> Result<Control, ClientError> {
         match status {
-            200 => Ok(body::<ControlResponse>(&text)?.cancel_requested),
-            404 => Ok(true),
+            200 => {
+                let answer: ControlResponse = body(&text)?;
+                Ok(match answer.status {
+                    Some(ended) => Control::Ended(ended.as_str().to_owned()),
+                    None if answer.cancel_requested => Control::Cancel,
+                    None => Control::Go,
+                })
+            }
+            404 => Ok(Control::Ended("missing".into())),
             _ => Err(Self::refused(status, text)),
         }
     }
@@ -431,9 +480,9 @@ impl<T: Transport> RelayServer for Client<T> {
         }
     }
 
-    async fn control(&self, id: CommandId) -> Result<bool, ClientError> {
+    async fn control(&self, id: CommandId) -> Result<Control, ClientError> {
         let (status, text) = self.send("GET", &format!("/commands/{id}/control"), None).await?;
-        Self::cancel_requested(status, text)
+        Self::control_answer(status, text)
     }
 
     async fn progress(
@@ -441,10 +490,10 @@ impl<T: Transport> RelayServer for Client<T> {
         id: CommandId,
         execution_id: &str,
         progress: &domain::progress::Progress,
-    ) -> Result<bool, ClientError> {
+    ) -> Result<Control, ClientError> {
         let req = domain::relay::ControlRequest { execution_id: execution_id.to_owned(), progress: progress.clone() };
         let (status, text) = self.send("POST", &format!("/commands/{id}/control"), json(&req)).await?;
-        Self::cancel_requested(status, text)
+        Self::control_answer(status, text)
     }
 
     async fn complete(&self, id: CommandId, completion: &Completion) -> Result<Completed, ClientError> {
@@ -459,6 +508,10 @@ impl<T: Transport> RelayServer for Client<T> {
     fn set_slots(&self, slots: usize) {
         self.transport.set_slots(slots);
     }
+
+    fn renew_connections(&self) {
+        self.transport.renew();
+    }
 }
 
 #[cfg(test)]
@@ -466,6 +519,50 @@ mod tests {
     #![allow(clippy::unwrap_used)]
 
     use super::*;
+
+    /// After a wake or a network change the relay connects afresh: requests reuse one kept
+    /// connection until `renew_connections`, and the next opens a new one (a server counting
+    /// the connections it accepted, each answering any number of requests).
+    #[tokio::test]
+    async fn renewed_connections_connect_afresh() {
+        use std::sync::atomic::{AtomicUsize, Ordering};
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let accepted = std::sync::Arc::new(AtomicUsize::new(0));
+        let counted = std::sync::Arc::clone(&accepted);
+        tokio::spawn(async move {
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                counted.fetch_add(1, Ordering::SeqCst);
+                tokio::spawn(async move {
+                    let mut got = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n) = tcp.read(&mut buf).await {
+                        if n == 0 {
+                            return;
+                        }
+                        got.extend_from_slice(&buf[..n]);
+                        while let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                            got.drain(..end + 4);
+                            let body = r#"{"cancel_requested":false}"#;
+                            let answer = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+                            if tcp.write_all(answer.as_bytes()).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        let client = Client::new(&format!("http://{addr}"), "fcd_test").unwrap();
+        let id = CommandId::generate();
+        assert_eq!(client.control(id).await.unwrap(), Control::Go);
+        assert_eq!(client.control(id).await.unwrap(), Control::Go);
+        assert_eq!(accepted.load(Ordering::SeqCst), 1, "the kept connection is reused");
+        client.renew_connections();
+        assert_eq!(client.control(id).await.unwrap(), Control::Go);
+        assert_eq!(accepted.load(Ordering::SeqCst), 2, "renewed: a new connection");
+    }
 
     /// Answers every request with one status and body.
     struct Answers(u16, &'static str);
@@ -479,6 +576,20 @@ mod tests {
         ) -> Result<(u16, String), ClientError> {
             Ok((self.0, self.1.to_owned()))
         }
+    }
+
+    /// A control answer's three meanings, from the server's documented bodies: go on, the
+    /// agent cancelled, the server has the run ended (a `failed` there is a run it stopped
+    /// waiting for, which the relay may explain).
+    #[tokio::test]
+    async fn a_control_answer_tells_cancel_from_a_run_the_server_ended() {
+        let id = CommandId::generate();
+        let go = Client::over(Answers(200, r#"{"cancel_requested":false,"future_field":1}"#));
+        assert_eq!(go.control(id).await.unwrap(), Control::Go);
+        let cancel = Client::over(Answers(200, r#"{"cancel_requested":true}"#));
+        assert_eq!(cancel.control(id).await.unwrap(), Control::Cancel);
+        let ended = Client::over(Answers(200, r#"{"cancel_requested":true,"status":"failed"}"#));
+        assert_eq!(ended.control(id).await.unwrap(), Control::Ended("failed".into()));
     }
 
     /// The server's own 404 stops the run and drops its completion; a gateway's 404 for a
@@ -496,8 +607,11 @@ mod tests {
             reported_cost: None,
         };
         let ours = Client::over(Answers(404, r#"{"error":"command_id: no such command"}"#));
-        assert!(ours.control(id).await.unwrap());
-        assert!(ours.progress(id, "x", &domain::progress::Progress::default()).await.unwrap());
+        assert_eq!(ours.control(id).await.unwrap(), Control::Ended("missing".into()));
+        assert_eq!(
+            ours.progress(id, "x", &domain::progress::Progress::default()).await.unwrap(),
+            Control::Ended("missing".into())
+        );
         assert!(matches!(ours.complete(id, &c).await.unwrap(), Completed::Conflict(_)));
         assert!(matches!(ours.start(id, "x").await.unwrap(), Started::Refused(_)));
         let gateway = Client::over(Answers(404, r#"{"message":"Not Found"}"#));

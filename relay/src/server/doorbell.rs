@@ -192,8 +192,10 @@ enum Ended {
 }
 
 /// Keeps the doorbell open with `token` for as long as the task lives (the caller aborts it),
-/// through `proxies`, pinging as `timing` says.
-pub async fn keep_open(bell: Arc<Doorbell>, token: String, mut backoff: Backoff, timing: Timing, proxies: Proxies) {
+/// pinging as `timing` says; each connection goes through the proxies the relay uses then
+/// ([`crate::server::system_proxy::live`]), so a proxy that changed with the network is
+/// followed at the next (re)connect.
+pub async fn keep_open(bell: Arc<Doorbell>, token: String, mut backoff: Backoff, timing: Timing) {
     let mut url_rx = bell.url.subscribe();
     loop {
         let Some(url) = url_rx.borrow_and_update().clone() else {
@@ -202,7 +204,7 @@ pub async fn keep_open(bell: Arc<Doorbell>, token: String, mut backoff: Backoff,
             }
             continue;
         };
-        let ended = match connect(&url, &token, &proxies).await {
+        let ended = match connect(&url, &token, &crate::server::system_proxy::live()).await {
             Err(e) => Ended::Dropped(e),
             Ok(ws) => {
                 tracing::info!(%url, "doorbell connected; the safety poll relaxes");

@@ -132,6 +132,20 @@ impl Proxies {
         out
     }
 
+    /// These proxies with `other`'s `NO_PROXY` entries added to the bypass list.
+    pub fn with_bypass(&self, other: &Self) -> Self {
+        let mut out = self.clone();
+        out.no_proxy.extend(other.no_proxy.iter().cloned());
+        out
+    }
+
+    /// The proxies in use, for a log line or `relay check` (never credentials).
+    pub fn describe(&self) -> String {
+        let show =
+            |p: &Option<Proxy>| p.as_ref().map_or_else(|| "direct".to_owned(), |p| format!("{}:{}", p.host, p.port));
+        format!("https {}, http {}", show(&self.https), show(&self.http))
+    }
+
     /// Whether any proxy is configured.
     pub fn any(&self) -> bool {
         self.https.is_some() || self.http.is_some()

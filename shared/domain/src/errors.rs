@@ -21,6 +21,11 @@ pub const TASK_CANCELLED: &str = "rejected: task is cancelled";
 pub const IDEMPOTENCY_MISMATCH: &str = "idempotency_key was already used with different arguments";
 /// A running command whose relay stopped sending control polls.
 pub const DESKTOP_STOPPED_REPORTING: &str = "desktop stopped reporting";
+/// How a relay's `failed` completion begins when the computer slept through the run's
+/// heartbeat timeout (macOS sleeps with the lid closed despite `caffeinate -i`); the relay
+/// adds how long it slept and the fix. Recorded over [`DESKTOP_STOPPED_REPORTING`]
+/// (`store::RelayRuns::complete_run`).
+pub const MAC_SLEPT: &str = "the Mac slept during the run";
 /// A command the relay had started when it died, completed on the relay's next start.
 pub const RELAY_RESTARTED: &str = "relay restarted during run";
 

@@ -162,6 +162,10 @@ pub trait RelayRuns: Send + Sync {
         progress: Option<&crate::relay::ControlRequest>,
     ) -> StoreResult<ControlOutcome>;
     /// running (or queued, for a refused command) → terminal; idempotent by sha256; cancel wins.
+    /// A run that reads `failed` because its desktop stopped reporting (heartbeat lost) still
+    /// takes one `failed` completion from the execution that ran it: the status everyone has
+    /// seen stays, the error becomes the relay's reason (e.g. [`crate::errors::MAC_SLEPT`]),
+    /// and the run is stored ended (so `run.failed` is emitted then).
     /// Whatever the outcome (but `NotFound`), the open tasks the run handed to chats
     /// ([`crate::dispatch`]) are cancelled: a repeat (the relay's retry) finishes what a call
     /// cut short left.

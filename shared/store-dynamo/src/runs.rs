@@ -16,7 +16,7 @@ use crate::codec::{Read, b, bad, n, opt_from, project_from, run_from, s, values}
 use crate::idempotency::{Create, Created};
 use crate::keys::{expiring_sort_key, owner_runs_partition, project_key, queue_partition, run_key, ttl_at};
 use crate::request::{Updated, check, names};
-use crate::write::{Update, eq, exists, gt, missing};
+use crate::write::{Update, eq, exists, gt, le, missing};
 use crate::{DynamoStore, OWNER_RUNS_INDEX, QUEUE_INDEX, TTL_ATTRIBUTE};
 
 impl DynamoStore {
@@ -331,10 +331,15 @@ impl RelayRuns for DynamoStore {
             .and(gt("last_heartbeat_at", cutoff.clone()))
             .and(eq("cancel_requested", b(false)));
         // A queued command may only be refused (failed/cancelled), never completed unstarted.
-        let allowed = if status == RunStatus::Completed {
-            running
-        } else {
-            running.or(eq("status", s("queued")).and(gt("expires_at", n(now.as_millis()))))
+        let refusal = eq("status", s("queued")).and(gt("expires_at", n(now.as_millis())));
+        let allowed = match status {
+            RunStatus::Completed => running,
+            // A run that reads failed because its desktop stopped reporting takes the relay's
+            // own `failed` from the execution that ran it: why it stopped.
+            RunStatus::Failed => running.or(refusal).or(eq("status", s("running"))
+                .and(eq("execution_id", s(completion.execution_id.clone())))
+                .and(le("last_heartbeat_at", cutoff.clone()))),
+            _ => running.or(refusal),
         };
         let mut write = Update::of(run_key(command))
             .set("status", s(status.as_str()))

@@ -281,12 +281,17 @@ impl RelayRuns for SqliteStore {
                 let status = RunStatus::from(completion.status);
                 // A queued command may only be refused (failed/cancelled), never completed unstarted.
                 let allow_queued = status != RunStatus::Completed;
+                // A run that reads failed because its desktop stopped reporting takes the
+                // relay's own `failed` from the execution that ran it: why it stopped.
+                let says_why = status == RunStatus::Failed;
                 let new = tx
                     .prepare_cached(&format!(
                         "UPDATE runs SET status = :status, finished_at = :now, execution_id = :execution_id, completion = :completion, completion_hash = :hash \
                          WHERE command_id = :id AND owner = :owner AND ( \
                            (status = 'running' AND execution_id = :execution_id AND last_heartbeat_at > :cutoff AND cancel_requested = 0) \
-                           OR (:allow_queued AND status = 'queued' AND expires_at > :now)) RETURNING {RUN_COLS}"
+                           OR (:allow_queued AND status = 'queued' AND expires_at > :now) \
+                           OR (:says_why AND status = 'running' AND execution_id = :execution_id AND last_heartbeat_at <= :cutoff)) \
+                         RETURNING {RUN_COLS}"
                     ))?
                     .query_row(
                         named_params! {
@@ -299,6 +304,7 @@ impl RelayRuns for SqliteStore {
                             ":owner": owner.as_str(),
                             ":cutoff": cutoff,
                             ":allow_queued": allow_queued,
+                            ":says_why": says_why,
                         },
                         run_row,
                     )

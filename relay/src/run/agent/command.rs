@@ -11,7 +11,7 @@
 //! 4. **complete** — the bounded completion goes to the outbox (fsynced) before it is posted;
 //!    a completion the server refuses is reported `failed` with the reason instead.
 
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use domain::errors::SESSION_NO_LONGER_SHARED;
 use domain::ids::{CommandId, ProjectId};
@@ -23,7 +23,7 @@ use super::{PassError, Relay};
 use crate::config::{Config, Session};
 use crate::machine::disk;
 use crate::run::executor;
-use crate::server::client::{ClientError, Command, Completed, RelayServer, Started};
+use crate::server::client::{ClientError, Command, Completed, Control, RelayServer, Started};
 
 impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
     /// Takes one command through consent, the journaled start, supervision and completion.
@@ -51,7 +51,12 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
             return Ok(());
         };
         let live = Arc::new(crate::run::live::Live::default());
-        let stop = supervise(&self.client, id, &execution_id, &config, rings, &live);
+        // Set when the run stopped because the server gave up on it while the computer slept.
+        let slept = Mutex::new(None);
+        let stop = async {
+            let why = supervise(&self.client, id, &execution_id, &config, rings, &live, &self.clocks).await;
+            *slept.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = why;
+        };
         // The Graph may ask a linked chat while it runs (crate::run::ask): its capability
         // lives exactly as long as the run.
         let mut launch = session.launch.clone();
@@ -85,12 +90,19 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
             None => run.await,
         };
         tracing::info!(command = %id, status = ?outcome.status, "run finished");
+        let slept = slept.into_inner().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let (status, error) = match slept {
+            // The server reads it `failed` (desktop stopped reporting) and takes this one
+            // `failed` from the execution that ran it: the reason replaces the generic one.
+            Some(why) => (FinalStatus::Failed, Some(why)),
+            None => (outcome.status, outcome.error),
+        };
         let completion = Completion {
             execution_id,
-            status: outcome.status,
+            status,
             result: outcome.result,
             result_truncated: outcome.truncated,
-            error: outcome.error,
+            error,
             total_tokens: outcome.total_tokens,
             reported_cost: outcome.reported_cost,
         };
@@ -278,6 +290,11 @@ fn unavailable(slug: &str, why: &str) -> Completion {
 /// subscribed before the start was sent, so a ring for a cancel asked right after the server
 /// recorded the start is waiting here, not lost. (Syncing during a run is the loop's: it keeps
 /// its schedule while slots run.)
+///
+/// Resolves with the run's error when the server stopped waiting for the run (`failed`: no
+/// report for its heartbeat timeout) while the computer slept: the relay then reports the run
+/// `failed` with [`domain::errors::MAC_SLEPT`] and how long, which the server records over its
+/// generic `desktop stopped reporting`.
 async fn supervise<S: RelayServer>(
     client: &S,
     id: CommandId,
@@ -285,7 +302,9 @@ async fn supervise<S: RelayServer>(
     config: &Config,
     mut rings: tokio::sync::broadcast::Receiver<CommandId>,
     live: &crate::run::live::Live,
-) {
+    clocks: &super::wake::Clocks,
+) -> Option<String> {
+    let began = clocks.mark();
     let mut control = tokio::time::interval(config.control_poll);
     control.set_missed_tick_behavior(MissedTickBehavior::Skip);
     control.tick().await;
@@ -317,11 +336,17 @@ async fn supervise<S: RelayServer>(
             _ = control.tick() => client.control(id).await,
         };
         match answer {
-            Ok(true) => {
+            Ok(Control::Cancel) => {
                 tracing::info!(command = %id, "cancel requested; stopping the run");
-                return;
+                return None;
             }
-            Ok(false) => {}
+            Ok(Control::Ended(status)) => {
+                let asleep = began.slept_until(&clocks.mark()).filter(|_| status == "failed");
+                tracing::warn!(command = %id, %status, slept_s = asleep.map(|d| d.as_secs()), "the server has the run ended; stopping it");
+                let platform = crate::machine::service::Platform::current();
+                return asleep.map(|d| super::wake::slept_reason(d, platform));
+            }
+            Ok(Control::Go) => {}
             Err(e) => tracing::warn!(command = %id, error = %e, "control check failed; the run goes on"),
         }
     }

@@ -2,7 +2,7 @@
 
 use super::*;
 use crate::config::Session;
-use crate::server::client::{Command, Completed, Started};
+use crate::server::client::{Command, Completed, Control, Started};
 use domain::ids::CommandId;
 use domain::ids::GraphSessionId;
 use domain::runs::FinalStatus;
@@ -33,6 +33,21 @@ struct Script {
     /// When set, the owner cancels each run the moment its start is recorded, and the ring
     /// reaches the relay before the start's answer does.
     cancel_on_start: Mutex<Option<Arc<crate::server::doorbell::Doorbell>>>,
+    /// When set, every control check answers that the server has the run ended `failed`
+    /// (what it answers once no report came for its heartbeat timeout).
+    heartbeat_lost: std::sync::atomic::AtomicBool,
+}
+
+impl Script {
+    fn control_of(&self, id: CommandId) -> Control {
+        if self.heartbeat_lost.load(Ordering::SeqCst) {
+            Control::Ended("failed".into())
+        } else if self.cancel.lock().unwrap().contains(&id) {
+            Control::Cancel
+        } else {
+            Control::Go
+        }
+    }
 }
 
 impl RelayServer for Arc<Script> {
@@ -77,19 +92,19 @@ impl RelayServer for Arc<Script> {
         }
         Ok(Started::Running)
     }
-    async fn control(&self, id: CommandId) -> Result<bool, ClientError> {
-        Ok(self.cancel.lock().unwrap().contains(&id))
+    async fn control(&self, id: CommandId) -> Result<Control, ClientError> {
+        Ok(self.control_of(id))
     }
     async fn progress(
         &self,
         id: CommandId,
         execution_id: &str,
         progress: &domain::progress::Progress,
-    ) -> Result<bool, ClientError> {
+    ) -> Result<Control, ClientError> {
         assert_eq!(self.started.lock().unwrap().get(&id).map(String::as_str), Some(execution_id));
         progress.validate().expect("the relay sends bounded progress");
         self.progress.lock().unwrap().push((id, Instant::now(), progress.clone()));
-        Ok(self.cancel.lock().unwrap().contains(&id))
+        Ok(self.control_of(id))
     }
     async fn complete(&self, id: CommandId, c: &Completion) -> Result<Completed, ClientError> {
         if let Err(e) = c.validate() {
@@ -564,4 +579,5 @@ async fn a_graph_sees_what_the_shell_exported_under_its_sessions_env() {
 
 /// Slots and progress (issue 39): several commands at once, a Graph's progress forwarded.
 mod backoff;
+mod sleep;
 mod slots;

@@ -51,8 +51,8 @@ impl RelayServer for FakeServer {
     async fn start(&self, _id: CommandId, _execution_id: &str) -> Result<Started, ClientError> {
         Ok(Started::Refused("cancelled".into()))
     }
-    async fn control(&self, _id: CommandId) -> Result<bool, ClientError> {
-        Ok(false)
+    async fn control(&self, _id: CommandId) -> Result<Control, ClientError> {
+        Ok(Control::Go)
     }
     async fn complete(&self, _id: CommandId, _c: &Completion) -> Result<Completed, ClientError> {
         Ok(Completed::Recorded("completed".into()))
@@ -111,7 +111,7 @@ impl RelayServer for ArcServer {
     fn start(&self, id: CommandId, e: &str) -> impl Future<Output = Result<Started, ClientError>> + Send {
         self.0.start(id, e)
     }
-    fn control(&self, id: CommandId) -> impl Future<Output = Result<bool, ClientError>> + Send {
+    fn control(&self, id: CommandId) -> impl Future<Output = Result<Control, ClientError>> + Send {
         self.0.control(id)
     }
     fn complete(&self, id: CommandId, c: &Completion) -> impl Future<Output = Result<Completed, ClientError>> + Send {

@@ -1,0 +1,76 @@
+//! A run whose computer slept past the server's heartbeat timeout: reported as such, not as a
+//! generic failure (issue 58).
+
+use super::*;
+
+/// Runs the relay until the command completes; `during` is called once the run is running.
+async fn run_with(
+    script: Arc<Script>,
+    config: Config,
+    id: CommandId,
+    during: impl FnOnce(&wake::Clocks),
+) -> Completion {
+    let relay = Relay::with_server(config, Arc::clone(&script)).unwrap();
+    let clocks = Arc::clone(&relay.clocks);
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let stopped = Arc::clone(&stop);
+    let task = tokio::spawn(async move { relay.run(async move { stopped.notified().await }).await });
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut during = Some(during);
+    let mut done = None;
+    while std::time::Instant::now() < deadline {
+        if script.started.lock().unwrap().contains_key(&id)
+            && let Some(f) = during.take()
+        {
+            f(&clocks);
+        }
+        done = script.completed.lock().unwrap().iter().find(|(c, _)| *c == id).map(|(_, c)| c.clone());
+        if done.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.notify_one();
+    task.await.unwrap().unwrap();
+    done.expect("the run was completed within 30 s")
+}
+
+#[tokio::test]
+async fn a_run_the_server_gave_up_on_while_the_computer_slept_fails_saying_so() {
+    let project = ProjectId::generate();
+    let session = session_in(vec![project], "sleep 20; echo never");
+    let dir = temp_state();
+    let script = Arc::new(Script::default());
+    let id = queue(&script, project, &session);
+    let lost = Arc::clone(&script);
+    let c = run_with(Arc::clone(&script), fast_config(&dir, vec![session]), id, move |clocks| {
+        // The lid closed for 25 minutes: the wall clock ran on, the monotonic one did not,
+        // and the server stopped waiting for a report after its 10.
+        clocks.wall_ahead.store(25 * 60, Ordering::SeqCst);
+        lost.heartbeat_lost.store(true, Ordering::SeqCst);
+    })
+    .await;
+    assert_eq!(c.status, FinalStatus::Failed, "{c:?}");
+    let error = c.error.unwrap_or_default();
+    // This test runs on Linux; the Mac's wording is wake::tests' (domain::errors::MAC_SLEPT).
+    assert!(error.starts_with("this computer slept during the run (asleep about 25 min"), "{error}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+#[tokio::test]
+async fn a_run_the_server_gave_up_on_without_a_sleep_is_stopped_as_before() {
+    let project = ProjectId::generate();
+    let session = session_in(vec![project], "sleep 20; echo never");
+    let dir = temp_state();
+    let script = Arc::new(Script::default());
+    let id = queue(&script, project, &session);
+    let lost = Arc::clone(&script);
+    let c = run_with(Arc::clone(&script), fast_config(&dir, vec![session]), id, move |_| {
+        lost.heartbeat_lost.store(true, Ordering::SeqCst);
+    })
+    .await;
+    // Stopped like a cancel (the server answers that completion 409 and keeps its own error).
+    assert_eq!(c.status, FinalStatus::Cancelled, "{c:?}");
+    assert!(!c.error.unwrap_or_default().contains("slept"));
+    let _ = std::fs::remove_dir_all(dir);
+}
