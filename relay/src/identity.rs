@@ -77,6 +77,7 @@ pub fn this_relay() -> domain::fleet::RelayReport {
         doorbell: false,
         update: None,
         slots: None,
+        unavailable: None,
     }
 }
 

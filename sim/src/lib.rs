@@ -167,6 +167,7 @@ impl Transport for InProcess {
                 doorbell: false,
                 update: None,
                 slots: Some(self.slots.load(Ordering::SeqCst)),
+                unavailable: None,
             };
             req = req.header(domain::fleet::RELAY_HEADER, report.header_value());
         }

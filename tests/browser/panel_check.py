@@ -174,6 +174,8 @@ async def main():
         await expect(local).to_contain_text("Online: polling", timeout=TIMEOUT)
         await expect(local).to_contain_text("0.4.0-ci · linux-x86_64 · ci-host · 3 runs at once")
         await expect(local).to_contain_text("0.5.0-ci available: relay update")
+        await expect(local).to_contain_text(
+            "2 shared sessions are unavailable here (a folder missing, or refused by macOS privacy controls): run relay check on this desktop")
         # ---- pause and resume it ----
         await local.get_by_role("button", name="Pause local relay").click()
         await expect(local).to_contain_text("Paused: runs wait", timeout=TIMEOUT)
@@ -201,6 +203,7 @@ async def main():
         check(await page.locator("#run-detail img").count() == 0, "the run's log became markup")
         gone = page.locator("#devices tr", has_text="Gone desktop")
         await expect(gone).to_contain_text("Stale: never connected; remove it if it is gone", timeout=TIMEOUT)
+        await expect(gone).to_contain_text("If the computer is on: run relay check there (systemctl --user status foundry-relay).")
         check(await busy.get_by_role("button", name="Remove Busy desktop").count() == 0,
               "a desktop that is not stale offers Remove")
         await scan(page, "desktops: online, never connected, busy, stale; a run with progress")

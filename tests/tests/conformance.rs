@@ -1508,6 +1508,7 @@ async fn device_reports_are_kept_when_they_change(h: Harness) {
         doorbell: false,
         update: None,
         slots: None,
+        unavailable: None,
     };
     let seen = |h: &Harness, o: &domain::ids::OwnerId| {
         let (store, o) = (h.store.clone(), o.clone());

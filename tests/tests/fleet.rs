@@ -141,6 +141,7 @@ fn report_behind(version: &str, host: &str, update: Option<&str>) -> (&'static s
         doorbell: false,
         update: update.map(str::to_owned),
         slots: None,
+        unavailable: None,
     };
     (RELAY_HEADER, r.header_value())
 }
@@ -165,7 +166,7 @@ async fn desktop_states_follow_the_relays_syncs(h: Harness) {
     assert_eq!(state, "online_polling");
     assert_eq!(
         relay,
-        json!({"version": "0.4.0", "platform": "macos-aarch64", "host": "José’s MacBook", "update": null, "slots": null})
+        json!({"version": "0.4.0", "platform": "macos-aarch64", "host": "José’s MacBook", "update": null, "slots": null, "unavailable": null})
     );
     assert_eq!(f.state_of("Tower").await.0, "online_doorbell");
     assert!(f.devices("alice").await.iter().all(|d| d["name"] != "Bob's PC"), "another owner's desktop shows");

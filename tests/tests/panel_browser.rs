@@ -37,8 +37,8 @@ async fn the_panel_does_the_owners_work_in_a_real_browser() {
     let body = json!({"name": "Browser desktop", "os": "linux", "arch": "x86_64", "token_sha256": "c".repeat(64)});
     let pairing: Value = http.post(&pairs).json(&body).send().await.unwrap().json().await.unwrap();
     // The server's own desktop syncs once, as a relay does (its report of itself in the header):
-    // the scenario finds it online, with its version, platform and host, and the newer build its
-    // last update check saw published.
+    // the scenario finds it online, with its version, platform and host, the newer build its
+    // last update check saw published, and the two sessions it cannot use now.
     let report = domain::fleet::RelayReport {
         version: "0.4.0-ci".into(),
         platform: "linux-x86_64".into(),
@@ -46,6 +46,7 @@ async fn the_panel_does_the_owners_work_in_a_real_browser() {
         doorbell: false,
         update: Some("0.5.0-ci".into()),
         slots: Some(3),
+        unavailable: Some(2),
     };
     let synced = http
         .post(format!("{}{}/sync", running.base_url, domain::relay::PREFIX))

@@ -353,6 +353,32 @@ async fn on_a_mac_the_system_proxy_is_used_when_the_agent_has_none() {
     cleanup(&w.dir);
 }
 
+/// A session whose folder is missing is left out of the syncs, and the desktop's report says how
+/// many it cannot use (what the owner's panel shows with "run relay check on this desktop");
+/// the other session still runs.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_desktop_reports_how_many_sessions_it_cannot_use() {
+    let w = world(Policy::default(), domain::doorbell::DOORBELL_POLL_INTERVAL).await;
+    let base = w.running.base_url.clone();
+    let missing = w.dir.join("unplugged-disk/graphs");
+    let extra = format!(
+        "control_poll_ms = 10000\nauto_update = false\n[[sessions]]\ngraph_session_id = \"{}\"\nname = \"on the disk\"\n\
+         slug = \"on-the-disk\"\nversion = \"1\"\nprojects = []\ncommand = [\"true\"]\nworking_dir = \"{}\"\n",
+        gs(99),
+        missing.display()
+    );
+    let desk = w.desk_via(8, "echo done", &extra, &base, &[]).await;
+    w.ready(&desk, true).await;
+    let id = w.queue(&desk).await;
+    w.pickup(id, Duration::from_secs(8)).await;
+    use domain::store::ManageDevices;
+    let device = w.running.store.list_devices(&w.owner).await.unwrap().into_iter().find(|d| d.device_id == desk.device);
+    let report = device.and_then(|d| d.relay).expect("the desktop reported itself");
+    assert_eq!(report.unavailable, Some(1), "{report:?}");
+    drop(desk);
+    cleanup(&w.dir);
+}
+
 /// Revoking a device closes its open socket and refuses its next upgrade (401).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_revoked_device_is_disconnected_and_cannot_reconnect() {

@@ -409,6 +409,7 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
             doorbell: false,
             update: None,
             slots: None,
+            unavailable: None,
         };
         req.headers_mut().insert(domain::fleet::RELAY_HEADER, report.header_value().parse().unwrap());
         relay_api.handle(req)
@@ -464,6 +465,7 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
         doorbell: false,
         update: None,
         slots: None,
+        unavailable: None,
     };
     reporting.headers_mut().insert(domain::fleet::RELAY_HEADER, report.header_value().parse().unwrap());
     assert_eq!(relay_api.handle(reporting).await.status(), 200);

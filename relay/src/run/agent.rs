@@ -274,6 +274,8 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
             }
             s.unavailable.clone_from(&now);
         });
+        // The owner's panel shows how many (its syncs' report).
+        self.client.set_unavailable(now.len());
         now
     }
 

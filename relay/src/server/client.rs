@@ -113,6 +113,11 @@ pub trait RelayServer: Send + Sync {
     fn set_slots(&self, slots: usize) {
         let _ = slots;
     }
+    /// How many of its sessions the relay cannot use now (folders missing or refused), which
+    /// its reports tell the server (the panel shows it). A double ignores it.
+    fn set_unavailable(&self, sessions: usize) {
+        let _ = sessions;
+    }
     /// The computer woke or its network changed: connections kept for reuse are most likely
     /// dead (or go through a proxy no longer in use); drop them so the next request connects
     /// afresh. A double keeps none.
@@ -164,6 +169,11 @@ pub trait Transport: Send + Sync {
 
     /// Drops the connections kept for reuse ([`RelayServer::renew_connections`]).
     fn renew(&self) {}
+
+    /// The sessions the relay cannot use now, for its report ([`RelayServer::set_unavailable`]).
+    fn set_unavailable(&self, sessions: usize) {
+        let _ = sessions;
+    }
 }
 
 /// HTTPS to the server, with the device token.
@@ -185,6 +195,8 @@ pub struct Https {
     reported: std::sync::Arc<std::sync::Mutex<Option<std::time::Instant>>>,
     /// The relay's slots, as its config says now (the report's `slots`).
     slots: std::sync::Arc<std::sync::atomic::AtomicU32>,
+    /// Its sessions unavailable now (the report's `unavailable`).
+    unavailable: std::sync::Arc<std::sync::atomic::AtomicU32>,
 }
 
 impl Https {
@@ -205,7 +217,8 @@ impl Https {
         let update =
             published.filter(|p| crate::identity::compare(p, crate::identity::VERSION) == std::cmp::Ordering::Greater);
         let slots = Some(self.slots.load(std::sync::atomic::Ordering::Relaxed).max(1));
-        domain::fleet::RelayReport { update, slots, ..self.report.clone() }.header_value()
+        let unavailable = Some(self.unavailable.load(std::sync::atomic::Ordering::Relaxed)).filter(|n| *n > 0);
+        domain::fleet::RelayReport { update, slots, unavailable, ..self.report.clone() }.header_value()
     }
 }
 
@@ -241,6 +254,11 @@ impl Transport for Https {
 
     fn set_slots(&self, slots: usize) {
         self.slots.store(u32::try_from(slots).unwrap_or(u32::MAX), std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn set_unavailable(&self, sessions: usize) {
+        let n = u32::try_from(sessions.min(domain::limits::MAX_SHARED_SESSIONS)).unwrap_or(u32::MAX);
+        self.unavailable.store(n, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// A new client: reqwest keeps idle connections by the monotonic clock, which stops while
@@ -330,6 +348,7 @@ impl Client<Https> {
             state_dir: None,
             reported: std::sync::Arc::new(std::sync::Mutex::new(None)),
             slots: std::sync::Arc::new(std::sync::atomic::AtomicU32::new(1)),
+            unavailable: std::sync::Arc::default(),
         })
     }
 
@@ -511,6 +530,10 @@ impl<T: Transport> RelayServer for Client<T> {
 
     fn renew_connections(&self) {
         self.transport.renew();
+    }
+
+    fn set_unavailable(&self, sessions: usize) {
+        self.transport.set_unavailable(sessions);
     }
 }
 

@@ -52,6 +52,10 @@ pub struct RelayReport {
     /// Its slots (`max_parallel`, 1 to [`crate::progress::MAX_PARALLEL`]); none from a relay
     /// older than slots, which runs one at a time.
     pub slots: Option<u32>,
+    /// How many of the sessions it shares it cannot use now (a folder missing, or refused by
+    /// macOS's privacy controls; `relay status` and `relay check` on the desktop name them):
+    /// they are not offered in its syncs. None from a relay older than that report.
+    pub unavailable: Option<u32>,
 }
 
 impl RelayReport {
@@ -69,7 +73,8 @@ impl RelayReport {
         }
         let update = self.update.as_ref().map(|u| format!("; update={u}")).unwrap_or_default();
         let slots = self.slots.map(|n| format!("; slots={n}")).unwrap_or_default();
-        format!("version={}; platform={}; host={host}{update}{slots}", self.version, self.platform)
+        let unavailable = self.unavailable.filter(|n| *n > 0).map(|n| format!("; unavailable={n}")).unwrap_or_default();
+        format!("version={}; platform={}; host={host}{update}{slots}{unavailable}", self.version, self.platform)
     }
 
     /// Reads a [`RELAY_HEADER`] value; `doorbell` is what the doorbell header proved.
@@ -77,7 +82,8 @@ impl RelayReport {
     /// # Errors
     /// A message naming the header, the part and the rule it breaks.
     pub fn parse(value: &str, doorbell: bool) -> Result<Self, String> {
-        let (mut version, mut platform, mut host, mut update, mut slots) = (None, None, None, None, None);
+        let (mut version, mut platform, mut host, mut update, mut slots, mut unavailable) =
+            (None, None, None, None, None, None);
         for part in value.split(';') {
             let part = part.trim();
             let Some((key, v)) = part.split_once('=') else {
@@ -89,6 +95,7 @@ impl RelayReport {
                 "host" => &mut host,
                 "update" => &mut update,
                 "slots" => &mut slots,
+                "unavailable" => &mut unavailable,
                 // Later relays may say more: an older server ignores it.
                 _ => continue,
             };
@@ -132,6 +139,17 @@ impl RelayReport {
                     .ok_or_else(|| format!("{RELAY_HEADER}: slots must be 1 to {}", crate::progress::MAX_PARALLEL))?,
             ),
         };
+        let unavailable = match unavailable {
+            None => None,
+            Some(n) => Some(
+                n.parse::<u32>()
+                    .ok()
+                    .filter(|n| (1..=crate::limits::MAX_SHARED_SESSIONS as u32).contains(n))
+                    .ok_or_else(|| {
+                        format!("{RELAY_HEADER}: unavailable must be 1 to {}", crate::limits::MAX_SHARED_SESSIONS)
+                    })?,
+            ),
+        };
         Ok(Self {
             version: version.to_owned(),
             platform: platform.to_owned(),
@@ -139,6 +157,7 @@ impl RelayReport {
             doorbell,
             update: update.map(str::to_owned),
             slots,
+            unavailable,
         })
     }
 }
@@ -319,6 +338,7 @@ mod tests {
             doorbell: false,
             update: None,
             slots: None,
+            unavailable: None,
         }
     }
 
@@ -347,6 +367,18 @@ mod tests {
         for n in ["0", "17", "x", ""] {
             let bad = RelayReport::parse(&format!("version=1; platform=p; host=h; slots={n}"), false).unwrap_err();
             assert_eq!(bad, "x-foundry-relay: slots must be 1 to 16", "slots={n}");
+        }
+        // Sessions it cannot use now: a count (the desktop names them), absent when none.
+        let short = RelayReport { unavailable: Some(2), ..report("h") };
+        assert!(short.header_value().ends_with("; unavailable=2"), "{}", short.header_value());
+        assert_eq!(RelayReport::parse(&short.header_value(), false).unwrap(), short);
+        assert_eq!(RelayReport::from_record(&short.to_record()).unwrap(), short);
+        let none = RelayReport { unavailable: Some(0), ..report("h") };
+        assert!(!none.header_value().contains("unavailable"), "{}", none.header_value());
+        for n in ["0", "101", "-1", ""] {
+            let bad =
+                RelayReport::parse(&format!("version=1; platform=p; host=h; unavailable={n}"), false).unwrap_err();
+            assert_eq!(bad, "x-foundry-relay: unavailable must be 1 to 100", "unavailable={n}");
         }
     }
 

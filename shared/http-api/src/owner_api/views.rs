@@ -272,6 +272,10 @@ pub struct RelayView {
     /// How many runs it may run at once (`max_parallel`): none from a relay too old to say,
     /// which runs one at a time.
     pub slots: Option<u32>,
+    /// How many of its sessions it cannot use now (a folder missing, or refused by macOS's
+    /// privacy controls): they are not offered to chats until it can; `relay check` on the
+    /// desktop names them and the fix. None when all can be used, or from an older relay.
+    pub unavailable: Option<u32>,
 }
 
 /// `GET /devices`.
@@ -597,6 +601,7 @@ pub(super) fn device_view(d: &Device, now: Timestamp, policy: &Policy, fleet: &F
             host: r.host.clone(),
             update: r.update.clone(),
             slots: r.slots,
+            unavailable: r.unavailable,
         }),
     }
 }

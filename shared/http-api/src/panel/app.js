@@ -258,6 +258,16 @@ function deviceState(d) {
   }
 }
 
+// Why a desktop may have stopped reporting, and where to look, by what its relay last said it
+// runs on (docs/relay.md, "relay check asks launchd").
+function stoppedHint(d) {
+  if (d.revoked_at || !["offline", "stale"].includes(d.state)) return "";
+  const mac = d.relay && d.relay.platform.startsWith("macos");
+  return h("div", { class: "note" }, mac
+    ? "If the Mac is on: run relay check there. The agent may have stopped, or be switched off in System Settings > General > Login Items & Extensions > Allow in the Background (the item “relay”)."
+    : "If the computer is on: run relay check there (systemctl --user status foundry-relay).");
+}
+
 // A busy desktop's run, by the name of the session it shares (its id if it no longer does).
 function runName(busy) {
   const s = sessionNames.get(busy.graph_session_id);
@@ -279,10 +289,12 @@ function renderDevices(devices) {
     h("td", {}, d.name),
     h("td", {}, d.relay ? `${d.relay.version} · ${d.relay.platform} · ${d.relay.host}`
         + (d.relay.slots > 1 ? ` · ${d.relay.slots} runs at once` : "") : "—",
-      d.relay && d.relay.update ? h("div", { class: "note" }, `${d.relay.update} available: relay update`) : ""),
+      d.relay && d.relay.update ? h("div", { class: "note" }, `${d.relay.update} available: relay update`) : "",
+      d.relay && d.relay.unavailable ? h("div", { class: "note", "data-unavailable": d.relay.unavailable },
+        `${d.relay.unavailable === 1 ? "1 shared session is" : `${d.relay.unavailable} shared sessions are`} unavailable here (a folder missing, or refused by macOS privacy controls): run relay check on this desktop`) : ""),
     h("td", {}, ago(d.created_at)), h("td", {}, ago(d.last_seen_at)),
     h("td", {}, d.sessions.length ? [...new Set(d.sessions.map((s) => s.name))].join(", ") : "—"),
-    h("td", {}, badge(d.state, deviceState(d))),
+    h("td", {}, badge(d.state, deviceState(d)), stoppedHint(d)),
     h("td", {}, ...(d.revoked_at ? [remove(d)] : [
       d.paused
         ? h("button", {
