@@ -730,3 +730,85 @@ async fn relay_update_rewrites_a_changed_plist_and_keeps_what_it_records() {
     assert_eq!(std::fs::read_to_string(&calls).unwrap().matches("bootstrap gui/").count(), 1);
     let _ = std::fs::remove_dir_all(&root);
 }
+
+/// `infra/mac-check.sh` (the script an owner or maintainer runs on a Mac) on Linux, with stubs of
+/// the macOS tools answering from the real outputs in `tests/fixtures/macos/`: an ad-hoc build is
+/// a warning, a designated requirement that changed since the last check (an update) fails with
+/// the re-grant steps, an agent that is not running and one switched off under Login Items fail
+/// (the label is the fixture's, `com.apple.Siri.agent`, switched off there), a PAC-only proxy is
+/// a warning, and `relay check`'s failure is counted.
+#[test]
+fn the_mac_check_script_reads_each_macos_tool_and_says_what_to_do() {
+    let fixtures = Path::new(env!("CARGO_MANIFEST_DIR")).join("fixtures/macos");
+    let root = std::env::temp_dir().join(format!("mac-check-{}", uuid::Uuid::new_v4()));
+    let stubs = root.join("stubs");
+    std::fs::create_dir_all(&stubs).unwrap();
+    let f = |n: &str| fixtures.join(n).display().to_string();
+    stub(&stubs, "uname", "echo Darwin");
+    stub(&stubs, "id", "echo 501");
+    let requirement = root.join("requirement");
+    std::fs::copy(fixtures.join("codesign-requirement-adhoc.txt"), &requirement).unwrap();
+    stub(
+        &stubs,
+        "codesign",
+        &format!(
+            "case \"$*\" in *-r-*) cat {} ;; *) cat {} >&2 ;; esac",
+            requirement.display(),
+            f("codesign-adhoc.txt")
+        ),
+    );
+    stub(
+        &stubs,
+        "launchctl",
+        &format!(
+            "case $1 in print) cat {} ;; print-disabled) cat {} ;; esac",
+            f("launchctl-print-exited.txt"),
+            f("launchctl-print-disabled.txt")
+        ),
+    );
+    stub(&stubs, "scutil", &format!("cat {}", f("scutil-proxy-pac.txt")));
+    let relay = stubs.join("relay");
+    stub(&stubs, "relay", "echo 'FAIL  session graphs: folder refused'; exit 1");
+    let run = || {
+        let out = Command::new("sh")
+            .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra/mac-check.sh"))
+            .env("PATH", format!("{}:/usr/bin:/bin", stubs.display()))
+            .env("HOME", &root)
+            .env("RELAY", &relay)
+            .env("FOUNDRY_RELAY_LABEL", "com.apple.Siri.agent")
+            .output()
+            .unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned())
+    };
+    let (code, said) = run();
+    assert_eq!(code, Some(1), "{said}");
+    assert!(said.contains("warn  relay is ad-hoc signed"), "{said}");
+    assert!(said.contains("ok    designated requirement noted (cdhash H\"2f67bf86"), "{said}");
+    assert!(said.contains("FAIL  the agent is loaded but not running (last exit code 127)"), "{said}");
+    assert!(said.contains("FAIL  the agent is switched off: System Settings > General > Login Items"), "{said}");
+    assert!(said.contains("warn  the system proxy is a PAC file"), "{said}");
+    assert!(said.contains("warn  otool is not installed"), "{said}");
+    assert!(said.contains("FAIL  relay check found problems"), "{said}");
+    // The same build again: the grants still match. Then an update (another build's requirement).
+    let (_, said) = run();
+    assert!(said.contains("ok    the designated requirement is the one of the last check"), "{said}");
+    std::fs::copy(fixtures.join("codesign-requirement-adhoc-universal.txt"), &requirement).unwrap();
+    let (_, said) = run();
+    assert!(said.contains("FAIL  relay's designated requirement changed since the last check"), "{said}");
+    assert!(said.contains("launchctl kickstart -k gui/501/com.apple.Siri.agent"), "{said}");
+    // A running agent that nobody switched off, and a system HTTP proxy, pass those checks.
+    stub(
+        &stubs,
+        "launchctl",
+        &format!(
+            "case $1 in print) cat {} ;; print-disabled) echo 'disabled services = {{' ; echo '}}' ;; esac",
+            f("launchctl-print-running.txt")
+        ),
+    );
+    stub(&stubs, "scutil", &format!("cat {}", f("scutil-proxy-http.txt")));
+    let (_, said) = run();
+    assert!(said.contains("ok    the agent is loaded and running"), "{said}");
+    assert!(!said.contains("switched off"), "{said}");
+    assert!(said.contains("ok    a system proxy is set"), "{said}");
+    let _ = std::fs::remove_dir_all(&root);
+}
