@@ -178,6 +178,46 @@ impl Proxies {
     }
 }
 
+/// How long one of a host's addresses may take to connect before the next is tried (all but
+/// the last; the caller's own timeout bounds the whole).
+pub const PER_ADDRESS: Duration = Duration::from_secs(3);
+
+/// A TCP connection to `host:port`, trying each address it resolves to in turn, each for at most
+/// [`PER_ADDRESS`]: a network whose IPv6 route swallows packets (common on hotel and café
+/// Wi-Fi, and after a VPN drops) falls back to IPv4 within seconds, where waiting out the
+/// first address's TCP timeout (75 s on macOS) would outlast the doorbell's 15 s connect.
+/// (The HTTPS calls get the same from hyper's happy eyeballs.)
+async fn connect_host(host: &str, port: u16) -> std::io::Result<TcpStream> {
+    let addresses: Vec<std::net::SocketAddr> = tokio::net::lookup_host((host, port)).await?.collect();
+    connect_any(&addresses, PER_ADDRESS).await
+}
+
+/// [`connect_host`] over resolved `addresses`, each but the last for at most `each`.
+pub(crate) async fn connect_any(addresses: &[std::net::SocketAddr], each: Duration) -> std::io::Result<TcpStream> {
+    let mut last = std::io::Error::new(std::io::ErrorKind::NotFound, "the name resolved to no address");
+    for (i, address) in addresses.iter().enumerate() {
+        let attempt = TcpStream::connect(address);
+        let result = if i + 1 < addresses.len() {
+            tokio::time::timeout(each, attempt).await.unwrap_or_else(|_| {
+                Err(std::io::Error::new(
+                    std::io::ErrorKind::TimedOut,
+                    format!("{address} did not answer within {each:?}"),
+                ))
+            })
+        } else {
+            attempt.await
+        };
+        match result {
+            Ok(tcp) => return Ok(tcp),
+            Err(e) => {
+                tracing::debug!(%address, error = %e, "address failed; trying the next");
+                last = e;
+            }
+        }
+    }
+    Err(last)
+}
+
 /// How long a proxy may take to answer `CONNECT`.
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// Largest `CONNECT` answer head read.
@@ -189,9 +229,9 @@ const MAX_ANSWER: usize = 16 * 1024;
 /// The connection failed, or the proxy refused the tunnel (its status line is in the message).
 pub async fn connect(proxy: Option<&Proxy>, host: &str, port: u16) -> Result<TcpStream, String> {
     let Some(proxy) = proxy else {
-        return TcpStream::connect((host, port)).await.map_err(|e| format!("connecting to {host}:{port}: {e}"));
+        return connect_host(host, port).await.map_err(|e| format!("connecting to {host}:{port}: {e}"));
     };
-    let mut tcp = TcpStream::connect((proxy.host.as_str(), proxy.port))
+    let mut tcp = connect_host(&proxy.host, proxy.port)
         .await
         .map_err(|e| format!("connecting to the proxy {}:{}: {e}", proxy.host, proxy.port))?;
     let target = if host.contains(':') { format!("[{host}]:{port}") } else { format!("{host}:{port}") };
@@ -237,6 +277,38 @@ mod tests {
 
     fn env(pairs: &[(&str, &str)]) -> Proxies {
         Proxies::from_pairs(&pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect::<Vec<_>>())
+    }
+
+    /// An address that swallows the connection (a listener whose queue is full: the kernel drops
+    /// the SYN, as a broken IPv6 route does) is given up after `each`, and the next address
+    /// (IPv4 after IPv6, in resolver order) connects.
+    #[tokio::test]
+    async fn a_silent_address_is_given_up_for_the_next_one() {
+        let silent = tokio::net::TcpSocket::new_v4().unwrap();
+        silent.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+        let silent = silent.listen(1).unwrap();
+        let swallowing = silent.local_addr().unwrap();
+        // Fill its accept queue (never accepted): the next SYN is dropped.
+        let mut held = Vec::new();
+        for _ in 0..4 {
+            if let Ok(Ok(c)) = tokio::time::timeout(Duration::from_millis(300), TcpStream::connect(swallowing)).await {
+                held.push(c);
+            }
+        }
+        let good = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let answering = good.local_addr().unwrap();
+        let addresses = [swallowing, answering];
+        let both = connect_any(&addresses, Duration::from_millis(500));
+        let tcp =
+            tokio::time::timeout(Duration::from_secs(3), both).await.expect("the next address within 3 s").unwrap();
+        assert_eq!(tcp.peer_addr().unwrap(), answering);
+        // Without the per-address limit the first one alone outlasts that (and the caller's 15 s).
+        let waited = tokio::time::timeout(Duration::from_secs(2), TcpStream::connect(swallowing)).await;
+        assert!(
+            waited.is_err(),
+            "the full listener answered: this machine does not drop SYNs, the test proves nothing"
+        );
+        drop((held, silent));
     }
 
     #[test]
