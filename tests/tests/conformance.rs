@@ -1220,6 +1220,40 @@ async fn a_silent_relay_reads_as_desktop_stopped_reporting(h: Harness) {
     assert_eq!(h.store.complete_run(&o, id, &other).await.unwrap(), CompleteOutcome::Conflict(RunStatus::Failed));
 }
 
+/// A desktop's own run is handed to it while many runs of a session another desktop runs wait
+/// ahead of it in the project's queue (issue 59), and on DynamoDB in a few requests, not one
+/// per run ahead (the session filter is in the query, and each short page asks for 8× more).
+async fn a_desktops_own_run_is_found_behind_another_sessions_backlog(h: Harness) {
+    let o = owner("alice");
+    let a = agent("claude");
+    let p = project(&h, &o, &[1, 2]).await;
+    const AHEAD: usize = 150;
+    for i in 0..AHEAD {
+        let req = queue_req(&o, &a, 1, &format!("backlog-{i:04}"), serde_json::json!({}));
+        assert!(matches!(h.store.queue_run(&req).await.unwrap(), QueueOutcome::Queued(_)));
+    }
+    let QueueOutcome::Queued(mine) =
+        h.store.queue_run(&queue_req(&o, &a, 2, "mine-0001", serde_json::json!({}))).await.unwrap()
+    else {
+        panic!("not queued")
+    };
+    // This desktop shares session 2; another shares session 1.
+    let filter = QueueFilter { mine: vec![gs(2)], shared: vec![gs(1), gs(2)] };
+    h.take_requests();
+    let handed = h.store.list_queued(&o, p.project_id, 1, &filter).await.unwrap();
+    assert_eq!(handed.iter().map(|r| r.command_id).collect::<Vec<_>>(), vec![mine.command_id]);
+    if let Some(requests) = h.take_requests() {
+        // Pages of 1, 8, 64, 512 items: four requests for 151 (one per item before).
+        assert!(requests.len() <= 4, "{} requests: {requests:?}", requests.len());
+    }
+    // The other desktop still gets its runs first in, and everything when nobody else shares.
+    let theirs = QueueFilter { mine: vec![gs(1)], shared: vec![gs(1), gs(2)] };
+    assert_eq!(h.store.list_queued(&o, p.project_id, 3, &theirs).await.unwrap().len(), 3);
+    let orphan = QueueFilter { mine: vec![], shared: vec![gs(1)] };
+    let left = h.store.list_queued(&o, p.project_id, 5, &orphan).await.unwrap();
+    assert_eq!(left.iter().map(|r| r.command_id).collect::<Vec<_>>(), vec![mine.command_id], "a session nobody shares");
+}
+
 async fn expired_commands_read_as_expired_and_cannot_start(h: Harness) {
     let o = owner("alice");
     let a = agent("claude");
@@ -2323,6 +2357,7 @@ suite! {
     cancel_running_sets_the_flag_and_cancel_wins_the_completion,
     complete_is_idempotent_by_hash,
     progress_rides_on_the_heartbeat_under_its_execution_only,
+    a_desktops_own_run_is_found_behind_another_sessions_backlog,
     one_desktop_runs_several_at_once_each_cancelled_on_its_own,
     a_queued_command_can_be_refused_by_the_relay_but_not_completed_unstarted,
     relay_restart_failure_is_recorded,

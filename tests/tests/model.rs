@@ -951,6 +951,14 @@ impl RunModel {
                         r.completion = Some((exec, failed, result));
                         RunAnswer::Complete(CompleteOutcome::Recorded(S::Failed))
                     }
+                    // A run that timed out (desktop stopped reporting) takes one `failed` from
+                    // the execution that ran it: why it stopped (issue 58). Status unchanged.
+                    S::Failed if failed && r.status == S::Running && r.exec == Some(exec) => {
+                        let r = &mut self.runs[run as usize];
+                        r.status = S::Failed;
+                        r.completion = Some((exec, failed, result));
+                        RunAnswer::Complete(CompleteOutcome::Recorded(S::Failed))
+                    }
                     s => RunAnswer::Complete(CompleteOutcome::Conflict(s)),
                 }
             }

@@ -62,7 +62,12 @@ pub async fn update(config_path: &Path) -> Result<(), CliError> {
     // The service file a newer build writes may differ (a key added, a limit raised): the
     // installed build rewrites it from what the file records, when it changed. Also when
     // this build was installed earlier by the daily check, which never touches the file.
-    if service::service_file(platform, &home()?).exists() {
+    let as_root = nix::unistd::geteuid().is_root() && std::env::var_os(ALLOW_ROOT_ENV).is_none();
+    if as_root {
+        println!(
+            "not refreshing the login service as root (run relay update as the user whose desktop runs the graphs)"
+        );
+    } else if service::service_file(platform, &home()?).exists() {
         let status = std::process::Command::new(binary.path())
             .arg("--config")
             .arg(config_path)

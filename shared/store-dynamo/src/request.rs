@@ -8,7 +8,7 @@ use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::{
-    CancellationReason, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+    AttributeValue, CancellationReason, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
 };
 use dynamo_item::transact;
 pub(crate) use dynamo_item::transact::{failed, names, old_image, our_write_landed};
@@ -56,6 +56,20 @@ fn current_request_id() -> Option<String> {
 
 /// How often a transaction that lost to a concurrent one is tried again.
 pub(crate) const TRANSACTION_ATTEMPTS: u32 = 6;
+
+/// How much larger each further page of a filtered query asks to read ([`DynamoStore::query_until`]).
+pub(crate) const PAGE_GROWTH: usize = 8;
+/// The largest page a filtered query asks for (DynamoDB also ends a page at 1 MB read).
+pub(crate) const MAX_PAGE: usize = 1_000;
+
+/// More of a query's filter: an expression over `#`-named attributes and its `:values`.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Filter {
+    /// The expression, e.g. `#graph_session_id IN (:m0)`.
+    pub(crate) expression: String,
+    /// Its values.
+    pub(crate) values: Vec<(String, AttributeValue)>,
+}
 
 impl DynamoStore {
     /// `update` as one `UpdateItem` (with `ALL_OLD` when its condition fails).
@@ -110,28 +124,54 @@ impl DynamoStore {
         limit: usize,
         keep: impl FnMut(&Item) -> StoreResult<Option<T>>,
     ) -> StoreResult<Vec<T>> {
+        self.query_unexpired_where(index, partition, owner, limit, None, keep).await
+    }
+
+    /// [`Self::query_unexpired`] with `more` added to the owner in the query's filter, so items
+    /// it drops never cross the network (DynamoDB still reads, and charges for, each one).
+    pub(crate) async fn query_unexpired_where<T>(
+        &self,
+        index: &str,
+        partition: String,
+        owner: &OwnerId,
+        limit: usize,
+        more: Option<&Filter>,
+        keep: impl FnMut(&Item) -> StoreResult<Option<T>>,
+    ) -> StoreResult<Vec<T>> {
         let (pk, sk) = if index == QUEUE_INDEX { ("#gsi1pk", "#gsi1sk") } else { ("#gsi2pk", "#gsi2sk") };
         let now = s(unexpired_after(self.clock.now()));
+        let filter = match more {
+            Some(f) => format!("#owner = :o AND ({})", f.expression),
+            None => "#owner = :o".to_owned(),
+        };
         let query = || {
-            self.client
+            let mut q = self
+                .client
                 .query()
                 .table_name(&self.table)
                 .index_name(index)
                 .key_condition_expression(format!("{pk} = :p AND {sk} > :now"))
-                .filter_expression("#owner = :o")
-                .set_expression_attribute_names(Some(names(&format!("{pk} {sk} #owner"))))
+                .filter_expression(filter.clone())
+                .set_expression_attribute_names(Some(names(&format!("{pk} {sk} {filter}"))))
                 .expression_attribute_values(":p", s(partition.clone()))
                 .expression_attribute_values(":now", now.clone())
-                .expression_attribute_values(":o", s(owner.as_str()))
+                .expression_attribute_values(":o", s(owner.as_str()));
+            for (k, v) in more.map(|f| f.values.as_slice()).unwrap_or_default() {
+                q = q.expression_attribute_values(k.clone(), v.clone());
+            }
+            q
         };
         self.query_until(query, limit, 0, keep).await
     }
 
     /// Runs `query` page after page — DynamoDB ends a page at 1 MB of items read (and `Limit`
     /// counts items before any filter), so a short page is not the end — keeping what `keep`
-    /// returns, until `want` are kept or the query has no more pages. Each page asks for the
-    /// items still wanted plus `skipped`, the items the caller knows `keep` will refuse (the
-    /// cursor's own item), so the common case stays one request.
+    /// returns, until `want` are kept or the query has no more pages. The first page asks for
+    /// the items still wanted plus `skipped`, the items the caller knows `keep` will refuse (the
+    /// cursor's own item), so the common case stays one request; each page that ends short of
+    /// that asks for [`PAGE_GROWTH`] times more, up to [`MAX_PAGE`] (issue 59: a desktop's run
+    /// behind 5,000 queued runs of a session another desktop runs was one request per skipped
+    /// item, past the function's timeout; now ~10).
     pub(crate) async fn query_until<T>(
         &self,
         query: impl Fn() -> QueryFluentBuilder,
@@ -141,9 +181,15 @@ impl DynamoStore {
     ) -> StoreResult<Vec<T>> {
         let mut kept = Vec::new();
         let mut start = None;
+        let mut page = 0usize;
         while kept.len() < want {
-            let remaining = i32::try_from(want - kept.len() + skipped).unwrap_or(i32::MAX);
-            let out = query().limit(remaining).set_exclusive_start_key(start).send().await.map_err(sdk)?;
+            page = (want - kept.len() + skipped).max(page.saturating_mul(PAGE_GROWTH).min(MAX_PAGE));
+            let out = query()
+                .limit(i32::try_from(page).unwrap_or(i32::MAX))
+                .set_exclusive_start_key(start)
+                .send()
+                .await
+                .map_err(sdk)?;
             for item in out.items() {
                 if let Some(t) = keep(item)? {
                     kept.push(t);

@@ -243,7 +243,10 @@ impl RelayRuns for DynamoStore {
         limit: usize,
         filter: &QueueFilter,
     ) -> StoreResult<Vec<Run>> {
-        self.query_unexpired(QUEUE_INDEX, queue_partition(project), owner, limit, |item| {
+        // The session filter in the query too: runs of sessions another desktop runs are read
+        // (and paid for) but not sent; pages grow while they are all another's.
+        let more = session_filter(filter);
+        self.query_unexpired_where(QUEUE_INDEX, queue_partition(project), owner, limit, more.as_ref(), |item| {
             let run = run_from(item)?;
             Ok(filter.keeps(&run).then_some(run))
         })
@@ -424,4 +427,42 @@ impl OwnerRuns for DynamoStore {
         };
         self.query_until(query, limit, 0, |item| run_from(item).map(Some)).await
     }
+}
+
+/// The most session ids one `IN` takes (DynamoDB's limit on its operands).
+const IN_OPERANDS: usize = 100;
+/// The longest filter put in a query (DynamoDB refuses an expression over 4 KB); past it the
+/// filter is applied in code only, which is correct and only slower.
+const MAX_FILTER_CHARS: usize = 3_500;
+
+/// [`QueueFilter::keeps`] as a query filter: the run's session is one of `mine`, or none of
+/// `shared`. `None` when it keeps everything, or would be too long to send.
+fn session_filter(filter: &QueueFilter) -> Option<crate::request::Filter> {
+    if filter.shared.is_empty() {
+        return None;
+    }
+    let mut values = Vec::new();
+    let mut any_of = |ids: &[domain::ids::GraphSessionId], tag: &str| -> String {
+        let parts: Vec<String> = ids
+            .chunks(IN_OPERANDS)
+            .enumerate()
+            .map(|(c, chunk)| {
+                let keys: Vec<String> = chunk
+                    .iter()
+                    .enumerate()
+                    .map(|(i, id)| {
+                        let key = format!(":{tag}{c}_{i}");
+                        values.push((key.clone(), s(id.as_str())));
+                        key
+                    })
+                    .collect();
+                format!("#graph_session_id IN ({})", keys.join(", "))
+            })
+            .collect();
+        parts.join(" OR ")
+    };
+    let others = format!("NOT ({})", any_of(&filter.shared, "x"));
+    let expression =
+        if filter.mine.is_empty() { others } else { format!("({}) OR {others}", any_of(&filter.mine, "m")) };
+    (expression.len() <= MAX_FILTER_CHARS).then_some(crate::request::Filter { expression, values })
 }
