@@ -308,12 +308,18 @@ async fn the_syncs_and_the_doorbell_go_through_the_proxy() {
     let id = w.queue(&desk).await;
     let pickup = w.pickup(id, Duration::from_secs(8)).await;
     eprintln!("through the proxy: pickup {pickup:.3} s");
+    crossed(&proxy, &base);
+    drop(desk);
+    cleanup(&w.dir);
+}
+
+/// The relay's syncs (absolute-form requests) and its doorbell (a `CONNECT` tunnel) to `base`
+/// went through `proxy`.
+fn crossed(proxy: &foundry_tests::net::HttpProxy, base: &str) {
     let seen = proxy.seen();
     let host = base.trim_start_matches("http://");
     assert!(seen.iter().any(|l| l.starts_with(&format!("CONNECT {host} "))), "the doorbell did not tunnel: {seen:?}");
     assert!(seen.iter().any(|l| l.starts_with(&format!("POST {base}{}/sync ", domain::relay::PREFIX))), "{seen:?}");
-    drop(desk);
-    cleanup(&w.dir);
 }
 
 /// A Mac whose proxy is set in System Settings (or by MDM), not in the agent's variables: the
@@ -345,10 +351,7 @@ async fn on_a_mac_the_system_proxy_is_used_when_the_agent_has_none() {
     w.ready(&desk, true).await;
     let id = w.queue(&desk).await;
     w.pickup(id, Duration::from_secs(8)).await;
-    let seen = proxy.seen();
-    let host = base.trim_start_matches("http://");
-    assert!(seen.iter().any(|l| l.starts_with(&format!("CONNECT {host} "))), "the doorbell did not tunnel: {seen:?}");
-    assert!(seen.iter().any(|l| l.starts_with(&format!("POST {base}{}/sync ", domain::relay::PREFIX))), "{seen:?}");
+    crossed(&proxy, &base);
     drop(desk);
     cleanup(&w.dir);
 }

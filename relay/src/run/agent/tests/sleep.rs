@@ -35,8 +35,9 @@ async fn run_with(
     done.expect("the run was completed within 30 s")
 }
 
-#[tokio::test]
-async fn a_run_the_server_gave_up_on_while_the_computer_slept_fails_saying_so() {
+/// A long run whose server stops waiting for it once it is running, after the computer slept
+/// `asleep_s` seconds (0: no sleep): the completion the relay reports.
+async fn given_up_after_sleeping(asleep_s: u64) -> Completion {
     let project = ProjectId::generate();
     let session = session_in(vec![project], "sleep 20; echo never");
     let dir = temp_state();
@@ -44,33 +45,30 @@ async fn a_run_the_server_gave_up_on_while_the_computer_slept_fails_saying_so() 
     let id = queue(&script, project, &session);
     let lost = Arc::clone(&script);
     let c = run_with(Arc::clone(&script), fast_config(&dir, vec![session]), id, move |clocks| {
-        // The lid closed for 25 minutes: the wall clock ran on, the monotonic one did not,
-        // and the server stopped waiting for a report after its 10.
-        clocks.wall_ahead.store(25 * 60, Ordering::SeqCst);
+        // The wall clock ran on while the monotonic one did not, and the server stopped
+        // waiting for a report after its 10 minutes.
+        clocks.wall_ahead.store(asleep_s, Ordering::SeqCst);
         lost.heartbeat_lost.store(true, Ordering::SeqCst);
     })
     .await;
+    let _ = std::fs::remove_dir_all(dir);
+    c
+}
+
+#[tokio::test]
+async fn a_run_the_server_gave_up_on_while_the_computer_slept_fails_saying_so() {
+    // The lid closed for 25 minutes.
+    let c = given_up_after_sleeping(25 * 60).await;
     assert_eq!(c.status, FinalStatus::Failed, "{c:?}");
     let error = c.error.unwrap_or_default();
     // This test runs on Linux; the Mac's wording is wake::tests' (domain::errors::MAC_SLEPT).
     assert!(error.starts_with("this computer slept during the run (asleep about 25 min"), "{error}");
-    let _ = std::fs::remove_dir_all(dir);
 }
 
 #[tokio::test]
 async fn a_run_the_server_gave_up_on_without_a_sleep_is_stopped_as_before() {
-    let project = ProjectId::generate();
-    let session = session_in(vec![project], "sleep 20; echo never");
-    let dir = temp_state();
-    let script = Arc::new(Script::default());
-    let id = queue(&script, project, &session);
-    let lost = Arc::clone(&script);
-    let c = run_with(Arc::clone(&script), fast_config(&dir, vec![session]), id, move |_| {
-        lost.heartbeat_lost.store(true, Ordering::SeqCst);
-    })
-    .await;
+    let c = given_up_after_sleeping(0).await;
     // Stopped like a cancel (the server answers that completion 409 and keeps its own error).
     assert_eq!(c.status, FinalStatus::Cancelled, "{c:?}");
     assert!(!c.error.unwrap_or_default().contains("slept"));
-    let _ = std::fs::remove_dir_all(dir);
 }
