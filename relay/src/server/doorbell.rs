@@ -99,6 +99,13 @@ impl Doorbell {
         }
     }
 
+    /// Tests only: the socket is open and just proved alive (or is closed).
+    #[cfg(test)]
+    pub(crate) fn set_up_for_tests(&self, up: bool) {
+        self.alive();
+        self.up.send_replace(up);
+    }
+
     /// Changes of [`Doorbell::is_up`].
     pub fn watch_up(&self) -> watch::Receiver<bool> {
         self.up.subscribe()

@@ -17,7 +17,6 @@ use domain::errors::SESSION_NO_LONGER_SHARED;
 use domain::ids::{CommandId, ProjectId};
 use domain::progress::FORWARD_EVERY;
 use domain::runs::{Completion, FinalStatus};
-use tokio::time::MissedTickBehavior;
 
 use super::{PassError, Relay};
 use crate::config::{Config, Session};
@@ -54,7 +53,7 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         // Set when the run stopped because the server gave up on it while the computer slept.
         let slept = Mutex::new(None);
         let stop = async {
-            let why = supervise(&self.client, id, &execution_id, &config, rings, &live, &self.clocks).await;
+            let why = supervise(&self.client, id, &execution_id, &config, rings, &live, &self.clocks, &self.bell).await;
             *slept.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = why;
         };
         // The Graph may ask a linked chat while it runs (crate::run::ask): its capability
@@ -252,6 +251,11 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
     }
 }
 
+/// The control check's period while the doorbell is proven alive (a cancel rings): a heartbeat
+/// every 30 s, far inside the server's 10-minute wait, and a cancel still seen within 30 s if a
+/// ring is lost.
+pub(crate) const CONTROL_WHILE_RUNG: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// The consent re-check: the session the command names, if this desktop still shares it in
 /// `project` with the slug it was queued with.
 fn consent<'c>(config: &'c Config, project: ProjectId, command: &Command) -> Option<&'c Session> {
@@ -295,6 +299,7 @@ fn unavailable(slug: &str, why: &str) -> Completion {
 /// report for its heartbeat timeout) while the computer slept: the relay then reports the run
 /// `failed` with [`domain::errors::MAC_SLEPT`] and how long, which the server records over its
 /// generic `desktop stopped reporting`.
+#[allow(clippy::too_many_arguments)]
 async fn supervise<S: RelayServer>(
     client: &S,
     id: CommandId,
@@ -303,11 +308,17 @@ async fn supervise<S: RelayServer>(
     mut rings: tokio::sync::broadcast::Receiver<CommandId>,
     live: &crate::run::live::Live,
     clocks: &super::wake::Clocks,
+    bell: &crate::server::doorbell::Doorbell,
 ) -> Option<String> {
     let began = clocks.mark();
-    let mut control = tokio::time::interval(config.control_poll);
-    control.set_missed_tick_behavior(MissedTickBehavior::Skip);
-    control.tick().await;
+    // While the doorbell is proven alive a cancel comes by ring, so the check is only the
+    // heartbeat (issue 59: every running Graph's 3 s poll filled the shared control route).
+    let period = || {
+        let proven = bell.alive_age().is_some_and(|age| age <= domain::doorbell::PROVEN_WITHIN);
+        if proven { config.control_poll.max(CONTROL_WHILE_RUNG) } else { config.control_poll }
+    };
+    let mut up = bell.watch_up();
+    let mut next = tokio::time::Instant::now() + period();
     let mut sent = 0;
     let mut forwarded: Option<tokio::time::Instant> = None;
     loop {
@@ -319,21 +330,29 @@ async fn supervise<S: RelayServer>(
                 if matches!(ring, Ok(r) if r != id) {
                     continue;
                 }
-                control.reset_immediately();
+                next = tokio::time::Instant::now();
+                continue;
+            }
+            // The doorbell dropped (or came up): the period changes now, not after a long wait.
+            Ok(()) = up.changed() => {
+                next = next.min(tokio::time::Instant::now() + period());
                 continue;
             }
             () = live.changed(), if !pending => continue,
             () = tokio::time::sleep_until(ready), if pending => {
                 let (version, progress) = live.snapshot();
                 forwarded = Some(tokio::time::Instant::now());
-                control.reset();
+                next = tokio::time::Instant::now() + period();
                 let answer = client.progress(id, execution_id, &progress).await;
                 if answer.is_ok() {
                     sent = version;
                 }
                 answer
             }
-            _ = control.tick() => client.control(id).await,
+            () = tokio::time::sleep_until(next) => {
+                next = tokio::time::Instant::now() + period();
+                client.control(id).await
+            }
         };
         match answer {
             Ok(Control::Cancel) => {

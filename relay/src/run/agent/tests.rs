@@ -36,6 +36,8 @@ struct Script {
     /// When set, every control check answers that the server has the run ended `failed`
     /// (what it answers once no report came for its heartbeat timeout).
     heartbeat_lost: std::sync::atomic::AtomicBool,
+    /// Control checks without progress (`GET …/control`).
+    control_calls: AtomicUsize,
 }
 
 impl Script {
@@ -93,6 +95,7 @@ impl RelayServer for Arc<Script> {
         Ok(Started::Running)
     }
     async fn control(&self, id: CommandId) -> Result<Control, ClientError> {
+        self.control_calls.fetch_add(1, Ordering::SeqCst);
         Ok(self.control_of(id))
     }
     async fn progress(
@@ -579,5 +582,6 @@ async fn a_graph_sees_what_the_shell_exported_under_its_sessions_env() {
 
 /// Slots and progress (issue 39): several commands at once, a Graph's progress forwarded.
 mod backoff;
+mod rung;
 mod sleep;
 mod slots;
