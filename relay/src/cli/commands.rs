@@ -227,7 +227,8 @@ async fn findings(config_path: &Path) -> Result<Vec<crate::machine::check::Findi
         Some(pairs) => crate::server::proxy::Proxies::from_pairs(pairs),
         None => crate::server::proxy::Proxies::from_env(),
     };
-    let system = tokio::task::spawn_blocking(crate::machine::system_proxy::system_proxy).await.ok().flatten();
+    // Read at the command's start (`main`): no second `scutil`.
+    let system = crate::server::system_proxy::last_system();
     let (proxies, found) = crate::machine::check::proxy_findings(agent_proxies, system.as_ref());
     out.extend(found);
     out.extend(crate::machine::check::network_findings(&config, &proxies).await);

@@ -103,6 +103,14 @@ pub fn effective(env: Proxies, system: Option<&System>) -> Proxies {
 }
 
 static LIVE: RwLock<Option<Proxies>> = RwLock::new(None);
+/// The system proxy as [`set_live`] last read it.
+static SYSTEM: RwLock<Option<System>> = RwLock::new(None);
+
+/// The system proxy as last read ([`set_live`]): `relay check` judges the agent's proxies
+/// against it without asking `scutil` again.
+pub fn last_system() -> Option<System> {
+    SYSTEM.read().ok().and_then(|s| s.clone())
+}
 
 /// The proxies the relay uses now: [`effective`] as last [`set_live`], or the environment's
 /// before the first.
@@ -113,6 +121,9 @@ pub fn live() -> Proxies {
 /// Sets [`live`] from the environment and `system`; whether that changed what was used (the
 /// first setting changes nothing: before it, the same environment was read).
 pub fn set_live(system: Option<&System>) -> bool {
+    if let Ok(mut kept) = SYSTEM.write() {
+        kept.clone_from(&system.cloned());
+    }
     let next = effective(Proxies::from_env(), system);
     let Ok(mut live) = LIVE.write() else { return false };
     let before = live.clone().unwrap_or_else(Proxies::from_env);

@@ -204,6 +204,37 @@ async fn run_mutated_until(
     held
 }
 
+/// Runs `relay` until the command completes (at most 30 s); `during` is called once the run is running.
+async fn run_with(
+    script: Arc<Script>,
+    relay: Relay<Arc<Script>>,
+    id: CommandId,
+    during: impl FnOnce(&wake::Clocks),
+) -> Completion {
+    let clocks = Arc::clone(&relay.clocks);
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let stopped = Arc::clone(&stop);
+    let task = tokio::spawn(async move { relay.run(async move { stopped.notified().await }).await });
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let mut during = Some(during);
+    let mut done = None;
+    while std::time::Instant::now() < deadline {
+        if script.started.lock().unwrap().contains_key(&id)
+            && let Some(f) = during.take()
+        {
+            f(&clocks);
+        }
+        done = script.completed.lock().unwrap().iter().find(|(c, _)| *c == id).map(|(_, c)| c.clone());
+        if done.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    stop.notify_one();
+    task.await.unwrap().unwrap();
+    done.expect("the run was completed within 30 s")
+}
+
 fn temp_state() -> std::path::PathBuf {
     std::env::temp_dir().join(format!("relay-hard-{}", uuid::Uuid::new_v4()))
 }

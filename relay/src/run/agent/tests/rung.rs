@@ -17,19 +17,9 @@ async fn checks_during_a_run(bell_up: bool, cancel_by_ring: bool) -> (usize, Com
     if cancel_by_ring {
         *script.cancel_on_start.lock().unwrap() = Some(Arc::clone(&bell));
     }
-    let stop = Arc::new(tokio::sync::Notify::new());
-    let stopped = Arc::clone(&stop);
-    let task = tokio::spawn(async move { relay.run(async move { stopped.notified().await }).await });
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let mut done = None;
-    while done.is_none() && std::time::Instant::now() < deadline {
-        done = script.completed.lock().unwrap().iter().find(|(c, _)| *c == id).map(|(_, c)| c.clone());
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    stop.notify_one();
-    task.await.unwrap().unwrap();
+    let done = run_with(Arc::clone(&script), relay, id, |_| {}).await;
     let _ = std::fs::remove_dir_all(dir);
-    (script.control_calls.load(Ordering::SeqCst), done.expect("completed within 30 s"))
+    (script.control_calls.load(Ordering::SeqCst), done)
 }
 
 #[tokio::test]

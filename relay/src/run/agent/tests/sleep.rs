@@ -3,38 +3,6 @@
 
 use super::*;
 
-/// Runs the relay until the command completes; `during` is called once the run is running.
-async fn run_with(
-    script: Arc<Script>,
-    config: Config,
-    id: CommandId,
-    during: impl FnOnce(&wake::Clocks),
-) -> Completion {
-    let relay = Relay::with_server(config, Arc::clone(&script)).unwrap();
-    let clocks = Arc::clone(&relay.clocks);
-    let stop = Arc::new(tokio::sync::Notify::new());
-    let stopped = Arc::clone(&stop);
-    let task = tokio::spawn(async move { relay.run(async move { stopped.notified().await }).await });
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    let mut during = Some(during);
-    let mut done = None;
-    while std::time::Instant::now() < deadline {
-        if script.started.lock().unwrap().contains_key(&id)
-            && let Some(f) = during.take()
-        {
-            f(&clocks);
-        }
-        done = script.completed.lock().unwrap().iter().find(|(c, _)| *c == id).map(|(_, c)| c.clone());
-        if done.is_some() {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    stop.notify_one();
-    task.await.unwrap().unwrap();
-    done.expect("the run was completed within 30 s")
-}
-
 /// A long run whose server stops waiting for it once it is running, after the computer slept
 /// `asleep_s` seconds (0: no sleep): the completion the relay reports.
 async fn given_up_after_sleeping(asleep_s: u64) -> Completion {
@@ -44,7 +12,8 @@ async fn given_up_after_sleeping(asleep_s: u64) -> Completion {
     let script = Arc::new(Script::default());
     let id = queue(&script, project, &session);
     let lost = Arc::clone(&script);
-    let c = run_with(Arc::clone(&script), fast_config(&dir, vec![session]), id, move |clocks| {
+    let relay = Relay::with_server(fast_config(&dir, vec![session]), Arc::clone(&script)).unwrap();
+    let c = run_with(Arc::clone(&script), relay, id, move |clocks| {
         // The wall clock ran on while the monotonic one did not, and the server stopped
         // waiting for a report after its 10 minutes.
         clocks.wall_ahead.store(asleep_s, Ordering::SeqCst);
