@@ -7,11 +7,12 @@ figures change:
 
     python3 infra/cost.py [docs/cost-inputs.json]
 
-Capacity units from request kinds (items of this code are small, so one unit each):
-GetItem 1 read unit (strongly consistent, <= 4 KB); Query 1 read unit (<= 4 KB returned);
-TransactGetItems 2 read units per item, 2 items (the artifact record and the task);
-UpdateItem / PutItem / DeleteItem 1 write unit (<= 1 KB); in TransactWriteItems each Put /
-Update / Delete 2 write units and each ConditionCheck 2 read units.
+Capacity units are measured, not derived from request kinds: the emulator's meter
+(infra/moto_capacity.py) counts each request's read and write units by item size as DynamoDB
+bills them (1 KB writes and 4 KB reads rounded up, eventually consistent reads at half, a query
+paying for what its filter dropped, transactional items twice, index writes by what they
+project), and tests/tests/tool_permissions.rs records them in cost-inputs.json's
+`dynamodb_capacity` beside the requests (and fails when they drift).
 """
 
 import json
@@ -26,30 +27,19 @@ TOOLS = [
 ]
 
 
-def units(ops):
-    """(read units, write units) of a list of logged DynamoDB requests."""
-    r = w = 0.0
-    for op in ops:
-        kind, _, parts = op.partition(":")
-        if kind == "GetItem" or kind == "Query":
-            r += 1
-        elif kind == "TransactGetItems":
-            r += 4
-        elif kind in ("UpdateItem", "PutItem", "DeleteItem"):
-            w += 1
-        elif kind == "TransactWriteItems":
-            for p in parts.split(","):
-                if p == "ConditionCheck":
-                    r += 2
-                else:
-                    w += 2
-        else:
-            raise SystemExit(f"cost.py does not know the request kind {op!r}")
-    return r, w
+def units(doc, section, name):
+    """(read units, write units) the emulator measured for one operation."""
+    try:
+        c = doc["dynamodb_capacity"][section][name]
+    except KeyError:
+        raise SystemExit(f"cost-inputs.json has no measured capacity for {section}/{name}: "
+                         "run tests/tests/tool_permissions.rs with FOUNDRY_UPDATE=1")
+    return c["read"], c["write"]
 
 
 class Prices:
     def __init__(self, doc):
+        self.doc = doc
         p = doc["prices"]
         self.p = p
         self.gb = doc["lambda_memory_mb"] / 1024
@@ -60,8 +50,11 @@ class Prices:
         billed = math.ceil(self.ms[function]) / 1000
         return self.p["lambda_requests_per_million"] / 1e6 + billed * self.gb * self.p["lambda_gb_second_arm64"]
 
-    def dynamo(self, ops):
-        r, w = units(ops)
+    def dynamo(self, section, name):
+        r, w = units(self.doc, section, name)
+        return self.units(r, w)
+
+    def units(self, r, w):
         return r * self.p["dynamodb_read_unit_per_million"] / 1e6 + w * self.p["dynamodb_write_unit_per_million"] / 1e6
 
     def api(self, n=1):
@@ -81,15 +74,15 @@ def main():
     print("|---|---|---|---|")
     for t in TOOLS:
         ops = req["tools"][t]
-        one = pr.api() + pr.invocation("mcp") + pr.invocation(t) + pr.dynamo(ops)
+        one = pr.api() + pr.invocation("mcp") + pr.invocation(t) + pr.dynamo("tools", t)
         if t == "upload_linked_chat_artifact":
             one += doc["prices"]["s3_put_per_thousand"] / 1000
-        r, w = units(ops)
+        r, w = units(doc, "tools", t)
         print(f"| {t} | {', '.join(ops)} | {r:g} / {w:g} | ${one * 1000:.5f} |")
 
     apis = req["apis"]
-    sync = pr.api() + pr.invocation("graph_relay") + pr.dynamo(apis["relay_sync_with_work"])
-    step = {k: pr.api() + pr.invocation("graph_relay") + pr.dynamo(apis[k])
+    sync = pr.api() + pr.invocation("graph_relay") + pr.dynamo("apis", "relay_sync_with_work")
+    step = {k: pr.api() + pr.invocation("graph_relay") + pr.dynamo("apis", k)
             for k in ("relay_start", "relay_control", "relay_control_reporting", "relay_control_progress",
                       "relay_complete")}
     month = 30 * 86400
@@ -103,7 +96,8 @@ def main():
     print()
     print("| the desktop relay | cost |")
     print("|---|---|")
-    print(f"| one sync ({', '.join(apis['relay_sync_with_work'])}) | ${sync * 1e6:.2f} per million |")
+    sr, sw = units(doc, "apis", "relay_sync_with_work")
+    print(f"| one sync ({', '.join(apis['relay_sync_with_work'])}: {sr:g} read / {sw:g} write units) | ${sync * 1e6:.2f} per million |")
     print(f"| idle desktop-month, polling every 20 s (129,600 syncs) | ${poll20:.3f} |")
     print(f"| idle desktop-month, doorbell: syncs every 300 s ({idle_per_day:,}/day, measured) | ${syncs300:.3f} |")
     print(f"| ... the socket open all month (43,200 connection-minutes) | ${conn:.3f} |")
@@ -116,6 +110,10 @@ def main():
     print(f"| one 60 s run on the desktop (start, 20 control polls at 3 s, one with its report, complete) | ${run60 * 1000:.4f} per 1,000 runs |")
     hour = 1200 * step["relay_control"] + 60 * (step["relay_control_reporting"] - step["relay_control"])
     print(f"| one running hour's control polls (1,200 at 3 s, 60 with the report) | ${hour:.4f} |")
+    # With the doorbell proven alive a cancel comes by ring, and the relay checks control every
+    # 30 s (docs/relay.md, "The doorbell"): 120 checks an hour, 60 of them with the report.
+    rung = 120 * step["relay_control"] + 60 * (step["relay_control_reporting"] - step["relay_control"])
+    print(f"| ... with the doorbell proven alive (120 at 30 s, 60 with the report) | ${rung:.4f} |")
     # Progress rides on a control check (at most one per 10 s: 360 of the 1,200), the same
     # requests; what grows is the run item, and an UpdateItem is billed by the larger of the
     # item before and after it (1 write unit per KB): every heartbeat after the first
@@ -125,22 +123,24 @@ def main():
         + 360 * (step["relay_control_progress"] - step["relay_control"])
     print(f"| ... with progress forwarded every 10 s ({', '.join(apis['relay_control_progress'])} each, "
           f"360 of the 1,200), a small progress (under 1 KB with the run item) | ${prog:.4f} |")
+    # The owner's-runs index projects the whole run item: each KB more is written there too.
     for kb in (2, 9):
-        print(f"| ... with a progress making the run item {kb} KB ({kb} write units per heartbeat) "
-              f"| ${prog + 1200 * (kb - 1) * wru:.4f} |")
+        print(f"| ... with a progress making the run item {kb} KB ({kb} write units per heartbeat, "
+              f"as many again in the owner's-runs index) | ${prog + 2 * 1200 * (kb - 1) * wru:.4f} |")
 
-    panel = pr.api() + pr.invocation("owner_api") + pr.dynamo(apis["panel_refresh"])
+    panel = pr.api() + pr.invocation("owner_api") + pr.dynamo("apis", "panel_refresh")
     print()
     print("| the owner's panel | cost |")
     print("|---|---|")
-    print(f"| one refresh ({', '.join(apis['panel_refresh'])}) | ${panel * 1e6:.2f} per million |")
+    panel_r, panel_w = units(doc, "apis", "panel_refresh")
+    print(f"| one refresh ({', '.join(apis['panel_refresh'])}: {panel_r:g} read units) | ${panel * 1e6:.2f} per million |")
     print(f"| an open, visible panel-day (a refresh every 15 s: 5,760) | ${5760 * panel:.4f} |")
 
     # An event: the stream record → publish_events (one invocation per record at worst, one
     # SendMessageBatch), the queue → notify (one invocation, the SQS receive and delete the
     # event source makes, a link read and a delivery write: NOTIFIER_DYNAMODB_ACTIONS).
     sqs = doc["prices"]["sqs_per_million"] / 1e6
-    event = pr.invocation("publish_events") + sqs + pr.invocation("notify") + 2 * sqs + pr.dynamo(["GetItem", "PutItem"])
+    event = pr.invocation("publish_events") + sqs + pr.invocation("notify") + 2 * sqs + pr.units(1, 1)
     print()
     print("| events | cost |")
     print("|---|---|")

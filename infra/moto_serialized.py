@@ -43,30 +43,61 @@ from moto.moto_server.werkzeug_app import (
 )
 from werkzeug.serving import make_server
 
+import moto_capacity
 import moto_iam
 import moto_patches
 from aws_rules import cognito_client_id_problem, cognito_client_problem
 
 
 class SerializeDynamoDB:
-    """WSGI middleware: one DynamoDB request at a time, body included."""
+    """WSGI middleware: one DynamoDB request at a time, body included, its capacity counted."""
 
     def __init__(self, app):
         self.app = app
         self.lock = threading.Lock()
+        self.meter = moto_capacity.Meter(app)
 
     def __call__(self, environ, start_response):
-        if not environ.get("HTTP_X_AMZ_TARGET", "").startswith("DynamoDB_"):
+        if environ.get("PATH_INFO") == moto_capacity.PATH and environ.get("REQUEST_METHOD") == "GET":
+            answer = json.dumps(self.meter.report("reset=1" in environ.get("QUERY_STRING", ""))).encode()
+            start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(answer)))])
+            return [answer]
+        target = environ.get("HTTP_X_AMZ_TARGET", "")
+        if not target.startswith("DynamoDB_"):
             return self.app(environ, start_response)
+        length = int(environ.get("CONTENT_LENGTH") or 0)
+        body = environ["wsgi.input"].read(length) if length else b""
+        try:
+            params = json.loads(body or b"{}")
+        except ValueError:
+            params = {}
         with self.lock:
-            result = self.app(environ, start_response)
+            answered, data = [], []
+
+            def forward():
+                env = dict(environ)
+                env["wsgi.input"] = io.BytesIO(body)
+                result = self.app(env, lambda s, h, exc_info=None: answered.append((s, list(h))))
+                try:
+                    # Drain inside the lock: the write is only finished once the body is built.
+                    data.append(b"".join(result))
+                    return data[0]
+                finally:
+                    close = getattr(result, "close", None)
+                    if close is not None:
+                        close()
+
             try:
-                # Drain inside the lock: the write is only finished once the body is built.
-                return [b"".join(result)]
-            finally:
-                close = getattr(result, "close", None)
-                if close is not None:
-                    close()
+                _, counts = self.meter.measure(environ, target.split(".", 1)[-1], params, forward)
+            except Exception as error:  # noqa: BLE001 - a meter fault must not change the answer
+                print(f"capacity meter: {target}: {error!r}", file=sys.stderr, flush=True)
+                counts = []
+                if not data:
+                    forward()
+        status, headers = answered[0]
+        headers.append((moto_capacity.HEADER, moto_capacity.header_value(counts)))
+        start_response(status, headers)
+        return [data[0]]
 
 
 class CognitoRules:

@@ -58,18 +58,45 @@ use domain::store::Store;
 use store_dynamo::{DynamoStore, create_table};
 use store_sqlite::SqliteStore;
 
-/// Records the name of every DynamoDB operation the client executes (retries excluded).
+/// Records the name of every DynamoDB operation the client executes (retries excluded), and
+/// the capacity units the emulator counted for them (`infra/moto_capacity.py`'s
+/// `x-foundry-capacity` answer header, every attempt included: DynamoDB bills a retried
+/// request too).
 #[derive(Debug, Clone, Default)]
 pub struct RequestLog {
     ops: Arc<Mutex<Vec<String>>>,
+    capacity: Arc<Mutex<Capacity>>,
     writes: Arc<AtomicU64>,
+}
+
+/// Capacity units DynamoDB bills for some requests, as the emulator counted them.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct Capacity {
+    /// Read units (an eventually consistent read of up to 4 KB is half of one).
+    pub read: f64,
+    /// Write units (transactional items count twice, index writes once each).
+    pub write: f64,
+    /// Whether every answer carried the emulator's count (`false` on an endpoint without the
+    /// meter: LocalStack or a real account, where nothing may be concluded from the zeros).
+    pub measured: bool,
+    /// Answers counted.
+    pub answers: u64,
 }
 
 impl RequestLog {
     /// Operations since the last [`RequestLog::take`], in order. A transaction is logged as
     /// `TransactWriteItems:<kinds of its items>`, e.g. `TransactWriteItems:ConditionCheck,Put`.
+    /// The capacity counted since then is dropped with them.
     pub fn take(&self) -> Vec<String> {
-        self.ops.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default()
+        self.take_with_capacity().0
+    }
+
+    /// [`RequestLog::take`], with the capacity units their answers counted.
+    pub fn take_with_capacity(&self) -> (Vec<String>, Capacity) {
+        let ops = self.ops.lock().map(|mut v| std::mem::take(&mut *v)).unwrap_or_default();
+        let capacity = self.capacity.lock().map(|mut c| std::mem::take(&mut *c)).unwrap_or_default();
+        let measured = capacity.measured || capacity.answers == 0;
+        (ops, Capacity { measured, ..capacity })
     }
 
     /// Write operations since the client was built.
@@ -119,6 +146,29 @@ impl Intercept for RequestLog {
                 entry = format!("{entry}:{}", kinds.join(","));
             }
             log.push(entry);
+        }
+        Ok(())
+    }
+
+    fn read_before_deserialization(
+        &self,
+        context: &aws_smithy_runtime_api::client::interceptors::context::BeforeDeserializationInterceptorContextRef<'_>,
+        _runtime_components: &RuntimeComponents,
+        _cfg: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        let counted = context
+            .response()
+            .headers()
+            .get("x-foundry-capacity")
+            .and_then(|v| serde_json::from_str::<serde_json::Value>(v).ok());
+        if let Ok(mut c) = self.capacity.lock() {
+            // `measured` holds only while every answer carried the count.
+            c.measured = counted.is_some() && (c.measured || c.answers == 0);
+            c.answers += 1;
+            if let Some(v) = counted {
+                c.read += v["read"].as_f64().unwrap_or(0.0);
+                c.write += v["write"].as_f64().unwrap_or(0.0);
+            }
         }
         Ok(())
     }

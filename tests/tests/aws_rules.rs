@@ -904,3 +904,16 @@ fn the_emulators_speed_ups_answer_as_moto_does_and_a_missing_rollback_is_caught(
     let Some(summary) = foundry_tests::python::run_check("FOUNDRY_MOTO_PYTHON", "moto_patches_test.py") else { return };
     assert!(summary.contains("the same in moto and patched; a patch without rollback differs"), "{summary}");
 }
+
+/// The emulator counts capacity units as DynamoDB bills them (`infra/moto_capacity.py`): item
+/// sizes by the documented rules, 1 KB writes and 4 KB reads rounded up, eventual reads at half,
+/// queries paying for what their filter dropped, transactions twice, index writes by what they
+/// project; and each of six counting mistakes fails an expectation
+/// (`infra/moto_capacity_test.py`). The cost model prices these counts (docs/cost.md).
+#[test]
+fn the_emulator_counts_capacity_as_dynamodb_bills_it_and_counting_mistakes_are_caught() {
+    let Some(summary) = foundry_tests::python::run_check("FOUNDRY_MOTO_PYTHON", "moto_capacity_test.py") else {
+        return;
+    };
+    assert!(summary.contains("expectations hold; 6 mutants each caught"), "{summary}");
+}

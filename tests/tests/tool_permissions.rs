@@ -13,7 +13,7 @@ use base64::Engine;
 use domain::ids::{AgentId, GraphSessionId, IdempotencyKey, OwnerId};
 use domain::runs::SessionMeta;
 use domain::tasks::{AssignOutcome, AssignTask};
-use foundry_tests::{Backend, Harness, test_policy};
+use foundry_tests::{Backend, Capacity, Harness, test_policy};
 use serde_json::json;
 use tools::{ToolCall, ToolDeps, ToolName, ToolReply, handle};
 
@@ -36,18 +36,45 @@ fn iam(op: &str) -> Vec<String> {
 /// `docs/cost-inputs.json` holds the DynamoDB requests of each operation `infra/cost.py` prices,
 /// as measured here: `section`'s must equal `measured` (with `FOUNDRY_UPDATE=1` the file is
 /// rewritten instead, then `python3 infra/cost.py` prints the new table for docs/cost.md).
-fn check_cost_inputs(section: &str, measured: &BTreeMap<String, Vec<String>>) {
+///
+/// The capacity units of each operation, as the emulator's meter counted them by item size
+/// (`infra/moto_capacity.py`), are held the same way under `dynamodb_capacity`: `infra/cost.py`
+/// prices those, not the request count. On an endpoint without the meter they are not checked.
+fn check_cost_inputs(section: &str, measured: &BTreeMap<String, (Vec<String>, Capacity)>) {
     let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/cost-inputs.json");
     let mut doc: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+    let requests: BTreeMap<&String, &Vec<String>> = measured.iter().map(|(k, (ops, _))| (k, ops)).collect();
+    let units: BTreeMap<&String, serde_json::Value> =
+        measured.iter().map(|(k, (_, c))| (k, json!({"read": c.read, "write": c.write}))).collect();
+    let metered = measured.values().all(|(_, c)| c.measured);
     if foundry_tests::update_requested() {
-        doc["dynamodb_requests"][section] = json!(measured);
+        doc["dynamodb_requests"][section] = json!(requests);
+        if metered {
+            doc["dynamodb_capacity"][section] = json!(units);
+        }
         std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap() + "\n").unwrap();
         return;
     }
     assert_eq!(
         doc["dynamodb_requests"][section],
-        json!(measured),
+        json!(requests),
         "docs/cost-inputs.json: the {section} requests changed; rerun this test with FOUNDRY_UPDATE=1, then python3 infra/cost.py for docs/cost.md"
+    );
+    if !metered {
+        // infra/test.sh names moto's interpreter exactly when it started the metered emulator.
+        assert!(
+            std::env::var_os("FOUNDRY_MOTO_PYTHON").is_none(),
+            "the emulator infra/test.sh started counts capacity, yet an answer carried no x-foundry-capacity"
+        );
+        eprintln!(
+            "*** the endpoint counts no capacity (no x-foundry-capacity header): {section}'s units not checked ***"
+        );
+        return;
+    }
+    assert_eq!(
+        doc["dynamodb_capacity"][section],
+        json!(units),
+        "docs/cost-inputs.json: the {section} capacity units changed; rerun this test with FOUNDRY_UPDATE=1, then python3 infra/cost.py for docs/cost.md"
     );
 }
 
@@ -89,7 +116,7 @@ async fn every_tool_uses_exactly_its_declared_dynamodb_actions() {
     let run_args = json!({"graph_session_id": gs.to_string(), "idempotency_key": "perm-run-1"});
     let mut seen: HashMap<ToolName, BTreeSet<String>> = HashMap::new();
     // The first call of each tool is its common path: what docs/cost.md prices.
-    let mut first: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut first: BTreeMap<String, (Vec<String>, Capacity)> = BTreeMap::new();
     let mut command = String::new();
     let mut claim = String::new();
     // Every path that touches the store differently: first call, replay, rejection.
@@ -139,9 +166,9 @@ async fn every_tool_uses_exactly_its_declared_dynamodb_actions() {
         )
         .await
         .unwrap();
-        let ops = log.take();
+        let (ops, units) = log.take_with_capacity();
         seen.entry(tool).or_default().extend(ops.iter().flat_map(|op| iam(op)));
-        first.entry(tool.as_str().to_owned()).or_insert(ops);
+        first.entry(tool.as_str().to_owned()).or_insert((ops, units));
         if let ToolReply::Ok { structured } = &reply {
             if let Some(c) = structured.get("command_id").and_then(|v| v.as_str()) {
                 command = c.to_owned();
@@ -353,9 +380,9 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
     json_of(owner_api.handle(request("GET", "/owner/runs", &owner_token, json!(null))).await);
     let mut owner_ops = log.take();
     json_of(owner_api.handle(request("GET", "/owner/overview", &owner_token, json!(null))).await);
-    let mut costed: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let overview = log.take();
-    owner_ops.extend(overview.iter().cloned());
+    let mut costed: BTreeMap<String, (Vec<String>, Capacity)> = BTreeMap::new();
+    let overview = log.take_with_capacity();
+    owner_ops.extend(overview.0.iter().cloned());
     costed.insert("panel_refresh".into(), overview);
     let doomed = json_of(
         owner_api
@@ -415,19 +442,19 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
         relay_api.handle(req)
     };
     assert_eq!(synced("0.4.0").await.status(), 200);
-    let sync_ops = log.take();
-    relay_ops.extend(sync_ops.iter().cloned());
+    let sync_ops = log.take_with_capacity();
+    relay_ops.extend(sync_ops.0.iter().cloned());
     costed.insert("relay_sync_with_work".into(), sync_ops);
     // The same desktop again within the minute, the same report: what an idle sync costs (the
     // last-seen write is conditional and does not happen, but DynamoDB counts the request).
     assert_eq!(synced("0.4.0").await.status(), 200);
-    let idle = log.take();
-    relay_ops.extend(idle.iter().cloned());
+    let idle = log.take_with_capacity();
+    relay_ops.extend(idle.0.iter().cloned());
     costed.insert("relay_sync_idle_within_the_minute".into(), idle);
     // A new version within the minute: the same requests (that conditional write now happens).
     assert_eq!(synced("0.5.0").await.status(), 200);
-    let changed = log.take();
-    relay_ops.extend(changed.iter().cloned());
+    let changed = log.take_with_capacity();
+    relay_ops.extend(changed.0.iter().cloned());
     costed.insert("relay_sync_report_changed".into(), changed);
     let id = run.command_id;
     let start = relay_api
@@ -440,8 +467,8 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
         .await;
     assert_eq!(start.status(), 200);
     let mut step = |name: &str, relay_ops: &mut Vec<String>| {
-        let ops = log.take();
-        relay_ops.extend(ops.iter().cloned());
+        let ops = log.take_with_capacity();
+        relay_ops.extend(ops.0.iter().cloned());
         costed.insert(name.to_owned(), ops);
     };
     step("relay_start", &mut relay_ops);
