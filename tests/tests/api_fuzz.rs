@@ -235,11 +235,27 @@ values = {codes}
 "path.user_code" = {{ dictionary = "codes", probability = 0.5 }}
 "body.project_id" = {{ dictionary = "projects", probability = 0.8 }}
 
+# Every check runs (Schemathesis's default) but one: positive_data_acceptance. The checks are
+# chosen here, not with `--checks` on the command line, which would override the per-operation
+# setting below.
+[checks.positive_data_acceptance]
+enabled = false
+
 # Schemathesis's default refusals and 413: a body past the 1 MB limit is refused for its size
 # before anything else is looked at (a generated oversized body without credentials, seed
 # 2524418929), and that is the right answer for it.
 [checks.negative_data_rejection]
 expected-statuses = ["400", "401", "403", "404", "405", "406", "409", "413", "415", "422", "428", "429"]
+
+# A desktop is removed by `POST /owner/devices/{{device_id}}/remove` (its DELETE revokes it and
+# keeps it listed). Schemathesis counts only a DELETE, or a request to the same path, as a
+# removal (`resource_was_deleted`), so create, remove, then any request to that device's paths
+# answers the right 404 and reads as "created resource not found" (seed 3198438129: POST
+# /owner/devices, POST …/remove, DELETE …). The check stays on for every other resource;
+# fleet::busy_stale_and_removed_* holds what a removed desktop answers.
+[[operations]]
+include-path-regex = "^/owner/devices/\\{{device_id\\}}"
+checks.ensure_resource_availability.enabled = false
 "#,
         owner = running.owner_token,
         device = running.device_token,
@@ -264,8 +280,7 @@ expected-statuses = ["400", "401", "403", "404", "405", "406", "409", "413", "41
         .arg("--config-file")
         .arg(&config_file)
         .args(["run", &format!("{}{}", running.base_url, http_api::openapi::PATH), "--url", &running.base_url])
-        .args(["--max-examples", &examples.to_string(), "--workers", "1", "--checks", "all"])
-        .args(["--exclude-checks", "positive_data_acceptance", "--request-timeout", "10"])
+        .args(["--max-examples", &examples.to_string(), "--workers", "1", "--request-timeout", "10"])
         .output()
         .await
         .unwrap();
