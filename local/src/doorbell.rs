@@ -148,12 +148,15 @@ impl Hub {
         self.sockets.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    /// Sends `r` to every socket of its owner's desktops.
-    pub fn ring(&self, r: &RingFor) {
+    /// Sends `r` to the sockets of its owner's desktops in `to` (`None`: all of them), as
+    /// [`domain::doorbell::recipients`] resolves it.
+    pub fn ring(&self, r: &RingFor, to: Option<&std::collections::BTreeSet<uuid::Uuid>>) {
         if self.dropping.load(Ordering::SeqCst) {
             return;
         }
-        for c in self.lock().conns.values().filter(|c| c.owner == r.owner) {
+        let sockets = self.lock();
+        let targets = sockets.conns.values().filter(|c| c.owner == r.owner && to.is_none_or(|d| d.contains(&c.device)));
+        for c in targets {
             if c.tx.try_send(r.ring.clone()).is_ok() {
                 self.rings_sent.fetch_add(1, Ordering::Relaxed);
             }
@@ -250,10 +253,14 @@ async fn watch_token(hub: Weak<Hub>, device: uuid::Uuid, hash: String) {
 /// Forwards the store's rings to the hub until the store is gone.
 pub fn feed(store: &store_sqlite::SqliteStore, hub: Arc<Hub>) -> tokio::task::JoinHandle<()> {
     let mut rings = store.rings();
+    let store = store.clone();
     tokio::spawn(async move {
         loop {
             match rings.recv().await {
-                Ok(r) => hub.ring(&r),
+                Ok(r) => {
+                    let to = domain::doorbell::recipients(&store, &r).await;
+                    hub.ring(&r, to.as_ref());
+                }
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {
                     tracing::debug!(skipped = n, "doorbell fell behind; the relays' polls cover it");
                 }

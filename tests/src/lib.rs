@@ -521,7 +521,8 @@ pub async fn stream_records(stream_arn: &str) -> Vec<serde_json::Value> {
 /// Whether Lambda's event filtering lets `record` through any of `filters` (the patterns of an
 /// event source's `FilterCriteria`; an empty list lets everything through). The emulator feeds
 /// stream records to functions unfiltered, so tests pass them through this first. The subset
-/// of the pattern syntax the template uses: nested objects, lists of exact strings or numbers,
+/// of the pattern syntax the template uses: nested objects, lists of exact strings, numbers or
+/// Booleans,
 /// `{"prefix": …}` and `{"exists": true|false}` (AWS Lambda Developer Guide, *Lambda event
 /// filtering*: a record matches when every field of the pattern matches; a list matches when
 /// any of its entries does).
@@ -542,6 +543,7 @@ pub fn passes_filters(filters: &[serde_json::Value], record: &serde_json::Value)
                 }
                 (Value::String(want), Some(Value::String(got))) => want == got,
                 (Value::Number(want), Some(Value::Number(got))) => want == got,
+                (Value::Bool(want), Some(Value::Bool(got))) => want == got,
                 _ => false,
             }),
             _ => false,

@@ -45,6 +45,7 @@ mod relay_doorbell;
 mod relay_e2e;
 mod relay_install;
 mod relay_soak;
+mod rings;
 mod template;
 mod test_command;
 mod tool_permissions;

@@ -140,7 +140,7 @@ pub fn ring_for_device(old: Option<&Device>, new: &Device) -> Option<crate::door
     let resumed = old.is_some_and(|o| o.paused.is_some()) && new.paused.is_none() && new.revoked_at.is_none();
     resumed.then(|| crate::doorbell::RingFor {
         owner: new.owner.clone(),
-        project: None,
+        to: crate::doorbell::Recipients::Device(new.device_id),
         ring: crate::doorbell::Ring::Sync,
     })
 }
@@ -196,7 +196,10 @@ mod tests {
         let free = Device::new(&OwnerId::new("o").unwrap(), "a", "h", t0);
         let paused = Device { paused: Some(Pause::new(t0, None, None).unwrap()), ..free.clone() };
         let ring = ring_for_device(Some(&paused), &free).unwrap();
-        assert_eq!((ring.owner.as_str(), ring.project, ring.ring), ("o", None, crate::doorbell::Ring::Sync));
+        assert_eq!(
+            (ring.owner.as_str(), ring.to, ring.ring),
+            ("o", crate::doorbell::Recipients::Device(free.device_id), crate::doorbell::Ring::Sync)
+        );
         assert_eq!(ring_for_device(Some(&free), &paused), None, "a pause rang");
         assert_eq!(ring_for_device(Some(&free), &free), None);
         assert_eq!(ring_for_device(None, &free), None);

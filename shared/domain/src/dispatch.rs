@@ -337,7 +337,7 @@ pub fn ring_for_task(old: Option<&Task>, new: &Task) -> Option<crate::doorbell::
     let ended = !new.status.is_open() && old.is_none_or(|o| o.status.is_open());
     ended.then(|| crate::doorbell::RingFor {
         owner: new.owner.clone(),
-        project: None,
+        to: crate::doorbell::Recipients::Device(origin.device_id),
         ring: crate::doorbell::Ring::Task { task_id: new.task_id, command_id: origin.command_id },
     })
 }

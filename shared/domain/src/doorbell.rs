@@ -15,7 +15,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::ids::{CommandId, OwnerId, ProjectId};
+use crate::ids::{CommandId, GraphSessionId, OwnerId, ProjectId};
 use crate::runs::{Run, RunStatus};
 
 /// Path of the doorbell under the relay API's prefix (the local server's WebSocket route).
@@ -129,15 +129,52 @@ pub enum Ring {
     },
 }
 
-/// A ring and whom it is for: the owner's desktops (those sharing sessions in `project`).
+/// A ring and whom it is for: some of one owner's desktops ([`Recipients`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct RingFor {
     /// Whose desktops.
     pub owner: OwnerId,
-    /// The project of the run that rang (none: a desktop's resume, `devices::ring_for_device`).
-    pub project: Option<ProjectId>,
+    /// Which of them.
+    pub to: Recipients,
     /// The ring.
     pub ring: Ring,
+}
+
+/// Which of an owner's desktops a ring is for: only those that can act on it, so an owner
+/// with hundreds of desktops makes one sync per ring where it matters, not one per desktop.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recipients {
+    /// The desktops that share `session` in `project`: only they can run a run queued for it.
+    Sharing {
+        /// The run's project.
+        project: ProjectId,
+        /// The run's Graph session.
+        session: GraphSessionId,
+    },
+    /// One desktop: the one running the run asked to cancel, the one whose run handed the
+    /// ended task over, or the one that was resumed.
+    Device(uuid::Uuid),
+    /// Every desktop of the owner (a running run whose record names no desktop).
+    All,
+}
+
+/// The desktops `ring` is for, `None` meaning every desktop of the owner. The sharing
+/// desktops are read from the run's project at the time of the ring; when the project cannot
+/// be read, every desktop is rung (a ring is a hint: one too many costs a sync, one missing
+/// costs the poll interval).
+pub async fn recipients<S: crate::store::ManageProjects + ?Sized>(
+    store: &S,
+    ring: &RingFor,
+) -> Option<std::collections::BTreeSet<uuid::Uuid>> {
+    match &ring.to {
+        Recipients::Device(d) => Some([*d].into()),
+        Recipients::All => None,
+        Recipients::Sharing { project, session } => match store.get_project(&ring.owner, *project).await {
+            Ok(Some(p)) => Some(p.devices_sharing(session).collect()),
+            Ok(None) => Some(std::collections::BTreeSet::new()),
+            Err(_) => None,
+        },
+    }
 }
 
 /// An open doorbell socket in the cloud (API Gateway's WebSocket API keeps the socket; the
@@ -155,14 +192,16 @@ pub struct Connection {
 /// Whether a run's change rings: a new queued run (`sync`), or a cancel asked of a running
 /// run (`control`). Everything else the relay learns from its own calls.
 pub fn ring_for_run(old: Option<&Run>, new: &Run) -> Option<RingFor> {
-    let ring = match (old, new.status) {
-        (None, RunStatus::Queued) => Ring::Sync,
+    let (ring, to) = match (old, new.status) {
+        (None, RunStatus::Queued) => {
+            (Ring::Sync, Recipients::Sharing { project: new.project_id, session: new.graph_session_id.clone() })
+        }
         (old, RunStatus::Running) if new.cancel_requested && !old.is_some_and(|o| o.cancel_requested) => {
-            Ring::Control { command_id: new.command_id }
+            (Ring::Control { command_id: new.command_id }, new.device_id.map_or(Recipients::All, Recipients::Device))
         }
         _ => return None,
     };
-    Some(RingFor { owner: new.owner.clone(), project: Some(new.project_id), ring })
+    Some(RingFor { owner: new.owner.clone(), to, ring })
 }
 
 #[cfg(test)]
@@ -189,11 +228,19 @@ mod tests {
     fn a_new_queued_run_and_a_cancel_of_a_running_one_ring() {
         let q = queued();
         let sync = ring_for_run(None, &q).unwrap();
-        assert_eq!((sync.ring, sync.project, sync.owner.as_str()), (Ring::Sync, Some(q.project_id), "o"));
-        let running = Run { status: RunStatus::Running, ..q.clone() };
+        let sharing = Recipients::Sharing { project: q.project_id, session: q.graph_session_id.clone() };
+        assert_eq!((sync.ring, sync.to, sync.owner.as_str()), (Ring::Sync, sharing, "o"));
+        let desktop = uuid::Uuid::new_v4();
+        let running = Run { status: RunStatus::Running, device_id: Some(desktop), ..q.clone() };
         assert_eq!(ring_for_run(Some(&q), &running), None, "a start rings nobody");
         let cancel = Run { cancel_requested: true, ..running.clone() };
-        assert_eq!(ring_for_run(Some(&running), &cancel).unwrap().ring, Ring::Control { command_id: q.command_id });
+        let control = ring_for_run(Some(&running), &cancel).unwrap();
+        assert_eq!(
+            (control.ring, control.to),
+            (Ring::Control { command_id: q.command_id }, Recipients::Device(desktop))
+        );
+        let unnamed = Run { device_id: None, ..cancel.clone() };
+        assert_eq!(ring_for_run(Some(&running), &unnamed).unwrap().to, Recipients::All);
         assert_eq!(ring_for_run(Some(&cancel), &cancel), None, "a heartbeat of a cancelled run rings nobody again");
         let cancelled_queued = Run { status: RunStatus::Cancelled, ..q.clone() };
         assert_eq!(ring_for_run(Some(&q), &cancelled_queued), None, "a queued run cancelled never reaches a desktop");

@@ -8,9 +8,10 @@
 //!   never fans out to more); `$disconnect` forgets it. API Gateway itself bounds the size of
 //!   what a client may send (32 KB frames, 128 KB messages) and the route selection sends any
 //!   message to no route.
-//! - **`ring_doorbell`** reads the table's stream: a run queued (`sync`) or a cancel asked of
-//!   a running run (`control`) is posted to the owner's open sockets through the
-//!   `@connections` management API (a `410 Gone` socket is forgotten once it is older than
+//! - **`ring_doorbell`** reads the table's stream (filtered by the template to the records that
+//!   ring): a run queued (`sync`) is posted to the sockets of the desktops sharing its session,
+//!   a cancel asked of a running run (`control`) to the desktop running it, through the
+//!   `@connections` management API, [`RING_FANOUT`] posts at a time (a `410 Gone` socket is forgotten once it is older than
 //!   `domain::doorbell::CONNECT_WINDOW`: a younger one may not be established yet); a device revoked has
 //!   its sockets closed. Rings are hints — the relay still polls — so a failure is logged and
 //!   never fails the batch (a retried batch would ring twice, for nothing).
@@ -178,13 +179,24 @@ pub struct RingReport {
     pub closed: usize,
 }
 
-/// Rings the sockets a stream batch calls for, at `now`.
-pub async fn ring_records<S: DoorbellConnections + ?Sized, P: Sockets + ?Sized>(
+/// Posts to one owner's sockets at most this many at a time: a ring to many desktops takes
+/// about one post's time per this many, not one per desktop.
+pub const RING_FANOUT: usize = 32;
+
+/// Rings the sockets a stream batch calls for, at `now`: each ring goes only to the desktops
+/// it is for ([`domain::doorbell::recipients`]: those sharing a queued run's session, the one
+/// running a run asked to cancel, …), posted [`RING_FANOUT`] at a time.
+pub async fn ring_records<S, P>(
     store: &S,
     sockets: &P,
     event: &StreamEvent,
     now: domain::clock::Timestamp,
-) -> RingReport {
+) -> RingReport
+where
+    S: DoorbellConnections + domain::store::ManageProjects + ?Sized,
+    P: Sockets + ?Sized,
+{
+    use futures_util::StreamExt as _;
     let mut report = RingReport::default();
     for record in &event.records {
         let (old, new) = match crate::stream_images(record) {
@@ -196,8 +208,23 @@ pub async fn ring_records<S: DoorbellConnections + ?Sized, P: Sockets + ?Sized>(
         };
         if let Ok(Some(ring)) = store_dynamo::ring_of_change(old.as_ref(), new.as_ref()) {
             let text = serde_json::to_string(&ring.ring).unwrap_or_default();
-            for c in connections(store, &ring.owner).await {
-                match sockets.post(&c.connection_id, &text).await {
+            let to = domain::doorbell::recipients(store, &ring).await;
+            let targets: Vec<_> = connections(store, &ring.owner)
+                .await
+                .into_iter()
+                .filter(|c| to.as_ref().is_none_or(|devices| devices.contains(&c.device_id)))
+                .collect();
+            let mut posts = futures_util::stream::iter(targets)
+                .map(|c| {
+                    let text = &text;
+                    async move {
+                        let result = sockets.post(&c.connection_id, text).await;
+                        (c, result)
+                    }
+                })
+                .buffer_unordered(RING_FANOUT);
+            while let Some((c, result)) = posts.next().await {
+                match result {
                     Ok(()) => report.posted += 1,
                     Err(SocketError::Gone) if !domain::doorbell::forget_on_gone(&c, now) => report.young += 1,
                     Err(SocketError::Gone) => {
