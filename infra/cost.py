@@ -86,8 +86,12 @@ def main():
             for k in ("relay_start", "relay_control", "relay_control_reporting", "relay_control_progress",
                       "relay_complete")}
     month = 30 * 86400
-    poll20 = month / 20 * sync
-    syncs300 = idle_per_day * 30 * sync
+    # A sync that changed nothing writes the project only to move its last sync, once a minute
+    # (domain::projects::SYNC_STAMP_EVERY): polling every 20 s, one sync in three; with the
+    # doorbell's syncs minutes apart, every one.
+    stamped = pr.api() + pr.invocation("graph_relay") + pr.dynamo("apis", "relay_sync_a_minute_later")
+    poll20 = month / 60 * stamped + (month / 20 - month / 60) * sync
+    syncs300 = idle_per_day * 30 * stamped
     conn = month / 60 * doc["prices"]["websocket_connection_minutes_per_million"] / 1e6
     reconnects = month / (110 * 60) * (2 * pr.invocation("graph_relay") + 2 * pr.p["websocket_messages_per_million"] / 1e6
                                         + 2 * 2 * pr.p["dynamodb_write_unit_per_million"] / 1e6 + 2 * pr.p["dynamodb_read_unit_per_million"] / 1e6)
@@ -98,7 +102,10 @@ def main():
     print("|---|---|")
     sr, sw = units(doc, "apis", "relay_sync_with_work")
     print(f"| one sync ({', '.join(apis['relay_sync_with_work'])}: {sr:g} read / {sw:g} write units) | ${sync * 1e6:.2f} per million |")
-    print(f"| idle desktop-month, polling every 20 s (129,600 syncs) | ${poll20:.3f} |")
+    mr, mw = units(doc, "apis", "relay_sync_a_minute_later")
+    print(f"| one sync a minute or more after the last ({', '.join(apis['relay_sync_a_minute_later'])}: "
+          f"{mr:g} read / {mw:g} write units) | ${stamped * 1e6:.2f} per million |")
+    print(f"| idle desktop-month, polling every 20 s (129,600 syncs, 43,200 of them a minute apart) | ${poll20:.3f} |")
     print(f"| idle desktop-month, doorbell: syncs every 300 s ({idle_per_day:,}/day, measured) | ${syncs300:.3f} |")
     print(f"| ... the socket open all month (43,200 connection-minutes) | ${conn:.3f} |")
     print(f"| ... reconnects every 110 min ($connect + $disconnect) | ${reconnects:.4f} |")

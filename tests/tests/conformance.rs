@@ -799,6 +799,50 @@ async fn revoking_a_device_withdraws_its_shares(h: Harness) {
     assert!(h.store.get_project(&o, p.project_id).await.unwrap().unwrap().sessions.is_empty());
 }
 
+/// A sync writes its project only when its desktop's list changed, or once a minute to move
+/// `last_sync_at` (`domain::projects::sync_write`): a busy owner's desktops syncing every few
+/// seconds no longer rewrite the whole project item each time (issue 59). A list that drops a
+/// session drops that session's recent durations with it; a disabled project still refuses.
+async fn a_sync_writes_its_project_only_when_something_changed(h: Harness) {
+    let o = owner("alice");
+    let a = agent("claude");
+    let p = project(&h, &o, &[1, 2]).await;
+    let t0 = p.last_sync_at.expect("the first sync records its time");
+    // A completed run of each session leaves a duration.
+    for (i, n) in [1u8, 2].into_iter().enumerate() {
+        let run =
+            h.store.queue_run(&queue_req(&o, &a, n, &format!("sync-dur-{i}"), serde_json::json!({}))).await.unwrap();
+        let QueueOutcome::Queued(run) = run else { panic!("{run:?}") };
+        h.store.start_run(&o, run.command_id, "exec", uuid::Uuid::nil()).await.unwrap();
+        h.store
+            .complete_run(&o, run.command_id, &completion("exec", FinalStatus::Completed, Some("ok")))
+            .await
+            .unwrap();
+    }
+    let before = h.writes();
+    h.advance(domain::projects::SYNC_STAMP_EVERY - Duration::from_secs(1));
+    let same = sync_as(&h, &o, &p, foundry_tests::TEST_DEVICE, &[1, 2]).await;
+    assert_eq!(h.writes(), before, "an unchanged sync within the minute wrote");
+    assert_eq!((same.last_sync_at, ids_of(&same)), (Some(t0), vec![gs(1), gs(2)]));
+    h.advance(Duration::from_secs(1));
+    let stamped = sync_as(&h, &o, &p, foundry_tests::TEST_DEVICE, &[1, 2]).await;
+    assert_eq!(h.writes(), before + 1, "a minute on, one write moves the time");
+    assert_eq!(stamped.last_sync_at, Some(t0.plus(domain::projects::SYNC_STAMP_EVERY)));
+    assert!(stamped.expected_duration(&gs(1)).is_some() && stamped.expected_duration(&gs(2)).is_some());
+    // The list changes within the minute: written at once, and session 2's durations go.
+    let changed = sync_as(&h, &o, &p, foundry_tests::TEST_DEVICE, &[1]).await;
+    assert_eq!(h.writes(), before + 2);
+    assert_eq!(ids_of(&changed), vec![gs(1)]);
+    assert!(changed.expected_duration(&gs(1)).is_some(), "a shared session's durations were dropped");
+    assert_eq!(changed.expected_duration(&gs(2)), None, "a withdrawn session's durations were kept");
+    let read = h.store.get_project(&o, p.project_id).await.unwrap().unwrap();
+    assert_eq!((ids_of(&read), read.recent_durations.len()), (vec![gs(1)], changed.recent_durations.len()));
+    // Switched off: an unchanged sync is refused, not answered from what it read.
+    h.store.set_project_enabled(&o, p.project_id, false).await.unwrap();
+    let out = h.store.sync_sessions(&o, p.project_id, foundry_tests::TEST_DEVICE, &[session(1)]).await.unwrap();
+    assert_eq!(out, SyncOutcome::Disabled);
+}
+
 /// Eight devices sync one project at the same moment, ten times each, each with its own list
 /// (a barrier releases every round): at the end the union holds every device's last list.
 async fn concurrent_syncs_of_many_devices_never_lose_a_list(h: Harness) {
@@ -2377,6 +2421,7 @@ suite! {
     two_devices_sharing_one_project_keep_their_own_lists,
     revoking_a_device_withdraws_its_shares,
     concurrent_syncs_of_many_devices_never_lose_a_list,
+    a_sync_writes_its_project_only_when_something_changed,
     completed_runs_keep_the_sessions_recent_durations,
     lists_hold_every_item_whatever_their_size,
     the_last_delivery_is_the_latest_whatever_the_order_of_the_writes,

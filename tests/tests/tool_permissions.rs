@@ -456,6 +456,14 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
     let changed = log.take_with_capacity();
     relay_ops.extend(changed.0.iter().cloned());
     costed.insert("relay_sync_report_changed".into(), changed);
+    // A minute on, the same report and list: the project's `last_sync_at` is moved (the one
+    // project write of an unchanged desktop, once a minute: domain::projects::SYNC_STAMP_EVERY)
+    // and so is the desktop's last-seen time.
+    h.clock.advance(domain::projects::SYNC_STAMP_EVERY);
+    assert_eq!(synced("0.5.0").await.status(), 200);
+    let stamped = log.take_with_capacity();
+    relay_ops.extend(stamped.0.iter().cloned());
+    costed.insert("relay_sync_a_minute_later".into(), stamped);
     let id = run.command_id;
     let start = relay_api
         .handle(request(

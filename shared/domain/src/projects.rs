@@ -132,6 +132,61 @@ pub fn with_device_share(mut shares: DeviceShares, device: uuid::Uuid, sessions:
     shares
 }
 
+/// How often a sync that changes nothing still records the project's `last_sync_at`. A
+/// DynamoDB write is billed by the whole item it changes, and the project item holds every
+/// sharing desktop's list: written on every sync of every desktop, one busy owner's project
+/// was a hot, costly item (issue 59). So a sync writes it when its desktop's list changed, and
+/// otherwise only to move `last_sync_at` once this much older — what reads it (the panel's
+/// "last sync", `check_after_s`'s next sync) is then up to this much behind.
+pub const SYNC_STAMP_EVERY: std::time::Duration = std::time::Duration::from_secs(60);
+
+/// What a sync writes to its project ([`sync_write`]).
+#[derive(Debug, Clone, PartialEq)]
+pub enum SyncWrite {
+    /// The desktop's list changed: the shares (and their union) as they become.
+    Shares(DeviceShares),
+    /// Nothing changed, but `last_sync_at` is [`SYNC_STAMP_EVERY`] old or more: that alone.
+    Stamp,
+    /// Nothing to write.
+    Nothing,
+}
+
+/// What a sync of `device` with `sessions` writes to a project whose shares are `shares` and
+/// whose last sync was recorded at `last_sync_at`, at `now`.
+pub fn sync_write(
+    shares: &DeviceShares,
+    device: uuid::Uuid,
+    sessions: &[SessionMeta],
+    last_sync_at: Option<Timestamp>,
+    now: Timestamp,
+) -> SyncWrite {
+    let unchanged = shares.get(&device).map_or(sessions.is_empty(), |list| list.as_slice() == sessions);
+    if !unchanged {
+        return SyncWrite::Shares(with_device_share(shares.clone(), device, sessions));
+    }
+    match last_sync_at {
+        Some(t) if now.since(t) < SYNC_STAMP_EVERY => SyncWrite::Nothing,
+        _ => SyncWrite::Stamp,
+    }
+}
+
+/// The recent durations (`crate::runs::duration_key`) worth keeping once the shares are
+/// `union`: those of sessions still shared. Without this the map grew with every session ever
+/// run in the project, toward the item's 400 KB (issue 59); with it, it holds at most
+/// [`crate::runs::DURATION_SLOTS`] per shared session.
+pub fn durations_kept(
+    durations: &std::collections::BTreeMap<String, u64>,
+    union: &[SessionMeta],
+) -> std::collections::BTreeMap<String, u64> {
+    durations
+        .iter()
+        .filter(|(k, _)| {
+            k.rsplit_once('#').is_some_and(|(session, _)| union.iter().any(|m| m.graph_session_id.as_str() == session))
+        })
+        .map(|(k, v)| (k.clone(), *v))
+        .collect()
+}
+
 /// A chat link's event subscription: where its events are delivered as signed webhooks
 /// (SPEC §8). The secret signs every delivery; the owner sees it once, when it is created.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

@@ -120,7 +120,17 @@ impl DynamoStore {
             let version = Read(&item).opt_n("share_ver")?.unwrap_or(0);
             let shares: domain::projects::DeviceShares =
                 Read(&item).opt_parse("device_shares", |v| serde_json::from_str(v).ok())?.unwrap_or_default();
-            let shares = domain::projects::with_device_share(shares, device, sessions);
+            let shares = if sync {
+                let now = self.clock.now();
+                match domain::projects::sync_write(&shares, device, sessions, Read(&item).opt_ts("last_sync_at")?, now)
+                {
+                    domain::projects::SyncWrite::Shares(shares) => shares,
+                    domain::projects::SyncWrite::Nothing => return Ok(SyncOutcome::Synced(project_from(&item)?)),
+                    domain::projects::SyncWrite::Stamp => return self.stamp_sync(owner, project).await,
+                }
+            } else {
+                domain::projects::with_device_share(shares, device, sessions)
+            };
             let stored = StoredShares::of(&shares).map_err(|e| StoreError::Corrupt(e.to_string()))?;
             if stored.bytes() > domain::limits::MAX_SHARES_BYTES {
                 // The project item would pass DynamoDB's 400 KB: refused, nothing written.
@@ -132,6 +142,14 @@ impl DynamoStore {
                 .set("sessions", s(union_json))
                 .set("device_shares", s(shares_json))
                 .set("share_ver", n(version + 1));
+            // The durations of sessions no longer shared go with them (a completion writing one
+            // between the read and this write loses that one sample).
+            let durations = project_from(&item)?.recent_durations;
+            let kept = domain::projects::durations_kept(&durations, &union);
+            if kept.len() != durations.len() {
+                let map = kept.into_iter().map(|(k, v)| (k, n(i64::try_from(v).unwrap_or(i64::MAX)))).collect();
+                write = write.set("durations", AttributeValue::M(map));
+            }
             if sync {
                 write = write.set("last_sync_at", n(self.clock.now().as_millis()));
             }
@@ -166,6 +184,22 @@ impl DynamoStore {
         Err(StoreError::unavailable(format!(
             "project {project}: {SHARE_WRITE_ATTEMPTS} versioned writes of its shares lost to concurrent syncs"
         )))
+    }
+
+    /// A sync that changed no list: only `last_sync_at` (`domain::projects::SyncWrite::Stamp`),
+    /// while the project is enabled.
+    async fn stamp_sync(&self, owner: &OwnerId, project: ProjectId) -> StoreResult<SyncOutcome> {
+        let write = Update::of(project_key(owner, project))
+            .set("last_sync_at", n(self.clock.now().as_millis()))
+            .when(exists("pk").and(eq("enabled", b(true))));
+        Ok(match self.update(write).send(true).await? {
+            Updated::Applied(item) => match opt_from(item.as_ref(), project_from)? {
+                Some(p) => SyncOutcome::Synced(p),
+                None => SyncOutcome::NotFound,
+            },
+            Updated::Rejected(Some(old)) if !old.is_empty() => SyncOutcome::Disabled,
+            Updated::Rejected(_) => SyncOutcome::NotFound,
+        })
     }
 }
 

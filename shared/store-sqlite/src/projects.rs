@@ -124,8 +124,30 @@ impl SyncSessions for SqliteStore {
         let project = project.to_string();
         let sessions = sessions.to_vec();
         self.write(move |tx, now| {
+            // What DynamoDB writes, this writes (`domain::projects::sync_write`): nothing when
+            // the desktop's list is unchanged and the last sync recent, only the time when it is
+            // older, the shares when they changed.
+            let Some(current) = get_project_tx(tx, &owner, &project)? else { return Ok(SyncOutcome::NotFound) };
+            if !current.enabled {
+                return Ok(SyncOutcome::Disabled);
+            }
+            let shares = match domain::projects::sync_write(
+                &load_shares(tx, &project)?,
+                device,
+                &sessions,
+                current.last_sync_at,
+                now,
+            ) {
+                domain::projects::SyncWrite::Nothing => return Ok(SyncOutcome::Synced(current)),
+                domain::projects::SyncWrite::Stamp => {
+                    tx.prepare_cached("UPDATE projects SET last_sync_at = ?1 WHERE project_id = ?2 AND owner = ?3")?
+                        .execute(params![now.as_millis(), project, owner])?;
+                    let p = get_project_tx(tx, &owner, &project)?.ok_or_else(missing_target)?;
+                    return Ok(SyncOutcome::Synced(p));
+                }
+                domain::projects::SyncWrite::Shares(shares) => shares,
+            };
             // The same bound as DynamoDB's (one project item): checked before anything is written.
-            let shares = domain::projects::with_device_share(load_shares(tx, &project)?, device, &sessions);
             let bytes = domain::projects::StoredShares::of(&shares).map_err(|_| corrupt(0, "sessions"))?.bytes();
             if bytes > domain::limits::MAX_SHARES_BYTES {
                 return Ok(match get_project_tx(tx, &owner, &project)? {
@@ -147,6 +169,13 @@ impl SyncSessions for SqliteStore {
                 });
             }
             set_device_share_tx(tx, &project, &device.to_string(), &sessions)?;
+            // The durations of sessions no longer shared go with them.
+            let kept =
+                domain::projects::durations_kept(&current.recent_durations, &domain::projects::union_of(&shares));
+            if kept.len() != current.recent_durations.len() {
+                tx.prepare_cached("UPDATE projects SET durations = ?1 WHERE project_id = ?2")?
+                    .execute(params![json(&kept), project])?;
+            }
             let p = get_project_tx(tx, &owner, &project)?.ok_or_else(missing_target)?;
             Ok(SyncOutcome::Synced(p))
         })
