@@ -149,7 +149,7 @@ impl Hub {
     }
 
     /// Sends `r` to the sockets of its owner's desktops in `to` (`None`: all of them), as
-    /// [`domain::doorbell::recipients`] resolves it.
+    /// [`domain::store::ring_recipients`] resolves it.
     pub fn ring(&self, r: &RingFor, to: Option<&std::collections::BTreeSet<uuid::Uuid>>) {
         if self.dropping.load(Ordering::SeqCst) {
             return;
@@ -258,7 +258,7 @@ pub fn feed(store: &store_sqlite::SqliteStore, hub: Arc<Hub>) -> tokio::task::Jo
         loop {
             match rings.recv().await {
                 Ok(r) => {
-                    let to = domain::doorbell::recipients(&store, &r).await;
+                    let to = domain::store::ring_recipients(&store, &r).await;
                     hub.ring(&r, to.as_ref());
                 }
                 Err(tokio::sync::broadcast::error::RecvError::Lagged(n)) => {

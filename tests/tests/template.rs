@@ -333,6 +333,17 @@ fn deploy_problems(t: &Value) -> Vec<String> {
             p.push(format!("{id:?}: needs LoggingConfig.LogGroup on a stack log group kept LogRetentionDays"));
         }
     }
+    // Every log group the stack makes (the functions' and the HTTP API's access log) is kept
+    // LogRetentionDays, never forever.
+    for (id, r) in res.as_mapping().into_iter().flatten() {
+        if r["Type"].as_str() == Some("AWS::Logs::LogGroup") {
+            let mut retention = Vec::new();
+            strings(&r["Properties"]["RetentionInDays"], &mut retention);
+            if retention != ["LogRetentionDays"] {
+                p.push(format!("{id:?}: a log group kept LogRetentionDays"));
+            }
+        }
+    }
     let mcp_timeout = res["McpFunction"]["Properties"]["Timeout"].as_u64().unwrap_or(global_timeout);
     let invoke = lambda::mcp::INVOKE_TIMEOUT.as_secs();
     if !(global_timeout < invoke && invoke < mcp_timeout && mcp_timeout < 30) {
@@ -453,6 +464,54 @@ fn event_problems(t: &Value) -> Vec<String> {
     }
     if stage["RouteSettings"]["POST /register"]["ThrottlingRateLimit"].as_f64().is_none_or(|r| r > 5.0) {
         p.push("POST /register needs its own tight throttle (at most 5 requests/s)".into());
+    }
+    // Issue 59: the routes relays and hosts call at volume each have their own throttle (one
+    // flood no longer spends every route's share); each names a route the stage waits for;
+    // together they stay under the account's 10,000 requests/s; a 429 is counted and alarmed.
+    let routes: BTreeMap<String, String> = res
+        .as_mapping()
+        .into_iter()
+        .flatten()
+        .filter(|(_, r)| r["Type"].as_str() == Some("AWS::ApiGatewayV2::Route"))
+        .filter_map(|(id, r)| Some((r["Properties"]["RouteKey"].as_str()?.to_owned(), id.as_str()?.to_owned())))
+        .collect();
+    let waits: Vec<String> = {
+        let mut v = Vec::new();
+        strings(&res["HttpApiStage"]["DependsOn"], &mut v);
+        v
+    };
+    let mut total = stage["DefaultRouteSettings"]["ThrottlingRateLimit"].as_f64().unwrap_or(0.0);
+    for (key, settings) in stage["RouteSettings"].as_mapping().into_iter().flatten() {
+        let key = key.as_str().unwrap_or_default();
+        match routes.get(key) {
+            None => p.push(format!("the stage throttles {key:?}, which is no route")),
+            Some(id) if !waits.contains(id) => p.push(format!("the stage must DependsOn {id} ({key:?}'s throttle)")),
+            Some(_) => {}
+        }
+        total += settings["ThrottlingRateLimit"].as_f64().unwrap_or(0.0);
+    }
+    for key in [
+        "POST /mcp",
+        "POST /external-assistants/graph-relays/sync",
+        "GET /external-assistants/graph-relays/commands/{id}/control",
+        "POST /external-assistants/graph-relays/commands/{id}/complete",
+        "ANY /owner/{proxy+}",
+    ] {
+        if stage["RouteSettings"][key]["ThrottlingRateLimit"].as_f64().is_none() {
+            p.push(format!("{key} needs its own throttle (docs/scale.md)"));
+        }
+    }
+    if total >= 10_000.0 {
+        p.push(format!("the route throttles add up to {total}/s, past the account's 10,000/s"));
+    }
+    let filter = &res["HttpApiThrottledFilter"]["Properties"];
+    let logged = stage["AccessLogSettings"]["Format"].as_str().unwrap_or_default();
+    if !logged.contains("\"status\":\"$context.status\"")
+        || filter["FilterPattern"].as_str() != Some("{ $.status = \"429\" }")
+        || res["HttpApiThrottledAlarm"]["Properties"]["MetricName"].as_str()
+            != filter["MetricTransformations"][0]["MetricName"].as_str()
+    {
+        p.push("429s must be logged, counted and alarmed (HttpApiThrottledFilter, HttpApiThrottledAlarm)".into());
     }
     let sqs = &res["NotifyFunction"]["Properties"]["Events"]["Events"]["Properties"];
     if sqs["FunctionResponseTypes"][0].as_str() != Some("ReportBatchItemFailures") {
@@ -598,6 +657,11 @@ fn the_checker_catches_broken_templates() {
         ("latency by average", t.replacen("      ExtendedStatistic: p99\n", "      Statistic: Average\n", 1)),
         ("notify unbounded", t.replacen("              MaximumConcurrency: 5\n", "              MaximumConcurrency: 1000\n", 1)),
         ("stage throttle removed", t.replacen("      DefaultRouteSettings:\n        ThrottlingBurstLimit: 100\n        ThrottlingRateLimit: 50\n", "", 1)),
+        ("the control route's own throttle removed", t.replacen("        \"GET /external-assistants/graph-relays/commands/{id}/control\":\n          ThrottlingBurstLimit: 1000\n          ThrottlingRateLimit: 500\n", "", 1)),
+        ("a throttle on a route that is not there", t.replacen("        \"POST /token\":", "        \"POST /tokens\":", 1)),
+        ("a throttled route the stage does not wait for", t.replacen("      - TokenRoute\n", "", 1)),
+        ("throttles past the account's limit", t.replacen("          ThrottlingRateLimit: 1000\n", "          ThrottlingRateLimit: 9000\n", 1)),
+        ("429s not counted", t.replacen("FilterPattern: '{ $.status = \"429\" }'", "FilterPattern: '{ $.status = \"5*\" }'", 1)),
         ("registration throttle loosened", t.replacen("          ThrottlingBurstLimit: 5\n          ThrottlingRateLimit: 1\n", "          ThrottlingBurstLimit: 500\n          ThrottlingRateLimit: 100\n", 1)),
         ("notify batches too large", t.replacen("            BatchSize: 10\n            FunctionResponseTypes: [ReportBatchItemFailures]", "            BatchSize: 100\n            FunctionResponseTypes: [ReportBatchItemFailures]", 1)),
         ("stream partial failures off", t.replacen("            BisectBatchOnFunctionError: true\n", "", 1)),

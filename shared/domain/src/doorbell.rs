@@ -158,25 +158,6 @@ pub enum Recipients {
     All,
 }
 
-/// The desktops `ring` is for, `None` meaning every desktop of the owner. The sharing
-/// desktops are read from the run's project at the time of the ring; when the project cannot
-/// be read, every desktop is rung (a ring is a hint: one too many costs a sync, one missing
-/// costs the poll interval).
-pub async fn recipients<S: crate::store::ManageProjects + ?Sized>(
-    store: &S,
-    ring: &RingFor,
-) -> Option<std::collections::BTreeSet<uuid::Uuid>> {
-    match &ring.to {
-        Recipients::Device(d) => Some([*d].into()),
-        Recipients::All => None,
-        Recipients::Sharing { project, session } => match store.get_project(&ring.owner, *project).await {
-            Ok(Some(p)) => Some(p.devices_sharing(session).collect()),
-            Ok(None) => Some(std::collections::BTreeSet::new()),
-            Err(_) => None,
-        },
-    }
-}
-
 /// An open doorbell socket in the cloud (API Gateway's WebSocket API keeps the socket; the
 /// table keeps whose it is).
 #[derive(Debug, Clone, PartialEq, Eq)]

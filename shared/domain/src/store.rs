@@ -568,3 +568,24 @@ impl<T> Store for T where
         + DocumentCopies
 {
 }
+
+/// The desktops `ring` is for ([`crate::doorbell::Recipients`]), `None` meaning every desktop of the owner. The sharing
+/// desktops are read from the run's project at the time of the ring; when the project cannot
+/// be read, every desktop is rung (a ring is a hint: one too many costs a sync, one missing
+/// costs the poll interval).
+pub async fn ring_recipients<S: ManageProjects + ?Sized>(
+    store: &S,
+    ring: &crate::doorbell::RingFor,
+) -> Option<std::collections::BTreeSet<uuid::Uuid>> {
+    match &ring.to {
+        crate::doorbell::Recipients::Device(d) => Some([*d].into()),
+        crate::doorbell::Recipients::All => None,
+        crate::doorbell::Recipients::Sharing { project, session } => {
+            match store.get_project(&ring.owner, *project).await {
+                Ok(Some(p)) => Some(p.devices_sharing(session).collect()),
+                Ok(None) => Some(std::collections::BTreeSet::new()),
+                Err(_) => None,
+            }
+        }
+    }
+}

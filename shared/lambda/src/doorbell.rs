@@ -184,7 +184,7 @@ pub struct RingReport {
 pub const RING_FANOUT: usize = 32;
 
 /// Rings the sockets a stream batch calls for, at `now`: each ring goes only to the desktops
-/// it is for ([`domain::doorbell::recipients`]: those sharing a queued run's session, the one
+/// it is for ([`domain::store::ring_recipients`]: those sharing a queued run's session, the one
 /// running a run asked to cancel, …), posted [`RING_FANOUT`] at a time.
 pub async fn ring_records<S, P>(
     store: &S,
@@ -208,7 +208,7 @@ where
         };
         if let Ok(Some(ring)) = store_dynamo::ring_of_change(old.as_ref(), new.as_ref()) {
             let text = serde_json::to_string(&ring.ring).unwrap_or_default();
-            let to = domain::doorbell::recipients(store, &ring).await;
+            let to = domain::store::ring_recipients(store, &ring).await;
             let targets: Vec<_> = connections(store, &ring.owner)
                 .await
                 .into_iter()
