@@ -737,7 +737,7 @@ fn each_rule_catches_its_mutation() {
             "clients with custom scopes wait for the resource server",
             t.replacen("  OwnerClient:\n    Type: AWS::Cognito::UserPoolClient\n    DependsOn: ResourceServer\n", "  OwnerClient:\n    Type: AWS::Cognito::UserPoolClient\n", 1),
         ),
-        ("SQS MaximumConcurrency 2 to 1000", t.replacen("              MaximumConcurrency: 5\n", "              MaximumConcurrency: 1\n", 1)),
+        ("SQS MaximumConcurrency 2 to 1000", t.replacen("              MaximumConcurrency: 10\n", "              MaximumConcurrency: 1\n", 1)),
         ("a queue's visibility timeout covers its consumer's timeout", t.replacen("      VisibilityTimeout: 180\n", "      VisibilityTimeout: 20\n", 1)),
         (
             "SQS batches over 10 have a batching window",

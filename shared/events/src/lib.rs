@@ -49,6 +49,27 @@ fn hmac_sha256(key: &[u8]) -> Hmac<Sha256> {
     <Hmac<Sha256> as Mac>::new_from_slice(key).unwrap_or_else(|_| <Hmac<Sha256> as Mac>::new(&Default::default()))
 }
 
+/// The links among `links` (the event's owner's) whose subscriptions want `event`: a task's
+/// event its own link's, a desktop's event every subscribed link's, a run's event the
+/// subscribed links of its project. The one rule, for the notifier (who to post to) and the
+/// cloud publisher (whether to queue the event at all).
+pub fn targets_in<'a>(event: &Event, links: &'a [ChatLink]) -> Vec<&'a ChatLink> {
+    let subscribed = links.iter().filter(|l| l.subscription.is_some() && l.owner.as_str() == event.data.owner);
+    if event.kind.is_task() {
+        let link = event.data.chat_link_id.as_deref().unwrap_or_default();
+        return subscribed.filter(|l| l.link_id.to_string() == link).collect();
+    }
+    if event.kind.is_desktop() {
+        return subscribed.collect();
+    }
+    let project = event.data.project_id.as_deref().unwrap_or_default();
+    subscribed.filter(|l| l.project_id.to_string() == project).collect()
+}
+
+/// The IAM actions the cloud `publish_events` function needs on the table: the owner's links,
+/// to queue only the events a subscription wants (`targets_in`). Proven against the emulator.
+pub const PUBLISHER_DYNAMODB_ACTIONS: &[&str] = &["dynamodb:Query"];
+
 /// The IAM actions the `notify` function needs on the table: read a link (task events) or the
 /// owner's links (run and desktop events), put the delivery outcome, and for the desktop watch
 /// read a run, its project and its desktops and mark one offline. Proven against the emulator.
@@ -57,8 +78,11 @@ pub const NOTIFIER_DYNAMODB_ACTIONS: &[&str] =
 
 /// How long one delivery may take.
 pub const DELIVERY_TIMEOUT: Duration = Duration::from_secs(5);
-/// Attempts before an event is given up (the cloud queue's `maxReceiveCount` is the same).
-pub const MAX_ATTEMPTS: u32 = 8;
+/// Attempts before an event is given up (the cloud queue's `maxReceiveCount` is the same):
+/// with [`backoff`], about 3 hours of retries (the first eight in about 21 minutes, then one
+/// every 15), so a receiver down for an afternoon's deploy still gets its events (issue 59; it
+/// was 8, about 21 minutes).
+pub const MAX_ATTEMPTS: u32 = 20;
 /// How old a `webhook-timestamp` a receiver should accept (the convention's five minutes).
 pub const TIMESTAMP_TOLERANCE: Duration = Duration::from_secs(300);
 
@@ -241,25 +265,17 @@ impl<S: ManageLinks + RecordDeliveries + ?Sized> Notifier<S> {
     /// The links whose subscription wants `event`.
     async fn targets(&self, event: &Event) -> Result<Vec<ChatLink>, StoreError> {
         let Ok(owner) = OwnerId::new(event.data.owner.clone()) else { return Ok(Vec::new()) };
-        if event.kind.is_task() {
+        // A task's event needs its one link (a read); the others the owner's links (a query).
+        let links = if event.kind.is_task() {
             let Some(link) = event.data.chat_link_id.as_deref().and_then(|l| ChatLinkId::parse("chat_link_id", l).ok())
             else {
                 return Ok(Vec::new());
             };
-            return Ok(self
-                .store
-                .get_link(&owner, link)
-                .await?
-                .filter(|l| l.subscription.is_some())
-                .into_iter()
-                .collect());
-        }
-        let links = self.store.list_links(&owner).await?;
-        if event.kind.is_desktop() {
-            return Ok(links.into_iter().filter(|l| l.subscription.is_some()).collect());
-        }
-        let project = event.data.project_id.as_deref().unwrap_or_default();
-        Ok(links.into_iter().filter(|l| l.subscription.is_some() && l.project_id.to_string() == project).collect())
+            self.store.get_link(&owner, link).await?.into_iter().collect()
+        } else {
+            self.store.list_links(&owner).await?
+        };
+        Ok(targets_in(event, &links).into_iter().cloned().collect())
     }
 
     /// Delivers `event` to every subscription that wants it and records each outcome.

@@ -117,7 +117,7 @@ pub fn required_keys(function: &str) -> Option<Vec<String>> {
                 [USER_POOL_ID, OAUTH_SCOPE_PREFIX, HOSTED_AUTH_URL, PUBLIC_URL, TABLE_NAME].map(str::to_owned).to_vec(),
             );
         }
-        "publish_events" => return Some(vec![EVENTS_QUEUE_URL.to_owned()]),
+        "publish_events" => return Some(vec![EVENTS_QUEUE_URL.to_owned(), TABLE_NAME.to_owned()]),
         "doorbell" => return Some(vec![TABLE_NAME.to_owned(), DOORBELL_ENDPOINT.to_owned()]),
         "ring_doorbell" => return Some(vec![TABLE_NAME.to_owned(), DOORBELL_ENDPOINT.to_owned()]),
         "notify" => return Some(vec![TABLE_NAME.to_owned(), EVENTS_QUEUE_URL.to_owned()]),
@@ -289,6 +289,8 @@ pub const ALLOW_LOOPBACK_WEBHOOKS: &str = "ALLOW_LOOPBACK_WEBHOOKS";
 pub struct PublisherConfig {
     /// The events queue.
     pub queue_url: String,
+    /// The table (the owners' links: only events a subscription wants are queued).
+    pub table: String,
 }
 
 impl PublisherConfig {
@@ -299,7 +301,8 @@ impl PublisherConfig {
     pub fn from_env(get: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
         let mut r = Reader::new(get);
         let queue_url = r.required(EVENTS_QUEUE_URL);
-        r.finish(Self { queue_url })
+        let table = r.required(TABLE_NAME);
+        r.finish(Self { queue_url, table })
     }
 }
 

@@ -3,7 +3,7 @@
 //!
 //! A failed message stays on the queue: it is reported in `batchItemFailures` and its
 //! visibility is set to the backoff of its receive count (5 s doubling to 15 min), so the next
-//! attempt comes later and later; after the queue's `maxReceiveCount` (8, like
+//! attempt comes later and later; after the queue's `maxReceiveCount` (20, like
 //! `events::MAX_ATTEMPTS`) SQS moves it to the dead-letter queue. A message that is not
 //! an event never will be: it fails the same way and ends in the DLQ, inspectable.
 

@@ -1,6 +1,11 @@
 //! The `publish_events` function: DynamoDB stream records (old and new images) → domain events
 //! (`domain::events::derive_*`, through `store_dynamo::events_of_change`) → the SQS events queue.
 //!
+//! Only the events some subscription of their owner wants are queued (`events::targets_in`,
+//! the notifier's own rule, over the owner's links: one query per owner per batch, and on a
+//! failed read every event is queued and the notifier decides): an owner without webhooks costs
+//! no message and no `notify` invocation.
+//!
 //! Records are handled in order. When sending a record's events fails, that record and every
 //! later one are reported as batch item failures (`ReportBatchItemFailures`): Lambda checkpoints
 //! before it and delivers it again, so nothing is lost and order is kept. A record whose images
@@ -129,9 +134,51 @@ impl EventSink for SqsSink {
     }
 }
 
+/// The events among `events` that a subscription of their owner wants, reading each owner's
+/// links once per batch (`owners`); an owner whose links cannot be read keeps every event.
+async fn wanted(
+    links: &dyn domain::store::ManageLinks,
+    owners: &mut std::collections::HashMap<String, Option<Vec<domain::projects::ChatLink>>>,
+    events: Vec<Event>,
+) -> Vec<Event> {
+    let mut kept = Vec::with_capacity(events.len());
+    for ev in events {
+        if !owners.contains_key(&ev.data.owner) {
+            let read = match domain::ids::OwnerId::new(ev.data.owner.clone()) {
+                Ok(owner) => match links.list_links(&owner).await {
+                    Ok(l) => Some(l),
+                    Err(e) => {
+                        tracing::warn!(error = %domain::errors::ErrorChain(&e), "links unreadable; events queued");
+                        None
+                    }
+                },
+                Err(_) => Some(Vec::new()),
+            };
+            owners.insert(ev.data.owner.clone(), read);
+        }
+        let keep = owners[&ev.data.owner].as_ref().is_none_or(|l| !events::targets_in(&ev, l).is_empty());
+        if keep {
+            kept.push(ev);
+        } else {
+            tracing::debug!(
+                event = ev.id.as_str(),
+                event_type = ev.kind.as_str(),
+                "no subscription wants it; not queued"
+            );
+        }
+    }
+    kept
+}
+
 /// One stream batch: the records whose events could not be queued, as the partial-batch answer.
-pub async fn handle(sink: &dyn EventSink, event: &StreamEvent) -> DynamoDbEventResponse {
+/// With `links`, only the events a subscription wants are queued; without, all of them.
+pub async fn handle(
+    sink: &dyn EventSink,
+    links: Option<&dyn domain::store::ManageLinks>,
+    event: &StreamEvent,
+) -> DynamoDbEventResponse {
     let mut failed_from = None;
+    let mut owners = std::collections::HashMap::new();
     for (i, record) in event.records.iter().enumerate() {
         let (events, request_id, watch) = match events_of_record(record) {
             Ok(events) => events,
@@ -140,6 +187,10 @@ pub async fn handle(sink: &dyn EventSink, event: &StreamEvent) -> DynamoDbEventR
                 tracing::error!(error = %domain::errors::ErrorChain(&e), %keys, "undecodable stream record skipped");
                 continue;
             }
+        };
+        let events = match links {
+            Some(links) if !events.is_empty() => wanted(links, &mut owners, events).await,
+            _ => events,
         };
         let mut sent = Ok(());
         for chunk in events.chunks(10) {
@@ -197,9 +248,10 @@ pub async fn run() -> Result<(), Error> {
         queue_url: config.queue_url.clone(),
         watch_after: domain::fleet::WATCH_AFTER.to_vec(),
     });
+    let store = Arc::new(crate::dynamo_store(&aws, &config.table, Default::default()));
     lambda_runtime::run(service_fn(move |event: LambdaEvent<StreamEvent>| {
-        let sink = Arc::clone(&sink);
-        async move { Ok::<_, Error>(handle(sink.as_ref(), &event.payload).await) }
+        let (sink, store) = (Arc::clone(&sink), Arc::clone(&store));
+        async move { Ok::<_, Error>(handle(sink.as_ref(), Some(store.as_ref()), &event.payload).await) }
     }))
     .await
 }
@@ -276,7 +328,7 @@ mod tests {
             record("200", T2, Some("queued"), "cancelled"),
             record("300", T3, None, "queued"),
         ]);
-        let out = answer(&handle(&sink, &batch).await);
+        let out = answer(&handle(&sink, None, &batch).await);
         assert_eq!(out, json!({"batchItemFailures": [{"itemIdentifier": "200"}, {"itemIdentifier": "300"}]}));
         assert_eq!(*sink.got.lock().unwrap(), ["task.assigned"]);
     }
@@ -289,7 +341,7 @@ mod tests {
         let mut project = record("150", T1, None, "queued");
         project["dynamodb"]["NewImage"] = json!({"pk": {"S": "OWNER#a"}, "sk": {"S": "PROJECT#p"}});
         let batch = batch(vec![broken, project, record("200", T2, Some("queued"), "cancelled")]);
-        let out = answer(&handle(&sink, &batch).await);
+        let out = answer(&handle(&sink, None, &batch).await);
         assert_eq!(out, json!({"batchItemFailures": []}));
         assert_eq!(*sink.got.lock().unwrap(), ["task.cancelled"]);
     }
