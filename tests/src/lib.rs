@@ -502,7 +502,7 @@ pub async fn streams_call(target: &str, body: serde_json::Value) -> serde_json::
     res.json().await.unwrap_or_default()
 }
 
-/// Every record of the stream so far, from the start of each shard.
+/// Every record of the stream so far, from the start of each shard (every page).
 pub async fn stream_records(stream_arn: &str) -> Vec<serde_json::Value> {
     let desc = streams_call("DescribeStream", serde_json::json!({"StreamArn": stream_arn})).await;
     let mut records = Vec::new();
@@ -512,8 +512,18 @@ pub async fn stream_records(stream_arn: &str) -> Vec<serde_json::Value> {
             serde_json::json!({"StreamArn": stream_arn, "ShardId": shard["ShardId"], "ShardIteratorType": "TRIM_HORIZON"}),
         )
         .await;
-        let out = streams_call("GetRecords", serde_json::json!({"ShardIterator": it["ShardIterator"]})).await;
-        records.extend(out["Records"].as_array().cloned().unwrap_or_default());
+        // GetRecords answers at most 1,000 records: read on until a call brings none.
+        let mut iterator = it["ShardIterator"].clone();
+        loop {
+            let out = streams_call("GetRecords", serde_json::json!({"ShardIterator": iterator})).await;
+            let page = out["Records"].as_array().cloned().unwrap_or_default();
+            if page.is_empty() || out["NextShardIterator"].is_null() {
+                records.extend(page);
+                break;
+            }
+            records.extend(page);
+            iterator = out["NextShardIterator"].clone();
+        }
     }
     records
 }

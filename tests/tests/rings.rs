@@ -12,6 +12,7 @@ use std::time::Duration;
 use domain::clock::Clock as _;
 use domain::ids::{AgentId, GraphSessionId, IdempotencyKey, OwnerId};
 use domain::runs::{Completion, QueueOutcome, QueueRun};
+use domain::store::DoorbellConnections as _;
 use foundry_tests::{Harness, passes_filters, session_meta, test_policy};
 use lambda::doorbell::{SocketError, Sockets, ring_records};
 use serde_json::{Value, json};
@@ -159,7 +160,6 @@ async fn a_ring_reaches_only_the_desktops_it_is_for_posted_at_once() {
         h.store.sync_sessions(&owner, project.project_id, d.device_id, &[session_meta(shares)]).await.unwrap();
         devices.push(d);
     }
-    use domain::store::DoorbellConnections as _;
     for (device, socket) in [(0, "a1"), (0, "a2"), (1, "b1"), (2, "c1")] {
         store.open_connection(&owner, devices[device].device_id, socket).await.unwrap();
     }
@@ -193,4 +193,171 @@ async fn a_ring_reaches_only_the_desktops_it_is_for_posted_at_once() {
     let gate = Gate { posted: Mutex::new(Vec::new()), barrier: tokio::sync::Barrier::new(1) };
     let report = ring_records(store, &gate, &event(cancel), h.clock.now()).await;
     assert_eq!((gate.posted.lock().unwrap().clone(), report.posted), (vec!["b1".to_owned()], 1), "the cancel's ring");
+}
+
+/// Counts posts, as fast as they come.
+#[derive(Default)]
+struct Count(std::sync::atomic::AtomicUsize);
+
+#[async_trait::async_trait]
+impl Sockets for Count {
+    async fn post(&self, _connection_id: &str, _text: &str) -> Result<(), SocketError> {
+        self.0.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
+    async fn close(&self, _connection_id: &str) -> Result<(), SocketError> {
+        Ok(())
+    }
+}
+
+/// The load scenario of issue 59 for the doorbell, on the emulator: one owner with 500
+/// desktops on the doorbell, 50 of them sharing the session that 10 runs are queued for (the
+/// others share another). What the rings and the syncs they cause cost is pinned in
+/// `docs/scale-figures.json` (docs/scale.md quotes it): the rings posted (the 50 sharers per run,
+/// where every one of the 500 sockets was rung before), the stream records that invoke the ring
+/// function (the 10 queued runs; the old filter also passed every rung desktop's last-seen
+/// write), and the capacity units each partition key took for the whole wave as the emulator's
+/// meter counts them — the owner's partition, against a partition's 1,000 write and 3,000 read
+/// units a second, if the wave came within one second.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_owner_with_500_desktops_rings_only_the_desktops_that_share_the_run() {
+    const DESKTOPS: usize = 500;
+    const SHARERS: usize = 50;
+    const RUNS: usize = 10;
+    let Some(h) = Harness::dynamo(test_policy()).await else { return };
+    let foundry_tests::Backend::Dynamo { store, .. } = &h.backend else { unreachable!() };
+    let owner = OwnerId::new("busy-owner").unwrap();
+    let project = h.store.create_project(&owner, "P").await.unwrap();
+    h.store.set_project_enabled(&owner, project.project_id, true).await.unwrap();
+    let (gs, other) = (session(1), session(2));
+    let mut sharers = Vec::new();
+    for i in 0..DESKTOPS {
+        let d = h.store.create_device(&owner, &format!("desk-{i:03}"), &format!("hash-{i:03}")).await.unwrap();
+        let shares = if i < SHARERS { &gs } else { &other };
+        h.store.sync_sessions(&owner, project.project_id, d.device_id, &[session_meta(shares)]).await.unwrap();
+        store.open_connection(&owner, d.device_id, &format!("socket-{i:03}")).await.unwrap();
+        if i < SHARERS {
+            sharers.push(d);
+        }
+    }
+    let seen = records_of(&h).await.len();
+    let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap();
+    let meter = |reset: bool| {
+        let url = format!("{endpoint}/_foundry/capacity{}", if reset { "?reset=1" } else { "" });
+        async move {
+            let answer = foundry_tests::http().get(url).send().await.ok()?;
+            answer.status().is_success().then_some(())?;
+            answer.json::<Value>().await.ok()
+        }
+    };
+    let metered = meter(true).await.is_some();
+    // The wave: the runs queued, their rings, and each rung desktop's sync (a minute on, so
+    // the project's last sync moves once, and its desktop's last-seen time).
+    let agent = AgentId::new("busy-client", "busy-owner").unwrap();
+    for n in 0..RUNS {
+        let req = QueueRun {
+            owner: owner.clone(),
+            agent: agent.clone(),
+            project_id: None,
+            graph_session_id: gs.clone(),
+            arguments: json!({}),
+            idempotency_key: IdempotencyKey::parse(&format!("busy-run-{n:04}")).unwrap(),
+        };
+        assert!(matches!(h.store.queue_run(&req).await.unwrap(), QueueOutcome::Queued(_)));
+    }
+    // What the queueing cost (read and reset), apart from the syncs' cost (read at the end).
+    let queueing = if metered { meter(true).await } else { None };
+    let queued: Vec<Value> = records_of(&h).await.into_iter().skip(seen).collect();
+    let filters = ring_filters();
+    let rung: Vec<Value> = queued.iter().filter(|r| passes_filters(&filters, r)).cloned().collect();
+    let posts = Count::default();
+    let event: aws_lambda_events::event::dynamodb::Event = serde_json::from_value(json!({"Records": rung})).unwrap();
+    ring_records(store, &posts, &event, h.clock.now()).await;
+    h.clock.advance(domain::projects::SYNC_STAMP_EVERY);
+    for d in &sharers {
+        h.store.record_device_seen(d, None).await.unwrap();
+        h.store.sync_sessions(&owner, project.project_id, d.device_id, &[session_meta(&gs)]).await.unwrap();
+    }
+    let wave: Vec<Value> = records_of(&h).await.into_iter().skip(seen).collect();
+    let broad: Vec<Value> = [
+        r#"{"dynamodb": {"Keys": {"sk": {"S": ["RUN"]}}}}"#,
+        r#"{"eventName": ["MODIFY"], "dynamodb": {"Keys": {"sk": {"S": [{"prefix": "DEVICE#"}]}}}}"#,
+    ]
+    .iter()
+    .map(|p| serde_json::from_str(p).unwrap())
+    .collect();
+    let posted = posts.0.load(std::sync::atomic::Ordering::Relaxed);
+    assert_eq!(posted, RUNS * SHARERS, "rings posted");
+    let invoking = wave.iter().filter(|r| passes_filters(&filters, r)).count();
+    assert_eq!(invoking, RUNS, "records that invoke the ring function");
+    let mut figures = json!({
+        "desktops": DESKTOPS,
+        "sharing_the_session": SHARERS,
+        "runs_queued": RUNS,
+        "rings_posted": posted,
+        "rings_posted_before": RUNS * DESKTOPS,
+        "ring_invocations_records": invoking,
+        "ring_invocations_records_before": wave.iter().filter(|r| passes_filters(&broad, r)).count(),
+        "stream_records": wave.len(),
+    });
+    if let Some(queueing) = queueing {
+        let syncing = meter(false).await.unwrap();
+        let owner_key = format!("{}/OWNER#{owner}", store.table());
+        let units = |report: &Value, k: &str| report["per_key"][owner_key.as_str()][k].as_f64().unwrap_or(0.0);
+        figures["queue_owner_partition_write_units"] = json!(units(&queueing, "write"));
+        figures["queue_owner_partition_read_units"] = json!(units(&queueing, "read"));
+        figures["syncs_owner_partition_write_units"] = json!(units(&syncing, "write"));
+        figures["syncs_owner_partition_read_units"] = json!(units(&syncing, "read"));
+    }
+    eprintln!("{}", serde_json::to_string_pretty(&figures).unwrap());
+    if metered {
+        foundry_tests::pinned("docs/scale-figures.json", &(serde_json::to_string_pretty(&figures).unwrap() + "\n"));
+    }
+    // docs/scale.md quotes these figures, row for row.
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/scale.md")).unwrap();
+    for row in scale_rows(&figures) {
+        assert!(doc.contains(&row), "docs/scale.md does not say {row:?} (docs/scale-figures.json)");
+    }
+}
+
+/// The rows of docs/scale.md's table for the doorbell scenario, from its figures.
+fn scale_rows(f: &Value) -> Vec<String> {
+    let n = |k: &str| {
+        let v = f[k].as_f64().unwrap_or(0.0).round() as u64;
+        let s = v.to_string();
+        let mut out = String::new();
+        for (i, c) in s.chars().enumerate() {
+            if i > 0 && (s.len() - i) % 3 == 0 {
+                out.push(',');
+            }
+            out.push(c);
+        }
+        out
+    };
+    let mut rows = vec![
+        format!(
+            "| rings posted (one per desktop rung, each a sync) | {} | {} |",
+            n("rings_posted_before"),
+            n("rings_posted")
+        ),
+        format!(
+            "| stream records that invoke `ring_doorbell` | {} | {} |",
+            n("ring_invocations_records_before"),
+            n("ring_invocations_records")
+        ),
+    ];
+    if f.get("queue_owner_partition_write_units").is_some() {
+        rows.push(format!(
+            "| the 10 queued runs, on the owner's partition | {} write, {} read units |",
+            n("queue_owner_partition_write_units"),
+            n("queue_owner_partition_read_units")
+        ));
+        rows.push(format!(
+            "| the 50 rung desktops' syncs, on the owner's partition | {} write, {} read units |",
+            n("syncs_owner_partition_write_units"),
+            n("syncs_owner_partition_read_units")
+        ));
+    }
+    rows
 }
