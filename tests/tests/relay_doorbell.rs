@@ -687,19 +687,6 @@ async fn doorbell_idle_requests() {
     cleanup(&w.dir);
 }
 
-/// `n` with thousands separators, as the docs write counts.
-fn grouped(n: u64) -> String {
-    let s = n.to_string();
-    let mut out = String::new();
-    for (i, c) in s.chars().enumerate() {
-        if i > 0 && (s.len() - i).is_multiple_of(3) {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
-}
-
 /// What docs/results.md and docs/cost.md must say, made from docs/doorbell-figures.json: the
 /// doorbell table whole, and the idle sentences.
 fn figure_texts(figures: &serde_json::Value) -> (String, Vec<String>, Vec<String>) {
@@ -726,13 +713,13 @@ fn figure_texts(figures: &serde_json::Value) -> (String, Vec<String>, Vec<String
     let ratio = off as f64 / on.max(1) as f64;
     let results = vec![
         format!("server per device token over {} s, scaled to a day): doorbell on {on} requests", get("seconds")),
-        format!("(**{}/day**),", grouped(get("on_per_day"))),
-        format!("doorbell off {off} (**{}/day**) — {ratio:.1}× fewer.", grouped(get("off_per_day"))),
+        format!("(**{}/day**),", foundry_tests::grouped(get("on_per_day"))),
+        format!("doorbell off {off} (**{}/day**) — {ratio:.1}× fewer.", foundry_tests::grouped(get("off_per_day"))),
     ];
     let cost = vec![format!(
         "({} a day polling, {} a day with the doorbell)",
-        grouped(get("off_per_day")),
-        grouped(get("on_per_day"))
+        foundry_tests::grouped(get("off_per_day")),
+        foundry_tests::grouped(get("on_per_day"))
     )];
     (table, results, cost)
 }
@@ -774,7 +761,7 @@ fn the_doorbell_figures_in_the_docs_are_the_benchmarks() {
     let row = table.lines().nth(2).unwrap();
     let stale = results_md.replacen(row, &format!("{row}\n{row}"), 1);
     assert!(figures_in(&stale, &table, &results).is_err(), "a repeated row passed");
-    let day = format!("(**{}/day**)", grouped(figures["idle"]["on_per_day"].as_u64().unwrap()));
+    let day = format!("(**{}/day**)", foundry_tests::grouped(figures["idle"]["on_per_day"].as_u64().unwrap()));
     let idle = results_md.replacen(&day, "(**1/day**)", 1);
     assert!(figures_in(&idle, &table, &results).is_err(), "a changed idle count passed");
 }

@@ -323,18 +323,7 @@ async fn one_owner_with_500_desktops_rings_only_the_desktops_that_share_the_run(
 
 /// The rows of docs/scale.md's table for the doorbell scenario, from its figures.
 fn scale_rows(f: &Value) -> Vec<String> {
-    let n = |k: &str| {
-        let v = f[k].as_f64().unwrap_or(0.0).round() as u64;
-        let s = v.to_string();
-        let mut out = String::new();
-        for (i, c) in s.chars().enumerate() {
-            if i > 0 && (s.len() - i) % 3 == 0 {
-                out.push(',');
-            }
-            out.push(c);
-        }
-        out
-    };
+    let n = |k: &str| foundry_tests::grouped(f[k].as_f64().unwrap_or(0.0).round() as u64);
     let mut rows = vec![
         format!(
             "| rings posted (one per desktop rung, each a sync) | {} | {} |",
