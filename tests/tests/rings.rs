@@ -47,6 +47,37 @@ fn ring_filters() -> Vec<Value> {
     foundry_tests::cloud::Template::load().stream_filters("RingDoorbellFunction")
 }
 
+/// The filter the ring function had before issue 59: every change of a run, every change of a
+/// device.
+fn broad_filters() -> Vec<Value> {
+    [
+        r#"{"dynamodb": {"Keys": {"sk": {"S": ["RUN"]}}}}"#,
+        r#"{"eventName": ["MODIFY"], "dynamodb": {"Keys": {"sk": {"S": [{"prefix": "DEVICE#"}]}}}}"#,
+    ]
+    .iter()
+    .map(|p| serde_json::from_str(p).unwrap())
+    .collect()
+}
+
+/// A run of `session` queued by `agent` for `owner`, under `key`.
+fn queue_req(owner: &OwnerId, agent: &AgentId, session: &GraphSessionId, key: &str) -> QueueRun {
+    QueueRun {
+        owner: owner.clone(),
+        agent: agent.clone(),
+        project_id: None,
+        graph_session_id: session.clone(),
+        arguments: json!({}),
+        idempotency_key: IdempotencyKey::parse(key).unwrap(),
+    }
+}
+
+/// A project of `owner`, switched on for connected agents.
+async fn enabled_project(h: &Harness, owner: &OwnerId) -> domain::projects::Project {
+    let project = h.store.create_project(owner, "P").await.unwrap();
+    h.store.set_project_enabled(owner, project.project_id, true).await.unwrap();
+    project
+}
+
 /// A busy desktop's life on the store: queued, started, heartbeats with progress, syncs,
 /// cancelled, completed; a second desktop paused and resumed, then revoked. The template's
 /// filters let through exactly the records after which the ring function rings someone; the
@@ -56,22 +87,14 @@ fn ring_filters() -> Vec<Value> {
 async fn the_ring_filters_pass_exactly_the_records_that_ring() {
     let Some(h) = Harness::dynamo(test_policy()).await else { return };
     let owner = OwnerId::new("ring-owner").unwrap();
-    let project = h.store.create_project(&owner, "P").await.unwrap();
-    h.store.set_project_enabled(&owner, project.project_id, true).await.unwrap();
+    let project = enabled_project(&h, &owner).await;
     let a = h.store.create_device(&owner, "A", "hash-a").await.unwrap();
     let b = h.store.create_device(&owner, "B", "hash-b").await.unwrap();
     let gs = session(1);
     h.store.sync_sessions(&owner, project.project_id, a.device_id, &[session_meta(&gs)]).await.unwrap();
     let agent = AgentId::new("ring-client", "ring-owner").unwrap();
-    let queue = |key: &str| QueueRun {
-        owner: owner.clone(),
-        agent: agent.clone(),
-        project_id: None,
-        graph_session_id: gs.clone(),
-        arguments: json!({}),
-        idempotency_key: IdempotencyKey::parse(key).unwrap(),
-    };
-    let QueueOutcome::Queued(run) = h.store.queue_run(&queue("ring-run-0001")).await.unwrap() else { panic!() };
+    let req = queue_req(&owner, &agent, &gs, "ring-run-0001");
+    let QueueOutcome::Queued(run) = h.store.queue_run(&req).await.unwrap() else { panic!() };
     let id = run.command_id;
     h.store.start_run(&owner, id, "e1", a.device_id).await.unwrap();
     for n in 0..3 {
@@ -108,14 +131,7 @@ async fn the_ring_filters_pass_exactly_the_records_that_ring() {
             if rings(r) { "rings" } else { "rings nobody" }
         );
     }
-    // The filter before this one: every change of a run, every change of a device.
-    let broad: Vec<Value> = [
-        r#"{"dynamodb": {"Keys": {"sk": {"S": ["RUN"]}}}}"#,
-        r#"{"eventName": ["MODIFY"], "dynamodb": {"Keys": {"sk": {"S": [{"prefix": "DEVICE#"}]}}}}"#,
-    ]
-    .iter()
-    .map(|p| serde_json::from_str(p).unwrap())
-    .collect();
+    let broad = broad_filters();
     let wasted = records.iter().filter(|r| passes_filters(&broad, r) && !rings(r)).count();
     assert!(wasted >= 8, "the broad filter passed only {wasted} records that ring nobody");
 }
@@ -151,8 +167,7 @@ async fn a_ring_reaches_only_the_desktops_it_is_for_posted_at_once() {
     let Some(h) = Harness::dynamo(test_policy()).await else { return };
     let foundry_tests::Backend::Dynamo { store, .. } = &h.backend else { unreachable!() };
     let owner = OwnerId::new("fanout-owner").unwrap();
-    let project = h.store.create_project(&owner, "P").await.unwrap();
-    h.store.set_project_enabled(&owner, project.project_id, true).await.unwrap();
+    let project = enabled_project(&h, &owner).await;
     let (gs, other) = (session(1), session(2));
     let mut devices = Vec::new();
     for (name, shares) in [("A", &gs), ("B", &gs), ("C", &other)] {
@@ -164,14 +179,7 @@ async fn a_ring_reaches_only_the_desktops_it_is_for_posted_at_once() {
         store.open_connection(&owner, devices[device].device_id, socket).await.unwrap();
     }
     let agent = AgentId::new("fanout-client", "fanout-owner").unwrap();
-    let req = QueueRun {
-        owner: owner.clone(),
-        agent: agent.clone(),
-        project_id: None,
-        graph_session_id: gs.clone(),
-        arguments: json!({}),
-        idempotency_key: IdempotencyKey::parse("fanout-1").unwrap(),
-    };
+    let req = queue_req(&owner, &agent, &gs, "fanout-run-0001");
     let QueueOutcome::Queued(run) = h.store.queue_run(&req).await.unwrap() else { panic!() };
     let filters = ring_filters();
     let event = |records: Vec<Value>| -> aws_lambda_events::event::dynamodb::Event {
@@ -228,8 +236,7 @@ async fn one_owner_with_500_desktops_rings_only_the_desktops_that_share_the_run(
     let Some(h) = Harness::dynamo(test_policy()).await else { return };
     let foundry_tests::Backend::Dynamo { store, .. } = &h.backend else { unreachable!() };
     let owner = OwnerId::new("busy-owner").unwrap();
-    let project = h.store.create_project(&owner, "P").await.unwrap();
-    h.store.set_project_enabled(&owner, project.project_id, true).await.unwrap();
+    let project = enabled_project(&h, &owner).await;
     let (gs, other) = (session(1), session(2));
     let mut sharers = Vec::new();
     for i in 0..DESKTOPS {
@@ -256,14 +263,7 @@ async fn one_owner_with_500_desktops_rings_only_the_desktops_that_share_the_run(
     // the project's last sync moves once, and its desktop's last-seen time).
     let agent = AgentId::new("busy-client", "busy-owner").unwrap();
     for n in 0..RUNS {
-        let req = QueueRun {
-            owner: owner.clone(),
-            agent: agent.clone(),
-            project_id: None,
-            graph_session_id: gs.clone(),
-            arguments: json!({}),
-            idempotency_key: IdempotencyKey::parse(&format!("busy-run-{n:04}")).unwrap(),
-        };
+        let req = queue_req(&owner, &agent, &gs, &format!("busy-run-{n:04}"));
         assert!(matches!(h.store.queue_run(&req).await.unwrap(), QueueOutcome::Queued(_)));
     }
     // What the queueing cost (read and reset), apart from the syncs' cost (read at the end).
@@ -280,13 +280,7 @@ async fn one_owner_with_500_desktops_rings_only_the_desktops_that_share_the_run(
         h.store.sync_sessions(&owner, project.project_id, d.device_id, &[session_meta(&gs)]).await.unwrap();
     }
     let wave: Vec<Value> = records_of(&h).await.into_iter().skip(seen).collect();
-    let broad: Vec<Value> = [
-        r#"{"dynamodb": {"Keys": {"sk": {"S": ["RUN"]}}}}"#,
-        r#"{"eventName": ["MODIFY"], "dynamodb": {"Keys": {"sk": {"S": [{"prefix": "DEVICE#"}]}}}}"#,
-    ]
-    .iter()
-    .map(|p| serde_json::from_str(p).unwrap())
-    .collect();
+    let broad = broad_filters();
     let posted = posts.0.load(std::sync::atomic::Ordering::Relaxed);
     assert_eq!(posted, RUNS * SHARERS, "rings posted");
     let invoking = wave.iter().filter(|r| passes_filters(&filters, r)).count();
