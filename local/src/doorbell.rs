@@ -429,4 +429,54 @@ mod tests {
         assert!(hub.reserve(owner(), uuid::Uuid::new_v4(), "c".into()).is_err(), "full at 3");
         assert_eq!(hub.connected(None), 3);
     }
+
+    /// The local server's rings go where the cloud's do (`domain::store::ring_recipients`, one
+    /// place): a queued run's ring reaches the desktop sharing its session, not the owner's
+    /// other desktop, through the real store's ring feed.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_queued_runs_ring_reaches_only_the_desktops_sharing_its_session() {
+        use domain::store::{ManageDevices, ManageProjects, QueueRuns, SyncSessions};
+        let path = std::env::temp_dir().join(format!("foundry-hub-{}.sqlite3", uuid::Uuid::new_v4()));
+        let clock = Arc::new(domain::clock::ManualClock::starting_now());
+        let store = Arc::new(store_sqlite::SqliteStore::open(&path, clock, domain::limits::Policy::default()).unwrap());
+        let owner = owner();
+        let project = store.create_project(&owner, "P").await.unwrap();
+        store.set_project_enabled(&owner, project.project_id, true).await.unwrap();
+        let session = |n: u8| domain::runs::SessionMeta {
+            graph_session_id: domain::ids::GraphSessionId::parse("s", &format!("gs_{}", format!("{n:02x}").repeat(16)))
+                .unwrap(),
+            name: "G".into(),
+            description: String::new(),
+            slug: "g".into(),
+            version: "1".into(),
+            status: "ready".into(),
+        };
+        let (sharer, other) = (
+            store.create_device(&owner, "a", "ha").await.unwrap(),
+            store.create_device(&owner, "b", "hb").await.unwrap(),
+        );
+        for (d, n) in [(&sharer, 1), (&other, 2)] {
+            store.sync_sessions(&owner, project.project_id, d.device_id, &[session(n)]).await.unwrap();
+        }
+        let hub = Arc::new(Hub::new(Arc::clone(&store) as Arc<dyn AuthenticateDevices>, Duration::from_secs(2)));
+        let mut shares = hub.reserve(owner.clone(), sharer.device_id, "ha".into()).unwrap();
+        let mut not = hub.reserve(owner.clone(), other.device_id, "hb".into()).unwrap();
+        let feeding = feed(&store, Arc::clone(&hub));
+        let req = domain::runs::QueueRun {
+            owner: owner.clone(),
+            agent: domain::ids::AgentId::new("c", "o").unwrap(),
+            project_id: None,
+            graph_session_id: session(1).graph_session_id,
+            arguments: serde_json::json!({}),
+            idempotency_key: domain::ids::IdempotencyKey::parse("hub-ring-0001").unwrap(),
+        };
+        store.queue_run(&req).await.unwrap();
+        let ring = tokio::time::timeout(Duration::from_secs(10), shares.rings.recv()).await;
+        assert_eq!(ring.ok().flatten(), Some(Ring::Sync), "the sharing desktop was not rung");
+        // The hub hands a ring to every target at once: the other desktop's would be there now.
+        assert!(not.rings.try_recv().is_err(), "a desktop that does not share the session was rung");
+        assert_eq!(hub.rings_sent(), 1);
+        feeding.abort();
+        let _ = std::fs::remove_file(&path);
+    }
 }
