@@ -219,11 +219,14 @@ async fn a_receiver_down_at_first_gets_each_event_later_exactly_once() {
     receiver.fail_first(3);
     let t = w.assign(link.link_id, "Summarize").await;
     let ClaimOutcome::Claimed { .. } = w.store.claim_task(&w.owner, link.link_id, t).await.unwrap() else { panic!() };
-    // Pass 1: both events fail (2 of the 3 failures); nothing is due until the backoff passes.
+    // Pass 1: the first event fails (1 of the 3 failures) and parks the subscription, so the
+    // second fails at once without calling the receiver (events::Parked); nothing is due until
+    // the backoff passes.
     deliver_due(&notifier).await.unwrap();
-    assert_eq!((receiver.hits(), receiver.accepted().len()), (2, 0));
+    assert_eq!((receiver.hits(), receiver.accepted().len()), (1, 0));
     assert_eq!(deliver_due(&notifier).await.unwrap(), 0, "an event came back before its backoff");
-    // After the first backoff (5 s) one more failure, then both get through.
+    // The first event's retries try the receiver (two more failures), then it gets through and
+    // the park ends: the second gets through at its next try.
     for _ in 0..6 {
         w.clock.advance(Duration::from_secs(60));
         deliver_due(&notifier).await.unwrap();
@@ -249,6 +252,45 @@ fn kinds_of(r: &[foundry_tests::receiver::Received]) -> Vec<String> {
 async fn service_last_delivery(w: &World, link: ChatLinkId) -> domain::events::DeliveryOutcome {
     use domain::store::RecordDeliveries;
     w.store.last_deliveries(&w.owner).await.unwrap().into_iter().find(|(l, _)| *l == link).unwrap().1
+}
+
+/// Issue 59: a dead receiver is parked. Of its subscription's five events, one tries the
+/// receiver per backoff and the others fail at once (a batch no longer waits a delivery timeout
+/// per event for a receiver known to be down), while another link's events are delivered; once
+/// the receiver answers again, the park ends and every event gets through, each once.
+#[tokio::test]
+async fn a_dead_receivers_events_wait_behind_one_probe_and_all_arrive_once_it_answers() {
+    let w = world();
+    let (down, good) = (Receiver::start().await, Receiver::start().await);
+    let (down_link, down_secret) = w.link(Some(&down.url)).await;
+    let (good_link, good_secret) = w.link(Some(&good.url)).await;
+    down.set_secret(&down_secret);
+    good.set_secret(&good_secret);
+    down.fail_first(usize::MAX);
+    let notifier = w.notifier(UrlPolicy::Local, Arc::new(SystemResolver));
+    for i in 0..5 {
+        w.assign(down_link.link_id, &format!("to the dead receiver {i}")).await;
+    }
+    w.assign(good_link.link_id, "to the good one").await;
+    deliver_due(&notifier).await.unwrap();
+    assert_eq!(down.hits(), 1, "a receiver that had just failed was tried again at once");
+    assert_eq!(good.accepted().len(), 1, "another link's event waited");
+    // Three backoffs later: one try each time, by the event that failed first.
+    for _ in 0..3 {
+        w.clock.advance(Duration::from_secs(1_000));
+        deliver_due(&notifier).await.unwrap();
+    }
+    assert_eq!(down.hits(), 4, "one try per backoff while parked");
+    // The receiver is back: its probe gets through, the park ends, the rest follow.
+    down.fail_first(0);
+    for _ in 0..3 {
+        w.clock.advance(Duration::from_secs(1_000));
+        deliver_due(&notifier).await.unwrap();
+    }
+    let got = down.accepted();
+    let distinct: std::collections::HashSet<_> = got.iter().map(|r| r.id.clone()).collect();
+    assert_eq!((got.len(), distinct.len()), (5, 5), "each of the five, once");
+    assert!(w.outbox().await.is_empty());
 }
 
 #[tokio::test]

@@ -207,6 +207,55 @@ pub struct Notifier<S: ?Sized> {
     pub clients: ClientCache,
     /// The relays' poll interval (the desktop watch's online windows: [`watch::check`]).
     pub poll_interval: Duration,
+    /// Subscriptions whose receiver failed, parked ([`Parked`]).
+    pub parked: Parked,
+}
+
+/// Subscriptions whose receiver just failed (issue 59): until its backoff has passed, only the
+/// event that failed tries the receiver again; the link's other events fail at once ("parked"),
+/// without waiting for a receiver known to be down — a dead receiver's many events no longer
+/// each take a delivery timeout in the batch — and they come back after their own backoff. A
+/// success, or the park's time passing, lets every event try again. Kept in memory: per
+/// `notify` instance in the cloud, per process locally (a fresh instance tries once more).
+#[derive(Default)]
+pub struct Parked(std::sync::Mutex<std::collections::HashMap<ChatLinkId, Park>>);
+
+/// One parked subscription.
+#[derive(Debug, Clone)]
+struct Park {
+    /// Until when (the backoff of its failures in a row).
+    until: Timestamp,
+    /// Failures in a row.
+    failures: u32,
+    /// The event whose retries still try the receiver.
+    probe: String,
+}
+
+impl Parked {
+    /// Why `event` may not try `link`'s receiver now, if it may not.
+    fn holds(&self, link: ChatLinkId, event: &str, now: Timestamp) -> Option<String> {
+        let parks = self.0.lock().ok()?;
+        let park = parks.get(&link)?;
+        (now < park.until && park.probe != event).then(|| {
+            format!(
+                "parked: the receiver failed {} time(s) in a row; tried again from {} (by event {})",
+                park.failures,
+                park.until.rfc3339(),
+                park.probe
+            )
+        })
+    }
+
+    /// Records a delivery's outcome to `link`'s receiver.
+    fn record(&self, link: ChatLinkId, event: &str, ok: bool, now: Timestamp) {
+        let Ok(mut parks) = self.0.lock() else { return };
+        if ok {
+            parks.remove(&link);
+            return;
+        }
+        let failures = parks.get(&link).map_or(0, |p| p.failures).saturating_add(1);
+        parks.insert(link, Park { until: now.plus(backoff(failures)), failures, probe: event.to_owned() });
+    }
 }
 
 /// See [`Notifier::clients`].
@@ -250,6 +299,7 @@ impl<S: ?Sized> Notifier<S> {
             resolver,
             clients: ClientCache::default(),
             poll_interval: domain::limits::Policy::default().poll_interval,
+            parked: Parked::default(),
         }
     }
 
@@ -292,7 +342,13 @@ impl<S: ManageLinks + RecordDeliveries + ?Sized> Notifier<S> {
         let mut failures = Vec::new();
         for link in &targets {
             let Some(sub) = &link.subscription else { continue };
+            if let Some(why) = self.parked.holds(link.link_id, &event.id, self.clock.now()) {
+                // Not recorded: the subscription's last outcome stays the receiver's own answer.
+                failures.push(format!("{}: {why}", link.link_id));
+                continue;
+            }
             let result = self.post(&sub.url, &sub.secret, &event.id, &body).await;
+            self.parked.record(link.link_id, &event.id, result.is_ok(), self.clock.now());
             let outcome = DeliveryOutcome {
                 event_id: event.id.clone(),
                 event_type: event.kind,
