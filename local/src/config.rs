@@ -15,6 +15,8 @@ pub const PUBLIC_URL: &str = "FOUNDRY_PUBLIC_URL";
 pub const POLL_INTERVAL_SECONDS: &str = "FOUNDRY_POLL_INTERVAL_SECONDS";
 /// Seconds without a control poll before a run reads `desktop stopped reporting` (default 600).
 pub const HEARTBEAT_TIMEOUT_SECONDS: &str = "FOUNDRY_HEARTBEAT_TIMEOUT_SECONDS";
+/// Pairings one source address may start per hour (default 10).
+pub const PAIRINGS_PER_SOURCE_PER_HOUR: &str = "FOUNDRY_PAIRINGS_PER_SOURCE_PER_HOUR";
 /// Seconds between owner-panel refreshes (default 15).
 pub const PANEL_REFRESH_SECONDS: &str = "FOUNDRY_PANEL_REFRESH_SECONDS";
 /// Default for [`PORT`].
@@ -49,8 +51,12 @@ pub use settings::ConfigError;
 use settings::{PolicyKeys, Reader};
 
 /// The time policy's keys (the lease is not configurable locally).
-const POLICY: PolicyKeys =
-    PolicyKeys { lease: None, heartbeat_timeout: HEARTBEAT_TIMEOUT_SECONDS, poll_interval: POLL_INTERVAL_SECONDS };
+const POLICY: PolicyKeys = PolicyKeys {
+    lease: None,
+    heartbeat_timeout: HEARTBEAT_TIMEOUT_SECONDS,
+    poll_interval: POLL_INTERVAL_SECONDS,
+    pairings_per_source: PAIRINGS_PER_SOURCE_PER_HOUR,
+};
 
 /// The local server's settings.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -1705,6 +1705,11 @@ async fn request_counts_on_the_common_path(h: Harness) {
 
 // ---- the matrix ------------------------------------------------------------------------------
 
+/// A deployment that lets one address start 25 pairings an hour.
+fn busy_pairing_policy() -> Policy {
+    Policy { pairings_per_source_per_hour: 25, ..test_policy() }
+}
+
 fn lease_policy() -> Policy {
     Policy { lease: Duration::from_secs(1), ..test_policy() }
 }
@@ -1963,13 +1968,15 @@ async fn failed_attempts_are_counted_per_key_and_window(h: Harness) {
     assert_eq!(h.store.record_failed_attempt("k", next).await.unwrap(), 1);
 }
 
-/// A source may start `PAIRINGS_PER_SOURCE_PER_HOUR` pairings an hour; another source is not
-/// held back by it, and the next hour starts afresh.
+/// A source may start the policy's pairings an hour (`PAIRINGS_PER_SOURCE_PER_HOUR` unless the
+/// deployment sets another number); another source is not held back by it, and the next hour
+/// starts afresh.
 async fn pairings_are_limited_per_source_and_hour(h: Harness) {
+    assert_eq!(test_policy().pairings_per_source_per_hour, PAIRINGS_PER_SOURCE_PER_HOUR);
     // Start at the top of an hour, so the whole test stays inside it.
     let now = h.clock.now().as_millis();
     h.clock.set(domain::clock::Timestamp::from_millis((now / 3_600_000 + 1) * 3_600_000));
-    for i in 0..PAIRINGS_PER_SOURCE_PER_HOUR {
+    for i in 0..h.policy.pairings_per_source_per_hour {
         let (p, _) = new_pairing(&h, "203.0.113.9");
         assert_eq!(h.store.start_pairing(&p).await.unwrap(), PairingStart::Started, "pairing {i}");
     }
@@ -1981,6 +1988,13 @@ async fn pairings_are_limited_per_source_and_hour(h: Harness) {
     h.clock.advance(Duration::from_secs(3600));
     let (next_hour, _) = new_pairing(&h, "203.0.113.9");
     assert_eq!(h.store.start_pairing(&next_hour).await.unwrap(), PairingStart::Started);
+}
+
+/// Issue 59: a company pairing many desktops behind one address raises the number; the store
+/// holds the deployment's, not the default.
+async fn a_deployment_raises_the_pairings_per_source(h: Harness) {
+    assert!(h.policy.pairings_per_source_per_hour > PAIRINGS_PER_SOURCE_PER_HOUR);
+    pairings_are_limited_per_source_and_hour(h).await;
 }
 
 const PAIR_RACES: usize = 20;
@@ -2372,6 +2386,7 @@ suite! {
     a_token_that_belongs_to_a_device_can_never_be_paired,
     failed_attempts_are_counted_per_key_and_window,
     pairings_are_limited_per_source_and_hour,
+    a_deployment_raises_the_pairings_per_source with super::busy_pairing_policy(),
     pairing_race_approves_and_redeems_once,
     pairing_race_catches_the_unconditional_approval_and_redemption_only_at_once,
     pairing_race_catches_the_naive_redemption,

@@ -95,6 +95,10 @@ pub struct Policy {
     /// The longest a task a desktop hands to a chat waits (`crate::dispatch`), and its
     /// default: 30 minutes. Never above [`Policy::task_ttl`] ([`Policy::max_dispatch_ttl`]).
     pub dispatch_ttl: Duration,
+    /// Pairings one source address may start per UTC hour (default
+    /// [`crate::pairing::PAIRINGS_PER_SOURCE_PER_HOUR`]): a company pairing hundreds of
+    /// desktops behind one address raises it (issue 59; docs/scale.md, "Onboarding ceilings").
+    pub pairings_per_source_per_hour: u32,
 }
 
 impl Default for Policy {
@@ -108,6 +112,7 @@ impl Default for Policy {
             heartbeat_timeout: DEFAULT_HEARTBEAT_TIMEOUT,
             poll_interval: DEFAULT_POLL_INTERVAL,
             dispatch_ttl: DEFAULT_DISPATCH_TTL,
+            pairings_per_source_per_hour: crate::pairing::PAIRINGS_PER_SOURCE_PER_HOUR,
         }
     }
 }

@@ -44,7 +44,8 @@ pub const POLL_INTERVAL: Duration = Duration::from_secs(5);
 /// How much sooner than [`POLL_INTERVAL`] a poll may come (network jitter) before it is
 /// answered `slow_down`.
 pub const POLL_TOLERANCE: Duration = Duration::from_secs(1);
-/// Pairings one source address may start per UTC hour.
+/// Pairings one source address may start per UTC hour, unless the deployment sets another
+/// number ([`crate::limits::Policy::pairings_per_source_per_hour`]).
 pub const PAIRINGS_PER_SOURCE_PER_HOUR: u32 = 10;
 /// Codes an owner (and, in the cloud, a source address) may look up or decide without a
 /// match in one [`LOOKUP_WINDOW`] before every lookup is refused until the window ends: a
@@ -299,7 +300,8 @@ pub enum StartOutcome {
     Started,
     /// The user code is taken (the caller draws another).
     CodeTaken,
-    /// The source address started [`PAIRINGS_PER_SOURCE_PER_HOUR`] pairings this hour.
+    /// The source address started its hour's pairings
+    /// ([`crate::limits::Policy::pairings_per_source_per_hour`]).
     TooMany,
     /// The token hash already belongs to a device (revoked or not): redeeming it could never
     /// succeed, so the pairing is refused at once (the relay makes a new token and asks again).

@@ -372,7 +372,7 @@ pub trait EventOutbox: Send + Sync {
 #[async_trait]
 pub trait PairDevices: Send + Sync {
     /// Stores a new pending pairing and counts it against its source's hourly allowance
-    /// ([`crate::pairing::PAIRINGS_PER_SOURCE_PER_HOUR`]), in one transaction. A user code
+    /// ([`crate::limits::Policy::pairings_per_source_per_hour`]), in one transaction. A user code
     /// whose earlier pairing expired over an hour ago may be used again.
     async fn start_pairing(&self, pairing: &Pairing) -> StoreResult<PairingStart>;
     /// The pairing with this user code, whatever its state (one read, no write).

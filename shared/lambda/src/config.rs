@@ -31,6 +31,8 @@ pub const LEASE_SECONDS: &str = "LEASE_SECONDS";
 pub const HEARTBEAT_TIMEOUT_SECONDS: &str = "HEARTBEAT_TIMEOUT_SECONDS";
 /// Optional: relay poll interval in seconds (default 20).
 pub const POLL_INTERVAL_SECONDS: &str = "POLL_INTERVAL_SECONDS";
+/// Pairings one source address may start per hour (`domain::limits::Policy`).
+pub const PAIRINGS_PER_SOURCE_PER_HOUR: &str = "PAIRINGS_PER_SOURCE_PER_HOUR";
 /// The OAuth issuer (`iss`), e.g. the Cognito user pool URL.
 pub const OAUTH_ISSUER: &str = "OAUTH_ISSUER";
 /// The issuer's JWKS URL.
@@ -143,6 +145,7 @@ const POLICY: PolicyKeys = PolicyKeys {
     lease: Some(LEASE_SECONDS),
     heartbeat_timeout: HEARTBEAT_TIMEOUT_SECONDS,
     poll_interval: POLL_INTERVAL_SECONDS,
+    pairings_per_source: PAIRINGS_PER_SOURCE_PER_HOUR,
 };
 
 /// Settings of a tool function.
@@ -561,6 +564,24 @@ mod tests {
         )
         .unwrap();
         assert_eq!((ok.table.as_str(), ok.policy.lease, ok.bucket), ("t", Duration::from_secs(60), None));
+    }
+
+    /// The template's `PairingsPerSourcePerHour` reaches the relay API's store policy; a bad
+    /// value is refused naming its key.
+    #[test]
+    fn the_pairings_per_source_come_from_the_environment() {
+        let base = [(TABLE_NAME.to_owned(), "t"), (PUBLIC_URL.to_owned(), "https://api.example.com")];
+        let pairs = |v: &'static str| {
+            let mut all = base.to_vec();
+            all.push((PAIRINGS_PER_SOURCE_PER_HOUR.to_owned(), v));
+            all
+        };
+        let ok = RelayConfig::from_env(map(&pairs("500"))).unwrap();
+        assert_eq!(ok.policy.pairings_per_source_per_hour, 500);
+        let unset = RelayConfig::from_env(map(&base)).unwrap();
+        assert_eq!(unset.policy.pairings_per_source_per_hour, domain::pairing::PAIRINGS_PER_SOURCE_PER_HOUR);
+        let e = RelayConfig::from_env(map(&pairs("0"))).unwrap_err();
+        assert_eq!(e.problems, vec!["PAIRINGS_PER_SOURCE_PER_HOUR: must be a whole number > 0 (got \"0\")"]);
     }
 
     #[cfg(all(feature = "mcp", feature = "register"))]

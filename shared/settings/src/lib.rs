@@ -26,6 +26,8 @@ pub struct PolicyKeys {
     pub heartbeat_timeout: &'static str,
     /// Seconds between relay polls the server asks for.
     pub poll_interval: &'static str,
+    /// Pairings one source address may start per hour.
+    pub pairings_per_source: &'static str,
 }
 
 /// Reads settings through `get`, collecting every problem.
@@ -154,6 +156,10 @@ impl<F: Fn(&str) -> Option<String>> Reader<F> {
             lease: keys.lease.map_or(d.lease, |k| self.seconds(k, d.lease)),
             heartbeat_timeout: self.seconds(keys.heartbeat_timeout, d.heartbeat_timeout),
             poll_interval: self.seconds(keys.poll_interval, d.poll_interval),
+            pairings_per_source_per_hour: u32::try_from(
+                self.count(keys.pairings_per_source, d.pairings_per_source_per_hour as usize),
+            )
+            .unwrap_or(u32::MAX),
             ..d
         }
     }

@@ -22,8 +22,8 @@ use domain::clock::Timestamp;
 use domain::devices::Device;
 use domain::ids::OwnerId;
 use domain::pairing::{
-    DecideOutcome, Decision, Desktop, PAIRINGS_PER_SOURCE_PER_HOUR, Pairing, PairingStatus, PollOutcome, PollStep,
-    StartOutcome, UserCode, classify_poll, slow_down_cutoff, source_window,
+    DecideOutcome, Decision, Desktop, Pairing, PairingStatus, PollOutcome, PollStep, StartOutcome, UserCode,
+    classify_poll, slow_down_cutoff, source_window,
 };
 use domain::store::{LimitAttempts, PairDevices, StoreResult};
 
@@ -192,7 +192,7 @@ impl PairDevices for DynamoStore {
                 Update::of(pairing_source_key(&source_window(&pairing.source, now)))
                     .add("count", n(1))
                     .set("ttl", ttl_at(hour_end.plus(KEEP_AFTER_EXPIRY)))
-                    .when(missing("count").or(lt("count", n(i64::from(PAIRINGS_PER_SOURCE_PER_HOUR))))),
+                    .when(missing("count").or(lt("count", n(i64::from(self.policy.pairings_per_source_per_hour))))),
             )?,
             check(&self.table, token_key(&pairing.token_hash), "attribute_not_exists(#pk)", Item::new())?,
         ];

@@ -14,8 +14,8 @@ use rusqlite::{Connection, OptionalExtension, Row, named_params, params};
 use domain::clock::Timestamp;
 use domain::ids::OwnerId;
 use domain::pairing::{
-    DecideOutcome, Decision, Desktop, PAIRINGS_PER_SOURCE_PER_HOUR, Pairing, PairingStatus, PollOutcome, PollStep,
-    StartOutcome, UserCode, classify_poll, slow_down_cutoff, source_window,
+    DecideOutcome, Decision, Desktop, Pairing, PairingStatus, PollOutcome, PollStep, StartOutcome, UserCode,
+    classify_poll, slow_down_cutoff, source_window,
 };
 use domain::store::{LimitAttempts, PairDevices, StoreResult};
 
@@ -75,6 +75,7 @@ fn read(tx: &Connection, code: &str) -> rusqlite::Result<Option<Pairing>> {
 impl PairDevices for SqliteStore {
     async fn start_pairing(&self, pairing: &Pairing) -> StoreResult<StartOutcome> {
         let p = pairing.clone();
+        let limit = self.policy.pairings_per_source_per_hour;
         self.write(move |tx, now| {
             // Old rows go first: the ones nobody can use any more, and past hours' counts.
             tx.prepare_cached("DELETE FROM pairings WHERE expires_at < ?1")?.execute([now.as_millis() - REUSE_AFTER_MS])?;
@@ -89,7 +90,7 @@ impl PairDevices for SqliteStore {
                 .query_row([&window], |r| r.get(0))
                 .optional()?
                 .unwrap_or(0);
-            if count >= PAIRINGS_PER_SOURCE_PER_HOUR {
+            if count >= limit {
                 return Ok(StartOutcome::TooMany);
             }
             if token_in_use(tx, &p.token_hash)? {
