@@ -96,10 +96,14 @@ pub struct Policy {
     /// default: 30 minutes. Never above [`Policy::task_ttl`] ([`Policy::max_dispatch_ttl`]).
     pub dispatch_ttl: Duration,
     /// Pairings one source address may start per UTC hour (default
-    /// [`crate::pairing::PAIRINGS_PER_SOURCE_PER_HOUR`]): a company pairing hundreds of
-    /// desktops behind one address raises it (issue 59; docs/scale.md, "Onboarding ceilings").
+    /// [`DEFAULT_PAIRINGS_PER_SOURCE_PER_HOUR`]): a company pairing hundreds of desktops behind
+    /// one address raises it (issue 59; docs/scale.md, "Onboarding ceilings").
     pub pairings_per_source_per_hour: u32,
 }
+
+/// Pairings one source address may start per UTC hour unless the deployment sets another
+/// number ([`Policy::pairings_per_source_per_hour`]).
+pub const DEFAULT_PAIRINGS_PER_SOURCE_PER_HOUR: u32 = 10;
 
 impl Default for Policy {
     fn default() -> Self {
@@ -112,7 +116,7 @@ impl Default for Policy {
             heartbeat_timeout: DEFAULT_HEARTBEAT_TIMEOUT,
             poll_interval: DEFAULT_POLL_INTERVAL,
             dispatch_ttl: DEFAULT_DISPATCH_TTL,
-            pairings_per_source_per_hour: crate::pairing::PAIRINGS_PER_SOURCE_PER_HOUR,
+            pairings_per_source_per_hour: DEFAULT_PAIRINGS_PER_SOURCE_PER_HOUR,
         }
     }
 }

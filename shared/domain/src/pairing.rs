@@ -46,7 +46,7 @@ pub const POLL_INTERVAL: Duration = Duration::from_secs(5);
 pub const POLL_TOLERANCE: Duration = Duration::from_secs(1);
 /// Pairings one source address may start per UTC hour, unless the deployment sets another
 /// number ([`crate::limits::Policy::pairings_per_source_per_hour`]).
-pub const PAIRINGS_PER_SOURCE_PER_HOUR: u32 = 10;
+pub const PAIRINGS_PER_SOURCE_PER_HOUR: u32 = crate::limits::DEFAULT_PAIRINGS_PER_SOURCE_PER_HOUR;
 /// Codes an owner (and, in the cloud, a source address) may look up or decide without a
 /// match in one [`LOOKUP_WINDOW`] before every lookup is refused until the window ends: a
 /// guesser gets 10 tries in 15 minutes out of 20⁸ codes (RFC 8628 §5.1), an owner who mistypes
