@@ -178,10 +178,6 @@ class Meter:
 
     # -- counting -------------------------------------------------------------------------
 
-    def before_write(self, environ, table, key):
-        schema = self.schema(environ, table)
-        return schema, self.get(environ, table, key) if schema else None
-
     def after_write(self, environ, table, schema, key, before, factor, counts):
         after = self.get(environ, table, key)
         size = max(item_size(before), item_size(after))
