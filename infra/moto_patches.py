@@ -1,4 +1,4 @@
-"""Three places where moto's server spends the tests' time without changing any answer.
+"""Four places where moto's server spends the tests' time without changing any answer.
 
 Measured with py-spy on moto during the test command (docs/results.md, "The test command,
 issue 55"): of the samples in DynamoDB requests, 60 % were `copy.deepcopy` inside
@@ -18,7 +18,15 @@ transaction, so their cost grew with the square of their writes.
 - the RSA key every new Cognito user pool imports from moto's own resource file (recovering its
   primes in Python, about 50 ms each), with the one imported key: every pool had the same key.
 
-`infra/moto_patches_test.py` checks the rollback against moto's own on the same transactions.
+- in SQS, the clock each message's `visible` and `delayed` read (moto's `unix_time_millis`,
+  datetime arithmetic of a few microseconds, with `time.time()`: the same epoch milliseconds),
+  and the retention check every received message makes, which read the queue's attributes and
+  so counted every message of the queue twice, with the queue's retention period read directly:
+  a queue of 10,000 messages (the issue-59 scenario `events_cloud::a_link_with_10000_…`)
+  received about one message a second, each receive scanning the queue per message.
+
+`infra/moto_patches_test.py` checks the rollback against moto's own on the same transactions,
+and the patched SQS against moto's on the same messages.
 """
 
 import copy
@@ -126,8 +134,25 @@ class _NoTableCopies:
         return getattr(copy, name)
 
 
+def _sqs_now_millis(dt=None):
+    """moto's `unix_time_millis`: epoch milliseconds of `dt`, or of now from `time.time()`."""
+    import time
+
+    from moto.core.utils import unix_time
+
+    return unix_time(dt) * 1000.0 if dt is not None else time.time() * 1000.0
+
+
+def _retention_check(self, queue_name, message):
+    """moto's check, with the retention period read from the queue instead of its attributes."""
+    import time
+
+    retention_period = int(self.get_queue(queue_name).message_retention_period)
+    return retention_period + message.sent_timestamp / 1000 > time.time()
+
+
 def apply():
-    """Installs the three replacements in this process."""
+    """Installs the four replacements in this process."""
     modules = tuple(backends.list_of_moto_modules())
     backends.list_of_moto_modules = lambda: modules
 
@@ -140,6 +165,11 @@ def apply():
     import moto.cognitoidp.models as cognito_models
 
     cognito_models.jwk = _JwkImportingOnce(cognito_models.jwk)
+
+    import moto.sqs.models as sqs_models
+
+    sqs_models.unix_time_millis = _sqs_now_millis
+    sqs_models.SQSBackend.is_message_valid_based_on_retention_period = _retention_check
 
 
 class _JwkImportingOnce:

@@ -79,13 +79,18 @@ def child(mode):
     import boto3
     from moto import mock_aws
 
-    if mode in ("patched", "broken"):
+    if mode in ("patched", "broken", "broken-sqs"):
         sys.path.insert(0, HERE)
         import moto_patches
 
         if mode == "broken":
             moto_patches._restore = lambda *a: None
             moto_patches._truncate_streams = lambda *a: None
+        if mode == "broken-sqs":
+            # A clock in seconds where moto counts milliseconds: every message reads as visible.
+            import time
+
+            moto_patches._sqs_now_millis = lambda dt=None: time.time()
         moto_patches.apply()
 
     with mock_aws():
@@ -126,7 +131,31 @@ def child(mode):
                     "stream": [(r["eventName"], json.dumps(r["dynamodb"].get("Keys"), sort_keys=True)) for r in records],
                 }
             seen.append({"answer": answer, "state": state})
+        seen.append({"sqs": sqs_scenario(boto3)})
         print(json.dumps(seen))
+
+
+def sqs_scenario(boto3):
+    """What a queue answers over sends, receives, a visibility change and deletes: bodies and
+    counts (message ids and receipt handles are random)."""
+    sqs = boto3.client("sqs", region_name="us-east-1")
+    url = sqs.create_queue(QueueName="q", Attributes={"MessageRetentionPeriod": "600"})["QueueUrl"]
+    sqs.send_message_batch(QueueUrl=url, Entries=[{"Id": f"m{i}", "MessageBody": f"body {i}"} for i in range(10)])
+    sqs.send_message(QueueUrl=url, MessageBody="delayed", DelaySeconds=900)
+    counts = lambda: sqs.get_queue_attributes(QueueUrl=url, AttributeNames=["All"])["Attributes"]
+    got = []
+    first = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=4, VisibilityTimeout=600).get("Messages", [])
+    got.append(sorted(m["Body"] for m in first))
+    for m in first[:1]:
+        sqs.change_message_visibility(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"], VisibilityTimeout=0)
+    second = sqs.receive_message(QueueUrl=url, MaxNumberOfMessages=10, VisibilityTimeout=600).get("Messages", [])
+    got.append(sorted(m["Body"] for m in second))
+    for m in second[:3]:
+        sqs.delete_message(QueueUrl=url, ReceiptHandle=m["ReceiptHandle"])
+    c = counts()
+    got.append([c["ApproximateNumberOfMessages"], c["ApproximateNumberOfMessagesNotVisible"],
+                c["ApproximateNumberOfMessagesDelayed"], c["MessageRetentionPeriod"]])
+    return got
 
 
 def run(mode):
@@ -147,8 +176,8 @@ def main():
     if len(sys.argv) == 3 and sys.argv[1] == "--child":
         child(sys.argv[2])
         return 0
-    as_is, patched, broken = run("as-is"), run("patched"), run("broken")
-    answers = [t["answer"] for t in as_is]
+    as_is, patched, broken, broken_sqs = run("as-is"), run("patched"), run("broken"), run("broken-sqs")
+    answers = [t["answer"] for t in as_is if "answer" in t]
     if answers.count("ok") < 2 or len(set(answers)) < 3:
         print(f"moto_patches_test: the transactions do not both succeed and fail: {answers}")
         return 1
@@ -159,9 +188,12 @@ def main():
     if first_difference(as_is, broken) is None:
         print("moto_patches_test: a patch without rollback went unnoticed")
         return 1
+    if first_difference(as_is, broken_sqs) is None:
+        print("moto_patches_test: an SQS clock in the wrong unit went unnoticed")
+        return 1
     print(
-        f"moto_patches_test: {len(as_is)} transactions ({', '.join(answers)}), the same in moto and patched; "
-        "a patch without rollback differs"
+        f"moto_patches_test: {len(answers)} transactions ({', '.join(answers)}) and a queue's answers, the same in "
+        "moto and patched; a patch without rollback differs, and so does an SQS clock in the wrong unit"
     )
     return 0
 

@@ -18,10 +18,14 @@ What it checks, and why (docs/deploy.md, "Preflight"):
 - the account's Lambda concurrency (new accounts often get 10: every tool call holds two);
 - whether the Cognito domain prefix is free and allowed;
 - the stack's state: ROLLBACK_COMPLETE and ROLLBACK_FAILED cannot be deployed over; each state
-  gets the commands that clear it.
+  gets the commands that clear it;
+- for a deployed stack, that this checkout's template replaces none of its stateful resources
+  (the table, the user pool and its clients, the bucket, the queues: infra/replacements.py), which
+  would leave the stack on new, empty ones (docs/releasing.md).
 """
 
 import argparse
+import json
 import os
 import re
 import shutil
@@ -185,6 +189,8 @@ def check_aws(args, cfg):
 
     stack = args.stack or cfg.get("stack_name") or "foundry-connect"
     outputs, params, deployed = check_stack(session, stack, errors)
+    if deployed:
+        check_replacements(session, stack, errors)
 
     prefix = args.domain_prefix or cfg.get("param:AuthDomainPrefix")
     if not prefix:
@@ -291,6 +297,29 @@ def check_stack(session, stack, errors):
     else:
         warn("stack", f"{stack} is {status}")
     return outputs, params, deployed
+
+
+def check_replacements(session, stack, errors):
+    """Whether deploying this checkout's template over the deployed one replaces a stateful resource."""
+    try:
+        body = session.client("cloudformation").get_template(StackName=stack, TemplateStage="Original")["TemplateBody"]
+    except errors as e:
+        warn("replacements", f"could not read the deployed template ({brief(e)}): compare it yourself with "
+             "infra/replacements.py DEPLOYED.yaml template.yaml before deploying")
+        return
+    sys.path.insert(0, os.path.join(ROOT, "infra"))
+    import replacements
+
+    text = body if isinstance(body, str) else json.dumps(body)
+    with open(os.path.join(ROOT, "template.yaml"), encoding="utf-8") as f:
+        found = replacements.replacements(replacements.load(text, "the deployed template"),
+                                          replacements.load(f.read(), "template.yaml"))
+    if found:
+        fail("replacements", "deploying this template would replace (or fail to change) stateful resources of the "
+             "stack, leaving it on new, empty ones: " + "; ".join(found) + ". Keep those properties as deployed (a new "
+             "resource beside the old, moved over in two releases: docs/releasing.md)")
+    else:
+        ok("replacements", "this template replaces no table, user pool, app client, bucket or queue of the stack")
 
 
 def main():

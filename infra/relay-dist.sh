@@ -43,7 +43,10 @@ targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
 rustup target add "${targets[@]}" >/dev/null
 
-version=$(sed -n 's/^version = "\(.*\)"/\1/p' relay/Cargo.toml | head -1)
+# The release: one version for the stack, the local server and the relay (Cargo.toml's
+# [workspace.package]; CHANGELOG.md).
+version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Cargo.toml | head -1)
+[ -n "$version" ] || { echo "no version in Cargo.toml's [workspace.package]" >&2; exit 2; }
 out=${FOUNDRY_DIST_DIR:-$root/dist}
 mkdir -p "$out"
 export CARGO_TARGET_DIR=${FOUNDRY_DIST_TARGET_DIR:-$root/target/dist}

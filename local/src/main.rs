@@ -4,6 +4,17 @@ use local::{LocalConfig, start};
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
+    // Configuration is by environment (README); the one argument is the version question.
+    match std::env::args().nth(1).as_deref() {
+        None => {}
+        Some("--version" | "-V") => {
+            println!("foundry-connect local {}", env!("CARGO_PKG_VERSION"));
+            return Ok(());
+        }
+        Some(other) => anyhow::bail!(
+            "unexpected argument {other:?}: local takes only --version (configure it with FOUNDRY_* variables, README)"
+        ),
+    }
     logging::init_terminal();
     let config = LocalConfig::from_env(|k| std::env::var(k).ok())?;
     let running = start(config.clone()).await?;

@@ -679,6 +679,61 @@ pub fn pinned(path: &str, now: &str) {
     assert!(was == now, "{path} is not what the code makes now: review the change, then run with FOUNDRY_UPDATE=1");
 }
 
+/// The emulator's capacity report (`GET /_foundry/capacity`, `?reset=1` clearing it after the
+/// answer: `infra/moto_capacity.py`), or `None` on an endpoint without the meter.
+pub async fn capacity_report(reset: bool) -> Option<serde_json::Value> {
+    let endpoint = std::env::var("AWS_ENDPOINT_URL").ok()?;
+    let url = format!("{endpoint}/_foundry/capacity{}", if reset { "?reset=1" } else { "" });
+    let answer = http().get(url).send().await.ok()?;
+    answer.status().is_success().then_some(())?;
+    answer.json().await.ok()
+}
+
+/// A run of `session` queued by `agent` for `owner` under idempotency `key`, in its project
+/// (`project_id: None`), with `arguments`.
+///
+/// # Panics
+/// When `key` is not a valid idempotency key.
+pub fn queue_request(
+    owner: &domain::ids::OwnerId,
+    agent: &domain::ids::AgentId,
+    session: &domain::ids::GraphSessionId,
+    key: &str,
+    arguments: serde_json::Value,
+) -> domain::runs::QueueRun {
+    domain::runs::QueueRun {
+        owner: owner.clone(),
+        agent: agent.clone(),
+        project_id: None,
+        graph_session_id: session.clone(),
+        arguments,
+        #[allow(clippy::expect_used)]
+        idempotency_key: domain::ids::IdempotencyKey::parse(key).expect("a valid idempotency key"),
+    }
+}
+
+/// Where the load scenarios of issue 59 (`./infra/bench-scale.sh`) write what they measured,
+/// relative to the repository; docs/scale.md quotes it (`scale::docs_quote_…`).
+pub const SCALE_FIGURES: &str = "docs/scale-bench.json";
+
+/// Writes one load scenario's `figures` under `name` in [`SCALE_FIGURES`], keeping the other
+/// scenarios' (a benchmark's output, not a pinned file: a run measures anew).
+///
+/// # Panics
+/// When the file cannot be written.
+pub fn record_scale_figures(name: &str, figures: &serde_json::Value) {
+    let file = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..").join(SCALE_FIGURES);
+    let mut all: serde_json::Value = std::fs::read_to_string(&file)
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_else(|| serde_json::json!({}));
+    all[name] = figures.clone();
+    #[allow(clippy::expect_used)]
+    let text = serde_json::to_string_pretty(&all).expect("JSON") + "\n";
+    #[allow(clippy::expect_used)]
+    std::fs::write(&file, text).expect("write the scale figures");
+}
+
 /// The Markdown tables of `text`: runs of lines starting with `|`, in order.
 pub fn markdown_tables(text: &str) -> Vec<Vec<&str>> {
     let mut out: Vec<Vec<&str>> = Vec::new();

@@ -110,13 +110,18 @@ impl Cloud {
     }
 
     async fn link(&self, receiver: &Receiver) -> ChatLink {
-        let p = self.h.store.create_project(&self.owner, "P").await.unwrap();
-        self.h.store.set_project_enabled(&self.owner, p.project_id, true).await.unwrap();
-        let l = self.h.store.create_link(&self.owner, p.project_id, "chat").await.unwrap().unwrap();
+        self.link_of(&self.owner, receiver).await
+    }
+
+    /// A link of `owner` whose events go to `receiver`.
+    async fn link_of(&self, owner: &OwnerId, receiver: &Receiver) -> ChatLink {
+        let p = self.h.store.create_project(owner, "P").await.unwrap();
+        self.h.store.set_project_enabled(owner, p.project_id, true).await.unwrap();
+        let l = self.h.store.create_link(owner, p.project_id, "chat").await.unwrap().unwrap();
         let secret = new_webhook_secret().unwrap();
         let sub = Subscription { url: receiver.url.clone(), secret: secret.clone(), created_at: self.h.now() };
         receiver.set_secret(&secret);
-        self.h.store.set_subscription(&self.owner, l.link_id, Some(&sub)).await.unwrap().unwrap()
+        self.h.store.set_subscription(owner, l.link_id, Some(&sub)).await.unwrap().unwrap()
     }
 
     /// The stream's new records through the publisher (as the DynamoDB event source would).
@@ -154,6 +159,13 @@ impl Cloud {
     /// One receive from the events queue through the notifier (as the SQS event source would):
     /// the messages it did not report failed are deleted. Returns (handled, failed).
     async fn pump_queue(&self) -> (usize, usize) {
+        let visibility = Immediately(self.sqs.clone(), self.queue.clone());
+        self.pump_queue_with(&self.notifier(), &visibility).await
+    }
+
+    /// [`Cloud::pump_queue`] through `notifier` (one warm `notify` instance: its parked
+    /// receivers kept), failed messages handed to `visibility`.
+    async fn pump_queue_with(&self, notifier: &Notifier<dyn Store>, visibility: &dyn Visibility) -> (usize, usize) {
         let out = self
             .sqs
             .receive_message()
@@ -176,9 +188,8 @@ impl Cloud {
                        "attributes": {"ApproximateReceiveCount": count}})
             })
             .collect();
-        let visibility = Immediately(self.sqs.clone(), self.queue.clone());
         let batch = serde_json::from_value(json!({ "Records": records })).expect("an SQS batch");
-        let answer = lambda::notifier::handle(&self.notifier(), &visibility, &batch).await;
+        let answer = lambda::notifier::handle(notifier, visibility, &batch).await;
         let failed: HashSet<String> = answer.batch_item_failures.into_iter().map(|f| f.item_identifier).collect();
         for m in &msgs {
             if !failed.contains(m.message_id().unwrap_or_default()) {
@@ -195,15 +206,20 @@ impl Cloud {
     }
 
     async fn assign(&self, link: ChatLinkId, objective: &str) -> domain::tasks::Task {
-        let req = AssignTask {
-            owner: self.owner.clone(),
-            link_id: link,
-            objective: objective.into(),
-            idempotency_key: IdempotencyKey::parse(&uuid::Uuid::new_v4().to_string()).unwrap(),
-        };
-        let AssignOutcome::Assigned(t) = self.h.store.assign_task(&req).await.unwrap() else { panic!() };
-        t
+        assign_on(self.h.store.as_ref(), &self.owner, link, objective).await
     }
+}
+
+/// Assigns a task to `link` of `owner`.
+async fn assign_on(store: &dyn Store, owner: &OwnerId, link: ChatLinkId, objective: &str) -> domain::tasks::Task {
+    let req = AssignTask {
+        owner: owner.clone(),
+        link_id: link,
+        objective: objective.into(),
+        idempotency_key: IdempotencyKey::parse(&uuid::Uuid::new_v4().to_string()).unwrap(),
+    };
+    let AssignOutcome::Assigned(t) = store.assign_task(&req).await.unwrap() else { panic!() };
+    t
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -462,4 +478,182 @@ async fn a_desktop_silent_while_a_run_waits_is_offline_then_online_at_its_next_s
         (&json!(gone.device_id.to_string()), &json!("online"))
     );
     assert_ne!(online.id, offline.id);
+}
+
+/// Each event is queued with its owner as the message's tenant (`MessageGroupId`), which is
+/// what makes the standard events queue a fair queue: SQS then hands a quiet owner's events to
+/// the notifier ahead of another owner's backlog (the emulator keeps the attribute but does
+/// not reorder; docs/scale.md cites AWS's description).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_owners_events_are_queued_as_that_owners_tenant() {
+    let Some(mut c) = cloud().await else { return };
+    let (one, two) = (Receiver::start().await, Receiver::start().await);
+    let alice_link = c.link(&one).await;
+    let bob = OwnerId::new("bob").unwrap();
+    let bob_link = c.link_of(&bob, &two).await;
+    c.assign(alice_link.link_id, "alice's task").await;
+    assign_on(c.h.store.as_ref(), &bob, bob_link.link_id, "bob's task").await;
+    c.pump_stream().await;
+    let out = c
+        .sqs
+        .receive_message()
+        .queue_url(&c.queue)
+        .max_number_of_messages(10)
+        .message_system_attribute_names(aws_sdk_sqs::types::MessageSystemAttributeName::MessageGroupId)
+        .send()
+        .await
+        .unwrap();
+    let mut tenants: Vec<(String, Option<String>)> = out
+        .messages
+        .unwrap_or_default()
+        .iter()
+        .map(|m| {
+            let event: domain::events::Event = serde_json::from_str(m.body().unwrap()).unwrap();
+            let group = m
+                .attributes()
+                .and_then(|a| a.get(&aws_sdk_sqs::types::MessageSystemAttributeName::MessageGroupId))
+                .cloned();
+            (event.data.owner, group)
+        })
+        .collect();
+    tenants.sort();
+    assert_eq!(
+        tenants,
+        vec![("alice".to_owned(), Some("alice".to_owned())), ("bob".to_owned(), Some("bob".to_owned()))]
+    );
+}
+
+/// Leaves a failed message invisible for the rest of the queue's visibility timeout (set long
+/// by the scenario): one pass through a backlog, each failed event out of the way as its
+/// backoff would keep it.
+struct LeftHidden;
+
+#[async_trait::async_trait]
+impl Visibility for LeftHidden {
+    async fn delay(&self, _receipt_handle: &str, _seconds: i32) {}
+}
+
+/// Issue 59's third scenario: one owner's link with 10,000 queued tasks whose webhook receiver
+/// is dead (it answers 503), and another owner whose one event is queued behind all of theirs.
+/// Played through the real publisher and notifier on the emulator's stream and queue, with ten
+/// warm `notify` instances (the deployed `MaximumConcurrency`) taking the batches in turn, and
+/// the clock moved by each batch's time over ten (the instances run at once). Measured: how
+/// many times the dead receiver was called in one pass through the backlog (every event called
+/// it before the park: 10,000), the batches and the time at that concurrency until the other
+/// owner's event arrived, the busy link's and the other owner's task reads, and the units the
+/// assignments took on the busy owner's partition.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "a load scenario (minutes on the emulator): ./infra/bench-scale.sh"]
+async fn a_link_with_10000_queued_tasks_and_a_dead_receiver_holds_up_no_other_owner() {
+    use futures_util::StreamExt as _;
+    const INSTANCES: usize = 10;
+    let tasks: usize = if std::env::var("FOUNDRY_SCALE_QUICK").is_ok() { 500 } else { 10_000 };
+    let Some(mut c) = cloud().await else { return };
+    c.sqs
+        .set_queue_attributes()
+        .queue_url(&c.queue)
+        .attributes(QueueAttributeName::VisibilityTimeout, "43200")
+        .send()
+        .await
+        .unwrap();
+    let (dead, good) = (Receiver::start().await, Receiver::start().await);
+    dead.fail_first(usize::MAX);
+    let busy = c.link(&dead).await;
+    let other = OwnerId::new("bob").unwrap();
+    let other_link = c.link_of(&other, &good).await;
+    let meter = foundry_tests::capacity_report;
+    let metered = meter(true).await.is_some();
+    let started = std::time::Instant::now();
+    let store = c.h.store.clone();
+    let (owner, busy_id) = (c.owner.clone(), busy.link_id);
+    let assigned = futures_util::stream::iter(0..tasks)
+        .map(|i| {
+            let (store, owner) = (store.clone(), owner.clone());
+            async move { assign_on(store.as_ref(), &owner, busy_id, &format!("task {i}")).await }
+        })
+        .buffer_unordered(8)
+        .count()
+        .await;
+    assert_eq!(assigned, tasks);
+    let seeding = started.elapsed();
+    let assigning = if metered { meter(true).await } else { None };
+    while c.pump_stream().await > 0 {}
+    let theirs = assign_on(c.h.store.as_ref(), &other, other_link.link_id, "the other owner's task").await;
+    while c.pump_stream().await > 0 {}
+    // The busy link's chat lists and claims its oldest task; the other owner's lists theirs.
+    let Backend::Dynamo { log, .. } = &c.h.backend else { unreachable!() };
+    log.take_with_capacity();
+    let open = c.h.store.list_open_tasks(&c.owner, busy.link_id, 20).await.unwrap();
+    assert_eq!(open.len(), 20);
+    let ClaimOutcome::Claimed { .. } = c.h.store.claim_task(&c.owner, busy.link_id, open[0].task_id).await.unwrap()
+    else {
+        panic!("not claimed")
+    };
+    let (busy_requests, busy_units) = log.take_with_capacity();
+    let open = c.h.store.list_open_tasks(&other, other_link.link_id, 20).await.unwrap();
+    assert_eq!(open.iter().map(|t| t.task_id).collect::<Vec<_>>(), vec![theirs.task_id]);
+    let (other_requests, other_units) = log.take_with_capacity();
+    // One pass through the queue: ten warm instances in turn, the clock at their pace.
+    let clock: SharedClock = c.h.clock.clone();
+    let instances: Vec<Notifier<dyn Store>> = (0..INSTANCES)
+        .map(|_| Notifier::new(c.h.store.clone(), clock.clone(), UrlPolicy::Local, Arc::new(SystemResolver)))
+        .collect();
+    let (mut batches, mut busy_time, mut longest) = (0usize, std::time::Duration::ZERO, std::time::Duration::ZERO);
+    let mut arrived_after = None;
+    loop {
+        let started = std::time::Instant::now();
+        let (handled, _) = c.pump_queue_with(&instances[batches % INSTANCES], &LeftHidden).await;
+        if handled == 0 {
+            break;
+        }
+        let took = started.elapsed();
+        batches += 1;
+        busy_time += took;
+        longest = longest.max(took);
+        c.h.clock.advance(took / INSTANCES as u32);
+        if arrived_after.is_none() && !good.accepted().is_empty() {
+            arrived_after = Some((batches, busy_time / INSTANCES as u32));
+        }
+    }
+    let (other_batches, other_waited) = arrived_after.expect("the other owner's event never arrived");
+    let dead_calls = dead.hits();
+    // The goals: the dead receiver called at most once per instance per first backoff (5 s)
+    // of the pass, not once per event; the other owner's event in the pass, not after retries.
+    let backoffs = (busy_time / INSTANCES as u32).as_secs_f64() / events::backoff(1).as_secs_f64();
+    let bound = INSTANCES * (backoffs.ceil() as usize + 1);
+    assert!(
+        dead_calls <= bound,
+        "the dead receiver was called {dead_calls} times for {tasks} events (at most {bound})"
+    );
+    assert_eq!(good.accepted().len(), 1);
+    let mut figures = json!({
+        "tasks": tasks,
+        "notify_instances": INSTANCES,
+        "seeding_seconds": (seeding.as_secs_f64() * 10.0).round() / 10.0,
+        "dead_receiver_calls": dead_calls,
+        "dead_receiver_calls_before": tasks,
+        "batches": batches,
+        "mean_batch_ms_on_the_emulator": (busy_time.as_secs_f64() * 1000.0 / batches as f64).round(),
+        "longest_batch_ms_on_the_emulator": (longest.as_secs_f64() * 1000.0).round(),
+        "other_owner_event_after_batches": other_batches,
+        "other_owner_event_after_seconds": (other_waited.as_secs_f64() * 10.0).round() / 10.0,
+        "busy_list_and_claim_requests": busy_requests.len(),
+        "busy_list_and_claim_read_units": busy_units.read,
+        "busy_list_and_claim_write_units": busy_units.write,
+        "other_owner_list_requests": other_requests.len(),
+        "other_owner_list_read_units": other_units.read,
+        "measured": metered && busy_units.measured,
+    });
+    if let Some(report) = assigning {
+        let Backend::Dynamo { store, .. } = &c.h.backend else { unreachable!() };
+        let key = format!("{}/OWNER#{}", store.table(), c.owner);
+        let write = report["per_key"][key.as_str()]["write"].as_f64().unwrap_or(0.0);
+        figures["assign_owner_partition_write_units_per_task"] = json!(write / tasks as f64);
+        figures["assign_owner_partition_busiest_second_write_units"] =
+            report["busiest_second"][key.as_str()]["write"].clone();
+    }
+    eprintln!("{}", serde_json::to_string_pretty(&figures).unwrap());
+    if std::env::var("FOUNDRY_SCALE_QUICK").is_err() {
+        foundry_tests::record_scale_figures("dead_receiver", &figures);
+    }
 }

@@ -26,6 +26,8 @@ struct Aws {
     concurrency: u32,
     /// The live stack's `TableDeletionProtection`.
     protection: &'static str,
+    /// The deployed template (`GetTemplate`): this checkout's unless a test changes it.
+    template: String,
 }
 
 async fn cloudformation(State(aws): State<Arc<Mutex<Aws>>>, body: String) -> axum::response::Response {
@@ -57,6 +59,10 @@ async fn cloudformation(State(aws): State<Arc<Mutex<Aws>>>, body: String) -> axu
                      <ResourceStatusReason>{reason}</ResourceStatusReason></member>"
                 ))
                 .collect::<String>()
+        )),
+        Some("GetTemplate") => xml(format!(
+            "<TemplateBody>{}</TemplateBody><StagesAvailable><member>Original</member><member>Processed</member></StagesAvailable>",
+            aws.template.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
         )),
         _ => (StatusCode::BAD_REQUEST, "unexpected action").into_response(),
     }
@@ -110,7 +116,12 @@ impl Preflight {
             );
             return None;
         }
-        let aws = Arc::new(Mutex::new(Aws { stack: None, concurrency: 1000, protection: "false" }));
+        let aws = Arc::new(Mutex::new(Aws {
+            stack: None,
+            concurrency: 1000,
+            protection: "false",
+            template: std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap(),
+        }));
         let app = axum::Router::new()
             .route("/", axum::routing::post(cloudformation))
             .route("/2016-08-19/account-settings", axum::routing::get(account_settings))
@@ -239,7 +250,19 @@ async fn preflight_names_each_refusal_and_its_fix() {
     let (code, out) = p.run(&bin, Some("us-east-1"), &[]).await;
     assert_eq!(code, 0, "{out}");
     line(&out, "ok    stack: fc-pre is CREATE_COMPLETE");
+    line(&out, "ok    replacements:");
     assert!(line(&out, "warn  table deletion protection:").contains("TableDeletionProtection=true"));
+    // A deployed stack whose table key this checkout would change: replaced, an empty table.
+    let deployed = p.aws.lock().unwrap().template.clone();
+    p.aws.lock().unwrap().template =
+        deployed.replacen("- { AttributeName: sk, KeyType: RANGE }", "- { AttributeName: gsi1sk, KeyType: RANGE }", 1);
+    let (code, out) = p.run(&bin, Some("us-east-1"), &[]).await;
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        line(&out, "FAIL  replacements:").contains("Table (AWS::DynamoDB::Table): changing KeySchema replaces it"),
+        "{out}"
+    );
+    p.aws.lock().unwrap().template = deployed;
     assert!(line(&out, "warn  table deletion protection:").contains("--save-params"));
 
     // Protection on, but samconfig.toml still holds the guided first deploy's "false": the next

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use domain::clock::Clock as _;
-use domain::ids::{AgentId, GraphSessionId, IdempotencyKey, OwnerId};
+use domain::ids::{AgentId, GraphSessionId, OwnerId};
 use domain::runs::{Completion, QueueOutcome, QueueRun};
 use domain::store::DoorbellConnections as _;
 use foundry_tests::{Harness, passes_filters, session_meta, test_policy};
@@ -61,14 +61,7 @@ fn broad_filters() -> Vec<Value> {
 
 /// A run of `session` queued by `agent` for `owner`, under `key`.
 fn queue_req(owner: &OwnerId, agent: &AgentId, session: &GraphSessionId, key: &str) -> QueueRun {
-    QueueRun {
-        owner: owner.clone(),
-        agent: agent.clone(),
-        project_id: None,
-        graph_session_id: session.clone(),
-        arguments: json!({}),
-        idempotency_key: IdempotencyKey::parse(key).unwrap(),
-    }
+    foundry_tests::queue_request(owner, agent, session, key, json!({}))
 }
 
 /// A project of `owner`, switched on for connected agents.
@@ -249,15 +242,7 @@ async fn one_owner_with_500_desktops_rings_only_the_desktops_that_share_the_run(
         }
     }
     let seen = records_of(&h).await.len();
-    let endpoint = std::env::var("AWS_ENDPOINT_URL").unwrap();
-    let meter = |reset: bool| {
-        let url = format!("{endpoint}/_foundry/capacity{}", if reset { "?reset=1" } else { "" });
-        async move {
-            let answer = foundry_tests::http().get(url).send().await.ok()?;
-            answer.status().is_success().then_some(())?;
-            answer.json::<Value>().await.ok()
-        }
-    };
+    let meter = foundry_tests::capacity_report;
     let metered = meter(true).await.is_some();
     // The wave: the runs queued, their rings, and each rung desktop's sync (a minute on, so
     // the project's last sync moves once, and its desktop's last-seen time).

@@ -217,13 +217,27 @@ fn problems(template: &str) -> Vec<String> {
         .flatten()
         .filter_map(|g| g["IndexName"].as_str().map(str::to_owned))
         .collect();
-    let want: BTreeSet<String> =
-        [store_dynamo::QUEUE_INDEX, store_dynamo::OPEN_TASKS_INDEX, store_dynamo::OWNER_RUNS_INDEX]
-            .iter()
-            .map(|s| (*s).to_owned())
-            .collect();
+    let want: BTreeSet<String> = [
+        store_dynamo::QUEUE_INDEX,
+        store_dynamo::OPEN_TASKS_INDEX,
+        store_dynamo::OWNER_RUNS_INDEX,
+        store_dynamo::OWNER_RUNS_INDEX_BEFORE,
+    ]
+    .iter()
+    .map(|s| (*s).to_owned())
+    .collect();
     if gsis != want {
         p.push(format!("table indexes {gsis:?}, the store uses {want:?}"));
+    }
+    // The owner's runs index holds keys only (heartbeats and results copy nothing into it),
+    // as the tests' tables (store_dynamo::create_table) have it.
+    let owner_runs = table["GlobalSecondaryIndexes"]
+        .as_sequence()
+        .into_iter()
+        .flatten()
+        .find(|g| g["IndexName"].as_str() == Some(store_dynamo::OWNER_RUNS_INDEX));
+    if owner_runs.map(|g| g["Projection"]["ProjectionType"].as_str()) != Some(Some("KEYS_ONLY")) {
+        p.push(format!("index {} must project KEYS_ONLY", store_dynamo::OWNER_RUNS_INDEX));
     }
     if table["TimeToLiveSpecification"]["AttributeName"].as_str() != Some(store_dynamo::TTL_ATTRIBUTE) {
         p.push("table TTL attribute differs from the store's".into());
@@ -636,6 +650,7 @@ fn the_checker_catches_broken_templates() {
         ("invoke widened", t.replacen("                - !GetAtt ListGraphSessionsFunction.Arn\n", "                - \"*\"\n", 1)),
         ("env var removed", t.replacen("          ARTIFACT_BUCKET: !Ref ArtifactBucket\n", "", 1)),
         ("index renamed", t.replacen("IndexName: gsi2", "IndexName: open", 1)),
+        ("the owner's runs copied whole again", t.replacen("Projection: { ProjectionType: KEYS_ONLY }", "Projection: { ProjectionType: ALL }", 1)),
         ("notifier write widened", t.replacen("                  dynamodb:LeadingKeys: [\"DELIVERY#*\"]\n", "                  dynamodb:LeadingKeys: [\"*\"]\n", 1)),
         ("DLQ count drifted", t.replacen("maxReceiveCount: 20", "maxReceiveCount: 5", 1)),
         ("notify times out before its batch deadline", t.replacen("        LogGroup: !Ref NotifyLogGroup\n      Timeout: 30\n", "        LogGroup: !Ref NotifyLogGroup\n      Timeout: 15\n", 1)),

@@ -47,7 +47,6 @@ pub const MAX_PARALLEL: u32 = 16;
 /// What a running Graph last said of itself.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
 pub struct Progress {
     /// The Graph's own words (its last `progress` line); empty when it only logged.
     #[serde(default)]

@@ -2,8 +2,11 @@
 //!
 //! One definition for both sides: the server (`http_api::relay_api`) deserializes the requests
 //! and serializes the responses declared here, the relay (`relay::server::client`) does the opposite.
-//! Requests refuse unknown fields; responses are read leniently by the relay (an older relay
-//! keeps working when the server adds a field).
+//! Both directions ignore fields they do not know: the relay reads responses leniently (an
+//! older relay keeps working when the server adds a field), and the server reads requests
+//! leniently (a stack rolled back under relays that already updated keeps them working: a
+//! newer relay's new field is ignored, never refused; issue 60, docs/releasing.md). A field a
+//! request adds is therefore never required by the server that introduces it.
 //!
 //! | route (under [`PREFIX`]) | request | 200 | other answers |
 //! |---|---|---|---|
@@ -29,7 +32,6 @@ pub const PREFIX: &str = "/external-assistants/graph-relays";
 /// `POST /sync`: this device's shared sessions for one project (at most 100).
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
 pub struct SyncRequest {
     /// The project being synced.
     pub project_id: ProjectId,
@@ -64,7 +66,6 @@ impl SyncRequest {
 /// `POST /commands/{id}/control`: a control check that forwards the run's newest progress.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
 pub struct ControlRequest {
     /// The execution id the run was started under (only that execution reports on it).
     #[cfg_attr(feature = "schema", schemars(length(min = 1, max = crate::limits::MAX_EXECUTION_ID_CHARS)))]
@@ -125,7 +126,6 @@ pub struct SyncResponse {
 /// there pauses until resumed): how long and why.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
 pub struct PauseRequest {
     /// Seconds until it ends by itself, 1 to 2,592,000 (30 days); none: until resumed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -140,7 +140,6 @@ pub struct PauseRequest {
 /// `POST /resume` (`relay resume`): nothing to say.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
 pub struct ResumeRequest {}
 
 /// The answer to `POST /pause` and `POST /resume`: the pause now in force, if any.
@@ -167,7 +166,6 @@ pub struct PausedNotice {
 /// `POST /commands/{id}/start`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
 pub struct StartRequest {
     /// The relay's id for this execution; repeating it makes a lost response safe to retry.
     #[cfg_attr(feature = "schema", schemars(length(min = 1, max = crate::limits::MAX_EXECUTION_ID_CHARS)))]
@@ -257,7 +255,6 @@ mod tests {
 /// itself and sends only the token's sha256.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
 pub struct PairRequest {
     /// The desktop's name, shown to the owner: not blank, no control characters.
     #[cfg_attr(feature = "schema", schemars(length(min = 1, max = crate::pairing::MAX_DESKTOP_NAME_CHARS)))]
@@ -294,7 +291,6 @@ pub struct PairResponse {
 /// `POST /pairings/token`: the relay's poll.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
 pub struct PairTokenRequest {
     /// The device code from [`PairResponse`].
     pub device_code: String,

@@ -102,7 +102,6 @@ impl From<FinalStatus> for RunStatus {
 /// Metadata of one graph session shared in a project, as the relay syncs it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
 pub struct SessionMeta {
     /// `gs_` + 32 lowercase hex.
     pub graph_session_id: GraphSessionId,
@@ -236,7 +235,6 @@ pub fn sha256_hex(bytes: &[u8]) -> String {
 /// A completion as the relay posts it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
-#[serde(deny_unknown_fields)]
 pub struct Completion {
     /// The execution id the relay sent with `start`.
     #[cfg_attr(feature = "schema", schemars(length(min = 1, max = crate::limits::MAX_EXECUTION_ID_CHARS)))]

@@ -92,6 +92,33 @@ pub fn backoff(failed: u32) -> Duration {
     Duration::from_secs(5u64.saturating_mul(1u64 << failed.saturating_sub(1).min(20))).min(Duration::from_secs(900))
 }
 
+/// Most characters SQS takes in a `MessageGroupId`.
+pub const MAX_TENANT_GROUP_CHARS: usize = 128;
+
+/// The tenant an events queue message belongs to, sent as its `MessageGroupId` on the
+/// standard events queue. With it, SQS's fair queues give a quiet owner's events to the
+/// notifier ahead of another owner's backlog, where a standard queue hands out whatever is
+/// oldest (issue 59; docs/scale.md, "Webhooks"). The owner id itself when SQS takes it as it
+/// is (1 to [`MAX_TENANT_GROUP_CHARS`] characters, each one of `!` to `~`: a Cognito `sub`
+/// always is); otherwise `sha256-` and the id's digest in hex, so every owner id, however
+/// long or spelled, maps to one valid group of its own.
+pub fn tenant_group(owner: &str) -> String {
+    let as_is = !owner.is_empty()
+        && owner.chars().count() <= MAX_TENANT_GROUP_CHARS
+        && owner.chars().all(|c| ('!'..='~').contains(&c));
+    if as_is {
+        return owner.to_owned();
+    }
+    use sha2::Digest as _;
+    let digest = Sha256::digest(owner.as_bytes());
+    let mut out = String::with_capacity(7 + 64);
+    out.push_str("sha256-");
+    for b in digest {
+        out.push_str(&format!("{b:02x}"));
+    }
+    out
+}
+
 /// Why a signature could not be made or checked.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum SignatureError {
@@ -480,6 +507,24 @@ async fn fail<S: EventOutbox + ?Sized>(
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn each_owner_is_one_valid_message_group() {
+        let sub = "7c1e0a52-3f4b-4c1d-9e8f-0a1b2c3d4e5f";
+        assert_eq!(super::tenant_group(sub), sub, "a Cognito sub is its own group");
+        let longest = "a".repeat(super::MAX_TENANT_GROUP_CHARS);
+        assert_eq!(super::tenant_group(&longest), longest);
+        let valid = |g: &str| {
+            (1..=super::MAX_TENANT_GROUP_CHARS).contains(&g.chars().count())
+                && g.chars().all(|c| ('!'..='~').contains(&c))
+        };
+        let odd = ["a".repeat(129), "with space".into(), "ñandú".into(), "tab\there".into(), String::new()];
+        let groups: std::collections::BTreeSet<String> = odd.iter().map(|o| super::tenant_group(o)).collect();
+        assert_eq!(groups.len(), odd.len(), "two owners share a group: {groups:?}");
+        for g in &groups {
+            assert!(valid(g) && g.starts_with("sha256-"), "{g:?}");
+        }
+    }
+
     use super::*;
 
     const SECRET: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";

@@ -100,7 +100,10 @@ impl EventSink for SqsSink {
             .iter()
             .enumerate()
             .map(|(i, e)| {
-                let entry = SendMessageBatchRequestEntry::builder().id(format!("e{i}")).message_body(e.to_json());
+                let entry = SendMessageBatchRequestEntry::builder()
+                    .id(format!("e{i}"))
+                    .message_body(e.to_json())
+                    .message_group_id(events::tenant_group(&e.data.owner));
                 let entry = match &attribute {
                     Some(a) => entry.message_attributes(crate::EVENT_REQUEST_ID_ATTRIBUTE, a.clone()),
                     None => entry,
@@ -122,6 +125,7 @@ impl EventSink for SqsSink {
                 SendMessageBatchRequestEntry::builder()
                     .id(format!("w{i}"))
                     .message_body(body.clone())
+                    .message_group_id(events::tenant_group(&watch.owner))
                     .delay_seconds(i32::try_from(d.as_secs()).unwrap_or(900).min(900))
                     .build()
                     .map_err(|b| PublishError::Send(b.into()))

@@ -26,6 +26,14 @@ pub enum DynamoError {
         /// The cancellation reason codes, one per item.
         reasons: String,
     },
+    /// `BatchGetItem` still left keys unprocessed (throttled) after every attempt: retryable.
+    #[error("{left} keys still unprocessed after {attempts} BatchGetItem attempts")]
+    Unprocessed {
+        /// Attempts made.
+        attempts: u32,
+        /// Keys left.
+        left: usize,
+    },
     /// A request could not be built (a bug in this code).
     #[error("building the request")]
     Build(#[source] aws_sdk_dynamodb::error::BuildError),

@@ -8,7 +8,8 @@ use aws_sdk_dynamodb::operation::query::builders::QueryFluentBuilder;
 use aws_sdk_dynamodb::operation::transact_write_items::TransactWriteItemsError;
 use aws_sdk_dynamodb::operation::update_item::{UpdateItemError, UpdateItemOutput};
 use aws_sdk_dynamodb::types::{
-    AttributeValue, CancellationReason, ReturnValue, ReturnValuesOnConditionCheckFailure, TransactWriteItem,
+    AttributeValue, CancellationReason, KeysAndAttributes, ReturnValue, ReturnValuesOnConditionCheckFailure,
+    TransactWriteItem,
 };
 use dynamo_item::transact;
 pub(crate) use dynamo_item::transact::{failed, names, old_image, our_write_landed};
@@ -56,6 +57,11 @@ fn current_request_id() -> Option<String> {
 
 /// How often a transaction that lost to a concurrent one is tried again.
 pub(crate) const TRANSACTION_ATTEMPTS: u32 = 6;
+
+/// Most keys one `BatchGetItem` takes.
+const BATCH_GET_KEYS: usize = 100;
+/// How often [`DynamoStore::batch_get`] asks for keys DynamoDB left unprocessed.
+const BATCH_GET_ATTEMPTS: u32 = 6;
 
 /// How much larger each further page of a filtered query asks to read ([`DynamoStore::query_until`]).
 pub(crate) const PAGE_GROWTH: usize = 8;
@@ -202,6 +208,39 @@ impl DynamoStore {
         }
         kept.truncate(want);
         Ok(kept)
+    }
+
+    /// The items at `keys` (each a `pk` and `sk`), in the order asked, those no longer there
+    /// left out: `BatchGetItem`, 100 keys a request, eventually consistent (for listings), the
+    /// keys DynamoDB leaves unprocessed when throttled asked for again after a short backoff.
+    pub(crate) async fn batch_get(&self, keys: &[Item]) -> StoreResult<Vec<Item>> {
+        let text = |item: &Item, k: &str| item.get(k).and_then(|v| v.as_s().ok()).cloned();
+        let key_of = |item: &Item| (text(item, "pk"), text(item, "sk"));
+        let mut found = Vec::new();
+        for chunk in keys.chunks(BATCH_GET_KEYS) {
+            let mut pending = chunk.to_vec();
+            let mut delay = Duration::from_millis(10);
+            for attempt in 1..=BATCH_GET_ATTEMPTS {
+                let wanted = KeysAndAttributes::builder().set_keys(Some(pending)).build().map_err(build)?;
+                let out = self.client.batch_get_item().request_items(&self.table, wanted).send().await.map_err(sdk)?;
+                found.extend(out.responses.and_then(|mut r| r.remove(&self.table)).unwrap_or_default());
+                pending =
+                    out.unprocessed_keys.and_then(|mut u| u.remove(&self.table)).map(|k| k.keys).unwrap_or_default();
+                if pending.is_empty() {
+                    break;
+                }
+                if attempt == BATCH_GET_ATTEMPTS {
+                    return Err(StoreError::unavailable(DynamoError::Unprocessed {
+                        attempts: BATCH_GET_ATTEMPTS,
+                        left: pending.len(),
+                    }));
+                }
+                tokio::time::sleep(delay).await;
+                delay *= 2;
+            }
+        }
+        let mut by_key: std::collections::HashMap<_, Item> = found.into_iter().map(|i| (key_of(&i), i)).collect();
+        Ok(keys.iter().filter_map(|k| by_key.remove(&key_of(k))).collect())
     }
 
     /// Runs a transaction, retrying on `TransactionConflict`. `Ok(None)` = committed;

@@ -410,8 +410,9 @@ impl RelayRuns for DynamoStore {
 
 #[async_trait]
 impl OwnerRuns for DynamoStore {
-    /// `Query` pages on the owner-runs index, newest first (command ids are UUIDv7), until
-    /// `limit` runs are read.
+    /// `Query` pages on the owner-runs index (keys only), newest first (command ids are
+    /// UUIDv7), until `limit` keys are read; then the runs themselves (`BatchGetItem`), a run
+    /// gone meanwhile (its TTL) left out.
     async fn recent_runs(&self, owner: &OwnerId, limit: usize, before: Option<CommandId>) -> StoreResult<Vec<Run>> {
         let before = before.map_or_else(|| "~".to_owned(), |c| c.to_string());
         let query = || {
@@ -425,7 +426,17 @@ impl OwnerRuns for DynamoStore {
                 .expression_attribute_values(":before", s(before.clone()))
                 .scan_index_forward(false)
         };
-        self.query_until(query, limit, 0, |item| run_from(item).map(Some)).await
+        let keys = self
+            .query_until(query, limit, 0, |item| {
+                Ok(Some(
+                    item.iter()
+                        .filter(|(k, _)| matches!(k.as_str(), "pk" | "sk"))
+                        .map(|(k, v)| (k.clone(), v.clone()))
+                        .collect(),
+                ))
+            })
+            .await?;
+        self.batch_get(&keys).await?.iter().map(run_from).collect()
     }
 }
 

@@ -11,9 +11,9 @@ use aws_sdk_dynamodb::types::{
 use domain::store::StoreResult;
 
 use crate::error::{build, sdk};
-use crate::{OPEN_TASKS_INDEX, OWNER_RUNS_INDEX, QUEUE_INDEX, TTL_ATTRIBUTE};
+use crate::{OPEN_TASKS_INDEX, OWNER_RUNS_INDEX, OWNER_RUNS_INDEX_BEFORE, QUEUE_INDEX, TTL_ATTRIBUTE};
 
-/// Creates the table with its two sparse indexes and TTL, on demand billing; waits until it
+/// Creates the table with its sparse indexes and TTL, on demand billing; waits until it
 /// is active. Used by tests and `infra/`; `template.yaml` declares the same table for deploys.
 ///
 /// # Errors
@@ -29,12 +29,12 @@ pub async fn create_table(client: &Client, table: &str) -> StoreResult<()> {
     let key = |name: &str, kind: KeyType| {
         KeySchemaElement::builder().attribute_name(name).key_type(kind).build().map_err(build)
     };
-    let index = |name: &str, pk: &str, sk: &str| -> StoreResult<GlobalSecondaryIndex> {
+    let index = |name: &str, pk: &str, sk: &str, projected: ProjectionType| -> StoreResult<GlobalSecondaryIndex> {
         GlobalSecondaryIndex::builder()
             .index_name(name)
             .key_schema(key(pk, KeyType::Hash)?)
             .key_schema(key(sk, KeyType::Range)?)
-            .projection(Projection::builder().projection_type(ProjectionType::All).build())
+            .projection(Projection::builder().projection_type(projected).build())
             .build()
             .map_err(build)
     };
@@ -54,9 +54,10 @@ pub async fn create_table(client: &Client, table: &str) -> StoreResult<()> {
         ]))
         .key_schema(key("pk", KeyType::Hash)?)
         .key_schema(key("sk", KeyType::Range)?)
-        .global_secondary_indexes(index(QUEUE_INDEX, "gsi1pk", "gsi1sk")?)
-        .global_secondary_indexes(index(OPEN_TASKS_INDEX, "gsi2pk", "gsi2sk")?)
-        .global_secondary_indexes(index(OWNER_RUNS_INDEX, "gsi3pk", "gsi3sk")?)
+        .global_secondary_indexes(index(QUEUE_INDEX, "gsi1pk", "gsi1sk", ProjectionType::All)?)
+        .global_secondary_indexes(index(OPEN_TASKS_INDEX, "gsi2pk", "gsi2sk", ProjectionType::All)?)
+        .global_secondary_indexes(index(OWNER_RUNS_INDEX_BEFORE, "gsi3pk", "gsi3sk", ProjectionType::All)?)
+        .global_secondary_indexes(index(OWNER_RUNS_INDEX, "gsi3pk", "gsi3sk", ProjectionType::KeysOnly)?)
         // The events publisher reads the stream (SPEC §8).
         .stream_specification(
             StreamSpecification::builder()

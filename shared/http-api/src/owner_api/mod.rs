@@ -87,9 +87,11 @@ pub const OBJECTIVE_PREVIEW_CHARS: usize = 200;
 /// The IAM actions the `owner_api` function needs on the table (and its owner-runs index).
 /// Proven against the emulator in the suite. `DeleteItem`: removing a desktop ends in a
 /// transaction of two deletes, which AWS authorizes as `DeleteItem` (*Using IAM with
-/// DynamoDB transactions*).
+/// DynamoDB transactions*). `BatchGetItem`: the runs the panel lists, by the keys the owner's
+/// runs index (keys only) gives.
 pub const DYNAMODB_ACTIONS: &[&str] = &[
     "dynamodb:GetItem",
+    "dynamodb:BatchGetItem",
     "dynamodb:Query",
     "dynamodb:PutItem",
     "dynamodb:UpdateItem",
@@ -638,6 +640,7 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
                 links: self.link_views(owner, &links).await?,
                 runs: runs.iter().map(|r| run_view(r, now, &self.policy)).collect(),
                 chats: chats.iter().map(chat_view).collect(),
+                version: env!("CARGO_PKG_VERSION").to_owned(),
             },
         )
     }

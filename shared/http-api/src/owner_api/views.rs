@@ -528,6 +528,8 @@ pub struct Overview {
     /// The chats that were issued a token for this owner, the latest first (at most 20):
     /// empty until a chat has connected with the connector URL.
     pub chats: Vec<ChatView>,
+    /// The release this server runs (CHANGELOG.md), shown in the panel's footer.
+    pub version: String,
 }
 
 /// A chat that connected: an OAuth client issued a token for the owner.

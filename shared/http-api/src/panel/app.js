@@ -461,6 +461,7 @@ async function refresh() {
     renderLinks(o.links);
     renderRuns(o.runs);
     renderChats(o.chats || []);
+    if (o.version) document.getElementById("server-version").textContent = `foundry-connect ${o.version}`;
     if (selected) {
       const page = await api("GET", `/links/${selected}/tasks?limit=50`);
       renderTasks(page.tasks, page.next_cursor);

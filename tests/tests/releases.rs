@@ -1,0 +1,192 @@
+//! Releases and the compatibility promises kept across them (issue 60; docs/releasing.md).
+//!
+//! Each release freezes its contract under `tests/fixtures/releases/<version>/` (never edited
+//! afterwards); this build is held to every frozen release it supports:
+//!
+//! - the MCP tool list: no tool removed, no input removed or newly required, no output field
+//!   removed (a host's cached list, and the calls it makes from it, keep working);
+//! - the template: no change that makes CloudFormation replace a stateful resource (the
+//!   table, the user pool and its clients, the bucket, the queues): `infra/replacements.py`,
+//!   from the create-only properties in the pinned cfn-lint's resource schemas.
+//!
+//! Each check is shown catching the breaking change it exists for.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+/// How many releases before this one a build promises to work with (docs/releasing.md).
+const SUPPORTED_RELEASES: usize = 2;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// The frozen releases, oldest first (by semantic version).
+fn frozen() -> Vec<(semver_like::Version, PathBuf)> {
+    let dir = root().join("tests/fixtures/releases");
+    let mut all: Vec<_> = std::fs::read_dir(&dir)
+        .unwrap()
+        .filter_map(Result::ok)
+        .filter(|e| e.path().is_dir())
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            (semver_like::Version::parse(&name).unwrap_or_else(|| panic!("{name}: not a version")), e.path())
+        })
+        .collect();
+    all.sort();
+    all
+}
+
+/// The releases this build promises to work with: the last [`SUPPORTED_RELEASES`] frozen ones
+/// before it, and its own when it is frozen.
+fn supported() -> Vec<(semver_like::Version, PathBuf)> {
+    let this = semver_like::Version::parse(env!("CARGO_PKG_VERSION")).unwrap();
+    let all = frozen();
+    let older: Vec<_> = all.iter().filter(|(v, _)| *v < this).cloned().collect();
+    let mut kept: Vec<_> = older.into_iter().rev().take(SUPPORTED_RELEASES).collect();
+    kept.extend(all.into_iter().filter(|(v, _)| *v == this));
+    kept
+}
+
+mod semver_like {
+    /// `major.minor.patch`, compared as numbers.
+    #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+    pub struct Version(pub u64, pub u64, pub u64);
+
+    impl Version {
+        pub fn parse(s: &str) -> Option<Self> {
+            let mut parts = s.split('.').map(|p| p.parse::<u64>().ok());
+            let v = Version(parts.next()??, parts.next()??, parts.next()??);
+            parts.next().is_none().then_some(v)
+        }
+    }
+}
+
+fn read_json(path: &Path) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))).unwrap()
+}
+
+fn names(v: &Value) -> Vec<String> {
+    v.as_array().into_iter().flatten().filter_map(|x| x.as_str().map(str::to_owned)).collect()
+}
+
+fn keys(v: &Value) -> Vec<String> {
+    v.as_object().map(|o| o.keys().cloned().collect()).unwrap_or_default()
+}
+
+/// What `new` (a tools/list `tools` array) breaks of `old`'s promises, one line each.
+fn tool_breaks(old: &Value, new: &Value) -> Vec<String> {
+    let mut out = Vec::new();
+    let tools = |v: &Value| v.as_array().cloned().unwrap_or_default();
+    for was in tools(old) {
+        let name = was["name"].as_str().unwrap_or_default().to_owned();
+        let Some(now) = tools(new).into_iter().find(|t| t["name"] == was["name"]) else {
+            out.push(format!("tool {name} removed"));
+            continue;
+        };
+        let (was_in, now_in) = (&was["inputSchema"], &now["inputSchema"]);
+        for field in names(&now_in["required"]) {
+            if !names(&was_in["required"]).contains(&field) {
+                out.push(format!("tool {name}: input {field} is now required"));
+            }
+        }
+        for field in keys(&was_in["properties"]) {
+            if now_in["properties"].get(&field).is_none() {
+                out.push(format!("tool {name}: input {field} removed (a host that sends it is refused)"));
+            }
+        }
+        for field in keys(&was["outputSchema"]["properties"]) {
+            if now["outputSchema"]["properties"].get(&field).is_none() {
+                out.push(format!("tool {name}: output field {field} removed"));
+            }
+        }
+    }
+    out
+}
+
+/// This build's tool list (the golden file `mcp_http::tools_list_matches_the_golden_file`
+/// holds to the server's answer) keeps the promises of every supported frozen release.
+#[test]
+fn the_tool_list_keeps_every_supported_releases_promises() {
+    let now = read_json(&root().join("tests/golden/tools_list.json"));
+    let releases = supported();
+    assert!(!releases.is_empty(), "no frozen release: tests/fixtures/releases/<version>/ (docs/releasing.md)");
+    for (version, dir) in releases {
+        let frozen = read_json(&dir.join("tools_list.json"));
+        assert_eq!(tool_breaks(&frozen, &now), Vec::<String>::new(), "against release {version:?}");
+    }
+}
+
+/// Each kind of breaking change to the tool list is caught, named.
+#[test]
+fn the_tool_list_check_catches_each_breaking_change() {
+    let now = read_json(&root().join("tests/golden/tools_list.json"));
+    assert_eq!(tool_breaks(&now, &now), Vec::<String>::new());
+    let mutate = |f: &dyn Fn(&mut Vec<Value>)| {
+        let mut tools = now.as_array().unwrap().clone();
+        f(&mut tools);
+        tool_breaks(&now, &Value::Array(tools))
+    };
+    let removed = mutate(&|t| t.retain(|x| x["name"] != "cancel_graph_run"));
+    assert_eq!(removed, ["tool cancel_graph_run removed"]);
+    let required = mutate(&|t| {
+        let get = t.iter_mut().find(|x| x["name"] == "get_graph_run").unwrap();
+        get["inputSchema"]["required"].as_array_mut().unwrap().push("wait_s".into());
+        get["inputSchema"]["properties"]["wait_s"] = serde_json::json!({"type": "integer"});
+    });
+    assert_eq!(required, ["tool get_graph_run: input wait_s is now required"]);
+    let input_gone = mutate(&|t| {
+        let run = t.iter_mut().find(|x| x["name"] == "run_graph_session").unwrap();
+        run["inputSchema"]["properties"].as_object_mut().unwrap().remove("arguments");
+    });
+    assert_eq!(input_gone, ["tool run_graph_session: input arguments removed (a host that sends it is refused)"]);
+    let output_gone = mutate(&|t| {
+        let get = t.iter_mut().find(|x| x["name"] == "get_graph_run").unwrap();
+        get["outputSchema"]["properties"].as_object_mut().unwrap().remove("progress");
+    });
+    assert_eq!(output_gone, ["tool get_graph_run: output field progress removed"]);
+}
+
+/// The version this build carries has its changelog entry, and every frozen release has the
+/// files the checks read and an entry of its own.
+#[test]
+fn each_release_has_its_changelog_entry_and_its_frozen_contract() {
+    let changelog = std::fs::read_to_string(root().join("CHANGELOG.md")).unwrap();
+    let this = env!("CARGO_PKG_VERSION");
+    assert!(changelog.contains(&format!("\n## {this}")), "CHANGELOG.md has no `## {this}` entry");
+    for (_, dir) in frozen() {
+        let version = dir.file_name().unwrap().to_string_lossy().into_owned();
+        assert!(changelog.contains(&format!("\n## {version}")), "CHANGELOG.md has no `## {version}` entry");
+        for file in ["tools_list.json", "template.yaml", "README.md"] {
+            assert!(dir.join(file).is_file(), "release {version} has no frozen {file}");
+        }
+    }
+}
+
+/// The template replaces no stateful resource of any supported frozen release, and the check
+/// (`infra/replacements.py`, run on the deployed stack's template by `infra/preflight` too)
+/// names the property of each replacing change it is shown.
+#[test]
+fn the_template_replaces_no_stateful_resource_of_a_supported_release() {
+    let Some(python) = std::env::var_os("FOUNDRY_DEPLOY_VENV").map(|v| PathBuf::from(v).join("bin/python")) else {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI sets FOUNDRY_DEPLOY_VENV (cfn-lint's schemas)");
+        eprintln!("skipped: FOUNDRY_DEPLOY_VENV is unset (./infra/test.sh sets it)");
+        return;
+    };
+    let run = |args: &[&str]| {
+        let out =
+            std::process::Command::new(&python).arg(root().join("infra/replacements.py")).args(args).output().unwrap();
+        (out.status.code(), String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr))
+    };
+    let template = root().join("template.yaml");
+    for (version, dir) in supported() {
+        let (code, said) = run(&[dir.join("template.yaml").to_str().unwrap(), template.to_str().unwrap()]);
+        assert_eq!(code, Some(0), "against release {version:?}: {said}");
+    }
+    let (code, said) = run(&["--self-test", template.to_str().unwrap()]);
+    assert_eq!(code, Some(0), "{said}");
+    assert!(said.contains("mutations caught"), "{said}");
+}
