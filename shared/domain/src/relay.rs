@@ -124,8 +124,11 @@ pub struct SyncResponse {
 
 /// `POST /pause` (`relay pause`), and the owner API's `POST /devices/{id}/pause` (an empty body
 /// there pauses until resumed): how long and why.
+// Also the owner API's body (`POST /owner/devices/{id}/pause`), which refuses unknown fields
+// like the rest of the owner API: kept strict (a relay sends it only on `relay pause`).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[cfg_attr(feature = "schema", derive(schemars::JsonSchema))]
+#[serde(deny_unknown_fields)]
 pub struct PauseRequest {
     /// Seconds until it ends by itself, 1 to 2,592,000 (30 days); none: until resumed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -231,12 +234,13 @@ mod tests {
     use super::*;
 
     #[test]
-    fn requests_refuse_unknown_fields_and_name_the_field() {
+    fn requests_name_the_bad_field_and_ignore_unknown_ones() {
         let bad = r#"{"project_id":"p","sessions":[]}"#;
         let e = serde_json::from_str::<SyncRequest>(bad).unwrap_err().to_string();
         assert!(e.starts_with("must be a UUID"), "{e}");
+        // A newer relay's field is ignored (issue 60: a rolled-back stack keeps it working).
         let extra = r#"{"execution_id":"e","extra":1}"#;
-        assert!(serde_json::from_str::<StartRequest>(extra).is_err());
+        assert_eq!(serde_json::from_str::<StartRequest>(extra).unwrap().execution_id, "e");
     }
 
     #[test]
