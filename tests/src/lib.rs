@@ -37,6 +37,7 @@ pub mod mutants;
 pub mod net;
 pub mod python;
 pub mod receiver;
+pub mod recorder;
 pub mod registration;
 
 use std::path::PathBuf;

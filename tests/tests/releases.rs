@@ -51,6 +51,12 @@ fn supported() -> Vec<(semver_like::Version, PathBuf)> {
     kept
 }
 
+/// The supported frozen releases' versions and folders, oldest first (for the other release
+/// checks: `release_relay`, `release_store`).
+pub(crate) fn supported_dirs() -> Vec<(String, PathBuf)> {
+    supported().into_iter().map(|(_, d)| (d.file_name().unwrap().to_string_lossy().into_owned(), d)).collect()
+}
+
 mod semver_like {
     /// `major.minor.patch`, compared as numbers.
     #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]

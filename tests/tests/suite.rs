@@ -45,6 +45,8 @@ mod relay_doorbell;
 mod relay_e2e;
 mod relay_install;
 mod relay_soak;
+mod release_relay;
+mod release_store;
 mod releases;
 mod rings;
 mod scale;
