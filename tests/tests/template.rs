@@ -217,15 +217,11 @@ fn problems(template: &str) -> Vec<String> {
         .flatten()
         .filter_map(|g| g["IndexName"].as_str().map(str::to_owned))
         .collect();
-    let want: BTreeSet<String> = [
-        store_dynamo::QUEUE_INDEX,
-        store_dynamo::OPEN_TASKS_INDEX,
-        store_dynamo::OWNER_RUNS_INDEX,
-        store_dynamo::OWNER_RUNS_INDEX_BEFORE,
-    ]
-    .iter()
-    .map(|s| (*s).to_owned())
-    .collect();
+    let want: BTreeSet<String> =
+        [store_dynamo::QUEUE_INDEX, store_dynamo::OPEN_TASKS_INDEX, store_dynamo::OWNER_RUNS_INDEX]
+            .iter()
+            .map(|s| (*s).to_owned())
+            .collect();
     if gsis != want {
         p.push(format!("table indexes {gsis:?}, the store uses {want:?}"));
     }

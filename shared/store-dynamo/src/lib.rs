@@ -85,13 +85,10 @@ pub const QUEUE_INDEX: &str = "gsi1";
 pub const OPEN_TASKS_INDEX: &str = "gsi2";
 /// Name of the owner's runs index (every run, newest first, on `gsi3pk`/`gsi3sk`). It holds
 /// the keys only, so a run's heartbeats, progress lines and result copy nothing into it (they
-/// change neither key); the panel reads the keys, then the runs (issue 59).
+/// change neither key); the panel reads the keys, then the runs (issue 59). It replaced `gsi3`
+/// (the same keys, every attribute: each heartbeat written twice), which 0.1.0 kept beside it
+/// for a rollback and 0.2.0 removed (docs/operations.md, "Replacing an index").
 pub const OWNER_RUNS_INDEX: &str = "gsi4";
-/// The owner's runs index of earlier versions: the same keys, every attribute projected, so
-/// every heartbeat was written twice. Still declared (and still written by DynamoDB) so a
-/// rollback to a version that reads it finds it; the next version removes it
-/// (docs/operations.md, "Replacing an index").
-pub const OWNER_RUNS_INDEX_BEFORE: &str = "gsi3";
 /// The TTL attribute (epoch seconds).
 pub const TTL_ATTRIBUTE: &str = "ttl";
 

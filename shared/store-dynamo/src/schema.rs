@@ -11,7 +11,7 @@ use aws_sdk_dynamodb::types::{
 use domain::store::StoreResult;
 
 use crate::error::{build, sdk};
-use crate::{OPEN_TASKS_INDEX, OWNER_RUNS_INDEX, OWNER_RUNS_INDEX_BEFORE, QUEUE_INDEX, TTL_ATTRIBUTE};
+use crate::{OPEN_TASKS_INDEX, OWNER_RUNS_INDEX, QUEUE_INDEX, TTL_ATTRIBUTE};
 
 /// Creates the table with its sparse indexes and TTL, on demand billing; waits until it
 /// is active. Used by tests and `infra/`; `template.yaml` declares the same table for deploys.
@@ -56,7 +56,6 @@ pub async fn create_table(client: &Client, table: &str) -> StoreResult<()> {
         .key_schema(key("sk", KeyType::Range)?)
         .global_secondary_indexes(index(QUEUE_INDEX, "gsi1pk", "gsi1sk", ProjectionType::All)?)
         .global_secondary_indexes(index(OPEN_TASKS_INDEX, "gsi2pk", "gsi2sk", ProjectionType::All)?)
-        .global_secondary_indexes(index(OWNER_RUNS_INDEX_BEFORE, "gsi3pk", "gsi3sk", ProjectionType::All)?)
         .global_secondary_indexes(index(OWNER_RUNS_INDEX, "gsi3pk", "gsi3sk", ProjectionType::KeysOnly)?)
         // The events publisher reads the stream (SPEC §8).
         .stream_specification(
