@@ -447,3 +447,113 @@ async fn an_older_relay_completes_a_full_run() {
     );
     running.stop().await;
 }
+
+/// This build's relay completes a full run against an older server: the `local` binary of an
+/// earlier release (`FOUNDRY_OLD_LOCAL`, built from its commit by `infra/release-check.sh`),
+/// driven as a chat drives it (MCP `run_graph_session`, `get_graph_run`). An older server
+/// ignores what it does not know of this relay's requests, and this relay ignores what it does
+/// not know of the answers.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[ignore = "run by infra/release-check.sh with an older local server binary"]
+async fn this_relay_completes_a_full_run_against_an_older_server() {
+    use tokio::io::AsyncBufReadExt;
+    let old = PathBuf::from(std::env::var_os("FOUNDRY_OLD_LOCAL").expect("FOUNDRY_OLD_LOCAL: the older local binary"));
+    let dir = std::env::temp_dir().join(format!("release-old-server-{}", uuid::Uuid::new_v4()));
+    let port = std::net::TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let mut server = tokio::process::Command::new(&old)
+        .env("FOUNDRY_DATA_DIR", dir.join("server"))
+        .env("FOUNDRY_PORT", port.to_string())
+        .env("FOUNDRY_POLL_INTERVAL_SECONDS", "1")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    // The banner: the values a user copies into a relay config and an MCP client.
+    let mut banner = HashMap::new();
+    let mut lines = tokio::io::BufReader::new(server.stdout.take().unwrap()).lines();
+    while let Some(line) = tokio::time::timeout(Duration::from_secs(30), lines.next_line()).await.unwrap().unwrap() {
+        if let Some((k, v)) = line.trim().split_once(':') {
+            banner.insert(k.trim().to_owned(), v.trim().to_owned());
+        }
+        if line.trim_start().starts_with("Panel:") {
+            break;
+        }
+    }
+    let get = |k: &str| banner.get(k).cloned().unwrap_or_else(|| panic!("the banner has no {k}: {banner:?}"));
+    let (mcp_url, token, project) = (get("MCP URL"), get("Bearer token"), get("Project id"));
+    let (relay_server, device_token) = (get("Relay server"), get("Device token"));
+    let mut text = format!(
+        "server_url = \"{relay_server}\"\ndevice_token = \"{device_token}\"\nstate_dir = \"{}\"\ncontrol_poll_ms = 200\npoll_s = 1\ncancel_grace_ms = 1000\nmax_parallel = 1\n",
+        dir.join("relay-state").display()
+    );
+    for (n, slug, script) in SESSIONS {
+        text += &format!(
+            "[[sessions]]\ngraph_session_id = \"{}\"\nname = \"{slug}\"\nslug = \"{slug}\"\nversion = \"1\"\nprojects = [\"{project}\"]\ncommand = [\"sh\", \"-c\", {}]\n",
+            gs(*n),
+            serde_json::to_string(script).unwrap()
+        );
+    }
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("relay.toml");
+    std::fs::write(&path, text).unwrap();
+    let relay = built_binary("relay", &["relay/src", "shared/domain/src"]);
+    let mut child = std::process::Command::new(&relay)
+        .args(["--config", path.to_str().unwrap(), "run"])
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let http = foundry_tests::http();
+    let tool = |name: &'static str, arguments: Value| {
+        let (http, url, token) = (http.clone(), mcp_url.clone(), token.clone());
+        async move {
+            let call = json!({"name": name, "arguments": arguments});
+            let v = foundry_tests::mcp::rpc_2026(&http, &url, &token, "tools/call", Some(name), call, json!({})).await;
+            v["result"].clone()
+        }
+    };
+    // Queued as a chat does, once the relay's first sync has shared the sessions.
+    let mut ids = Vec::new();
+    for (n, arguments) in [(1u8, json!({"week": 48, "region": "EMEA"})), (2, json!({"sheet": "Q4"}))] {
+        let id = wait_until("the session to be shared", Duration::from_secs(20), || {
+            let args = json!({"graph_session_id": gs(n).to_string(), "idempotency_key": format!("old-server-{n}"), "arguments": arguments});
+            let tool = &tool;
+            async move { tool("run_graph_session", args).await["structuredContent"]["command_id"].as_str().map(str::to_owned) }
+        })
+        .await;
+        ids.push(id);
+    }
+    let mut ended = Vec::new();
+    for id in &ids {
+        let run = wait_until(&format!("{id} to end"), Duration::from_secs(60), || {
+            let tool = &tool;
+            async move {
+                let run = tool("get_graph_run", json!({"command_id": id})).await["structuredContent"].clone();
+                (!matches!(run["status"].as_str(), Some("queued" | "running"))).then_some(run)
+            }
+        })
+        .await;
+        ended.push(run);
+    }
+    assert_eq!(ended[0]["status"], "completed", "{}", ended[0]);
+    assert_eq!(
+        serde_json::from_str::<Value>(ended[0]["result"].as_str().unwrap()).unwrap(),
+        json!({"week": 48, "region": "EMEA"})
+    );
+    assert_eq!(ended[1]["status"], "failed", "{}", ended[1]);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    for args in [&["pause", "--for", "2h", "--note", "travelling"][..], &["resume"]] {
+        let out = std::process::Command::new(&relay).arg("--config").arg(&path).args(args).output().unwrap();
+        assert!(out.status.success(), "relay {args:?}: {}", String::from_utf8_lossy(&out.stderr));
+    }
+    let version = std::process::Command::new(&old).arg("--version").output().unwrap();
+    println!(
+        "this relay ({}) completed a full run against {}",
+        env!("CARGO_PKG_VERSION"),
+        String::from_utf8_lossy(&version.stdout).trim()
+    );
+    server.kill().await.unwrap();
+    let _ = std::fs::remove_dir_all(&dir);
+}
