@@ -24,6 +24,7 @@
 //! | [`mcp`] | requests of the MCP 2026-07-28 revision, as a client without a handshake sends them; a session to run |
 //! | [`python`] | the pinned Python MCP SDKs, the OAuth client script, and the browser scenarios' runner |
 //! | [`receiver`] | a webhook receiver that verifies every request's signature |
+//! | [`recorder`] | a reverse proxy that keeps a relay's relay API exchanges (a release's frozen requests) |
 //! | [`registration`] | a registration flood both the local server and the cloud shape must survive |
 
 pub mod cloud;
