@@ -961,11 +961,19 @@ fn fixture(name: &str) -> String {
 /// # Panics
 /// When the fixture key cannot sign (a broken checkout).
 pub fn access_token(client: &str, scope: &str) -> String {
+    access_token_of("owner-sub", client, scope)
+}
+
+/// [`access_token`] for the user `sub` (another owner account).
+///
+/// # Panics
+/// When the fixture key cannot sign (a broken checkout).
+pub fn access_token_of(sub: &str, client: &str, scope: &str) -> String {
     let now =
         std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).map(|d| d.as_secs()).unwrap_or(0) as i64;
     let claims = auth::Claims {
         iss: issuer(),
-        sub: "owner-sub".into(),
+        sub: sub.into(),
         aud: None,
         client_id: Some(client.into()),
         azp: None,

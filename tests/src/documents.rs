@@ -30,6 +30,9 @@ pub enum Answer {
     Status(u16),
     /// `200` with this many bytes of JSON-looking padding.
     Big(usize),
+    /// The same padding sent chunked, in 1 KiB chunks, with no `Content-Length`: only a cap
+    /// on what is read stops it.
+    Chunked(usize),
     /// Nothing, for this long.
     Hang(Duration),
 }
@@ -40,6 +43,7 @@ pub struct DocumentHost {
     pub addr: SocketAddr,
     answers: Mutex<HashMap<String, Answer>>,
     hits: AtomicUsize,
+    gate: Mutex<Option<Arc<tokio::sync::Barrier>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -67,7 +71,8 @@ impl DocumentHost {
         let acceptor = tokio_rustls::TlsAcceptor::from(Arc::new(config));
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let addr = listener.local_addr().expect("address");
-        let host = Arc::new(Self { addr, answers: Mutex::default(), hits: AtomicUsize::new(0) });
+        let host =
+            Arc::new(Self { addr, answers: Mutex::default(), hits: AtomicUsize::new(0), gate: Mutex::default() });
         let serving = Arc::clone(&host);
         tokio::spawn(async move {
             while let Ok((tcp, _)) = listener.accept().await {
@@ -100,6 +105,12 @@ impl DocumentHost {
         url
     }
 
+    /// From now on holds each answer until `n` requests are waiting, then gives them all at
+    /// once (callers in lockstep from there on: the way a race is made to happen).
+    pub fn gather(&self, n: usize) {
+        *lock(&self.gate) = Some(Arc::new(tokio::sync::Barrier::new(n)));
+    }
+
     /// Requests answered so far.
     pub fn hits(&self) -> usize {
         self.hits.load(Ordering::SeqCst)
@@ -117,7 +128,27 @@ impl DocumentHost {
         let text = String::from_utf8_lossy(&head);
         let path = text.split_whitespace().nth(1).unwrap_or("/").to_owned();
         self.hits.fetch_add(1, Ordering::SeqCst);
+        let gate = lock(&self.gate).clone();
+        if let Some(gate) = gate {
+            gate.wait().await;
+        }
         let answer = lock(&self.answers).get(&path).cloned().unwrap_or(Answer::Status(404));
+        if let Answer::Chunked(n) = answer {
+            let head = "HTTP/1.1 200 X\r\ncontent-type: application/json\r\ntransfer-encoding: chunked\r\nconnection: close\r\n\r\n";
+            let _ = tls.write_all(head.as_bytes()).await;
+            let mut left = n;
+            while left > 0 {
+                let size = left.min(1024);
+                let chunk = format!("{size:x}\r\n{}\r\n", " ".repeat(size));
+                if tls.write_all(chunk.as_bytes()).await.is_err() {
+                    return;
+                }
+                left -= size;
+            }
+            let _ = tls.write_all(b"0\r\n\r\n").await;
+            let _ = tls.shutdown().await;
+            return;
+        }
         let (status, headers, body) = match answer {
             Answer::Json(v, cc) => {
                 let cc = cc.map(|c| format!("cache-control: {c}\r\n")).unwrap_or_default();
@@ -132,6 +163,7 @@ impl DocumentHost {
             Answer::Redirect(to) => (302, format!("location: {to}\r\n"), Vec::new()),
             Answer::Status(s) => (s, String::new(), Vec::new()),
             Answer::Big(n) => (200, "content-type: application/json\r\n".into(), vec![b' '; n]),
+            Answer::Chunked(_) => return,
             Answer::Hang(d) => {
                 tokio::time::sleep(d).await;
                 (200, String::new(), Vec::new())

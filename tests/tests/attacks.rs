@@ -151,7 +151,8 @@ async fn one_device_token_cannot_pile_up_doorbell_sockets() {
 /// A frame that announces more than a relay ever sends is refused when its header arrives,
 /// before anything is buffered (before: axum buffered anything under 64 MiB; 8 sockets sending
 /// 60 MiB messages in 15 MiB fragments took the server to 832 MB). A data message of any size
-/// ends the socket too: a relay sends only pings.
+/// ends the socket too: a relay sends only pings. So does a message of small frames that adds
+/// up past the limit (each frame passes the frame limit; only the message limit stops it).
 #[tokio::test]
 async fn oversized_and_data_messages_end_the_doorbell_socket() {
     let running = start(|c| c).await;
@@ -165,6 +166,21 @@ async fn oversized_and_data_messages_end_the_doorbell_socket() {
         let end = ending(&mut s, Duration::from_secs(5)).await;
         assert!(end.is_ok(), "a {announced}-byte frame must end the socket at once, it is still open");
     }
+    // A message of small frames that adds up past the limit and is never finished: each frame
+    // is small, so only the message's limit ends it (without it the server buffers frame after
+    // frame, up to 64 MiB a socket).
+    let (_, mut s) = upgrade(&running, &running.device_token, &host).await;
+    let chunk = 1024_u64;
+    for i in 0..=(domain::doorbell::MAX_CLIENT_MESSAGE_BYTES as u64 / chunk + 1) {
+        let mut frame = frame_header(if i == 0 { 0x2 } else { 0x0 }, chunk);
+        frame[0] &= 0x7f; // not the last frame
+        frame.extend(vec![0u8; chunk as usize]);
+        if s.write_all(&frame).await.is_err() {
+            break;
+        }
+    }
+    let end = ending(&mut s, Duration::from_secs(5)).await;
+    assert!(end.is_ok(), "a message of small frames past the limit must end the socket, it is still open");
     let (_, mut s) = upgrade(&running, &running.device_token, &host).await;
     let mut text = frame_header(0x1, 5);
     text.extend(b"hello");
@@ -494,4 +510,36 @@ async fn in_the_cloud_misses_are_also_counted_per_source_address() {
     }
     assert_eq!(lookup("sock-puppet-new", "198.51.100.66", "BCDFGHJK").await.status(), 429, "the address is stopped");
     assert_eq!(lookup("sock-puppet-new", "203.0.113.1", "BCDFGHJK").await.status(), 404, "another address is not");
+}
+
+/// The same through the owner function as deployed (the real binary under the Lambda
+/// emulator, behind the API Gateway shim, whose events carry the TCP peer as
+/// `requestContext.http.sourceIp`): the function's glue (`lambda::http_glue::source_ip`) hands
+/// the address API Gateway saw to the owner API. Guesses from 127.0.0.1 over many owner
+/// accounts stop that address; 127.0.0.2 is not held back. Glue that lost the address (every
+/// request from "") would stop both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_owner_function_counts_misses_per_the_address_api_gateway_saw() {
+    use foundry_tests::cloud::{Emulator, Template, access_token_of};
+    let Some(acct) = foundry_tests::cloud::account().await else { return };
+    let emu = Emulator::start_only(&Template::load(), &acct.resources, &acct.base_env, |d| {
+        d.logical_id == "OwnerApiFunction"
+    })
+    .await;
+    emu.wait_ready().await;
+    let from = |ip: [u8; 4]| foundry_tests::http_builder().local_address(std::net::IpAddr::from(ip)).build().unwrap();
+    let (here, there) = (from([127, 0, 0, 1]), from([127, 0, 0, 2]));
+    let lookup = |client: &reqwest::Client, owner: String| {
+        let req = client.get(format!("{}/owner/pairings/BCDFGHJK", emu.gateway)).bearer_auth(access_token_of(
+            &owner,
+            "owner-client-id",
+            "openid osfoundry/owner",
+        ));
+        async move { req.send().await.unwrap().status().as_u16() }
+    };
+    for i in 0..domain::pairing::FAILED_LOOKUPS_PER_WINDOW {
+        assert_eq!(lookup(&here, format!("glue-puppet-{i}")).await, 404, "guess {i}");
+    }
+    assert_eq!(lookup(&here, "glue-puppet-new".into()).await, 429, "the address is stopped");
+    assert_eq!(lookup(&there, "glue-puppet-other".into()).await, 404, "another address is not");
 }

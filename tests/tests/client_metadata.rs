@@ -104,6 +104,10 @@ async fn the_default_refuses_loopback_private_and_redirecting_document_urls() {
     host.set("/big", Answer::Big(MAX_DOCUMENT_BYTES + 1));
     let got = refusal(dev.get(&host.url("/big")).await);
     assert!(got.starts_with(&format!("larger than {MAX_DOCUMENT_BYTES} bytes")), "{got}");
+    // The same without a Content-Length (chunked): the cap on what is read refuses it.
+    host.set("/chunked", Answer::Chunked(MAX_DOCUMENT_BYTES + 1));
+    let got = refusal(dev.get(&host.url("/chunked")).await);
+    assert!(got.starts_with(&format!("larger than {MAX_DOCUMENT_BYTES} bytes")), "chunked: {got}");
     // A document claiming to be another client's (here the good one's).
     let mut other = claude_code_document();
     other["client_id"] = json!(good);
@@ -313,8 +317,9 @@ const CONNECTIONS: usize = 10;
 /// redirect, and [`CONNECTIONS`] connections with the same document (the first alone with a
 /// cold cache, the second alone, then eight at once) make exactly one app client and one
 /// document fetch. A connection that made its own app client or fetched the document again
-/// would show with any count above two; the eight at once are the concurrency the facade's
-/// instances see (the creation race itself is raced on the store, below).
+/// would show with any count above two. These connections all reach one instance (the emulator
+/// runs one process per function): "one fetch" is that instance's cache, and the race between
+/// instances is [`two_cold_instances_racing_for_one_document_leave_one_app_client`]'s.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn ten_cloud_connections_with_one_document_make_one_app_client() {
     let Some(acct) = account().await else { return };
@@ -418,6 +423,61 @@ async fn ten_cloud_connections_with_one_document_make_one_app_client() {
         .await
         .unwrap();
     assert_eq!(res.status(), 200);
+}
+
+/// Two cold instances of the register function (two processes, each its own memory, as Lambda
+/// runs concurrent requests) get the same document's first connection at the same moment: the
+/// document host answers both fetches only once both have arrived, so both find no app client
+/// recorded and both make one. The conditional write keeps one; the loser deletes its own and
+/// sends its client to the winner's. Exactly one app client is left, both connections go to
+/// Cognito with it, and each instance fetched the document (the honest count: one per cold
+/// instance, not one per deployment). Without the loser's delete, two are left.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn two_cold_instances_racing_for_one_document_leave_one_app_client() {
+    let Some(acct) = account().await else { return };
+    let host = DocumentHost::start().await;
+    let mut doc = claude_code_document();
+    doc["redirect_uris"] = json!(["http://127.0.0.1/callback"]);
+    let document = host.document("/race/client.json", doc, Some("max-age=3600"));
+    host.gather(2);
+    let template = Template::load();
+    let register = |d: &foundry_tests::cloud::FunctionDef| d.logical_id == "RegisterClientFunction";
+    let (one, two) = tokio::join!(
+        Emulator::start_only(&template, &acct.resources, &acct.base_env, register),
+        Emulator::start_only(&template, &acct.resources, &acct.base_env, register),
+    );
+    let http = no_redirects();
+    let authorize = |gateway: String| {
+        let (http, document) = (http.clone(), document.clone());
+        async move {
+            let (_, challenge) = pkce();
+            let q = [
+                ("response_type", "code"),
+                ("client_id", document.as_str()),
+                ("redirect_uri", "http://127.0.0.1:4000/callback"),
+                ("code_challenge", challenge.as_str()),
+                ("code_challenge_method", "S256"),
+                ("state", "s-1"),
+            ];
+            let res = http.get(format!("{gateway}/authorize")).query(&q).send().await.unwrap();
+            assert_eq!(res.status(), 302, "{}", res.text().await.unwrap_or_default());
+            let to = url::Url::parse(res.headers()["location"].to_str().unwrap()).unwrap();
+            to.query_pairs().find(|(k, _)| k == "client_id").map(|(_, v)| v.into_owned()).unwrap()
+        }
+    };
+    let (a, b) = tokio::join!(authorize(one.gateway.clone()), authorize(two.gateway.clone()));
+    let cognito = aws_sdk_cognitoidentityprovider::Client::new(&acct.aws);
+    let listed =
+        cognito.list_user_pool_clients().user_pool_id(&acct.resources.user_pool).max_results(60).send().await.unwrap();
+    let made: Vec<String> = listed
+        .user_pool_clients()
+        .iter()
+        .filter(|c| c.client_name().unwrap_or_default().starts_with(oauth::facade::DOCUMENT_CLIENT_PREFIX))
+        .filter_map(|c| c.client_id().map(str::to_owned))
+        .collect();
+    assert_eq!(made, std::slice::from_ref(&a), "exactly one app client left for one document, and it is the one used");
+    assert_eq!(a, b, "both instances send their client to the recorded app client");
+    assert_eq!(host.hits(), 2, "each cold instance fetched the document once");
 }
 
 /// A code handed on by the facade works once, for its own client and redirect only.

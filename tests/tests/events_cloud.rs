@@ -124,8 +124,19 @@ impl Cloud {
         self.h.store.set_subscription(owner, l.link_id, Some(&sub)).await.unwrap().unwrap()
     }
 
-    /// The stream's new records through the publisher (as the DynamoDB event source would).
+    /// The stream's new records through the publisher (as the DynamoDB event source would),
+    /// its desktop watches queued without their delay.
     async fn pump_stream(&mut self) -> usize {
+        let sink = SqsSink {
+            client: self.sqs.clone(),
+            queue_url: self.queue.clone(),
+            watch_after: vec![std::time::Duration::ZERO],
+        };
+        self.pump_stream_into(&sink).await
+    }
+
+    /// [`Cloud::pump_stream`] through `sink`.
+    async fn pump_stream_into(&mut self, sink: &SqsSink) -> usize {
         if self.iterators.is_empty() {
             let desc = streams("DescribeStream", json!({"StreamArn": self.stream})).await;
             for shard in desc["StreamDescription"]["Shards"].as_array().unwrap() {
@@ -143,17 +154,32 @@ impl Cloud {
             records.extend(out["Records"].as_array().cloned().unwrap_or_default());
             *it = out["NextShardIterator"].as_str().unwrap().to_owned();
         }
-        let sink = SqsSink {
-            client: self.sqs.clone(),
-            queue_url: self.queue.clone(),
-            watch_after: vec![std::time::Duration::ZERO],
-        };
         // The records exactly as the stream gave them, parsed as Lambda's DynamoDB event type.
         let batch = serde_json::from_value(json!({ "Records": records })).expect("a stream batch");
         let answer =
-            serde_json::to_value(lambda::publisher::handle(&sink, Some(self.h.store.as_ref()), &batch).await).unwrap();
+            serde_json::to_value(lambda::publisher::handle(sink, Some(self.h.store.as_ref()), &batch).await).unwrap();
         assert_eq!(answer, json!({"batchItemFailures": []}), "the publisher failed records");
         records.len()
+    }
+
+    /// A delayed message's `body` handed to the notifier now (SQS delivering it when its delay
+    /// ends), then what it caused through the stream and the queue.
+    async fn look(&mut self, body: &str) {
+        let batch = serde_json::from_value(json!({"Records": [{
+            "messageId": uuid::Uuid::new_v4().to_string(), "receiptHandle": "r", "body": body,
+            "attributes": {"ApproximateReceiveCount": "1"}}]}))
+        .expect("an SQS batch");
+        let visibility = Immediately(self.sqs.clone(), self.queue.clone());
+        let answer = lambda::notifier::handle(&self.notifier(), &visibility, &batch).await;
+        assert!(answer.batch_item_failures.is_empty(), "the look failed");
+        self.pump_stream().await;
+        while self.pump_queue().await.0 > 0 {}
+    }
+
+    /// The desktop's offline mark.
+    async fn offline_since(&self, device: uuid::Uuid) -> Option<domain::clock::Timestamp> {
+        let listed = self.h.store.list_devices(&self.owner).await.unwrap();
+        listed.into_iter().find(|d| d.device_id == device).unwrap().offline_since
     }
 
     /// One receive from the events queue through the notifier (as the SQS event source would):
@@ -409,6 +435,108 @@ async fn hanging_receivers_cost_no_other_event_its_delivery_and_the_batch_answer
         took < std::time::Duration::from_secs(23),
         "the batch took {took:?}: past its deadline, the function would time out without an answer"
     );
+}
+
+/// The delayed messages of a `SendMessageBatch` as they go on the wire: (DelaySeconds, body).
+#[derive(Debug, Default, Clone)]
+struct DelayedSends(Arc<std::sync::Mutex<Vec<(u64, String)>>>);
+
+impl aws_sdk_sqs::config::Intercept for DelayedSends {
+    fn name(&self) -> &'static str {
+        "DelayedSends"
+    }
+
+    fn read_after_serialization(
+        &self,
+        context: &aws_sdk_sqs::config::interceptors::BeforeTransmitInterceptorContextRef<'_>,
+        _runtime_components: &aws_sdk_sqs::config::RuntimeComponents,
+        _cfg: &mut aws_sdk_sqs::config::ConfigBag,
+    ) -> Result<(), aws_sdk_sqs::error::BoxError> {
+        let body: Value =
+            context.request().body().bytes().and_then(|b| serde_json::from_slice(b).ok()).unwrap_or_default();
+        for e in body["Entries"].as_array().into_iter().flatten() {
+            if let (Some(delay), Some(text)) = (e["DelaySeconds"].as_u64(), e["MessageBody"].as_str()) {
+                self.0.lock().unwrap().push((delay, text.to_owned()));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// The deployed publisher's two looks, on virtual time: the sink `run()` builds
+/// (`SqsSink::deployed`) queues each run's watch twice, delayed by `WATCH_AFTER` as SQS is
+/// told on the wire, and each look, handed to the notifier at its own moment, marks the
+/// desktops its window has passed: at 2 minutes the silent polling desktop and not the silent
+/// doorbell desktop (whose window is 2 × 300 s + 60 s), at 12 minutes that one too. A publisher
+/// that queued one look, or the looks with other delays, or a watch that ignored the doorbell's
+/// window fails here (the test beside it plays the queue with no delay).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_deployed_publishers_two_looks_mark_a_polling_then_a_doorbell_desktop() {
+    let Some(mut c) = cloud().await else { return };
+    let receiver = Receiver::start().await;
+    let link = c.link(&receiver).await;
+    let gs = GraphSessionId::parse("g", &format!("gs_{}", "d".repeat(32))).unwrap();
+    let meta = foundry_tests::session_meta(&gs);
+    let polling = c.h.store.create_device(&c.owner, "Laptop", "hash-polling").await.unwrap();
+    let doorbell = c.h.store.create_device(&c.owner, "Tower", "hash-doorbell").await.unwrap();
+    let report = |doorbell: bool| domain::fleet::RelayReport {
+        version: "0.2.0".into(),
+        platform: "macos-aarch64".into(),
+        host: "mac".into(),
+        doorbell,
+        update: None,
+        slots: Some(1),
+        unavailable: None,
+    };
+    for (d, bell) in [(&polling, false), (&doorbell, true)] {
+        c.h.store.sync_sessions(&c.owner, link.project_id, d.device_id, std::slice::from_ref(&meta)).await.unwrap();
+        c.h.store.record_device_seen(d, Some(&report(bell))).await.unwrap();
+    }
+    // Both go silent at once; the run is queued then.
+    let queued_at = c.h.now();
+    let req = QueueRun {
+        owner: c.owner.clone(),
+        agent: AgentId::new("claude", "alice").unwrap(),
+        project_id: Some(link.project_id),
+        graph_session_id: gs,
+        arguments: json!({}),
+        idempotency_key: IdempotencyKey::parse("two-looks-1").unwrap(),
+    };
+    let QueueOutcome::Queued(_) = c.h.store.queue_run(&req).await.unwrap() else { panic!() };
+    let sent = DelayedSends::default();
+    let aws = lambda::aws_defaults().load().await;
+    let sqs =
+        aws_sdk_sqs::Client::from_conf(aws_sdk_sqs::config::Builder::from(&aws).interceptor(sent.clone()).build());
+    let deployed = SqsSink::deployed(sqs, c.queue.clone());
+    c.pump_stream_into(&deployed).await;
+    while c.pump_queue().await.0 > 0 {}
+    let looks = std::mem::take(&mut *sent.0.lock().unwrap());
+    let delays: Vec<u64> = looks.iter().map(|(d, _)| *d).collect();
+    assert_eq!(delays, [120, 720], "the looks SQS is asked to delay");
+    let kinds = || receiver.accepted().iter().map(|r| r.kind.clone()).collect::<Vec<_>>();
+    assert_eq!(kinds(), ["run.queued"], "no look came back before its delay");
+    // The first look, two minutes after the run was queued.
+    c.h.clock.set(queued_at.plus(std::time::Duration::from_secs(looks[0].0)));
+    c.look(&looks[0].1).await;
+    assert!(
+        c.offline_since(polling.device_id).await.is_some(),
+        "the polling desktop is past its 100 s window at 2 min"
+    );
+    assert!(
+        c.offline_since(doorbell.device_id).await.is_none(),
+        "the doorbell desktop is within its 660 s window at 2 min"
+    );
+    // The second, twelve minutes after.
+    c.h.clock.set(queued_at.plus(std::time::Duration::from_secs(looks[1].0)));
+    c.look(&looks[1].1).await;
+    assert!(c.offline_since(doorbell.device_id).await.is_some(), "the doorbell desktop is past its window at 12 min");
+    let offline: Vec<Value> = receiver
+        .accepted()
+        .iter()
+        .filter(|r| r.kind == "desktop.offline")
+        .map(|r| r.body["data"]["device_id"].clone())
+        .collect();
+    assert_eq!(offline, [json!(polling.device_id.to_string()), json!(doorbell.device_id.to_string())]);
 }
 
 /// `desktop.offline` and `desktop.online` through the stream and the queue: a desktop that

@@ -140,11 +140,16 @@ async fn a_declaring_client_gets_the_card_linked_listed_and_readable_and_the_sam
         .rpc("tools/call", Some("run_graph_session"), json!({"name": "run_graph_session", "arguments": args}), ui())
         .await;
     let plain = w.rpc_2025("tools/call", json!({"name": "run_graph_session", "arguments": args})).await;
-    // (The eras differ in `resultType`; the run is the same.)
-    assert_eq!(
-        queued["result"]["structuredContent"], plain["result"]["structuredContent"],
-        "a replay for the plain client"
-    );
+    // (The eras differ in `resultType`; everything else, the text for the model included, is
+    // the same.)
+    let without_era = |v: &Value| {
+        let mut r = v["result"].clone();
+        if let Some(o) = r.as_object_mut() {
+            o.remove("resultType");
+        }
+        serde_json::to_string(&r).unwrap()
+    };
+    assert_eq!(without_era(&queued), without_era(&plain), "a replay for the plain client");
     let id = queued["result"]["structuredContent"]["command_id"].as_str().unwrap().to_owned();
     let get = json!({"name": "get_graph_run", "arguments": {"command_id": id}});
     let for_card = w.rpc("tools/call", Some("get_graph_run"), get.clone(), ui()).await;
@@ -182,6 +187,15 @@ async fn in_the_2025_11_25_era_the_declaration_in_initialize_travels_in_the_sess
         .map(|t| t["name"].as_str().unwrap())
         .collect();
     assert_eq!(linked, ["run_graph_session", "get_graph_run"], "{listed}");
+    let (_, resources) = w.rpc_2025_in(Some(&session), "resources/list", json!({})).await;
+    let uris: Vec<&str> =
+        resources["result"]["resources"].as_array().into_iter().flatten().filter_map(|r| r["uri"].as_str()).collect();
+    assert_eq!(uris, [RUN_CARD_URI], "the session lists the card: {resources}");
+    let (_, unlisted) = w.rpc_2025_in(None, "resources/list", json!({})).await;
+    assert!(
+        !unlisted.to_string().contains(RUN_CARD_URI),
+        "a client without the session sees the card listed: {unlisted}"
+    );
     let (_, card) = w.rpc_2025_in(Some(&session), "resources/read", json!({"uri": RUN_CARD_URI})).await;
     assert_eq!(card["result"]["contents"][0]["text"], RUN_CARD_HTML, "{card}");
     // Without the session, or with one this server did not make: as before.
@@ -193,58 +207,73 @@ async fn in_the_2025_11_25_era_the_declaration_in_initialize_travels_in_the_sess
     w.running.stop().await;
 }
 
-/// What makes the card reach beyond its host, found in its text: a URL or a protocol-relative
-/// link, an element that loads or frames something, any network API, HTML written from
-/// strings, code from strings, storage. Returns each rule the text breaks.
+/// What makes the card reach beyond its host, found in its text (each rule: the text it looks
+/// for, and why that is refused): a URL or a protocol-relative link, an element that loads or
+/// frames something, any network API, HTML written from strings, code from strings, storage.
+const RULES: [(&str, &str); 19] = [
+    ("http://", "an http URL"),
+    ("https://", "an https URL"),
+    ("src=", "an element that loads something"),
+    ("href=", "a link or a stylesheet"),
+    ("<iframe", "a frame"),
+    ("<form", "a form"),
+    ("@import", "a stylesheet import"),
+    ("url(", "a CSS url()"),
+    ("fetch(", "fetch"),
+    ("XMLHttpRequest", "XMLHttpRequest"),
+    ("WebSocket", "a WebSocket"),
+    ("EventSource", "an EventSource"),
+    ("sendBeacon", "a beacon"),
+    ("innerHTML", "HTML from a string"),
+    ("insertAdjacentHTML", "HTML from a string"),
+    ("document.write", "HTML from a string"),
+    ("eval(", "code from a string"),
+    ("new Function", "code from a string"),
+    ("localStorage", "storage"),
+];
+
+/// The rules `html` breaks, each named by the text it looks for.
 fn reaches_outside(html: &str) -> Vec<&'static str> {
-    const RULES: [(&str, &str); 19] = [
-        ("http://", "an http URL"),
-        ("https://", "an https URL"),
-        ("src=", "an element that loads something"),
-        ("href=", "a link or a stylesheet"),
-        ("<iframe", "a frame"),
-        ("<form", "a form"),
-        ("@import", "a stylesheet import"),
-        ("url(", "a CSS url()"),
-        ("fetch(", "fetch"),
-        ("XMLHttpRequest", "XMLHttpRequest"),
-        ("WebSocket", "a WebSocket"),
-        ("EventSource", "an EventSource"),
-        ("sendBeacon", "a beacon"),
-        ("innerHTML", "HTML from a string"),
-        ("insertAdjacentHTML", "HTML from a string"),
-        ("document.write", "HTML from a string"),
-        ("eval(", "code from a string"),
-        ("new Function", "code from a string"),
-        ("localStorage", "storage"),
-    ];
     let lower = html.to_ascii_lowercase();
-    RULES.iter().filter(|(needle, _)| lower.contains(&needle.to_ascii_lowercase())).map(|(_, why)| *why).collect()
+    RULES.iter().filter(|(needle, _)| lower.contains(&needle.to_ascii_lowercase())).map(|(needle, _)| *needle).collect()
 }
 
-/// The card as served breaks none of the rules, and each rule catches its mutation (a copy of
-/// the card with that one thing added). The browser test runs the card under the CSP a host
-/// builds from `_meta.ui.csp` and fails on any violation report.
+/// The card as served breaks none of the rules, and each rule catches its own mutation (a copy
+/// of the card with that one thing added): the rule that fires is named, so a rule that stopped
+/// matching is not covered by another that happens to match the same mutation. The browser
+/// test runs the card under the CSP a host builds from `_meta.ui.csp` and fails on any
+/// violation report.
 #[test]
 fn the_card_reaches_nothing_but_its_host_and_each_rule_catches_its_mutation() {
     assert_eq!(reaches_outside(RUN_CARD_HTML), Vec::<&str>::new());
     assert!(RUN_CARD_HTML.contains("window.parent.postMessage("), "the card talks to its host");
-    let mutations = [
-        "<img src=\"data:,\">",
-        "<a href=\"#x\">x</a>",
-        "<script>fetch('/x')</script>",
-        "<script>new WebSocket('ws://x')</script>",
-        "<script>document.body.innerHTML = run.result</script>",
-        "<script>eval(run.result)</script>",
-        "<style>@import 'x.css';</style>",
-        "<style>body { background: url(x.png) }</style>",
-        "<script>localStorage.setItem('t', token)</script>",
-        "<script>navigator.sendBeacon('/x')</script>",
-        "<iframe></iframe>",
-        "<p>https://example.com</p>",
+    let mutations: [(&str, &str); 19] = [
+        ("http://", "<p>http://example.com</p>"),
+        ("https://", "<p>https://example.com</p>"),
+        ("src=", "<img src=\"data:,\">"),
+        ("href=", "<a href=\"#x\">x</a>"),
+        ("<iframe", "<iframe></iframe>"),
+        ("<form", "<form></form>"),
+        ("@import", "<style>@import 'x.css';</style>"),
+        ("url(", "<style>body { background: url(x.png) }</style>"),
+        ("fetch(", "<script>fetch('/x')</script>"),
+        ("XMLHttpRequest", "<script>new XMLHttpRequest()</script>"),
+        ("WebSocket", "<script>new WebSocket('ws:x')</script>"),
+        ("EventSource", "<script>new EventSource('/x')</script>"),
+        ("sendBeacon", "<script>navigator.sendBeacon('/x')</script>"),
+        ("innerHTML", "<script>document.body.innerHTML = run.result</script>"),
+        ("insertAdjacentHTML", "<script>document.body.insertAdjacentHTML('beforeend', run.result)</script>"),
+        ("document.write", "<script>document.write(run.result)</script>"),
+        ("eval(", "<script>eval(run.result)</script>"),
+        ("new Function", "<script>new Function(run.result)()</script>"),
+        ("localStorage", "<script>localStorage.setItem('t', token)</script>"),
     ];
-    for m in mutations {
+    for (needle, _) in RULES {
+        assert!(mutations.iter().any(|(n, _)| *n == needle), "the rule {needle:?} has no mutation");
+    }
+    for (needle, m) in mutations {
         let mutated = RUN_CARD_HTML.replace("</body>", &format!("{m}</body>"));
-        assert!(!reaches_outside(&mutated).is_empty(), "not caught: {m}");
+        let fired = reaches_outside(&mutated);
+        assert!(fired.contains(&needle), "{m}: the rule {needle:?} did not fire (fired: {fired:?})");
     }
 }

@@ -479,7 +479,20 @@ async fn a_paused_desktop_finishes_its_run_and_starts_no_new_one_until_resumed()
     let d = e.running.store.list_devices(&owner).await.unwrap().into_iter().find(|d| d.device_id == device).unwrap();
     assert_eq!(d.state(SystemClock.now(), Duration::from_secs(1), false), domain::fleet::DesktopState::Paused);
     assert_eq!(d.relay.map(|r| r.version), Some(relay::identity::this_relay().version), "the relay's report");
-    // Resuming rings the doorbell: the held runs start now, not at the 600 s safety poll.
+    // Resuming rings the doorbell: the held runs start now, not at the safety poll. That tells
+    // a ring from a poll only while the doorbell is up and the server has relaxed the relay's
+    // poll to the doorbell's safety interval (with the 1 s poll of this server any poll would
+    // start them): both are checked first.
+    assert_eq!(e.running.doorbell.connected(Some(device)), 1, "the relay's doorbell is not connected");
+    let relaxed = domain::doorbell::DOORBELL_POLL_INTERVAL.as_secs();
+    wait_until("the relay to poll at the doorbell's safety interval", Duration::from_secs(20), || {
+        let status_file = status_file.clone();
+        async move {
+            let s: serde_json::Value = serde_json::from_slice(&std::fs::read(&status_file).ok()?).ok()?;
+            (s["poll_interval_s"].as_u64()? >= relaxed).then_some(())
+        }
+    })
+    .await;
     assert!(e.running.store.set_device_pause(&owner, device, None).await.unwrap());
     for id in waiting {
         e.wait_status(id, RunStatus::Completed, Duration::from_secs(20)).await;
@@ -1026,7 +1039,7 @@ async fn slots_and_progress_figures() {
     );
     let talker = talker.as_str();
     let sessions: &[SessionSpec<'_>] = &[(1, "two-seconds", "sleep 2; cat"), (2, "talker", talker)];
-    let mut lines = Vec::new();
+    let (mut slots_rows, mut progress_rows) = (Vec::new(), Vec::new());
     for slots in [1usize, 5] {
         let state = format!("state-{slots}");
         let (_, path) = e.config_with(sessions, &state, 200, &format!("max_parallel = {slots}\n"));
@@ -1048,10 +1061,7 @@ async fn slots_and_progress_figures() {
         };
         let one = batch(1).await;
         let five = batch(5).await;
-        lines.push(format!(
-            "{slots} slot(s): one run {one:.2} s, five at once {five:.2} s = {:.2}× one run",
-            five / one
-        ));
+        slots_rows.push(serde_json::json!({"slots": slots, "one_s": one, "five_s": five}));
         relay.kill().unwrap();
         relay.wait().unwrap();
     }
@@ -1110,17 +1120,90 @@ async fn slots_and_progress_figures() {
             .collect();
         delays.sort_by(f64::total_cmp);
         let p95 = delays[((delays.len() * 95).div_ceil(100)).max(1) - 1];
-        lines.push(format!(
-            "progress, {label}: {} lines, {} forwards seen, {} lines shown or superseded; delay median {:.2} s, p95 {p95:.2} s, max {:.2} s",
-            written.len(),
-            shown.len(),
-            delays.len(),
-            delays[delays.len() / 2],
-            delays[delays.len() - 1]
-        ));
+        progress_rows.push(serde_json::json!({
+            "gap_s": gap, "label": label, "lines": written.len(), "forwards": shown.len(),
+            "median_s": delays[delays.len() / 2], "p95_s": p95, "max_s": delays[delays.len() - 1],
+        }));
         relay.kill().unwrap();
         relay.wait().unwrap();
     }
-    println!("{}", lines.join("\n"));
+    let figures = serde_json::json!({"slots": slots_rows, "progress": progress_rows});
+    let tables = slots_tables(&figures);
+    println!("{tables}");
+    // The goals the tables state.
+    let ratio = |s: u64| {
+        figures["slots"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|r| r["slots"] == s)
+            .map(|r| r["five_s"].as_f64().unwrap() / r["one_s"].as_f64().unwrap())
+            .unwrap()
+    };
+    assert!(ratio(5) <= 1.5, "five runs on five slots took {:.2}× one run (goal ≤ 1.5×)", ratio(5));
+    assert!(ratio(1) >= 4.0, "five runs on one slot took {:.2}× one run: they did not run in sequence", ratio(1));
+    for row in figures["progress"].as_array().unwrap() {
+        let goal = if row["gap_s"] == 1 { 12.0 } else { 2.0 };
+        assert!(row["p95_s"].as_f64().unwrap() <= goal, "progress p95 over its goal of {goal} s: {row}");
+    }
+    std::fs::write(slots_figures_path(), serde_json::to_string_pretty(&figures).unwrap() + "\n").unwrap();
     e.finish().await;
+}
+
+/// Where [`slots_and_progress_figures`] writes its figures, which docs/results.md is held to.
+fn slots_figures_path() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/slots-figures.json")
+}
+
+/// docs/results.md's two tables ("Slots and progress"), made from the benchmark's figures.
+fn slots_tables(f: &serde_json::Value) -> String {
+    let mut out =
+        String::from("| | one run alone | five queued at once | five ÷ one | goal |\n|---|---|---|---|---|\n");
+    for r in f["slots"].as_array().unwrap() {
+        let (one, five) = (r["one_s"].as_f64().unwrap(), r["five_s"].as_f64().unwrap());
+        let (name, ratio, goal) = if r["slots"] == 1 {
+            (
+                "`max_parallel = 1` (the default, the seed's serial desktop)",
+                format!("{:.2}×", five / one),
+                "the seed's order kept",
+            )
+        } else {
+            ("`max_parallel = 5`", format!("**{:.2}×**", five / one), "≤ 1.5×")
+        };
+        out += &format!("| {name} | {one:.2} s | {five:.2} s | {ratio} | {goal} |\n");
+    }
+    out += "\n| Graph | lines | forwards | delay median | p95 | max | goal |\n|---|---|---|---|---|---|---|\n";
+    for r in f["progress"].as_array().unwrap() {
+        let (name, goal) = if r["gap_s"] == 1 {
+            ("a line every 1 s for 60 s (coalesced: one forward per 10 s)", "p95 ≤ 12 s")
+        } else {
+            ("a line every 12 s (each forwarded at once)", "p95 ≤ 2 s")
+        };
+        out += &format!(
+            "| {name} | {} | {} | {:.2} s | **{:.2} s** | {:.2} s | {goal} |\n",
+            r["lines"],
+            r["forwards"],
+            r["median_s"].as_f64().unwrap(),
+            r["p95_s"].as_f64().unwrap(),
+            r["max_s"].as_f64().unwrap()
+        );
+    }
+    out
+}
+
+/// docs/results.md's slots and progress tables are what the benchmark last measured
+/// (docs/slots-figures.json, written by [`slots_and_progress_figures`]).
+#[test]
+fn the_slots_figures_in_the_docs_are_the_benchmarks() {
+    let figures: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(slots_figures_path()).unwrap()).unwrap();
+    let doc = std::fs::read_to_string(PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/results.md")).unwrap();
+    let tables = slots_tables(&figures);
+    if let Err(e) = foundry_tests::tables_match(&tables, &doc) {
+        panic!("docs/results.md: {e}\nrun the benchmark (slots_and_progress_figures) and paste its tables");
+    }
+    // A stale figure is caught.
+    let mut stale = figures.clone();
+    stale["slots"][1]["five_s"] = serde_json::json!(stale["slots"][1]["five_s"].as_f64().unwrap() + 1.0);
+    assert!(foundry_tests::tables_match(&slots_tables(&stale), &doc).is_err());
 }

@@ -133,6 +133,30 @@ async fn runs_survive_random_kills_and_a_lossy_network_with_three_slots() {
     soak(3).await;
 }
 
+/// The most Graphs of `counted` runs (by marker) working at once, from their begin
+/// (`<ns> 1 <marker>`) and end (`<ns> -1 <marker>`) lines. Only runs a relay reported completed
+/// count: a Graph orphaned by a killed relay is not one the relay ran alongside another.
+fn most_at_once(timeline: &str, counted: &std::collections::BTreeSet<&str>) -> i64 {
+    let mut marks: Vec<(u128, i64)> = timeline
+        .lines()
+        .filter_map(|l| {
+            let mut parts = l.split_whitespace();
+            let (t, d, m) = (parts.next()?, parts.next()?, parts.next()?);
+            counted.contains(m).then_some((t.parse().ok()?, d.parse().ok()?))
+        })
+        .collect();
+    // An end before a begin at the same instant: touching runs did not overlap.
+    marks.sort();
+    marks
+        .iter()
+        .scan(0, |now, (_, d)| {
+            *now += d;
+            Some(*now)
+        })
+        .max()
+        .unwrap_or(0)
+}
+
 async fn soak(slots: usize) {
     let soak = Duration::from_secs(std::env::var("SOAK_SECONDS").ok().and_then(|s| s.parse().ok()).unwrap_or(40));
     let seed = seed_dice();
@@ -143,11 +167,14 @@ async fn soak(slots: usize) {
     let faults = Arc::new(Faults::default());
     let proxy = fault_proxy(running.base_url.clone(), Arc::clone(&faults)).await;
 
-    // The graph: records its run's marker (one line per execution), works a little, answers.
+    // The graph: records its run's marker (one line per execution) and when it began and
+    // ended its work (the timeline: did runs overlap?), works a little, answers.
     let executions = dir.join("executions.log");
+    let timeline = dir.join("timeline.log");
     let script = format!(
-        "m=$(cat | sed 's/.*\"marker\":\"\\([^\"]*\\)\".*/\\1/'); echo \"$m\" >> {}; sleep 0.$(( $$ % 4 )); echo \"done $m\"",
-        executions.display()
+        "m=$(cat | sed 's/.*\"marker\":\"\\([^\"]*\\)\".*/\\1/'); echo \"$m\" >> {}; echo \"$(date +%s%N) 1 $m\" >> {t}; sleep 0.$(( $$ % 4 + 5 )); echo \"$(date +%s%N) -1 $m\" >> {t}; echo \"done $m\"",
+        executions.display(),
+        t = timeline.display()
     );
     let gs = GraphSessionId::parse("g", &format!("gs_{}", "5".repeat(32))).unwrap();
     let project = running.demo.project_id;
@@ -276,5 +303,13 @@ async fn soak(slots: usize) {
     assert!(lost.is_empty(), "runs lost: {lost:?} (relay log: {}, seed {seed})", relay_log.display());
     assert!(twice.is_empty(), "runs executed more than once: {twice:?} (seed {seed})");
     assert_eq!(completed + failed_with_reason, queued.len());
+    // With three slots, runs ran at once (a relay that ran one at a time would pass the rest).
+    let counted: std::collections::BTreeSet<&str> =
+        queued.iter().filter(|(id, _)| statuses[id].0 == RunStatus::Completed).map(|(_, m)| m.as_str()).collect();
+    let most = most_at_once(&std::fs::read_to_string(&timeline).unwrap_or_default(), &counted);
+    println!("at most {most} Graph(s) working at once");
+    if slots > 1 {
+        assert!(most >= 2, "no two runs ever overlapped with {slots} slots (seed {seed})");
+    }
     running.stop().await;
 }

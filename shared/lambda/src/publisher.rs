@@ -67,6 +67,12 @@ pub struct SqsSink {
 }
 
 impl SqsSink {
+    /// The sink the deployed publisher uses: desktop watches come back after each of
+    /// `domain::fleet::WATCH_AFTER`.
+    pub fn deployed(client: aws_sdk_sqs::Client, queue_url: String) -> Self {
+        Self { client, queue_url, watch_after: domain::fleet::WATCH_AFTER.to_vec() }
+    }
+
     /// One `SendMessageBatch` of `entries` (at most 10), all or an error.
     async fn send_batch(&self, entries: Vec<SendMessageBatchRequestEntry>) -> Result<(), PublishError> {
         let out = self
@@ -247,11 +253,8 @@ pub async fn run() -> Result<(), Error> {
     init_tracing();
     let config = PublisherConfig::from_env(env)?;
     let aws = aws_config().await;
-    let sink: Arc<dyn EventSink> = Arc::new(SqsSink {
-        client: aws_sdk_sqs::Client::new(&aws),
-        queue_url: config.queue_url.clone(),
-        watch_after: domain::fleet::WATCH_AFTER.to_vec(),
-    });
+    let sink: Arc<dyn EventSink> =
+        Arc::new(SqsSink::deployed(aws_sdk_sqs::Client::new(&aws), config.queue_url.clone()));
     let store = Arc::new(crate::dynamo_store(&aws, &config.table, Default::default()));
     lambda_runtime::run(service_fn(move |event: LambdaEvent<StreamEvent>| {
         let (sink, store) = (Arc::clone(&sink), Arc::clone(&store));

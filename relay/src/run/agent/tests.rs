@@ -38,6 +38,10 @@ struct Script {
     heartbeat_lost: std::sync::atomic::AtomicBool,
     /// Control checks without progress (`GET …/control`).
     control_calls: AtomicUsize,
+    /// The same, per run.
+    control_by: Mutex<std::collections::HashMap<CommandId, usize>>,
+    /// Starts asked and completions recorded, in the order the server saw them.
+    journal: Mutex<Vec<(&'static str, CommandId)>>,
 }
 
 impl Script {
@@ -77,6 +81,7 @@ impl RelayServer for Arc<Script> {
     }
     async fn start(&self, id: CommandId, execution_id: &str) -> Result<Started, ClientError> {
         self.start_calls.fetch_add(1, Ordering::SeqCst);
+        self.journal.lock().unwrap().push(("start", id));
         let mut started = self.started.lock().unwrap();
         match started.get(&id) {
             Some(e) if e == execution_id => return Ok(Started::Running),
@@ -96,6 +101,7 @@ impl RelayServer for Arc<Script> {
     }
     async fn control(&self, id: CommandId) -> Result<Control, ClientError> {
         self.control_calls.fetch_add(1, Ordering::SeqCst);
+        *self.control_by.lock().unwrap().entry(id).or_default() += 1;
         Ok(self.control_of(id))
     }
     async fn progress(
@@ -119,6 +125,7 @@ impl RelayServer for Arc<Script> {
             return Err(ClientError::Refused { status: 400, body: "result: not accepted".into() });
         }
         self.completed.lock().unwrap().push((id, c.clone()));
+        self.journal.lock().unwrap().push(("complete", id));
         Ok(Completed::Recorded("completed".into()))
     }
 }

@@ -172,6 +172,25 @@ impl executor::Execute for Chatty {
     }
 }
 
+/// A virtual graph that says nothing for its whole run (tokio's paused time), then completes.
+struct Silent(Duration);
+
+impl executor::Execute for Silent {
+    async fn execute(
+        &self,
+        _launch: &executor::Launch,
+        _arguments: &serde_json::Value,
+        cancel: impl Future<Output = ()> + Send,
+        _grace: Duration,
+        _live: Arc<crate::run::live::Live>,
+    ) -> executor::Outcome {
+        tokio::select! {
+            () = tokio::time::sleep(self.0) => executor::Outcome::completed("done"),
+            () = cancel => executor::Outcome::cancelled(),
+        }
+    }
+}
+
 /// A Graph that reports progress ten times a second for 35 s: the newest state is forwarded
 /// at once, then at most every 10 s (four forwards, not 350), each on a control check; a
 /// silent Graph forwards nothing.
@@ -199,15 +218,17 @@ async fn progress_is_forwarded_at_once_then_at_most_every_ten_seconds() {
     assert_eq!(last.tail.len(), domain::progress::MAX_TAIL_LINES);
     assert_eq!(last.tail.last().unwrap(), &format!("log line {step}"));
 
-    // A Graph that says nothing: no forward at all, only control checks.
+    // A Graph that says nothing for 2 s: control checks every 50 ms, none forwarding anything.
     let (dir2, quiet, id, config) = one_virtual_command(Duration::from_millis(50));
-    let (stop, task) = spawn_relay(config, &quiet, Chatty { steps: 0, every: Duration::ZERO });
+    let (stop, task) = spawn_relay(config, &quiet, Silent(Duration::from_secs(2)));
     while completed(&quiet, id).is_none() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     stop.notify_one();
     task.await.unwrap().unwrap();
-    assert!(quiet.progress.lock().unwrap().is_empty());
+    let checks = quiet.control_by.lock().unwrap().get(&id).copied().unwrap_or(0);
+    assert!(checks >= 20, "the silent Graph's run had {checks} control checks: nothing was exercised");
+    assert!(quiet.progress.lock().unwrap().is_empty(), "a silent Graph's control check forwarded progress");
     let _ = std::fs::remove_dir_all(dir);
     let _ = std::fs::remove_dir_all(dir2);
 }
@@ -230,12 +251,15 @@ async fn a_control_ring_checks_only_its_own_slot() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     tokio::time::sleep(Duration::from_secs(5)).await;
+    let checks_of = |id: CommandId| script.control_by.lock().unwrap().get(&id).copied().unwrap_or(0);
+    let first_before = checks_of(ids[0]);
     script.cancel.lock().unwrap().insert(ids[1]);
     let rung = Instant::now();
     bell.ring_control(ids[1]);
     while completed(&script, ids[1]).is_none() {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    assert_eq!(checks_of(ids[0]), first_before, "the ring for the second run woke the first run's slot too");
     assert!(rung.elapsed() < Duration::from_secs(1), "the ring waited for the minute's poll: {:?}", rung.elapsed());
     assert_eq!(completed(&script, ids[1]).unwrap().status, FinalStatus::Cancelled);
     assert!(completed(&script, ids[0]).is_none(), "the other slot stopped too");
@@ -310,6 +334,17 @@ async fn a_lost_start_in_one_slot_is_retried_while_the_others_run() {
                 );
             }
             assert_eq!(script.start_calls.load(Ordering::SeqCst), 4, "three starts and one retry");
+            // The other two ran on during the lost one's backoff: both were reported before
+            // its start was retried (a relay that held every slot for the backoff would not).
+            let journal = script.journal.lock().unwrap().clone();
+            let lost =
+                ids.iter().copied().find(|id| journal.iter().filter(|(k, c)| *k == "start" && c == id).count() == 2);
+            let lost = lost.unwrap_or_else(|| panic!("no start was retried: {journal:?}"));
+            let retry = journal.iter().rposition(|(k, c)| *k == "start" && *c == lost).unwrap();
+            for id in ids.iter().filter(|id| **id != lost) {
+                let done = journal.iter().position(|(k, c)| *k == "complete" && c == id).unwrap();
+                assert!(done < retry, "a run waited for another's start retry: {journal:?}");
+            }
         }
         let _ = std::fs::remove_dir_all(dir);
     }
