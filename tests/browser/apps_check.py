@@ -254,7 +254,12 @@ async def main():
         await wait_text(c, "#status", "queued")
         await wait_text(c, "#note", "does not let the card check")
         check(not await c.locator("#cancel").is_visible(), "Cancel offered by a host that cannot relay it")
-        metrics["calls_without_server_tools"] = await quiet_for(run_b["command_id"], 2 * ca + 1)
+        # Its window is sized from what card C was handed (a card that called anyway would call
+        # once that result's check_after_s passed, or the card's default wait without one), not
+        # from what card B's later checks were told.
+        hint_c = run_b.get("check_after_s")
+        first_c = max(1, hint_c if hint_c is not None else CARD_LONGEST_WAIT_S)
+        metrics["calls_without_server_tools"] = await quiet_for(run_b["command_id"], 2 * first_c + 1)
 
         # ---- theme change, accessibility, the CSP in force ----
         await page.evaluate("() => window.setTheme(0, 'dark')")

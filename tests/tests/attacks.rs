@@ -243,6 +243,8 @@ async fn pairing_routes_and_the_doorbell_refuse_foreign_hosts_and_non_json_bodie
     let running = start(|c| c).await;
     let http = foundry_tests::http();
     let body = json!({"name": "x", "os": "linux", "arch": "x86_64", "token_sha256": "cd".repeat(32)}).to_string();
+    // Counted before the first refusal, so the 415 is covered too.
+    let writes = running.store.write_transactions();
     let plain = http
         .post(format!("{}{PAIRINGS}", running.base_url))
         .header("content-type", "text/plain")
@@ -251,7 +253,6 @@ async fn pairing_routes_and_the_doorbell_refuse_foreign_hosts_and_non_json_bodie
         .await
         .unwrap();
     assert_eq!(plain.status(), 415, "{:?}", plain.text().await);
-    let writes = running.store.write_transactions();
     let foreign = http
         .post(format!("{}{PAIRINGS}", running.base_url))
         .header("host", "rebound.attacker.example")

@@ -1022,7 +1022,14 @@ async fn own_runs_ahead_are_the_agents_own_queued_runs_before_it(h: Harness) {
         assert!(matches!(h.store.queue_run(&big).await.unwrap(), QueueOutcome::Queued(_)));
     }
     let behind_big = queue(&h, &o, &gpt, "ahead-behind-big").await;
+    let _ = h.take_requests();
     assert_eq!(ahead(&behind_big).await.unwrap(), 40, "runs past the first page were not counted");
+    // On DynamoDB the count really went past a page (the emulator ends pages at 1 MB read as
+    // DynamoDB does): otherwise the case above proves nothing about paging.
+    if let Some(requests) = h.take_requests() {
+        let queries = requests.iter().filter(|r| r.starts_with("Query")).count();
+        assert!(queries >= 2, "the count read {queries} page(s): the 1 MB page end was never reached");
+    }
 }
 
 async fn cancel_queued_is_immediate_and_the_desktop_never_starts_it(h: Harness) {

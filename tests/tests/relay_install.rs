@@ -649,6 +649,50 @@ async fn an_ad_hoc_build_on_a_mac_is_offered_an_update_not_given_one() {
     let _ = std::fs::remove_dir_all(&root);
 }
 
+/// `pin = "x.y.z"`: the relay installs that version and no other. The server publishes 99.0.0:
+/// a relay pinned to 0.0.1 stays (nothing downloaded, the outcome says so). It then publishes
+/// only 0.0.1, older than this build: an unpinned relay calls itself up to date, the pinned one
+/// goes on to install it (the way an owner goes back) and fails only on the archive this test
+/// does not serve. A relay pinned to its own version is up to date.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_pin_holds_its_version_and_installs_it_even_when_older() {
+    use relay::machine::update::{Outcome, VERSION, target, update};
+    let root = std::env::temp_dir().join(format!("relay-pin-{}", uuid::Uuid::new_v4()));
+    let dist = root.join("dist");
+    std::fs::create_dir_all(&dist).unwrap();
+    let publish = |version: &str| {
+        let line = format!("{}  relay-{version}-{}.tar.gz\n", "0".repeat(64), target());
+        std::fs::write(dist.join("SHA256SUMS"), line).unwrap();
+    };
+    publish("99.0.0");
+    let running =
+        local::start(LocalConfig { relay_dist: dist.clone(), ..LocalConfig::at(root.join("server")) }).await.unwrap();
+    let installed = root.join("bin/relay");
+    std::fs::create_dir_all(installed.parent().unwrap()).unwrap();
+    std::fs::write(&installed, b"the installed build").unwrap();
+    let http = relay::server::client::https_client().unwrap();
+    let base = running.base_url.clone();
+    let pinned = update(&http, &base, &installed, Some("0.0.1"), None).await.unwrap();
+    assert!(
+        matches!(&pinned, Outcome::Pinned { pin, published } if pin == "0.0.1" && published == "99.0.0"),
+        "{pinned:?}"
+    );
+    assert!(pinned.to_string().contains("pinned to 0.0.1"), "{pinned}");
+    assert_eq!(std::fs::read(&installed).unwrap(), b"the installed build");
+    publish("0.0.1");
+    let unpinned = update(&http, &base, &installed, None, None).await.unwrap();
+    assert!(matches!(unpinned, Outcome::UpToDate { .. }), "an older build is not an update: {unpinned:?}");
+    let back = update(&http, &base, &installed, Some("0.0.1"), None).await;
+    let Err(e) = back else { panic!("the pinned older build was not installed: {back:?}") };
+    // (The checksum list was served a moment ago: the 404 is the archive's.)
+    assert!(e.to_string().contains("HTTP 404"), "it went on to download the pinned build: {e}");
+    assert_eq!(std::fs::read(&installed).unwrap(), b"the installed build", "a failed install changes nothing");
+    publish(VERSION);
+    let own = update(&http, &base, &installed, Some(VERSION), None).await.unwrap();
+    assert!(matches!(own, Outcome::UpToDate { .. }), "{own:?}");
+    let _ = std::fs::remove_dir_all(&root);
+}
+
 /// `relay update` rewrites the launchd agent's plist when this build writes it differently
 /// (here: a file from a build before `SoftResourceLimits`), keeping the program, `PATH`, `LANG`
 /// and proxy the file records rather than the updating terminal's, and reloads it; run again,

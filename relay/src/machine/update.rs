@@ -439,13 +439,31 @@ pub async fn check_now(
 /// loop then restarts into it between runs).
 pub async fn daily(config: std::sync::Arc<crate::config::Config>, binary: Binary) {
     use domain::clock::Clock;
+    every_day(
+        || LastCheck::read(&config.state_dir),
+        || domain::clock::SystemClock.now(),
+        || async {
+            // An ad-hoc build on a Mac is offered, never installed behind the owner's back.
+            let hold = grants_at_risk(crate::machine::service::Platform::current(), || codesign(binary.path()));
+            check_now(&config, binary.path(), hold.as_deref()).await
+        },
+    )
+    .await;
+}
+
+/// [`daily`]'s schedule, apart from what a check does and where its record is kept: waits
+/// until a day after the `last` check kept (at least [`FIRST_CHECK_DELAY`]), checks, and goes
+/// on until a check installs a build. A failed check is kept like any other (`check_now`), so
+/// it is retried a day later, not in a loop.
+async fn every_day<C, F>(last: impl Fn() -> Option<LastCheck>, now: impl Fn() -> domain::clock::Timestamp, check: C)
+where
+    C: Fn() -> F,
+    F: std::future::Future<Output = Result<Outcome, UpdateError>>,
+{
     loop {
-        let last = LastCheck::read(&config.state_dir);
-        let wait = LastCheck::due_in(last.as_ref(), domain::clock::SystemClock.now()).max(FIRST_CHECK_DELAY);
+        let wait = LastCheck::due_in(last().as_ref(), now()).max(FIRST_CHECK_DELAY);
         tokio::time::sleep(wait).await;
-        // An ad-hoc build on a Mac is offered, never installed behind the owner's back.
-        let hold = grants_at_risk(crate::machine::service::Platform::current(), || codesign(binary.path()));
-        match check_now(&config, binary.path(), hold.as_deref()).await {
+        match check().await {
             Ok(installed @ Outcome::Installed { .. }) => {
                 tracing::info!(%installed, "daily update check");
                 return;
@@ -597,6 +615,46 @@ mod tests {
         let gone = Binary::at(dir.join("absent"));
         assert!(!gone.replaced());
         let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// The daily loop on virtual time: a relay that checked an hour before it started checks
+    /// again 23 hours later (not at each restart), one that never checked a minute after it
+    /// starts; each check, failed or not, is kept and the next comes a day after it; the loop
+    /// ends when a check installs a build.
+    #[tokio::test(start_paused = true)]
+    async fn the_daily_loop_checks_a_day_after_the_last_kept_check_and_stops_after_installing() {
+        use std::sync::Mutex;
+        let began = tokio::time::Instant::now();
+        let start = domain::clock::Timestamp::from_millis(1_800_000_000_000);
+        let now = move || start.plus(began.elapsed());
+        let hour = Duration::from_secs(3600);
+        for (kept_before, first_after) in [(Some(hour), CHECK_EVERY - hour), (None, FIRST_CHECK_DELAY)] {
+            let began_round = tokio::time::Instant::now();
+            let round_start = now();
+            let kept: Mutex<Option<LastCheck>> = Mutex::new(
+                kept_before.map(|d| LastCheck { at_ms: round_start.minus(d).as_millis(), ..LastCheck::default() }),
+            );
+            let checks: Mutex<Vec<Duration>> = Mutex::new(Vec::new());
+            let outcomes = Mutex::new(vec![
+                Err(UpdateError::Server("the server did not answer".into())),
+                Ok(Outcome::UpToDate { current: VERSION.to_owned() }),
+                Ok(Outcome::Installed { from: VERSION.to_owned(), to: "99.0.0".into() }),
+            ]);
+            every_day(
+                || kept.lock().unwrap().clone(),
+                now,
+                || async {
+                    checks.lock().unwrap().push(began_round.elapsed());
+                    let outcome = outcomes.lock().unwrap().remove(0);
+                    *kept.lock().unwrap() = Some(record(&outcome, now()));
+                    outcome
+                },
+            )
+            .await;
+            let at = checks.into_inner().unwrap();
+            assert_eq!(at, [first_after, first_after + CHECK_EVERY, first_after + CHECK_EVERY * 2], "{kept_before:?}");
+            assert!(outcomes.into_inner().unwrap().is_empty(), "the loop stopped only after installing");
+        }
     }
 
     #[test]
