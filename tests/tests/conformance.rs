@@ -392,6 +392,9 @@ async fn open_task_list_is_the_links_open_tasks_oldest_first(h: Harness) {
     let writes = h.writes();
     let open: Vec<_> = h.store.list_open_tasks(&o, l, 50).await.unwrap().iter().map(|t| t.task_id).collect();
     assert_eq!(open, vec![t1, t2, t3]);
+    // The limit holds: the oldest two of the three (a list that ignored it would give three).
+    let two: Vec<_> = h.store.list_open_tasks(&o, l, 2).await.unwrap().iter().map(|t| t.task_id).collect();
+    assert_eq!(two, vec![t1, t2], "the limit keeps the oldest");
     assert_eq!(h.writes(), writes, "listing wrote");
     h.store.submit_task(&submit_req(&o, l, t2, c, SubmitStatus::Completed, "ok")).await.unwrap();
     h.store.cancel_task(&o, l, t3).await.unwrap();
@@ -401,7 +404,7 @@ async fn open_task_list_is_the_links_open_tasks_oldest_first(h: Harness) {
     let all: Vec<_> = h.store.list_link_tasks(&o, l, 50, None).await.unwrap().tasks.iter().map(|t| t.task_id).collect();
     assert_eq!(all, vec![t3, t2, t1], "owner list is newest first");
     let limited = h.store.list_open_tasks(&o, other, 1).await.unwrap();
-    assert_eq!(limited.len(), 1);
+    assert_eq!(limited.len(), 1, "the other link's own task");
 }
 
 async fn assign_is_idempotent_by_key_and_objective(h: Harness) {
@@ -660,8 +663,11 @@ async fn run_idempotency_under_concurrent_retries(h: Harness) {
     let b = agent("chatgpt");
     let theirs = h.store.queue_run(&queue_req(&o, &b, 1, "retry-key-0001", serde_json::json!({"x": 1}))).await.unwrap();
     assert!(matches!(theirs, QueueOutcome::Queued(r) if !ids.contains(&r.command_id)));
-    // After 24 h the key is forgotten.
-    h.advance(h.policy.idempotency_ttl);
+    // The key is remembered until the last millisecond of its 24 h, and forgotten after.
+    h.advance(h.policy.idempotency_ttl - Duration::from_millis(1));
+    let still = h.store.queue_run(&queue_req(&o, &a, 1, "retry-key-0001", serde_json::json!({"x": 2}))).await.unwrap();
+    assert_eq!(still, QueueOutcome::Rejected(QueueRejection::IdempotencyMismatch), "the key was forgotten early");
+    h.advance(Duration::from_millis(1));
     let later = h.store.queue_run(&queue_req(&o, &a, 1, "retry-key-0001", serde_json::json!({"x": 2}))).await.unwrap();
     assert!(matches!(later, QueueOutcome::Queued(_)), "{later:?}");
 }
@@ -887,7 +893,9 @@ async fn completed_runs_keep_the_sessions_recent_durations(h: Harness) {
         let run = queue(&h, &o, &a, &format!("duration-key-{i}")).await;
         let exec = format!("exec-{i}");
         h.store.start_run(&o, run.command_id, &exec, uuid::Uuid::nil()).await.unwrap();
-        h.advance(Duration::from_secs(secs));
+        // A millisecond more each: the three end in three different slots of the sample
+        // (`finished_ms % 8`), so all three must be kept.
+        h.advance(Duration::from_secs(secs) + Duration::from_millis(1));
         h.store.control_run(&o, run.command_id, None).await.unwrap();
         let out = h
             .store
@@ -900,11 +908,15 @@ async fn completed_runs_keep_the_sessions_recent_durations(h: Harness) {
     h.store.start_run(&o, failed.command_id, "exec-f", uuid::Uuid::nil()).await.unwrap();
     h.advance(Duration::from_secs(5));
     h.store.complete_run(&o, failed.command_id, &completion("exec-f", FinalStatus::Failed, None)).await.unwrap();
+    let cancelled = queue(&h, &o, &a, "duration-key-cancelled").await;
+    h.store.start_run(&o, cancelled.command_id, "exec-c", uuid::Uuid::nil()).await.unwrap();
+    h.advance(Duration::from_secs(6) + Duration::from_millis(1));
+    h.store.complete_run(&o, cancelled.command_id, &completion("exec-c", FinalStatus::Cancelled, None)).await.unwrap();
     let got = h.store.get_project(&o, p.project_id).await.unwrap().unwrap();
     let mut ms: Vec<u64> = got.recent_durations.values().copied().collect();
     ms.sort_unstable();
-    // Three runs in at most three slots (two may share one: a random-replacement sample).
-    assert!(!ms.is_empty() && ms.len() <= 3 && ms.iter().all(|m| [50_000, 60_000, 70_000].contains(m)), "{ms:?}");
+    // The three completed runs, each in its own slot; neither the failed nor the cancelled one.
+    assert_eq!(ms, [50_001, 60_001, 70_001], "the kept durations");
     assert!(got.expected_duration(&gs(1)).is_some());
     assert_eq!(got.expected_duration(&gs(2)), None, "another session has no history");
 }

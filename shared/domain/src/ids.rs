@@ -346,5 +346,7 @@ mod tests {
         let a = AgentId::new("a:b", "c").unwrap();
         let b = AgentId::new("a", "b:c").unwrap();
         assert_ne!(a, b);
+        // `%` is encoded too: a client id that spells `%3A` is not one holding `:`.
+        assert_ne!(AgentId::new("a%3Ab", "c").unwrap(), AgentId::new("a:b", "c").unwrap());
     }
 }

@@ -144,8 +144,20 @@ mod tests {
         // Two calls at once share the single connection without deadlocking.
         let (a, b) = tokio::join!(store.list_projects(&owner), store.get_project(&owner, p.project_id));
         assert_eq!(a.unwrap(), vec![p.clone()]);
-        assert_eq!(b.unwrap(), Some(p));
+        assert_eq!(b.unwrap(), Some(p.clone()));
         assert_eq!(store.write_transactions(), 1);
         assert!(store.path().is_none());
+        // A read while the one connection is busy waits for it: a second connection would be
+        // another, empty database ("no such table"). (The wait is bounded: if the read could
+        // not even start in 200 ms it proves nothing, but it never fails a correct store.)
+        let store = Arc::new(store);
+        let held = store.pool.try_get().expect("the idle connection");
+        let reader = Arc::clone(&store);
+        let who = owner.clone();
+        let mut read = tokio::spawn(async move { reader.list_projects(&who).await });
+        let waited = tokio::time::timeout(std::time::Duration::from_millis(200), &mut read).await;
+        assert!(waited.is_err(), "the read did not wait for the one connection: {waited:?}");
+        store.pool.put(held);
+        assert_eq!(read.await.unwrap().unwrap(), vec![p]);
     }
 }

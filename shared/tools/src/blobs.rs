@@ -238,6 +238,20 @@ mod tests {
         assert_eq!(other.status(), StatusCode::FORBIDDEN);
         let renamed = store.serve(path, Some(&query.replace("notes", "other"))).await;
         assert_eq!(renamed.status(), StatusCode::FORBIDDEN);
+        // An expiry moved later by hand (the signature covers it), and a signature of the right
+        // shape made up: refused.
+        let extended = store.serve(path, Some(&query.replacen("expires=", "expires=9", 1))).await;
+        assert_eq!(extended.status(), StatusCode::FORBIDDEN, "an expiry edited in the URL was accepted");
+        let forged = query
+            .split('&')
+            .map(|p| match p.split_once('=') {
+                Some(("sig", v)) => format!("sig={}", "0".repeat(v.len())),
+                _ => p.to_owned(),
+            })
+            .collect::<Vec<_>>()
+            .join("&");
+        assert_ne!(forged, query, "the link carries a signature");
+        assert_eq!(store.serve(path, Some(&forged)).await.status(), StatusCode::FORBIDDEN);
         clock.advance(DOWNLOAD_LINK_TTL);
         assert_eq!(store.serve(path, Some(query)).await.status(), StatusCode::FORBIDDEN, "an expired link still works");
         let _ = clock.now();

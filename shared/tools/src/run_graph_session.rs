@@ -361,8 +361,9 @@ mod tests {
         let r = run(&p, Some(started));
         // No history: a fixed interval.
         assert_eq!(hint(RunStatus::Running, Some(&p), &r, now, &policy), Some(15));
-        // History 50, 60, 70 s: median 60 → expected end in 50 s, plus the margin.
-        for (slot, ms) in [(0, 50_000), (1, 60_000), (2, 70_000)] {
+        // History 50, 60, 130 s: median 60 (the mean, 80, would say 72, 21 and 97 below) →
+        // expected end in 50 s, plus the margin.
+        for (slot, ms) in [(0, 50_000), (1, 60_000), (2, 130_000)] {
             p.recent_durations.insert(format!("{}#{slot}", r.graph_session_id), ms);
         }
         assert_eq!(hint(RunStatus::Running, Some(&p), &r, now, &policy), Some(52));

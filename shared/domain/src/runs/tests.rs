@@ -97,4 +97,12 @@ fn request_hash_ignores_key_order_but_not_values() {
     let mut other = base.clone();
     other.arguments = serde_json::from_str(r#"{"a":1,"b":3}"#).unwrap();
     assert_ne!(base.request_hash(), other.request_hash());
+    // Another session, or a project given: another request (a retried key must not replay
+    // the first run for them).
+    let mut session = base.clone();
+    session.graph_session_id = GraphSessionId::parse("g", &format!("gs_{}", "b".repeat(32))).unwrap();
+    assert_ne!(base.request_hash(), session.request_hash(), "the session is part of the request");
+    let mut project = base.clone();
+    project.project_id = Some(crate::ids::ProjectId::generate());
+    assert_ne!(base.request_hash(), project.request_hash(), "the project is part of the request");
 }
