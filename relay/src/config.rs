@@ -220,13 +220,11 @@ impl Config {
         }
         let mut sessions = Vec::new();
         for (i, s) in raw.sessions.into_iter().enumerate() {
-            let id = match GraphSessionId::parse("graph_session_id", &s.graph_session_id) {
-                Ok(id) => id,
-                Err(e) => {
-                    errors.push(format!("sessions[{i}].{e}"));
-                    continue;
-                }
-            };
+            // Every key of the session is checked, a bad id included: one reading of the file
+            // names every problem.
+            let id = GraphSessionId::parse("graph_session_id", &s.graph_session_id)
+                .map_err(|e| errors.push(format!("sessions[{i}].{e}")))
+                .ok();
             let mut projects = Vec::new();
             for p in &s.projects {
                 match ProjectId::parse("projects", p) {
@@ -237,6 +235,7 @@ impl Config {
             if s.command.is_empty() {
                 errors.push(format!("sessions[{i}].command: must name a program"));
             }
+            let Some(id) = id else { continue };
             let meta = SessionMeta {
                 graph_session_id: id,
                 name: s.name,
@@ -427,6 +426,7 @@ command = []
             "server_url",
             "device_token: must start",
             "sessions[0].graph_session_id",
+            "sessions[0].command",
             "sessions[1].projects",
             "sessions[1].command",
         ] {

@@ -35,6 +35,8 @@ pub struct Inner {
     pub hits: AtomicUsize,
     /// Answer 503 to this many requests first (`usize::MAX`: always).
     pub fail_first: AtomicUsize,
+    /// Every request's `webhook-id`, answered or not, in order.
+    pub ids: Mutex<Vec<String>>,
 }
 
 /// A running receiver.
@@ -87,6 +89,11 @@ impl Receiver {
         self.state.accepted.lock().map(|v| v.clone()).unwrap_or_default()
     }
 
+    /// Every request's `webhook-id` so far (failed attempts included), in order.
+    pub fn ids(&self) -> Vec<String> {
+        self.state.ids.lock().map(|v| v.clone()).unwrap_or_default()
+    }
+
     /// Every request so far.
     pub fn hits(&self) -> usize {
         self.state.hits.load(Ordering::SeqCst)
@@ -107,6 +114,9 @@ impl Receiver {
 
 async fn hook(State(state): State<Arc<Inner>>, headers: HeaderMap, body: Bytes) -> StatusCode {
     state.hits.fetch_add(1, Ordering::SeqCst);
+    if let Ok(mut ids) = state.ids.lock() {
+        ids.push(headers.get("webhook-id").and_then(|v| v.to_str().ok()).unwrap_or_default().to_owned());
+    }
     let failing = state.fail_first.load(Ordering::SeqCst);
     if failing > 0 {
         if failing != usize::MAX {

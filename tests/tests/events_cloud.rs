@@ -27,12 +27,14 @@ use lambda::notifier::Visibility;
 use lambda::publisher::SqsSink;
 use serde_json::{Value, json};
 
-/// Makes a failed message visible again at once, through the real API call.
-struct Immediately(aws_sdk_sqs::Client, String);
+/// Makes a failed message visible again at once, through the real API call, and keeps the
+/// delay the notifier asked for (the backoff a real queue would apply).
+struct Immediately(aws_sdk_sqs::Client, String, Arc<std::sync::Mutex<Vec<i32>>>);
 
 #[async_trait::async_trait]
 impl Visibility for Immediately {
-    async fn delay(&self, receipt_handle: &str, _seconds: i32) {
+    async fn delay(&self, receipt_handle: &str, seconds: i32) {
+        self.2.lock().unwrap().push(seconds);
         self.0
             .change_message_visibility()
             .queue_url(&self.1)
@@ -52,6 +54,8 @@ struct Cloud {
     stream: String,
     iterators: Vec<String>,
     owner: OwnerId,
+    /// Every visibility delay the notifier asked for, in order.
+    asked: Arc<std::sync::Mutex<Vec<i32>>>,
 }
 
 /// One DynamoDB Streams call (moto serves the streams API on the same endpoint).
@@ -100,7 +104,16 @@ async fn cloud() -> Option<Cloud> {
         .unwrap()
         .queue_url
         .unwrap();
-    Some(Cloud { h, sqs, queue, dlq, stream, iterators: Vec::new(), owner: OwnerId::new("alice").unwrap() })
+    Some(Cloud {
+        h,
+        sqs,
+        queue,
+        dlq,
+        stream,
+        iterators: Vec::new(),
+        owner: OwnerId::new("alice").unwrap(),
+        asked: Arc::default(),
+    })
 }
 
 impl Cloud {
@@ -169,7 +182,7 @@ impl Cloud {
             "messageId": uuid::Uuid::new_v4().to_string(), "receiptHandle": "r", "body": body,
             "attributes": {"ApproximateReceiveCount": "1"}}]}))
         .expect("an SQS batch");
-        let visibility = Immediately(self.sqs.clone(), self.queue.clone());
+        let visibility = Immediately(self.sqs.clone(), self.queue.clone(), Arc::clone(&self.asked));
         let answer = lambda::notifier::handle(&self.notifier(), &visibility, &batch).await;
         assert!(answer.batch_item_failures.is_empty(), "the look failed");
         self.pump_stream().await;
@@ -185,7 +198,7 @@ impl Cloud {
     /// One receive from the events queue through the notifier (as the SQS event source would):
     /// the messages it did not report failed are deleted. Returns (handled, failed).
     async fn pump_queue(&self) -> (usize, usize) {
-        let visibility = Immediately(self.sqs.clone(), self.queue.clone());
+        let visibility = Immediately(self.sqs.clone(), self.queue.clone(), Arc::clone(&self.asked));
         self.pump_queue_with(&self.notifier(), &visibility).await
     }
 
@@ -342,7 +355,7 @@ async fn a_receiver_down_at_first_gets_the_event_later_with_one_webhook_id() {
     let receiver = Receiver::start().await;
     let link = c.link(&receiver).await;
     receiver.fail_first(2);
-    c.assign(link.link_id, "x").await;
+    let task = c.assign(link.link_id, "x").await;
     c.pump_stream().await;
     assert_eq!(c.pump_queue().await, (1, 1));
     assert_eq!(c.pump_queue().await, (1, 1));
@@ -352,6 +365,11 @@ async fn a_receiver_down_at_first_gets_the_event_later_with_one_webhook_id() {
     assert_eq!(got.len(), 1);
     assert_eq!(receiver.hits(), 3, "the same event, three attempts");
     assert!(got[0].signature_ok);
+    // Every attempt carried the event's own id (a receiver deduplicates by it), and each failed
+    // receive was put back for the backoff of its receive count: 5 s, then 10 s.
+    let event_id = derive_task(None, Some(&task))[0].id.clone();
+    assert_eq!(receiver.ids(), [event_id.clone(), event_id.clone(), event_id], "the webhook-id of each attempt");
+    assert_eq!(*c.asked.lock().unwrap(), [5, 10], "the visibility delays asked for");
 }
 
 /// Issue 59: an owner's events that no subscription wants are never queued (no message, no

@@ -51,3 +51,26 @@ fn the_documented_verifier_accepts_good_requests_and_catches_forgeries_and_repla
     let verdicts: Vec<String> = String::from_utf8_lossy(&out.stdout).lines().map(str::to_owned).collect();
     assert_eq!(verdicts, ["ok", "forged", "stale", "forged"]);
 }
+
+/// The retry figures docs/events.md states are the code's: the attempts before the dead
+/// letters (cloud and local), the backoff's doubling from 5 s and its 15-minute ceiling.
+#[test]
+fn the_documented_retry_figures_are_the_codes() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/events.md")).unwrap();
+    let attempts = events::MAX_ATTEMPTS;
+    for said in [
+        format!("DLQ ({attempts} attempts)"),
+        format!("after {attempts} receives"),
+        format!("after {attempts} failed attempts"),
+    ] {
+        assert!(doc.contains(&said), "docs/events.md does not say {said:?}");
+    }
+    let doubling: Vec<String> = (2..=7).map(|n| events::backoff(n).as_secs().to_string()).collect();
+    let said = format!("{} s doubling ({} s)", events::backoff(1).as_secs(), doubling.join(", "));
+    assert!(doc.contains(&said), "docs/events.md does not say {said:?}");
+    assert_eq!(events::backoff(30), std::time::Duration::from_secs(15 * 60), "at most 15 min");
+    // A figure left over from an older count is caught.
+    for stale in (1..attempts).map(|n| format!("after {n} receives")) {
+        assert!(!doc.contains(&stale), "docs/events.md still says {stale:?}");
+    }
+}

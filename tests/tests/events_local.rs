@@ -219,23 +219,28 @@ async fn a_receiver_down_at_first_gets_each_event_later_exactly_once() {
     receiver.fail_first(3);
     let t = w.assign(link.link_id, "Summarize").await;
     let ClaimOutcome::Claimed { .. } = w.store.claim_task(&w.owner, link.link_id, t).await.unwrap() else { panic!() };
+    let ids: Vec<String> = w.outbox().await.into_iter().map(|e| e.id).collect();
     // Pass 1: the first event fails (1 of the 3 failures) and parks the subscription, so the
     // second fails at once without calling the receiver (events::Parked); nothing is due until
     // the backoff passes.
-    deliver_due(&notifier).await.unwrap();
+    assert_eq!(deliver_due(&notifier).await.unwrap(), 2);
     assert_eq!((receiver.hits(), receiver.accepted().len()), (1, 0));
     assert_eq!(deliver_due(&notifier).await.unwrap(), 0, "an event came back before its backoff");
-    // The first event's retries try the receiver (two more failures), then it gets through and
-    // the park ends: the second gets through at its next try.
-    for _ in 0..6 {
-        w.clock.advance(Duration::from_secs(60));
-        deliver_due(&notifier).await.unwrap();
+    // The first event's retries try the receiver (two more failures), each after the backoff of
+    // its failures so far (5 s, 10 s, 20 s: due at that moment and not a millisecond before),
+    // then it gets through and the park ends: the second gets through in the same pass.
+    for backoff in [5u64, 10, 20] {
+        w.clock.advance(Duration::from_millis(backoff * 1_000 - 1));
+        assert_eq!(deliver_due(&notifier).await.unwrap(), 0, "due before its {backoff} s backoff");
+        w.clock.advance(Duration::from_millis(1));
+        assert_eq!(deliver_due(&notifier).await.unwrap(), 2, "not due after its {backoff} s backoff");
     }
     let got = receiver.accepted();
     assert_eq!(kinds_of(&got), ["task.assigned", "task.claimed"], "{got:?}");
     assert!(got.iter().all(|r| r.signature_ok), "a signature did not verify");
-    let distinct: std::collections::HashSet<_> = got.iter().map(|r| r.id.clone()).collect();
-    assert_eq!(distinct.len(), 2, "one webhook-id per event");
+    // Every attempt carried its event's own id, the failed ones included.
+    let (first, second) = (ids[0].clone(), ids[1].clone());
+    assert_eq!(receiver.ids(), [first.clone(), first.clone(), first.clone(), first, second], "webhook-ids");
     assert!(w.outbox().await.is_empty());
     assert_eq!(receiver.hits(), 5, "3 refused + 2 accepted");
     // The outcome the panel shows.
@@ -306,6 +311,8 @@ async fn a_receiver_that_always_fails_ends_in_the_dead_letters_and_holds_nothing
     for i in 0..3 {
         w.assign(good_link.link_id, &format!("to the good one {i}")).await;
         deliver_due(&notifier).await.unwrap();
+        // Each in the pass it was made in: the broken receiver's retries hold nothing up.
+        assert_eq!(good.accepted().len(), i + 1, "the good receiver waited behind the broken one");
         w.clock.advance(Duration::from_secs(1_000));
     }
     for _ in 0..MAX_ATTEMPTS * 2 {

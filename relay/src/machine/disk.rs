@@ -379,6 +379,11 @@ mod tests {
         let out: Vec<(CommandId, Completion)> = state.outbox.list();
         let failed = out.iter().find(|(id, _)| *id == a).unwrap();
         assert_eq!(failed.1.error.as_deref(), Some("relay restarted during run"));
+        assert_eq!(
+            (failed.1.status, failed.1.execution_id.as_str(), &failed.1.result),
+            (domain::runs::FinalStatus::Failed, "e-a", &None),
+            "a failed completion of the journal's own execution"
+        );
         assert_eq!(out.iter().find(|(id, _)| *id == b).unwrap().1, done);
         let _ = std::fs::remove_dir_all(root);
     }

@@ -74,8 +74,13 @@ mod tests {
         for _ in 0..20 {
             b.next_delay();
         }
-        assert!(b.next_delay() < BACKOFF_MAX.mul_f64(1.25));
+        let capped = b.next_delay();
+        assert!(capped >= BACKOFF_MAX.mul_f64(0.75) && capped < BACKOFF_MAX.mul_f64(1.25), "{capped:?}");
         b.reset();
         assert!(b.next_delay() < Duration::from_millis(1250));
+        // The jitter varies: relays that failed together do not retry together.
+        let firsts: std::collections::BTreeSet<Duration> =
+            (0..20u64).map(|i| Backoff::seeded(2 * i + 1).next_delay()).collect();
+        assert!(firsts.len() >= 10, "20 relays' first delays take only {} values", firsts.len());
     }
 }

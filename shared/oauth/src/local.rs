@@ -643,6 +643,7 @@ mod tests {
     #[test]
     fn verifiers_follow_rfc_7636() {
         assert!(valid_verifier(&"a".repeat(43)));
+        assert!(valid_verifier(&"a".repeat(128)), "128 characters is the upper bound, allowed");
         assert!(valid_verifier(&"A-._~9".repeat(20)));
         assert!(!valid_verifier(&"a".repeat(42)));
         assert!(!valid_verifier(&"a".repeat(129)));

@@ -200,6 +200,11 @@ async fn stdout_is_bounded_and_an_oversized_result_is_reported_truncated() {
     .await;
     assert_eq!(o.status, FinalStatus::Completed);
     assert!(o.truncated && o.result.is_none(), "{:?}", (o.truncated, o.result.as_ref().map(String::len)));
+    // What stays in memory is the bound, whatever the Graph writes (the same reader, on 5 MB).
+    let kept = Arc::new(Mutex::new(Vec::new()));
+    let five_mb = vec![b'a'; 5_000_000];
+    assert!(read_bounded(&five_mb[..], Arc::clone(&kept), MAX_STDOUT_BYTES).await, "nothing was dropped");
+    assert_eq!(kept.lock().unwrap().len(), MAX_STDOUT_BYTES, "the reader kept more than its bound");
 }
 
 #[tokio::test]
