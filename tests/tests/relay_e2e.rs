@@ -331,21 +331,33 @@ async fn cancel_while_queued_is_never_started() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn cancel_while_running_stops_the_process_within_one_control_poll() {
     let e = env(Duration::from_secs(600)).await;
-    let pid_file = marker(&e.dir, "pid");
-    // The graph records its pid, starts a grandchild, and would run for a minute.
-    let script = format!("echo $$ > {}; sleep 60 & wait", pid_file.display());
+    let (pid_file, grandchild_file) = (marker(&e.dir, "pid"), marker(&e.dir, "grandchild"));
+    // The graph records its pid, starts a grandchild that records its own, and would run for
+    // a minute.
+    let script = format!(
+        "echo $$ > {}; sh -c 'echo $$ > {}; exec sleep 60' & wait",
+        pid_file.display(),
+        grandchild_file.display()
+    );
     let (stop, task) = e.relay(&[(1, "slow", &script)], "state");
     e.wait_shared().await;
     let id = e.queue(1, serde_json::json!({})).await;
     e.wait_status(id, RunStatus::Running, Duration::from_secs(20)).await;
     let pid = recorded_pid(&pid_file).await;
+    let grandchild = recorded_pid(&grandchild_file).await;
     let asked = Instant::now();
     e.running.store.cancel_run(&e.agent, id).await.unwrap();
     let run = e.wait_status(id, RunStatus::Cancelled, Duration::from_secs(10)).await;
     eprintln!("cancel-running latency: {} ms (control poll 200 ms)", asked.elapsed().as_millis());
     assert!(run.completion.unwrap().error.unwrap().starts_with("cancelled"));
-    // The run is recorded cancelled only after the process was stopped.
-    assert!(!process_alive(pid), "the graph process outlived the cancel");
+    // The whole process group goes: the leader and the grandchild it started. (The relay
+    // reports `cancelled` once SIGTERM is sent, so their end is waited for, bounded.)
+    for (who, pid) in [("the graph process", pid), ("its grandchild", grandchild)] {
+        wait_until(&format!("{who} to end after the cancel"), Duration::from_secs(10), || async move {
+            (!process_alive(pid)).then_some(())
+        })
+        .await;
+    }
     drop(stop);
     task.await.unwrap();
     e.finish().await;
