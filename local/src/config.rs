@@ -221,6 +221,45 @@ mod tests {
         );
     }
 
+    /// The names the README documents, spelled as the README spells them (not through the
+    /// constants the code reads, so a misspelled constant is caught), each read and applied.
+    #[test]
+    fn every_setting_the_readme_documents_is_read_under_its_documented_name() {
+        let readme = include_str!("../../README.md");
+        let table = readme.split("Settings (environment;").nth(1).expect("the README's settings table");
+        let documented: Vec<&str> = table
+            .lines()
+            .skip_while(|l| !l.starts_with('|'))
+            .take_while(|l| l.starts_with('|'))
+            .filter_map(|l| l.strip_prefix("| `")?.split('`').next())
+            .filter(|name| name.starts_with("FOUNDRY_"))
+            .collect();
+        assert!(documented.len() >= 12, "{documented:?}");
+        let asked = std::cell::RefCell::new(std::collections::BTreeSet::new());
+        let _ = LocalConfig::from_env(|k| {
+            asked.borrow_mut().insert(k.to_owned());
+            None
+        });
+        for name in &documented {
+            assert!(asked.borrow().contains(*name), "the README documents {name}, the server never reads it");
+        }
+        let c = from(&[
+            ("HOME", "/home/u"),
+            ("XDG_DATA_HOME", "/x"),
+            ("FOUNDRY_HEARTBEAT_TIMEOUT_SECONDS", "7"),
+            ("FOUNDRY_PAIRINGS_PER_SOURCE_PER_HOUR", "3"),
+            ("FOUNDRY_PANEL_REFRESH_SECONDS", "5"),
+            ("FOUNDRY_RELAY_DIST", "/srv/builds"),
+        ])
+        .unwrap();
+        if !cfg!(target_os = "macos") {
+            assert_eq!(c.data_dir, PathBuf::from("/x/foundry-connect"), "$XDG_DATA_HOME/foundry-connect");
+        }
+        assert_eq!(c.policy.heartbeat_timeout, std::time::Duration::from_secs(7));
+        assert_eq!(c.policy.pairings_per_source_per_hour, 3);
+        assert_eq!((c.panel_refresh_seconds, c.relay_dist), (5, PathBuf::from("/srv/builds")));
+    }
+
     #[test]
     fn reports_every_bad_value_at_once() {
         let e = from(&[(PORT, "eighty"), (PUBLIC_URL, "ftp://x")]).unwrap_err();

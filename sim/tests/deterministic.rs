@@ -35,7 +35,15 @@ fn the_same_seed_gives_the_same_report_byte_for_byte() {
             .unwrap_or_else(|| panic!("no fan-out row for {slots}:\n{a}"));
         let calls = line.split("status calls per run [").nth(1).and_then(|r| r.split(']').next()).unwrap();
         assert_eq!(calls, "1 1 1 1 1", "{line}");
-        let seen: f64 = line.split("finished mean ").nth(1).and_then(|r| r.split(' ').next()).unwrap().parse().unwrap();
+        // "Each within two seconds": the slowest one, not the mean.
+        let seen: f64 = line
+            .split("finished mean ")
+            .nth(1)
+            .and_then(|r| r.split(", max ").nth(1))
+            .and_then(|r| r.split(' ').next())
+            .unwrap()
+            .parse()
+            .unwrap();
         assert!(seen <= 2.0, "{line}");
     }
 }

@@ -44,6 +44,40 @@ fn the_published_document_is_the_golden_file() {
     foundry_tests::pinned("docs/openapi.json", &now);
 }
 
+/// docs/results.md's description of the contract is the document's: its paths, operations
+/// (owner and relay), schemas and size.
+#[test]
+fn the_documented_contract_figures_are_the_documents() {
+    let text = serde_json::to_string_pretty(&http_api::openapi::document()).unwrap() + "\n";
+    let d: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let paths = d["paths"].as_object().unwrap();
+    let ops: Vec<&str> = paths
+        .iter()
+        .flat_map(|(p, v)| {
+            v.as_object()
+                .unwrap()
+                .keys()
+                .filter(|m| ["get", "post", "put", "delete", "patch"].contains(&m.as_str()))
+                .map(move |_| p.as_str())
+        })
+        .collect();
+    let owner = ops.iter().filter(|p| p.starts_with("/owner")).count();
+    let schemas = d["components"]["schemas"].as_object().unwrap().len();
+    let kb = (text.len() + 512) / 1024;
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/results.md")).unwrap();
+    for said in [
+        format!(
+            "It has {} paths and {} operations ({owner} owner, {} relay), and {schemas} component schemas.",
+            paths.len(),
+            ops.len(),
+            ops.len() - owner
+        ),
+        format!("`docs/openapi.json`, {kb} KB, pins it."),
+    ] {
+        assert!(foundry_tests::says(&doc, &said), "docs/results.md does not say {said:?}");
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_served_document_is_valid_openapi_3_1_and_every_route_answers_as_routed() {
     let Some(python) = api_python() else { return };

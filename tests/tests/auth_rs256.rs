@@ -86,12 +86,17 @@ async fn cognito_access_tokens_verify_and_the_key_set_is_cached() {
     assert!(id.has_scope("osfoundry:run"));
     auth.verify(&cognito_token("test-key-1", ISSUER, "claude-client", now)).await.unwrap();
     assert_eq!(f.fetches.load(Ordering::SeqCst), 1, "the key set is cached");
-    // An unknown key id forces a refetch, but not more often than JWKS_MIN_REFETCH.
+    // An unknown key id forces a refetch, but not more often than once a minute (docs/mcp.md:
+    // the documented figure, not the constant, so a changed constant fails here).
     assert!(auth.verify(&cognito_token("rotated-key", ISSUER, "claude-client", now)).await.is_err());
     assert_eq!(f.fetches.load(Ordering::SeqCst), 1);
-    clock.advance(JWKS_MIN_REFETCH + Duration::from_secs(1));
+    clock.advance(Duration::from_secs(59));
+    assert!(auth.verify(&cognito_token("rotated-key", ISSUER, "claude-client", now)).await.is_err());
+    assert_eq!(f.fetches.load(Ordering::SeqCst), 1, "refetched within the minute");
+    clock.advance(Duration::from_secs(1));
     assert!(auth.verify(&cognito_token("rotated-key", ISSUER, "claude-client", now)).await.is_err());
     assert_eq!(f.fetches.load(Ordering::SeqCst), 2);
+    assert_eq!(JWKS_MIN_REFETCH, Duration::from_secs(60));
 }
 
 #[tokio::test]
@@ -111,16 +116,24 @@ async fn an_issuer_outage_keeps_verifying_with_cached_keys_for_a_bounded_time() 
     let token =
         |clock: &ManualClock| cognito_token("test-key-1", ISSUER, "claude-client", clock.now().as_epoch_seconds());
     auth.verify(&token(&clock)).await.unwrap();
+    let fetched_at = clock.now();
     f.down.store(true, Ordering::SeqCst);
-    // The cache lifetime passes and every refresh fails: the cached keys still verify…
-    clock.advance(auth::JWKS_TTL + Duration::from_secs(1));
+    // The cache lifetime (an hour, as documented) passes and every refresh fails: the cached
+    // keys still verify…
+    clock.advance(Duration::from_secs(3600));
     auth.verify(&token(&clock)).await.expect("an issuer outage locked clients out");
     let fetches = f.fetches.load(Ordering::SeqCst);
-    // …without a refetch on every request…
+    assert_eq!(fetches, 2, "the hour-old key set was not refreshed");
+    // …without a refetch on every request, but again a minute later…
     auth.verify(&token(&clock)).await.unwrap();
     assert_eq!(f.fetches.load(Ordering::SeqCst), fetches, "a failed refresh is retried on every request");
-    // …and not forever.
-    clock.advance(auth::JWKS_MAX_STALE);
+    clock.advance(Duration::from_secs(60));
+    auth.verify(&token(&clock)).await.unwrap();
+    assert_eq!(f.fetches.load(Ordering::SeqCst), fetches + 1, "a failed refresh was not retried after a minute");
+    // …and for 24 hours after the last good fetch, not a second more.
+    clock.set(fetched_at.plus(Duration::from_secs(24 * 3600 - 1)));
+    auth.verify(&token(&clock)).await.expect("keys under a day old were refused during an outage");
+    clock.set(fetched_at.plus(Duration::from_secs(24 * 3600)));
     assert!(
         matches!(auth.verify(&token(&clock)).await, Err(AuthError::KeysUnavailable(_))),
         "day-old keys still verify during an outage (or the refusal is not a retryable 503)"
@@ -142,6 +155,30 @@ async fn wrong_issuer_client_and_algorithm_confusion_are_refused() {
         .mint(Grant { subject: "s", client: "claude-client", scopes: &[] }, clock.now(), Duration::from_secs(60))
         .unwrap();
     assert!(matches!(auth.verify(&hs).await, Err(AuthError::Invalid(_))));
+    // The classic confusion: HS256 under the real key's id, keyed with its public modulus, so
+    // the key is found and only the algorithm check stands in the way.
+    let set: serde_json::Value = serde_json::from_str(&fixture("rs256-test-jwks.json")).unwrap();
+    let public = set["keys"][0]["n"].as_str().unwrap().to_owned();
+    let claims = Claims {
+        iss: ISSUER.into(),
+        sub: "owner-sub".into(),
+        aud: None,
+        client_id: Some("claude-client".into()),
+        azp: None,
+        scope: Some("osfoundry/read osfoundry/run".into()),
+        exp: now + 3600,
+        nbf: None,
+        token_use: Some("access".into()),
+        jti: None,
+    };
+    let mut header = Header::new(Algorithm::HS256);
+    header.kid = Some(set["keys"][0]["kid"].as_str().unwrap().into());
+    let confused = jsonwebtoken::encode(&header, &claims, &EncodingKey::from_secret(public.as_bytes())).unwrap();
+    let refused = auth.verify(&confused).await;
+    assert!(
+        matches!(&refused, Err(AuthError::Invalid(m)) if m.contains("is not accepted")),
+        "HS256 under the RSA key's id: {refused:?}"
+    );
 }
 
 #[tokio::test]
@@ -149,7 +186,7 @@ async fn the_mcp_lambda_router_answers_http_api_events() {
     use mcp_endpoint::{InProcess, McpEndpoint};
     use store_sqlite::SqliteStore;
     use tools::ToolDeps;
-    let (mut auth, _, clock) = setup();
+    let (mut auth, jwks, clock) = setup();
     // As the mcp function verifies: any app client of the pool.
     auth.audience = Audience::AnyClient;
     let store = Arc::new(SqliteStore::in_memory(clock.clone(), Default::default()).unwrap());
@@ -315,4 +352,13 @@ async fn the_mcp_lambda_router_answers_http_api_events() {
         assert_eq!(doc["token_endpoint"], "https://abc.execute-api.eu-west-1.amazonaws.com/token");
         assert_eq!(doc["revocation_endpoint"], "https://abc.execute-api.eu-west-1.amazonaws.com/revoke");
     }
+    // The issuer has been down for a day: no key can be vouched for, and the answer is a
+    // retryable 503, not a 401 that would tell the client to drop a good token.
+    jwks.down.store(true, Ordering::SeqCst);
+    clock.advance(Duration::from_secs(24 * 3600));
+    let res =
+        lambda::mcp::route(&endpoint, &auth_server, lambda_http::request::from_str(&event.to_string()).unwrap()).await;
+    assert_eq!(res.status(), 503, "a key outage answered as a bad token");
+    assert_eq!(res.headers()["retry-after"], "5");
+    assert!(!res.headers().contains_key("www-authenticate"), "a 503 that asks for another token");
 }

@@ -4,12 +4,12 @@
 //! registration — and every URL checked against the template's outputs:
 //!
 //! unauthenticated call → 401 → protected-resource metadata → the stack's authorization-server
-//! metadata (both discovery locations; S256; Cognito's scope spelling) → registration with
+//! metadata (RFC 8414's location; no OpenID discovery; S256; Cognito's scope spelling) → registration with
 //! Claude's callback → the app client exists in the pool with exactly that callback and the
 //! read/run scopes → a Cognito-shaped token for that client → `tools/list` and a tool call.
-//! Also: ChatGPT's per-app callback registers, registering again reuses the client, and an
-//! unlisted host, a loopback IP (Cognito allows plain HTTP only for `localhost`), the owner
-//! scope and a registration flood are refused; an owner token never reaches the tools.
+//! Also: ChatGPT's per-app callback registers, registering again reuses the client, and a
+//! fragment, plain HTTP to a private address, a `javascript:` URI, the owner scope and a
+//! registration flood are refused; an owner token never reaches the tools.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 

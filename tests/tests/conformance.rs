@@ -1733,6 +1733,22 @@ fn lease_policy() -> Policy {
     Policy { lease: Duration::from_secs(1), ..test_policy() }
 }
 
+/// docs/results.md's count of the suite is the `suite!` list's.
+#[test]
+fn the_documented_suite_size_is_the_lists() {
+    let source = include_str!("conformance.rs");
+    let list = source.split("\nsuite! {\n").nth(1).and_then(|r| r.split("\n}\n").next()).expect("the suite! list");
+    let n =
+        list.lines().filter(|l| l.starts_with("    ") && l[4..].starts_with(|c: char| c.is_ascii_lowercase())).count();
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/results.md")).unwrap();
+    for said in [
+        format!("## Conformance suite ({n} behaviours × 2 stores)"),
+        format!("{n} behaviours, each run on both stores ({} tests)", 2 * n),
+    ] {
+        assert!(foundry_tests::says(&doc, &said), "docs/results.md does not say {said:?}");
+    }
+}
+
 macro_rules! suite {
     ($($name:ident $(with $policy:expr)?),* $(,)?) => {
         mod embedded {

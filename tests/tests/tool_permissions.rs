@@ -624,6 +624,14 @@ fn the_cost_tables_are_the_output_of_the_cost_command() {
     }
     let stale = results.replacen(" per million syncs**", "1 per million syncs**", 1);
     assert!(sync_cost_quoted(&printed, &stale).is_err(), "a changed sync cost passed");
+    // The prose figures of cost.md, panel.md and scale.md: each from the printed tables or
+    // the measured inputs, so a stale one fails (each was, before this check).
+    let inputs: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("docs/cost-inputs.json")).unwrap()).unwrap();
+    let docs = |name: &str| std::fs::read_to_string(root.join("docs").join(name)).unwrap();
+    for (name, said) in prose_figures(&printed, &inputs) {
+        assert!(foundry_tests::says(&docs(name), &said), "docs/{name} does not say {said:?}");
+    }
     // The idle syncs a day are the doorbell benchmark's, read from its file, not typed in: with
     // another count in a copy of the file, the command prints that count.
     let dir = std::env::temp_dir().join(format!("foundry-cost-{}", uuid::Uuid::new_v4()));
@@ -648,6 +656,31 @@ fn the_cost_tables_are_the_output_of_the_cost_command() {
 }
 
 /// docs/results.md's "**$N per million syncs**" is the cost command's "one sync" row.
+/// The figures the docs' prose quotes, as (file, sentence) built from the cost command's
+/// output and the measured inputs.
+fn prose_figures(printed: &str, inputs: &serde_json::Value) -> Vec<(&'static str, String)> {
+    let cost_of = |start: &str| {
+        let row = printed.lines().find(|l| l.starts_with(start)).unwrap_or_else(|| panic!("no row {start:?}"));
+        row.rsplit('|').nth(1).map(|c| c.trim().trim_matches('*').to_owned()).unwrap()
+    };
+    let apis = &inputs["dynamodb_requests"]["apis"];
+    let list = |k: &str| apis[k].as_array().unwrap().iter().map(|v| v.as_str().unwrap().to_owned()).collect::<Vec<_>>();
+    let sync = list("relay_sync_with_work");
+    for k in ["relay_sync_idle_within_the_minute", "relay_sync_report_changed"] {
+        assert_eq!(list(k), sync, "{k}: docs/cost.md calls it the same requests as a sync with work");
+    }
+    let words = ["", "one", "two", "three", "four", "five", "six"];
+    let minute = list("relay_sync_a_minute_later");
+    let queued = inputs["dynamodb_capacity"]["tools"]["run_graph_session"]["write"].as_f64().unwrap();
+    vec![
+        ("cost.md", format!("with the doorbell {}.", cost_of("| **idle desktop-month with the doorbell**"))),
+        ("cost.md", format!("are the same {} requests ({})", words[sync.len()], sync.join(", "))),
+        ("cost.md", format!("adds the project's `UpdateItem` ({})", words[minute.len()])),
+        ("panel.md", format!("a refresh is now {}", cost_of("| one refresh ("))),
+        ("scale.md", format!("A queued run is {queued} write units")),
+    ]
+}
+
 fn sync_cost_quoted(printed: &str, results: &str) -> Result<(), String> {
     let row = printed.lines().find(|l| l.starts_with("| one sync (")).ok_or("the cost command prints no sync row")?;
     let cost = row.rsplit('|').nth(1).map(str::trim).and_then(|c| c.strip_suffix(" per million")).ok_or(row)?;

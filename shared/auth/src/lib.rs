@@ -456,7 +456,10 @@ mod tests {
             a.verify(&token(&clock, "foundry-connect", &a.issuer, b"another secret, also 32 bytes..")).await.is_err()
         );
         let t = token(&clock, "foundry-connect", &a.issuer, secret);
-        clock.advance(Duration::from_secs(3600) + LEEWAY);
+        // Past `exp` but within the clock-skew leeway: still accepted; at its end: expired.
+        clock.advance(Duration::from_secs(3600) + LEEWAY - Duration::from_secs(1));
+        assert!(a.verify(&t).await.is_ok(), "refused within the leeway");
+        clock.advance(Duration::from_secs(1));
         assert!(matches!(a.verify(&t).await, Err(AuthError::Invalid(m)) if m == "token expired"));
         assert!(a.verify("not.a.jwt").await.is_err());
     }

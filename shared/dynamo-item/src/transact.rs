@@ -115,9 +115,11 @@ mod tests {
 
     #[test]
     fn names_cover_every_placeholder_once() {
-        let m = names("SET #status = :s, #ttl = :t REMOVE #gsi1pk, #gsi1sk #status");
-        assert_eq!(m.len(), 4);
+        // Names as the stores spell them: letters, digits and underscores (`#deleted_at`).
+        let m = names("SET #status = :s, #ttl = :t, #deleted_at = :d REMOVE #gsi1pk, #gsi1sk #status");
+        assert_eq!(m.len(), 5);
         assert_eq!(m.get("#status").map(String::as_str), Some("status"));
         assert_eq!(m.get("#gsi1sk").map(String::as_str), Some("gsi1sk"));
+        assert_eq!(m.get("#deleted_at").map(String::as_str), Some("deleted_at"));
     }
 }
