@@ -107,6 +107,21 @@ async fn a_declaring_client_gets_the_card_linked_listed_and_readable_and_the_sam
         }
         assert_eq!(got, &expected, "{name}");
     }
+    // docs/mcp.md's sizes are these: the card's bytes, and what the links add to the list.
+    let (apps, plain) = (serde_json::to_string(&listed).unwrap().len(), serde_json::to_string(&golden).unwrap().len());
+    let doc = std::fs::read_to_string(std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/mcp.md")).unwrap();
+    let grouped = |n: usize| foundry_tests::grouped(n as u64);
+    for said in [
+        format!("Sizes: the card is {} bytes of HTML", grouped(RUN_CARD_HTML.len())),
+        format!(
+            "is {} bytes longer than the plain one ({} vs {} bytes of compact JSON",
+            apps - plain,
+            grouped(apps),
+            grouped(plain)
+        ),
+    ] {
+        assert!(foundry_tests::says(&doc, &said), "docs/mcp.md does not say {said:?}");
+    }
 
     let resources = w.rpc("resources/list", None, json!({}), ui()).await;
     let card = &resources["result"]["resources"];

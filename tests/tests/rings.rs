@@ -298,6 +298,30 @@ async fn one_owner_with_500_desktops_rings_only_the_desktops_that_share_the_run(
     for row in scale_rows(&figures) {
         assert!(doc.contains(&row), "docs/scale.md does not say {row:?} (docs/scale-figures.json)");
     }
+    for sentence in scale_prose(&figures) {
+        assert!(foundry_tests::says(&doc, &sentence), "docs/scale.md does not say {sentence:?}");
+    }
+}
+
+/// The prose figures docs/scale.md derives from the queued runs' units: per run, the item's
+/// size (a transactional check bills the whole item twice) and the runs a partition takes.
+fn scale_prose(f: &Value) -> Vec<String> {
+    let (Some(write), Some(read), Some(runs)) = (
+        f["queue_owner_partition_write_units"].as_f64(),
+        f["queue_owner_partition_read_units"].as_f64(),
+        f["runs_queued"].as_f64(),
+    ) else {
+        return Vec::new();
+    };
+    let per_run = (write / runs).round();
+    let words = ["none", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten"];
+    let per_second = words.get((1000.0 / per_run).round() as usize).copied().unwrap_or("many");
+    vec![
+        format!("(about {} KB with these {} desktops)", per_run / 2.0, f["desktops"]),
+        format!("so each run queued costs {per_run} write units on the owner's partition"),
+        format!("about {per_second} runs a second for such an owner"),
+        format!("(its consistent read: {} read units a run)", (read / runs).round()),
+    ]
 }
 
 /// The rows of docs/scale.md's table for the doorbell scenario, from its figures.

@@ -672,12 +672,22 @@ fn prose_figures(printed: &str, inputs: &serde_json::Value) -> Vec<(&'static str
     let words = ["", "one", "two", "three", "four", "five", "six"];
     let minute = list("relay_sync_a_minute_later");
     let queued = inputs["dynamodb_capacity"]["tools"]["run_graph_session"]["write"].as_f64().unwrap();
+    let capacity = |op: &str, kind: &str| inputs["dynamodb_capacity"]["apis"][op][kind].as_f64().unwrap();
     vec![
         ("cost.md", format!("with the doorbell {}.", cost_of("| **idle desktop-month with the doorbell**"))),
         ("cost.md", format!("are the same {} requests ({})", words[sync.len()], sync.join(", "))),
         ("cost.md", format!("adds the project's `UpdateItem` ({})", words[minute.len()])),
         ("panel.md", format!("a refresh is now {}", cost_of("| one refresh ("))),
         ("scale.md", format!("A queued run is {queued} write units")),
+        (
+            "scale.md",
+            format!(
+                "The measured sync is {} read and {} write units ({} once a minute)",
+                capacity("relay_sync_idle_within_the_minute", "read"),
+                capacity("relay_sync_idle_within_the_minute", "write"),
+                capacity("relay_sync_a_minute_later", "write")
+            ),
+        ),
     ]
 }
 
