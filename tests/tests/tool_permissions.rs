@@ -632,6 +632,20 @@ fn the_cost_tables_are_the_output_of_the_cost_command() {
     for (name, said) in prose_figures(&printed, &inputs) {
         assert!(foundry_tests::says(&docs(name), &said), "docs/{name} does not say {said:?}");
     }
+    // The durations priced are the warm invocations of the deployed build's table in
+    // docs/results.md, function by function.
+    let results_md = docs("results.md");
+    let table = foundry_tests::markdown_tables(&results_md)
+        .into_iter()
+        .find(|t| t[0].starts_with("| function | arm64 `bootstrap` (bytes)"))
+        .expect("results.md's table of the default Lambda build");
+    for row in &table[2..] {
+        let cells: Vec<&str> = row.split('|').map(str::trim).collect();
+        let (function, warm) = (cells[1], cells[cells.len() - 2].rsplit(" / ").next().unwrap());
+        if let Some(priced) = inputs["warm_duration_ms"].get(function) {
+            assert_eq!(priced.as_f64(), warm.parse::<f64>().ok(), "{function}: priced {priced}, measured {warm}");
+        }
+    }
     // The idle syncs a day are the doorbell benchmark's, read from its file, not typed in: with
     // another count in a copy of the file, the command prints that count.
     let dir = std::env::temp_dir().join(format!("foundry-cost-{}", uuid::Uuid::new_v4()));
