@@ -6,6 +6,9 @@
 //!   arrival at a receiver on 127.0.0.1, over 200 changes: p50 / p95 / max;
 //! - notifier throughput: 1,000 queued events delivered, events per second;
 //! - the bytes of an event body.
+//!
+//! It writes what it measured to `docs/events-figures.json`; docs/events.md's table is that
+//! file's ([`the_event_figures_in_the_docs_are_the_benchmarks`], in the test command).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -106,5 +109,48 @@ async fn local_event_latency_and_throughput() {
     })
     .await;
     println!("event body bytes: task.claimed {} (body: {})", claimed.body.to_string().len(), claimed.body);
+    let figures = serde_json::json!({
+        "body_bytes": claimed.body.to_string().len(),
+        "p50_ms": pct(&latencies, 0.5),
+        "p95_ms": pct(&latencies, 0.95),
+        "max_ms": pct(&latencies, 1.0),
+        "events_per_s": 1_000.0 / took.as_secs_f64(),
+    });
+    std::fs::write(figures_path(), serde_json::to_string_pretty(&figures).unwrap() + "\n").unwrap();
+    println!("{}", events_table(&figures));
     running.stop().await;
+}
+
+fn figures_path() -> std::path::PathBuf {
+    std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/events-figures.json")
+}
+
+/// docs/events.md's "Measured" table, made from the benchmark's figures.
+fn events_table(f: &serde_json::Value) -> String {
+    let n = |k: &str| f[k].as_f64().unwrap();
+    format!(
+        "| what | value |\n|---|---|\n\
+         | event body (`task.claimed`) | {} bytes |\n\
+         | state change → webhook received, 200 changes one after another | p50 {:.0} ms, p95 {:.0} ms, max {:.0} ms |\n\
+         | notifier throughput (1,000 queued events, one receiver) | {} events/s |\n",
+        f["body_bytes"],
+        n("p50_ms"),
+        n("p95_ms"),
+        n("max_ms"),
+        foundry_tests::grouped(n("events_per_s").round() as u64)
+    )
+}
+
+/// docs/events.md's table is what the benchmark last measured (docs/events-figures.json).
+#[test]
+fn the_event_figures_in_the_docs_are_the_benchmarks() {
+    let figures: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(figures_path()).unwrap()).unwrap();
+    let doc = std::fs::read_to_string(std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/events.md"))
+        .unwrap();
+    if let Err(e) = foundry_tests::tables_match(&events_table(&figures), &doc) {
+        panic!("docs/events.md: {e}\nrun the benchmark (events_bench) and paste its table");
+    }
+    let mut stale = figures.clone();
+    stale["body_bytes"] = serde_json::json!(figures["body_bytes"].as_u64().unwrap() + 1);
+    assert!(foundry_tests::tables_match(&events_table(&stale), &doc).is_err(), "a stale figure passed");
 }

@@ -448,7 +448,9 @@ fn short(e: &reqwest::Error) -> String {
 
 /// The local notifier: delivers the embedded store's outbox until `shutdown` resolves — at once
 /// when `wake` is notified (the store signals every committed write), and every `poll` anyway
-/// (retries come due with time, not with writes).
+/// (retries come due with time, not with writes). A pass that found a full batch due goes on
+/// at once: the notifier's own writes (delivered, failed) signal nothing, so a backlog larger
+/// than a batch would otherwise move one batch per `poll`.
 pub async fn run_local<S>(
     notifier: Notifier<S>,
     wake: Arc<tokio::sync::Notify>,
@@ -466,11 +468,21 @@ pub async fn run_local<S>(
             () = wake.notified() => {}
             () = &mut shutdown => return,
         }
-        if let Err(e) = deliver_due(&notifier).await {
-            tracing::warn!(error = %domain::errors::ErrorChain(&e), "the local notifier could not read its outbox");
+        loop {
+            match deliver_due(&notifier).await {
+                Ok(n) if n >= DUE_BATCH => {}
+                Ok(_) => break,
+                Err(e) => {
+                    tracing::warn!(error = %domain::errors::ErrorChain(&e), "the local notifier could not read its outbox");
+                    break;
+                }
+            }
         }
     }
 }
+
+/// Most events one pass over the local outbox takes.
+pub const DUE_BATCH: usize = 100;
 
 /// One pass over the outbox: every due event delivered, retried later, or given up.
 ///
@@ -480,7 +492,7 @@ pub async fn deliver_due<S>(notifier: &Notifier<S>) -> Result<usize, StoreError>
 where
     S: ManageLinks + RecordDeliveries + EventOutbox + ?Sized,
 {
-    let due = notifier.store.due_events(100).await?;
+    let due = notifier.store.due_events(DUE_BATCH).await?;
     for entry in &due {
         let outcome = notifier.deliver(&entry.event).await;
         match outcome {
