@@ -80,7 +80,7 @@ fn the_peer_benchmark_table_in_the_docs_is_its_figures_file() {
         }
         rows += 1;
         let want = format!(
-            "| {} | {} | {} | {} | {} | {} | {} | {} | {} |",
+            "| {} | {} | {} | {} | {} | {} | {} | {} | {} | **{}** |",
             cells[1],
             thousands(cells[2]),
             cells[3],
@@ -89,9 +89,40 @@ fn the_peer_benchmark_table_in_the_docs_is_its_figures_file() {
             thousands(cells[6]),
             cells[7],
             cells[8],
-            cells[9]
+            cells[9],
+            cells[10].replace('x', "×")
         );
         assert!(results.contains(&want), "docs/results.md has no peer benchmark row {want}");
+        // The same call through rmcp's serve loop, from the same row of the file.
+        let call = if cells[0].starts_with("list") { "list" } else { "claim" };
+        let rmcp = format!(
+            "| {call} via rmcp's serve loop | {} | {} | {} | {} | {} |",
+            cells[1],
+            thousands(cells[11]),
+            cells[12],
+            cells[13],
+            cells[14]
+        );
+        assert!(results.contains(&rmcp), "docs/results.md has no rmcp row {rmcp}");
     }
     assert_eq!(rows, 4, "docs/bench-figures.md: {rows} of the 4 benchmark rows");
+    // The floor rows.
+    let floors: Vec<Vec<&str>> = figures
+        .lines()
+        .filter(|l| l.starts_with("| GET /.well-known/oauth-protected-resource |"))
+        .map(|l| l.trim().trim_matches('|').split('|').map(str::trim).collect())
+        .collect();
+    assert_eq!(floors.len(), 2, "docs/bench-figures.md: the two floor rows");
+    for (i, cells) in floors.iter().enumerate() {
+        let name = if i == 0 { "floor: `GET /.well-known/oauth-protected-resource`" } else { "floor" };
+        let want = format!(
+            "| {name} | {} | {} | {} | {} | {} |",
+            cells[1],
+            thousands(cells[2]),
+            cells[3],
+            cells[4],
+            cells[5]
+        );
+        assert!(results.contains(&want), "docs/results.md has no floor row {want}");
+    }
 }
