@@ -44,24 +44,38 @@ fn cognito_token(kid: &str, iss: &str, client: &str, now: i64) -> String {
 }
 
 fn cognito_token_of(kid: &str, iss: &str, client: &str, now: i64, token_use: &str) -> String {
+    // Cognito's spelling of custom scopes.
     let claims = Claims {
         iss: iss.into(),
+        token_use: Some(token_use.into()),
+        ..claims_of(client, "osfoundry/read osfoundry/run", now)
+    };
+    rs256(kid, &claims)
+}
+
+/// The claims of a Cognito access token of `client` for `scope`, issued at `now` for an hour.
+fn claims_of(client: &str, scope: &str, now: i64) -> Claims {
+    Claims {
+        iss: ISSUER.into(),
         sub: "owner-sub".into(),
         aud: None,
         client_id: Some(client.into()),
         azp: None,
-        // Cognito's spelling of custom scopes.
-        scope: Some("osfoundry/read osfoundry/run".into()),
+        scope: Some(scope.into()),
         exp: now + 3600,
         nbf: None,
-        token_use: Some(token_use.into()),
+        token_use: Some("access".into()),
         jti: None,
-    };
+    }
+}
+
+/// `claims` signed with the fixture's RSA key under `kid`.
+fn rs256(kid: &str, claims: &Claims) -> String {
     let mut header = Header::new(Algorithm::RS256);
     header.kid = Some(kid.into());
     let key = EncodingKey::from_rsa_pem(fixture("rs256-test-key.pem").as_bytes()).unwrap();
     auth::jwt_crypto::install();
-    jsonwebtoken::encode(&header, &claims, &key).unwrap()
+    jsonwebtoken::encode(&header, claims, &key).unwrap()
 }
 
 fn setup() -> (Authenticator, Arc<Fixture>, Arc<ManualClock>) {
@@ -159,18 +173,7 @@ async fn wrong_issuer_client_and_algorithm_confusion_are_refused() {
     // the key is found and only the algorithm check stands in the way.
     let set: serde_json::Value = serde_json::from_str(&fixture("rs256-test-jwks.json")).unwrap();
     let public = set["keys"][0]["n"].as_str().unwrap().to_owned();
-    let claims = Claims {
-        iss: ISSUER.into(),
-        sub: "owner-sub".into(),
-        aud: None,
-        client_id: Some("claude-client".into()),
-        azp: None,
-        scope: Some("osfoundry/read osfoundry/run".into()),
-        exp: now + 3600,
-        nbf: None,
-        token_use: Some("access".into()),
-        jti: None,
-    };
+    let claims = claims_of("claude-client", "osfoundry/read osfoundry/run", now);
     let mut header = Header::new(Algorithm::HS256);
     header.kid = Some(set["keys"][0]["kid"].as_str().unwrap().into());
     let confused = jsonwebtoken::encode(&header, &claims, &EncodingKey::from_secret(public.as_bytes())).unwrap();
@@ -256,25 +259,7 @@ async fn the_mcp_lambda_router_answers_http_api_events() {
         lambda::mcp::route(&endpoint, &auth_server, lambda_http::request::from_str(&meta.to_string()).unwrap()).await;
     let doc: serde_json::Value = serde_json::from_slice(res.body().as_ref()).unwrap();
     assert_eq!(doc["scopes_supported"], serde_json::json!(["osfoundry/read", "osfoundry/run"]));
-    let read_only = {
-        let claims = Claims {
-            iss: ISSUER.into(),
-            sub: "owner-sub".into(),
-            aud: None,
-            client_id: Some("claude-client".into()),
-            azp: None,
-            scope: Some("osfoundry/read".into()),
-            exp: clock.now().as_epoch_seconds() + 3600,
-            nbf: None,
-            token_use: Some("access".into()),
-            jti: None,
-        };
-        let mut header = Header::new(Algorithm::RS256);
-        header.kid = Some("test-key-1".into());
-        let key = EncodingKey::from_rsa_pem(fixture("rs256-test-key.pem").as_bytes()).unwrap();
-        auth::jwt_crypto::install();
-        jsonwebtoken::encode(&header, &claims, &key).unwrap()
-    };
+    let read_only = rs256("test-key-1", &claims_of("claude-client", "osfoundry/read", clock.now().as_epoch_seconds()));
     let mut call = event.clone();
     call["headers"]["authorization"] = serde_json::json!(format!("Bearer {read_only}"));
     call["body"] = serde_json::json!(
@@ -312,25 +297,8 @@ async fn the_mcp_lambda_router_answers_http_api_events() {
             .await;
     assert_eq!(res.status(), 200);
     // …but not the owner's token (the panel's client), even from the same pool.
-    let owner = {
-        let claims = Claims {
-            iss: ISSUER.into(),
-            sub: "owner-sub".into(),
-            aud: None,
-            client_id: Some("owner-client".into()),
-            azp: None,
-            scope: Some("openid osfoundry/owner".into()),
-            exp: clock.now().as_epoch_seconds() + 3600,
-            nbf: None,
-            token_use: Some("access".into()),
-            jti: None,
-        };
-        let mut header = Header::new(Algorithm::RS256);
-        header.kid = Some("test-key-1".into());
-        let key = EncodingKey::from_rsa_pem(fixture("rs256-test-key.pem").as_bytes()).unwrap();
-        auth::jwt_crypto::install();
-        jsonwebtoken::encode(&header, &claims, &key).unwrap()
-    };
+    let owner =
+        rs256("test-key-1", &claims_of("owner-client", "openid osfoundry/owner", clock.now().as_epoch_seconds()));
     registered["headers"]["authorization"] = serde_json::json!(format!("Bearer {owner}"));
     let res =
         lambda::mcp::route(&endpoint, &auth_server, lambda_http::request::from_str(&registered.to_string()).unwrap())

@@ -195,6 +195,20 @@ impl Cloud {
         listed.into_iter().find(|d| d.device_id == device).unwrap().offline_since
     }
 
+    /// Queues a run of session `gs` on `link`'s project, as Claude, under `key`.
+    async fn queue_run(&self, link: &ChatLink, gs: GraphSessionId, key: &str) -> domain::runs::Run {
+        let req = QueueRun {
+            owner: self.owner.clone(),
+            agent: AgentId::new("claude", "alice").unwrap(),
+            project_id: Some(link.project_id),
+            graph_session_id: gs,
+            arguments: json!({}),
+            idempotency_key: IdempotencyKey::parse(key).unwrap(),
+        };
+        let QueueOutcome::Queued(run) = self.h.store.queue_run(&req).await.unwrap() else { panic!("not queued") };
+        run
+    }
+
     /// One receive from the events queue through the notifier (as the SQS event source would):
     /// the messages it did not report failed are deleted. Returns (handled, failed).
     async fn pump_queue(&self) -> (usize, usize) {
@@ -316,15 +330,7 @@ async fn claim_and_submit_reach_the_webhook_once_each_signed_through_stream_and_
     let gs = GraphSessionId::parse("g", &format!("gs_{}", "c".repeat(32))).unwrap();
     let meta = foundry_tests::session_meta(&gs);
     c.h.store.sync_sessions(&c.owner, link.project_id, foundry_tests::TEST_DEVICE, &[meta]).await.unwrap();
-    let req = QueueRun {
-        owner: c.owner.clone(),
-        agent: AgentId::new("claude", "alice").unwrap(),
-        project_id: Some(link.project_id),
-        graph_session_id: gs,
-        arguments: json!({}),
-        idempotency_key: IdempotencyKey::parse("cloud-run-1").unwrap(),
-    };
-    let QueueOutcome::Queued(run) = c.h.store.queue_run(&req).await.unwrap() else { panic!() };
+    let run = c.queue_run(&link, gs, "cloud-run-1").await;
     c.h.store.start_run(&c.owner, run.command_id, "e1", uuid::Uuid::nil()).await.unwrap();
     c.h.store.control_run(&c.owner, run.command_id, None).await.unwrap();
     let completion = Completion {
@@ -512,15 +518,7 @@ async fn the_deployed_publishers_two_looks_mark_a_polling_then_a_doorbell_deskto
     }
     // Both go silent at once; the run is queued then.
     let queued_at = c.h.now();
-    let req = QueueRun {
-        owner: c.owner.clone(),
-        agent: AgentId::new("claude", "alice").unwrap(),
-        project_id: Some(link.project_id),
-        graph_session_id: gs,
-        arguments: json!({}),
-        idempotency_key: IdempotencyKey::parse("two-looks-1").unwrap(),
-    };
-    let QueueOutcome::Queued(_) = c.h.store.queue_run(&req).await.unwrap() else { panic!() };
+    c.queue_run(&link, gs, "two-looks-1").await;
     let sent = DelayedSends::default();
     let aws = lambda::aws_defaults().load().await;
     let sqs =
@@ -578,15 +576,7 @@ async fn a_desktop_silent_while_a_run_waits_is_offline_then_online_at_its_next_s
     // The laptop's lid closes; the tower keeps syncing.
     c.h.advance(domain::fleet::online_window(false, c.h.policy.poll_interval));
     c.h.store.record_device_seen(&here, None).await.unwrap();
-    let req = QueueRun {
-        owner: c.owner.clone(),
-        agent: AgentId::new("claude", "alice").unwrap(),
-        project_id: Some(link.project_id),
-        graph_session_id: gs,
-        arguments: json!({}),
-        idempotency_key: IdempotencyKey::parse("watch-run-1").unwrap(),
-    };
-    let QueueOutcome::Queued(_) = c.h.store.queue_run(&req).await.unwrap() else { panic!() };
+    c.queue_run(&link, gs, "watch-run-1").await;
     let Backend::Dynamo { log, .. } = &c.h.backend else { unreachable!() };
     let log = log.clone();
     let mut used = BTreeSet::new();

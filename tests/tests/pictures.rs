@@ -115,14 +115,8 @@ fn the_peer_benchmark_table_in_the_docs_is_its_figures_file() {
     assert_eq!(floors.len(), 2, "docs/bench-figures.md: the two floor rows");
     for (i, cells) in floors.iter().enumerate() {
         let name = if i == 0 { "floor: `GET /.well-known/oauth-protected-resource`" } else { "floor" };
-        let want = format!(
-            "| {name} | {} | {} | {} | {} | {} |",
-            cells[1],
-            thousands(cells[2]),
-            cells[3],
-            cells[4],
-            cells[5]
-        );
+        let want =
+            format!("| {name} | {} | {} | {} | {} | {} |", cells[1], thousands(cells[2]), cells[3], cells[4], cells[5]);
         assert!(results.contains(&want), "docs/results.md has no floor row {want}");
     }
 }
