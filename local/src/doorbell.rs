@@ -157,8 +157,11 @@ impl Hub {
         let sockets = self.lock();
         let targets = sockets.conns.values().filter(|c| c.owner == r.owner && to.is_none_or(|d| d.contains(&c.device)));
         for c in targets {
-            if c.tx.try_send(r.ring.clone()).is_ok() {
-                self.rings_sent.fetch_add(1, Ordering::Relaxed);
+            // Counted before it is handed over (and taken back if it was not): whoever has
+            // received a ring sees it counted (the channel orders the two).
+            self.rings_sent.fetch_add(1, Ordering::Relaxed);
+            if c.tx.try_send(r.ring.clone()).is_err() {
+                self.rings_sent.fetch_sub(1, Ordering::Relaxed);
             }
         }
     }

@@ -257,6 +257,10 @@ async fn main() {
     );
     println!("|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|");
     let (local_pid, py_pid) = (_local.0.id(), _py.0.id());
+    // The goal docs/results.md reports against: at 4 connections at least 5× the
+    // reconstruction's requests per second, and a lower p99 in every cell (at 1 connection the
+    // floor below bounds what any server reaches through this client: not a goal there).
+    let mut missed = Vec::new();
     for (name, ours, theirs) in [
         ("list_linked_chat_tasks", &ours_list, &theirs_list),
         ("claim_linked_chat_task (replay)", &ours_claim, &py_claim),
@@ -281,6 +285,12 @@ async fn main() {
                 r.p50,
                 r.p99
             );
+            if c == 4 && o.rps < 5.0 * t.rps {
+                missed.push(format!("{name} at {c}: {:.1}× the reconstruction's req/s (goal 5×)", o.rps / t.rps));
+            }
+            if o.p99 >= t.p99 {
+                missed.push(format!("{name} at {c}: p99 {:.2} ms, the reconstruction's {:.2} ms", o.p99, t.p99));
+            }
         }
     }
     // The floor: what this client and loopback HTTP reach against the same server when the
@@ -300,4 +310,5 @@ async fn main() {
         );
     }
     let _ = std::fs::remove_dir_all(work);
+    assert!(missed.is_empty(), "the goal was missed: {}", missed.join("; "));
 }
