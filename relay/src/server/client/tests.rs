@@ -4,40 +4,62 @@
 
 use super::*;
 
+/// A server that answers every request on a kept connection with a control answer (not
+/// cancelled), counting the connections it accepted and recording each request's path and
+/// whether it carried the relay's report.
+struct ControlServer {
+    addr: std::net::SocketAddr,
+    accepted: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+    seen: std::sync::Arc<std::sync::Mutex<Vec<(String, bool)>>>,
+}
+
+impl ControlServer {
+    async fn start() -> Self {
+        use tokio::io::{AsyncReadExt, AsyncWriteExt};
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = listener.local_addr().unwrap();
+        let server = Self { addr, accepted: std::sync::Arc::default(), seen: std::sync::Arc::default() };
+        let (counted, log) = (std::sync::Arc::clone(&server.accepted), std::sync::Arc::clone(&server.seen));
+        tokio::spawn(async move {
+            while let Ok((mut tcp, _)) = listener.accept().await {
+                counted.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+                let log = std::sync::Arc::clone(&log);
+                tokio::spawn(async move {
+                    let mut got = Vec::new();
+                    let mut buf = [0u8; 4096];
+                    while let Ok(n) = tcp.read(&mut buf).await {
+                        if n == 0 {
+                            return;
+                        }
+                        got.extend_from_slice(&buf[..n]);
+                        while let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
+                            let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
+                            let path = head.split_whitespace().nth(1).unwrap_or_default().to_owned();
+                            let reported = head.lines().any(|l| l.starts_with(domain::fleet::RELAY_HEADER));
+                            log.lock().unwrap().push((path, reported));
+                            got.drain(..end + 4);
+                            let body = r#"{"cancel_requested":false}"#;
+                            let answer = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}", body.len());
+                            if tcp.write_all(answer.as_bytes()).await.is_err() {
+                                return;
+                            }
+                        }
+                    }
+                });
+            }
+        });
+        server
+    }
+}
+
 /// After a wake or a network change the relay connects afresh: requests reuse one kept
 /// connection until `renew_connections`, and the next opens a new one (a server counting
 /// the connections it accepted, each answering any number of requests).
 #[tokio::test]
 async fn renewed_connections_connect_afresh() {
-    use std::sync::atomic::{AtomicUsize, Ordering};
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let accepted = std::sync::Arc::new(AtomicUsize::new(0));
-    let counted = std::sync::Arc::clone(&accepted);
-    tokio::spawn(async move {
-        while let Ok((mut tcp, _)) = listener.accept().await {
-            counted.fetch_add(1, Ordering::SeqCst);
-            tokio::spawn(async move {
-                let mut got = Vec::new();
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = tcp.read(&mut buf).await {
-                    if n == 0 {
-                        return;
-                    }
-                    got.extend_from_slice(&buf[..n]);
-                    while let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
-                        got.drain(..end + 4);
-                        let body = r#"{"cancel_requested":false}"#;
-                        let answer = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}", body.len());
-                        if tcp.write_all(answer.as_bytes()).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-            });
-        }
-    });
+    use std::sync::atomic::Ordering;
+    let server = ControlServer::start().await;
+    let (addr, accepted) = (server.addr, std::sync::Arc::clone(&server.accepted));
     let client = Client::new(&format!("http://{addr}"), "fcd_test").unwrap();
     let id = CommandId::generate();
     assert_eq!(client.control(id).await.unwrap(), Control::Go);
@@ -55,38 +77,8 @@ async fn renewed_connections_connect_afresh() {
 /// carried the header; the minute passes by moving the last report back.
 #[tokio::test]
 async fn a_long_runs_control_checks_carry_the_report_once_a_minute() {
-    use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    let seen: std::sync::Arc<std::sync::Mutex<Vec<(String, bool)>>> = std::sync::Arc::default();
-    let log = std::sync::Arc::clone(&seen);
-    tokio::spawn(async move {
-        while let Ok((mut tcp, _)) = listener.accept().await {
-            let log = std::sync::Arc::clone(&log);
-            tokio::spawn(async move {
-                let mut got = Vec::new();
-                let mut buf = [0u8; 4096];
-                while let Ok(n) = tcp.read(&mut buf).await {
-                    if n == 0 {
-                        return;
-                    }
-                    got.extend_from_slice(&buf[..n]);
-                    while let Some(end) = got.windows(4).position(|w| w == b"\r\n\r\n") {
-                        let head = String::from_utf8_lossy(&got[..end]).to_ascii_lowercase();
-                        let path = head.split_whitespace().nth(1).unwrap_or_default().to_owned();
-                        let reported = head.lines().any(|l| l.starts_with(domain::fleet::RELAY_HEADER));
-                        log.lock().unwrap().push((path, reported));
-                        got.drain(..end + 4);
-                        let body = r#"{"cancel_requested":false}"#;
-                        let answer = format!("HTTP/1.1 200 OK\r\ncontent-length: {}\r\n\r\n{body}", body.len());
-                        if tcp.write_all(answer.as_bytes()).await.is_err() {
-                            return;
-                        }
-                    }
-                }
-            });
-        }
-    });
+    let server = ControlServer::start().await;
+    let (addr, seen) = (server.addr, std::sync::Arc::clone(&server.seen));
     let client = Client::new(&format!("http://{addr}"), "fcd_test").unwrap();
     let id = CommandId::generate();
     for _ in 0..3 {
