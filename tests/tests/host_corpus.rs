@@ -458,6 +458,10 @@ async fn every_hosts_document_and_request_connects_to_the_local_server() {
     }
     assert!(host.hits() > fetched, "the restarted server asked the hosts first");
     eprintln!("host corpus on the local server: {} documents, {cases} connections", docs.len());
+    // docs/results.md's count is this one.
+    let results = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/results.md")).unwrap();
+    let said = format!("3 registered redirects) | **{cases}**, all connect");
+    assert!(foundry_tests::says(&results, &said), "docs/results.md does not say {said:?}");
     running.stop().await;
 }
 
