@@ -753,6 +753,11 @@ fn the_doorbell_figures_in_the_docs_are_the_benchmarks() {
     if let Err(e) = figures_in(&cost_md, "", &cost) {
         panic!("docs/cost.md: {e}\nthe figures are in docs/doorbell-figures.json");
     }
+    // docs/relay.md quotes the polling pickup's median.
+    let relay_md = std::fs::read_to_string(root.join("relay.md")).unwrap();
+    let polled =
+        format!("measured below, {:.1} s each", figures["benchmark"]["pickup"]["off"]["p50"].as_f64().unwrap());
+    assert!(foundry_tests::says(&relay_md, &polled), "docs/relay.md does not say {polled:?}");
     // The broken variants: a figure the benchmark no longer gives, a stale row beside the
     // current one, an idle count changed.
     let p95 = Spread::from_json(&figures["benchmark"]["pickup"]["on"]).cell();
