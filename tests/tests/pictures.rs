@@ -120,3 +120,51 @@ fn the_peer_benchmark_table_in_the_docs_is_its_figures_file() {
         assert!(results.contains(&want), "docs/results.md has no floor row {want}");
     }
 }
+
+/// docs/results.md's simulation tables ("Slots and progress") are `docs/sim-seed42.txt`'s
+/// lines, the report `cargo run -p sim --profile server -- --seed 42 --runs 2000` prints (the
+/// simulation is deterministic: the same seed, the same bytes).
+#[test]
+fn the_simulation_tables_in_the_docs_are_its_report_file() {
+    let report = std::fs::read_to_string(root().join("docs/sim-seed42.txt")).unwrap();
+    let results = std::fs::read_to_string(root().join("docs/results.md")).unwrap();
+    let line = |start: &str| {
+        report.lines().find(|l| l.trim_start().starts_with(start)).unwrap_or_else(|| panic!("no line {start:?}"))
+    };
+    let between = |l: &str, a: &str, b: &str| l.split(a).nth(1).and_then(|r| r.split(b).next()).unwrap().to_owned();
+    let mut rows = Vec::new();
+    for (slots, name) in [("1 slot,", "five 60 s runs queued at once, 1 slot"), ("5 slots,", "the same, 5 slots")] {
+        let l = line(&format!("five 60 s runs queued at once, {slots} start"));
+        let spans: Vec<String> = between(l, "after queueing: ", ";")
+            .split("] ")
+            .map(|s| s.replace(" s", "").replace(']', "") + "]")
+            .collect();
+        let (total, ratio) = (between(l, "all done after ", " s ="), between(l, "= ", "× one run"));
+        let spans = if spans.iter().all(|s| *s == spans[0]) { format!("{} × 5", spans[0]) } else { spans.join(" ") };
+        let ratio = if slots == "5 slots," { format!("**{ratio}×**") } else { format!("{ratio}×") };
+        rows.push(format!("| {name} | {spans} | {total} s = {ratio} one run"));
+    }
+    for (start, name, bold) in [
+        ("no progress:", "the Graph reports no progress (the hint can only say 15 s)", false),
+        (
+            "fraction every 30 s:",
+            "the Graph reports its fraction every 30 s (the hint follows the end it points to)",
+            true,
+        ),
+    ] {
+        let l = line(start);
+        let calls = between(l, start, " calls per run").trim().to_owned();
+        let calls = if bold { format!("**{calls}**") } else { calls };
+        rows.push(format!("| {name} | {calls} | {} s |", between(l, "the result seen mean ", " s")));
+    }
+    for (slots, name, bold) in [("1 slot,", "1 slot", true), ("5 slots,", "5 slots", false)] {
+        let l = line(&format!("five 60 s runs queued at once (a session with history), {slots}"));
+        let calls = between(l, "status calls per run [", "]");
+        let all: u32 = calls.split(' ').map(|c| c.parse::<u32>().unwrap()).sum();
+        let all = if bold { format!("**{all}**") } else { all.to_string() };
+        rows.push(format!("| {name} | {calls} | {all} | {} s |", between(l, "finished mean ", " s")));
+    }
+    for row in &rows {
+        assert!(results.contains(row.as_str()), "docs/results.md has no row {row:?} (docs/sim-seed42.txt)");
+    }
+}
