@@ -120,7 +120,7 @@ impl LocalConfig {
             port: 0,
             public_url: None,
             policy: domain::limits::Policy::default(),
-            panel_refresh_seconds: http_api::panel::DEFAULT_REFRESH_SECONDS,
+            panel_refresh_seconds: panel::DEFAULT_REFRESH_SECONDS,
             relay_dist: PathBuf::from("dist"),
             doorbell_poll_interval: domain::doorbell::DOORBELL_POLL_INTERVAL,
             header_timeout: DEFAULT_HEADER_TIMEOUT,
@@ -147,11 +147,8 @@ impl LocalConfig {
             }),
         };
         let policy = r.policy(POLICY);
-        let panel_refresh_seconds = r.seconds_within(
-            PANEL_REFRESH_SECONDS,
-            http_api::panel::DEFAULT_REFRESH_SECONDS,
-            http_api::panel::PANEL_REFRESH_RANGE,
-        );
+        let panel_refresh_seconds =
+            r.seconds_within(PANEL_REFRESH_SECONDS, panel::DEFAULT_REFRESH_SECONDS, panel::PANEL_REFRESH_RANGE);
         let relay_dist =
             r.optional(RELAY_DIST).filter(|d| !d.is_empty()).map_or_else(|| PathBuf::from("dist"), PathBuf::from);
         let header_timeout = r.seconds(HEADER_TIMEOUT_SECONDS, DEFAULT_HEADER_TIMEOUT);

@@ -40,12 +40,12 @@ use domain::tasks::{AssignOutcome, AssignTask};
 use events::webhook_url::UrlPolicy;
 use events::{Notifier, SystemResolver};
 use http_api::owner_api::OwnerApi;
-use http_api::panel::{PanelConfig, SignIn};
 use http_api::relay_api::RelayApi;
 use http_body_util::{BodyExt, Limited};
 use mcp_endpoint::{EndpointConfig, InProcess, McpEndpoint, resource_metadata_response};
 use oauth::local::{AUTHORIZE_PATH, LocalAuthServer, TOKEN_PATH};
 use oauth::{AuthServerConfig, ClientSource, RedirectPolicy, Registrar};
+use panel::{PanelConfig, SignIn};
 use store_sqlite::SqliteStore;
 use tokio::sync::oneshot;
 use tools::blobs::DirBlobStore;
@@ -228,7 +228,7 @@ struct AppState {
     panel: PanelConfig,
     doorbell: Arc<doorbell::Hub>,
     relay_requests: Arc<RelayRequests>,
-    builds: http_api::relay_dist::DirBuilds,
+    builds: relay_dist::DirBuilds,
     blobs: DirBlobStore,
     base_url: String,
     auth_server: AuthServerConfig,
@@ -253,7 +253,7 @@ impl AppState {
             clock: w.clock.clone(),
             policy: w.policy,
             blobs: Some(Arc::new(blobs.clone())),
-            panel_url: Some(format!("{}{}", w.public_url, http_api::panel::PATH)),
+            panel_url: Some(format!("{}{}", w.public_url, panel::PATH)),
         };
         let endpoint_config = EndpointConfig {
             public_url: Some(w.public_url.clone()),
@@ -297,7 +297,7 @@ impl AppState {
                 urls: UrlPolicy::Local,
             },
             panel: PanelConfig { sign_in: SignIn::Local, refresh_seconds: w.panel_refresh_seconds },
-            builds: http_api::relay_dist::DirBuilds { dir: w.relay_dist.clone() },
+            builds: relay_dist::DirBuilds { dir: w.relay_dist.clone() },
             doorbell: Arc::clone(&w.doorbell),
             relay_requests: Arc::clone(&w.relay_requests),
             blobs,
@@ -380,7 +380,7 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
     let connections = Arc::new(listener::Gauge::default());
     let limits = listener::Limits { header_timeout: config.header_timeout, max_connections: config.max_connections };
     let (shutdown, task) = serve(listener, app, &wiring, limits, Arc::clone(&connections));
-    let panel_url = format!("{public_url}{}#token={owner_token}", http_api::panel::PATH);
+    let panel_url = format!("{public_url}{}#token={owner_token}", panel::PATH);
     Ok(Running {
         addr,
         mcp_url: format!("{public_url}{MCP_PATH}"),
@@ -479,7 +479,7 @@ fn router(state: Arc<AppState>) -> Router {
     use oauth::{AS_METADATA_PATH, REGISTER_PATH};
     let relay_api = format!("{}/{{*rest}}", domain::relay::PREFIX);
     let owner_api = format!("{}/{{*rest}}", http_api::owner_api::PREFIX);
-    let panel_pages = format!("{}/{{*rest}}", http_api::panel::PATH);
+    let panel_pages = format!("{}/{{*rest}}", panel::PATH);
     let downloads = format!("{}{{*rest}}", tools::blobs::LOCAL_DOWNLOAD_PREFIX);
     Router::new()
         .route(MCP_PATH, any(mcp))
@@ -497,11 +497,11 @@ fn router(state: Arc<AppState>) -> Router {
         .route(&relay_api, any(relay))
         .route(&owner_api, any(owner))
         .route(http_api::openapi::PATH, any(openapi))
-        .route(http_api::panel::PATH, any(panel))
+        .route(panel::PATH, any(panel))
         .route(&panel_pages, any(panel))
         .route(&downloads, get(blob))
-        .route(http_api::relay_dist::INSTALL_PATH, any(relay_builds))
-        .route(&format!("{}{{*file}}", http_api::relay_dist::DOWNLOAD_PREFIX), any(relay_builds))
+        .route(relay_dist::INSTALL_PATH, any(relay_builds))
+        .route(&format!("{}{{*file}}", relay_dist::DOWNLOAD_PREFIX), any(relay_builds))
         .layer(axum::middleware::from_fn(cors))
         .with_state(state)
 }

@@ -214,7 +214,9 @@ fn layer_breaks(graph: &BTreeMap<String, BTreeSet<String>>) -> Vec<String> {
 
 #[test]
 fn the_relays_and_http_apis_modules_import_no_circle() {
-    for (krate, at_least) in [("relay/src", 20), ("shared/http-api/src", 8)] {
+    // (At least this many modules read: the parser found the crate. The panel and the relay
+    // installer left http-api for crates of their own.)
+    for (krate, at_least) in [("relay/src", 20), ("shared/http-api/src", 6)] {
         let graph = module_imports(&crate_modules(&root().join(krate)));
         assert!(graph.len() >= at_least, "{krate}: {graph:?}");
         assert_eq!(circle(&graph), None, "{krate}'s modules import a circle");

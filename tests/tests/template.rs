@@ -304,7 +304,7 @@ fn problems(template: &str) -> Vec<String> {
     strings(&t["Resources"]["OwnerClient"]["Properties"]["CallbackURLs"], &mut callback);
     let mut panel = Vec::new();
     strings(&t["Outputs"]["PanelUrl"]["Value"], &mut panel);
-    if panel.is_empty() || callback != panel || !panel.iter().all(|u| u.ends_with(http_api::panel::PATH)) {
+    if panel.is_empty() || callback != panel || !panel.iter().all(|u| u.ends_with(panel::PATH)) {
         p.push(format!("owner client callback {callback:?} must be the PanelUrl output {panel:?}"));
     }
     p

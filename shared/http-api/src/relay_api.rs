@@ -372,7 +372,7 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
                 Ok(PairingStart::TooMany) => return http_json::error(StatusCode::TOO_MANY_REQUESTS, TOO_MANY_PAIRINGS),
                 Ok(PairingStart::TokenInUse) => return http_json::error(StatusCode::CONFLICT, TOKEN_IN_USE),
                 Ok(PairingStart::Started) => {
-                    let panel = format!("{}{}", self.public_url.trim_end_matches('/'), crate::panel::PATH);
+                    let panel = format!("{}{}", self.public_url.trim_end_matches('/'), panel::PATH);
                     return http_json::response(
                         StatusCode::OK,
                         PairResponse {

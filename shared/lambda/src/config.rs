@@ -8,12 +8,12 @@
 use std::collections::HashMap;
 
 use domain::limits::Policy;
-#[cfg(feature = "owner-api")]
-use http_api::panel::{DEFAULT_REFRESH_SECONDS, PANEL_REFRESH_RANGE, PanelConfig, SignIn};
 #[cfg(feature = "mcp")]
 use mcp_endpoint::{DEFAULT_MAX_BODY_BYTES, EndpointConfig};
 #[cfg(feature = "mcp")]
 use oauth::AuthServerConfig;
+#[cfg(feature = "owner-api")]
+use panel::{DEFAULT_REFRESH_SECONDS, PANEL_REFRESH_RANGE, PanelConfig, SignIn};
 use settings::{PolicyKeys, Reader};
 #[cfg(feature = "mcp")]
 use tools::scopes::ScopeSpelling;
@@ -274,7 +274,7 @@ impl OwnerConfig {
                 logout_url: format!("{base}/logout"),
                 client_id: self.owner_client_id.clone(),
                 scope: "openid osfoundry/owner".into(),
-                redirect_uri: format!("{}{}", self.public_url, http_api::panel::PATH),
+                redirect_uri: format!("{}{}", self.public_url, panel::PATH),
             },
             refresh_seconds: self.panel_refresh_seconds,
         }

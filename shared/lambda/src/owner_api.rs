@@ -7,7 +7,7 @@ use auth::{Audience, Authenticator, JwksCache, Keys};
 use domain::clock::{SharedClock, SystemClock};
 use events::webhook_url::UrlPolicy;
 use http_api::owner_api::OwnerApi;
-use http_api::panel::{PATH, PanelConfig};
+use panel::{PATH, PanelConfig};
 use store_dynamo::DynamoStore;
 use tools::blobs::BlobStore;
 
@@ -90,14 +90,14 @@ impl App {
     /// URL of `relay/<file>` in the artifact bucket (S3 refuses it, 403, when the operator has not
     /// uploaded the builds; the installer then says so).
     async fn relay_builds(&self, req: &http::Request<bytes::Bytes>) -> Option<http::Response<bytes::Bytes>> {
-        use http_api::relay_dist::{DOWNLOAD_PREFIX, INSTALL_PATH, install_response, servable};
+        use relay_dist::{DOWNLOAD_PREFIX, INSTALL_PATH, install_response, servable};
         let path = req.uri().path();
         if path == INSTALL_PATH && req.method() == http::Method::GET {
             return Some(install_response(&self.public_url));
         }
         let name = path.strip_prefix(DOWNLOAD_PREFIX).filter(|n| servable(n))?;
         let key = format!("relay/{name}");
-        let kind = if name == http_api::relay_dist::SUMS { "text/plain" } else { "application/gzip" };
+        let kind = if name == relay_dist::SUMS { "text/plain" } else { "application/gzip" };
         let download = tools::blobs::Download { key: &key, name, content_type: kind };
         Some(match self.builds.download_url(&download).await {
             Ok(url) => {

@@ -1,3 +1,5 @@
+//! # relay-dist — the relay's one-line installer and its builds, as the stack serves them
+//!
 //! One line from the panel: `curl -fsSL <stack>/relay/install.sh | sh` (SPEC §7 extension).
 //!
 //! | route | what |

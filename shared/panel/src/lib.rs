@@ -1,3 +1,5 @@
+//! # panel — the owner's web panel: its files, embedded, and how they are served
+//!
 //! The owner's web panel (SPEC §7): three static files embedded in the binary and served by the
 //! stack itself — the `owner_api` function in the cloud, the local server locally — on the same
 //! origin as the owner API, so there is no CORS to configure.
