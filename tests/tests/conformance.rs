@@ -1781,15 +1781,19 @@ macro_rules! suite {
     };
 }
 
-/// A client's first use is kept (marking again is harmless) and read back; another client's is
-/// not affected.
+/// A client's first use is kept and its last replaced (marking again is harmless) and read
+/// back; another client's is not affected.
 async fn a_clients_use_is_recorded_once_and_read_back(h: Harness) {
-    assert!(!h.store.client_used("dcr-client-a").await.unwrap(), "never used yet");
+    assert_eq!(h.store.client_use("dcr-client-a").await.unwrap(), None, "never used yet");
+    let first = h.now();
     h.store.mark_client_used("dcr-client-a").await.unwrap();
+    let once = h.store.client_use("dcr-client-a").await.unwrap().expect("used");
+    assert_eq!((once.first_used_at, once.last_used_at), (first, Some(first)));
     h.clock.advance(Duration::from_secs(60));
     h.store.mark_client_used("dcr-client-a").await.unwrap();
-    assert!(h.store.client_used("dcr-client-a").await.unwrap());
-    assert!(!h.store.client_used("dcr-client-b").await.unwrap(), "another client's use leaked");
+    let twice = h.store.client_use("dcr-client-a").await.unwrap().expect("used");
+    assert_eq!((twice.first_used_at, twice.last_used_at), (first, Some(h.now())), "the first use kept, the last moved");
+    assert_eq!(h.store.client_use("dcr-client-b").await.unwrap(), None, "another client's use leaked");
 }
 
 /// The last good copy of a client metadata document: kept and read back; a copy fetched later

@@ -140,7 +140,13 @@ async fn owner_session(http: &reqwest::Client, base: &str, owner_token: &str) ->
 }
 
 async fn start() -> (foundry_tests::LocalServer, Client) {
-    let running = foundry_tests::LocalServer::default("foundry-oauth").await;
+    start_with(|c| c).await
+}
+
+async fn start_with(
+    config: impl FnOnce(local::LocalConfig) -> local::LocalConfig,
+) -> (foundry_tests::LocalServer, Client) {
+    let running = foundry_tests::LocalServer::start("foundry-oauth", config).await;
     let http = foundry_tests::http_builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
     let owner = owner_session(&http, &running.base_url, &running.owner_token).await;
     let client = Client { http, base: running.base_url.clone(), owner };
@@ -531,10 +537,14 @@ async fn without_the_owners_session_nobody_can_approve_a_client() {
 }
 
 /// Refresh tokens rotate on use, a used one coming back revokes its whole family (RFC 9700
-/// §4.14), and the revocation endpoint (RFC 7009) ends a family.
+/// §4.14), and the revocation endpoint (RFC 7009) ends a family. A refresh records the
+/// client's last use (its rotated token lives from then).
 #[tokio::test]
 async fn refresh_tokens_rotate_and_a_reused_one_revokes_its_family() {
-    let (running, c) = start().await;
+    use domain::store::ClientUse;
+    let clock = Arc::new(domain::clock::ManualClock::starting_now());
+    let server_clock = local::config::ServerClock(clock.clone());
+    let (running, c) = start_with(move |c| local::LocalConfig { clock: server_clock, ..c }).await;
     let redirect = "http://127.0.0.1:33421/callback";
     let client_id = c.register_claude(redirect).await;
     let sign_in = || async {
@@ -552,8 +562,16 @@ async fn refresh_tokens_rotate_and_a_reused_one_revokes_its_family() {
         }
     };
     let first = sign_in().await;
+    let signed_in = running.store.client_use(&client_id).await.unwrap().expect("used");
+    clock.advance(std::time::Duration::from_secs(3600));
     let (status, t) = refresh(first.clone()).await;
     assert_eq!(status, 200, "{t}");
+    let refreshed = running.store.client_use(&client_id).await.unwrap().expect("used");
+    assert_eq!(
+        (refreshed.first_used_at, refreshed.last_used_at),
+        (signed_in.first_used_at, Some(signed_in.first_used_at.plus(std::time::Duration::from_secs(3600)))),
+        "the refresh an hour later is the client's last use"
+    );
     let second = t["refresh_token"].as_str().unwrap().to_owned();
     assert_ne!(second, first, "the refresh token rotates");
     // The first one again: refused, and the family with it (the second no longer works).
@@ -696,4 +714,86 @@ async fn never_used_registrations_make_room_at_the_cap_and_the_registry_is_not_l
             assert_eq!(left, ids.iter().cloned().collect());
         }
     }
+}
+
+/// The embedded store's record of use, with one client's last use unknown, as a release
+/// before 0.3.0 recorded it (first use only).
+struct UseBefore030 {
+    store: Arc<store_sqlite::SqliteStore>,
+    unknown: String,
+}
+
+#[async_trait::async_trait]
+impl domain::store::ClientUse for UseBefore030 {
+    async fn mark_client_used(&self, id: &str) -> domain::store::StoreResult<()> {
+        self.store.mark_client_used(id).await
+    }
+    async fn client_use(&self, id: &str) -> domain::store::StoreResult<Option<domain::clients::ClientUseRecord>> {
+        let found = self.store.client_use(id).await?;
+        Ok(found
+            .map(|u| if id == self.unknown { domain::clients::ClientUseRecord { last_used_at: None, ..u } } else { u }))
+    }
+    async fn mark_chat_connected(&self, o: &domain::ids::OwnerId, id: &str) -> domain::store::StoreResult<()> {
+        self.store.mark_chat_connected(o, id).await
+    }
+    async fn chat_connections(
+        &self,
+        o: &domain::ids::OwnerId,
+    ) -> domain::store::StoreResult<Vec<domain::clients::ChatConnection>> {
+        self.store.chat_connections(o).await
+    }
+}
+
+/// At the cap, a registration last used longer ago than its refresh tokens live makes room:
+/// one used since stays until its own last use is that old, and one whose last use is unknown
+/// (recorded before 0.3.0) stays. The local server's refresh records the use too (a rotated
+/// token lives from its refresh), so a chat that keeps refreshing is never idle.
+#[tokio::test]
+async fn registrations_idle_past_their_refresh_tokens_make_room_at_the_cap() {
+    use domain::clock::{ManualClock, SharedClock, Timestamp};
+    use domain::store::ClientUse;
+    use oauth::{IDLE_CLIENT_AGE, RedirectPolicy, Registrar, RegistrationLimits};
+    use std::time::Duration;
+    let clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_796_119_800_000)));
+    let shared: SharedClock = clock.clone();
+    let store = Arc::new(store_sqlite::SqliteStore::in_memory(shared.clone(), Default::default()).unwrap());
+    let registry = Arc::new(CountingRegistry { store: Arc::clone(&store), listings: Default::default() });
+    let limits = RegistrationLimits { per_hour: 50, per_source: 50, cap: 3 };
+    let mut ids = Vec::new();
+    let r = |unknown: &str| {
+        Registrar::new(
+            Arc::clone(&registry),
+            RedirectPolicy::local(),
+            tools::scopes::ScopeSpelling::local(),
+            shared.clone(),
+            limits,
+            Some(
+                Arc::new(UseBefore030 { store: Arc::clone(&store), unknown: unknown.to_owned() }) as Arc<dyn ClientUse>
+            ),
+        )
+    };
+    let first = r("");
+    for port in 1..=3 {
+        let (status, id) = status_and_id(&first, port).await;
+        assert_eq!(status, 201);
+        store.mark_client_used(&id).await.unwrap();
+        ids.push(id);
+    }
+    // A registrar (a fresh instance: nothing remembered) that reads ids[2]'s use as 0.2.0 wrote it.
+    let r = r(&ids[2]);
+    clock.advance(IDLE_CLIENT_AGE - Duration::from_secs(86_400));
+    store.mark_client_used(&ids[1]).await.unwrap();
+    assert_eq!(status_and_id(&r, 4).await.0, 503, "every client was used within its refresh tokens' life");
+    clock.advance(Duration::from_secs(86_400));
+    assert_eq!(status_and_id(&r, 4).await.0, 503, "the oldest last use is exactly the tokens' life ago: not yet idle");
+    clock.advance(Duration::from_secs(61));
+    let (status, new) = status_and_id(&r, 4).await;
+    assert_eq!(status, 201, "the client idle past its refresh tokens' life made room");
+    let left: std::collections::BTreeSet<String> =
+        registry.store.list_clients().await.unwrap().into_iter().map(|c| c.client_id).collect();
+    assert_eq!(
+        left,
+        [ids[1].clone(), ids[2].clone(), new].into(),
+        "the idle client went; the one used since, and the one of unknown last use, stayed"
+    );
 }

@@ -427,8 +427,16 @@ async fn run_the_paths(h: &Harness, s: &Scenario) -> Vec<String> {
     let window_end = Timestamp::from_millis(s.attempts_window_end_ms);
     let attempts = call!(h.store.failed_attempts(&s.attempts_key, window_end).await);
     check(attempts == 1, format!("failed attempts: {attempts}"));
-    let used = call!(h.store.client_used(&s.client_id).await);
-    check(used, "the client's use".into());
+    let used = call!(h.store.client_use(&s.client_id).await);
+    check(used.is_some(), "the client's use".into());
+    // Used again: the first use kept (a release before 0.3.0 kept no last use), the last set.
+    call!(h.store.mark_client_used(&s.client_id).await);
+    let again = call!(h.store.client_use(&s.client_id).await);
+    check(
+        again
+            .is_some_and(|a| Some(a.first_used_at) == used.map(|u| u.first_used_at) && a.last_used_at == Some(h.now())),
+        format!("the client's use, used again: {used:?} then {again:?}"),
+    );
     let chats = call!(h.store.chat_connections(&o).await);
     check(chats.len() == 1, format!("chat connections: {chats:?}"));
     let copy = call!(h.store.document_copy(&s.document_url).await);

@@ -11,8 +11,9 @@
 //! sha256(source address)>`, so the registry needs no other state than the clients themselves
 //! (Cognito has nothing else to keep it in) to count registrations per hour and per source.
 //! Whether a client was ever used (got a token) is the one fact a name cannot hold: the
-//! store records it when a token is issued ([`ClientUse`](crate::store::ClientUse)), so registrations nobody completed
-//! can be removed. The same moment, for the owner the token is for, is a [`ChatConnection`]:
+//! store records it when a token is issued ([`ClientUse`](crate::store::ClientUse)), the first and the latest time, so
+//! registrations nobody completed, and ones nobody has used for longer than any refresh token
+//! lives, can be removed. The same moment, for the owner the token is for, is a [`ChatConnection`]:
 //! what the panel's "Connect a chat" step reads to say whether a chat has connected.
 
 use sha2::{Digest, Sha256};
@@ -33,6 +34,17 @@ pub struct RegisteredClient {
     pub redirect_uris: Vec<String>,
     /// The scopes it may ask for, in the authorization server's spelling.
     pub scopes: Vec<String>,
+}
+
+/// When a registered client was issued tokens ([`ClientUse`](crate::store::ClientUse)).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ClientUseRecord {
+    /// The first token.
+    pub first_used_at: Timestamp,
+    /// The latest token (a sign-in or a refresh); `None` for a record written by 0.2.0 or
+    /// earlier, which kept the first time only: such a client's last use is unknown, and it
+    /// is never counted idle until it is used again.
+    pub last_used_at: Option<Timestamp>,
 }
 
 /// A client as a listing shows it (Cognito lists ids and names only).

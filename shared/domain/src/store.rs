@@ -16,7 +16,7 @@
 
 use async_trait::async_trait;
 
-use crate::clients::{ChatConnection, ClientSummary, RegisteredClient, Rotation};
+use crate::clients::{ChatConnection, ClientSummary, ClientUseRecord, RegisteredClient, Rotation};
 use crate::clock::Timestamp;
 use crate::devices::Device;
 use crate::events::{DeliveryOutcome, OutboxEntry};
@@ -438,10 +438,11 @@ pub trait RegisterClients: Send + Sync {
 /// nobody completed can be removed.
 #[async_trait]
 pub trait ClientUse: Send + Sync {
-    /// Records that `client_id` was issued a token (the first time is kept; idempotent).
+    /// Records that `client_id` was issued a token now (the first time is kept, the last
+    /// replaced; one write, safe to repeat).
     async fn mark_client_used(&self, client_id: &str) -> StoreResult<()>;
-    /// Whether it ever was.
-    async fn client_used(&self, client_id: &str) -> StoreResult<bool>;
+    /// When it was first and last issued a token; `None` if it never was.
+    async fn client_use(&self, client_id: &str) -> StoreResult<Option<ClientUseRecord>>;
     /// Records that `client_id` was issued a token for `owner` now: a chat connected (the first
     /// time is kept, the last replaced; one write).
     async fn mark_chat_connected(&self, owner: &OwnerId, client_id: &str) -> StoreResult<()>;

@@ -49,8 +49,10 @@ pub const COGNITO_OPERATION_TIMEOUT: std::time::Duration = std::time::Duration::
 pub const REGISTERED_CLIENT_AUTH_FLOWS: &[ExplicitAuthFlowsType] = &[ExplicitAuthFlowsType::AllowRefreshTokenAuth];
 /// Access tokens of registered clients live this many minutes (Cognito's default).
 pub const ACCESS_TOKEN_MINUTES: i32 = 60;
-/// Refresh tokens of registered clients live this many days.
+/// Refresh tokens of registered clients live this many days: as long as the registrar waits
+/// before it counts a used client idle (held equal below, or the build fails).
 pub const REFRESH_TOKEN_DAYS: i32 = 30;
+const _: () = assert!(REFRESH_TOKEN_DAYS as u64 * 86_400 == oauth::IDLE_CLIENT_AGE.as_secs());
 
 /// App clients of one Cognito user pool, each with the facade's callback as its only Cognito
 /// callback; the client's own redirect URIs are kept in the table ([`ClientRedirects`]).

@@ -40,7 +40,7 @@ pub mod local;
 mod registration;
 
 pub use registration::{
-    LISTING_TTL, Registrar, Registration, RegistrationError, RegistrationLimits, UNUSED_CLIENT_AGE,
+    IDLE_CLIENT_AGE, LISTING_TTL, Registrar, Registration, RegistrationError, RegistrationLimits, UNUSED_CLIENT_AGE,
     validate_registration,
 };
 

@@ -451,6 +451,13 @@ impl<R: RegisterClients + RefreshTokens + ClientUse + ?Sized> LocalAuthServer<R>
                 let Some((family, token)) = claims.jti.as_deref().and_then(|j| j.split_once('.')) else {
                     return oauth_error(StatusCode::BAD_REQUEST, "invalid_grant", "the refresh token is revoked");
                 };
+                // The rotated token will live REFRESH_TTL from now: the client's last use moves with it
+                // (or the registrar could count a client idle while its token works), recorded before
+                // the rotation so a failure here leaves the presented token usable for a retry.
+                if let Err(e) = self.registry.mark_client_used(client_id).await {
+                    tracing::error!(error = %domain::errors::ErrorChain(&e), "recording a client's use");
+                    return oauth_error(StatusCode::SERVICE_UNAVAILABLE, "temporarily_unavailable", "retry later");
+                }
                 let next = random_token();
                 match self.registry.rotate(family, token, &next).await {
                     Ok(Rotation::Rotated) => {}

@@ -1,12 +1,13 @@
 //! Dynamic client registration (RFC 7591): the request's checks ([`validate_registration`])
 //! and the [`Registrar`] that reuses, limits and sweeps registrations over any registry.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use domain::clients::{
-    ClientSummary, RegisteredClient, RegistryName, fingerprint, hour_of, parse_registry_name, registry_name, source_tag,
+    ClientSummary, ClientUseRecord, RegisteredClient, RegistryName, fingerprint, hour_of, parse_registry_name,
+    registry_name, source_tag,
 };
 use domain::clock::{SharedClock, Timestamp};
 use domain::store::{ClientUse, RegisterClients};
@@ -146,7 +147,8 @@ pub struct RegistrationLimits {
     pub per_hour: usize,
     /// New clients per UTC hour from one source address.
     pub per_source: usize,
-    /// Most dynamically registered clients in all (unused old ones are removed to make room).
+    /// Most dynamically registered clients in all (unused old ones and idle ones are removed
+    /// to make room).
     pub cap: usize,
 }
 
@@ -164,6 +166,11 @@ impl Default for RegistrationLimits {
 pub const LISTING_TTL: std::time::Duration = std::time::Duration::from_secs(60);
 /// A registration never used this long after its hour began may be removed to make room.
 pub const UNUSED_CLIENT_AGE: std::time::Duration = std::time::Duration::from_secs(2 * 3600);
+/// A registration last used this long ago may be removed to make room: the refresh tokens
+/// of its last sign-in have expired by then (both servers' refresh tokens live this long:
+/// [`crate::local::REFRESH_TTL`], and the Cognito app clients' validity, held equal where
+/// they are made), so its chat needs a browser sign-in in any case.
+pub const IDLE_CLIENT_AGE: std::time::Duration = crate::local::REFRESH_TTL;
 
 /// Dynamic client registration (RFC 7591) over any [`RegisterClients`] registry.
 pub struct Registrar<R: ?Sized> {
@@ -172,13 +179,15 @@ pub struct Registrar<R: ?Sized> {
     scopes: ScopeSpelling,
     clock: SharedClock,
     limits: RegistrationLimits,
-    /// Where use is recorded; with it, never-used old registrations are removed at the cap.
+    /// Where use is recorded; with it, never-used old registrations, and ones idle for
+    /// [`IDLE_CLIENT_AGE`], are removed at the cap.
     usage: Option<Arc<dyn ClientUse>>,
     /// The registry's listing and when it was read, kept up to date with this instance's own
     /// creations and deletions.
     listing: Mutex<Option<(Timestamp, Vec<ClientSummary>)>>,
-    /// Clients known to have been used (use is never undone).
-    used: Mutex<BTreeSet<String>>,
+    /// Clients known to be in use, each until when it cannot be idle (`None`: for good, its
+    /// last use being unknown). Use only moves later, so a remembered time is never too late.
+    kept: Mutex<BTreeMap<String, Option<Timestamp>>>,
     /// A callback every new client gets beside its own (the cloud facade's, which Cognito
     /// returns to), left out when clients are compared and shown.
     owned_callback: Option<String>,
@@ -186,7 +195,7 @@ pub struct Registrar<R: ?Sized> {
 
 impl<R: RegisterClients + ?Sized> Registrar<R> {
     /// A registrar over `registry`. `usage`: where the token endpoint records each client's
-    /// first token ([`ClientUse`]); without it no registration is ever removed as unused.
+    /// tokens ([`ClientUse`]); without it no registration is ever removed as unused.
     pub fn new(
         registry: Arc<R>,
         redirects: RedirectPolicy,
@@ -203,7 +212,7 @@ impl<R: RegisterClients + ?Sized> Registrar<R> {
             limits,
             usage,
             listing: Mutex::new(None),
-            used: Mutex::new(BTreeSet::new()),
+            kept: Mutex::new(BTreeMap::new()),
             owned_callback: None,
         }
     }
@@ -227,7 +236,8 @@ impl<R: RegisterClients + ?Sized> Registrar<R> {
     /// by the name's fingerprint, its redirect URIs compared). Otherwise a new client, unless
     /// this hour's registrations from this source ([`ClientSource`]) or from everywhere, or all
     /// registrations, reached their limit (`429` / `503`, `temporarily_unavailable`); at the
-    /// cap, registrations never used and older than [`UNUSED_CLIENT_AGE`] are removed first.
+    /// cap, registrations never used and older than [`UNUSED_CLIENT_AGE`], and ones last used
+    /// longer ago than [`IDLE_CLIENT_AGE`], are removed first.
     /// Limits are counted from the registry's names (listed at most once per [`LISTING_TTL`]
     /// per instance), so registrations racing, or arriving at another instance, can overshoot:
     /// the limits are a brake on floods, not an exact quota. A flood from one address is
@@ -363,26 +373,41 @@ impl<R: RegisterClients + ?Sized> Registrar<R> {
         Ok(client)
     }
 
-    /// Removes the registrations older than [`UNUSED_CLIENT_AGE`] that were never used; the
-    /// ids removed.
+    /// Removes the registrations older than [`UNUSED_CLIENT_AGE`] that were never used, and
+    /// those last used longer ago than [`IDLE_CLIENT_AGE`]; the ids removed. A client whose
+    /// last use is unknown (recorded by 0.2.0 or earlier) stays.
     async fn sweep(&self, registered: &[(&str, RegistryName<'_>)]) -> Result<BTreeSet<String>, Refusal> {
         let mut removed = BTreeSet::new();
         let Some(usage) = &self.usage else {
             return Ok(removed);
         };
+        let now = self.clock.now();
         // Hours compare as strings (`YYYYMMDDHH`); an hour at or before this one began at
         // least UNUSED_CLIENT_AGE ago.
-        let old = hour_of(self.clock.now().minus(UNUSED_CLIENT_AGE));
+        let old = hour_of(now.minus(UNUSED_CLIENT_AGE));
         for (id, n) in registered.iter().filter(|(_, n)| n.hour <= old.as_str()) {
-            if lock(&self.used).contains(*id) {
-                continue;
+            match lock(&self.kept).get(*id) {
+                Some(None) => continue,
+                Some(Some(until)) if now <= *until => continue,
+                _ => {}
             }
-            if usage.client_used(id).await.map_err(Refusal::Store)? {
-                lock(&self.used).insert((*id).to_owned());
-                continue;
-            }
+            let why = match usage.client_use(id).await.map_err(Refusal::Store)? {
+                None => "never used".to_owned(),
+                Some(ClientUseRecord { last_used_at: Some(last), .. }) => {
+                    let until = last.plus(IDLE_CLIENT_AGE);
+                    if now <= until {
+                        lock(&self.kept).insert((*id).to_owned(), Some(until));
+                        continue;
+                    }
+                    format!("last used at {last}")
+                }
+                Some(ClientUseRecord { last_used_at: None, .. }) => {
+                    lock(&self.kept).insert((*id).to_owned(), None);
+                    continue;
+                }
+            };
             self.registry.delete_client(id).await.map_err(Refusal::Store)?;
-            tracing::info!(client_id = id, hour = n.hour, "removed a registration that was never used");
+            tracing::info!(client_id = id, hour = n.hour, why = %why, "removed a registration to make room");
             removed.insert((*id).to_owned());
         }
         self.remember(|clients| clients.retain(|c| !removed.contains(&c.client_id)));

@@ -1,7 +1,7 @@
 //! What the cloud keeps about OAuth clients beside Cognito's app clients, all under `CLIENT#`
 //! (the `register_client` function may write nowhere else):
 //!
-//! - [`ClientUse`]: whether a registered client was ever issued a token, `CLIENT#<client_id>` /
+//! - [`ClientUse`]: when a registered client was first and last issued a token, `CLIENT#<client_id>` /
 //!   `USED` — the one fact about them Cognito does not keep; and for whom: the chats issued a
 //!   token for an owner, `CLIENT#CHATS#<owner>` / `CHAT#<sha256(client_id)>`, first and last;
 //! - [`MetadataClients`]: the app client of each client metadata document, `CLIENT#DOC#<sha256(url)>`
@@ -18,7 +18,7 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::types::ReturnValue;
 
-use domain::clients::{ChatConnection, MAX_LISTED_CHAT_CONNECTIONS};
+use domain::clients::{ChatConnection, ClientUseRecord, MAX_LISTED_CHAT_CONNECTIONS};
 use domain::clock::Timestamp;
 use domain::ids::OwnerId;
 use domain::store::{
@@ -37,20 +37,23 @@ use crate::{DynamoStore, TTL_ATTRIBUTE};
 
 #[async_trait]
 impl ClientUse for DynamoStore {
-    /// One conditional `UpdateItem` that keeps the first time (failing harmlessly after it).
+    /// One unconditional `UpdateItem`: the first time kept (`if_not_exists`), the last set.
     async fn mark_client_used(&self, client_id: &str) -> StoreResult<()> {
+        let now = n(self.clock.now().as_millis());
         self.update(
-            Update::of(client_use_key(client_id))
-                .set("first_used_at", n(self.clock.now().as_millis()))
-                .when(missing("first_used_at")),
+            Update::of(client_use_key(client_id)).set_if_absent("first_used_at", now.clone()).set("last_used_at", now),
         )
         .send(false)
         .await
         .map(drop)
     }
 
-    async fn client_used(&self, client_id: &str) -> StoreResult<bool> {
-        Ok(self.get(client_use_key(client_id)).await?.is_some())
+    async fn client_use(&self, client_id: &str) -> StoreResult<Option<ClientUseRecord>> {
+        let item = self.get(client_use_key(client_id)).await?;
+        opt_from(item.as_ref(), |i| {
+            let r = Read(i);
+            Ok(ClientUseRecord { first_used_at: r.ts("first_used_at")?, last_used_at: r.opt_ts("last_used_at")? })
+        })
     }
 
     /// One unconditional `UpdateItem`: the first time kept (`if_not_exists`), the last set.

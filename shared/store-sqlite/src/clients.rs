@@ -1,12 +1,14 @@
 //! OAuth clients that MCP clients registered with the local authorization server
 //! ([`RegisterClients`]; Cognito keeps them in the cloud), whether each was used
-//! ([`ClientUse`]), refresh-token families ([`RefreshTokens`]) and the last good copy of each
+//! (first and last, [`ClientUse`]), refresh-token families ([`RefreshTokens`]) and the last good copy of each
 //! client metadata document ([`DocumentCopies`]).
 
 use async_trait::async_trait;
 use rusqlite::{OptionalExtension, named_params, params};
 
-use domain::clients::{ChatConnection, ClientSummary, MAX_LISTED_CHAT_CONNECTIONS, RegisteredClient, Rotation};
+use domain::clients::{
+    ChatConnection, ClientSummary, ClientUseRecord, MAX_LISTED_CHAT_CONNECTIONS, RegisteredClient, Rotation,
+};
 use domain::clock::Timestamp;
 use domain::ids::OwnerId;
 use domain::store::StoreResult;
@@ -79,7 +81,8 @@ impl ClientUse for SqliteStore {
         let id = client_id.to_owned();
         self.write(move |tx, now| {
             tx.prepare_cached(
-                "INSERT INTO client_use (client_id, first_used_at) VALUES (?1, ?2) ON CONFLICT DO NOTHING",
+                "INSERT INTO client_use (client_id, first_used_at, last_used_at) VALUES (?1, ?2, ?2) \
+                 ON CONFLICT (client_id) DO UPDATE SET last_used_at = excluded.last_used_at",
             )?
             .execute(params![id, now.as_millis()])
             .map(drop)
@@ -87,13 +90,17 @@ impl ClientUse for SqliteStore {
         .await
     }
 
-    async fn client_used(&self, client_id: &str) -> StoreResult<bool> {
+    async fn client_use(&self, client_id: &str) -> StoreResult<Option<ClientUseRecord>> {
         let id = client_id.to_owned();
         self.read(move |tx, _| {
-            tx.prepare_cached("SELECT 1 FROM client_use WHERE client_id = ?1")?
-                .query_row([id], |_| Ok(()))
+            tx.prepare_cached("SELECT first_used_at, last_used_at FROM client_use WHERE client_id = ?1")?
+                .query_row([id], |r| {
+                    Ok(ClientUseRecord {
+                        first_used_at: Timestamp::from_millis(r.get(0)?),
+                        last_used_at: r.get::<_, Option<i64>>(1)?.map(Timestamp::from_millis),
+                    })
+                })
                 .optional()
-                .map(|u| u.is_some())
         })
         .await
     }

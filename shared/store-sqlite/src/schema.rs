@@ -10,8 +10,15 @@ use rusqlite::{Connection, TransactionBehavior};
 /// use `IF NOT EXISTS`, so such a database (version 0 with tables) is adopted as it is.
 pub(crate) const MIGRATIONS: &[&str] = &[
     SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7, SCHEMA_V8, SCHEMA_V9, SCHEMA_V10,
-    SCHEMA_V11, SCHEMA_V12, SCHEMA_V13, SCHEMA_V14, SCHEMA_V15, SCHEMA_V16, SCHEMA_V17, SCHEMA_V18,
+    SCHEMA_V11, SCHEMA_V12, SCHEMA_V13, SCHEMA_V14, SCHEMA_V15, SCHEMA_V16, SCHEMA_V17, SCHEMA_V18, SCHEMA_V19,
 ];
+
+/// Version 19: when each registered client was last issued a token (a client unused for
+/// longer than its refresh tokens live may be removed at the registration cap). Rows from
+/// before have none: their last use is unknown, and they are never counted idle.
+pub(crate) const SCHEMA_V19: &str = r"
+ALTER TABLE client_use ADD COLUMN last_used_at INTEGER;
+";
 
 /// Version 18: tasks a desktop's Graph hands to a chat (`domain::dispatch`): a task's origin
 /// (and its run, indexed, to cancel a run's open tasks), a link's consent, a run's count.
