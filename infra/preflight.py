@@ -190,7 +190,7 @@ def check_aws(args, cfg):
     stack = args.stack or cfg.get("stack_name") or "foundry-connect"
     outputs, params, deployed = check_stack(session, stack, errors)
     if deployed:
-        check_replacements(session, stack, errors)
+        check_replacements(session, stack, errors, params, cfg)
 
     prefix = args.domain_prefix or cfg.get("param:AuthDomainPrefix")
     if not prefix:
@@ -299,8 +299,11 @@ def check_stack(session, stack, errors):
     return outputs, params, deployed
 
 
-def check_replacements(session, stack, errors):
-    """Whether deploying this checkout's template over the deployed one replaces a stateful resource."""
+def check_replacements(session, stack, errors, params, cfg):
+    """Whether deploying this checkout's template over the deployed one replaces a stateful resource.
+    Each as deployed: the stack's parameter values, and for the next deploy those again with
+    samconfig.toml's overrides on top (`sam deploy` keeps every value it is not given), so a
+    restored stack whose restore values would be cleared is named (docs/operations.md)."""
     try:
         body = session.client("cloudformation").get_template(StackName=stack, TemplateStage="Original")["TemplateBody"]
     except errors as e:
@@ -312,8 +315,10 @@ def check_replacements(session, stack, errors):
 
     text = body if isinstance(body, str) else json.dumps(body)
     with open(os.path.join(ROOT, "template.yaml"), encoding="utf-8") as f:
+        deployed = {k: v for k, v in params.items() if v is not None}
+        following = dict(deployed, **{k.removeprefix("param:"): v for k, v in cfg.items() if k.startswith("param:")})
         found = replacements.replacements(replacements.load(text, "the deployed template"),
-                                          replacements.load(f.read(), "template.yaml"))
+                                          replacements.load(f.read(), "template.yaml"), deployed, following)
     if found:
         fail("replacements", "deploying this template would replace (or fail to change) stateful resources of the "
              "stack, leaving it on new, empty ones: " + "; ".join(found) + ". Keep those properties as deployed (a new "

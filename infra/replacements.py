@@ -1,8 +1,15 @@
 #!/usr/bin/env python3
 """Would deploying NEW over OLD make CloudFormation replace a stateful resource? (issue 60)
 
-    replacements.py OLD.yaml NEW.yaml     exit 1 naming each replacing change, 0 when none
+    replacements.py OLD.yaml NEW.yaml [--old-parameter K=V ...] [--parameter K=V ...]
+                                          exit 1 naming each replacing change, 0 when none
     replacements.py --self-test NEW.yaml  the check on mutants of NEW, each of which it must catch
+
+Each template is compared as CloudFormation would deploy it: with its parameters (the ones
+given, the defaults for the rest), each `Fn::If` resolved by its condition and `AWS::NoValue`
+left out. So the table's `ImportSourceSpecification` (set only by a restore, docs/operations.md)
+is absent from an ordinary deploy, and a deploy that clears the restore values of a restored
+stack is named: it would make another, empty table.
 
 A replaced table, user pool, app client, bucket or queue is a new, empty one: the retain
 policies keep the old resource, but the stack then runs on the new one, where every owner,
@@ -93,9 +100,64 @@ def plain(value):
     return json.loads(json.dumps(value, default=str, sort_keys=True))
 
 
-def replacements(old, new):
-    """One sentence per change of NEW that replaces (or drops) a stateful resource of OLD."""
+NO_VALUE = object()
+
+
+def effective(template, parameters=None):
+    """TEMPLATE (plain JSON) as deployed with PARAMETERS over its defaults: every `Fn::If`
+    resolved, a `Ref` to a parameter replaced by its value, `Ref: AWS::NoValue` left out. A
+    condition it cannot evaluate is an error."""
+    values = {k: str((v or {}).get("Default", "")) for k, v in (template.get("Parameters") or {}).items()}
+    values.update(parameters or {})
+    conditions = template.get("Conditions") or {}
+
+    def operand(node):
+        if isinstance(node, dict) and len(node) == 1:
+            (fn, arg), = node.items()
+            if fn == "Ref":
+                return values.get(arg, arg)
+            if fn == "Condition":
+                return holds(arg)
+            if fn == "Fn::Equals":
+                return str(operand(arg[0])) == str(operand(arg[1]))
+            if fn == "Fn::Not":
+                return not operand(arg[0])
+            if fn == "Fn::And":
+                return all(operand(a) for a in arg)
+            if fn == "Fn::Or":
+                return any(operand(a) for a in arg)
+            raise SystemExit(f"cannot evaluate {fn} in a condition")
+        return node
+
+    def holds(name):
+        if name not in conditions:
+            raise SystemExit(f"no condition {name!r} in the template")
+        return bool(operand(conditions[name]))
+
+    def walk(node):
+        if isinstance(node, dict):
+            if node == {"Ref": "AWS::NoValue"}:
+                return NO_VALUE
+            if len(node) == 1 and node.get("Ref") in values:
+                return values[node["Ref"]]
+            if len(node) == 1 and "Fn::If" in node:
+                name, yes, no = node["Fn::If"]
+                return walk(yes if holds(name) else no)
+            kept = {k: walk(v) for k, v in node.items()}
+            return {k: v for k, v in kept.items() if v is not NO_VALUE}
+        if isinstance(node, list):
+            return [v for v in map(walk, node) if v is not NO_VALUE]
+        return node
+
+    return walk(template)
+
+
+def replacements(old, new, old_parameters=None, new_parameters=None):
+    """One sentence per change of NEW that replaces (or drops) a stateful resource of OLD, each
+    as deployed with its parameters (see `effective`)."""
     found = []
+    old = effective(plain(old), old_parameters)
+    new = effective(plain(new), new_parameters)
     old_resources = old.get("Resources", {}) or {}
     new_resources = new.get("Resources", {}) or {}
     for logical, was in old_resources.items():
@@ -184,23 +246,45 @@ def self_test(template_path):
         if not any(expect in line for line in said):
             print(f"NOT caught: {name}: {said}")
             return 1
-    print(f"{len(cases)} mutations caught: " + ", ".join(cases))
+    # The restore values: absent from an ordinary deploy; setting them replaces the table (the
+    # restore's point); clearing them on a restored stack would make another, empty one.
+    restored = {"RestoreExportBucket": "b", "RestoreExportPrefix": "restores/1/AWSDynamoDB/x/data/"}
+    if replacements(base, base, restored, restored):
+        print("NOT right: a restored stack deployed again with its restore values replaces something")
+        return 1
+    for name, later in {"cleared": {}, "changed": dict(restored, RestoreExportPrefix="restores/2/")}.items():
+        said = replacements(base, base, restored, later)
+        if not any("changing ImportSourceSpecification replaces it" in line for line in said):
+            print(f"NOT caught: the restore values {name} on a restored stack: {said}")
+            return 1
+    print(f"{len(cases) + 2} mutations caught: " + ", ".join(cases) + ", the restore values cleared, and changed")
     return 0
 
 
 def main(argv):
     if len(argv) == 3 and argv[1] == "--self-test":
         return self_test(argv[2])
-    if len(argv) != 3:
-        print(__doc__.strip().splitlines()[2], file=sys.stderr)
+    paths, given = [], {"--old-parameter": {}, "--parameter": {}}
+    args = iter(argv[1:])
+    for arg in args:
+        if arg in given:
+            key, eq, value = next(args, "").partition("=")
+            if not eq:
+                print(f"{arg} takes KEY=VALUE", file=sys.stderr)
+                return 2
+            given[arg][key] = value
+        else:
+            paths.append(arg)
+    if len(paths) != 2:
+        print("\n".join(__doc__.strip().splitlines()[2:4]), file=sys.stderr)
         return 2
-    old = load(pathlib.Path(argv[1]).read_text(), argv[1])
-    new = load(pathlib.Path(argv[2]).read_text(), argv[2])
-    found = replacements(old, new)
+    old = load(pathlib.Path(paths[0]).read_text(), paths[0])
+    new = load(pathlib.Path(paths[1]).read_text(), paths[1])
+    found = replacements(old, new, given["--old-parameter"], given["--parameter"])
     for line in found:
         print(line)
     if not found:
-        print(f"no stateful resource of {argv[1]} is replaced by {argv[2]}")
+        print(f"no stateful resource of {paths[0]} is replaced by {paths[1]}")
     return 1 if found else 0
 
 

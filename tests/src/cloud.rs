@@ -375,6 +375,67 @@ impl Template {
         self.resolve(v, r, gateway)
     }
 
+    /// Whether condition `name` holds with the parameters' defaults (`!Not`, `!Equals`, `!And`,
+    /// `!Or` over parameter `!Ref`s and strings: what the template's conditions use).
+    ///
+    /// # Panics
+    /// On a condition the harness cannot evaluate.
+    pub fn holds(&self, name: &str) -> bool {
+        let c = &self.yaml["Conditions"][name];
+        assert!(!c.is_null(), "template.yaml has no condition {name}");
+        self.truth(c)
+    }
+
+    fn truth(&self, v: &Yaml) -> bool {
+        let Yaml::Tagged(t) = v else { panic!("the cloud harness cannot evaluate the condition {v:?}") };
+        let args = t.value.as_sequence().cloned().unwrap_or_default();
+        match tag_name(t).as_str() {
+            "Not" => !self.truth(&args[0]),
+            "And" => args.iter().all(|a| self.truth(a)),
+            "Or" => args.iter().any(|a| self.truth(a)),
+            "Equals" => self.operand(&args[0]) == self.operand(&args[1]),
+            "Condition" => self.holds(t.value.as_str().unwrap_or_default()),
+            other => panic!("the cloud harness cannot evaluate !{other} in a condition"),
+        }
+    }
+
+    fn operand(&self, v: &Yaml) -> String {
+        match v {
+            Yaml::Tagged(t) if tag_name(t) == "Ref" => {
+                let d = &self.yaml["Parameters"][t.value.as_str().unwrap_or_default()]["Default"];
+                d.as_str().map(str::to_owned).or_else(|| d.as_u64().map(|n| n.to_string())).unwrap_or_default()
+            }
+            Yaml::String(s) => s.clone(),
+            other => panic!("the cloud harness cannot evaluate {other:?} in a condition"),
+        }
+    }
+
+    /// The table's `ImportSourceSpecification` as CloudFormation deploys this template (its
+    /// `!If` resolved with the parameters' defaults): `(bucket, key prefix)`, or `None` for an
+    /// ordinary deploy.
+    ///
+    /// # Panics
+    /// When the property is there but not in the shape the template writes it.
+    pub fn table_import_source(&self) -> Option<(String, String)> {
+        let spec = &self.yaml["Resources"]["Table"]["Properties"]["ImportSourceSpecification"];
+        let chosen = match spec {
+            Yaml::Null => return None,
+            Yaml::Tagged(t) if tag_name(t) == "If" => {
+                let branches = t.value.as_sequence().cloned().unwrap_or_default();
+                let condition = branches[0].as_str().unwrap_or_default();
+                branches[if self.holds(condition) { 1 } else { 2 }].clone()
+            }
+            other => other.clone(),
+        };
+        if matches!(&chosen, Yaml::Tagged(t) if tag_name(t) == "Ref" && t.value.as_str() == Some("AWS::NoValue")) {
+            return None;
+        }
+        assert_eq!(chosen["InputFormat"].as_str(), Some("DYNAMODB_JSON"), "the import's format");
+        assert_eq!(chosen["InputCompressionType"].as_str(), Some("GZIP"), "exports are gzipped");
+        let source = &chosen["S3BucketSource"];
+        Some((self.operand(&source["S3Bucket"]), self.operand(&source["S3KeyPrefix"])))
+    }
+
     /// A value anywhere in the template, by path (`["Resources", "ResourceServer", …]`).
     pub fn value(&self, path: &[&str]) -> Yaml {
         path.iter().fold(self.yaml.clone(), |v, k| v[*k].clone())
@@ -1006,6 +1067,102 @@ pub struct Account {
     pub hosted_ui: std::sync::Arc<crate::hosted_ui::HostedUi>,
     /// The emulated doorbell WebSocket API (attach the emulator to route its `$connect`).
     pub doorbell: std::sync::Arc<crate::doorbell_shim::DoorbellShim>,
+}
+
+/// What CloudFormation does when a deploy of `template` sets the table's
+/// `ImportSourceSpecification` (a point-in-time restore, docs/operations.md): the table is
+/// replaced by a new one made from the export, with the template's keys and indexes (DynamoDB's
+/// `ImportTable`), then its stream, as the template's `StreamSpecification` says; every
+/// function then names the new table (`r.table`); the old one is kept
+/// (`UpdateReplacePolicy: Retain`). Nothing happens for an ordinary deploy.
+///
+/// # Panics
+/// When the import fails.
+#[allow(clippy::expect_used)]
+pub async fn deploy_table(template: &Template, aws: &aws_config::SdkConfig, r: &mut Resources) {
+    use aws_sdk_dynamodb::types::{
+        AttributeDefinition, BillingMode, GlobalSecondaryIndex, InputCompressionType, InputFormat, KeySchemaElement,
+        KeyType, Projection, ProjectionType, S3BucketSource, ScalarAttributeType, StreamSpecification, StreamViewType,
+        TableCreationParameters,
+    };
+    let Some((bucket, prefix)) = template.table_import_source() else { return };
+    let props = template.value(&["Resources", "Table", "Properties"]);
+    let seq = |v: &Yaml| v.as_sequence().cloned().unwrap_or_default();
+    let text = |v: &Yaml| v.as_str().unwrap_or_default().to_owned();
+    let keys = |v: &Yaml| -> Vec<KeySchemaElement> {
+        seq(v)
+            .iter()
+            .map(|k| {
+                KeySchemaElement::builder()
+                    .attribute_name(text(&k["AttributeName"]))
+                    .key_type(KeyType::from(text(&k["KeyType"]).as_str()))
+                    .build()
+                    .expect("a key")
+            })
+            .collect()
+    };
+    let mut params = TableCreationParameters::builder()
+        .table_name(format!("{}-restored", r.table))
+        .billing_mode(BillingMode::from(text(&props["BillingMode"]).as_str()))
+        .set_key_schema(Some(keys(&props["KeySchema"])));
+    for a in seq(&props["AttributeDefinitions"]) {
+        params = params.attribute_definitions(
+            AttributeDefinition::builder()
+                .attribute_name(text(&a["AttributeName"]))
+                .attribute_type(ScalarAttributeType::from(text(&a["AttributeType"]).as_str()))
+                .build()
+                .expect("an attribute"),
+        );
+    }
+    for g in seq(&props["GlobalSecondaryIndexes"]) {
+        params = params.global_secondary_indexes(
+            GlobalSecondaryIndex::builder()
+                .index_name(text(&g["IndexName"]))
+                .set_key_schema(Some(keys(&g["KeySchema"])))
+                .projection(
+                    Projection::builder()
+                        .projection_type(ProjectionType::from(text(&g["Projection"]["ProjectionType"]).as_str()))
+                        .build(),
+                )
+                .build()
+                .expect("an index"),
+        );
+    }
+    let client = aws_sdk_dynamodb::Client::new(aws);
+    let started = client
+        .import_table()
+        .s3_bucket_source(
+            S3BucketSource::builder().s3_bucket(&bucket).s3_key_prefix(&prefix).build().expect("a source"),
+        )
+        .input_format(InputFormat::DynamodbJson)
+        .input_compression_type(InputCompressionType::Gzip)
+        .table_creation_parameters(params.build().expect("the table's parameters"))
+        .send()
+        .await
+        .expect("ImportTable");
+    let arn = started.import_table_description().and_then(|d| d.import_arn()).expect("an import").to_owned();
+    let done = crate::wait_until("the import", Duration::from_secs(60), || async {
+        let d = client.describe_import().import_arn(&arn).send().await.ok()?.import_table_description?;
+        (d.import_status().map(|s| s.as_str()) != Some("IN_PROGRESS")).then_some(d)
+    })
+    .await;
+    assert_eq!(done.import_status().map(|s| s.as_str()), Some("COMPLETED"), "the import: {done:?}");
+    let table = done.table_arn().and_then(|a| a.rsplit('/').next()).expect("the new table").to_owned();
+    assert_eq!(text(&props["StreamSpecification"]["StreamViewType"]), "NEW_AND_OLD_IMAGES");
+    client
+        .update_table()
+        .table_name(&table)
+        .stream_specification(
+            StreamSpecification::builder()
+                .stream_enabled(true)
+                .stream_view_type(StreamViewType::NewAndOldImages)
+                .build()
+                .expect("a stream"),
+        )
+        .send()
+        .await
+        .expect("the new table's stream");
+    r.table = table;
 }
 
 /// See [`Account`].

@@ -28,6 +28,9 @@ struct Aws {
     protection: &'static str,
     /// The deployed template (`GetTemplate`): this checkout's unless a test changes it.
     template: String,
+    /// The live stack's restore values (`RestoreExportBucket`, `RestoreExportPrefix`): set on a
+    /// stack restored from an export.
+    restore: (&'static str, &'static str),
 }
 
 async fn cloudformation(State(aws): State<Arc<Mutex<Aws>>>, body: String) -> axum::response::Response {
@@ -45,9 +48,14 @@ async fn cloudformation(State(aws): State<Arc<Mutex<Aws>>>, body: String) -> axu
         Some("DescribeStacks") => xml(format!(
             "<Stacks><member><StackName>fc-pre</StackName><StackId>arn:aws:cloudformation:us-east-1:123456789012:stack/fc-pre/1</StackId>\
              <CreationTime>2026-12-01T00:00:00Z</CreationTime><StackStatus>{status}</StackStatus>\
-             <Parameters><member><ParameterKey>TableDeletionProtection</ParameterKey><ParameterValue>{protection}</ParameterValue></member></Parameters>\
+             <Parameters><member><ParameterKey>TableDeletionProtection</ParameterKey><ParameterValue>{protection}</ParameterValue></member>\
+             <member><ParameterKey>AuthDomainPrefix</ParameterKey><ParameterValue>fc-pre</ParameterValue></member>\
+             <member><ParameterKey>RestoreExportBucket</ParameterKey><ParameterValue>{bucket}</ParameterValue></member>\
+             <member><ParameterKey>RestoreExportPrefix</ParameterKey><ParameterValue>{prefix}</ParameterValue></member></Parameters>\
              <Outputs><member><OutputKey>UserPoolId</OutputKey><OutputValue>us-east-1_own</OutputValue></member></Outputs></member></Stacks>",
-            protection = aws.protection
+            protection = aws.protection,
+            bucket = aws.restore.0,
+            prefix = aws.restore.1,
         )),
         Some("DescribeStackResources") => xml(format!(
             "<StackResources>{}</StackResources>",
@@ -120,6 +128,7 @@ impl Preflight {
             stack: None,
             concurrency: 1000,
             protection: "false",
+            restore: ("", ""),
             template: std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap(),
         }));
         let app = axum::Router::new()
@@ -283,6 +292,25 @@ async fn preflight_names_each_refusal_and_its_fix() {
         line(&out, expect);
     }
     p.aws.lock().unwrap().protection = "false";
+
+    // A stack restored from an export (docs/operations.md): the next `sam deploy` keeps its
+    // restore values, and is fine; one whose samconfig.toml clears them would make another,
+    // empty table.
+    p.aws.lock().unwrap().restore = ("fc-restores", "restores/20261206/AWSDynamoDB/0123/data/");
+    for (cleared, expect) in [
+        ("", "ok    replacements:"),
+        (" RestoreExportBucket=\\\"\\\"", "FAIL  replacements: deploying this template would replace"),
+    ] {
+        std::fs::write(
+            &samconfig,
+            format!("version = 0.1\n[default.deploy.parameters]\nparameter_overrides = \"AuthDomainPrefix=\\\"fc-pre\\\"{cleared}\"\n"),
+        )
+        .unwrap();
+        let (_, out) = p.run(&bin, Some("us-east-1"), &["--config-file", samconfig.to_str().unwrap()]).await;
+        let said = line(&out, expect);
+        assert!(cleared.is_empty() || said.contains("changing ImportSourceSpecification replaces it"), "{said}");
+    }
+    p.aws.lock().unwrap().restore = ("", "");
     let quota = line(&out, "warn  lambda concurrency:");
     assert!(quota.contains("at most 10") && quota.contains("--quota-code L-B99A9384"), "{quota}");
 

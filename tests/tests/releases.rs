@@ -7,7 +7,9 @@
 //!   removed (a host's cached list, and the calls it makes from it, keep working);
 //! - the template: no change that makes CloudFormation replace a stateful resource (the
 //!   table, the user pool and its clients, the bucket, the queues): `infra/replacements.py`,
-//!   from the create-only properties in the pinned cfn-lint's resource schemas.
+//!   from the create-only properties in the pinned cfn-lint's resource schemas;
+//! - the table's point-in-time restore (docs/operations.md, "Restoring the table"): its script
+//!   and the deploy it prints, run against the emulator.
 //!
 //! Each check is shown catching the breaking change it exists for.
 
@@ -195,4 +197,107 @@ fn the_template_replaces_no_stateful_resource_of_a_supported_release() {
     let (code, said) = run(&["--self-test", template.to_str().unwrap()]);
     assert_eq!(code, Some(0), "{said}");
     assert!(said.contains("mutations caught"), "{said}");
+}
+
+/// A point-in-time restore, rehearsed (docs/operations.md, "Restoring the table"):
+/// `infra/restore-table.py` exports the table as it is at the restore point; deploying the
+/// template with the two values it prints makes CloudFormation replace the table with one made
+/// from that export (emulated by `cloud::deploy_table` from the template's own
+/// `ImportSourceSpecification` and key schema), and the stack's functions then answer from the
+/// new table: what was there at the export is, what came after is not, and new writes land
+/// in it. An ordinary deploy of the template imports nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_point_in_time_restore_replaces_the_table_and_the_functions_answer_from_it() {
+    use foundry_tests::cloud::{Emulator, Template, access_token, deploy_table};
+    assert_eq!(Template::load().table_import_source(), None, "an ordinary deploy imports the table");
+    let Some(python) = std::env::var_os("FOUNDRY_DEPLOY_VENV").map(|v| PathBuf::from(v).join("bin/python")) else {
+        assert!(std::env::var("CI").as_deref() != Ok("true"), "CI sets FOUNDRY_DEPLOY_VENV (boto3)");
+        eprintln!("skipped: FOUNDRY_DEPLOY_VENV is unset (./infra/test.sh sets it)");
+        return;
+    };
+    let Some(mut acct) = foundry_tests::cloud::account().await else { return };
+    let dynamodb = aws_sdk_dynamodb::Client::new(&acct.aws);
+    // The template's table keeps point-in-time recovery on (an export needs it).
+    dynamodb
+        .update_continuous_backups()
+        .table_name(&acct.resources.table)
+        .point_in_time_recovery_specification(
+            aws_sdk_dynamodb::types::PointInTimeRecoverySpecification::builder()
+                .point_in_time_recovery_enabled(true)
+                .build()
+                .unwrap(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let http = foundry_tests::http();
+    let owner = access_token("owner-client-id", "openid osfoundry/owner");
+    let call = |emu: std::sync::Arc<Emulator>, method: reqwest::Method, body: Option<Value>| {
+        let (http, owner) = (http.clone(), owner.clone());
+        async move {
+            let mut req = http.request(method, format!("{}/owner/projects", emu.gateway)).bearer_auth(&owner);
+            if let Some(b) = body {
+                req = req.json(&b);
+            }
+            let res = req.send().await.unwrap();
+            assert!(res.status().is_success(), "{}", res.status());
+            res.json::<Value>().await.unwrap()
+        }
+    };
+    let names = |v: Value| -> Vec<String> {
+        let mut n: Vec<String> =
+            v["projects"].as_array().unwrap().iter().map(|p| p["name"].as_str().unwrap().to_owned()).collect();
+        n.sort();
+        n
+    };
+    let before = Emulator::start(&Template::load(), &acct.resources, &acct.base_env).await;
+    before.wait_ready().await;
+    call(before.clone(), reqwest::Method::POST, Some(serde_json::json!({"name": "made before the restore point"})))
+        .await;
+
+    let out = std::process::Command::new(&python)
+        .arg(root().join("infra/restore-table.py"))
+        .args(["--at", "2026-12-06T09:30:00Z", "--table", &acct.resources.table, "--bucket", &acct.resources.bucket])
+        .args(["--prefix", "restores/rehearsal"])
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "{said}");
+    let value = |key: &str| {
+        said.lines()
+            .find_map(|l| l.strip_prefix(&format!("{key}=")))
+            .unwrap_or_else(|| panic!("no {key}: {said}"))
+            .to_owned()
+    };
+    let (bucket, prefix) = (value("RestoreExportBucket"), value("RestoreExportPrefix"));
+    assert!(prefix.starts_with("restores/rehearsal/AWSDynamoDB/") && prefix.ends_with("/data/"), "{prefix}");
+    assert!(
+        said.contains(&format!(
+            "sam deploy --parameter-overrides RestoreExportBucket={bucket} RestoreExportPrefix={prefix}"
+        )),
+        "{said}"
+    );
+    // Written after the export: not in the restored table.
+    call(before.clone(), reqwest::Method::POST, Some(serde_json::json!({"name": "made after the restore point"})))
+        .await;
+
+    let restoring =
+        Template::load().with_parameter("RestoreExportBucket", &bucket).with_parameter("RestoreExportPrefix", &prefix);
+    let old_table = acct.resources.table.clone();
+    deploy_table(&restoring, &acct.aws, &mut acct.resources).await;
+    assert_ne!(acct.resources.table, old_table, "the restore replaced the table");
+    let after = Emulator::start(&restoring, &acct.resources, &acct.base_env).await;
+    after.wait_ready().await;
+    assert_eq!(
+        names(call(after.clone(), reqwest::Method::GET, None).await),
+        ["made before the restore point"],
+        "the functions answer from the table as it was at the export"
+    );
+    call(after.clone(), reqwest::Method::POST, Some(serde_json::json!({"name": "made after the restore"}))).await;
+    assert_eq!(
+        names(call(after, reqwest::Method::GET, None).await),
+        ["made after the restore", "made before the restore point"]
+    );
+    // The old table is kept as it was, the later project in it.
+    assert_eq!(names(call(before, reqwest::Method::GET, None).await).len(), 2, "the old table was kept");
 }
