@@ -47,3 +47,27 @@ fn the_same_seed_gives_the_same_report_byte_for_byte() {
         assert!(seen <= 2.0, "{line}");
     }
 }
+
+/// `docs/sim-seed42.txt` is this build's report for seed 42 with 2,000 runs per row (the
+/// README's "Measure it" command), checked outside the test command (docs/results.md, "Which
+/// figures are held"): results.md's simulation tables, held to that file by
+/// `pictures::the_simulation_tables_in_the_docs_are_its_report_file`, are then this code's figures, not
+/// an older build's. On a difference, the fresh report is written to the temporary folder
+/// (`sim-seed42.fresh.txt`) and the first differing line named (regenerate the file with
+/// `cargo run -p sim --profile server -- --seed 42 --runs 2000 > docs/sim-seed42.txt`).
+#[test]
+#[ignore = "five minutes in a debug build: cargo test -p sim --profile server --test deterministic -- --ignored"]
+fn the_kept_seed_42_report_is_this_builds() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/sim-seed42.txt");
+    let kept = std::fs::read_to_string(path).unwrap();
+    let now = sim::report(42, 2000).unwrap();
+    if kept != now {
+        let fresh = std::env::temp_dir().join("sim-seed42.fresh.txt");
+        std::fs::write(&fresh, &now).unwrap();
+        let first = kept.lines().zip(now.lines()).find(|(a, b)| a != b);
+        panic!(
+            "docs/sim-seed42.txt is not this build's report (fresh one: {}); first difference: {first:?}",
+            fresh.display()
+        );
+    }
+}

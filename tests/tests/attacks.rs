@@ -343,7 +343,8 @@ async fn a_pairing_that_could_never_finish_is_refused() {
         let (status, body) = poll(&http, &running, b["device_code"].as_str().unwrap()).await;
         assert_eq!((status, body["error"].as_str()), (400, Some("access_denied")), "{body}");
     }
-    // An approval of a third pairing of the same token is refused before it can get stuck.
+    // A third pairing of the same token is refused when it starts (it could never finish: the
+    // token is in use now), not at an approval where it would get stuck.
     let (status, body) = start_pairing(&http, &running, &hash).await;
     assert_eq!(status, 409, "{body}");
 }

@@ -761,3 +761,109 @@ async fn a_renamed_attribute_or_column_is_caught() {
         println!("DynamoDB, renamed attribute: {wrong:?}");
     }
 }
+
+/// What a reader finds in each kind of item: per kind, how many items, and per attribute its
+/// DynamoDB type and in how many of them it is.
+type Shapes = BTreeMap<String, (usize, BTreeMap<String, (String, usize)>)>;
+
+fn shapes(items: &[Value]) -> Shapes {
+    let mut all = Shapes::new();
+    for i in items {
+        let (count, attrs) = all.entry(item_kind(i)).or_default();
+        *count += 1;
+        for (name, v) in i.as_object().unwrap() {
+            let tag = v.as_object().and_then(|o| o.keys().next()).cloned().unwrap_or_default();
+            attrs.entry(name.clone()).or_insert((tag, 0)).1 += 1;
+        }
+    }
+    all
+}
+
+/// Where items this build writes would break a reader of the release that wrote `frozen`: a
+/// kind it wrote that this build no longer writes, an attribute every item of a kind had that
+/// some item of that kind now lacks, an attribute whose type changed. New kinds and new
+/// attributes are fine: the older reader ignores what it does not know (its codec reads by
+/// name; its serde types take unknown fields).
+fn breaks_for_an_older_reader(frozen: &[Value], now: &[Value]) -> Vec<String> {
+    let (was, is) = (shapes(frozen), shapes(now));
+    let mut found = Vec::new();
+    for (kind, (count, attrs)) in &was {
+        let Some((now_count, now_attrs)) = is.get(kind) else {
+            found.push(format!("{kind}: this build writes no such item, which the older release reads"));
+            continue;
+        };
+        for (name, (tag, seen)) in attrs {
+            match now_attrs.get(name) {
+                Some((now_tag, _)) if now_tag != tag => {
+                    found.push(format!("{kind}.{name}: its type changed from {tag} to {now_tag}"));
+                }
+                Some((_, now_seen)) if seen == count && now_seen < now_count => {
+                    found.push(format!("{kind}.{name}: in every item the older release wrote, missing from some now"));
+                }
+                None if seen == count => {
+                    found.push(format!("{kind}.{name}: in every item the older release wrote, in none now"));
+                }
+                _ => {}
+            }
+        }
+    }
+    found
+}
+
+/// Data this build writes does not break a supported older release's reader, on DynamoDB
+/// (the stack rolled back over the table this build wrote, docs/operations.md "Rolling back a
+/// release"): the same owner's life played by this build keeps every kind of item the release
+/// wrote, every attribute each of its kinds always had, with its type. Shown catching a
+/// renamed attribute, a kind no longer written and a changed type. (An older local server
+/// refuses a newer SQLite file by design, naming both schema versions:
+/// `store_sqlite::schema::tests::a_database_from_a_newer_build_is_refused_with_a_clear_message_and_left_alone`.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn this_builds_items_keep_what_a_supported_releases_reader_reads() {
+    let releases = releases_with_data();
+    assert!(!releases.is_empty(), "no supported release froze its stores' data");
+    let Some(h) = Harness::dynamo(test_policy()).await else { return };
+    write_scenario(&h).await;
+    let now = scan(&h).await;
+    for f in &releases {
+        assert_eq!(breaks_for_an_older_reader(&f.items, &now), Vec::<String>::new(), "for release {}", f.version);
+    }
+    let f = releases.last().unwrap();
+    let edited = |edit: &dyn Fn(&str, &mut serde_json::Map<String, Value>)| -> Vec<String> {
+        let items: Vec<Value> = now
+            .iter()
+            .cloned()
+            .map(|mut i| {
+                let kind = item_kind(&i);
+                edit(&kind, i.as_object_mut().unwrap());
+                i
+            })
+            .filter(|i| !i.as_object().unwrap().is_empty())
+            .collect();
+        breaks_for_an_older_reader(&f.items, &items)
+    };
+    let renamed = edited(&|kind, o| {
+        if kind == "RUN/RUN"
+            && let Some(s) = o.remove("status")
+        {
+            o.insert("state".into(), s);
+        }
+    });
+    assert!(
+        renamed.contains(&"RUN/RUN.status: in every item the older release wrote, in none now".into()),
+        "{renamed:?}"
+    );
+    let dropped = edited(&|kind, o| {
+        if kind == "CLIENT/USED" {
+            o.clear();
+        }
+    });
+    assert!(dropped.iter().any(|l| l.starts_with("CLIENT/USED: this build writes no such item")), "{dropped:?}");
+    let retyped = edited(&|kind, o| {
+        if kind == "RUN/RUN"
+            && let Some(v) = o.get_mut("queued_at")
+        {
+            *v = json!({"S": "2026-12-06"});
+        }
+    });
+    assert!(retyped.contains(&"RUN/RUN.queued_at: its type changed from N to S".into()), "{retyped:?}");
+}

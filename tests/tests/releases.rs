@@ -301,3 +301,54 @@ async fn a_point_in_time_restore_replaces_the_table_and_the_functions_answer_fro
     // The old table is kept as it was, the later project in it.
     assert_eq!(names(call(before, reqwest::Method::GET, None).await).len(), 2, "the old table was kept");
 }
+
+/// The one relay request a supported older server refuses unknown fields in: the pause body
+/// (`POST /pause`, `deny_unknown_fields` since 0.2.0, shared with the owner API). So this
+/// relay's pause body keeps exactly the fields 0.2.0 knows: a field added to it would make
+/// `relay pause` fail against a 0.2.0 stack (a rollback, or a desktop ahead of its stack)
+/// until 0.2.0 is no longer supported (docs/releasing.md, "Compatibility").
+#[test]
+fn the_relays_pause_body_carries_only_what_a_supported_server_accepts() {
+    let full = domain::relay::PauseRequest { for_seconds: Some(60), note: Some("lunch".into()) };
+    let sent = serde_json::to_value(&full).unwrap();
+    let keys: Vec<&str> = sent.as_object().unwrap().keys().map(String::as_str).collect();
+    assert_eq!(keys, ["for_seconds", "note"], "the pause body's fields changed: a 0.2.0 server refuses new ones");
+}
+
+/// Every frozen file and its SHA-256, as it was frozen (0.1.0 at commit 2a0274f's contract,
+/// 0.2.0 at 301f6fe). A release's fixtures are never edited afterwards: the checks above hold
+/// this build to them, and an edited fixture would quietly move the goalposts. Freezing a
+/// release adds its rows here (docs/releasing.md, "Cutting a release").
+const FROZEN_FILES: &[(&str, &str)] = &[
+    ("0.1.0/README.md", "b198ad94fae5cc629c311d964b59bc472c05a2380e41d8a7b0da76ebc9b63ebe"),
+    ("0.1.0/template.yaml", "9396c5a4ef6a0a2ccb82023020c6b9f3dedcb5a8326343ee920c3107e7a0f2f3"),
+    ("0.1.0/tools_list.json", "8e8b52a907d3a3c61b1817bc24d11edcc3115bfb13481d19313912771f0d6d08"),
+    ("0.2.0/README.md", "4e309f130ad595a73f142c11ee3f29e20c6d1fa60e2d922cadacaad29db00e3b"),
+    ("0.2.0/dynamodb_items.json", "5314a49e63207201cf38220e467aac193db74090220537264065cc01528284e2"),
+    ("0.2.0/relay_requests.json", "2878ae104dce9f74997d3775ff9380d4dde680343caee93ffea1c38433026137"),
+    ("0.2.0/sqlite.sql", "bcd912590aa73861101a753114909ec459d357df802fe989273d4c01d9b46c1c"),
+    ("0.2.0/store_scenario.json", "41023d25a4b2e523eb20dfa6d8ed744bfad1753fc296a92d0e0588cb6f3f69b2"),
+    ("0.2.0/template.yaml", "7061fde478a19560c540e2282be3447b23f7952a5279bd2df168a15c96dfd72f"),
+    ("0.2.0/tools_list.json", "8e8b52a907d3a3c61b1817bc24d11edcc3115bfb13481d19313912771f0d6d08"),
+];
+
+/// The frozen fixtures are as they were frozen: each file's SHA-256 is the one recorded, and
+/// no frozen release has a file that is not recorded.
+#[test]
+fn the_frozen_fixtures_are_as_they_were_frozen() {
+    use sha2::{Digest, Sha256};
+    let dir = root().join("tests/fixtures/releases");
+    let mut found = Vec::new();
+    for (_, release) in frozen() {
+        for f in std::fs::read_dir(&release).unwrap().filter_map(Result::ok) {
+            let rel = f.path().strip_prefix(&dir).unwrap().to_string_lossy().into_owned();
+            let sum: String =
+                Sha256::digest(std::fs::read(f.path()).unwrap()).iter().map(|b| format!("{b:02x}")).collect();
+            found.push((rel, sum));
+        }
+    }
+    found.sort();
+    let recorded: Vec<(String, String)> =
+        FROZEN_FILES.iter().map(|(f, s)| ((*f).to_owned(), (*s).to_owned())).collect();
+    assert_eq!(found, recorded, "a frozen fixture was edited, added or removed (or a new release's rows are missing)");
+}

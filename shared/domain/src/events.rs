@@ -520,7 +520,8 @@ mod tests {
         assert_eq!(kinds(&on), ["desktop.online"]);
         assert_eq!((on[0].data.status.as_str(), on[0].timestamp.clone()), ("online", at(500).rfc3339()));
         assert_ne!(on[0].id, off[0].id);
-        // A sync, a pause, a revoke with no mark involved: nothing; a second outage: new ids.
+        // A sync of an online desktop, its first sighting, and a revoke that clears its offline
+        // mark: nothing; a second outage: new ids.
         assert!(derive_device(Some(&seen), Some(&back)).is_empty());
         assert!(derive_device(None, Some(&seen)).is_empty());
         let revoked = Device { offline_since: None, revoked_at: Some(at(600)), ..marked.clone() };

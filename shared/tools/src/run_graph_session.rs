@@ -6,7 +6,7 @@ use domain::clock::Timestamp;
 use domain::devices::{Hold, held_by_pause};
 use domain::ids::{GraphSessionId, IdempotencyKey, ProjectId};
 use domain::limits::{MAX_ARGUMENTS_BYTES, Policy};
-use domain::projects::Project;
+use domain::projects::{Project, SYNC_STAMP_EVERY};
 use domain::runs::{QueueOutcome, QueueRun, Run, RunStatus};
 use domain::store::{ManageDevices, ManageProjects, QueueRuns, ReadRuns};
 use schemars::JsonSchema;
@@ -247,7 +247,7 @@ pub fn check_after(
     let secs = |d: Duration| d.as_secs().max(1);
     match status {
         RunStatus::Queued => {
-            let next_sync = project.and_then(|p| p.last_sync_at).map(|t| t.plus(policy.poll_interval));
+            let next_sync = project.and_then(|p| p.last_sync_at).and_then(|t| next_sync_after(t, now, policy));
             let expected = project.and_then(|p| p.expected_duration(&run.graph_session_id)).unwrap_or_default();
             let expected = expected + (expected.saturating_mul(backlog.rounds())).min(BACKLOG_CHECK_MAX);
             Some(match next_sync {
@@ -273,6 +273,25 @@ pub fn check_after(
         }
         _ => None,
     }
+}
+
+/// When the desktop that synced at `last_sync` syncs next after `now`, on its polling rhythm.
+/// The recorded time is up to [`SYNC_STAMP_EVERY`] old by design (a sync that changes nothing
+/// moves it only that often, issue 59), so the next sync is the first poll interval after
+/// `now` counted from it — not `last_sync` plus one interval, which lies in the past once the
+/// stamp is more than an interval old and sent the agent a whole interval late. `None` when a
+/// sync should have moved the stamp by now (overdue: the desktop may be offline).
+fn next_sync_after(last_sync: Timestamp, now: Timestamp, policy: &Policy) -> Option<Timestamp> {
+    let poll = policy.poll_interval.as_millis().max(1);
+    let since = now.since(last_sync);
+    if last_sync > now {
+        return Some(last_sync.plus(policy.poll_interval));
+    }
+    if since >= SYNC_STAMP_EVERY + policy.poll_interval {
+        return None;
+    }
+    let rounds = u32::try_from(since.as_millis() / poll + 1).unwrap_or(u32::MAX);
+    Some(last_sync.plus(policy.poll_interval.saturating_mul(rounds)))
 }
 
 #[cfg(test)]
@@ -320,6 +339,14 @@ mod tests {
         let overdue = project(Some(now.minus(Duration::from_secs(600))));
         assert_eq!(hint(RunStatus::Queued, Some(&overdue), &r, now, &policy), Some(22));
         assert_eq!(last_seen(Some(&overdue), now), Some(600));
+        // The stamp moves only once a minute when nothing changes: 45 s old means syncs at
+        // -45, -25, -5 s, so the next in 15 s (not "overdue, an interval": 22); 79 s old is
+        // still on the rhythm (-79, …, -19 s: next in 1 s); 80 s old, a sync should have
+        // moved it: overdue.
+        for (old, next) in [(45, 17), (79, 3), (80, 22)] {
+            let stale = project(Some(now.minus(Duration::from_secs(old))));
+            assert_eq!(hint(RunStatus::Queued, Some(&stale), &r, now, &policy), Some(next), "stamp {old} s old");
+        }
         assert_eq!(hint(RunStatus::Completed, Some(&p), &r, now, &policy), None);
     }
 

@@ -142,7 +142,8 @@ async fn cancel_stops_the_whole_process_group() {
     let dir = std::env::temp_dir().join(format!("relay-group-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).unwrap();
     let (child, grandchild) = (dir.join("child.pid"), dir.join("grandchild.pid"));
-    // The child starts a grandchild in the background; both record their pids and sleep.
+    // The child starts a grandchild in the background and waits for it; both record their pids,
+    // and the grandchild sleeps.
     let script =
         format!("sh -c 'echo $$ > {}; exec sleep 30' & echo $$ > {}; wait", grandchild.display(), child.display());
     // Cancel once both are up (not after a guessed delay).
