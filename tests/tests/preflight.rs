@@ -278,16 +278,18 @@ async fn preflight_names_each_refusal_and_its_fix() {
     // plain `sam deploy` would turn it off. Saved as "true", it is fine.
     p.aws.lock().unwrap().protection = "true";
     let samconfig = p.dir.join("samconfig.toml");
+    // Preflight with samconfig.toml's saved overrides: the domain prefix, then `extra`.
+    let with_saved = async |extra: &str| {
+        let overrides = format!("AuthDomainPrefix=\\\"fc-pre\\\"{extra}");
+        let text = format!("version = 0.1\n[default.deploy.parameters]\nparameter_overrides = \"{overrides}\"\n");
+        std::fs::write(&samconfig, text).unwrap();
+        p.run(&bin, Some("us-east-1"), &["--config-file", samconfig.to_str().unwrap()]).await
+    };
     for (saved, expect) in [
         ("false", "warn  table deletion protection: on, but samconfig.toml"),
         ("true", "ok    table deletion protection: on, and samconfig.toml keeps it"),
     ] {
-        std::fs::write(
-            &samconfig,
-            format!("version = 0.1\n[default.deploy.parameters]\nparameter_overrides = \"AuthDomainPrefix=\\\"fc-pre\\\" TableDeletionProtection=\\\"{saved}\\\"\"\n"),
-        )
-        .unwrap();
-        let (code, out) = p.run(&bin, Some("us-east-1"), &["--config-file", samconfig.to_str().unwrap()]).await;
+        let (code, out) = with_saved(&format!(" TableDeletionProtection=\\\"{saved}\\\"")).await;
         assert_eq!(code, 0, "{out}");
         line(&out, expect);
     }
@@ -301,12 +303,7 @@ async fn preflight_names_each_refusal_and_its_fix() {
         ("", "ok    replacements:"),
         (" RestoreExportBucket=\\\"\\\"", "FAIL  replacements: deploying this template would replace"),
     ] {
-        std::fs::write(
-            &samconfig,
-            format!("version = 0.1\n[default.deploy.parameters]\nparameter_overrides = \"AuthDomainPrefix=\\\"fc-pre\\\"{cleared}\"\n"),
-        )
-        .unwrap();
-        let (_, out) = p.run(&bin, Some("us-east-1"), &["--config-file", samconfig.to_str().unwrap()]).await;
+        let (_, out) = with_saved(cleared).await;
         let said = line(&out, expect);
         assert!(cleared.is_empty() || said.contains("changing ImportSourceSpecification replaces it"), "{said}");
     }
