@@ -121,8 +121,8 @@ fn the_peer_benchmark_table_in_the_docs_is_its_figures_file() {
     }
 }
 
-/// docs/results.md's simulation tables ("Slots and progress") are `docs/sim-seed42.txt`'s
-/// lines, the report `cargo run -p sim --profile server -- --seed 42 --runs 2000` prints (the
+/// docs/results.md's simulation tables ("Slots and progress", and the product column of "The
+/// seed reports' figures, reproduced") are `docs/sim-seed42.txt`'s lines, the report `cargo run -p sim --profile server -- --seed 42 --runs 2000` prints (the
 /// simulation is deterministic: the same seed, the same bytes).
 #[test]
 fn the_simulation_tables_in_the_docs_are_its_report_file() {
@@ -163,6 +163,44 @@ fn the_simulation_tables_in_the_docs_are_its_report_file() {
         let all: u32 = calls.split(' ').map(|c| c.parse::<u32>().unwrap()).sum();
         let all = if bold { format!("**{all}**") } else { all.to_string() };
         rows.push(format!("| {name} | {calls} | {all} | {} s |", between(l, "finished mean ", " s")));
+    }
+    // "The seed reports' figures, reproduced": the product column's figures.
+    let product = |start: &str| {
+        let mut lines = report.lines().skip_while(|l| !l.starts_with(start));
+        lines
+            .find(|l| l.trim_start().starts_with("product:"))
+            .unwrap_or_else(|| panic!("no product line after {start:?}"))
+    };
+    let pickup = product("pickup wait (queued -> started), 20 s poll");
+    rows.push(format!("| {} |", pickup.trim_start().trim_start_matches("product:").trim()));
+    let cancel = product("cancel at a random 0–40 s after queueing, 3 s control poll, n=");
+    let running = format!("{} (n = ", between(cancel, "running: ", "\u{0}").trim());
+    let counts = line("cancel at a random 0–40 s after queueing, 3 s control poll, n=");
+    let (queued, ran) = (between(counts, "still queued ", ","), between(counts, "running ", ","));
+    rows.push(format!("terminal after max 0.0 s (n = {queued})"));
+    rows.push(format!("{running}{}) |", foundry_tests::grouped(ran.parse().unwrap())));
+    let back = line("back online:");
+    rows.push(format!(
+        "first start {}, all 5 ended by {} |",
+        between(back, "first start ", ","),
+        between(back, "all 5 ended by ", ",")
+    ));
+    rows.push(format!(
+        "| recorded {} after the start of a 20 s run |",
+        between(line("completion POST lost once"), "recorded ", " after start")
+    ));
+    // The agent polling rows: `<mean> (<median>, p95 <n>)  <detection> s (p95 <p95> s)`.
+    for (start, cell) in [
+        ("fixed 2 s ", "{mean} calls (median {median}), detection {det} s |"),
+        ("fixed 15 s ", "{mean} calls, detection {det} s (p95 {p95} s) |"),
+        ("exponential 2 s doubling, cap 30 s ", "{mean} calls, detection {det} s (p95 {p95} s) |"),
+        ("follow check_after_s ", "**{mean} calls (median {median}), detection {det} s** (p95 {p95} s) |"),
+    ] {
+        let l =
+            line(start).trim_start().trim_start_matches(start.trim_end()).replace("( ", "(").replace("p95  ", "p95 ");
+        let t: Vec<&str> = l.split_whitespace().collect();
+        let (mean, median, det, p95) = (t[0], t[1].trim_matches(|c| c == '(' || c == ','), t[4], t[7]);
+        rows.push(cell.replace("{mean}", mean).replace("{median}", median).replace("{det}", det).replace("{p95}", p95));
     }
     for row in &rows {
         assert!(results.contains(row.as_str()), "docs/results.md has no row {row:?} (docs/sim-seed42.txt)");
