@@ -110,9 +110,10 @@ def main(argv=None):
     print(f"ok    exported {export.get('ItemCount', '?')} items to s3://{bucket}/{data}")
     print(f"RestoreExportBucket={bucket}")
     print(f"RestoreExportPrefix={data}")
-    print("\nnext: deploy with them (CloudFormation makes a new table from the export, moves every function to it\n"
-          "and keeps the old table); every later sam deploy keeps them (never clear them: infra/preflight\n"
-          "refuses a deploy that would):\n"
+    print("\nnext: put both in samconfig.toml's parameter_overrides (sam deploy --guided saved them empty, and a\n"
+          "deploy that clears them makes another, empty table: infra/preflight refuses it), then sam deploy.\n"
+          "CloudFormation makes a new table from the export, moves every function to it and keeps the old one.\n"
+          "The same deploy on the command line (samconfig.toml must then be edited before any later deploy):\n"
           f"  sam deploy --parameter-overrides RestoreExportBucket={bucket} RestoreExportPrefix={data}")
     return 0
 
