@@ -352,3 +352,54 @@ fn the_frozen_fixtures_are_as_they_were_frozen() {
         FROZEN_FILES.iter().map(|(f, s)| ((*f).to_owned(), (*s).to_owned())).collect();
     assert_eq!(found, recorded, "a frozen fixture was edited, added or removed (or a new release's rows are missing)");
 }
+
+/// Every value an enumeration of the tool list takes (`$defs/<Name>/oneOf[*]/const`), by name,
+/// from all tools.
+fn enum_values(tools: &Value) -> std::collections::BTreeMap<String, std::collections::BTreeSet<String>> {
+    let mut all: std::collections::BTreeMap<String, std::collections::BTreeSet<String>> = Default::default();
+    for t in tools.as_array().unwrap() {
+        for schema in [&t["inputSchema"], &t["outputSchema"]] {
+            for (name, def) in schema["$defs"].as_object().into_iter().flatten() {
+                for v in def["oneOf"].as_array().into_iter().flatten().filter_map(|o| o["const"].as_str()) {
+                    all.entry(name.clone()).or_default().insert(v.to_owned());
+                }
+            }
+        }
+    }
+    all
+}
+
+/// Where `now`'s enumerations add a value `frozen`'s lack.
+fn new_values(frozen: &Value, now: &Value) -> Vec<String> {
+    let (was, is) = (enum_values(frozen), enum_values(now));
+    let mut found = Vec::new();
+    for (name, values) in &is {
+        if let Some(old) = was.get(name) {
+            found.extend(values.difference(old).map(|v| format!("{name}: {v:?} is new")));
+        }
+    }
+    found
+}
+
+/// No new value in a field a supported release reads: a run's and a task's `status` (stored in
+/// every run and task item and row, and answered by the tools) keep the values each supported
+/// release's frozen tool list enumerates — an older server rolled back over this build's data,
+/// or an older relay, would fail on one it does not know. Shown catching a run status added.
+#[test]
+fn no_enumeration_gains_a_value_a_supported_release_does_not_know() {
+    let now = read_json(&root().join("tests/golden/tools_list.json"));
+    let names = enum_values(&now);
+    assert!(names.contains_key("RunStatus") && names.contains_key("TaskStatus"), "{names:?}");
+    for (version, dir) in supported() {
+        let frozen = read_json(&dir.join("tools_list.json"));
+        assert_eq!(new_values(&frozen, &now), Vec::<String>::new(), "against release {version:?}");
+    }
+    let (_, dir) = supported().into_iter().next().unwrap();
+    let mut added = now.clone();
+    for t in added.as_array_mut().unwrap() {
+        if let Some(d) = t["outputSchema"]["$defs"]["RunStatus"]["oneOf"].as_array_mut() {
+            d.push(serde_json::json!({"const": "paused", "type": "string"}));
+        }
+    }
+    assert_eq!(new_values(&read_json(&dir.join("tools_list.json")), &added)[0], "RunStatus: \"paused\" is new");
+}
