@@ -27,6 +27,9 @@ pub fn queued_up_to(now: Timestamp, expires_at: Timestamp, id: impl std::fmt::Di
     (lo <= hi).then_some((lo, hi))
 }
 
+/// The TTL attribute (epoch seconds) DynamoDB deletes expired items by.
+pub const TTL_ATTRIBUTE: &str = "ttl";
+
 /// The TTL attribute's value for `t` (epoch seconds, as DynamoDB's TTL reads it).
 pub fn ttl_at(t: Timestamp) -> AttributeValue {
     n(t.as_epoch_seconds())

@@ -1,7 +1,7 @@
 //! # dynamo-item — DynamoDB items and the conditional writes made of them
 //!
-//! What every module of `store-dynamo` builds its requests from, kept apart so that the store
-//! holds only its rules:
+//! What every module of `store-dynamo` builds and sends its requests with, kept apart so that
+//! the store holds only its rules (its keys, its items and the domain's traits):
 //!
 //! | piece | what |
 //! |---|---|
@@ -9,6 +9,9 @@
 //! | [`expiring`] | sort keys that begin with an expiry, the range up to one item, TTL values |
 //! | [`expr`] | updates and conditions that render to expressions with a placeholder for every name and value |
 //! | [`transact`] | transaction items made of them, and what a cancelled transaction says of each |
+//! | [`table`] | the requests on one table: consistent reads, paged queries, batch reads, conditional updates, transactions retried on conflict, the serving request's id on every write |
+//! | [`idempotency`] | idempotency records and the one idempotent-create transaction (parent check, key record, new item) |
+//! | [`error`] | SDK failures as store errors, retryable or not, and the request layer's own |
 
 use std::collections::HashMap;
 
@@ -16,8 +19,11 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use domain::clock::Timestamp;
 use domain::store::{StoreError, StoreResult};
 
+pub mod error;
 pub mod expiring;
 pub mod expr;
+pub mod idempotency;
+pub mod table;
 pub mod transact;
 
 /// The attribute every write records the serving request's id in (the stream's publisher passes
@@ -102,4 +108,33 @@ impl Read<'_> {
 /// The error for attribute `name` missing or malformed.
 pub fn bad(name: &str) -> StoreError {
     StoreError::Corrupt(format!("attribute {name} missing or malformed"))
+}
+
+/// A DynamoDB-JSON image (as the table's stream delivers it, `{"pk":{"S":"…"},…}`) as an item.
+///
+/// # Errors
+/// [`StoreError::Corrupt`] when the JSON is not an image.
+pub fn item_from_stream_json(image: &serde_json::Value) -> StoreResult<Item> {
+    fn value(v: &serde_json::Value) -> Option<AttributeValue> {
+        let (kind, inner) = v.as_object()?.iter().next()?;
+        Some(match kind.as_str() {
+            "S" => AttributeValue::S(inner.as_str()?.to_owned()),
+            "N" => AttributeValue::N(inner.as_str()?.to_owned()),
+            "BOOL" => AttributeValue::Bool(inner.as_bool()?),
+            "NULL" => AttributeValue::Null(true),
+            "SS" => {
+                AttributeValue::Ss(inner.as_array()?.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+            }
+            "NS" => {
+                AttributeValue::Ns(inner.as_array()?.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
+            }
+            "L" => AttributeValue::L(inner.as_array()?.iter().map(value).collect::<Option<_>>()?),
+            "M" => AttributeValue::M(
+                inner.as_object()?.iter().map(|(k, v)| Some((k.clone(), value(v)?))).collect::<Option<_>>()?,
+            ),
+            _ => return None,
+        })
+    }
+    let map = image.as_object().ok_or_else(|| StoreError::Corrupt("stream image is not an object".into()))?;
+    map.iter().map(|(k, v)| value(v).map(|v| (k.clone(), v)).ok_or_else(|| bad(k))).collect()
 }

@@ -40,16 +40,19 @@ impl ClientUse for DynamoStore {
     /// One unconditional `UpdateItem`: the first time kept (`if_not_exists`), the last set.
     async fn mark_client_used(&self, client_id: &str) -> StoreResult<()> {
         let now = n(self.clock.now().as_millis());
-        self.update(
-            Update::of(client_use_key(client_id)).set_if_absent("first_used_at", now.clone()).set("last_used_at", now),
-        )
-        .send(false)
-        .await
-        .map(drop)
+        self.db
+            .update(
+                Update::of(client_use_key(client_id))
+                    .set_if_absent("first_used_at", now.clone())
+                    .set("last_used_at", now),
+            )
+            .send(false)
+            .await
+            .map(drop)
     }
 
     async fn client_use(&self, client_id: &str) -> StoreResult<Option<ClientUseRecord>> {
-        let item = self.get(client_use_key(client_id)).await?;
+        let item = self.db.get(client_use_key(client_id)).await?;
         opt_from(item.as_ref(), |i| {
             let r = Read(i);
             Ok(ClientUseRecord { first_used_at: r.ts("first_used_at")?, last_used_at: r.opt_ts("last_used_at")? })
@@ -59,20 +62,22 @@ impl ClientUse for DynamoStore {
     /// One unconditional `UpdateItem`: the first time kept (`if_not_exists`), the last set.
     async fn mark_chat_connected(&self, owner: &OwnerId, client_id: &str) -> StoreResult<()> {
         let now = n(self.clock.now().as_millis());
-        self.update(
-            Update::of(chat_connection_key(owner, client_id))
-                .set("client_id", s(client_id))
-                .set_if_absent("first_at", now.clone())
-                .set("last_at", now),
-        )
-        .send(false)
-        .await
-        .map(drop)
+        self.db
+            .update(
+                Update::of(chat_connection_key(owner, client_id))
+                    .set("client_id", s(client_id))
+                    .set_if_absent("first_at", now.clone())
+                    .set("last_at", now),
+            )
+            .send(false)
+            .await
+            .map(drop)
     }
 
     /// One `Query` of the owner's partition (a few small items: one per chat app), sorted here.
     async fn chat_connections(&self, owner: &OwnerId) -> StoreResult<Vec<ChatConnection>> {
         let mut all = self
+            .db
             .query_all(chat_connections_partition(owner), "CHAT#")
             .await?
             .iter()
@@ -94,7 +99,7 @@ impl ClientUse for DynamoStore {
 #[async_trait]
 impl MetadataClients for DynamoStore {
     async fn metadata_client(&self, url: &str) -> StoreResult<Option<String>> {
-        let item = self.get(metadata_client_key(url)).await?;
+        let item = self.db.get(metadata_client_key(url)).await?;
         opt_from(item.as_ref(), |i| Read(i).s("client_id").map(str::to_owned))
     }
 
@@ -102,6 +107,7 @@ impl MetadataClients for DynamoStore {
     /// names the winner (no second read).
     async fn keep_metadata_client(&self, url: &str, client_id: &str) -> StoreResult<String> {
         let outcome = self
+            .db
             .update(
                 Update::of(metadata_client_key(url))
                     .set("client_id", s(client_id))
@@ -126,20 +132,21 @@ impl DocumentCopies for DynamoStore {
     /// One conditional `UpdateItem`: written unless the kept copy was fetched later (two
     /// instances refreshing one document at once keep the newer).
     async fn keep_document_copy(&self, url: &str, body: &str, fetched: Timestamp) -> StoreResult<()> {
-        self.update(
-            Update::of(document_copy_key(url))
-                .set("url", s(url))
-                .set("body", s(body))
-                .set("fetched_at", n(fetched.as_millis()))
-                .when(missing("fetched_at").or(lt("fetched_at", n(fetched.as_millis())))),
-        )
-        .send(false)
-        .await
-        .map(drop)
+        self.db
+            .update(
+                Update::of(document_copy_key(url))
+                    .set("url", s(url))
+                    .set("body", s(body))
+                    .set("fetched_at", n(fetched.as_millis()))
+                    .when(missing("fetched_at").or(lt("fetched_at", n(fetched.as_millis())))),
+            )
+            .send(false)
+            .await
+            .map(drop)
     }
 
     async fn document_copy(&self, url: &str) -> StoreResult<Option<(String, Timestamp)>> {
-        let item = self.get(document_copy_key(url)).await?;
+        let item = self.db.get(document_copy_key(url)).await?;
         opt_from(item.as_ref(), |i| {
             let r = Read(i);
             Ok((r.s("body")?.to_owned(), r.ts("fetched_at")?))
@@ -151,21 +158,23 @@ impl DocumentCopies for DynamoStore {
 impl ClientRedirects for DynamoStore {
     async fn keep_client_redirects(&self, client_id: &str, redirect_uris: &[String]) -> StoreResult<()> {
         let uris = serde_json::to_string(redirect_uris).map_err(|e| StoreError::Corrupt(e.to_string()))?;
-        self.update(Update::of(client_redirects_key(client_id)).set("redirect_uris", s(uris)))
+        self.db
+            .update(Update::of(client_redirects_key(client_id)).set("redirect_uris", s(uris)))
             .send(false)
             .await
             .map(drop)
     }
 
     async fn client_redirects(&self, client_id: &str) -> StoreResult<Option<Vec<String>>> {
-        let item = self.get(client_redirects_key(client_id)).await?;
+        let item = self.db.get(client_redirects_key(client_id)).await?;
         opt_from(item.as_ref(), |i| Read(i).parse("redirect_uris", |v| serde_json::from_str(v).ok()))
     }
 
     async fn forget_client_redirects(&self, client_id: &str) -> StoreResult<()> {
-        self.client
+        self.db
+            .client
             .delete_item()
-            .table_name(&self.table)
+            .table_name(&self.db.table)
             .set_key(Some(client_redirects_key(client_id)))
             .send()
             .await
@@ -178,6 +187,7 @@ impl ClientRedirects for DynamoStore {
 impl AuthorizationFlows for DynamoStore {
     async fn begin_flow(&self, key: &str, record: &str, expires: Timestamp) -> StoreResult<bool> {
         let outcome = self
+            .db
             .update(
                 Update::of(flow_key(key))
                     .set("record", s(record))
@@ -195,9 +205,10 @@ impl AuthorizationFlows for DynamoStore {
     /// An expired record is deleted too, and not returned (TTL deletes late).
     async fn take_flow(&self, key: &str) -> StoreResult<Option<String>> {
         let result = self
+            .db
             .client
             .delete_item()
-            .table_name(&self.table)
+            .table_name(&self.db.table)
             .set_key(Some(flow_key(key)))
             .condition_expression("attribute_exists(#pk)")
             .expression_attribute_names("#pk", "pk")

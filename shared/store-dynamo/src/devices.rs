@@ -41,10 +41,10 @@ impl ManageDevices for DynamoStore {
         let d = Device::new(owner, name, token_hash, self.clock.now());
         let (record, token) = device_items(&d);
         let items = vec![
-            put(&self.table, record.clone(), "attribute_not_exists(#pk)", Item::new())?,
-            put(&self.table, token, "attribute_not_exists(#pk)", Item::new())?,
+            put(&self.db.table, record.clone(), "attribute_not_exists(#pk)", Item::new())?,
+            put(&self.db.table, token, "attribute_not_exists(#pk)", Item::new())?,
         ];
-        match self.transact(items).await? {
+        match self.db.transact(items).await? {
             None => Ok(d),
             // The SDK retried a transaction whose first attempt committed (its answer was lost).
             Some(reasons) if failed(&reasons, 0) && our_write_landed(old_image(&reasons, 0), &record) => Ok(d),
@@ -54,6 +54,7 @@ impl ManageDevices for DynamoStore {
 
     async fn list_devices(&self, owner: &OwnerId) -> StoreResult<Vec<Device>> {
         let mut v: Vec<Device> = self
+            .db
             .query_all(owner_partition(owner), "DEVICE#")
             .await?
             .iter()
@@ -64,25 +65,28 @@ impl ManageDevices for DynamoStore {
     }
 
     async fn get_device(&self, owner: &OwnerId, device: uuid::Uuid) -> StoreResult<Option<Device>> {
-        opt_from(self.get(device_key(owner, device)).await?.as_ref(), device_from)
+        opt_from(self.db.get(device_key(owner, device)).await?.as_ref(), device_from)
     }
 
     async fn revoke_device(&self, owner: &OwnerId, device: uuid::Uuid) -> StoreResult<bool> {
-        let Some(d) = opt_from(self.get(device_key(owner, device)).await?.as_ref(), device_from)? else {
+        let Some(d) = opt_from(self.db.get(device_key(owner, device)).await?.as_ref(), device_from)? else {
             return Ok(false);
         };
         let now = self.clock.now();
         // Both items, revoked once (a second revoke keeps the first time).
         let update = |k: Item| -> StoreResult<TransactWriteItem> {
-            update_item(&self.table, Update::of(k).set_if_absent("revoked_at", n(now.as_millis())).when(exists("pk")))
+            update_item(
+                &self.db.table,
+                Update::of(k).set_if_absent("revoked_at", n(now.as_millis())).when(exists("pk")),
+            )
         };
         let items = vec![update(device_key(owner, device))?, update(token_key(&d.token_hash))?];
-        if self.transact(items).await?.is_some() {
+        if self.db.transact(items).await?.is_some() {
             return Ok(false);
         }
         // Its shares go with it: one versioned write per project it shared in.
         let needle = device.to_string();
-        for item in self.query_all(owner_partition(owner), "PROJECT#").await? {
+        for item in self.db.query_all(owner_partition(owner), "PROJECT#").await? {
             let shares = Read(&item).opt_parse("device_shares", |v| Some(v.to_owned()))?.unwrap_or_default();
             if shares.contains(&needle) {
                 let project = project_from(&item)?.project_id;
@@ -95,14 +99,14 @@ impl ManageDevices for DynamoStore {
     /// Revokes it (withdrawing its shares, as [`ManageDevices::revoke_device`]), then one
     /// `TransactWriteItems` deletes both its items: nothing of it is listed or accepted again.
     async fn remove_device(&self, owner: &OwnerId, device: uuid::Uuid) -> StoreResult<bool> {
-        let Some(d) = opt_from(self.get(device_key(owner, device)).await?.as_ref(), device_from)? else {
+        let Some(d) = opt_from(self.db.get(device_key(owner, device)).await?.as_ref(), device_from)? else {
             return Ok(false);
         };
         if !self.revoke_device(owner, device).await? {
             return Ok(false);
         }
         let items = vec![self.delete_item(device_key(owner, device))?, self.delete_item(token_key(&d.token_hash))?];
-        match self.transact(items).await? {
+        match self.db.transact(items).await? {
             None => Ok(true),
             Some(reasons) => Err(unexpected("removing a device (unconditional deletes)", &reasons)),
         }
@@ -126,7 +130,7 @@ impl WatchDesktops for DynamoStore {
         let update = Update::of(device_key(owner, device))
             .set("offline_since", n(now.as_millis()))
             .when(exists("pk").and(missing("revoked_at")).and(missing("offline_since")).and(seen));
-        Ok(matches!(self.update(update).send(false).await?, crate::request::Updated::Applied(_)))
+        Ok(matches!(self.db.update(update).send(false).await?, crate::request::Updated::Applied(_)))
     }
 }
 
@@ -135,7 +139,7 @@ impl PauseDevices for DynamoStore {
     /// One `GetItem` (the token's key) and one `TransactWriteItems` over both items, so the
     /// relay's token read sees the pause; refused once the device is revoked.
     async fn set_device_pause(&self, owner: &OwnerId, device: uuid::Uuid, pause: Option<&Pause>) -> StoreResult<bool> {
-        let Some(d) = opt_from(self.get(device_key(owner, device)).await?.as_ref(), device_from)? else {
+        let Some(d) = opt_from(self.db.get(device_key(owner, device)).await?.as_ref(), device_from)? else {
             return Ok(false);
         };
         if d.revoked_at.is_some() {
@@ -153,17 +157,18 @@ impl PauseDevices for DynamoStore {
                 }
                 None => u.remove("paused_at").remove("paused_until").remove("pause_note"),
             };
-            update_item(&self.table, u.when(exists("pk").and(missing("revoked_at"))))
+            update_item(&self.db.table, u.when(exists("pk").and(missing("revoked_at"))))
         };
         let items = vec![update(device_key(owner, device))?, update(token_key(&d.token_hash))?];
-        Ok(self.transact(items).await?.is_none())
+        Ok(self.db.transact(items).await?.is_none())
     }
 }
 
 #[async_trait]
 impl AuthenticateDevices for DynamoStore {
     async fn device_by_token_hash(&self, token_hash: &str) -> StoreResult<Option<Device>> {
-        Ok(opt_from(self.get(token_key(token_hash)).await?.as_ref(), device_from)?.filter(|d| d.revoked_at.is_none()))
+        Ok(opt_from(self.db.get(token_key(token_hash)).await?.as_ref(), device_from)?
+            .filter(|d| d.revoked_at.is_none()))
     }
 
     /// One conditional `UpdateItem` on the owner's device record, which fails (harmlessly) when
@@ -187,6 +192,6 @@ impl AuthenticateDevices for DynamoStore {
                 stale.or(missing("relay")).or(ne("relay", s(record)))
             }
         };
-        self.update(update.when(exists("pk").and(when))).send(false).await.map(drop)
+        self.db.update(update.when(exists("pk").and(when))).send(false).await.map(drop)
     }
 }

@@ -18,11 +18,11 @@ use domain::store::{AssignTasks, DispatchTasks, StoreError, StoreResult};
 use domain::tasks::{CancelTaskOutcome, Task, TaskStatus};
 
 use crate::codec::{Item, bad, n, opt_from, run_from, s, task_from, values};
-use crate::idempotency::{Create, Created};
 use crate::keys::{expiring_sort_key, link_key, open_tasks_partition, run_key, task_key, ttl_at};
 use crate::request::{check, update_item};
 use crate::write::{Update, eq, lt, missing};
 use crate::{DynamoStore, TTL_ATTRIBUTE};
+use dynamo_item::idempotency::{Create, Created};
 
 /// The run item's list of the tasks it handed over.
 const DISPATCHED_TASKS: &str = "dispatched_tasks";
@@ -33,7 +33,7 @@ impl DynamoStore {
     async fn classify_run(&self, old: Option<Item>, req: &DispatchTask) -> StoreResult<DispatchRejection> {
         let old = match old {
             Some(i) => Some(i),
-            None => self.get(run_key(req.command_id)).await?,
+            None => self.db.get(run_key(req.command_id)).await?,
         };
         Ok(match opt_from(old.as_ref(), run_from)? {
             Some(run) if run_admits(&run, &req.owner, req.device_id) => DispatchRejection::TooManyForRun,
@@ -48,12 +48,12 @@ impl DispatchTasks for DynamoStore {
         let now = self.clock.now();
         // The run's session goes into the task's origin and the consent check: read it first;
         // the transaction re-checks that the run is still running on this device.
-        let Some(run) = opt_from(self.get(run_key(req.command_id)).await?.as_ref(), run_from)?
+        let Some(run) = opt_from(self.db.get(run_key(req.command_id)).await?.as_ref(), run_from)?
             .filter(|r| run_admits(r, &req.owner, req.device_id))
         else {
             // A retry after the run ended must still replay its task.
             let record = idempotency_record_key("dispatch", &req.record_principal(), &req.idempotency_key);
-            return match self.live_record(&record, now).await? {
+            return match self.db.live_record(&record, now).await? {
                 Some((hash, target)) => self.replay_dispatch(hash == req.request_hash(), &target, req.link_id).await,
                 None => Ok(DispatchOutcome::Rejected(DispatchRejection::RunNotRunning)),
             };
@@ -88,7 +88,7 @@ impl DispatchTasks for DynamoStore {
         let create = Create {
             what: "dispatch transaction",
             parent: check(
-                &self.table,
+                &self.db.table,
                 link_key(&req.owner, req.link_id),
                 "attribute_exists(#pk) AND attribute_not_exists(#deleted_at) \
                  AND (#desktop_tasks = :any OR contains(#desktop_tasks, :session))",
@@ -102,9 +102,9 @@ impl DispatchTasks for DynamoStore {
             request_hash: &hash,
             target: task.task_id.to_string(),
             item,
-            also: Some(update_item(&self.table, count)?),
+            also: Some(update_item(&self.db.table, count)?),
         };
-        match self.create_idempotent(create, now).await? {
+        match self.db.create_idempotent(create, now, self.policy.idempotency_ttl).await? {
             Created::New => Ok(DispatchOutcome::Assigned(task)),
             Created::KeyInUse { same_request, target } => {
                 self.replay_dispatch(same_request, &target, req.link_id).await
@@ -121,7 +121,7 @@ impl DispatchTasks for DynamoStore {
         link: ChatLinkId,
         task: TaskId,
     ) -> StoreResult<Option<Task>> {
-        Ok(opt_from(self.get(task_key(link, task)).await?.as_ref(), task_from)?
+        Ok(opt_from(self.db.get(task_key(link, task)).await?.as_ref(), task_from)?
             .filter(|t| t.dispatched_by(owner, device)))
     }
 }

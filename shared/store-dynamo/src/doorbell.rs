@@ -28,7 +28,7 @@ const KEEP: Duration = Duration::from_secs(10 * 60);
 impl DynamoStore {
     /// A transaction's unconditional `Delete` of `key`.
     pub(crate) fn delete_item(&self, key: Item) -> StoreResult<TransactWriteItem> {
-        let d = Delete::builder().table_name(&self.table).set_key(Some(key)).build().map_err(build)?;
+        let d = Delete::builder().table_name(&self.db.table).set_key(Some(key)).build().map_err(build)?;
         Ok(TransactWriteItem::builder().delete(d).build())
     }
 }
@@ -49,23 +49,23 @@ impl DoorbellConnections for DynamoStore {
         let mut socket = socket_key(connection_id);
         socket.extend(values([("owner", s(owner.as_str())), (TTL_ATTRIBUTE, ttl_at(expires))]));
         let items = vec![
-            put(&self.table, mine, "attribute_not_exists(#pk)", Item::new())?,
-            put(&self.table, socket, "attribute_not_exists(#pk)", Item::new())?,
+            put(&self.db.table, mine, "attribute_not_exists(#pk)", Item::new())?,
+            put(&self.db.table, socket, "attribute_not_exists(#pk)", Item::new())?,
         ];
         // Connection ids are API Gateway's and never reused: a condition that failed is this
         // call's own first attempt, whose answer was lost.
-        self.transact(items).await?;
+        self.db.transact(items).await?;
         Ok(())
     }
 
     async fn close_connection(&self, connection_id: &str) -> StoreResult<()> {
-        let Some(socket) = self.get(socket_key(connection_id)).await? else { return Ok(()) };
+        let Some(socket) = self.db.get(socket_key(connection_id)).await? else { return Ok(()) };
         let owner = Read(&socket).parse("owner", |v| OwnerId::new(v).ok())?;
         let items = vec![
             self.delete_item(socket_of_owner_key(&owner, connection_id))?,
             self.delete_item(socket_key(connection_id))?,
         ];
-        match self.transact(items).await? {
+        match self.db.transact(items).await? {
             None => Ok(()),
             Some(reasons) => Err(unexpected("doorbell disconnect", &reasons)),
         }
@@ -74,7 +74,7 @@ impl DoorbellConnections for DynamoStore {
     async fn connections_of(&self, owner: &OwnerId) -> StoreResult<Vec<Connection>> {
         let now = self.clock.now().as_millis();
         let mut out = Vec::new();
-        for item in self.query_all(doorbell_partition(owner), "CONN#").await? {
+        for item in self.db.query_all(doorbell_partition(owner), "CONN#").await? {
             let r = Read(&item);
             if r.n("expires_at")? <= now {
                 continue;

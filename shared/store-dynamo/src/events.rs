@@ -2,7 +2,6 @@
 //! delivery per link ([`RecordDeliveries`]).
 
 use async_trait::async_trait;
-use aws_sdk_dynamodb::types::AttributeValue;
 
 use domain::events::{DeliveryOutcome, Event, derive_run, derive_task};
 use domain::ids::{ChatLinkId, OwnerId};
@@ -11,7 +10,7 @@ use domain::store::{RecordDeliveries, StoreError, StoreResult};
 use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::put_item::PutItemError;
 
-use crate::codec::{Item, Read, bad, device_from, n, opt_from, run_from, s, task_from, values};
+use crate::codec::{Item, Read, device_from, n, opt_from, run_from, s, task_from, values};
 use crate::error::sdk;
 use crate::keys::{delivery_key, delivery_partition, ttl_at};
 use crate::request::names;
@@ -32,9 +31,10 @@ impl RecordDeliveries for DynamoStore {
             (TTL_ATTRIBUTE, ttl_at(self.clock.now().plus(self.policy.retention))),
         ]));
         let result = self
+            .db
             .client
             .put_item()
-            .table_name(&self.table)
+            .table_name(&self.db.table)
             .set_item(Some(item))
             .condition_expression("attribute_not_exists(#pk) OR attribute_not_exists(#at) OR #at <= :at")
             .set_expression_attribute_names(Some(names("#pk #at")))
@@ -52,7 +52,7 @@ impl RecordDeliveries for DynamoStore {
     }
 
     async fn last_deliveries(&self, owner: &OwnerId) -> StoreResult<Vec<(ChatLinkId, DeliveryOutcome)>> {
-        let items = self.query_all(delivery_partition(owner), "").await?;
+        let items = self.db.query_all(delivery_partition(owner), "").await?;
         items
             .iter()
             .map(|i| {
@@ -64,35 +64,6 @@ impl RecordDeliveries for DynamoStore {
             })
             .collect()
     }
-}
-
-/// A DynamoDB-JSON image (as the table's stream delivers it, `{"pk":{"S":"…"},…}`) as an item.
-///
-/// # Errors
-/// [`StoreError::Corrupt`] when the JSON is not an image.
-pub fn item_from_stream_json(image: &serde_json::Value) -> StoreResult<Item> {
-    fn value(v: &serde_json::Value) -> Option<AttributeValue> {
-        let (kind, inner) = v.as_object()?.iter().next()?;
-        Some(match kind.as_str() {
-            "S" => AttributeValue::S(inner.as_str()?.to_owned()),
-            "N" => AttributeValue::N(inner.as_str()?.to_owned()),
-            "BOOL" => AttributeValue::Bool(inner.as_bool()?),
-            "NULL" => AttributeValue::Null(true),
-            "SS" => {
-                AttributeValue::Ss(inner.as_array()?.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
-            }
-            "NS" => {
-                AttributeValue::Ns(inner.as_array()?.iter().filter_map(|x| x.as_str().map(str::to_owned)).collect())
-            }
-            "L" => AttributeValue::L(inner.as_array()?.iter().map(value).collect::<Option<_>>()?),
-            "M" => AttributeValue::M(
-                inner.as_object()?.iter().map(|(k, v)| Some((k.clone(), value(v)?))).collect::<Option<_>>()?,
-            ),
-            _ => return None,
-        })
-    }
-    let map = image.as_object().ok_or_else(|| StoreError::Corrupt("stream image is not an object".into()))?;
-    map.iter().map(|(k, v)| value(v).map(|v| (k.clone(), v)).ok_or_else(|| bad(k))).collect()
 }
 
 /// The desktop watch a table change asks for (`domain::events::watch_of_run`): one for each

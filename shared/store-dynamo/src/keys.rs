@@ -80,10 +80,6 @@ pub(crate) fn task_key(link: ChatLinkId, task: TaskId) -> Item {
     key(link_partition(link), format!("TASK#{task}"))
 }
 
-pub(crate) fn idem_key(record: &str) -> Item {
-    key(format!("IDEM#{record}"), "IDEM")
-}
-
 pub(crate) fn artifact_key(r: &ArtifactRecord) -> Item {
     key(link_partition(r.link_id), format!("ARTIFACT#{}#{}", r.task_id, r.artifact_id))
 }

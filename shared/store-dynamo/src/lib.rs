@@ -43,14 +43,14 @@
 //! | `devices` | `ManageDevices`, `AuthenticateDevices` |
 //! | `clients` | `ClientUse` (Cognito keeps the clients themselves), `MetadataClients`, `AuthorizationFlows` |
 //! | `events` | stream images → domain events; `RecordDeliveries` |
-//! | `idempotency` | idempotency records and the one idempotent-create transaction |
 //! | `schema` | the table's definition ([`create_table`]) |
 //! | `pairing` | `PairDevices`: pairings, per-source counts, failed attempts |
 //! | `doorbell` | the doorbell's open sockets (`DoorbellConnections`) and which stream records ring |
 //! | `write` | the update builder every `UpdateItem` goes through: sets, removes, conditions, the request id |
-//! | `keys`, `codec`, `request`, `error` | key layout; attribute values and decoding; reads, queries, conditional updates and transactions; SDK errors |
+//! | `keys`, `codec`, `request`, `error` | key layout; attribute values and decoding; the expiring indexes' queries, over the request layer, idempotent creates and SDK errors of [`dynamo_item`] (`table`, `idempotency`, `error`) |
 
 use aws_sdk_dynamodb::Client;
+use dynamo_item::table::Table;
 
 use domain::clock::SharedClock;
 use domain::limits::Policy;
@@ -62,7 +62,6 @@ mod dispatch;
 mod doorbell;
 mod error;
 mod events;
-mod idempotency;
 mod keys;
 mod pairing;
 mod projects;
@@ -74,8 +73,9 @@ mod write;
 
 pub use codec::Item;
 pub use doorbell::{revoked_device_of_change, ring_of_change};
+pub use dynamo_item::item_from_stream_json;
 pub use error::DynamoError;
-pub use events::{events_of_change, item_from_stream_json, watch_of_change};
+pub use events::{events_of_change, watch_of_change};
 pub use request::{REQUEST_ID_ATTR, request_id_of, with_request_id};
 pub use schema::create_table;
 
@@ -90,13 +90,13 @@ pub const OPEN_TASKS_INDEX: &str = "gsi2";
 /// for a rollback and 0.2.0 removed (docs/operations.md, "Replacing an index").
 pub const OWNER_RUNS_INDEX: &str = "gsi4";
 /// The TTL attribute (epoch seconds).
-pub const TTL_ATTRIBUTE: &str = "ttl";
+pub use dynamo_item::expiring::TTL_ATTRIBUTE;
 
 /// The DynamoDB store.
 #[derive(Clone, Debug)]
 pub struct DynamoStore {
-    client: Client,
-    table: String,
+    /// The table and its client: every request goes through it ([`dynamo_item::table`]).
+    db: Table,
     clock: SharedClock,
     policy: Policy,
 }
@@ -104,17 +104,17 @@ pub struct DynamoStore {
 impl DynamoStore {
     /// A store on `table` through `client`.
     pub fn new(client: Client, table: impl Into<String>, clock: SharedClock, policy: Policy) -> Self {
-        Self { client, table: table.into(), clock, policy }
+        Self { db: Table { client, table: table.into() }, clock, policy }
     }
 
     /// The client (tests use it for the naive claim and raw reads).
     pub fn client(&self) -> &Client {
-        &self.client
+        &self.db.client
     }
 
     /// The table name.
     pub fn table(&self) -> &str {
-        &self.table
+        &self.db.table
     }
 
     /// The time policy.

@@ -116,10 +116,10 @@ impl DynamoStore {
         };
         let (record, token) = device_items(&device);
         let items = vec![
-            put(&self.table, record, "attribute_not_exists(#pk)", Item::new())?,
-            put(&self.table, token, "attribute_not_exists(#pk)", Item::new())?,
+            put(&self.db.table, record, "attribute_not_exists(#pk)", Item::new())?,
+            put(&self.db.table, token, "attribute_not_exists(#pk)", Item::new())?,
             update_item(
-                &self.table,
+                &self.db.table,
                 Update::of(pairing_key(p.user_code.as_str()))
                     .set("status", s("redeemed"))
                     .set("last_poll_at", n(now.as_millis()))
@@ -131,7 +131,7 @@ impl DynamoStore {
                     ),
             )?,
         ];
-        match self.transact(items).await? {
+        match self.db.transact(items).await? {
             None => Ok(PollOutcome::Paired { owner, device_id, device_name }),
             // Redeemed meanwhile (a concurrent poll, or this one's first attempt whose answer
             // was lost), or expired: the pairing as it was decides.
@@ -143,6 +143,7 @@ impl DynamoStore {
             // it ends now instead of failing every poll.
             Some(reasons) if failed(&reasons, 1) => {
                 let refused = self
+                    .db
                     .update(
                         Update::of(pairing_key(p.user_code.as_str()))
                             .set("status", s("refused"))
@@ -182,21 +183,21 @@ impl PairDevices for DynamoStore {
         let hour_end = Timestamp::from_millis((now.as_millis() / 3_600_000 + 1) * 3_600_000);
         let items = vec![
             put(
-                &self.table,
+                &self.db.table,
                 item.clone(),
                 "attribute_not_exists(#pk) OR #expires_at < :stale",
                 values([(":stale", n(now.minus(REUSE_AFTER).as_millis()))]),
             )?,
             update_item(
-                &self.table,
+                &self.db.table,
                 Update::of(pairing_source_key(&source_window(&pairing.source, now)))
                     .add("count", n(1))
                     .set("ttl", ttl_at(hour_end.plus(KEEP_AFTER_EXPIRY)))
                     .when(missing("count").or(lt("count", n(i64::from(self.policy.pairings_per_source_per_hour))))),
             )?,
-            check(&self.table, token_key(&pairing.token_hash), "attribute_not_exists(#pk)", Item::new())?,
+            check(&self.db.table, token_key(&pairing.token_hash), "attribute_not_exists(#pk)", Item::new())?,
         ];
-        Ok(match self.transact(items).await? {
+        Ok(match self.db.transact(items).await? {
             None => StartOutcome::Started,
             Some(reasons) if failed(&reasons, 0) && our_write_landed(old_image(&reasons, 0), &item) => {
                 StartOutcome::Started
@@ -208,7 +209,7 @@ impl PairDevices for DynamoStore {
     }
 
     async fn get_pairing(&self, code: &UserCode) -> StoreResult<Option<Pairing>> {
-        self.get(pairing_key(code.as_str())).await?.as_ref().map(pairing_from).transpose()
+        self.db.get(pairing_key(code.as_str())).await?.as_ref().map(pairing_from).transpose()
     }
 
     async fn decide_pairing(
@@ -224,13 +225,13 @@ impl PairDevices for DynamoStore {
             Decision::Approve { device_name, device_id } => {
                 // The token hash is the pairing's: read it, then approve only that pairing
                 // (`#token_hash = :t`) and only while no device has the hash.
-                let Some(p) = self.get(pairing_key(code.as_str())).await?.as_ref().map(pairing_from).transpose()?
+                let Some(p) = self.db.get(pairing_key(code.as_str())).await?.as_ref().map(pairing_from).transpose()?
                 else {
                     return Ok(DecideOutcome::NotPending);
                 };
                 let items = vec![
                     update_item(
-                        &self.table,
+                        &self.db.table,
                         Update::of(pairing_key(code.as_str()))
                             .set("status", s("approved"))
                             .set("owner", s(owner.as_str()))
@@ -238,9 +239,9 @@ impl PairDevices for DynamoStore {
                             .set("device_id", s(device_id.to_string()))
                             .when(pending().and(eq("token_hash", s(&p.token_hash)))),
                     )?,
-                    check(&self.table, token_key(&p.token_hash), "attribute_not_exists(#pk)", Item::new())?,
+                    check(&self.db.table, token_key(&p.token_hash), "attribute_not_exists(#pk)", Item::new())?,
                 ];
-                match self.transact(items).await? {
+                match self.db.transact(items).await? {
                     None => {
                         let decided = Pairing {
                             status: PairingStatus::Approved {
@@ -257,7 +258,7 @@ impl PairDevices for DynamoStore {
                 }
             }
             Decision::Refuse => {
-                let request = self.update(
+                let request = self.db.update(
                     Update::of(pairing_key(code.as_str()))
                         .set("status", s("refused"))
                         .set("owner", s(owner.as_str()))
@@ -274,7 +275,7 @@ impl PairDevices for DynamoStore {
 
     async fn poll_pairing(&self, code: &UserCode, device_code_hash: &str) -> StoreResult<PollOutcome> {
         let now = self.clock.now();
-        let p = self.get(pairing_key(code.as_str())).await?.as_ref().map(pairing_from).transpose()?;
+        let p = self.db.get(pairing_key(code.as_str())).await?.as_ref().map(pairing_from).transpose()?;
         match classify_poll(p.as_ref(), device_code_hash, now) {
             PollStep::Answer(a) => Ok(a),
             PollStep::Redeem { owner, device_name, device_id } => {
@@ -282,16 +283,15 @@ impl PairDevices for DynamoStore {
                 self.redeem(&p, owner, device_name, device_id).await
             }
             PollStep::Touch => {
-                let touched = self
-                    .update(
-                        Update::of(pairing_key(code.as_str())).set("last_poll_at", n(now.as_millis())).when(
+                let touched =
+                    self.db
+                        .update(Update::of(pairing_key(code.as_str())).set("last_poll_at", n(now.as_millis())).when(
                             eq("status", s("pending")).and(eq("device_code_hash", s(device_code_hash))).and(
                                 missing("last_poll_at").or(le("last_poll_at", n(slow_down_cutoff(now).as_millis()))),
                             ),
-                        ),
-                    )
-                    .send(false)
-                    .await?;
+                        ))
+                        .send(false)
+                        .await?;
                 match touched {
                     Updated::Applied(_) => Ok(PollOutcome::Pending),
                     Updated::Rejected(old) => {
@@ -316,7 +316,7 @@ impl PairDevices for DynamoStore {
 #[async_trait]
 impl LimitAttempts for DynamoStore {
     async fn failed_attempts(&self, key: &str, window_end: Timestamp) -> StoreResult<u32> {
-        match self.get(attempts_key(key, window_end)).await? {
+        match self.db.get(attempts_key(key, window_end)).await? {
             None => Ok(0),
             Some(item) => u32::try_from(Read(&item).n("count")?).map_err(|_| bad("count")),
         }
@@ -324,6 +324,7 @@ impl LimitAttempts for DynamoStore {
 
     async fn record_failed_attempt(&self, key: &str, window_end: Timestamp) -> StoreResult<u32> {
         let counted = self
+            .db
             .update(
                 Update::of(attempts_key(key, window_end))
                     .add("count", n(1))

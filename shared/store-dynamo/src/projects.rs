@@ -37,9 +37,10 @@ impl ManageProjects for DynamoStore {
             ("durations", AttributeValue::M(HashMap::new())),
         ]));
         let put = self
+            .db
             .client
             .put_item()
-            .table_name(&self.table)
+            .table_name(&self.db.table)
             .set_item(Some(item.clone()))
             .condition_expression("attribute_not_exists(#pk)")
             .set_expression_attribute_names(Some(names("#pk")))
@@ -63,6 +64,7 @@ impl ManageProjects for DynamoStore {
         enabled: bool,
     ) -> StoreResult<Option<Project>> {
         let out = self
+            .db
             .update(Update::of(project_key(owner, project)).set("enabled", b(enabled)).when(exists("pk")))
             .send(true)
             .await?;
@@ -73,11 +75,11 @@ impl ManageProjects for DynamoStore {
     }
 
     async fn get_project(&self, owner: &OwnerId, project: ProjectId) -> StoreResult<Option<Project>> {
-        opt_from(self.get(project_key(owner, project)).await?.as_ref(), project_from)
+        opt_from(self.db.get(project_key(owner, project)).await?.as_ref(), project_from)
     }
 
     async fn list_projects(&self, owner: &OwnerId) -> StoreResult<Vec<Project>> {
-        self.query_all(owner_partition(owner), "PROJECT#").await?.iter().map(project_from).collect()
+        self.db.query_all(owner_partition(owner), "PROJECT#").await?.iter().map(project_from).collect()
     }
 }
 
@@ -113,7 +115,7 @@ impl DynamoStore {
         sync: bool,
     ) -> StoreResult<SyncOutcome> {
         for _ in 0..SHARE_WRITE_ATTEMPTS {
-            let Some(item) = self.get(project_key(owner, project)).await? else { return Ok(SyncOutcome::NotFound) };
+            let Some(item) = self.db.get(project_key(owner, project)).await? else { return Ok(SyncOutcome::NotFound) };
             if sync && !Read(&item).bool("enabled") {
                 return Ok(SyncOutcome::Disabled);
             }
@@ -165,7 +167,7 @@ impl DynamoStore {
             if sync {
                 when = when.and(eq("enabled", b(true)));
             }
-            match self.update(write.when(when)).send(true).await? {
+            match self.db.update(write.when(when)).send(true).await? {
                 Updated::Applied(item) => {
                     return Ok(match opt_from(item.as_ref(), project_from)? {
                         Some(p) => SyncOutcome::Synced(p),
@@ -192,7 +194,7 @@ impl DynamoStore {
         let write = Update::of(project_key(owner, project))
             .set("last_sync_at", n(self.clock.now().as_millis()))
             .when(exists("pk").and(eq("enabled", b(true))));
-        Ok(match self.update(write).send(true).await? {
+        Ok(match self.db.update(write).send(true).await? {
             Updated::Applied(item) => match opt_from(item.as_ref(), project_from)? {
                 Some(p) => SyncOutcome::Synced(p),
                 None => SyncOutcome::NotFound,
@@ -216,10 +218,10 @@ impl ManageLinks for DynamoStore {
             ("created_at", n(link.created_at.as_millis())),
         ]));
         let items = vec![
-            check(&self.table, project_key(owner, project), "attribute_exists(#pk)", Item::new())?,
-            put(&self.table, item.clone(), "attribute_not_exists(#pk)", Item::new())?,
+            check(&self.db.table, project_key(owner, project), "attribute_exists(#pk)", Item::new())?,
+            put(&self.db.table, item.clone(), "attribute_not_exists(#pk)", Item::new())?,
         ];
-        match self.transact(items).await? {
+        match self.db.transact(items).await? {
             None => Ok(Some(link)),
             Some(reasons) if failed(&reasons, 0) => Ok(None),
             // The SDK retried a transaction whose first attempt committed (its answer was lost).
@@ -229,11 +231,11 @@ impl ManageLinks for DynamoStore {
     }
 
     async fn get_link(&self, owner: &OwnerId, link: ChatLinkId) -> StoreResult<Option<ChatLink>> {
-        opt_from(self.get(link_key(owner, link)).await?.as_ref().filter(|i| live_link(i)), link_from)
+        opt_from(self.db.get(link_key(owner, link)).await?.as_ref().filter(|i| live_link(i)), link_from)
     }
 
     async fn list_links(&self, owner: &OwnerId) -> StoreResult<Vec<ChatLink>> {
-        let items = self.query_all(owner_partition(owner), "LINK#").await?;
+        let items = self.db.query_all(owner_partition(owner), "LINK#").await?;
         let mut links = items.iter().filter(|i| live_link(i)).map(link_from).collect::<StoreResult<Vec<_>>>()?;
         links.sort_by_key(|l| (l.created_at, l.link_id));
         Ok(links)
@@ -246,6 +248,7 @@ impl ManageLinks for DynamoStore {
     async fn delete_link(&self, owner: &OwnerId, link: ChatLinkId) -> StoreResult<Option<usize>> {
         let now = self.clock.now();
         let out = self
+            .db
             .update(
                 Update::of(link_key(owner, link))
                     .set_if_absent("deleted_at", n(now.as_millis()))
@@ -259,12 +262,13 @@ impl ManageLinks for DynamoStore {
             return Ok(None);
         }
         let mut cancelled = 0;
-        for item in self.query_all(link_partition(link), "TASK#").await? {
+        for item in self.db.query_all(link_partition(link), "TASK#").await? {
             let task = task_from(&item)?;
             if task.owner != *owner || task.link_deleted {
                 continue;
             }
             let cancel = self
+                .db
                 .update(
                     Update::of(task_key(link, task.task_id))
                         .set("status", s("cancelled"))
@@ -285,13 +289,14 @@ impl ManageLinks for DynamoStore {
                 Updated::Applied(_) => cancelled += 1,
                 // Finished (or expired) already: only hide it.
                 Updated::Rejected(_) => {
-                    self.update(
-                        Update::of(task_key(link, task.task_id))
-                            .set("link_deleted", b(true))
-                            .when(eq("owner", s(owner.as_str()))),
-                    )
-                    .send(false)
-                    .await?;
+                    self.db
+                        .update(
+                            Update::of(task_key(link, task.task_id))
+                                .set("link_deleted", b(true))
+                                .when(eq("owner", s(owner.as_str()))),
+                        )
+                        .send(false)
+                        .await?;
                 }
             }
         }
@@ -312,7 +317,7 @@ impl ManageLinks for DynamoStore {
             None => Update::of(link_key(owner, link)).remove("subscription"),
         };
         let write = write.when(exists("pk").and(missing("deleted_at")));
-        match self.update(write).send(true).await? {
+        match self.db.update(write).send(true).await? {
             Updated::Applied(item) => opt_from(item.as_ref(), link_from),
             Updated::Rejected(_) => Ok(None),
         }
@@ -329,7 +334,7 @@ impl ManageLinks for DynamoStore {
             None => Update::of(link_key(owner, link)).remove("desktop_tasks"),
         };
         let write = write.when(exists("pk").and(missing("deleted_at")));
-        match self.update(write).send(true).await? {
+        match self.db.update(write).send(true).await? {
             Updated::Applied(item) => opt_from(item.as_ref(), link_from),
             Updated::Rejected(_) => Ok(None),
         }

@@ -13,11 +13,11 @@ use domain::runs::{
 use domain::store::{CancelRuns, ManageProjects, OwnerRuns, QueueRuns, ReadRuns, RelayRuns, StoreError, StoreResult};
 
 use crate::codec::{Read, b, bad, n, opt_from, project_from, run_from, s, values};
-use crate::idempotency::{Create, Created};
 use crate::keys::{expiring_sort_key, owner_runs_partition, project_key, queue_partition, run_key, ttl_at};
 use crate::request::{Updated, check, names};
 use crate::write::{Update, eq, exists, gt, le, missing};
 use crate::{DynamoStore, OWNER_RUNS_INDEX, QUEUE_INDEX, TTL_ATTRIBUTE};
+use dynamo_item::idempotency::{Create, Created};
 
 impl DynamoStore {
     /// Writes a completed run's duration into its project's summary slot: one `UpdateItem`
@@ -38,7 +38,7 @@ impl DynamoStore {
                     .set("durations", AttributeValue::M([(key.clone(), ms.clone())].into()))
                     .when(exists("pk").and(missing("durations")))
             };
-            match self.update(write).send(false).await {
+            match self.db.update(write).send(false).await {
                 Ok(Updated::Applied(_)) => return,
                 Ok(Updated::Rejected(_)) => {}
                 Err(e) => {
@@ -64,7 +64,7 @@ impl DynamoStore {
             return Ok(QueueOutcome::Rejected(QueueRejection::IdempotencyMismatch));
         }
         let id = CommandId::parse("command_id", target).map_err(|_| bad("target_id"))?;
-        match opt_from(self.get(run_key(id)).await?.as_ref(), run_from)? {
+        match opt_from(self.db.get(run_key(id)).await?.as_ref(), run_from)? {
             Some(run) => Ok(QueueOutcome::Replayed(run)),
             None => Err(StoreError::Corrupt("idempotency record points at a missing run".into())),
         }
@@ -80,7 +80,7 @@ impl QueueRuns for DynamoStore {
             Ok(t) => t,
             Err(rejection) => {
                 // A retry must still replay even if consent changed since the first call.
-                return match self.live_record(&record, self.clock.now()).await? {
+                return match self.db.live_record(&record, self.clock.now()).await? {
                     Some((seen, target)) => self.replay_run(seen == hash, &target).await,
                     None => Ok(QueueOutcome::Rejected(rejection)),
                 };
@@ -111,7 +111,7 @@ impl QueueRuns for DynamoStore {
         let create = Create {
             what: "queue transaction",
             parent: check(
-                &self.table,
+                &self.db.table,
                 parent_key.clone(),
                 "#enabled = :t AND contains(#session_ids, :gs)",
                 values([(":t", b(true)), (":gs", s(req.graph_session_id.as_str()))]),
@@ -123,7 +123,7 @@ impl QueueRuns for DynamoStore {
             item,
             also: None,
         };
-        match self.create_idempotent(create, now).await? {
+        match self.db.create_idempotent(create, now, self.policy.idempotency_ttl).await? {
             Created::New => Ok(QueueOutcome::Queued(run)),
             Created::KeyInUse { same_request, target } => self.replay_run(same_request, &target).await,
             Created::ParentRefused(old) | Created::AlsoRefused(old) => {
@@ -142,7 +142,7 @@ impl QueueRuns for DynamoStore {
 #[async_trait]
 impl ReadRuns for DynamoStore {
     async fn get_run(&self, agent: &AgentId, command: CommandId) -> StoreResult<Option<Run>> {
-        Ok(opt_from(self.get(run_key(command)).await?.as_ref(), run_from)?.filter(|r| &r.agent == agent))
+        Ok(opt_from(self.db.get(run_key(command)).await?.as_ref(), run_from)?.filter(|r| &r.agent == agent))
     }
 
     async fn own_runs_ahead(&self, run: &Run) -> StoreResult<usize> {
@@ -156,9 +156,10 @@ impl ReadRuns for DynamoStore {
         let (mut read, mut own, mut start) = (0usize, 0usize, None);
         loop {
             let out = self
+                .db
                 .client
                 .query()
-                .table_name(&self.table)
+                .table_name(&self.db.table)
                 .index_name(QUEUE_INDEX)
                 .key_condition_expression("#gsi1pk = :p AND #gsi1sk BETWEEN :now AND :me")
                 .filter_expression("#agent = :a AND #command_id <> :id")
@@ -190,6 +191,7 @@ impl CancelRuns for DynamoStore {
     async fn cancel_run(&self, agent: &AgentId, command: CommandId) -> StoreResult<CancelRunOutcome> {
         let now = self.clock.now();
         let out = self
+            .db
             .update(
                 Update::of(run_key(command))
                     .set("status", s("cancelled"))
@@ -210,6 +212,7 @@ impl CancelRuns for DynamoStore {
             CancelStep::Done(outcome) => Ok(outcome),
             CancelStep::FlagRunning => {
                 let out = self
+                    .db
                     .update(
                         Update::of(run_key(command)).set("cancel_requested", b(true)).when(
                             eq("agent", s(agent.as_str()))
@@ -262,6 +265,7 @@ impl RelayRuns for DynamoStore {
     ) -> StoreResult<StartOutcome> {
         let now = self.clock.now();
         let out = self
+            .db
             .update(
                 Update::of(run_key(command))
                     .set("status", s("running"))
@@ -304,7 +308,7 @@ impl RelayRuns for DynamoStore {
             write = write.set("progress", s(json));
             when = when.and(eq("execution_id", s(p.execution_id.clone())));
         }
-        let out = self.update(write.when(when)).send(true).await?;
+        let out = self.db.update(write.when(when)).send(true).await?;
         match out {
             Updated::Applied(item) => Ok(ControlOutcome::Running {
                 cancel_requested: item.as_ref().is_some_and(|i| Read(i).bool("cancel_requested")),
@@ -355,7 +359,7 @@ impl RelayRuns for DynamoStore {
             write = write.set("result", v.clone());
         }
         let write = write.remove("gsi1pk").remove("gsi1sk").when(eq("owner", s(owner.as_str())).and(allowed));
-        let old = match self.update(write).send(true).await? {
+        let old = match self.db.update(write).send(true).await? {
             Updated::Applied(new) => {
                 if status == RunStatus::Completed
                     && let Some(run) = opt_from(new.as_ref(), run_from)?
@@ -392,7 +396,7 @@ impl RelayRuns for DynamoStore {
                         .and(eq("cancel_requested", b(true)))
                         .and(gt("last_heartbeat_at", cutoff)),
                 );
-                let out = self.update(write).send(false).await?;
+                let out = self.db.update(write).send(false).await?;
                 Ok(match out {
                     Updated::Applied(_) => CompleteOutcome::Recorded(RunStatus::Cancelled),
                     Updated::Rejected(old) => {
@@ -416,9 +420,10 @@ impl OwnerRuns for DynamoStore {
     async fn recent_runs(&self, owner: &OwnerId, limit: usize, before: Option<CommandId>) -> StoreResult<Vec<Run>> {
         let before = before.map_or_else(|| "~".to_owned(), |c| c.to_string());
         let query = || {
-            self.client
+            self.db
+                .client
                 .query()
-                .table_name(&self.table)
+                .table_name(&self.db.table)
                 .index_name(OWNER_RUNS_INDEX)
                 .key_condition_expression("#gsi3pk = :p AND #gsi3sk < :before")
                 .set_expression_attribute_names(Some(names("#gsi3pk #gsi3sk")))
@@ -427,6 +432,7 @@ impl OwnerRuns for DynamoStore {
                 .scan_index_forward(false)
         };
         let keys = self
+            .db
             .query_until(query, limit, 0, |item| {
                 Ok(Some(
                     item.iter()
@@ -436,7 +442,7 @@ impl OwnerRuns for DynamoStore {
                 ))
             })
             .await?;
-        self.batch_get(&keys).await?.iter().map(run_from).collect()
+        self.db.batch_get(&keys).await?.iter().map(run_from).collect()
     }
 }
 

@@ -16,7 +16,6 @@ use domain::tasks::{
 
 use crate::codec::{Item, Read, bad, n, opt_from, s, task_from, values};
 use crate::error::{build, sdk, unexpected};
-use crate::idempotency::{Create, Created};
 use crate::keys::{
     artifact_key, artifacts_prefix, expiring_sort_key, link_key, link_partition, open_tasks_partition, task_key,
     tasks_before, ttl_at,
@@ -24,6 +23,7 @@ use crate::keys::{
 use crate::request::{Updated, check, failed, names, old_image, put, update_item};
 use crate::write::{Update, eq, gt, is_in, le, lt, missing};
 use crate::{DynamoStore, OPEN_TASKS_INDEX, TTL_ATTRIBUTE};
+use dynamo_item::idempotency::{Create, Created};
 
 impl DynamoStore {
     /// The answer for a key seen before: the original task, or the mismatch rejection.
@@ -37,7 +37,7 @@ impl DynamoStore {
     /// The task an idempotency record points at (`target`, under `link`).
     pub(crate) async fn task_of_record(&self, target: &str, link: ChatLinkId) -> StoreResult<Task> {
         let id = TaskId::parse("task_id", target).map_err(|_| bad("target_id"))?;
-        opt_from(self.get(task_key(link, id)).await?.as_ref(), task_from)?
+        opt_from(self.db.get(task_key(link, id)).await?.as_ref(), task_from)?
             .ok_or_else(|| StoreError::Corrupt("idempotency record points at a missing task".into()))
     }
 }
@@ -65,7 +65,7 @@ impl AssignTasks for DynamoStore {
         let create = Create {
             what: "assign transaction",
             parent: check(
-                &self.table,
+                &self.db.table,
                 link_key(&req.owner, req.link_id),
                 "attribute_exists(#pk) AND attribute_not_exists(#deleted_at)",
                 Item::new(),
@@ -77,7 +77,7 @@ impl AssignTasks for DynamoStore {
             item,
             also: None,
         };
-        match self.create_idempotent(create, now).await? {
+        match self.db.create_idempotent(create, now, self.policy.idempotency_ttl).await? {
             Created::New => Ok(AssignOutcome::Assigned(task)),
             Created::KeyInUse { same_request, target } => self.replay_task(same_request, &target, req.link_id).await,
             Created::ParentRefused(_) | Created::AlsoRefused(_) => {
@@ -89,6 +89,7 @@ impl AssignTasks for DynamoStore {
     async fn cancel_task(&self, owner: &OwnerId, link: ChatLinkId, task: TaskId) -> StoreResult<CancelTaskOutcome> {
         let now = self.clock.now();
         let out = self
+            .db
             .update(
                 Update::of(task_key(link, task))
                     .set("status", s("cancelled"))
@@ -125,9 +126,10 @@ impl AssignTasks for DynamoStore {
     ) -> StoreResult<TaskPage> {
         let hi = tasks_before(before);
         let query = || {
-            self.client
+            self.db
+                .client
                 .query()
-                .table_name(&self.table)
+                .table_name(&self.db.table)
                 .key_condition_expression("#pk = :pk AND #sk BETWEEN :lo AND :hi")
                 .set_expression_attribute_names(Some(names("#pk #sk")))
                 .expression_attribute_values(":pk", s(link_partition(link)))
@@ -138,6 +140,7 @@ impl AssignTasks for DynamoStore {
         };
         // One task more than asked tells whether there is a next page.
         let mut tasks = self
+            .db
             .query_until(query, limit + 1, usize::from(before.is_some()), |item| {
                 let t = task_from(item)?;
                 Ok((Some(t.task_id) != before && &t.owner == owner).then_some(t))
@@ -158,7 +161,7 @@ impl AssignTasks for DynamoStore {
         link: ChatLinkId,
         task: TaskId,
     ) -> StoreResult<Vec<ArtifactRecord>> {
-        let items = self.query_all(link_partition(link), &artifacts_prefix(task)).await?;
+        let items = self.db.query_all(link_partition(link), &artifacts_prefix(task)).await?;
         let mut out = Vec::with_capacity(items.len());
         for item in items.iter().filter(|i| Read(i).opt_s("owner") == Some(owner.as_str())) {
             let r = Read(item);
@@ -188,7 +191,8 @@ impl ReadTasks for DynamoStore {
     }
 
     async fn get_task(&self, owner: &OwnerId, link: ChatLinkId, task: TaskId) -> StoreResult<Option<Task>> {
-        Ok(opt_from(self.get(task_key(link, task)).await?.as_ref(), task_from)?.filter(|t| t.visible_to(owner, &link)))
+        Ok(opt_from(self.db.get(task_key(link, task)).await?.as_ref(), task_from)?
+            .filter(|t| t.visible_to(owner, &link)))
     }
 }
 
@@ -199,6 +203,7 @@ impl ClaimTasks for DynamoStore {
         let claim_id = ClaimId::generate();
         let lease_until = now.plus(self.policy.lease);
         let out = self
+            .db
             .update(
                 Update::of(task_key(link, task))
                     .set("status", s("claimed"))
@@ -227,6 +232,7 @@ impl ClaimTasks for DynamoStore {
         let hash = req.result_hash();
         let SubmitTask { owner, link_id: link, task_id: task, claim_id: claim, status, result } = req;
         let out = self
+            .db
             .update(
                 Update::of(task_key(*link, *task))
                     .set("status", s(TaskStatus::from(*status).as_str()))
@@ -280,9 +286,9 @@ impl RecordArtifacts for DynamoStore {
         // The task counts its artifacts and their bytes in the same transaction as the record,
         // under the fencing condition and the caps.
         let items = vec![
-            put(&self.table, item, "attribute_not_exists(#pk)", Item::new())?,
+            put(&self.db.table, item, "attribute_not_exists(#pk)", Item::new())?,
             update_item(
-                &self.table,
+                &self.db.table,
                 Update::of(task_key(r.link_id, r.task_id))
                     .increment("artifact_count", n(0), n(1))
                     .increment("artifact_bytes", n(0), n(size))
@@ -299,7 +305,7 @@ impl RecordArtifacts for DynamoStore {
                     ),
             )?,
         ];
-        let Some(reasons) = self.transact(items).await? else { return Ok(ArtifactOutcome::Recorded) };
+        let Some(reasons) = self.db.transact(items).await? else { return Ok(ArtifactOutcome::Recorded) };
         if failed(&reasons, 0)
             && let Some(old) = old_image(&reasons, 0)
         {
@@ -336,10 +342,11 @@ impl RecordArtifacts for DynamoStore {
     async fn check_artifact(&self, owner: &OwnerId, record: &ArtifactRecord) -> StoreResult<ArtifactCheck> {
         let now = self.clock.now();
         let get = |k: Item| -> StoreResult<TransactGetItem> {
-            let g = Get::builder().table_name(&self.table).set_key(Some(k)).build().map_err(build)?;
+            let g = Get::builder().table_name(&self.db.table).set_key(Some(k)).build().map_err(build)?;
             Ok(TransactGetItem::builder().get(g).build())
         };
         let out = self
+            .db
             .client
             .transact_get_items()
             .transact_items(get(artifact_key(record))?)

@@ -6,22 +6,29 @@
 //! (TTL deletion is late, and never happens on emulators), so the condition on the key is
 //! "absent or expired" and a live record is read back from the cancellation's old image.
 
+use std::time::Duration;
+
 use aws_sdk_dynamodb::types::{CancellationReason, TransactWriteItem};
 
 use domain::clock::Timestamp;
 use domain::store::StoreResult;
 
-use crate::codec::{Item, Read, n, s, values};
 use crate::error::unexpected;
-use crate::keys::{idem_key, ttl_at};
-use crate::request::{failed, old_image, put};
-use crate::{DynamoStore, TTL_ATTRIBUTE};
+use crate::expiring::{TTL_ATTRIBUTE, ttl_at};
+use crate::table::{Table, put};
+use crate::transact::{failed, old_image};
+use crate::{Item, Read, n, s, values};
+
+/// The key of the record `record` names (`IDEM#<record>` / `IDEM`).
+fn record_key(record: &str) -> Item {
+    Item::from([("pk".to_owned(), s(format!("IDEM#{record}"))), ("sk".to_owned(), s("IDEM"))])
+}
 
 /// The condition on an idempotency record's key: no record, or an expired one.
 const IDEM_FREE: &str = "attribute_not_exists(#pk) OR #expires_at <= :now";
 
 /// A live idempotency record's (request hash, target id).
-pub(crate) fn live_idem(item: Option<&Item>, now: Timestamp) -> StoreResult<Option<(String, String)>> {
+pub fn live_idem(item: Option<&Item>, now: Timestamp) -> StoreResult<Option<(String, String)>> {
     let Some(item) = item.filter(|i| !i.is_empty()) else { return Ok(None) };
     let r = Read(item);
     if r.ts("expires_at")? <= now {
@@ -31,7 +38,7 @@ pub(crate) fn live_idem(item: Option<&Item>, now: Timestamp) -> StoreResult<Opti
 }
 
 /// What an idempotent create did.
-pub(crate) enum Created {
+pub enum Created {
     /// The parent held, the key was free: the key's record and the item were written together.
     New,
     /// The key is held by a live record, made by this request (`same_request`, the hashes
@@ -51,7 +58,7 @@ pub(crate) enum Created {
 }
 
 /// One idempotent create: what it writes and under which key.
-pub(crate) struct Create<'a> {
+pub struct Create<'a> {
     /// Which transaction, for errors.
     pub what: &'static str,
     /// The condition check on the parent (project or link).
@@ -72,16 +79,17 @@ pub(crate) struct Create<'a> {
     pub also: Option<TransactWriteItem>,
 }
 
-impl DynamoStore {
-    /// Writes the parent check, the key's record and the item in one transaction at `now`.
+impl Table {
+    /// Writes the parent check, the key's record (kept for `ttl`) and the item in one
+    /// transaction at `now`.
     /// The key is classified before the parent, so a retry replays even when the parent changed
     /// since the first call.
     ///
     /// # Errors
     /// [`domain::store::StoreError`] on an unexpected cancellation or a failed request.
-    pub(crate) async fn create_idempotent(&self, c: Create<'_>, now: Timestamp) -> StoreResult<Created> {
-        let expires = now.plus(self.policy.idempotency_ttl);
-        let mut record = idem_key(c.record);
+    pub async fn create_idempotent(&self, c: Create<'_>, now: Timestamp, ttl: Duration) -> StoreResult<Created> {
+        let expires = now.plus(ttl);
+        let mut record = record_key(c.record);
         record.extend(values([
             ("request_hash", s(c.request_hash)),
             ("target_id", s(c.target)),
@@ -114,8 +122,8 @@ impl DynamoStore {
 
     /// The live record of `record` now, if any: a retry whose parent check fails before the
     /// transaction must still replay.
-    pub(crate) async fn live_record(&self, record: &str, now: Timestamp) -> StoreResult<Option<(String, String)>> {
-        live_idem(self.get(idem_key(record)).await?.as_ref(), now)
+    pub async fn live_record(&self, record: &str, now: Timestamp) -> StoreResult<Option<(String, String)>> {
+        live_idem(self.get(record_key(record)).await?.as_ref(), now)
     }
 
     /// The live idempotency record that made transaction item `i` fail, if that is why it
@@ -132,7 +140,7 @@ impl DynamoStore {
         }
         let old = match old_image(reasons, i) {
             Some(item) => Some(item.clone()),
-            None => self.get(idem_key(record)).await?,
+            None => self.get(record_key(record)).await?,
         };
         live_idem(old.as_ref(), now)
     }
