@@ -223,10 +223,7 @@ impl Template {
             "DoorbellApi" => "doorbell".into(),
             n if r.clients.contains_key(n) => r.clients[n].clone(),
             // A parameter: its default, as `sam deploy` would take it.
-            n if !self.yaml["Parameters"][n].is_null() => {
-                let d = &self.yaml["Parameters"][n]["Default"];
-                d.as_str().map(str::to_owned).or_else(|| d.as_u64().map(|n| n.to_string())).unwrap_or_default()
-            }
+            n if !self.yaml["Parameters"][n].is_null() => self.parameter_default(n),
             n if n.ends_with("Function") => self.function_name(n),
             other => panic!("the cloud harness cannot resolve !Ref {other}"),
         }
@@ -399,12 +396,15 @@ impl Template {
         }
     }
 
+    /// Parameter `name`'s default, as `sam deploy` takes it when it is given no value.
+    fn parameter_default(&self, name: &str) -> String {
+        let d = &self.yaml["Parameters"][name]["Default"];
+        d.as_str().map(str::to_owned).or_else(|| d.as_u64().map(|n| n.to_string())).unwrap_or_default()
+    }
+
     fn operand(&self, v: &Yaml) -> String {
         match v {
-            Yaml::Tagged(t) if tag_name(t) == "Ref" => {
-                let d = &self.yaml["Parameters"][t.value.as_str().unwrap_or_default()]["Default"];
-                d.as_str().map(str::to_owned).or_else(|| d.as_u64().map(|n| n.to_string())).unwrap_or_default()
-            }
+            Yaml::Tagged(t) if tag_name(t) == "Ref" => self.parameter_default(t.value.as_str().unwrap_or_default()),
             Yaml::String(s) => s.clone(),
             other => panic!("the cloud harness cannot evaluate {other:?} in a condition"),
         }
