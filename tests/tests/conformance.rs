@@ -2036,6 +2036,69 @@ async fn a_deployment_raises_the_pairings_per_source(h: Harness) {
     pairings_are_limited_per_source_and_hour(h).await;
 }
 
+/// Issue 59: an owner's budget is counted with one conditional write: takers racing for the
+/// last tokens of a window never pass the limit together, a refused take counts nothing and
+/// says what is left, another key and the next window are untouched. Then instances sharing
+/// the store serve one busy owner its limit, and at most a batch each more.
+async fn budget_takes_never_pass_the_limit_together(h: Harness) {
+    use domain::budget::{Admission, OwnerBudget, Surface};
+    use domain::store::Taken;
+    let h = Arc::new(h);
+    let end = domain::clock::Timestamp::from_millis((h.clock.now().as_millis() / 60_000 + 1) * 60_000);
+    let racers = 30;
+    let barrier = Arc::new(Barrier::new(racers));
+    let handles: Vec<_> = (0..racers)
+        .map(|_| {
+            let (h, barrier) = (Arc::clone(&h), Arc::clone(&barrier));
+            tokio::spawn(async move {
+                barrier.wait().await;
+                h.store.take_attempts("budget:race", end, 7, 100).await.unwrap()
+            })
+        })
+        .collect();
+    let mut taken = 0;
+    for handle in handles {
+        match handle.await.unwrap() {
+            Taken::Taken => taken += 1,
+            Taken::Short { left } => assert!(left < 7, "refused with {left} left"),
+        }
+    }
+    eprintln!("[{}] budget race: {racers} takes of 7 at once under 100, {taken} taken", h.name());
+    assert_eq!(taken, 14, "the count passed the limit (or stopped short of it)");
+    assert_eq!(h.store.take_attempts("budget:race", end, 3, 100).await.unwrap(), Taken::Short { left: 2 });
+    assert_eq!(h.store.take_attempts("budget:race", end, 2, 100).await.unwrap(), Taken::Taken);
+    assert_eq!(h.store.take_attempts("budget:race", end, 1, 100).await.unwrap(), Taken::Short { left: 0 });
+    assert_eq!(h.store.take_attempts("budget:other", end, 100, 100).await.unwrap(), Taken::Taken);
+    assert_eq!(h.store.take_attempts("budget:other", end, 101, 100).await.unwrap(), Taken::Short { left: 0 });
+    let next = end.plus(Duration::from_secs(60));
+    assert_eq!(h.store.take_attempts("budget:race", next, 100, 100).await.unwrap(), Taken::Taken);
+
+    // Three instances, each a budget of 300 a minute (a batch of 1), serving one owner at once.
+    h.clock.set(end);
+    let busy = owner("budget-busy");
+    let instances: Vec<_> = (0..3).map(|_| Arc::new(OwnerBudget::new(Surface::Mcp, 300))).collect();
+    let handles: Vec<_> = instances
+        .iter()
+        .map(|b| {
+            let (h, b, busy) = (Arc::clone(&h), Arc::clone(b), busy.clone());
+            tokio::spawn(async move {
+                let mut served = 0;
+                for _ in 0..150 {
+                    if b.admit(h.store.as_ref(), &busy, h.clock.now()).await.unwrap() == Admission::Serve {
+                        served += 1;
+                    }
+                }
+                served
+            })
+        })
+        .collect();
+    let mut served = 0;
+    for handle in handles {
+        served += handle.await.unwrap();
+    }
+    assert!((300..=303).contains(&served), "served {served} of 450 asked under a limit of 300");
+}
+
 const PAIR_RACES: usize = 20;
 const PAIR_RACERS: usize = 8;
 /// Pairings per mutant and pace (each mutant was caught in every one of 20 at once, on both
@@ -2424,6 +2487,7 @@ suite! {
     pairing_follows_the_device_grant,
     a_token_that_belongs_to_a_device_can_never_be_paired,
     failed_attempts_are_counted_per_key_and_window,
+    budget_takes_never_pass_the_limit_together,
     pairings_are_limited_per_source_and_hour,
     a_deployment_raises_the_pairings_per_source with super::busy_pairing_policy(),
     pairing_race_approves_and_redeems_once,

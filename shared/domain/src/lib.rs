@@ -7,6 +7,7 @@
 //!
 //! | module | what it holds |
 //! |---|---|
+//! | [`budget`] | each owner's requests a minute on each surface, counted across instances a batch at a time |
 //! | [`clients`] | OAuth app clients registered by chats (RFC 7591): their records, names that carry reuse, rate limits (the registry traits are in [`store`]) |
 //! | [`clock`] | [`clock::Timestamp`] and the injected [`clock::Clock`] (system or manual) |
 //! | [`ids`] | validated ids: UUIDv7 command/task ids, `gs_` session ids, agent ids, keys |
@@ -30,6 +31,7 @@
 //! outcomes with the same code (`docs/architecture.md` names the few changes that are not one
 //! conditional write).
 
+pub mod budget;
 pub mod clients;
 pub mod clock;
 pub mod devices;

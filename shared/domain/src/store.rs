@@ -396,6 +396,22 @@ pub trait LimitAttempts: Send + Sync {
     async fn failed_attempts(&self, key: &str, window_end: Timestamp) -> StoreResult<u32>;
     /// Counts one more failed attempt for `key` in that window; the count after it.
     async fn record_failed_attempt(&self, key: &str, window_end: Timestamp) -> StoreResult<u32>;
+    /// Counts `n` more for `key` in the window ending at `window_end` if the count stays at
+    /// most `limit` (one conditional write: concurrent takers never pass it together);
+    /// otherwise counts nothing and says how many are left ([`crate::budget`]).
+    async fn take_attempts(&self, key: &str, window_end: Timestamp, n: u32, limit: u32) -> StoreResult<Taken>;
+}
+
+/// What [`LimitAttempts::take_attempts`] did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Taken {
+    /// Counted.
+    Taken,
+    /// Not counted: only `left` remain under the limit.
+    Short {
+        /// The limit minus the count.
+        left: u32,
+    },
 }
 
 /// The cloud doorbell's open sockets (`crate::doorbell`): written by the `$connect` and

@@ -25,7 +25,7 @@ use domain::pairing::{
     DecideOutcome, Decision, Desktop, Pairing, PairingStatus, PollOutcome, PollStep, StartOutcome, UserCode,
     classify_poll, slow_down_cutoff, source_window,
 };
-use domain::store::{LimitAttempts, PairDevices, StoreResult};
+use domain::store::{LimitAttempts, PairDevices, StoreResult, Taken};
 
 use crate::codec::{Item, Read, bad, n, s, values};
 use crate::devices::device_items;
@@ -337,6 +337,33 @@ impl LimitAttempts for DynamoStore {
         match counted {
             Updated::Applied(Some(item)) => u32::try_from(Read(&item).n("count")?).map_err(|_| bad("count")),
             Updated::Applied(None) | Updated::Rejected(_) => Err(bad("attempts (no new image)")),
+        }
+    }
+
+    async fn take_attempts(&self, key: &str, window_end: Timestamp, take: u32, limit: u32) -> StoreResult<Taken> {
+        let Some(at_most) = limit.checked_sub(take) else {
+            // More than the limit is never taken; what is left is read.
+            let count = self.failed_attempts(key, window_end).await?;
+            return Ok(Taken::Short { left: limit.saturating_sub(count) });
+        };
+        let taken = self
+            .db
+            .update(
+                Update::of(attempts_key(key, window_end))
+                    .add("count", n(i64::from(take)))
+                    .set("window_end", n(window_end.as_millis()))
+                    .set("ttl", ttl_at(window_end.plus(KEEP_AFTER_EXPIRY)))
+                    .when(missing("count").or(le("count", n(i64::from(at_most))))),
+            )
+            .send(false)
+            .await?;
+        match taken {
+            Updated::Applied(_) => Ok(Taken::Taken),
+            Updated::Rejected(None) => Err(bad("attempts (refused without an image)")),
+            Updated::Rejected(Some(item)) => {
+                let count = u32::try_from(Read(&item).n("count")?).map_err(|_| bad("count"))?;
+                Ok(Taken::Short { left: limit.saturating_sub(count) })
+            }
         }
     }
 }

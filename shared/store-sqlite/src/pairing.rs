@@ -17,7 +17,7 @@ use domain::pairing::{
     DecideOutcome, Decision, Desktop, Pairing, PairingStatus, PollOutcome, PollStep, StartOutcome, UserCode,
     classify_poll, slow_down_cutoff, source_window,
 };
-use domain::store::{LimitAttempts, PairDevices, StoreResult};
+use domain::store::{LimitAttempts, PairDevices, StoreResult, Taken};
 
 use crate::SqliteStore;
 use crate::codec::{DEVICE_COLS, col, opt_col, opt_ts, ts};
@@ -238,6 +238,28 @@ impl LimitAttempts for SqliteStore {
                  ON CONFLICT (key, window_end) DO UPDATE SET count = count + 1 RETURNING count",
             )?
             .query_row(params![key, window_end.as_millis()], |r| r.get(0))
+        })
+        .await
+    }
+
+    async fn take_attempts(&self, key: &str, window_end: Timestamp, take: u32, limit: u32) -> StoreResult<Taken> {
+        let key = key.to_owned();
+        self.write(move |tx, now| {
+            tx.prepare_cached("DELETE FROM attempts WHERE window_end <= ?1")?.execute([now.as_millis()])?;
+            let count: u32 = tx
+                .prepare_cached("SELECT count FROM attempts WHERE key = ?1 AND window_end = ?2")?
+                .query_row(params![key, window_end.as_millis()], |r| r.get(0))
+                .optional()?
+                .unwrap_or_default();
+            if u64::from(count) + u64::from(take) > u64::from(limit) {
+                return Ok(Taken::Short { left: limit.saturating_sub(count) });
+            }
+            tx.prepare_cached(
+                "INSERT INTO attempts (key, window_end, count) VALUES (?1, ?2, ?3)
+                 ON CONFLICT (key, window_end) DO UPDATE SET count = count + ?3",
+            )?
+            .execute(params![key, window_end.as_millis(), take])?;
+            Ok(Taken::Taken)
         })
         .await
     }
