@@ -17,6 +17,8 @@ pub const POLL_INTERVAL_SECONDS: &str = "FOUNDRY_POLL_INTERVAL_SECONDS";
 pub const HEARTBEAT_TIMEOUT_SECONDS: &str = "FOUNDRY_HEARTBEAT_TIMEOUT_SECONDS";
 /// Pairings one source address may start per hour (default 10).
 pub const PAIRINGS_PER_SOURCE_PER_HOUR: &str = "FOUNDRY_PAIRINGS_PER_SOURCE_PER_HOUR";
+/// Requests one owner may make a minute on each surface (default 6,000; `domain::budget`).
+pub const OWNER_REQUESTS_PER_MINUTE: &str = "FOUNDRY_OWNER_REQUESTS_PER_MINUTE";
 /// Seconds between owner-panel refreshes (default 15).
 pub const PANEL_REFRESH_SECONDS: &str = "FOUNDRY_PANEL_REFRESH_SECONDS";
 /// Default for [`PORT`].
@@ -56,6 +58,7 @@ const POLICY: PolicyKeys = PolicyKeys {
     heartbeat_timeout: HEARTBEAT_TIMEOUT_SECONDS,
     poll_interval: POLL_INTERVAL_SECONDS,
     pairings_per_source: PAIRINGS_PER_SOURCE_PER_HOUR,
+    owner_requests_per_minute: OWNER_REQUESTS_PER_MINUTE,
 };
 
 /// The local server's settings.
@@ -185,6 +188,15 @@ fn default_data_dir(get: &impl Fn(&str) -> Option<String>) -> Option<PathBuf> {
         .map(PathBuf::from)
         .or_else(|| get("HOME").map(|h| PathBuf::from(h).join(".local/share")))
         .map(|d| d.join("foundry-connect"))
+}
+
+/// The `Host` values of this server: the public URL's authority, and loopback with `port`.
+pub(crate) fn accepted_hosts(public_url: &str, port: u16) -> Vec<String> {
+    let mut hosts = vec![format!("127.0.0.1:{port}"), format!("localhost:{port}"), format!("[::1]:{port}")];
+    if let Some(authority) = public_url.split_once("://").map(|(_, rest)| rest.split('/').next().unwrap_or(rest)) {
+        hosts.push(authority.to_owned());
+    }
+    hosts
 }
 
 #[cfg(test)]

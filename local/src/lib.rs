@@ -33,6 +33,7 @@ use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
 use axum::response::IntoResponse;
 use bytes::Bytes;
+use domain::budget::{OwnerBudget, Surface};
 use domain::clock::SharedClock;
 use domain::ids::{ChatLinkId, IdempotencyKey, OwnerId, ProjectId, TaskId};
 use domain::store::{AssignTasks, AuthenticateDevices, ManageDevices, ManageLinks, ManageProjects};
@@ -273,8 +274,13 @@ impl AppState {
             iss_in_response: true,
             client_metadata_documents: true,
         };
+        let per_minute = w.policy.owner_requests_per_minute;
         Self {
-            endpoint: McpEndpoint::new(Arc::new(InProcess(deps)), Arc::clone(&auth), endpoint_config),
+            endpoint: McpEndpoint::new(Arc::new(InProcess(deps)), Arc::clone(&auth), endpoint_config).with_budget(
+                per_minute,
+                Arc::clone(&w.store) as _,
+                w.clock.clone(),
+            ),
             relay: RelayApi {
                 store: Arc::clone(&w.store),
                 clock: w.clock.clone(),
@@ -287,6 +293,7 @@ impl AppState {
                     domain::doorbell::PATH
                 )),
                 doorbell_poll_interval: w.doorbell_poll_interval,
+                budget: OwnerBudget::new(Surface::Relay, per_minute),
             },
             owner: OwnerApi {
                 store: Arc::clone(&w.store),
@@ -295,6 +302,7 @@ impl AppState {
                 policy: w.policy,
                 blobs: Some(Arc::new(blobs.clone())),
                 urls: UrlPolicy::Local,
+                budget: OwnerBudget::new(Surface::Owner, per_minute),
             },
             panel: PanelConfig { sign_in: SignIn::Local, refresh_seconds: w.panel_refresh_seconds },
             builds: relay_dist::DirBuilds { dir: w.relay_dist.clone() },
@@ -369,7 +377,7 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
         doorbell: Arc::new(doorbell::Hub::new(Arc::clone(&store) as Arc<dyn AuthenticateDevices>, DOORBELL_RECHECK)),
         doorbell_poll_interval: config.doorbell_poll_interval,
         relay_requests: Arc::new(RelayRequests::default()),
-        hosts: accepted_hosts(&public_url, addr.port()),
+        hosts: config::accepted_hosts(&public_url, addr.port()),
         allow_loopback_client_metadata: config.allow_loopback_client_metadata,
         dev_document_hosts: config.dev_document_hosts.clone(),
     };
@@ -399,15 +407,6 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
         shutdown: Some(shutdown),
         task,
     })
-}
-
-/// The `Host` values of this server: the public URL's authority, and loopback with `port`.
-fn accepted_hosts(public_url: &str, port: u16) -> Vec<String> {
-    let mut hosts = vec![format!("127.0.0.1:{port}"), format!("localhost:{port}"), format!("[::1]:{port}")];
-    if let Some(authority) = public_url.split_once("://").map(|(_, rest)| rest.split('/').next().unwrap_or(rest)) {
-        hosts.push(authority.to_owned());
-    }
-    hosts
 }
 
 /// How often the local server's desktop watch looks at the runs still queued.

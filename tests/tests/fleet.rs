@@ -51,6 +51,10 @@ impl Fleet {
                 public_url: "http://stack".into(),
                 doorbell_url: None,
                 doorbell_poll_interval: domain::doorbell::DOORBELL_POLL_INTERVAL,
+                budget: domain::budget::OwnerBudget::new(
+                    domain::budget::Surface::Relay,
+                    h.policy.owner_requests_per_minute,
+                ),
             },
             owner: OwnerApi {
                 store: Arc::clone(&h.store),
@@ -59,6 +63,10 @@ impl Fleet {
                 policy: h.policy,
                 blobs: None,
                 urls: events::webhook_url::UrlPolicy::Local,
+                budget: domain::budget::OwnerBudget::new(
+                    domain::budget::Surface::Owner,
+                    h.policy.owner_requests_per_minute,
+                ),
             },
             project,
             h,

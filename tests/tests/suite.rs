@@ -35,6 +35,7 @@ mod model;
 mod oauth_conformance;
 mod oauth_local;
 mod owner_api_http;
+mod owner_budget;
 mod panel_browser;
 mod pictures;
 mod preflight;

@@ -45,6 +45,8 @@ fn get<'a>(v: &'a Value, path: &[&str]) -> Option<&'a Value> {
 struct Function {
     logical_id: String,
     actions: BTreeMap<String, Vec<String>>,
+    /// Action → the `dynamodb:LeadingKeys` its statement limits it to (none: unlimited).
+    leading_keys: BTreeMap<String, Vec<String>>,
     env: BTreeSet<String>,
 }
 
@@ -57,6 +59,7 @@ fn functions(t: &Value) -> BTreeMap<String, Function> {
         let Some(code) = get(r, &["Properties", "CodeUri"]).and_then(|c| c.as_str()) else { continue };
         let name = code.trim_start_matches("functions/").trim_end_matches('/').to_owned();
         let mut actions: BTreeMap<String, Vec<String>> = BTreeMap::new();
+        let mut leading_keys: BTreeMap<String, Vec<String>> = BTreeMap::new();
         for policy in get(r, &["Properties", "Policies"]).and_then(|p| p.as_sequence()).into_iter().flatten() {
             for st in policy["Statement"].as_sequence().into_iter().flatten() {
                 assert_eq!(st["Effect"].as_str(), Some("Allow"), "{id:?}: only Allow statements expected");
@@ -64,8 +67,11 @@ fn functions(t: &Value) -> BTreeMap<String, Function> {
                 strings(&st["Action"], &mut acts);
                 let mut res = Vec::new();
                 strings(&st["Resource"], &mut res);
+                let mut keys = Vec::new();
+                strings(&st["Condition"]["ForAllValues:StringLike"]["dynamodb:LeadingKeys"], &mut keys);
                 for a in acts {
-                    actions.entry(a).or_default().extend(res.clone());
+                    actions.entry(a.clone()).or_default().extend(res.clone());
+                    leading_keys.entry(a).or_default().extend(keys.clone());
                 }
             }
         }
@@ -82,7 +88,10 @@ fn functions(t: &Value) -> BTreeMap<String, Function> {
                 .flatten()
                 .filter_map(|(k, _)| k.as_str().map(str::to_owned)),
         );
-        out.insert(name, Function { logical_id: id.as_str().unwrap_or_default().to_owned(), actions, env });
+        out.insert(
+            name,
+            Function { logical_id: id.as_str().unwrap_or_default().to_owned(), actions, leading_keys, env },
+        );
     }
     out
 }
@@ -135,6 +144,18 @@ fn problems(template: &str) -> Vec<String> {
             }
             None if name == "mcp" => {
                 expected.insert("lambda:InvokeFunction".into());
+                expected.extend(lambda::config::MCP_DYNAMODB_ACTIONS.iter().map(|a| (*a).to_owned()));
+                // Its writes are the owners' budget counters and nothing else.
+                for action in lambda::config::MCP_DYNAMODB_ACTIONS {
+                    if f.leading_keys.get(*action).map(Vec::as_slice)
+                        != Some(&[lambda::config::MCP_BUDGET_KEYS.to_owned()])
+                    {
+                        p.push(format!(
+                            "mcp: {action} must be limited to the keys {}",
+                            lambda::config::MCP_BUDGET_KEYS
+                        ));
+                    }
+                }
                 let targets: BTreeSet<String> = f
                     .actions
                     .get("lambda:InvokeFunction")

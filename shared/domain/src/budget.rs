@@ -33,11 +33,7 @@ use crate::store::{LimitAttempts, StoreResult, Taken};
 /// The window a budget counts in, aligned to the UTC clock.
 pub const BUDGET_WINDOW: Duration = Duration::from_secs(60);
 
-/// Requests one owner may make a minute on each surface unless the deployment sets another
-/// number (the template's `OwnerRequestsPerMinute`, locally `FOUNDRY_OWNER_REQUESTS_PER_MINUTE`):
-/// 100 a second, a tenth of the busiest route's throttle (`POST /mcp`, 1,000/s), and well above
-/// an owner with 500 desktops on the doorbell (~20/s).
-pub const DEFAULT_OWNER_REQUESTS_PER_MINUTE: u32 = 6_000;
+pub use crate::limits::DEFAULT_OWNER_REQUESTS_PER_MINUTE;
 
 /// Each instance's batch is this share of the limit: 20 at the default.
 const BATCHES_PER_WINDOW: u32 = 300;
@@ -81,6 +77,9 @@ pub enum Admission {
     Refuse {
         /// Seconds until the next window (the `Retry-After` header).
         retry_after_s: u64,
+        /// This instance found the budget spent with this request (log it once, not per
+        /// refusal: a flood would write a line per request).
+        first: bool,
     },
 }
 
@@ -170,9 +169,9 @@ impl OwnerBudget {
     ) -> StoreResult<Admission> {
         let window = i64::try_from(BUDGET_WINDOW.as_millis()).unwrap_or(i64::MAX);
         let window_end = now.as_millis().div_euclid(window) * window + window;
-        let refuse = || {
+        let refuse = |first| {
             let left_ms = u64::try_from(window_end - now.as_millis()).unwrap_or(0);
-            Admission::Refuse { retry_after_s: left_ms.div_ceil(1000).max(1) }
+            Admission::Refuse { retry_after_s: left_ms.div_ceil(1000).max(1), first }
         };
         let step = {
             let mut local = self.local.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -187,7 +186,7 @@ impl OwnerBudget {
         };
         let n = match step {
             Step::Serve => return Ok(Admission::Serve),
-            Step::Refuse => return Ok(refuse()),
+            Step::Refuse => return Ok(refuse(false)),
             Step::Take(n) => n.min(self.per_minute),
         };
         let key = budget_key(self.surface, owner);
@@ -215,7 +214,7 @@ impl OwnerBudget {
             Ok(Admission::Serve)
         } else {
             entry.spent = true;
-            Ok(refuse())
+            Ok(refuse(true))
         }
     }
 }

@@ -99,7 +99,17 @@ pub struct Policy {
     /// [`DEFAULT_PAIRINGS_PER_SOURCE_PER_HOUR`]): a company pairing hundreds of desktops behind
     /// one address raises it (issue 59; docs/scale.md, "Onboarding ceilings").
     pub pairings_per_source_per_hour: u32,
+    /// Requests one owner may make a minute on each surface (default
+    /// [`DEFAULT_OWNER_REQUESTS_PER_MINUTE`], `crate::budget`; docs/scale.md, "Each owner has a
+    /// budget").
+    pub owner_requests_per_minute: u32,
 }
+
+/// Requests one owner may make a minute on each surface unless the deployment sets another
+/// number (the template's `OwnerRequestsPerMinute`, locally `FOUNDRY_OWNER_REQUESTS_PER_MINUTE`):
+/// 100 a second, a tenth of the busiest route's throttle (`POST /mcp`, 1,000/s), and well above
+/// an owner with 500 desktops on the doorbell (~20/s).
+pub const DEFAULT_OWNER_REQUESTS_PER_MINUTE: u32 = 6_000;
 
 /// Pairings one source address may start per UTC hour unless the deployment sets another
 /// number ([`Policy::pairings_per_source_per_hour`]).
@@ -117,6 +127,7 @@ impl Default for Policy {
             poll_interval: DEFAULT_POLL_INTERVAL,
             dispatch_ttl: DEFAULT_DISPATCH_TTL,
             pairings_per_source_per_hour: DEFAULT_PAIRINGS_PER_SOURCE_PER_HOUR,
+            owner_requests_per_minute: DEFAULT_OWNER_REQUESTS_PER_MINUTE,
         }
     }
 }

@@ -104,6 +104,9 @@ pub struct RelayApi<S: ?Sized> {
     /// The safety poll a relay with its doorbell connected is told to keep
     /// ([`domain::doorbell::DOORBELL_POLL_INTERVAL`]).
     pub doorbell_poll_interval: std::time::Duration,
+    /// Each owner's desktops' requests a minute ([`domain::budget::Surface::Relay`]): one per
+    /// process.
+    pub budget: domain::budget::OwnerBudget,
 }
 
 fn internal(e: &StoreError) -> http::Response<Bytes> {
@@ -151,6 +154,10 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
             return http_json::error(StatusCode::UNAUTHORIZED, DEVICE_TOKEN_REQUIRED);
         };
         let owner = device.owner.clone();
+        if let Some(refused) = http_json::over_budget(&self.budget, self.store.as_ref(), &owner, self.clock.now()).await
+        {
+            return refused;
+        }
         let command = || CommandId::parse("command_id", p[0]);
         match route.op {
             Op::Sync => {

@@ -53,6 +53,30 @@ pub fn unavailable(what: &str, e: &(dyn std::error::Error + 'static)) -> http::R
     error(StatusCode::SERVICE_UNAVAILABLE, "temporarily unavailable; retry")
 }
 
+/// `None` when `owner`'s request is within its budget on `budget`'s surface
+/// (`domain::budget`); otherwise the answer: `429` with `Retry-After` and the limit named, or
+/// `503` when the budget could not be counted.
+pub async fn over_budget(
+    budget: &domain::budget::OwnerBudget,
+    store: &(impl domain::store::LimitAttempts + ?Sized),
+    owner: &domain::ids::OwnerId,
+    now: domain::clock::Timestamp,
+) -> Option<http::Response<Bytes>> {
+    use domain::budget::{Admission, refusal_message};
+    match budget.admit(store, owner, now).await {
+        Ok(Admission::Serve) => None,
+        Ok(Admission::Refuse { retry_after_s, first }) => {
+            if first {
+                tracing::warn!(owner = owner.as_str(), "an owner spent its budget for this minute");
+            }
+            let mut r = error(StatusCode::TOO_MANY_REQUESTS, refusal_message(budget.per_minute(), retry_after_s));
+            r.headers_mut().insert(header::RETRY_AFTER, http::HeaderValue::from(retry_after_s));
+            Some(r)
+        }
+        Err(e) => Some(unavailable("counting the owner's budget", &e)),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

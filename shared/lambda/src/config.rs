@@ -33,6 +33,9 @@ pub const HEARTBEAT_TIMEOUT_SECONDS: &str = "HEARTBEAT_TIMEOUT_SECONDS";
 pub const POLL_INTERVAL_SECONDS: &str = "POLL_INTERVAL_SECONDS";
 /// Pairings one source address may start per hour (`domain::limits::Policy`).
 pub const PAIRINGS_PER_SOURCE_PER_HOUR: &str = "PAIRINGS_PER_SOURCE_PER_HOUR";
+/// Requests one owner may make a minute on each surface (`domain::budget`; the template's
+/// `OwnerRequestsPerMinute`).
+pub const OWNER_REQUESTS_PER_MINUTE: &str = "OWNER_REQUESTS_PER_MINUTE";
 /// The OAuth issuer (`iss`), e.g. the Cognito user pool URL.
 pub const OAUTH_ISSUER: &str = "OAUTH_ISSUER";
 /// The issuer's JWKS URL.
@@ -63,6 +66,12 @@ pub const REGISTER_COGNITO_ACTIONS: &[&str] = &[
 pub const DOORBELL_URL: &str = "DOORBELL_URL";
 /// The doorbell stage's `@connections` management endpoint (the ring function posts there).
 pub const DOORBELL_ENDPOINT: &str = "DOORBELL_ENDPOINT";
+/// What the `mcp` function may do on the table: count the owners' budgets
+/// (`domain::budget`, one conditional update of a counter item; the template limits it to
+/// those items' keys, [`MCP_BUDGET_KEYS`]).
+pub const MCP_DYNAMODB_ACTIONS: &[&str] = &["dynamodb:UpdateItem"];
+/// The partition keys the `mcp` function may write: its budget counters.
+pub const MCP_BUDGET_KEYS: &str = "ATTEMPTS#budget:mcp:*";
 /// What the `doorbell` function may do on the table: read device tokens and socket owners,
 /// write and delete socket items (in transactions).
 pub const DOORBELL_DYNAMODB_ACTIONS: &[&str] =
@@ -108,7 +117,7 @@ pub fn tool_function_key(tool: ToolName) -> String {
 pub fn required_keys(function: &str) -> Option<Vec<String>> {
     if function == "mcp" {
         let mut keys: Vec<String> =
-            [OAUTH_ISSUER, JWKS_URL, PUBLIC_URL, OAUTH_SCOPE_PREFIX].map(str::to_owned).to_vec();
+            [OAUTH_ISSUER, JWKS_URL, PUBLIC_URL, OAUTH_SCOPE_PREFIX, TABLE_NAME].map(str::to_owned).to_vec();
         keys.extend(ToolName::ALL.iter().map(|&t| tool_function_key(t)));
         return Some(keys);
     }
@@ -146,6 +155,7 @@ const POLICY: PolicyKeys = PolicyKeys {
     heartbeat_timeout: HEARTBEAT_TIMEOUT_SECONDS,
     poll_interval: POLL_INTERVAL_SECONDS,
     pairings_per_source: PAIRINGS_PER_SOURCE_PER_HOUR,
+    owner_requests_per_minute: OWNER_REQUESTS_PER_MINUTE,
 };
 
 /// Settings of a tool function.
@@ -396,6 +406,10 @@ pub struct McpConfig {
     pub auth_server: AuthServerConfig,
     /// Function name per tool.
     pub functions: HashMap<ToolName, String>,
+    /// The DynamoDB table: the owners' budgets are counted there (`domain::budget`).
+    pub table: String,
+    /// The policy (the budget's requests a minute).
+    pub policy: Policy,
 }
 
 #[cfg(any(feature = "owner-api", feature = "mcp", feature = "register"))]
@@ -415,6 +429,8 @@ impl McpConfig {
         let jwks_url = r.required(JWKS_URL);
         let public_url = r.url(PUBLIC_URL);
         let scopes = ScopeSpelling::with_prefix(&r.required(OAUTH_SCOPE_PREFIX));
+        let table = r.required(TABLE_NAME);
+        let policy = r.policy(POLICY);
         // The stack's own facade in front of Cognito's (oauth::facade): Cognito
         // refuses the RFC 8707 `resource` that MCP clients send.
         let auth_server = AuthServerConfig {
@@ -445,7 +461,7 @@ impl McpConfig {
             max_body_bytes: DEFAULT_MAX_BODY_BYTES,
             scopes,
         };
-        r.finish(Self { endpoint, issuer, jwks_url, auth_server, functions })
+        r.finish(Self { endpoint, issuer, jwks_url, auth_server, functions, table, policy })
     }
 }
 
@@ -588,7 +604,7 @@ mod tests {
     #[test]
     fn mcp_config_needs_every_tool_function() {
         let e = McpConfig::from_env(map(&[])).unwrap_err();
-        assert_eq!(e.problems.len(), 4 + ToolName::ALL.len());
+        assert_eq!(e.problems.len(), 5 + ToolName::ALL.len());
         assert!(e.to_string().starts_with("bad configuration:\nOAUTH_ISSUER: required\n"), "{e}");
         let mut pairs: Vec<(String, &str)> = vec![
             (OAUTH_ISSUER.into(), "https://cognito-idp.eu-west-1.amazonaws.com/pool"),
@@ -596,12 +612,15 @@ mod tests {
             (PUBLIC_URL.into(), "https://abc.execute-api.eu-west-1.amazonaws.com"),
             (OAUTH_SCOPE_PREFIX.into(), "osfoundry/"),
             (ALLOWED_HOSTS.into(), "mcp.example.com"),
+            (TABLE_NAME.into(), "t"),
+            (OWNER_REQUESTS_PER_MINUTE.into(), "120"),
         ];
         let names: Vec<String> = ToolName::ALL.iter().map(|t| format!("fc-{}", t.as_str())).collect();
         for (t, n) in ToolName::ALL.iter().zip(&names) {
             pairs.push((tool_function_key(*t), n));
         }
         let c = McpConfig::from_env(map(&pairs)).unwrap();
+        assert_eq!((c.table.as_str(), c.policy.owner_requests_per_minute), ("t", 120), "the budget's table and limit");
         // The stack's own facade, in front of Cognito's (which refuses `resource`), revocation
         // included (a document's client id names its app client there).
         assert_eq!(c.auth_server.token_endpoint, "/token");
@@ -666,7 +685,7 @@ mod tests {
         let meta = c.endpoint.resource_metadata("https://x");
         assert_eq!(meta["scopes_supported"], serde_json::json!(["osfoundry/read", "osfoundry/run"]));
         assert_eq!(c.functions.len(), 9);
-        assert_eq!(required_keys("mcp").unwrap().len(), 13);
+        assert_eq!(required_keys("mcp").unwrap().len(), 14);
         assert_eq!(required_keys("upload_linked_chat_artifact").unwrap(), vec!["TABLE_NAME", "ARTIFACT_BUCKET"]);
         assert_eq!(required_keys("nope"), None);
     }

@@ -77,7 +77,13 @@ pub async fn run() -> Result<(), Error> {
         clock,
     };
     let dispatch = LambdaDispatch::new(&aws, config.functions.clone());
-    let endpoint = Arc::new(McpEndpoint::new(Arc::new(dispatch), Arc::new(auth), config.endpoint.clone()));
+    // The owners' budgets are counted in the table (the function writes nothing else there).
+    let counts = Arc::new(crate::dynamo_store(&aws, &config.table, config.policy));
+    let endpoint = Arc::new(McpEndpoint::new(Arc::new(dispatch), Arc::new(auth), config.endpoint.clone()).with_budget(
+        config.policy.owner_requests_per_minute,
+        counts,
+        Arc::new(SystemClock),
+    ));
     let auth_server = Arc::new(config.auth_server);
     lambda_http::run(lambda_http::service_fn(move |req: lambda_http::Request| {
         let (endpoint, auth_server) = (Arc::clone(&endpoint), Arc::clone(&auth_server));

@@ -53,6 +53,9 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 use auth::{AuthError, Authenticator, bearer};
+use domain::budget::{Admission, OwnerBudget, Surface, refusal_message};
+use domain::clock::SharedClock;
+use domain::store::LimitAttempts;
 use tools::{SCOPE_OWNER, SCOPE_READ, SCOPE_RUN, ToolName};
 
 pub mod apps;
@@ -75,6 +78,14 @@ pub struct McpEndpoint<D: ?Sized> {
     hosts: Option<Vec<(String, Option<u16>)>>,
     direct: bool,
     verified: tokens::VerifiedTokens,
+    budget: Option<Budget>,
+}
+
+/// Each owner's budget on this endpoint, the store it is counted in, and "now".
+struct Budget {
+    budget: OwnerBudget,
+    counts: Arc<dyn LimitAttempts>,
+    clock: SharedClock,
 }
 
 impl<D: Dispatch + ?Sized> McpEndpoint<D> {
@@ -101,7 +112,25 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
             Arc::new(NeverSessionManager::default()),
             rmcp_config,
         );
-        Self { service, handler, auth, config, hosts, direct: true, verified: tokens::VerifiedTokens::default() }
+        Self {
+            service,
+            handler,
+            auth,
+            config,
+            hosts,
+            direct: true,
+            verified: tokens::VerifiedTokens::default(),
+            budget: None,
+        }
+    }
+
+    /// Counts each owner's requests against `per_minute` (`domain::budget`, the MCP surface) in
+    /// `counts`: an owner past it is answered `429` with `Retry-After` before its request is
+    /// read. Without it every authenticated request is served.
+    #[must_use]
+    pub fn with_budget(mut self, per_minute: u32, counts: Arc<dyn LimitAttempts>, clock: SharedClock) -> Self {
+        self.budget = Some(Budget { budget: OwnerBudget::new(Surface::Mcp, per_minute), counts, clock });
+        self
     }
 
     /// The configuration.
@@ -170,6 +199,36 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
                 &[(header::WWW_AUTHENTICATE, &challenge)],
                 Bytes::from_static(b"Unauthorized"),
             );
+        }
+        if let Some(b) = &self.budget {
+            match b.budget.admit(b.counts.as_ref(), &identity.owner, b.clock.now()).await {
+                Ok(Admission::Serve) => {}
+                Ok(Admission::Refuse { retry_after_s, first }) => {
+                    if first {
+                        tracing::warn!(
+                            owner = identity.owner.as_str(),
+                            "an owner spent its MCP budget for this minute"
+                        );
+                    }
+                    let message = refusal_message(b.budget.per_minute(), retry_after_s);
+                    return respond(
+                        StatusCode::TOO_MANY_REQUESTS,
+                        &[
+                            (header::CONTENT_TYPE, "application/json"),
+                            (header::RETRY_AFTER, &retry_after_s.to_string()),
+                        ],
+                        jsonrpc_error(-32000, &message),
+                    );
+                }
+                Err(e) => {
+                    tracing::error!(error = %domain::errors::ErrorChain(&e), "cannot count the owner's budget");
+                    return respond(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        &[(header::RETRY_AFTER, "5")],
+                        Bytes::from_static(b"Service Unavailable"),
+                    );
+                }
+            }
         }
         // The one parse of the body: straight into rmcp's message type. Bytes that are no JSON
         // are a parse error; JSON that is no JSON-RPC message (a batch, a wrong `jsonrpc`, an

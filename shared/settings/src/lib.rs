@@ -28,6 +28,8 @@ pub struct PolicyKeys {
     pub poll_interval: &'static str,
     /// Pairings one source address may start per hour.
     pub pairings_per_source: &'static str,
+    /// Requests one owner may make a minute on each surface (`domain::budget`).
+    pub owner_requests_per_minute: &'static str,
 }
 
 /// Reads settings through `get`, collecting every problem.
@@ -158,6 +160,10 @@ impl<F: Fn(&str) -> Option<String>> Reader<F> {
             poll_interval: self.seconds(keys.poll_interval, d.poll_interval),
             pairings_per_source_per_hour: u32::try_from(
                 self.count(keys.pairings_per_source, d.pairings_per_source_per_hour as usize),
+            )
+            .unwrap_or(u32::MAX),
+            owner_requests_per_minute: u32::try_from(
+                self.count(keys.owner_requests_per_minute, d.owner_requests_per_minute as usize),
             )
             .unwrap_or(u32::MAX),
             ..d

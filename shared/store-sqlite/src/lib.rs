@@ -121,7 +121,7 @@ impl SqliteStore {
     }
 
     /// Transactions that changed at least one row since the store opened (the notifier's own
-    /// bookkeeping of deliveries excluded). The suite uses it to prove that reads never write.
+    /// bookkeeping of deliveries and the owners' budget counts excluded). The suite uses it to prove that reads never write.
     pub fn write_transactions(&self) -> u64 {
         self.writes.load(Ordering::SeqCst)
     }

@@ -244,7 +244,9 @@ impl LimitAttempts for SqliteStore {
 
     async fn take_attempts(&self, key: &str, window_end: Timestamp, take: u32, limit: u32) -> StoreResult<Taken> {
         let key = key.to_owned();
-        self.write(move |tx, now| {
+        // The budget's count is bookkeeping, as the notifier's is: a read that counts against
+        // its owner's budget changes nothing of the owner's.
+        self.bookkeeping(move |tx, now| {
             tx.prepare_cached("DELETE FROM attempts WHERE window_end <= ?1")?.execute([now.as_millis()])?;
             let count: u32 = tx
                 .prepare_cached("SELECT count FROM attempts WHERE key = ?1 AND window_end = ?2")?

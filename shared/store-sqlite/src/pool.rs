@@ -180,7 +180,7 @@ impl SqliteStore {
         self.run(TransactionBehavior::Immediate, true, f).await
     }
 
-    /// A write of the notifier's bookkeeping (see [`SqliteStore::run`]).
+    /// A write of bookkeeping: the notifier's deliveries, the owners' budgets (see [`SqliteStore::run`]).
     pub(crate) async fn bookkeeping<T, F>(&self, f: F) -> StoreResult<T>
     where
         T: Send + 'static,

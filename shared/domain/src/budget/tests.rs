@@ -72,11 +72,16 @@ async fn one_instance_serves_exactly_the_limit_then_refuses_until_the_minute_end
     let (b, store) = (OwnerBudget::new(Surface::Relay, 600), Counts::default());
     assert_eq!(b.batch(), 2);
     let busy = owner("busy");
-    assert_eq!(serve_all(&b, &store, &busy, 1_000, at(12_300)).await, 600);
+    assert_eq!(serve_all(&b, &store, &busy, 600, at(12_300)).await, 600);
+    assert_eq!(b.admit(&store, &busy, at(12_300)).await.unwrap(), Admission::Refuse { retry_after_s: 48, first: true });
+    assert_eq!(serve_all(&b, &store, &busy, 400, at(12_300)).await, 0);
     // A batch at a time, the first batch paid with the second: a write per two requests.
     assert!(store.writes.load(Ordering::Relaxed) <= 300 + 2, "{:?}", store.writes);
-    assert_eq!(b.admit(&store, &busy, at(12_300)).await.unwrap(), Admission::Refuse { retry_after_s: 48 });
-    assert_eq!(b.admit(&store, &busy, at(59_001)).await.unwrap(), Admission::Refuse { retry_after_s: 1 });
+    assert_eq!(
+        b.admit(&store, &busy, at(12_300)).await.unwrap(),
+        Admission::Refuse { retry_after_s: 48, first: false }
+    );
+    assert_eq!(b.admit(&store, &busy, at(59_001)).await.unwrap(), Admission::Refuse { retry_after_s: 1, first: false });
     // Another owner is not touched by the busy one's minute.
     assert_eq!(serve_all(&b, &store, &owner("other"), 600, at(12_300)).await, 600);
     // Nor the same owner on another surface.

@@ -144,6 +144,9 @@ pub struct OwnerApi<S: ?Sized> {
     pub blobs: Option<Arc<dyn BlobStore>>,
     /// Which subscription URLs are accepted.
     pub urls: UrlPolicy,
+    /// Each owner's panel requests a minute ([`domain::budget::Surface::Owner`]): one per
+    /// process.
+    pub budget: domain::budget::OwnerBudget,
 }
 
 /// Why a request was not answered with success.
@@ -242,6 +245,10 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
             }
             Err(_) => return http_json::error(StatusCode::UNAUTHORIZED, "a valid owner token is required"),
         };
+        if let Some(refused) = http_json::over_budget(&self.budget, self.store.as_ref(), &owner, self.clock.now()).await
+        {
+            return refused;
+        }
         let (route, p) = match table::find(ROUTES, req.method(), req.uri().path()) {
             Found::Route(r, p) => (r, p),
             Found::WrongMethod(allow) => return http_json::method_not_allowed(&allow),
