@@ -208,6 +208,7 @@ async fn the_mcp_lambda_router_answers_http_api_events() {
             "HOSTED_AUTH_URL" => "https://fc.auth.eu-west-1.amazoncognito.com".into(),
             "PUBLIC_URL" => "https://abc.execute-api.eu-west-1.amazonaws.com".into(),
             "OAUTH_SCOPE_PREFIX" => "osfoundry/".into(),
+            "TABLE_NAME" => "unused".into(),
             k if k.starts_with("TOOL_FUNCTION_") => "unused".into(),
             _ => return None,
         };

@@ -26,6 +26,9 @@ pub use http_util::routes::*;
 /// Where the document is served (no token needed: it describes the API, it holds no data).
 pub const PATH: &str = "/openapi.json";
 
+/// The `429` of every route with a token (`domain::budget`).
+const BUDGET_SPENT: &str = "The owner's requests a minute on this API are spent (the deployment's `OwnerRequestsPerMinute`): `Retry-After` gives the seconds until the next minute. Nothing was read or changed.";
+
 /// The answers every route with `auth` (and a body, when `body`) can give.
 fn common_answers(auth: Auth, body: bool) -> Vec<(u16, &'static str)> {
     let mut v = Vec::new();
@@ -39,6 +42,9 @@ fn common_answers(auth: Auth, body: bool) -> Vec<(u16, &'static str)> {
     }
     if body {
         v.push((413, "The body is larger than 1 MiB."));
+    }
+    if auth != Auth::Public {
+        v.push((429, BUDGET_SPENT));
     }
     v.push((503, "The store or the token keys are unavailable for a moment; retry. Nothing was changed."));
     v
@@ -121,9 +127,21 @@ fn add<Op: std::fmt::Debug>(
             answers.insert(a.status.to_string(), v);
         }
         for (status, description) in common_answers(r.auth, r.body.is_some()) {
-            answers.entry(status.to_string()).or_insert_with(|| {
-                json!({"description": description, "content": {"application/json": {"schema": error_body(responses).to_value()}}})
-            });
+            match answers.get_mut(&status.to_string()) {
+                // A route's own 429 (guessing, dispatch bounds): the budget's is one more reason.
+                Some(own) if status == 429 => {
+                    let said = own["description"].as_str().unwrap_or_default();
+                    own["description"] = json!(format!("{said} Or: {description}"));
+                }
+                Some(_) => {}
+                None => {
+                    let schema = error_body(responses).to_value();
+                    answers.insert(
+                        status.to_string(),
+                        json!({"description": description, "content": {"application/json": {"schema": schema}}}),
+                    );
+                }
+            }
         }
         let params: Vec<Value> = r
             .params
