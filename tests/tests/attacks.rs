@@ -546,3 +546,22 @@ async fn the_owner_function_counts_misses_per_the_address_api_gateway_saw() {
     assert_eq!(lookup(&here, "glue-puppet-new".into()).await, 429, "the address is stopped");
     assert_eq!(lookup(&there, "glue-puppet-other".into()).await, 404, "another address is not");
 }
+
+/// docs/results.md's flood rows (Hardening, part two) quote what `infra/doorbell-flood.py`
+/// measured, from the file it writes (`docs/flood-figures.json`; the script asserts its goals:
+/// with the message and frame caps lifted it fails at a 228 MB peak).
+#[test]
+fn the_flood_figures_in_the_docs_are_the_script() {
+    let root = concat!(env!("CARGO_MANIFEST_DIR"), "/..");
+    let f: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(format!("{root}/docs/flood-figures.json")).unwrap()).unwrap();
+    let doc = std::fs::read_to_string(format!("{root}/docs/results.md")).unwrap();
+    let mb = |k: &str| f[k].as_u64().unwrap_or_else(|| panic!("{k} in docs/flood-figures.json"));
+    assert_eq!(f["upgrades_answered"], f["upgrades"], "the script's own goal");
+    for said in [
+        format!("the server keeps 4 (older ones closed 4409): {} → {} MB,", mb("start_mb"), mb("after_upgrades_mb")),
+        format!("refused at the first frame header (over 4 KiB): peak {} MB |", mb("fragment_peak_mb")),
+    ] {
+        assert!(doc.contains(&said), "docs/results.md does not say {said:?} (docs/flood-figures.json)");
+    }
+}
