@@ -223,7 +223,7 @@ async fn schemathesis_finds_no_failure_in_the_owner_and_relay_apis() {
         // The fixed seed makes the same cases each run: docs/results.md's row is this run's.
         let row = format!(
             "| Schemathesis, test command (seed 25, 40 examples per operation) | {} | 0 | {} |",
-            foundry_tests::grouped(cases as u64),
+            foundry_tests::grouped(cases),
             foundry_tests::grouped(checked as u64)
         );
         let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/results.md")).unwrap();
