@@ -299,6 +299,15 @@ impl Harness {
         }
     }
 
+    /// DynamoDB operations since the last call and the capacity the emulator billed them
+    /// (`None` on the embedded store).
+    pub fn take_requests_with_capacity(&self) -> Option<(Vec<String>, Capacity)> {
+        match &self.backend {
+            Backend::Embedded { .. } => None,
+            Backend::Dynamo { log, .. } => Some(log.take_with_capacity()),
+        }
+    }
+
     /// Moves the store's clock forward.
     pub fn advance(&self, d: Duration) {
         self.clock.advance(d);

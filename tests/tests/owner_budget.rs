@@ -162,3 +162,99 @@ async fn the_deployed_mcp_function_shares_each_owners_count_through_the_table() 
 fn url_of(w: &crate::cloud_world::World) -> String {
     format!("{}/mcp", w.emu.gateway)
 }
+
+/// The store as the budget sees it, counting its takes per owner.
+struct Counted {
+    inner: Arc<dyn domain::store::Store>,
+    takes: std::sync::Mutex<std::collections::HashMap<String, u32>>,
+}
+
+#[async_trait::async_trait]
+impl LimitAttempts for Counted {
+    async fn failed_attempts(&self, key: &str, end: Timestamp) -> domain::store::StoreResult<u32> {
+        self.inner.failed_attempts(key, end).await
+    }
+    async fn record_failed_attempt(&self, key: &str, end: Timestamp) -> domain::store::StoreResult<u32> {
+        self.inner.record_failed_attempt(key, end).await
+    }
+    async fn take_attempts(&self, key: &str, end: Timestamp, n: u32, limit: u32) -> domain::store::StoreResult<Taken> {
+        *self.takes.lock().unwrap().entry(key.to_owned()).or_default() += 1;
+        self.inner.take_attempts(key, end, n, limit).await
+    }
+}
+
+/// Issue 59's flood, in figures (docs/scale.md, "Each owner has a budget", held to
+/// `docs/budget-figures.json`): on DynamoDB (the emulator, billing each request), three
+/// instances of a surface at the default budget serve one owner's 20,000 requests of one minute
+/// round the instances while another owner makes 100: the flood is served its 6,000 and a batch
+/// per instance at most, the other owner all 100, and the budget costs a write per batch (each
+/// billed one write unit: the counter item is under 1 KB), so its key stays far under a
+/// partition's 1,000 a second even if all came in one second. Before the budget every request
+/// was served (and did its work). Seen failing with the budget's batch at 1 (a write a request:
+/// the flood's key past 1,000 writes).
+#[tokio::test]
+async fn one_owners_flood_is_held_to_its_budget_while_another_owner_is_served() {
+    let Some(h) = foundry_tests::Harness::dynamo(foundry_tests::test_policy()).await else { return };
+    let run = uuid::Uuid::new_v4().simple().to_string();
+    let (flood, quiet) = (OwnerId::new(format!("flood-{run}")).unwrap(), OwnerId::new(format!("quiet-{run}")).unwrap());
+    let counted = Counted { inner: Arc::clone(&h.store), takes: Default::default() };
+    let per_minute = domain::limits::DEFAULT_OWNER_REQUESTS_PER_MINUTE;
+    let instances: Vec<_> = (0..3).map(|_| domain::budget::OwnerBudget::new(Surface::Mcp, per_minute)).collect();
+    let minute = Timestamp::from_millis((h.now().as_millis() / 60_000 + 1) * 60_000);
+    h.clock.set(minute);
+    h.take_requests_with_capacity();
+    let (mut flood_served, mut quiet_served) = (0u32, 0u32);
+    for i in 0..20_000u32 {
+        let b = &instances[i as usize % 3];
+        if b.admit(&counted, &flood, h.now()).await.unwrap() == domain::budget::Admission::Serve {
+            flood_served += 1;
+        }
+        if i % 200 == 0 {
+            let b = &instances[(i / 200) as usize % 3];
+            if b.admit(&counted, &quiet, h.now()).await.unwrap() == domain::budget::Admission::Serve {
+                quiet_served += 1;
+            }
+        }
+        if i % 2_000 == 1_999 {
+            h.clock.advance(Duration::from_secs(5));
+        }
+    }
+    let (ops, capacity) = h.take_requests_with_capacity().unwrap();
+    let takes = counted.takes.into_inner().unwrap();
+    let flood_writes = takes[&budget_key(Surface::Mcp, &flood)];
+    let quiet_writes = takes.get(&budget_key(Surface::Mcp, &quiet)).copied().unwrap_or(0);
+    assert_eq!(ops.len() as u32, flood_writes + quiet_writes, "{ops:?}");
+    assert_eq!(capacity.write, f64::from(flood_writes + quiet_writes), "a write unit each");
+    assert!((per_minute..=per_minute + 3 * 20).contains(&flood_served), "{flood_served}");
+    assert_eq!(quiet_served, 100);
+    assert!(flood_writes < 1_000, "the flood's key, even if all in one second");
+    let figures = json!({
+        "flood_requests": 20_000, "flood_served": flood_served, "flood_writes": flood_writes,
+        "quiet_requests": 100, "quiet_served": quiet_served, "quiet_writes": quiet_writes,
+        "instances": 3, "per_minute": per_minute,
+    });
+    foundry_tests::pinned("docs/budget-figures.json", &(serde_json::to_string_pretty(&figures).unwrap() + "\n"));
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/scale.md")).unwrap();
+    let g = |k: &str| foundry_tests::grouped(figures[k].as_u64().unwrap());
+    for row in [
+        format!(
+            "| one owner's {} requests in a minute, round {} instances | all served | {} served, {} refused `429` |",
+            g("flood_requests"),
+            figures["instances"],
+            g("flood_served"),
+            foundry_tests::grouped(20_000 - u64::from(flood_served))
+        ),
+        format!(
+            "| another owner's {} requests meanwhile | all served | {} served |",
+            g("quiet_requests"),
+            g("quiet_served")
+        ),
+        format!(
+            "| the budget's writes (one write unit each) | none | {} for the flood, {} for the other owner |",
+            g("flood_writes"),
+            g("quiet_writes")
+        ),
+    ] {
+        assert!(doc.contains(&row), "docs/scale.md does not say {row:?} (docs/budget-figures.json)");
+    }
+}
