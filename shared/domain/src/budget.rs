@@ -134,7 +134,14 @@ pub struct OwnerBudget {
     surface: Surface,
     per_minute: u32,
     batch: u32,
-    local: Mutex<HashMap<OwnerId, Local>>,
+    local: Mutex<Owners>,
+}
+
+/// The owners an instance served lately, and the window it last forgot the older ones in.
+#[derive(Debug, Default)]
+struct Owners {
+    map: HashMap<OwnerId, Local>,
+    pruned_for: i64,
 }
 
 impl OwnerBudget {
@@ -174,11 +181,14 @@ impl OwnerBudget {
             Admission::Refuse { retry_after_s: left_ms.div_ceil(1000).max(1), first }
         };
         let step = {
-            let mut local = self.local.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-            if local.len() >= REMEMBERED_OWNERS && !local.contains_key(owner) {
-                local.retain(|_, l| l.window_end == window_end);
+            let mut owners = self.local.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            // At most once a window: an instance serving more owners than that in one minute
+            // keeps them all rather than scanning on every request.
+            if owners.map.len() >= REMEMBERED_OWNERS && owners.pruned_for != window_end {
+                owners.map.retain(|_, l| l.window_end == window_end);
+                owners.pruned_for = window_end;
             }
-            let entry = local.entry(owner.clone()).or_default();
+            let entry = owners.map.entry(owner.clone()).or_default();
             if entry.window_end != window_end {
                 *entry = Local { window_end, ..Local::default() };
             }
@@ -201,8 +211,8 @@ impl OwnerBudget {
             },
             Taken::Short { .. } => 0,
         };
-        let mut local = self.local.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
-        let entry = local.entry(owner.clone()).or_default();
+        let mut owners = self.local.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let entry = owners.map.entry(owner.clone()).or_default();
         if entry.window_end != window_end {
             // Another request of a later window came meanwhile: what was taken counted in the
             // window it was taken for, and this request is served as that window's.

@@ -132,3 +132,15 @@ fn the_refusal_names_the_limit_and_the_wait() {
     );
     assert_eq!(budget_key(Surface::Relay, &owner("o-1")), "budget:relay:o-1");
 }
+
+#[tokio::test]
+async fn an_instance_forgets_the_owners_of_past_minutes() {
+    let (b, store) = (OwnerBudget::new(Surface::Mcp, 6_000), Counts::default());
+    for i in 0..REMEMBERED_OWNERS {
+        assert_eq!(b.admit(&store, &owner(&format!("o{i}")), at(0)).await.unwrap(), Admission::Serve);
+    }
+    assert_eq!(b.local.lock().unwrap().map.len(), REMEMBERED_OWNERS);
+    // The next minute's first new owner: those of the last minute are forgotten.
+    assert_eq!(b.admit(&store, &owner("late"), at(60_000)).await.unwrap(), Admission::Serve);
+    assert_eq!(b.local.lock().unwrap().map.len(), 1);
+}
