@@ -785,6 +785,40 @@ fn the_cancel_figures_in_the_docs_are_the_benchmarks() {
     assert!(!results.contains(&cancel_texts(&moved)[0]), "a changed figure would pass");
 }
 
+/// The sentences docs/results.md says of the relay's idle cost, from `infra/relay-idle.sh 300`'s
+/// docs/relay-idle-figures.json.
+fn relay_idle_texts(f: &serde_json::Value) -> Vec<String> {
+    let n = |k: &str| f[k].as_u64().unwrap_or_else(|| panic!("{k} in docs/relay-idle-figures.json"));
+    let mib = |kb: u64| format!("{:.1}", kb as f64 / 1024.0);
+    let peak =
+        if n("hwm_kb") == n("rss_kb") { "also the peak".to_owned() } else { format!("peak {} MiB", mib(n("hwm_kb"))) };
+    vec![
+        format!("the release relay ({} bytes, x86_64)", foundry_tests::grouped(n("relay_bytes"))),
+        format!(
+            "**{} MiB resident (`VmRSS`, {peak}) and {:.2} s of CPU in total**",
+            mib(n("rss_kb")),
+            n("cpu_ms") as f64 / 1000.0
+        ),
+    ]
+}
+
+/// docs/results.md's idle cost of the relay (Desktop relay) is what `infra/relay-idle.sh 300`
+/// measured on a release build, from the file the script writes (it asserts its goals: under
+/// 16 MiB, under 1 s of CPU); a changed figure is caught.
+#[test]
+fn the_relay_idle_figures_in_the_docs_are_the_script() {
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let f: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("docs/relay-idle-figures.json")).unwrap()).unwrap();
+    let results = std::fs::read_to_string(root.join("docs/results.md")).unwrap();
+    for text in relay_idle_texts(&f) {
+        assert!(results.contains(&text), "docs/results.md does not say {text:?} (docs/relay-idle-figures.json)");
+    }
+    let mut moved = f.clone();
+    moved["rss_kb"] = serde_json::json!(f["rss_kb"].as_u64().unwrap() + 200);
+    assert!(!results.contains(&relay_idle_texts(&moved)[1]), "a changed figure would pass");
+}
+
 /// Cancel latency at the relay's default 3 s control poll: from the agent's cancel to the run
 /// reading `cancelled` on the server (process stopped, completion recorded), cancelled at a
 /// random moment of a running graph, n = 20. A benchmark: its goals asserted loosely, its
