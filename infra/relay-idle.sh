@@ -2,8 +2,8 @@
 # The relay's idle cost (docs/results.md, "Desktop relay"): the release relay against the
 # release local server, one session shared to the demo project, nothing queued, the default
 # 20 s poll. Prints the relay's resident memory (VmRSS, VmHWM) and CPU time (utime + stime)
-# at 5 s and at the end, asserts the goals (under 16 MB resident, under 1 s of CPU in the whole
-# idle time) and, for a release run of 300 s, writes docs/relay-idle-figures.json, which
+# at 5 s and at the end, asserts the goals on a release build (under 16 MiB resident, under 1 s
+# of CPU in the whole idle time) and, for a release run of 300 s, writes docs/relay-idle-figures.json, which
 # docs/results.md quotes (`relay_e2e::the_relay_idle_figures_in_the_docs_are_the_script`).
 #
 #   ./infra/relay-idle.sh [seconds, default 300]
@@ -71,5 +71,8 @@ if [ "$profile" = release ] && [ "$seconds" = 300 ]; then
     "$cpu_ms" "$hwm_kb" "$(stat -c %s "$dir/relay")" "$rss_kb" "$seconds" > docs/relay-idle-figures.json
   echo "wrote docs/relay-idle-figures.json"
 fi
-[ "$hwm_kb" -lt 16384 ] || { echo "goal missed: the relay's peak is $hwm_kb KiB (16 MiB at most)" >&2; exit 1; }
-[ "$cpu_ms" -lt 1000 ] || { echo "goal missed: $cpu_ms ms of CPU idle (under 1 s)" >&2; exit 1; }
+# The goals are the release build's (a debug relay is about 18 MiB).
+if [ "$profile" = release ]; then
+  [ "$hwm_kb" -lt 16384 ] || { echo "goal missed: the relay's peak is $hwm_kb KiB (16 MiB at most)" >&2; exit 1; }
+  [ "$cpu_ms" -lt 1000 ] || { echo "goal missed: $cpu_ms ms of CPU idle (under 1 s)" >&2; exit 1; }
+fi
