@@ -1,6 +1,7 @@
 //! Requests of the MCP 2026-07-28 revision, as a client without a handshake sends them: the
 //! protocol version and client capabilities in each request's `_meta`, `Mcp-Method` and
-//! `Mcp-Name` headers beside them; and a session shared in the demo project for them to run.
+//! `Mcp-Name` headers beside them; a 2025-11-25 `tools/list`; and a session shared in the demo
+//! project for them to run.
 
 use serde_json::{Value, json};
 
@@ -39,6 +40,23 @@ pub async fn rpc_2026(
     let v: Value = res.json().await.unwrap_or(Value::Null);
     assert!(status == 200 || v.get("error").is_some(), "{method}: {status} {v}");
     v
+}
+
+/// A `tools/list` as a 2025-11-25 client sends it to the MCP endpoint `url` as `token`: the
+/// answer as it came.
+///
+/// # Panics
+/// When the request cannot be sent.
+#[allow(clippy::unwrap_used)]
+pub async fn tools_list_2025(http: &reqwest::Client, url: &str, token: &str) -> reqwest::Response {
+    http.post(url)
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-11-25")
+        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
+        .send()
+        .await
+        .unwrap()
 }
 
 /// Shares a session `gs_<32 × letter>` named "Weekly report" in the demo project of `running`,

@@ -413,15 +413,7 @@ async fn ten_cloud_connections_with_one_document_make_one_app_client() {
     let last = asked.iter().rev().find(|r| r.starts_with("revoke ")).unwrap();
     assert!(last.contains(&format!("client_id={app_client}")), "{last}");
     // The token works on the MCP endpoint.
-    let res = http
-        .post(&connector)
-        .bearer_auth(&token)
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-11-25")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
-        .send()
-        .await
-        .unwrap();
+    let res = foundry_tests::mcp::tools_list_2025(&http, &connector, &token).await;
     assert_eq!(res.status(), 200);
 }
 

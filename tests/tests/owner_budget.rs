@@ -28,16 +28,7 @@ async fn answer(res: reqwest::Response) -> Answer {
 }
 
 async fn mcp(http: &reqwest::Client, url: &str, token: &str) -> Answer {
-    let res = http
-        .post(url)
-        .bearer_auth(token)
-        .header("accept", "application/json, text/event-stream")
-        .header("mcp-protocol-version", "2025-11-25")
-        .json(&json!({"jsonrpc": "2.0", "id": 1, "method": "tools/list"}))
-        .send()
-        .await
-        .unwrap();
-    answer(res).await
+    answer(foundry_tests::mcp::tools_list_2025(http, url, token).await).await
 }
 
 async fn get(http: &reqwest::Client, url: &str, token: &str) -> Answer {
