@@ -46,15 +46,13 @@ TOML
 $dir/relay --config "$work/relay.toml" run > "$work/relay.log" 2>&1 &
 relay_pid=$!
 
+# Reads the relay's memory and CPU time into rss_kb, hwm_kb and cpu_ms, and prints them as a
+# row after "$1".
 sample() {
-  local status stat ticks
-  status=$(cat "/proc/$relay_pid/status")
-  stat=$(cat "/proc/$relay_pid/stat")
-  ticks=$(echo "$stat" | awk '{print $14 + $15}')
-  printf '| %s | %s | %s | %s |\n' "$1" \
-    "$(echo "$status" | awk '/^VmRSS/ {print $2 " " $3}')" \
-    "$(echo "$status" | awk '/^VmHWM/ {print $2 " " $3}')" \
-    "$((ticks * 1000 / $(getconf CLK_TCK))) ms"
+  rss_kb=$(awk '/^VmRSS/ {print $2}' "/proc/$relay_pid/status")
+  hwm_kb=$(awk '/^VmHWM/ {print $2}' "/proc/$relay_pid/status")
+  cpu_ms=$(( $(awk '{print $14 + $15}' "/proc/$relay_pid/stat") * 1000 / $(getconf CLK_TCK) ))
+  printf '| %s | %s kB | %s kB | %s ms |\n' "$1" "$rss_kb" "$hwm_kb" "$cpu_ms"
 }
 echo "relay $(stat -c %s $dir/relay) bytes; server $server; ${seconds} s idle"
 echo "| after | VmRSS | VmHWM (peak) | CPU time |"
@@ -63,9 +61,6 @@ sleep 5
 sample "5 s"
 sleep "$((seconds - 5))"
 sample "${seconds} s"
-rss_kb=$(awk '/^VmRSS/ {print $2}' "/proc/$relay_pid/status")
-hwm_kb=$(awk '/^VmHWM/ {print $2}' "/proc/$relay_pid/status")
-cpu_ms=$(( $(awk '{print $14 + $15}' "/proc/$relay_pid/stat") * 1000 / $(getconf CLK_TCK) ))
 if [ "$profile" = release ] && [ "$seconds" = 300 ]; then
   printf '{\n  "cpu_ms": %s,\n  "hwm_kb": %s,\n  "relay_bytes": %s,\n  "rss_kb": %s,\n  "seconds": %s\n}\n' \
     "$cpu_ms" "$hwm_kb" "$(stat -c %s "$dir/relay")" "$rss_kb" "$seconds" > docs/relay-idle-figures.json

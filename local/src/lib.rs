@@ -33,7 +33,6 @@ use axum::body::Body;
 use axum::extract::{ConnectInfo, State};
 use axum::response::IntoResponse;
 use bytes::Bytes;
-use domain::budget::{OwnerBudget, Surface};
 use domain::clock::SharedClock;
 use domain::ids::{ChatLinkId, IdempotencyKey, OwnerId, ProjectId, TaskId};
 use domain::store::{AssignTasks, AuthenticateDevices, ManageDevices, ManageLinks, ManageProjects};
@@ -293,7 +292,7 @@ impl AppState {
                     domain::doorbell::PATH
                 )),
                 doorbell_poll_interval: w.doorbell_poll_interval,
-                budget: OwnerBudget::new(Surface::Relay, per_minute),
+                budget: Default::default(),
             },
             owner: OwnerApi {
                 store: Arc::clone(&w.store),
@@ -302,7 +301,7 @@ impl AppState {
                 policy: w.policy,
                 blobs: Some(Arc::new(blobs.clone())),
                 urls: UrlPolicy::Local,
-                budget: OwnerBudget::new(Surface::Owner, per_minute),
+                budget: Default::default(),
             },
             panel: PanelConfig { sign_in: SignIn::Local, refresh_seconds: w.panel_refresh_seconds },
             builds: relay_dist::DirBuilds { dir: w.relay_dist.clone() },

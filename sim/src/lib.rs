@@ -276,7 +276,7 @@ impl World {
             public_url: String::new(),
             doorbell_url: None,
             doorbell_poll_interval: domain::doorbell::DOORBELL_POLL_INTERVAL,
-            budget: domain::budget::OwnerBudget::new(domain::budget::Surface::Relay, policy.owner_requests_per_minute),
+            budget: Default::default(),
         });
         let deps = ToolDeps { store: Arc::clone(&store), clock: clock.clone(), policy, blobs: None, panel_url: None };
         let shm = PathBuf::from("/dev/shm");

@@ -41,7 +41,7 @@ pub mod receiver;
 pub mod recorder;
 pub mod registration;
 
-use std::path::PathBuf;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -795,6 +795,16 @@ pub fn raw_sqlite(path: &std::path::Path) -> rusqlite::Result<rusqlite::Connecti
     let conn = rusqlite::Connection::open(path)?;
     conn.busy_timeout(Duration::from_secs(10))?;
     Ok(conn)
+}
+
+/// The SHA-256 of the file at `path`, in lower-case hex.
+///
+/// # Panics
+/// When the file cannot be read.
+#[allow(clippy::unwrap_used)]
+pub fn sha256_of(path: &Path) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(std::fs::read(path).unwrap()).iter().map(|b| format!("{b:02x}")).collect()
 }
 
 /// Whether `doc` says `sentence`, line breaks in the doc counting as spaces (Markdown prose is

@@ -484,7 +484,7 @@ async fn in_the_cloud_misses_are_also_counted_per_source_address() {
         policy: h.policy,
         blobs: None,
         urls: events::webhook_url::UrlPolicy::Cloud,
-        budget: domain::budget::OwnerBudget::new(domain::budget::Surface::Owner, h.policy.owner_requests_per_minute),
+        budget: Default::default(),
     };
     let token = |subject: &str| {
         Hs256Signer::new(&secret, "iss", "aud")

@@ -2044,7 +2044,7 @@ async fn budget_takes_never_pass_the_limit_together(h: Harness) {
     use domain::budget::{Admission, OwnerBudget, Surface};
     use domain::store::Taken;
     let h = Arc::new(h);
-    let end = domain::clock::Timestamp::from_millis((h.clock.now().as_millis() / 60_000 + 1) * 60_000);
+    let end = domain::budget::window_end(h.clock.now());
     let racers = 30;
     let barrier = Arc::new(Barrier::new(racers));
     let handles: Vec<_> = (0..racers)

@@ -51,10 +51,7 @@ impl Fleet {
                 public_url: "http://stack".into(),
                 doorbell_url: None,
                 doorbell_poll_interval: domain::doorbell::DOORBELL_POLL_INTERVAL,
-                budget: domain::budget::OwnerBudget::new(
-                    domain::budget::Surface::Relay,
-                    h.policy.owner_requests_per_minute,
-                ),
+                budget: Default::default(),
             },
             owner: OwnerApi {
                 store: Arc::clone(&h.store),
@@ -63,10 +60,7 @@ impl Fleet {
                 policy: h.policy,
                 blobs: None,
                 urls: events::webhook_url::UrlPolicy::Local,
-                budget: domain::budget::OwnerBudget::new(
-                    domain::budget::Surface::Owner,
-                    h.policy.owner_requests_per_minute,
-                ),
+                budget: Default::default(),
             },
             project,
             h,

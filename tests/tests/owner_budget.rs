@@ -8,7 +8,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use domain::budget::{Surface, budget_key};
+use domain::budget::{Surface, budget_key, window_end};
 use domain::clock::{Clock, ManualClock, SystemClock, Timestamp};
 use domain::ids::OwnerId;
 use domain::store::{LimitAttempts, Taken};
@@ -58,7 +58,7 @@ fn the_refusal(a: &Answer, retry_after: u64) {
 /// (the 61st served) and with one budget for all three (the chat refused after the panel's 60).
 #[tokio::test]
 async fn each_owners_budget_is_counted_per_surface_and_spares_other_owners() {
-    let start = Timestamp::from_millis((SystemClock.now().as_millis() / 60_000 + 1) * 60_000 + 17_000);
+    let start = window_end(SystemClock.now()).plus(Duration::from_secs(17));
     let clock = Arc::new(ManualClock::new(start));
     let shared = clock.clone();
     let running = foundry_tests::LocalServer::start("foundry-budget", move |mut c| {
@@ -118,12 +118,12 @@ async fn the_deployed_mcp_function_shares_each_owners_count_through_the_table() 
     let refusals = || async { foundry_tests::cloud::iam_refusals().await.iter().filter(|r| denied(r)).count() };
     let before = refusals().await;
     let owner = OwnerId::new("owner-sub").unwrap();
-    let now = SystemClock.now().as_millis();
-    for end in [(now / 60_000 + 1) * 60_000, (now / 60_000 + 2) * 60_000] {
+    let this = window_end(SystemClock.now());
+    for end in [this, window_end(this)] {
         let key = budget_key(Surface::Mcp, &owner);
-        assert_eq!(store.take_attempts(&key, Timestamp::from_millis(end), LIMIT, LIMIT).await.unwrap(), Taken::Taken);
+        assert_eq!(store.take_attempts(&key, end, LIMIT, LIMIT).await.unwrap(), Taken::Taken);
     }
-    let url = format!("{}/mcp", w.emu.gateway);
+    let url = url_of(&w);
     assert_eq!(mcp(&w.http, &url, &w.agent).await.0, 200, "this instance's batch");
     let refused = mcp(&w.http, &url, &w.agent).await;
     assert_eq!(refused.0, 429, "{}", refused.2);
@@ -191,7 +191,7 @@ async fn one_owners_flood_is_held_to_its_budget_while_another_owner_is_served() 
     let counted = Counted { inner: Arc::clone(&h.store), takes: Default::default() };
     let per_minute = domain::limits::DEFAULT_OWNER_REQUESTS_PER_MINUTE;
     let instances: Vec<_> = (0..3).map(|_| domain::budget::OwnerBudget::new(Surface::Mcp, per_minute)).collect();
-    let minute = Timestamp::from_millis((h.now().as_millis() / 60_000 + 1) * 60_000);
+    let minute = window_end(h.now());
     h.clock.set(minute);
     h.take_requests_with_capacity();
     let (mut flood_served, mut quiet_served) = (0u32, 0u32);

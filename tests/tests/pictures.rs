@@ -174,7 +174,7 @@ fn the_simulation_tables_in_the_docs_are_its_report_file() {
     let pickup = product("pickup wait (queued -> started), 20 s poll");
     rows.push(format!("| {} |", pickup.trim_start().trim_start_matches("product:").trim()));
     let cancel = product("cancel at a random 0–40 s after queueing, 3 s control poll, n=");
-    let running = format!("{} (n = ", between(cancel, "running: ", "\u{0}").trim());
+    let running = format!("{} (n = ", cancel.split_once("running: ").map_or("", |(_, rest)| rest).trim());
     let counts = line("cancel at a random 0–40 s after queueing, 3 s control poll, n=");
     let (queued, ran) = (between(counts, "still queued ", ","), between(counts, "running ", ","));
     rows.push(format!("terminal after max 0.0 s (n = {queued})"));
@@ -196,8 +196,7 @@ fn the_simulation_tables_in_the_docs_are_its_report_file() {
         ("exponential 2 s doubling, cap 30 s ", "{mean} calls, detection {det} s (p95 {p95} s) |"),
         ("follow check_after_s ", "**{mean} calls (median {median}), detection {det} s** (p95 {p95} s) |"),
     ] {
-        let l =
-            line(start).trim_start().trim_start_matches(start.trim_end()).replace("( ", "(").replace("p95  ", "p95 ");
+        let l = line(start).trim_start().trim_start_matches(start.trim_end()).replace("( ", "(");
         let t: Vec<&str> = l.split_whitespace().collect();
         let (mean, median, det, p95) = (t[0], t[1].trim_matches(|c| c == '(' || c == ','), t[4], t[7]);
         rows.push(cell.replace("{mean}", mean).replace("{median}", median).replace("{det}", det).replace("{p95}", p95));

@@ -45,14 +45,11 @@ type SessionSpec<'a> = (u8, &'a str, &'a str);
 
 impl Env {
     fn config(&self, sessions: &[SessionSpec<'_>], state: &str) -> (String, PathBuf) {
-        self.config_polling(sessions, state, 200)
+        self.config_with(sessions, state, 200, "")
     }
 
-    fn config_polling(&self, sessions: &[SessionSpec<'_>], state: &str, control_poll_ms: u64) -> (String, PathBuf) {
-        self.config_with(sessions, state, control_poll_ms, "")
-    }
-
-    /// [`Self::config_polling`] with more top-level settings (`extra`, TOML lines).
+    /// A config with a `control_poll_ms` control poll and more top-level settings (`extra`,
+    /// TOML lines).
     fn config_with(
         &self,
         sessions: &[SessionSpec<'_>],
@@ -776,13 +773,13 @@ fn the_cancel_figures_in_the_docs_are_the_benchmarks() {
             .unwrap();
     for text in cancel_texts(&f) {
         assert!(
-            results.contains(&text),
+            foundry_tests::says(&results, &text),
             "docs/results.md does not say {text:?} (docs/cancel-figures.json, {CANCEL_COMMAND})"
         );
     }
     let mut moved = f.clone();
     moved["poll"]["p95_ms"] = serde_json::json!(f["poll"]["p95_ms"].as_f64().unwrap() + 10.0);
-    assert!(!results.contains(&cancel_texts(&moved)[0]), "a changed figure would pass");
+    assert!(!foundry_tests::says(&results, &cancel_texts(&moved)[0]), "a changed figure would pass");
 }
 
 /// The sentences docs/results.md says of the relay's idle cost, from `infra/relay-idle.sh 300`'s
@@ -812,11 +809,14 @@ fn the_relay_idle_figures_in_the_docs_are_the_script() {
         serde_json::from_str(&std::fs::read_to_string(root.join("docs/relay-idle-figures.json")).unwrap()).unwrap();
     let results = std::fs::read_to_string(root.join("docs/results.md")).unwrap();
     for text in relay_idle_texts(&f) {
-        assert!(results.contains(&text), "docs/results.md does not say {text:?} (docs/relay-idle-figures.json)");
+        assert!(
+            foundry_tests::says(&results, &text),
+            "docs/results.md does not say {text:?} (docs/relay-idle-figures.json)"
+        );
     }
     let mut moved = f.clone();
     moved["rss_kb"] = serde_json::json!(f["rss_kb"].as_u64().unwrap() + 200);
-    assert!(!results.contains(&relay_idle_texts(&moved)[1]), "a changed figure would pass");
+    assert!(!foundry_tests::says(&results, &relay_idle_texts(&moved)[1]), "a changed figure would pass");
 }
 
 /// Cancel latency at the relay's default 3 s control poll: from the agent's cancel to the run

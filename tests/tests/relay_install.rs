@@ -30,11 +30,6 @@ fn target() -> String {
     format!("{arch}-unknown-linux-musl")
 }
 
-fn sha256_of(path: &Path) -> String {
-    use sha2::Digest;
-    sha2::Sha256::digest(std::fs::read(path).unwrap()).iter().map(|b| format!("{b:02x}")).collect()
-}
-
 /// A `dist/` folder with `relay` packed as the installer expects.
 fn pack(dir: &Path, relay: &Path) -> PathBuf {
     pack_version(dir, relay, "0.1.0")
@@ -47,7 +42,8 @@ fn pack_version(dir: &Path, relay: &Path, version: &str) -> PathBuf {
     let name = format!("relay-{version}-{}.tar.gz", target());
     let ok = Command::new("tar").args(["-C"]).arg(dir.join("x")).arg("-czf").arg(dir.join(&name)).arg("relay").status();
     assert!(ok.unwrap().success());
-    std::fs::write(dir.join("SHA256SUMS"), format!("{}  {name}\n", sha256_of(&dir.join(&name)))).unwrap();
+    std::fs::write(dir.join("SHA256SUMS"), format!("{}  {name}\n", foundry_tests::sha256_of(&dir.join(&name))))
+        .unwrap();
     dir.join(name)
 }
 
@@ -218,7 +214,7 @@ async fn curl_pipe_sh_installs_pairs_and_the_installed_relay_completes_a_run() {
         let text = format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr));
         (out.status.success(), text)
     };
-    let installed = sha256_of(&bin);
+    let installed = foundry_tests::sha256_of(&bin);
     let (ok, said) = update();
     assert!(ok && said.contains("is the newest build the server publishes"), "{said}");
     // The "new" builds: scripts that answer --version as 99.0.0; the good one records that it
@@ -250,17 +246,17 @@ async fn curl_pipe_sh_installs_pairs_and_the_installed_relay_completes_a_run() {
     std::fs::write(&archive, bytes).unwrap();
     let (ok, said) = update();
     assert!(!ok && said.contains("checksum mismatch") && said.contains("the relay was not changed"), "{said}");
-    assert_eq!(sha256_of(&bin), installed, "a tampered build was installed");
+    assert_eq!(foundry_tests::sha256_of(&bin), installed, "a tampered build was installed");
     // A build that fails --version: refused, untouched.
     publish(&script("echo 'cannot load library' >&2; exit 3"));
     let (ok, said) = update();
     assert!(!ok && said.contains("fails --version") && said.contains("cannot load library"), "{said}");
-    assert_eq!(sha256_of(&bin), installed, "a build that does not start was installed");
+    assert_eq!(foundry_tests::sha256_of(&bin), installed, "a build that does not start was installed");
     // One that names another version: refused, untouched.
     publish(&script("echo 'relay 98.0.0'"));
     let (ok, said) = update();
     assert!(!ok && said.contains("not \"relay 99.0.0\""), "{said}");
-    assert_eq!(sha256_of(&bin), installed);
+    assert_eq!(foundry_tests::sha256_of(&bin), installed);
 
     // The good build, published while a run is in progress: installed at once, but the running
     // relay restarts into it only once the run has finished (a restart mid-run would fail it).
@@ -284,7 +280,7 @@ async fn curl_pipe_sh_installs_pairs_and_the_installed_relay_completes_a_run() {
     publish(&good);
     let (ok, said) = update();
     assert!(ok && said.contains("→ 99.0.0"), "{said}");
-    assert_ne!(sha256_of(&bin), installed, "the new build is not in place");
+    assert_ne!(foundry_tests::sha256_of(&bin), installed, "the new build is not in place");
     assert!(!marker.exists(), "the relay restarted during its run");
     let slow_done = wait_until("the slow run to finish", Duration::from_secs(30), || {
         let call = call("get_graph_run", json!({"command_id": run}));
@@ -494,7 +490,7 @@ async fn on_a_mac_under_rosetta_over_ssh_the_installer_picks_arm64_and_defers_to
                 .unwrap()
                 .success()
         );
-        sums.push_str(&format!("{}  {name}\n", sha256_of(&dist.join(&name))));
+        sums.push_str(&format!("{}  {name}\n", foundry_tests::sha256_of(&dist.join(&name))));
     }
     std::fs::write(dist.join("SHA256SUMS"), sums).unwrap();
     let running = local::start(LocalConfig { relay_dist: dist, ..LocalConfig::at(root.join("server")) }).await.unwrap();

@@ -336,15 +336,12 @@ const FROZEN_FILES: &[(&str, &str)] = &[
 /// no frozen release has a file that is not recorded.
 #[test]
 fn the_frozen_fixtures_are_as_they_were_frozen() {
-    use sha2::{Digest, Sha256};
     let dir = root().join("tests/fixtures/releases");
     let mut found = Vec::new();
     for (_, release) in frozen() {
         for f in std::fs::read_dir(&release).unwrap().filter_map(Result::ok) {
             let rel = f.path().strip_prefix(&dir).unwrap().to_string_lossy().into_owned();
-            let sum: String =
-                Sha256::digest(std::fs::read(f.path()).unwrap()).iter().map(|b| format!("{b:02x}")).collect();
-            found.push((rel, sum));
+            found.push((rel, foundry_tests::sha256_of(&f.path())));
         }
     }
     found.sort();

@@ -250,7 +250,7 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
         policy: h.policy,
         blobs: Some(foundry_tests::temp_blobs(h.clock.clone())),
         urls: events::webhook_url::UrlPolicy::Cloud,
-        budget: domain::budget::OwnerBudget::new(domain::budget::Surface::Owner, h.policy.owner_requests_per_minute),
+        budget: Default::default(),
     };
     let relay_api = RelayApi {
         store: Arc::clone(&h.store),
@@ -259,7 +259,7 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
         public_url: "https://api.example".into(),
         doorbell_url: None,
         doorbell_poll_interval: domain::doorbell::DOORBELL_POLL_INTERVAL,
-        budget: domain::budget::OwnerBudget::new(domain::budget::Surface::Relay, h.policy.owner_requests_per_minute),
+        budget: Default::default(),
     };
     let iam_of = |ops: Vec<String>| -> BTreeSet<String> { ops.iter().flat_map(|o| iam(o)).collect() };
 

@@ -41,6 +41,12 @@ const BATCHES_PER_WINDOW: u32 = 300;
 /// Owners an instance remembers before it forgets those of past windows.
 const REMEMBERED_OWNERS: usize = 10_000;
 
+/// The end of the budget window `now` is in ([`BUDGET_WINDOW`], aligned to the UTC clock).
+pub fn window_end(now: Timestamp) -> Timestamp {
+    let window = i64::try_from(BUDGET_WINDOW.as_millis()).unwrap_or(i64::MAX);
+    Timestamp::from_millis(now.as_millis().div_euclid(window) * window + window)
+}
+
 /// What a budget counts requests to.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Surface {
@@ -151,6 +157,11 @@ impl OwnerBudget {
         Self { surface, per_minute, batch: (per_minute / BATCHES_PER_WINDOW).max(1), local: Mutex::default() }
     }
 
+    /// What it counts requests to.
+    pub fn surface(&self) -> Surface {
+        self.surface
+    }
+
     /// The limit.
     pub fn per_minute(&self) -> u32 {
         self.per_minute
@@ -174,8 +185,7 @@ impl OwnerBudget {
         owner: &OwnerId,
         now: Timestamp,
     ) -> StoreResult<Admission> {
-        let window = i64::try_from(BUDGET_WINDOW.as_millis()).unwrap_or(i64::MAX);
-        let window_end = now.as_millis().div_euclid(window) * window + window;
+        let window_end = window_end(now).as_millis();
         let refuse = |first| {
             let left_ms = u64::try_from(window_end - now.as_millis()).unwrap_or(0);
             Admission::Refuse { retry_after_s: left_ms.div_ceil(1000).max(1), first }

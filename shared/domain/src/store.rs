@@ -386,9 +386,10 @@ pub trait PairDevices: Send + Sync {
     async fn poll_pairing(&self, code: &UserCode, device_code_hash: &str) -> StoreResult<PollOutcome>;
 }
 
-/// Owner API: counting failed attempts (pairing codes that matched nothing) per key and fixed
-/// window, so guessing is bounded ([`crate::pairing::FAILED_LOOKUPS_PER_WINDOW`]). A count is
-/// kept until its window ends and means nothing afterwards.
+/// Counts per key and fixed window: failed attempts (pairing codes that matched nothing), so
+/// guessing is bounded ([`crate::pairing::FAILED_LOOKUPS_PER_WINDOW`]), and each owner's
+/// requests on each surface ([`crate::budget`]). A count is kept until its window ends and
+/// means nothing afterwards.
 #[async_trait]
 pub trait LimitAttempts: Send + Sync {
     /// The failed attempts counted for `key` in the window ending at `window_end` (one read,
@@ -449,9 +450,9 @@ pub trait RegisterClients: Send + Sync {
     async fn delete_client(&self, client_id: &str) -> StoreResult<()>;
 }
 
-/// Whether registered clients were ever issued a token. The stores keep it (Cognito keeps no
-/// such record; in the cloud the stack's token facade sees each exchange), so registrations
-/// nobody completed can be removed.
+/// When registered clients were first and last issued a token. The stores keep it (Cognito
+/// keeps no such record; in the cloud the stack's token facade sees each exchange), so
+/// registrations nobody completed, and those idle past their refresh tokens, can be removed.
 #[async_trait]
 pub trait ClientUse: Send + Sync {
     /// Records that `client_id` was issued a token now (the first time is kept, the last

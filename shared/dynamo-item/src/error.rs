@@ -40,7 +40,7 @@ pub enum DynamoError {
 }
 
 /// The cancellation reasons' codes, comma-separated (`None` for an item that did not fail).
-pub fn codes(reasons: &[CancellationReason]) -> String {
+pub(crate) fn codes(reasons: &[CancellationReason]) -> String {
     reasons.iter().map(|r| r.code().unwrap_or("None")).collect::<Vec<_>>().join(",")
 }
 
@@ -55,7 +55,7 @@ pub fn build(e: aws_sdk_dynamodb::error::BuildError) -> StoreError {
 }
 
 /// Service error codes that a later retry can get past.
-pub const RETRYABLE_CODES: &[&str] = &[
+pub(crate) const RETRYABLE_CODES: &[&str] = &[
     "ThrottlingException",
     "ProvisionedThroughputExceededException",
     "RequestLimitExceeded",
@@ -66,7 +66,7 @@ pub const RETRYABLE_CODES: &[&str] = &[
 ];
 
 /// Whether `e` is a `TransactionConflictException` (another transaction held the item).
-pub fn is_transaction_conflict<E: ProvideErrorMetadata>(e: &SdkError<E, HttpResponse>) -> bool {
+pub(crate) fn is_transaction_conflict<E: ProvideErrorMetadata>(e: &SdkError<E, HttpResponse>) -> bool {
     matches!(e, SdkError::ServiceError(se) if se.err().code() == Some("TransactionConflictException"))
 }
 

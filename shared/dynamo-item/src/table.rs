@@ -44,22 +44,22 @@ pub fn request_id_of(item: &Item) -> Option<&str> {
 }
 
 /// The request id [`with_request_id`] set for the running task, if any.
-pub fn current_request_id() -> Option<String> {
+pub(crate) fn current_request_id() -> Option<String> {
     REQUEST_ID.try_with(Clone::clone).ok()
 }
 
 /// How often a transaction that lost to a concurrent one is tried again.
-pub const TRANSACTION_ATTEMPTS: u32 = 6;
+pub(crate) const TRANSACTION_ATTEMPTS: u32 = 6;
 
 /// Most keys one `BatchGetItem` takes.
 const BATCH_GET_KEYS: usize = 100;
-/// How often [`DynamoStore::batch_get`] asks for keys DynamoDB left unprocessed.
+/// How often [`Table::batch_get`] asks for keys DynamoDB left unprocessed.
 const BATCH_GET_ATTEMPTS: u32 = 6;
 
 /// How much larger each further page of a filtered query asks to read ([`Table::query_until`]).
-pub const PAGE_GROWTH: usize = 8;
+pub(crate) const PAGE_GROWTH: usize = 8;
 /// The largest page a filtered query asks for (DynamoDB also ends a page at 1 MB read).
-pub const MAX_PAGE: usize = 1_000;
+pub(crate) const MAX_PAGE: usize = 1_000;
 
 /// One table and the client that reaches it.
 #[derive(Clone, Debug)]

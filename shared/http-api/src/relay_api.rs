@@ -104,9 +104,9 @@ pub struct RelayApi<S: ?Sized> {
     /// The safety poll a relay with its doorbell connected is told to keep
     /// ([`domain::doorbell::DOORBELL_POLL_INTERVAL`]).
     pub doorbell_poll_interval: std::time::Duration,
-    /// Each owner's desktops' requests a minute ([`domain::budget::Surface::Relay`]): one per
-    /// process.
-    pub budget: domain::budget::OwnerBudget,
+    /// Each owner's desktops' requests a minute ([`domain::budget::Surface::Relay`]): built from
+    /// `policy` on the first request, one per process (start it with `Default::default()`).
+    pub budget: std::sync::OnceLock<domain::budget::OwnerBudget>,
 }
 
 fn internal(e: &StoreError) -> http::Response<Bytes> {
@@ -117,6 +117,13 @@ mod routes;
 pub use routes::{JSON_REQUIRED, Op, ROUTES};
 
 impl<S: RelayStore + ?Sized> RelayApi<S> {
+    /// This process's count of each owner's requests, at `policy`'s limit.
+    fn budget(&self) -> &domain::budget::OwnerBudget {
+        self.budget.get_or_init(|| {
+            domain::budget::OwnerBudget::new(domain::budget::Surface::Relay, self.policy.owner_requests_per_minute)
+        })
+    }
+
     /// Answers one request whose path starts with [`PREFIX`].
     pub async fn handle(&self, req: http::Request<Bytes>) -> http::Response<Bytes> {
         if req.body().len() > MAX_BODY_BYTES {
@@ -154,7 +161,8 @@ impl<S: RelayStore + ?Sized> RelayApi<S> {
             return http_json::error(StatusCode::UNAUTHORIZED, DEVICE_TOKEN_REQUIRED);
         };
         let owner = device.owner.clone();
-        if let Some(refused) = http_json::over_budget(&self.budget, self.store.as_ref(), &owner, self.clock.now()).await
+        if let Some(refused) =
+            http_json::over_budget(self.budget(), self.store.as_ref(), &owner, self.clock.now()).await
         {
             return refused;
         }

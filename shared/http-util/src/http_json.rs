@@ -53,27 +53,67 @@ pub fn unavailable(what: &str, e: &(dyn std::error::Error + 'static)) -> http::R
     error(StatusCode::SERVICE_UNAVAILABLE, "temporarily unavailable; retry")
 }
 
-/// `None` when `owner`'s request is within its budget on `budget`'s surface
-/// (`domain::budget`); otherwise the answer: `429` with `Retry-After` and the limit named, or
-/// `503` when the budget could not be counted.
+/// Why an owner's request is not served ([`budget_check`], which has logged it).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum BudgetRefusal {
+    /// The owner's budget on this surface is spent for the minute.
+    Spent {
+        /// Seconds to the next minute (`Retry-After`).
+        retry_after_s: u64,
+        /// The refusal, naming the limit.
+        message: String,
+    },
+    /// The count could not be written: retryable (a `503`).
+    Unavailable,
+}
+
+/// Counts `owner`'s request against its budget on `budget`'s surface (`domain::budget`): `Ok`
+/// to serve it. A budget found spent is logged once per instance and minute, a store failure
+/// each time; each surface answers a refusal in its own protocol ([`over_budget`] for the
+/// JSON APIs, the MCP endpoint as JSON-RPC).
+///
+/// # Errors
+/// [`BudgetRefusal`] when the request is not to be served.
+pub async fn budget_check(
+    budget: &domain::budget::OwnerBudget,
+    store: &(impl domain::store::LimitAttempts + ?Sized),
+    owner: &domain::ids::OwnerId,
+    now: domain::clock::Timestamp,
+) -> Result<(), BudgetRefusal> {
+    use domain::budget::{Admission, refusal_message};
+    match budget.admit(store, owner, now).await {
+        Ok(Admission::Serve) => Ok(()),
+        Ok(Admission::Refuse { retry_after_s, first }) => {
+            if first {
+                tracing::warn!(owner = owner.as_str(), surface = ?budget.surface(), "an owner spent its budget for this minute");
+            }
+            Err(BudgetRefusal::Spent { retry_after_s, message: refusal_message(budget.per_minute(), retry_after_s) })
+        }
+        Err(e) => {
+            tracing::error!(error = %domain::errors::ErrorChain(&e), "counting the owner's budget failed");
+            Err(BudgetRefusal::Unavailable)
+        }
+    }
+}
+
+/// `None` when `owner`'s request is within its budget ([`budget_check`]); otherwise the JSON
+/// answer: `429` with `Retry-After` and the limit named, or `503`.
 pub async fn over_budget(
     budget: &domain::budget::OwnerBudget,
     store: &(impl domain::store::LimitAttempts + ?Sized),
     owner: &domain::ids::OwnerId,
     now: domain::clock::Timestamp,
 ) -> Option<http::Response<Bytes>> {
-    use domain::budget::{Admission, refusal_message};
-    match budget.admit(store, owner, now).await {
-        Ok(Admission::Serve) => None,
-        Ok(Admission::Refuse { retry_after_s, first }) => {
-            if first {
-                tracing::warn!(owner = owner.as_str(), "an owner spent its budget for this minute");
-            }
-            let mut r = error(StatusCode::TOO_MANY_REQUESTS, refusal_message(budget.per_minute(), retry_after_s));
+    match budget_check(budget, store, owner, now).await {
+        Ok(()) => None,
+        Err(BudgetRefusal::Spent { retry_after_s, message }) => {
+            let mut r = error(StatusCode::TOO_MANY_REQUESTS, message);
             r.headers_mut().insert(header::RETRY_AFTER, http::HeaderValue::from(retry_after_s));
             Some(r)
         }
-        Err(e) => Some(unavailable("counting the owner's budget", &e)),
+        Err(BudgetRefusal::Unavailable) => {
+            Some(error(StatusCode::SERVICE_UNAVAILABLE, "temporarily unavailable; retry"))
+        }
     }
 }
 

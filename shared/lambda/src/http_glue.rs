@@ -30,7 +30,7 @@ pub(crate) fn source_ip(req: &lambda_http::Request) -> String {
 }
 
 /// Answers `req` with `serve` under its request span, every store write it makes recording the
-/// request's id (so the events of its changes carry it: `store_dynamo::with_request_id`). (The relay and owner APIs; `mcp` writes nothing itself, `register` tags its own span.)
+/// request's id (so the events of its changes carry it: `store_dynamo::with_request_id`). (The relay and owner APIs; `mcp` writes only its owners' budget counts, untraced; `register` tags its own span.)
 #[cfg(any(feature = "relay-api", feature = "owner-api"))]
 pub(crate) async fn traced<F: std::future::Future>(
     req: http::Request<Bytes>,

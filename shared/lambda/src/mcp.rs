@@ -74,7 +74,7 @@ pub async fn run() -> Result<(), Error> {
         // Any app client of the pool: chats register their own (RFC 7591, register_client).
         audience: Audience::AnyClient,
         keys: Keys::Jwks(JwksCache::new(Arc::new(HttpJwks::new(&config.jwks_url)?))),
-        clock,
+        clock: clock.clone(),
     };
     let dispatch = LambdaDispatch::new(&aws, config.functions.clone());
     // The owners' budgets are counted in the table (the function writes nothing else there).
@@ -82,7 +82,7 @@ pub async fn run() -> Result<(), Error> {
     let endpoint = Arc::new(McpEndpoint::new(Arc::new(dispatch), Arc::new(auth), config.endpoint.clone()).with_budget(
         config.policy.owner_requests_per_minute,
         counts,
-        Arc::new(SystemClock),
+        clock,
     ));
     let auth_server = Arc::new(config.auth_server);
     lambda_http::run(lambda_http::service_fn(move |req: lambda_http::Request| {

@@ -41,10 +41,7 @@ pub async fn run() -> Result<(), Error> {
         policy: config.policy,
         blobs: Some(blobs),
         urls: UrlPolicy::Cloud,
-        budget: domain::budget::OwnerBudget::new(
-            domain::budget::Surface::Owner,
-            config.policy.owner_requests_per_minute,
-        ),
+        budget: Default::default(),
     };
     let app = Arc::new(App { api, panel: config.panel(), public_url: config.public_url.clone(), builds });
     lambda_http::run(lambda_http::service_fn(move |req: lambda_http::Request| {

@@ -26,10 +26,7 @@ pub async fn run() -> Result<(), Error> {
         public_url: config.public_url,
         doorbell_url: config.doorbell_url,
         doorbell_poll_interval: domain::doorbell::DOORBELL_POLL_INTERVAL,
-        budget: domain::budget::OwnerBudget::new(
-            domain::budget::Surface::Relay,
-            config.policy.owner_requests_per_minute,
-        ),
+        budget: Default::default(),
     });
     lambda_http::run(lambda_http::service_fn(move |req: lambda_http::Request| {
         let api = Arc::clone(&api);

@@ -53,9 +53,10 @@ use rmcp::transport::streamable_http_server::session::never::NeverSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 use auth::{AuthError, Authenticator, bearer};
-use domain::budget::{Admission, OwnerBudget, Surface, refusal_message};
+use domain::budget::{OwnerBudget, Surface};
 use domain::clock::SharedClock;
 use domain::store::LimitAttempts;
+use http_util::http_json::BudgetRefusal;
 use tools::{SCOPE_OWNER, SCOPE_READ, SCOPE_RUN, ToolName};
 
 pub mod apps;
@@ -201,16 +202,10 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
             );
         }
         if let Some(b) = &self.budget {
-            match b.budget.admit(b.counts.as_ref(), &identity.owner, b.clock.now()).await {
-                Ok(Admission::Serve) => {}
-                Ok(Admission::Refuse { retry_after_s, first }) => {
-                    if first {
-                        tracing::warn!(
-                            owner = identity.owner.as_str(),
-                            "an owner spent its MCP budget for this minute"
-                        );
-                    }
-                    let message = refusal_message(b.budget.per_minute(), retry_after_s);
+            match http_util::http_json::budget_check(&b.budget, b.counts.as_ref(), &identity.owner, b.clock.now()).await
+            {
+                Ok(()) => {}
+                Err(BudgetRefusal::Spent { retry_after_s, message }) => {
                     return respond(
                         StatusCode::TOO_MANY_REQUESTS,
                         &[
@@ -220,8 +215,7 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
                         jsonrpc_error(-32000, &message),
                     );
                 }
-                Err(e) => {
-                    tracing::error!(error = %domain::errors::ErrorChain(&e), "cannot count the owner's budget");
+                Err(BudgetRefusal::Unavailable) => {
                     return respond(
                         StatusCode::SERVICE_UNAVAILABLE,
                         &[(header::RETRY_AFTER, "5")],

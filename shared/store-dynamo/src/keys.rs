@@ -1,6 +1,7 @@
 //! The table's key layout, in one place: every item's `pk`/`sk`, every partition a query names,
 //! every index key, and the sort-key bound that leaves expired items out of an index query.
-//! No other module formats a key.
+//! No other module of this crate formats a key; the idempotency records' (`IDEM#…`) are
+//! `dynamo_item::idempotency`'s, which keeps those records.
 
 use std::collections::HashMap;
 

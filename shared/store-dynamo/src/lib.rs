@@ -11,7 +11,7 @@
 //! | task | `LINK#<link_id>` | `TASK#<task_id>` | `gsi2pk = OPEN#<link_id>`, `gsi2sk = <expires_at>#<task_id>` while open |
 //! | artifact | `LINK#<link_id>` | `ARTIFACT#<task_id>#<artifact_id>` | |
 //! | idempotency key | `IDEM#<sha256(scope, principal, key)>` | `IDEM` | |
-//! | a registered OAuth client's first use | `CLIENT#<client_id>` | `USED` | |
+//! | a registered OAuth client's first and last use | `CLIENT#<client_id>` | `USED` | |
 //! | a chat issued a token for an owner (first and last time) | `CLIENT#CHATS#<owner>` | `CHAT#<sha256(client_id)>` | |
 //! | the app client of a client metadata document | `CLIENT#DOC#<sha256(url)>` | `DOC` | |
 //! | a facade authorization flow (a pending request, a bound code) | `CLIENT#FLOW#<key>` | `FLOW` | |

@@ -318,7 +318,7 @@ impl LimitAttempts for DynamoStore {
     async fn failed_attempts(&self, key: &str, window_end: Timestamp) -> StoreResult<u32> {
         match self.db.get(attempts_key(key, window_end)).await? {
             None => Ok(0),
-            Some(item) => u32::try_from(Read(&item).n("count")?).map_err(|_| bad("count")),
+            Some(item) => count_of(&item),
         }
     }
 
@@ -326,16 +326,13 @@ impl LimitAttempts for DynamoStore {
         let counted = self
             .db
             .update(
-                Update::of(attempts_key(key, window_end))
-                    .add("count", n(1))
-                    .set("window_end", n(window_end.as_millis()))
-                    .set("ttl", ttl_at(window_end.plus(KEEP_AFTER_EXPIRY)))
+                count_more(key, window_end, 1)
                     .when(missing("window_end").or(eq("window_end", n(window_end.as_millis())))),
             )
             .send(true)
             .await?;
         match counted {
-            Updated::Applied(Some(item)) => u32::try_from(Read(&item).n("count")?).map_err(|_| bad("count")),
+            Updated::Applied(Some(item)) => count_of(&item),
             Updated::Applied(None) | Updated::Rejected(_) => Err(bad("attempts (no new image)")),
         }
     }
@@ -348,22 +345,27 @@ impl LimitAttempts for DynamoStore {
         };
         let taken = self
             .db
-            .update(
-                Update::of(attempts_key(key, window_end))
-                    .add("count", n(i64::from(take)))
-                    .set("window_end", n(window_end.as_millis()))
-                    .set("ttl", ttl_at(window_end.plus(KEEP_AFTER_EXPIRY)))
-                    .when(missing("count").or(le("count", n(i64::from(at_most))))),
-            )
+            .update(count_more(key, window_end, take).when(missing("count").or(le("count", n(i64::from(at_most))))))
             .send(false)
             .await?;
         match taken {
             Updated::Applied(_) => Ok(Taken::Taken),
             Updated::Rejected(None) => Err(bad("attempts (refused without an image)")),
-            Updated::Rejected(Some(item)) => {
-                let count = u32::try_from(Read(&item).n("count")?).map_err(|_| bad("count"))?;
-                Ok(Taken::Short { left: limit.saturating_sub(count) })
-            }
+            Updated::Rejected(Some(item)) => Ok(Taken::Short { left: limit.saturating_sub(count_of(&item)?) }),
         }
     }
+}
+
+/// Adds `by` to `key`'s count in the window ending at `window_end` (kept until a while after
+/// it ends); the caller adds its condition.
+fn count_more(key: &str, window_end: Timestamp, by: u32) -> Update {
+    Update::of(attempts_key(key, window_end))
+        .add("count", n(i64::from(by)))
+        .set("window_end", n(window_end.as_millis()))
+        .set("ttl", ttl_at(window_end.plus(KEEP_AFTER_EXPIRY)))
+}
+
+/// An attempts item's count.
+fn count_of(item: &Item) -> StoreResult<u32> {
+    u32::try_from(Read(item).n("count")?).map_err(|_| bad("count"))
 }

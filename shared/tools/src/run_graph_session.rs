@@ -283,10 +283,8 @@ pub fn check_after(
 /// sync should have moved the stamp by now (overdue: the desktop may be offline).
 fn next_sync_after(last_sync: Timestamp, now: Timestamp, policy: &Policy) -> Option<Timestamp> {
     let poll = policy.poll_interval.as_millis().max(1);
+    // A stamp ahead of `now` (clocks apart) counts as `since` zero: one interval on.
     let since = now.since(last_sync);
-    if last_sync > now {
-        return Some(last_sync.plus(policy.poll_interval));
-    }
     if since >= SYNC_STAMP_EVERY + policy.poll_interval {
         return None;
     }

@@ -144,9 +144,9 @@ pub struct OwnerApi<S: ?Sized> {
     pub blobs: Option<Arc<dyn BlobStore>>,
     /// Which subscription URLs are accepted.
     pub urls: UrlPolicy,
-    /// Each owner's panel requests a minute ([`domain::budget::Surface::Owner`]): one per
-    /// process.
-    pub budget: domain::budget::OwnerBudget,
+    /// Each owner's panel requests a minute ([`domain::budget::Surface::Owner`]): built from
+    /// `policy` on the first request, one per process (start it with `Default::default()`).
+    pub budget: std::sync::OnceLock<domain::budget::OwnerBudget>,
 }
 
 /// Why a request was not answered with success.
@@ -225,6 +225,13 @@ fn page_params(query: Option<&str>) -> Result<(usize, Option<String>), Fail> {
 }
 
 impl<S: OwnerStore + ?Sized> OwnerApi<S> {
+    /// This process's count of each owner's requests, at `policy`'s limit.
+    fn budget(&self) -> &domain::budget::OwnerBudget {
+        self.budget.get_or_init(|| {
+            domain::budget::OwnerBudget::new(domain::budget::Surface::Owner, self.policy.owner_requests_per_minute)
+        })
+    }
+
     /// Answers one request whose path starts with [`PREFIX`].
     pub async fn handle(&self, req: http::Request<Bytes>) -> http::Response<Bytes> {
         if req.body().len() > MAX_BODY_BYTES {
@@ -245,7 +252,8 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
             }
             Err(_) => return http_json::error(StatusCode::UNAUTHORIZED, "a valid owner token is required"),
         };
-        if let Some(refused) = http_json::over_budget(&self.budget, self.store.as_ref(), &owner, self.clock.now()).await
+        if let Some(refused) =
+            http_json::over_budget(self.budget(), self.store.as_ref(), &owner, self.clock.now()).await
         {
             return refused;
         }
