@@ -57,9 +57,9 @@ const BATCH_GET_KEYS: usize = 100;
 const BATCH_GET_ATTEMPTS: u32 = 6;
 
 /// How much larger each further page of a filtered query asks to read ([`Table::query_until`]).
-pub(crate) const PAGE_GROWTH: usize = 8;
+pub const PAGE_GROWTH: usize = 8;
 /// The largest page a filtered query asks for (DynamoDB also ends a page at 1 MB read).
-pub(crate) const MAX_PAGE: usize = 1_000;
+pub const MAX_PAGE: usize = 1_000;
 
 /// One table and the client that reaches it.
 #[derive(Clone, Debug)]
