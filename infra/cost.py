@@ -1,8 +1,10 @@
 """Prints docs/cost.md's tables from docs/cost-inputs.json: the DynamoDB requests each
 operation makes (measured by tests/tests/tool_permissions.rs, which fails when they drift), the
-functions' configured memory and measured warm durations, and list prices with their date; and
-from docs/doorbell-figures.json the syncs a day of an idle desktop (written by the doorbell
-benchmark, tests/tests/relay_doorbell.rs, `doorbell_idle_requests`). Re-run it when prices or
+functions' configured memory and list prices with their date; from docs/doorbell-figures.json the
+syncs a day of an idle desktop (written by the doorbell benchmark, tests/tests/relay_doorbell.rs,
+`doorbell_idle_requests`); and from docs/cold-start-figures.json each function's warm duration
+(written by the cold-start benchmark through infra/lambda-figures.sh, which docs/results.md
+quotes). Re-run it when prices or
 figures change:
 
     python3 infra/cost.py [docs/cost-inputs.json]
@@ -38,12 +40,12 @@ def units(doc, section, name):
 
 
 class Prices:
-    def __init__(self, doc):
+    def __init__(self, doc, cold):
         self.doc = doc
         p = doc["prices"]
         self.p = p
         self.gb = doc["lambda_memory_mb"] / 1024
-        self.ms = doc["warm_duration_ms"]
+        self.ms = {name: f["warm_ms"] for name, f in cold["functions"].items()}
 
     def invocation(self, function):
         """One invocation: the request and its GB-seconds (billed per started millisecond)."""
@@ -64,7 +66,7 @@ class Prices:
 def main():
     path = sys.argv[1] if len(sys.argv) > 1 else "docs/cost-inputs.json"
     doc = json.load(open(path))
-    pr = Prices(doc)
+    pr = Prices(doc, json.load(open(os.path.join(os.path.dirname(path), "cold-start-figures.json"))))
     idle = json.load(open(os.path.join(os.path.dirname(path), "doorbell-figures.json")))["idle"]
     idle_per_day = idle["on_per_day"]
     req = doc["dynamodb_requests"]

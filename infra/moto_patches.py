@@ -1,6 +1,6 @@
 """Four places where moto's server spends the tests' time without changing any answer.
 
-Measured with py-spy on moto during the test command (docs/results.md, "The test command,
+Measured with py-spy on moto during the test command (docs/history.md, "The test command,
 issue 55"): of the samples in DynamoDB requests, 60 % were `copy.deepcopy` inside
 `transact_write_items`, which copies every table a transaction names, with every item and every
 stream record the table has ever had, to roll back from if the transaction fails. Tests that

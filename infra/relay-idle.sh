@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The relay's idle cost (docs/results.md, "Desktop relay"): the release relay against the
+# The relay's idle cost (docs/results.md, "The relay: cancel and idle"): the release relay against the
 # release local server, one session shared to the demo project, nothing queued, the default
 # 20 s poll. Prints the relay's resident memory (VmRSS, VmHWM) and CPU time (utime + stime)
 # at 5 s and at the end, asserts the goals on a release build (under 16 MiB resident, under 1 s

@@ -5,7 +5,7 @@
 #
 # Why rustdoc runs here and not as `cargo doc`: `cargo doc` first checks every dependency again
 # (its own "check" artifacts, which a build never shares) and then documents the workspace, so on
-# a new machine it was the last thing the test command waited for (docs/results.md, issue 37).
+# a new machine it was the last thing the test command waited for (docs/history.md, issue 37).
 # Here rustdoc reads the dependencies' metadata that the build has just made, from the same
 # `--extern` and `-L` arguments cargo gives the compiler, so only the workspace's own crates are
 # documented, each as soon as its dependencies are built. A rustdoc warning fails the crate's

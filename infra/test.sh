@@ -9,7 +9,7 @@
 # To run against LocalStack or a real account instead of moto, set AWS_ENDPOINT_URL (and
 # credentials/region as usual); nothing is started then.
 #
-# Where the time goes, and why the order is what it is (docs/results.md, "CI wall time"):
+# Where the time goes, and why the order is what it is (docs/history.md, "CI wall time" and "Test command wall time"):
 # - Python environments and the npm runner are kept outside the checkout, one folder per hash of
 #   their pins ($FOUNDRY_CACHE_DIR, default ~/.cache/foundry-connect): a fresh clone on a machine
 #   that ran the tests before reuses them; changed pins get a new folder.

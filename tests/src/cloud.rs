@@ -1284,8 +1284,11 @@ pub fn signing_key(headers: &HeaderMap) -> Option<String> {
 /// WebSocket management API) are checked by the same rules as moto's. True for credentials the
 /// check does not know (the harness's own) and where there is no check to ask.
 pub async fn iam_allows(key: &str, action: &str, resource: &str) -> bool {
+    // One client for every check: building one loads the TLS roots, about 30 ms, which the
+    // cold-start benchmark's mcp → tool hop measured as if Lambda Invoke cost it.
+    static HTTP: std::sync::OnceLock<Option<reqwest::Client>> = std::sync::OnceLock::new();
     let Ok(endpoint) = std::env::var("AWS_ENDPOINT_URL") else { return true };
-    let Ok(http) = crate::http_builder().build() else { return true };
+    let Some(http) = HTTP.get_or_init(|| crate::http_builder().build().ok()) else { return true };
     let ask = serde_json::json!({"access_key": key, "action": action, "resource": resource});
     let answer = http.post(format!("{}/_foundry/iam/check", endpoint.trim_end_matches('/'))).json(&ask).send().await;
     match answer {

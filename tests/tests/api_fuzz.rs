@@ -9,7 +9,7 @@
 //!   enforced, a deleted item gone. Its hooks (`tests/api/data_check.py`) add the data check:
 //!   a refusal (4xx `{"error": "<field>: <rule>"}`) leaves every table as it was, events included.
 //!   Seeded and bounded: `FOUNDRY_FUZZ_EXAMPLES` (default 40 per operation) and
-//!   `FOUNDRY_FUZZ_SEED` (default 25) set the run; the soak in docs/results.md uses more.
+//!   `FOUNDRY_FUZZ_SEED` (default 25) set the run; the soak (docs/api.md) uses more.
 //! - The MCP endpoint's JSON-RPC envelope gets generated input from `proptest`: arbitrary JSON
 //!   bodies (and bytes that are not JSON) under arbitrary header sets. Nothing panics, and no
 //!   answer is a 5xx.

@@ -14,7 +14,10 @@
 //! optimized builds (`target/function`, `target/function-small`, `target/release`) fails when a
 //! function's zipped package is over 5 MB or its median init over 30 ms — the goals
 //! docs/results.md reports. (The 8 MB bound on the plain binary is retired: a deployer feels
-//! the cold start and the upload, not the unzipped size.)
+//! the cold start and the upload, not the unzipped size.) With `FOUNDRY_COLD_START_FIGURES` set
+//! to a path, a run of every function writes its figures there as JSON: `infra/lambda-figures.sh`
+//! writes docs/cold-start-figures.json so, which results.md quotes
+//! (`template::the_lambda_figures_in_the_docs_are_the_script`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -162,6 +165,7 @@ async fn cold_start_of_every_function() {
     let only: Option<Vec<String>> =
         std::env::var("FOUNDRY_COLD_ONLY").ok().map(|v| v.split(',').map(str::to_owned).collect());
     let defs: Vec<_> = defs.iter().filter(|d| only.as_ref().is_none_or(|o| o.contains(&d.binary))).cloned().collect();
+    let mut figures = serde_json::Map::new();
     for def in &defs {
         let (mut init, mut first, mut warm) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..RUNS {
@@ -194,8 +198,13 @@ async fn cold_start_of_every_function() {
         let path = foundry_tests::built_binary(&def.binary, &[]);
         let size = std::fs::metadata(&path).map(|m| m.len()).unwrap_or(0);
         let zipped = zipped_size(&path);
-        let init_ms = median(init);
-        println!("| {} | {size} | {zipped} | {init_ms:.1} | {:.1} | {:.1} |", def.binary, median(first), median(warm));
+        let (init_ms, first_ms, warm_ms) = (median(init), median(first), median(warm));
+        println!("| {} | {size} | {zipped} | {init_ms:.1} | {first_ms:.1} | {warm_ms:.1} |", def.binary);
+        figures.insert(
+            def.binary.clone(),
+            json!({"bytes": size, "zipped": zipped, "init_ms": tenths(init_ms),
+                "first_ms": tenths(first_ms), "warm_ms": tenths(warm_ms)}),
+        );
         // The goals docs/results.md states, checked where they apply: optimized builds.
         if optimized_binaries() {
             assert!(
@@ -241,9 +250,128 @@ async fn cold_start_of_every_function() {
         emu.invoke(&mcp, event).await.unwrap();
         hop_warm.push(t.elapsed());
     }
+    let (cold_ms, hop_warm_ms) = (median(cold), median(hop_warm));
     println!(
-        "\nmcp → get_linked_chat_task tools/call: cold (both just started) {:.1} ms, warm {:.1} ms (medians of {RUNS})",
-        median(cold),
-        median(hop_warm)
+        "\nmcp → get_linked_chat_task tools/call: cold (both just started) {cold_ms:.1} ms, warm {hop_warm_ms:.1} ms (medians of {RUNS})"
     );
+    if let Ok(path) = std::env::var("FOUNDRY_COLD_START_FIGURES") {
+        assert!(only.is_none() && optimized_binaries(), "figures are written for every function of an optimized build");
+        let doc = json!({"functions": figures, "hop": {"cold_ms": tenths(cold_ms), "warm_ms": tenths(hop_warm_ms)},
+            "runs": RUNS, "target": std::env::consts::ARCH,
+            "bin_dir": std::env::var("FOUNDRY_BIN_DIR").unwrap_or_default().trim_end_matches('/').rsplit('/').next().unwrap_or_default()});
+        std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap() + "\n").unwrap();
+        println!("wrote {path}");
+    }
+}
+
+/// `ms` to a tenth of a millisecond, as the tables print it.
+fn tenths(ms: f64) -> f64 {
+    (ms * 10.0).round() / 10.0
+}
+
+/// The crate each function resource of template.yaml builds (`functions/<crate>`), by logical id.
+fn crates_by_logical_id() -> std::collections::BTreeMap<String, String> {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let t: serde_norway::Value =
+        serde_norway::from_str(&std::fs::read_to_string(root.join("template.yaml")).unwrap()).unwrap();
+    t["Resources"]
+        .as_mapping()
+        .unwrap()
+        .iter()
+        .filter(|(_, r)| r["Type"].as_str() == Some("AWS::Serverless::Function"))
+        .filter_map(|(id, r)| {
+            let code = r["Properties"]["CodeUri"].as_str()?;
+            Some((id.as_str()?.to_owned(), code.trim_start_matches("functions/").trim_end_matches('/').to_owned()))
+        })
+        .collect()
+}
+
+/// What docs/results.md ("Lambda build, the default") says of the two figure files: the table
+/// (a row per function, largest arm64 binary first) and the prose figures.
+fn lambda_texts(build: &Value, cold: &Value) -> (String, Vec<String>) {
+    let crates = crates_by_logical_id();
+    let mut rows: Vec<(u64, String)> = Vec::new();
+    let (mut arm_zips, mut x86_zips, mut inits) = (Vec::new(), Vec::new(), Vec::new());
+    for (id, arm) in build["arm64"].as_object().unwrap() {
+        let name = &crates[id];
+        let x86 = &cold["functions"][name];
+        let n = |v: &Value, k: &str| v[k].as_u64().unwrap_or_else(|| panic!("{name}: no {k}"));
+        let ms = |k: &str| x86[k].as_f64().unwrap_or_else(|| panic!("{name}: no {k}"));
+        let g = foundry_tests::grouped;
+        rows.push((
+            n(arm, "bytes"),
+            format!(
+                "| {name} | {} | {} | {} | {} | {:.1} | {:.1} / {:.1} |",
+                g(n(arm, "bytes")),
+                g(n(arm, "zipped")),
+                g(n(x86, "bytes")),
+                g(n(x86, "zipped")),
+                ms("init_ms"),
+                ms("first_ms"),
+                ms("warm_ms")
+            ),
+        ));
+        arm_zips.push(n(arm, "zipped"));
+        x86_zips.push(n(x86, "zipped"));
+        inits.push(ms("init_ms"));
+    }
+    assert_eq!(rows.len(), cold["functions"].as_object().unwrap().len(), "the two files measure other functions");
+    rows.sort_by(|a, b| b.0.cmp(&a.0).then(a.1.cmp(&b.1)));
+    let mut table = String::from(
+        "| function | arm64 `bootstrap` (bytes) | arm64 zipped | x86_64 (bytes) | x86_64 zipped | init median (ms, x86_64) | first / warm invocation (ms) |\n|---|---|---|---|---|---|---|\n",
+    );
+    for (_, row) in rows {
+        table.push_str(&row);
+        table.push('\n');
+    }
+    let mb = |v: &[u64]| {
+        let (lo, hi) = (v.iter().min().unwrap(), v.iter().max().unwrap());
+        format!("{:.1}–{:.1} MB", *lo as f64 / 1e6, *hi as f64 / 1e6)
+    };
+    let (lo, hi) = inits.iter().fold((f64::MAX, f64::MIN), |(lo, hi), v| (lo.min(*v), hi.max(*v)));
+    let s = |k: &str| build[k].as_f64().unwrap();
+    let prose = vec![
+        format!("`sam build` in a fresh clone (new target directory): **{} s**", s("clean_build_s")),
+        format!("(`functions/get_graph_run/src/main.rs`): **{} s**", s("function_line_s")),
+        format!("every function links): **{} s**", s("tool_line_s")),
+        format!(
+            "init {lo:.1}–{hi:.1} ms (goal 30 ms), zipped {} on arm64 and {} on x86_64 (goal 5 MB)",
+            mb(&arm_zips),
+            mb(&x86_zips)
+        ),
+        format!(
+            "**cold {:.1} ms, warm {:.1} ms**",
+            cold["hop"]["cold_ms"].as_f64().unwrap(),
+            cold["hop"]["warm_ms"].as_f64().unwrap()
+        ),
+        format!("at {}", build["commit"].as_str().unwrap()),
+    ];
+    (table, prose)
+}
+
+/// docs/results.md's figures of the deployed build are the ones `infra/lambda-figures.sh` wrote
+/// (docs/lambda-build-figures.json, docs/cold-start-figures.json); a changed figure fails.
+#[test]
+fn the_lambda_figures_in_the_docs_are_the_script() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let read = |f: &str| -> Value { serde_json::from_str(&std::fs::read_to_string(root.join(f)).unwrap()).unwrap() };
+    let (build, cold) = (read("docs/lambda-build-figures.json"), read("docs/cold-start-figures.json"));
+    let results = std::fs::read_to_string(root.join("docs/results.md")).unwrap();
+    let (table, prose) = lambda_texts(&build, &cold);
+    if let Err(e) = foundry_tests::tables_match(&table, &results) {
+        panic!("docs/results.md, the default Lambda build's table: {e}");
+    }
+    for text in &prose {
+        assert!(foundry_tests::says(&results, text), "docs/results.md does not say {text:?}");
+    }
+    // Every function of the template is measured.
+    assert_eq!(build["arm64"].as_object().unwrap().len(), crates_by_logical_id().len());
+    // A changed figure is caught, in the table and in the prose.
+    let mut moved = cold.clone();
+    moved["functions"]["mcp"]["init_ms"] =
+        serde_json::json!(cold["functions"]["mcp"]["init_ms"].as_f64().unwrap() + 0.1);
+    assert!(foundry_tests::tables_match(&lambda_texts(&build, &moved).0, &results).is_err(), "a changed init passed");
+    let mut moved = build.clone();
+    moved["tool_line_s"] = serde_json::json!(build["tool_line_s"].as_f64().unwrap() + 1.0);
+    assert!(!foundry_tests::says(&results, &lambda_texts(&moved, &cold).1[2]), "a changed rebuild time passed");
 }

@@ -328,7 +328,7 @@ fn inverse_tree(package: &str) -> Option<String> {
 /// One crypto library: the AWS SDKs' HTTPS client is built with rustls' *ring* provider
 /// (`lambda::aws_defaults`), as the relay's and the servers' TLS are, so no crate links aws-lc
 /// (a second crypto library, a C build for each target, and about a megabyte in every function:
-/// docs/results.md, "Lambda build"), and jsonwebtoken's signatures are *ring*'s too. The
+/// docs/history.md, "Lambda build, side by side"), and jsonwebtoken's signatures are *ring*'s too. The
 /// control: the same query finds *ring*.
 #[test]
 fn the_workspace_links_one_crypto_library() {

@@ -73,12 +73,16 @@ fn the_peer_benchmark_table_in_the_docs_is_its_figures_file() {
         out
     };
     let mut rows = 0;
+    let mut at_four = Vec::new();
     for line in figures.lines() {
         let cells: Vec<&str> = line.trim().trim_matches('|').split('|').map(str::trim).collect();
         if cells.len() != 15 || !cells[1].chars().all(|c| c.is_ascii_digit()) {
             continue;
         }
         rows += 1;
+        if cells[1] == "4" {
+            at_four.push(cells[10].replace('x', "×"));
+        }
         let want = format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | **{}** |",
             cells[1],
@@ -106,6 +110,10 @@ fn the_peer_benchmark_table_in_the_docs_is_its_figures_file() {
         assert!(results.contains(&rmcp), "docs/results.md has no rmcp row {rmcp}");
     }
     assert_eq!(rows, 4, "docs/bench-figures.md: {rows} of the 4 benchmark rows");
+    // The README quotes the two ratios at 4 connections (list, then claim).
+    let readme = std::fs::read_to_string(root().join("README.md")).unwrap();
+    let said = format!("{} its requests/s on list and {} on claim", at_four[0], at_four[1]);
+    assert!(foundry_tests::says(&readme, &said), "README.md does not say {said:?} (docs/bench-figures.md)");
     // The floor rows.
     let floors: Vec<Vec<&str>> = figures
         .lines()
@@ -203,5 +211,152 @@ fn the_simulation_tables_in_the_docs_are_its_report_file() {
     }
     for row in &rows {
         assert!(results.contains(row.as_str()), "docs/results.md has no row {row:?} (docs/sim-seed42.txt)");
+    }
+    // docs/mcp.md's sentence of the hints against fixed 15 s polling.
+    let agent = |start: &str| {
+        let l = line(start).trim_start().trim_start_matches(start.trim_end()).replace("( ", "(");
+        let t: Vec<String> = l.split_whitespace().map(str::to_owned).collect();
+        (t[0].clone(), t[1].trim_matches(|c| c == '(' || c == ',').to_owned(), t[4].clone())
+    };
+    let ((hm, hmed, hdet), (fm, _, fdet)) = (agent("follow check_after_s "), agent("fixed 15 s "));
+    let said = format!(
+        "makes {hm} status calls on average (median {hmed}) for a one-minute run and sees the result {hdet} s after it ends, where fixed 15 s polling makes {fm} calls and sees it after {fdet} s"
+    );
+    let mcp_md = std::fs::read_to_string(root().join("docs/mcp.md")).unwrap();
+    assert!(foundry_tests::says(&mcp_md, &said), "docs/mcp.md does not say {said:?} (docs/sim-seed42.txt)");
+    // The Doorbell section's simulation sentences: the doorbell's pickup and cancel against polling.
+    for said in doorbell_simulation_texts(&report) {
+        assert!(foundry_tests::says(&results, &said), "docs/results.md does not say {said:?} (docs/sim-seed42.txt)");
+    }
+    let moved = report.replacen(
+        "product: mean 0.3 s, median 0.2 s, p95 0.7 s",
+        "product: mean 0.4 s, median 0.2 s, p95 0.7 s",
+        1,
+    );
+    assert_ne!(moved, report, "the mutation no longer applies");
+    assert!(
+        doorbell_simulation_texts(&moved).iter().any(|t| !foundry_tests::says(&results, t)),
+        "a changed simulation figure passed"
+    );
+}
+
+/// What docs/results.md ("Doorbell") says of the simulation's doorbell rows in `report`: pickup
+/// and the cancel of a running run, each with the doorbell and by polling alone.
+fn doorbell_simulation_texts(report: &str) -> Vec<String> {
+    // The `product:` line after the line starting with `start`, its figures after `after`.
+    let product = |start: &str, after: &str| -> String {
+        let line = report
+            .lines()
+            .skip_while(|l| !l.starts_with(start))
+            .find(|l| l.trim_start().starts_with("product:"))
+            .unwrap_or_else(|| panic!("no product line after {start:?}"));
+        let figures = line.split_once(after).map_or("", |(_, r)| r);
+        // "mean 0.3 s, median 0.2 s, p95 0.7 s, max 1.5 s" → the mean, p95 and max.
+        let pick = |k: &str| {
+            figures.split(&format!("{k} ")).nth(1).and_then(|r| r.split(" s").next()).unwrap_or("?").to_owned()
+        };
+        format!("mean {} s, p95 {} s, max {} s", pick("mean"), pick("p95"), pick("max"))
+    };
+    let mean_p95 = |s: String| s.rsplit_once(", max").map(|(a, _)| a.to_owned()).unwrap_or(s);
+    let pickup_bell = product("pickup wait with the doorbell", "product: ");
+    let pickup_poll = mean_p95(product("pickup wait (queued -> started), 20 s poll", "product: "));
+    let cancel_bell =
+        product("cancel at a random 0–40 s after queueing, 3 s control poll, with the doorbell", "running: ");
+    let cancel_poll = mean_p95(product("cancel at a random 0–40 s after queueing, 3 s control poll, n=", "running: "));
+    vec![
+        format!("pickup {pickup_bell} (polling: {pickup_poll});"),
+        format!("cancel of a running run {cancel_bell} (polling: {cancel_poll})."),
+        format!(
+            "gives {}, against the seed's 2.0 / 3.3 / 3.5 s",
+            product("cancel at a random 0–40 s after queueing, 3 s control poll, n=", "running: ")
+        ),
+    ]
+}
+
+/// The problems of docs/results.md's opening table: a `## ` section it does not list, a check it
+/// names (`module::test_name` in back-quotes) that no test file defines, a figure labelled a
+/// record (records belong in docs/history.md).
+fn results_problems(results: &str, test_fns: &std::collections::BTreeSet<String>) -> Vec<String> {
+    let mut problems = Vec::new();
+    let table = foundry_tests::markdown_tables(results)
+        .into_iter()
+        .find(|t| t[0].starts_with("| section | made by | held by |"))
+        .map(|t| t[2..].to_vec())
+        .unwrap_or_default();
+    if table.is_empty() {
+        problems.push("no table of sections and their checks".to_owned());
+    }
+    let listed: Vec<&str> = table.iter().filter_map(|row| row.split('|').nth(1).map(str::trim)).collect();
+    for heading in results.lines().filter_map(|l| l.strip_prefix("## ")) {
+        if !listed.iter().any(|s| heading.starts_with(s)) {
+            problems.push(format!("section {heading:?} is not in the table of checks"));
+        }
+    }
+    for row in &table {
+        let held_by = row.split('|').nth(3).unwrap_or_default();
+        for quoted in held_by.split('`').skip(1).step_by(2) {
+            if let Some((_, name)) = quoted.rsplit_once("::")
+                && !test_fns.contains(name)
+            {
+                problems.push(format!("{quoted}: no such test"));
+            }
+        }
+        if !held_by.contains("::") && !held_by.contains("the tests named") {
+            problems.push(format!("{row}: names no check"));
+        }
+    }
+    if results.contains("A record") {
+        problems.push("a figure is labelled a record: move it to docs/history.md".to_owned());
+    }
+    problems
+}
+
+/// Every section of docs/results.md is in its opening table with the checks that hold its
+/// figures, and each check named exists; a new section, a renamed test and a record are caught.
+#[test]
+fn every_section_of_the_results_names_the_checks_that_hold_it() {
+    let mut test_fns = std::collections::BTreeSet::new();
+    for dir in ["tests/tests", "sim/tests", "local/src", "relay/src", "shared"] {
+        let mut stack = vec![root().join(dir)];
+        while let Some(d) = stack.pop() {
+            for e in std::fs::read_dir(&d).unwrap().flatten() {
+                let p = e.path();
+                if p.is_dir() {
+                    stack.push(p);
+                } else if p.extension().is_some_and(|x| x == "rs") {
+                    let text = std::fs::read_to_string(&p).unwrap();
+                    for l in text.lines() {
+                        let l = l.trim_start().trim_start_matches("async ");
+                        if let Some(rest) = l.strip_prefix("fn ") {
+                            test_fns.insert(rest.split(['(', '<']).next().unwrap().to_owned());
+                        }
+                    }
+                }
+            }
+        }
+    }
+    let results = std::fs::read_to_string(root().join("docs/results.md")).unwrap();
+    let problems = results_problems(&results, &test_fns);
+    assert!(problems.is_empty(), "docs/results.md:\n{}", problems.join("\n"));
+    // Each broken variant is caught.
+    for (what, broken) in [
+        ("a section nobody holds", format!("{results}\n## Something measured once\n\n42 ms.\n")),
+        (
+            "a renamed check",
+            results.replacen("`conformance::the_documented_suite_size_is_the_lists`", "`conformance::a_test_gone`", 1),
+        ),
+        ("a record", format!("{results}\n*A record: measured once.*\n")),
+    ] {
+        assert_ne!(broken, results, "{what}: the mutation no longer applies");
+        assert!(!results_problems(&broken, &test_fns).is_empty(), "{what}: not caught");
+    }
+    // The history is dated: each of its sections names the day it was measured.
+    let history = std::fs::read_to_string(root().join("docs/history.md")).unwrap();
+    for section in history.split("\n## ").skip(1) {
+        let heading = section.lines().next().unwrap_or_default();
+        assert!(
+            section.contains("2026-") || section.contains("2025-"),
+            "docs/history.md, {heading:?}: says no date it was measured"
+        );
     }
 }

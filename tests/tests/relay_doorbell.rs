@@ -769,4 +769,24 @@ fn the_doorbell_figures_in_the_docs_are_the_benchmarks() {
     let day = format!("(**{}/day**)", foundry_tests::grouped(figures["idle"]["on_per_day"].as_u64().unwrap()));
     let idle = results_md.replacen(&day, "(**1/day**)", 1);
     assert!(figures_in(&idle, &table, &results).is_err(), "a changed idle count passed");
+    // What the socket adds a day is arithmetic from the relay's constants: a reconnect before
+    // API Gateway's 2 h limit, a keep-alive every PING_EVERY.
+    let said = socket_day_text(domain::doorbell::PING_EVERY);
+    assert!(foundry_tests::says(&results_md, &said), "docs/results.md (Doorbell) does not say {said:?}");
+    let moved = socket_day_text(domain::doorbell::PING_EVERY * 2);
+    assert!(!foundry_tests::says(&results_md, &moved), "a changed keep-alive interval passed");
+}
+
+/// docs/results.md's sentence of the doorbell socket's reconnects and keep-alives a day.
+fn socket_day_text(ping_every: Duration) -> String {
+    use domain::doorbell::{MAX_CONNECTION, RECONNECT_BEFORE_LIMIT};
+    let day = 24 * 3600;
+    let life = (MAX_CONNECTION - RECONNECT_BEFORE_LIMIT).as_secs();
+    format!(
+        "about {} reconnects (one `$connect` and one `$disconnect` each, every {} min) and {} keep-alives (a data message to the `ping` route every {} min",
+        (day as f64 / life as f64).round(),
+        life / 60,
+        day / ping_every.as_secs(),
+        ping_every.as_secs() / 60
+    )
 }

@@ -738,7 +738,7 @@ fn cancel_figures_path() -> std::path::PathBuf {
     std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../docs/cancel-figures.json")
 }
 
-/// What docs/results.md says of docs/cancel-figures.json's figures: the "Relay hardening" lines
+/// What docs/results.md says of docs/cancel-figures.json's figures: the "The relay: cancel and idle" lines
 /// (the 3 s poll alone, and with the doorbell) and the seed table's note.
 fn cancel_texts(f: &serde_json::Value) -> [String; 3] {
     let s = |row: &str, k: &str| format!("{:.2}", f[row][k].as_f64().unwrap() / 1000.0);
@@ -799,7 +799,7 @@ fn relay_idle_texts(f: &serde_json::Value) -> Vec<String> {
     ]
 }
 
-/// docs/results.md's idle cost of the relay (Desktop relay) is what `infra/relay-idle.sh 300`
+/// docs/results.md's idle cost of the relay ("The relay: cancel and idle") is what `infra/relay-idle.sh 300`
 /// measured on a release build, from the file the script writes (it asserts its goals: under
 /// 16 MiB, under 1 s of CPU); a changed figure is caught.
 #[test]

@@ -811,7 +811,7 @@ fn build_problems(template: &str, makefile: &Path) -> Vec<String> {
 }
 
 /// `sam build` makes each function's `bootstrap` from its own crate, all of them from one
-/// cargo-lambda build (docs/results.md, "Lambda build"); broken Makefiles and templates are caught.
+/// cargo-lambda build (docs/history.md, "Lambda build, side by side"); broken Makefiles and templates are caught.
 #[test]
 fn sam_build_makes_each_function_from_its_own_crate_in_one_cargo_build() {
     let makefile = root().join("Makefile");

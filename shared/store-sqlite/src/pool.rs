@@ -42,7 +42,8 @@ impl Pool {
         };
         conn.busy_timeout(std::time::Duration::from_secs(10))?;
         // Every statement is prepared through the cache (`prepare_cached`): parsing SQL was
-        // the largest cost of a read in the profile (docs/results.md).
+        // the largest cost of a read in the profile (docs/history.md, "Peer benchmark, pinned
+        // cores and the profile").
         conn.set_prepared_statement_cache_capacity(128);
         // The bundled SQLite is built with STAT4, which marks a statement expired whenever a
         // parameter the planner looked at (a `LIMIT ?`, a range bound) is bound again, so a
