@@ -345,6 +345,10 @@ fn lambda_texts(build: &Value, cold: &Value) -> (String, Vec<String>) {
             cold["hop"]["warm_ms"].as_f64().unwrap()
         ),
         format!("at {}", build["commit"].as_str().unwrap()),
+        format!(
+            "{} s of CPU (user and system)",
+            foundry_tests::grouped(build["clean_build_cpu_s"].as_u64().unwrap_or_default())
+        ),
     ];
     (table, prose)
 }

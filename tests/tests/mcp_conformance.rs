@@ -85,6 +85,21 @@ fn summary_ran(text: &str) -> Result<(), String> {
     if total == 0 { Err(format!("no checks ran: {line}")) } else { Ok(()) }
 }
 
+/// The `n/m` of the runner's `Passed: n/m` summary line.
+fn passed_of(text: &str) -> Option<String> {
+    let line = text.lines().find(|l| l.contains("Passed:"))?;
+    Some(line.split("Passed:").nth(1)?.split(',').next()?.trim().to_owned())
+}
+
+/// docs/mcp.md's table of each run's passed checks, as the runs printed them.
+fn passed_table(passed: &[(String, String)]) -> String {
+    let mut t = String::from("| conformance run | checks passed |\n|---|---|\n");
+    for (run, n) in passed {
+        t.push_str(&format!("| {run} | {n} |\n"));
+    }
+    t
+}
+
 /// The checks a 0.2 run wrote under `dir` (`<dir>/<run>/checks.json`).
 fn checks_of(dir: &std::path::Path) -> Option<serde_json::Value> {
     let run = std::fs::read_dir(dir).ok()?.filter_map(Result::ok).find(|e| e.path().join("checks.json").exists())?;
@@ -152,6 +167,7 @@ async fn official_conformance_server_scenarios() {
         .map(std::path::PathBuf::from)
         .unwrap_or_else(|| running.dir.join("conformance-out"));
     let mut reported: Vec<(String, serde_json::Value)> = Vec::new();
+    let mut passed: Vec<(String, String)> = Vec::new();
     for (cli, scenario, era) in runs {
         let mut cmd = tokio::process::Command::new(&node);
         cmd.arg(&cli).args(["server", "--url", &url, "--scenario", scenario]);
@@ -167,6 +183,12 @@ async fn official_conformance_server_scenarios() {
         let text = String::from_utf8_lossy(&out.stdout).to_string() + &String::from_utf8_lossy(&out.stderr);
         let summary = text.lines().find(|l| l.contains("Passed:")).unwrap_or("(no summary)").to_owned();
         eprintln!("conformance {scenario} {}: {summary}", era.unwrap_or("(0.1)"));
+        let run = match era {
+            None => format!("`{scenario}`, 0.1"),
+            Some("extension") => format!("`{scenario}`, 0.2, extension"),
+            Some(era) => format!("`{scenario}`, 0.2 @ {era}"),
+        };
+        passed.push((run, passed_of(&text).unwrap_or_else(|| "(no summary)".to_owned())));
         if std::env::var_os("FOUNDRY_CONFORMANCE_VERBOSE").is_some() {
             eprintln!("{text}");
         }
@@ -200,6 +222,15 @@ async fn official_conformance_server_scenarios() {
     let skipped = serde_json::json!([{"id": "x", "status": "SKIPPED"}]);
     assert_eq!(stale_entries(&["s:x".to_owned()], &[("s".to_owned(), skipped)]).len(), 1, "SKIPPED counted as failing");
     assert!(summary_ran("Scenario s skipped: not applicable to this spec version").is_err());
+    // docs/mcp.md's counts are these runs' (a changed count fails, as does a run gone or added).
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/mcp.md")).unwrap();
+    let table = passed_table(&passed);
+    if let Err(e) = foundry_tests::tables_match(&table, &doc) {
+        failures.push(format!("docs/mcp.md's table of passed checks: {e}; the runs printed:\n{table}"));
+    }
+    let mut moved = passed.clone();
+    moved[0].1 = format!("{}0", moved[0].1);
+    assert!(foundry_tests::tables_match(&passed_table(&moved), &doc).is_err(), "a changed count passed");
     server.abort();
     running.stop().await;
     assert!(failures.is_empty(), "conformance failures:\n{}", failures.join("\n"));
