@@ -250,13 +250,20 @@ async fn history(h: &Arc<Harness>, threads: usize, per_thread: usize, naive: boo
     Arc::try_unwrap(events).unwrap().into_inner().unwrap()
 }
 
+/// Concurrent histories in the test command, on the embedded store and on DynamoDB; each has
+/// `THREADS` callers making `CALLS_PER_THREAD` calls.
+const EMBEDDED_HISTORIES: u64 = 200;
+const DYNAMODB_HISTORIES: u64 = 20;
+const THREADS: usize = 4;
+const CALLS_PER_THREAD: usize = 3;
+
 async fn every_history_is_linearizable(h: Harness, histories: u64) {
     let h = Arc::new(h);
     let seed0 = std::env::var("FOUNDRY_LIN_SEED").ok().and_then(|s| s.parse().ok()).unwrap_or_else(rand_seed);
     let mut ops = 0;
     for k in 0..histories {
         let seed = seed0.wrapping_add(k);
-        let events = history(&h, 4, 3, false, seed).await;
+        let events = history(&h, THREADS, CALLS_PER_THREAD, false, seed).await;
         ops += events.len();
         assert!(linearizable(&events), "{}: not linearizable (FOUNDRY_LIN_SEED={seed}):\n{}", h.name(), show(&events));
     }
@@ -285,13 +292,26 @@ fn rand_seed() -> u64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn embedded_task_histories_are_linearizable() {
-    every_history_is_linearizable(Harness::embedded(foundry_tests::test_policy()), 200).await;
+    every_history_is_linearizable(Harness::embedded(foundry_tests::test_policy()), EMBEDDED_HISTORIES).await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn dynamodb_task_histories_are_linearizable() {
     let Some(h) = Harness::dynamo(foundry_tests::test_policy()).await else { return };
-    every_history_is_linearizable(h, 20).await;
+    every_history_is_linearizable(h, DYNAMODB_HISTORIES).await;
+}
+
+/// docs/results.md's counts of the histories are these tests' own.
+#[test]
+fn the_documented_histories_are_these() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/results.md")).unwrap();
+    let ops = |n: u64| foundry_tests::grouped(n * (THREADS * CALLS_PER_THREAD) as u64);
+    let said = format!(
+        "Test command: {EMBEDDED_HISTORIES} histories ({} operations) on the embedded store, {DYNAMODB_HISTORIES} ({}) on DynamoDB",
+        ops(EMBEDDED_HISTORIES),
+        ops(DYNAMODB_HISTORIES)
+    );
+    assert!(foundry_tests::says(&doc, &said), "docs/results.md does not say {said:?}");
 }
 
 /// The checker is not vacuous: the read-then-write claim yields two claims in a history where

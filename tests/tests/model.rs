@@ -583,6 +583,12 @@ async fn run_case_with(h: &Harness, tasks: &dyn Tasks, ops: &[Op], faulty: bool)
     Ok(retries)
 }
 
+/// Random sequences per model in the test command, on the embedded store and on DynamoDB.
+const EMBEDDED_CASES: u32 = 256;
+const DYNAMODB_CASES: u32 = 16;
+/// The longest random sequence of steps.
+const MAX_STEPS: usize = 39;
+
 fn cases(default: u32) -> u32 {
     std::env::var("FOUNDRY_MODEL_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
 }
@@ -646,7 +652,7 @@ fn check_with(
     faulty: bool,
     retries: &std::sync::atomic::AtomicU64,
 ) -> Result<(), (String, Vec<Op>)> {
-    let ops = proptest::collection::vec(op(h.policy.lease.as_secs()), 1..40);
+    let ops = proptest::collection::vec(op(h.policy.lease.as_secs()), 1..=MAX_STEPS);
     search(budget, ops, retries, |ops| rt.block_on(run_case_with(h, tasks, ops, faulty)))
 }
 
@@ -730,17 +736,17 @@ fn the_store_follows_the_model(dynamo: bool, default_cases: u32) {
     if let Err((why, ops)) = check(&rt, &h, &Real(h.store.as_ref()), Budget::random(cases)) {
         panic!("{} diverged from the model: {why}\nshortest sequence ({} steps): {ops:#?}", h.name(), ops.len());
     }
-    eprintln!("{}: {cases} random sequences of up to 39 steps, no divergence", h.name());
+    eprintln!("{}: {cases} random sequences of up to {MAX_STEPS} steps, no divergence", h.name());
 }
 
 #[test]
 fn the_embedded_store_follows_the_task_model() {
-    the_store_follows_the_model(false, 256);
+    the_store_follows_the_model(false, EMBEDDED_CASES);
 }
 
 #[test]
 fn dynamodb_follows_the_task_model() {
-    the_store_follows_the_model(true, 16);
+    the_store_follows_the_model(true, DYNAMODB_CASES);
 }
 
 /// The seed whose first cases trigger every planted bug (measured on the embedded store, from
@@ -1113,10 +1119,10 @@ fn runs_follow_the_model(dynamo: bool, default_cases: u32) {
 /// The run model's check on `h` for `cases` sequences; the retries made.
 fn runs_on(rt: &tokio::runtime::Runtime, h: &Harness, cases: u32, faulty: bool) -> u64 {
     let retries = std::sync::atomic::AtomicU64::new(0);
-    let ops = proptest::collection::vec(run_op(h.policy.heartbeat_timeout.as_secs()), 1..40);
+    let ops = proptest::collection::vec(run_op(h.policy.heartbeat_timeout.as_secs()), 1..=MAX_STEPS);
     match search(Budget::random(cases), ops, &retries, |ops| rt.block_on(run_runs(h, ops, faulty))) {
         Ok(()) => {
-            eprintln!("{}: {cases} random run sequences of up to 39 steps, no divergence", h.name());
+            eprintln!("{}: {cases} random run sequences of up to {MAX_STEPS} steps, no divergence", h.name());
             retries.load(std::sync::atomic::Ordering::Relaxed)
         }
         Err((why, ops)) => {
@@ -1127,12 +1133,28 @@ fn runs_on(rt: &tokio::runtime::Runtime, h: &Harness, cases: u32, faulty: bool) 
 
 #[test]
 fn the_embedded_store_follows_the_run_model() {
-    runs_follow_the_model(false, 256);
+    runs_follow_the_model(false, EMBEDDED_CASES);
 }
 
 #[test]
 fn dynamodb_follows_the_run_model() {
-    runs_follow_the_model(true, 16);
+    runs_follow_the_model(true, DYNAMODB_CASES);
+}
+
+/// docs/results.md's counts of the model runs are these tests' own (a changed count fails).
+#[test]
+fn the_documented_model_runs_are_these() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/results.md")).unwrap();
+    for (what, text) in [
+        ("embedded", format!("| test command, embedded | {EMBEDDED_CASES} × up to {MAX_STEPS} | no divergence |")),
+        (
+            "DynamoDB",
+            format!("| test command, DynamoDB on moto | {DYNAMODB_CASES} × up to {MAX_STEPS} | no divergence |"),
+        ),
+        ("run model", format!("Test command: {EMBEDDED_CASES} sequences (embedded) and {DYNAMODB_CASES} (DynamoDB)")),
+    ] {
+        assert!(foundry_tests::says(&doc, &text), "docs/results.md ({what}) does not say {text:?}");
+    }
 }
 
 /// The run model through the failing DynamoDB, as the task model (above).

@@ -692,7 +692,26 @@ fn prose_figures(printed: &str, inputs: &serde_json::Value) -> Vec<(&'static str
         // Half a cent rounds up, as the docs write it (0.305 is 0.30499… in binary).
         format!("${:.2}", (dollars * 100.0 + 1e-6).round() / 100.0)
     };
+    // A running hour's control checks and progress forwards, from the relay's own constants.
+    let hour = 3600;
+    let checks = foundry_tests::grouped(hour / relay::config::DEFAULT_CONTROL_POLL.as_secs());
+    let forwards = hour / domain::progress::FORWARD_EVERY.as_secs();
+    let panel_day = cost_of("| an open, visible panel-day");
+    let panel_cents = cents(panel_day.clone());
+    assert_eq!(panel_cents, "$0.01", "docs/cost.md calls an open panel-day ({panel_day}) about a cent");
     vec![
+        (
+            "cost.md",
+            format!("so a running hour still makes {checks} checks, of which at most {forwards} carry progress"),
+        ),
+        (
+            "results.md",
+            format!(
+                "Requests per running hour are unchanged: {checks} control checks at the {} s default, of which at most {forwards} are `POST`s carrying progress",
+                relay::config::DEFAULT_CONTROL_POLL.as_secs()
+            ),
+        ),
+        ("cost.md", "An open panel costs about a cent a day.".to_owned()),
         ("cost.md", format!("with the doorbell {}.", cost_of("| **idle desktop-month with the doorbell**"))),
         (
             "cost.md",
