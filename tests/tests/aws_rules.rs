@@ -916,4 +916,11 @@ fn the_emulator_counts_capacity_as_dynamodb_bills_it_and_counting_mistakes_are_c
         return;
     };
     assert!(summary.contains("expectations hold; 6 mutants each caught"), "{summary}");
+    // docs/scale.md's counts are the script's.
+    let count = summary.split(" expectations hold").next().and_then(|s| s.rsplit(' ').next()).unwrap_or_default();
+    let scale = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../docs/scale.md")).unwrap();
+    let said = format!(
+        "`infra/moto_capacity_test.py`: {count} expectations on items whose sizes are worked out by hand, then six mutants"
+    );
+    assert!(foundry_tests::says(&scale, &said), "docs/scale.md does not say {said:?} ({summary})");
 }
