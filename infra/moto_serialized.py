@@ -23,8 +23,13 @@ It checks IAM (`moto_iam`): the cloud harness registers each function's statemen
 template and its own credentials, and a call the statements do not allow is refused as AWS
 refuses it. `--no-iam` lets every call through, only to show that the tests catch it.
 
+Both the IAM check and the capacity meter (`moto_capacity`) cost each DynamoDB request time of
+their own; `--no-iam --no-meter` is what the cold-start benchmark runs on
+(`infra/lambda-figures.sh`), so the durations it measures are the functions' and moto's, not
+the checks'.
+
 Usage: python moto_serialized.py --port-file PATH [--host 127.0.0.1] [--port 0] [--no-serialize]
-                                 [--cognito-as-moto] [--as-moto-is] [--no-iam]
+                                 [--cognito-as-moto] [--as-moto-is] [--no-iam] [--no-meter]
 """
 
 import argparse
@@ -50,15 +55,16 @@ from aws_rules import cognito_client_id_problem, cognito_client_problem
 
 
 class SerializeDynamoDB:
-    """WSGI middleware: one DynamoDB request at a time, body included, its capacity counted."""
+    """WSGI middleware: one DynamoDB request at a time, body included, its capacity counted
+    (unless `meter` is False: then nothing is counted and no request pays for the counting)."""
 
-    def __init__(self, app):
+    def __init__(self, app, meter=True):
         self.app = app
         self.lock = threading.Lock()
-        self.meter = moto_capacity.Meter(app)
+        self.meter = moto_capacity.Meter(app) if meter else None
 
     def __call__(self, environ, start_response):
-        if environ.get("PATH_INFO") == moto_capacity.PATH and environ.get("REQUEST_METHOD") == "GET":
+        if self.meter and environ.get("PATH_INFO") == moto_capacity.PATH and environ.get("REQUEST_METHOD") == "GET":
             answer = json.dumps(self.meter.report("reset=1" in environ.get("QUERY_STRING", ""))).encode()
             start_response("200 OK", [("Content-Type", "application/json"), ("Content-Length", str(len(answer)))])
             return [answer]
@@ -88,7 +94,11 @@ class SerializeDynamoDB:
                         close()
 
             try:
-                _, counts = self.meter.measure(environ, target.split(".", 1)[-1], params, forward)
+                if self.meter is None:
+                    forward()
+                    counts = []
+                else:
+                    _, counts = self.meter.measure(environ, target.split(".", 1)[-1], params, forward)
             except Exception as error:  # noqa: BLE001 - a meter fault must not change the answer
                 print(f"capacity meter: {target}: {error!r}", file=sys.stderr, flush=True)
                 counts = []
@@ -151,6 +161,7 @@ def main() -> int:
     parser.add_argument("--cognito-as-moto", action="store_true")
     parser.add_argument("--as-moto-is", action="store_true")
     parser.add_argument("--no-iam", action="store_true")
+    parser.add_argument("--no-meter", action="store_true")
     args = parser.parse_args()
 
     if not args.as_moto_is:
@@ -159,7 +170,7 @@ def main() -> int:
     logging.getLogger("werkzeug").setLevel(logging.ERROR)
     app = DomainDispatcherApplication(create_backend_app)
     if not args.no_serialize:
-        app = SerializeDynamoDB(app)
+        app = SerializeDynamoDB(app, meter=not args.no_meter)
     if not args.cognito_as_moto:
         app = CognitoRules(app)
     if not args.no_iam:

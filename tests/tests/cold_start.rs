@@ -17,7 +17,7 @@
 //! the cold start and the upload, not the unzipped size.) With `FOUNDRY_COLD_START_FIGURES` set
 //! to a path, a run of every function writes its figures there as JSON: `infra/lambda-figures.sh`
 //! writes docs/cold-start-figures.json so, which results.md quotes
-//! (`template::the_lambda_figures_in_the_docs_are_the_script`).
+//! (`cold_start::the_lambda_figures_in_the_docs_are_the_script`).
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -166,6 +166,7 @@ async fn cold_start_of_every_function() {
         std::env::var("FOUNDRY_COLD_ONLY").ok().map(|v| v.split(',').map(str::to_owned).collect());
     let defs: Vec<_> = defs.iter().filter(|d| only.as_ref().is_none_or(|o| o.contains(&d.binary))).cloned().collect();
     let mut figures = serde_json::Map::new();
+    let mut missed = Vec::new();
     for def in &defs {
         let (mut init, mut first, mut warm) = (Vec::new(), Vec::new(), Vec::new());
         for _ in 0..RUNS {
@@ -205,14 +206,15 @@ async fn cold_start_of_every_function() {
             json!({"bytes": size, "zipped": zipped, "init_ms": tenths(init_ms),
                 "first_ms": tenths(first_ms), "warm_ms": tenths(warm_ms)}),
         );
-        // The goals docs/results.md states, checked where they apply: optimized builds.
+        // The goals docs/results.md states, checked where they apply (optimized builds), after
+        // every function is measured and the figures are written.
         if optimized_binaries() {
-            assert!(
-                zipped > 0 && zipped <= ZIPPED_BUDGET,
-                "{}: {zipped} bytes zipped, over the {ZIPPED_BUDGET}-byte budget",
-                def.binary
-            );
-            assert!(init_ms <= INIT_BUDGET_MS, "{}: init median {init_ms:.1} ms > {INIT_BUDGET_MS} ms", def.binary);
+            if zipped == 0 || zipped > ZIPPED_BUDGET {
+                missed.push(format!("{}: {zipped} bytes zipped, over the {ZIPPED_BUDGET}-byte budget", def.binary));
+            }
+            if init_ms > INIT_BUDGET_MS {
+                missed.push(format!("{}: init median {init_ms:.1} ms > {INIT_BUDGET_MS} ms", def.binary));
+            }
         }
     }
 
@@ -258,10 +260,12 @@ async fn cold_start_of_every_function() {
         assert!(only.is_none() && optimized_binaries(), "figures are written for every function of an optimized build");
         let doc = json!({"functions": figures, "hop": {"cold_ms": tenths(cold_ms), "warm_ms": tenths(hop_warm_ms)},
             "runs": RUNS, "target": std::env::consts::ARCH,
+            "commit": std::env::var("FOUNDRY_FIGURES_COMMIT").unwrap_or_default(),
             "bin_dir": std::env::var("FOUNDRY_BIN_DIR").unwrap_or_default().trim_end_matches('/').rsplit('/').next().unwrap_or_default()});
         std::fs::write(&path, serde_json::to_string_pretty(&doc).unwrap() + "\n").unwrap();
         println!("wrote {path}");
     }
+    assert!(missed.is_empty(), "goals missed:\n{}", missed.join("\n"));
 }
 
 /// `ms` to a tenth of a millisecond, as the tables print it.
@@ -345,6 +349,7 @@ fn lambda_texts(build: &Value, cold: &Value) -> (String, Vec<String>) {
             cold["hop"]["warm_ms"].as_f64().unwrap()
         ),
         format!("at {}", build["commit"].as_str().unwrap()),
+        format!("(init at {})", cold["commit"].as_str().unwrap_or_default()),
         format!(
             "{} s of CPU (user and system)",
             foundry_tests::grouped(build["clean_build_cpu_s"].as_u64().unwrap_or_default())
