@@ -8,14 +8,14 @@
 # each later one finds the binaries built (cargo checks its fingerprints, a second or two) and
 # copies its own `bootstrap`. After a one-line change in one function, only that crate is
 # compiled and linked again. The crate is read from the folder's Cargo.toml, so the template's
-# CodeUri stays the one place that says which crate a function runs. docs/results.md ("Lambda
-# build") has the measurements behind this choice.
+# CodeUri stays the one place that says which crate a function runs. docs/history.md ("Lambda
+# build, side by side") has the measurements behind this choice.
 
 root := $(dir $(abspath $(lastword $(MAKEFILE_LIST))))
 CARGO_LAMBDA ?= cargo lambda
 # The build profile (Cargo.toml): by default `function` (no cross-crate LTO, 16 codegen units),
-# a clean build of every function in about 7 minutes on two cores and a one-line change in
-# 20–90 s; LAMBDA_BUILD=small (e.g. `LAMBDA_BUILD=small sam build`) is `function-small`, fat LTO in
+# a clean build of every function within 10 minutes on two cores and a one-line change within
+# 2 (the goals ./infra/lambda-figures.sh asserts); LAMBDA_BUILD=small (e.g. `LAMBDA_BUILD=small sam build`) is `function-small`, fat LTO in
 # one codegen unit: the smallest binaries, about twice the clean build's time.
 # docs/results.md ("Lambda build, the default") has the measurements.
 ifeq ($(LAMBDA_BUILD),)

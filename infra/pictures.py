@@ -7,7 +7,7 @@
                                          clone) as docs/ci-phases.txt, then redraws
     --docs DIR                           another docs folder (the freshness test's planted change)
 
-Data (each written by a command, named in docs/results.md):
+Data (each written by a command, named in docs/results.md or, for the CI phases, docs/history.md):
   docs/doorbell-figures.json   the doorbell benchmark: pickup and cancel, polling vs doorbell
   docs/sim-seed42.txt          `cargo run -p sim --profile server -- --seed 42 --runs 2000`
   docs/ci-phases.txt           the test command's "wall time per phase" on a fresh clone (--from-ci-log)

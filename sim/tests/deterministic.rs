@@ -49,8 +49,8 @@ fn the_same_seed_gives_the_same_report_byte_for_byte() {
 }
 
 /// `docs/sim-seed42.txt` is this build's report for seed 42 with 2,000 runs per row (the
-/// README's "Measure it" command), checked outside the test command (docs/results.md, "Which
-/// figures are held"): results.md's simulation tables, held to that file by
+/// README's "Measure it" command), checked outside the test command (docs/results.md's opening table of
+/// checks): results.md's simulation tables, held to that file by
 /// `pictures::the_simulation_tables_in_the_docs_are_its_report_file`, are then this code's figures, not
 /// an older build's. On a difference, the fresh report is written to the temporary folder
 /// (`sim-seed42.fresh.txt`) and the first differing line named (regenerate the file with

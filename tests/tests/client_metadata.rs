@@ -11,7 +11,7 @@
 //!   nothing is registered, the consent page names the client and the host behind it, and a
 //!   redirect the document does not list is refused;
 //! - the cloud shape: the same through the facade and the (emulated) Cognito, with one app client
-//!   made for the document, and 100 connections with the same document making no other
+//!   made for the document, and 10 connections with the same document making no other
 //!   (docs/results.md, "Client metadata documents").
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]

@@ -588,6 +588,9 @@ const EMBEDDED_CASES: u32 = 256;
 const DYNAMODB_CASES: u32 = 16;
 /// The longest random sequence of steps.
 const MAX_STEPS: usize = 39;
+/// Sequences through the failing DynamoDB: the task model's and the run model's.
+const TASK_FAULT_CASES: u32 = 24;
+const RUN_FAULT_CASES: u32 = 16;
 
 fn cases(default: u32) -> u32 {
     std::env::var("FOUNDRY_MODEL_CASES").ok().and_then(|v| v.parse().ok()).unwrap_or(default)
@@ -793,7 +796,7 @@ fn the_model_catches_three_planted_bugs_on_dynamodb() {
 fn dynamodb_follows_the_task_model_through_injected_faults() {
     let Some((rt, h, counts)) = faulty_backend(0x5eed_fa17) else { return };
     let retries = std::sync::atomic::AtomicU64::new(0);
-    let cases = cases(24);
+    let cases = cases(TASK_FAULT_CASES);
     if let Err((why, ops)) = check_with(&rt, &h, &Real(h.store.as_ref()), Budget::random(cases), true, &retries) {
         panic!("diverged from the model through faults: {why}\nshortest sequence ({} steps): {ops:#?}", ops.len());
     }
@@ -1152,6 +1155,13 @@ fn the_documented_model_runs_are_these() {
             format!("| test command, DynamoDB on moto | {DYNAMODB_CASES} × up to {MAX_STEPS} | no divergence |"),
         ),
         ("run model", format!("Test command: {EMBEDDED_CASES} sequences (embedded) and {DYNAMODB_CASES} (DynamoDB)")),
+        (
+            "task faults",
+            format!(
+                "`model::dynamodb_follows_the_task_model_through_injected_faults` runs {TASK_FAULT_CASES} sequences"
+            ),
+        ),
+        ("run faults", format!("{RUN_FAULT_CASES} sequences, every kind of fault injected at least once")),
     ] {
         assert!(foundry_tests::says(&doc, &text), "docs/results.md ({what}) does not say {text:?}");
     }
@@ -1161,7 +1171,7 @@ fn the_documented_model_runs_are_these() {
 #[test]
 fn dynamodb_follows_the_run_model_through_injected_faults() {
     let Some((rt, h, counts)) = faulty_backend(0x05ee_d0b5) else { return };
-    let retries = runs_on(&rt, &h, cases(16), true);
+    let retries = runs_on(&rt, &h, cases(RUN_FAULT_CASES), true);
     let report = counts.report();
     eprintln!("runs through faults: faults injected {report:?}; store errors retried by the client: {retries}");
     for (kind, n) in &report[1..] {

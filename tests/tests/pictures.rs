@@ -74,6 +74,7 @@ fn the_peer_benchmark_table_in_the_docs_is_its_figures_file() {
     };
     let mut rows = 0;
     let mut at_four = Vec::new();
+    let mut cells_of: Vec<Vec<String>> = Vec::new();
     for line in figures.lines() {
         let cells: Vec<&str> = line.trim().trim_matches('|').split('|').map(str::trim).collect();
         if cells.len() != 15 || !cells[1].chars().all(|c| c.is_ascii_digit()) {
@@ -83,6 +84,7 @@ fn the_peer_benchmark_table_in_the_docs_is_its_figures_file() {
         if cells[1] == "4" {
             at_four.push(cells[10].replace('x', "×"));
         }
+        cells_of.push(cells.iter().map(|c| (*c).to_owned()).collect::<Vec<String>>());
         let want = format!(
             "| {} | {} | {} | {} | {} | {} | {} | {} | {} | **{}** |",
             cells[1],
@@ -127,6 +129,43 @@ fn the_peer_benchmark_table_in_the_docs_is_its_figures_file() {
             format!("| {name} | {} | {} | {} | {} | {} |", cells[1], thousands(cells[2]), cells[3], cells[4], cells[5]);
         assert!(results.contains(&want), "docs/results.md has no floor row {want}");
     }
+    // The prose "Against the goal" derives from the same rows.
+    for said in peer_prose(&cells_of, floors[0][2]) {
+        assert!(foundry_tests::says(&results, &said), "docs/results.md does not say {said:?} (docs/bench-figures.md)");
+    }
+}
+
+/// The figures docs/results.md's "Against the goal" paragraph derives from the benchmark rows
+/// (`| call | conn. | req/s | p50 | p99 | CPU | its req/s | p50 | p99 | CPU | ratio | …`, list
+/// then claim, 1 then 4 connections) and the floor's requests/s at one connection.
+fn peer_prose(rows: &[Vec<String>], floor: &str) -> Vec<String> {
+    let n = |r: &Vec<String>, i: usize| r[i].parse::<f64>().unwrap_or_else(|_| panic!("not a number: {r:?}"));
+    let cell = |call: &str, conn: &str| {
+        rows.iter().find(|r| r[0].starts_with(call) && r[1] == conn).unwrap_or_else(|| panic!("no {call} at {conn}"))
+    };
+    let (l1, l4, c1, c4) = (cell("list", "1"), cell("list", "4"), cell("claim", "1"), cell("claim", "4"));
+    for r in rows {
+        assert!(n(r, 4) < n(r, 8), "a p99 not lower than the reconstruction's: {r:?}");
+    }
+    let ratio = |r: &Vec<String>| r[10].replace('x', "×");
+    let cpu = |r: &Vec<String>| n(r, 9) / n(r, 5);
+    let span = |a: f64, b: f64| format!("{:.1}–{:.1}×", a.min(b), a.max(b));
+    let floor: f64 = floor.parse().unwrap();
+    vec![
+        format!("Met at 4 connections (list {}, claim {}), with a lower p99 in every cell", ratio(l4), ratio(c4)),
+        format!("At 1 connection the cells are {} and {}:", ratio(l1), ratio(c1)),
+        format!(
+            "reaches only {} req/s through this client, {:.1}× the reconstruction's list",
+            foundry_tests::grouped(floor as u64),
+            floor / n(l1, 6)
+        ),
+        format!(
+            "the local server uses {} less CPU than the reconstruction at 1 connection and {} less at 4",
+            span(cpu(l1), cpu(c1)),
+            span(cpu(l4), cpu(c4))
+        ),
+        format!("has a {:.0} ms p99 (still below the reconstruction's {:.1} ms)", n(l4, 4), n(l4, 8)),
+    ]
 }
 
 /// docs/results.md's simulation tables ("Slots and progress", and the product column of "The

@@ -732,6 +732,22 @@ fn prose_figures(printed: &str, inputs: &serde_json::Value) -> Vec<(&'static str
         ("panel.md", format!("a refresh is now {}", cost_of("| one refresh ("))),
         ("scale.md", format!("A queued run is {queued} write units")),
         (
+            "results.md",
+            format!(
+                "`infra/cost.py`: {} per running hour with a small progress, {} with a progress at every bound",
+                cost_of("| ... with progress forwarded every 10 s"),
+                cost_of("| ... with a progress making the run item 9 KB")
+            ),
+        ),
+        (
+            "results.md",
+            format!(
+                "{} read and {} write units as the emulator's meter",
+                capacity("relay_sync_idle_within_the_minute", "read"),
+                capacity("relay_sync_idle_within_the_minute", "write")
+            ),
+        ),
+        (
             "scale.md",
             format!(
                 "The measured sync is {} read and {} write units ({} once a minute)",
