@@ -43,13 +43,8 @@ if [ -n "$changed" ]; then
   exit 2
 fi
 commit=$(git rev-parse --short HEAD)
-cache=${FOUNDRY_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/foundry-connect}
-# The folder infra/test.sh uses for a pinned requirements file (the same key).
-venv_for() {
-  local key
-  key=$( (cat "$2"; command -v python3; python3 -c 'import sys; print(sys.version)') | sha256sum | cut -c1-16)
-  echo "$cache/$1-$key"
-}
+# The folders infra/test.sh installs the pinned tools in: $cache and venv_for.
+. "$root/infra/tool-folders.sh"
 work=$(mktemp -d "${TMPDIR:-/tmp}/lambda-figures.XXXXXX")
 cleanup() {
   [ -f "$work/moto/pid" ] && FOUNDRY_VENV="${moto_venv:-}" infra/emulator.sh stop "$work/moto" >/dev/null 2>&1
@@ -79,18 +74,15 @@ if [ "$steps" != init ]; then
   timed clean
   clean=$wall
   clean_cpu=$cpu
-  sizes=$(python3 - "$work/clone/.aws-sam/build" <<'PY'
-import io, json, os, sys, zipfile
+  sizes=$(PYTHONPATH="$root/infra" python3 - "$work/clone/.aws-sam/build" <<'PY'
+import json, os, sys
+from zipped_size import zipped_size
 build = sys.argv[1]
 out = {}
 for name in sorted(os.listdir(build)):
     path = os.path.join(build, name, "bootstrap")
-    if not os.path.isfile(path):
-        continue
-    b = io.BytesIO()
-    with zipfile.ZipFile(b, "w", zipfile.ZIP_DEFLATED) as z:
-        z.write(path, "bootstrap")
-    out[name] = {"bytes": os.path.getsize(path), "zipped": len(b.getvalue())}
+    if os.path.isfile(path):
+        out[name] = {"bytes": os.path.getsize(path), "zipped": zipped_size(path)}
 print(json.dumps(out))
 PY
   )

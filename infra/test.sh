@@ -61,7 +61,8 @@ phase() {
   return 0
 }
 
-cache=${FOUNDRY_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/foundry-connect}
+# The pinned tools' folders: $cache and venv_for.
+. "$root/infra/tool-folders.sh"
 mkdir -p "$cache"
 
 target_dir="$root/target"
@@ -75,12 +76,6 @@ if [ "${CI:-}" = true ]; then
   target_dir=${FOUNDRY_TARGET_DIR:-$cache/target}
   export CARGO_TARGET_DIR="$target_dir"
 fi
-# The environment folder for a requirements file: named by the hash of the pins and the Python.
-venv_for() {
-  local name=$1 req=$2 key
-  key=$( (cat "$req"; command -v python3; python3 -c 'import sys; print(sys.version)') | sha256sum | cut -c1-16)
-  echo "$cache/$name-$key"
-}
 
 # Every tool a test needs is installed by one background job beside the build (pip, npm and apt
 # wait on the network and the disk; the build wants the cores); the paths are known up front,

@@ -285,6 +285,19 @@ impl Template {
         }
     }
 
+    /// The crate (and binary) each function resource builds, by logical id: its `CodeUri`
+    /// (`functions/<crate>`).
+    pub fn function_crates(&self) -> BTreeMap<String, String> {
+        self.resources()
+            .filter(|(_, v)| v["Type"].as_str() == Some("AWS::Serverless::Function"))
+            .map(|(id, v)| (id, Self::crate_of(v)))
+            .collect()
+    }
+
+    fn crate_of(function: &Yaml) -> String {
+        function["Properties"]["CodeUri"].as_str().unwrap_or_default().trim_start_matches("functions/").to_owned()
+    }
+
     /// Every function resource, its environment resolved (globals included).
     pub fn functions(&self, r: &Resources, gateway: &str) -> Vec<FunctionDef> {
         let globals: Vec<(String, String)> = self.yaml["Globals"]["Function"]["Environment"]["Variables"]
@@ -300,9 +313,8 @@ impl Template {
                 for (k, val) in v["Properties"]["Environment"]["Variables"].as_mapping().into_iter().flatten() {
                     env.insert(k.as_str().unwrap_or_default().to_owned(), self.resolve(val, r, gateway));
                 }
-                let code = v["Properties"]["CodeUri"].as_str().unwrap_or_default();
                 FunctionDef {
-                    binary: code.trim_start_matches("functions/").to_owned(),
+                    binary: Self::crate_of(v),
                     name: self.function_name(&id),
                     statements: self.statements(v, r, gateway),
                     logical_id: id,

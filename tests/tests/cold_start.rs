@@ -43,12 +43,11 @@ fn optimized_binaries() -> bool {
     })
 }
 
-/// The size of `path` zipped with deflate, as SAM packages a function (Python's `zipfile`,
-/// `ZIP_DEFLATED`); 0 when it cannot be measured.
+/// The size of `path` zipped as SAM packages a function (`infra/zipped_size.py`, which
+/// `infra/lambda-figures.sh` uses too); 0 when it cannot be measured.
 fn zipped_size(path: &std::path::Path) -> u64 {
-    let script = "import io,sys,zipfile\nb=io.BytesIO()\nz=zipfile.ZipFile(b,'w',zipfile.ZIP_DEFLATED)\nz.write(sys.argv[1],'bootstrap')\nz.close()\nprint(len(b.getvalue()))";
     std::process::Command::new("python3")
-        .args(["-c", script])
+        .arg(concat!(env!("CARGO_MANIFEST_DIR"), "/../infra/zipped_size.py"))
         .arg(path)
         .output()
         .ok()
@@ -273,27 +272,10 @@ fn tenths(ms: f64) -> f64 {
     (ms * 10.0).round() / 10.0
 }
 
-/// The crate each function resource of template.yaml builds (`functions/<crate>`), by logical id.
-fn crates_by_logical_id() -> std::collections::BTreeMap<String, String> {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
-    let t: serde_norway::Value =
-        serde_norway::from_str(&std::fs::read_to_string(root.join("template.yaml")).unwrap()).unwrap();
-    t["Resources"]
-        .as_mapping()
-        .unwrap()
-        .iter()
-        .filter(|(_, r)| r["Type"].as_str() == Some("AWS::Serverless::Function"))
-        .filter_map(|(id, r)| {
-            let code = r["Properties"]["CodeUri"].as_str()?;
-            Some((id.as_str()?.to_owned(), code.trim_start_matches("functions/").trim_end_matches('/').to_owned()))
-        })
-        .collect()
-}
-
 /// What docs/results.md ("Lambda build, the default") says of the two figure files: the table
 /// (a row per function, largest arm64 binary first) and the prose figures.
 fn lambda_texts(build: &Value, cold: &Value) -> (String, Vec<String>) {
-    let crates = crates_by_logical_id();
+    let crates = Template::load().function_crates();
     let mut rows: Vec<(u64, String)> = Vec::new();
     let (mut arm_zips, mut x86_zips, mut inits) = (Vec::new(), Vec::new(), Vec::new());
     for (id, arm) in build["arm64"].as_object().unwrap() {
@@ -374,7 +356,7 @@ fn the_lambda_figures_in_the_docs_are_the_script() {
         assert!(foundry_tests::says(&results, text), "docs/results.md does not say {text:?}");
     }
     // Every function of the template is measured.
-    assert_eq!(build["arm64"].as_object().unwrap().len(), crates_by_logical_id().len());
+    assert_eq!(build["arm64"].as_object().unwrap().len(), Template::load().function_crates().len());
     // A changed figure is caught, in the table and in the prose.
     let mut moved = cold.clone();
     moved["functions"]["mcp"]["init_ms"] =

@@ -74,15 +74,13 @@ const SCENARIOS_0_2: &[(&str, &str)] = &[
 
 /// Whether the runner's output has its summary with at least one check (`Passed: n/m`, m > 0).
 fn summary_ran(text: &str) -> Result<(), String> {
-    let line = text.lines().find(|l| l.contains("Passed:")).ok_or("no \"Passed:\" line: the scenario did not run")?;
-    let total = line
-        .split("Passed:")
+    let passed = passed_of(text).ok_or("no \"Passed:\" line: the scenario did not run")?;
+    let total = passed
+        .split('/')
         .nth(1)
-        .and_then(|r| r.split(',').next())
-        .and_then(|r| r.trim().split('/').nth(1))
         .and_then(|n| n.trim().parse::<u32>().ok())
-        .ok_or_else(|| format!("unreadable summary: {line}"))?;
-    if total == 0 { Err(format!("no checks ran: {line}")) } else { Ok(()) }
+        .ok_or_else(|| format!("unreadable summary: Passed: {passed}"))?;
+    if total == 0 { Err(format!("no checks ran: Passed: {passed}")) } else { Ok(()) }
 }
 
 /// The `n/m` of the runner's `Passed: n/m` summary line.

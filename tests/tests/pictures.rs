@@ -61,17 +61,7 @@ fn every_picture_is_what_its_data_draws() {
 fn the_peer_benchmark_table_in_the_docs_is_its_figures_file() {
     let figures = std::fs::read_to_string(root().join("docs/bench-figures.md")).unwrap();
     let results = std::fs::read_to_string(root().join("docs/results.md")).unwrap();
-    let thousands = |s: &str| {
-        let digits: Vec<char> = s.chars().collect();
-        let mut out = String::new();
-        for (i, c) in digits.iter().enumerate() {
-            if i > 0 && (digits.len() - i).is_multiple_of(3) {
-                out.push(',');
-            }
-            out.push(*c);
-        }
-        out
-    };
+    let thousands = |s: &str| foundry_tests::grouped(s.parse().unwrap_or_else(|_| panic!("not a count: {s}")));
     let mut rows = 0;
     let mut at_four = Vec::new();
     let mut cells_of: Vec<Vec<String>> = Vec::new();

@@ -687,7 +687,7 @@ fn prose_figures(printed: &str, inputs: &serde_json::Value) -> Vec<(&'static str
     let minute = list("relay_sync_a_minute_later");
     let queued = inputs["dynamodb_capacity"]["tools"]["run_graph_session"]["write"].as_f64().unwrap();
     let capacity = |op: &str, kind: &str| inputs["dynamodb_capacity"]["apis"][op][kind].as_f64().unwrap();
-    let cents = |cell: String| {
+    let cents = |cell: &str| {
         let dollars: f64 = cell.trim_start_matches('$').parse().unwrap_or_else(|_| panic!("not dollars: {cell}"));
         // Half a cent rounds up, as the docs write it (0.305 is 0.30499… in binary).
         format!("${:.2}", (dollars * 100.0 + 1e-6).round() / 100.0)
@@ -697,7 +697,7 @@ fn prose_figures(printed: &str, inputs: &serde_json::Value) -> Vec<(&'static str
     let checks = foundry_tests::grouped(hour / relay::config::DEFAULT_CONTROL_POLL.as_secs());
     let forwards = hour / domain::progress::FORWARD_EVERY.as_secs();
     let panel_day = cost_of("| an open, visible panel-day");
-    let panel_cents = cents(panel_day.clone());
+    let panel_cents = cents(&panel_day);
     assert_eq!(panel_cents, "$0.01", "docs/cost.md calls an open panel-day ({panel_day}) about a cent");
     vec![
         (
@@ -717,7 +717,7 @@ fn prose_figures(printed: &str, inputs: &serde_json::Value) -> Vec<(&'static str
             "cost.md",
             format!(
                 "An idle desktop costs {} a month polling every 20 s",
-                cents(cost_of("| idle desktop-month, polling"))
+                cents(&cost_of("| idle desktop-month, polling"))
             ),
         ),
         (
