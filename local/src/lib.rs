@@ -85,7 +85,7 @@ pub struct Running {
     pub token: String,
     /// A bearer token with `osfoundry:owner` (owner API).
     pub owner_token: String,
-    /// A device token for the relay, created on this start (earlier local ones are revoked).
+    /// A device token for the relay: the same on every start (kept in [`DEVICE_TOKEN_FILE`]).
     pub device_token: String,
     /// That device's id.
     pub device_id: uuid::Uuid,
@@ -188,7 +188,8 @@ impl RelayRequests {
 /// socket closes within this).
 pub const DOORBELL_RECHECK: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Name of the device the local server creates for the relay on each start.
+/// Name of the device the local server creates for a relay on this machine (once: its token is
+/// kept in [`DEVICE_TOKEN_FILE`]).
 pub const LOCAL_DEVICE: &str = "local relay";
 
 /// What every part of the server is built from.
@@ -363,7 +364,7 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
     let grant = |scopes| Grant { subject: DEMO_OWNER, client: LOCAL_CLIENT, scopes };
     let token = signer.mint(grant(&[SCOPE_READ, SCOPE_RUN]), clock.now(), TOKEN_TTL)?;
     let owner_token = signer.mint(grant(&[SCOPE_OWNER]), clock.now(), TOKEN_TTL)?;
-    let (device_token, device_id) = fresh_device_token(&store, &demo.owner).await?;
+    let (device_token, device_id) = local_device_token(&store, &demo.owner, &config.data_dir).await?;
     let wiring = Wiring {
         store: Arc::clone(&store),
         clock: clock.clone(),
@@ -588,8 +589,28 @@ async fn owner(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> 
     state.owner.handle(req).await.map(Body::from).into_response()
 }
 
-/// Revokes earlier local relay devices and creates a fresh one (tokens are shown once).
-async fn fresh_device_token(store: &SqliteStore, owner: &OwnerId) -> anyhow::Result<(String, uuid::Uuid)> {
+/// The file in the data folder that keeps the local relay device's token (0600), so the token
+/// the banner prints lasts across restarts.
+pub const DEVICE_TOKEN_FILE: &str = "relay-device-token";
+
+/// The local relay device's token: the one kept in [`DEVICE_TOKEN_FILE`] while the store still
+/// accepts it (the same device on every start), else a new device whose token is kept there.
+/// A new device revokes the earlier "local relay" devices, whose tokens nobody can see any more
+/// (a removed file, a revoked device); a device the owner revoked in the panel stays revoked.
+async fn local_device_token(
+    store: &SqliteStore,
+    owner: &OwnerId,
+    data_dir: &Path,
+) -> anyhow::Result<(String, uuid::Uuid)> {
+    let file = data_dir.join(DEVICE_TOKEN_FILE);
+    if let Ok(kept) = std::fs::read_to_string(&file) {
+        let kept = kept.trim();
+        if let Some(d) = store.device_by_token_hash(&domain::devices::token_hash(kept)).await?
+            && &d.owner == owner
+        {
+            return Ok((kept.to_owned(), d.device_id));
+        }
+    }
     for d in store.list_devices(owner).await? {
         if d.name == LOCAL_DEVICE && d.revoked_at.is_none() {
             store.revoke_device(owner, d.device_id).await?;
@@ -597,6 +618,7 @@ async fn fresh_device_token(store: &SqliteStore, owner: &OwnerId) -> anyhow::Res
     }
     let (token, hash) = domain::devices::new_token()?;
     let device = store.create_device(owner, LOCAL_DEVICE, &hash).await?;
+    private_files::write(&file, token.as_bytes()).with_context(|| format!("writing {}", file.display()))?;
     Ok((token, device.device_id))
 }
 

@@ -1,6 +1,7 @@
 //! The command line: what the owner types, parsed ([`args`]), and the subcommands other than
 //! `run` — `pair` ([`pair`]), `session add / list / remove` ([`sessions`]), `status`, `check`,
-//! `install`, `uninstall`, `pause`, `resume`, `update` ([`commands`]). Each prints what it did
+//! `install`, `uninstall`, `pause`, `resume`, `update` ([`commands`]), and the built-in hello Graph
+//! ([`hello`]). Each prints what it did
 //! for the owner and returns a [`CliError`] the binary prints.
 //!
 //! This folder is the top of the relay: it may use every other folder; nothing uses it.
@@ -11,6 +12,7 @@ use crate::config::Config;
 
 pub mod args;
 pub mod commands;
+pub mod hello;
 pub mod pair;
 pub mod sessions;
 pub mod task;

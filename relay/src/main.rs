@@ -30,6 +30,10 @@ async fn main() -> ExitCode {
     if let Command::Task(relay::cli::args::Task::Ask(ask)) = &args.command {
         return relay::cli::task::ask(ask).await;
     }
+    // The built-in hello Graph, run by the relay as a session's command: no config either.
+    if let Command::Hello = args.command {
+        return tokio::task::spawn_blocking(relay::cli::hello::run).await.unwrap_or(ExitCode::FAILURE);
+    }
     match dispatch(args).await {
         Ok(()) => ExitCode::SUCCESS,
         Err(e) => {
@@ -67,7 +71,7 @@ async fn dispatch(args: Cli) -> anyhow::Result<()> {
         Command::Uninstall => Ok(commands::uninstall(&config_path)?),
         Command::Session(which) => Ok(relay::cli::sessions::command(&config_path, which)?),
         Command::Pair(pair) => Ok(relay::cli::pair::command(&config_path, pair).await?),
-        Command::Completions { .. } | Command::Task(_) | Command::PrintEnvironment => Ok(()),
+        Command::Completions { .. } | Command::Task(_) | Command::PrintEnvironment | Command::Hello => Ok(()),
     }
 }
 

@@ -8,7 +8,7 @@ use std::time::Duration;
 use auth::{Grant, Hs256Signer};
 use base64::Engine;
 use domain::clock::{Clock, SystemClock};
-use domain::store::ReadTasks;
+use domain::store::{AuthenticateDevices, ManageDevices, ReadTasks};
 use local::LocalConfig;
 use serde_json::{Value, json};
 use store_sqlite::SqliteStore;
@@ -331,6 +331,7 @@ async fn the_2026_07_28_revision_discovers_without_a_handshake() {
 async fn a_restart_keeps_data_and_tokens() {
     let s = server().await;
     let token = s.running.token.clone();
+    let (device_token, device_id) = (s.running.device_token.clone(), s.running.device_id);
     let demo = s.running.demo.clone();
     let dir = s.running.data_dir.clone();
     let port = s.running.addr.port();
@@ -343,6 +344,15 @@ async fn a_restart_keeps_data_and_tokens() {
     let open = again.store.list_open_tasks(&demo.owner, demo.chat_link_id, 50).await.unwrap();
     assert_eq!(open.len(), 1);
     assert_eq!(std::fs::read(dir.join("local-token-secret")).unwrap(), secret, "the signing secret is kept");
+    // The relay's device token the banner printed lasts too: the same device, still accepted.
+    assert_eq!((again.device_token.as_str(), again.device_id), (device_token.as_str(), device_id));
+    let hash = domain::devices::token_hash(&device_token);
+    assert!(again.store.device_by_token_hash(&hash).await.unwrap().is_some(), "the kept device token is accepted");
+    // A device the owner revoked is not brought back: the next start makes a new one.
+    again.store.revoke_device(&demo.owner, device_id).await.unwrap();
+    again.restart(|c| LocalConfig { port, ..c }).await;
+    assert_ne!(again.device_id, device_id, "a revoked device stays revoked");
+    assert!(again.store.device_by_token_hash(&hash).await.unwrap().is_none());
     // A token the first run printed still works after the restart.
     let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call",
                       "params": {"name": "list_linked_chat_tasks", "arguments": {"chat_link_id": demo.chat_link_id.to_string()}}});

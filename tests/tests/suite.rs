@@ -40,6 +40,7 @@ mod panel_browser;
 mod pictures;
 mod preflight;
 mod python_clients;
+mod quickstart;
 mod readme;
 mod relay_api_http;
 mod relay_doorbell;

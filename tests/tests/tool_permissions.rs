@@ -122,6 +122,8 @@ async fn every_tool_uses_exactly_its_declared_dynamodb_actions() {
     // Every path that touches the store differently: first call, replay, rejection.
     let calls: Vec<(ToolName, serde_json::Value)> = vec![
         (ToolName::ListGraphSessions, json!({"project_id": p})),
+        // Without a project: the owner's projects and chat links (where a chat begins).
+        (ToolName::ListGraphSessions, json!({})),
         (ToolName::RunGraphSession, run_args.clone()),
         (ToolName::RunGraphSession, run_args.clone()),
         (
@@ -587,6 +589,14 @@ async fn relay_and_owner_apis_use_exactly_their_declared_dynamodb_actions() {
     let overview = log.take_with_capacity();
     owner_used.extend(iam_of(overview.0.clone()));
     costed.insert("panel_refresh".into(), overview);
+    // The owner cancels a run (queued by an agent: the store's own queueing, not counted).
+    let req = domain::runs::QueueRun { idempotency_key: IdempotencyKey::parse("owner-cancel-1").unwrap(), ..req };
+    let domain::runs::QueueOutcome::Queued(third) = h.store.queue_run(&req).await.unwrap() else { panic!() };
+    log.take();
+    let cancel = format!("/owner/runs/{}/cancel", third.command_id);
+    let cancelled = json_of(owner_api.handle(request("POST", &cancel, &owner_token, json!(null))).await);
+    assert_eq!(cancelled["status"], "cancelled", "{cancelled}");
+    owner_used.extend(iam_of(log.take()));
 
     let mut missing = undriven(http_api::owner_api::ROUTES);
     missing.extend(undriven(http_api::relay_api::ROUTES));

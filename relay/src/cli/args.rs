@@ -75,6 +75,12 @@ pub enum Command {
     /// a program; `relay::machine::environment`).
     #[command(name = "print-environment", hide = true)]
     PrintEnvironment,
+    /// The built-in hello Graph (what `relay session add --hello` shares): reads the run's
+    /// arguments on stdin, `{"name": "…", "seconds": n}` (both optional), reports progress on
+    /// stderr once a second for `seconds` (0 to 60, default 0), and prints
+    /// `{"result": "Hello, <name>!"}`.
+    #[command(hide = true)]
+    Hello,
     /// Print a completion script for a shell (e.g. `relay completions zsh > ~/.zfunc/_relay`).
     Completions {
         /// The shell.
@@ -149,9 +155,13 @@ pub enum Session {
 /// `relay session add`.
 #[derive(Debug, Clone, Args, PartialEq, Eq)]
 pub struct SessionAdd {
-    /// The name shown to agents.
-    #[arg(long)]
-    pub name: String,
+    /// The name shown to agents (with `--hello`: default "Hello").
+    #[arg(long, required_unless_present = "hello")]
+    pub name: Option<String>,
+    /// Share the relay's built-in hello Graph (`relay hello`: greets `arguments.name`) instead
+    /// of a command of your own: the first session to try a chat with.
+    #[arg(long, conflicts_with = "command")]
+    pub hello: bool,
     /// A project it is shared in (repeat for more).
     #[arg(long = "project", required = true, value_name = "PROJECT_ID")]
     pub projects: Vec<String>,
@@ -164,8 +174,8 @@ pub struct SessionAdd {
     /// What it does, for agents.
     #[arg(long, default_value = "")]
     pub description: String,
-    /// The program and its arguments, after `--`.
-    #[arg(last = true, required = true, value_name = "COMMAND")]
+    /// The program and its arguments, after `--` (not with `--hello`).
+    #[arg(last = true, required_unless_present = "hello", value_name = "COMMAND")]
     pub command: Vec<String>,
 }
 
@@ -242,6 +252,14 @@ mod tests {
         assert_eq!(a.command, ["sh", "-c", "echo --name"]);
         assert_eq!((a.version.as_str(), a.slug.as_str()), ("3", ""));
         let e = parse(&["session", "add", "--name", "X", "--project", "p"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::MissingRequiredArgument, "{e}");
+        // `--hello` needs neither a name nor a command, and takes no command.
+        let cli = parse(&["session", "add", "--hello", "--project", "p"]).unwrap();
+        let Command::Session(Session::Add(a)) = cli.command else { panic!() };
+        assert!(a.hello && a.name.is_none() && a.command.is_empty());
+        let e = parse(&["session", "add", "--hello", "--project", "p", "--", "sh"]).unwrap_err();
+        assert_eq!(e.kind(), clap::error::ErrorKind::ArgumentConflict, "{e}");
+        let e = parse(&["session", "add", "--project", "p", "--", "sh"]).unwrap_err();
         assert_eq!(e.kind(), clap::error::ErrorKind::MissingRequiredArgument, "{e}");
         let pair = parse(&["pair", "https://x.example", "--yes", "--name", "Mac"]).unwrap();
         assert!(

@@ -146,7 +146,7 @@ pub async fn command(config_path: &Path, args: crate::cli::args::Pair) -> Result
     println!("config: {}", config_path.display());
     if !args.from_installer {
         println!(
-            "next:   relay session add --name NAME --project PROJECT_ID -- COMMAND, then relay install (or relay run)"
+            "next:   relay session add --hello --project PROJECT_ID (the built-in hello Graph; or --name NAME --project PROJECT_ID -- COMMAND), then relay install (or relay run)"
         );
     }
     Ok(())

@@ -130,16 +130,29 @@ fn read(config_path: &Path) -> Result<String, CliError> {
     })
 }
 
-impl From<crate::cli::args::SessionAdd> for NewSession {
-    fn from(a: crate::cli::args::SessionAdd) -> Self {
-        Self {
-            name: a.name,
-            description: a.description,
-            slug: a.slug,
-            version: a.version,
-            projects: a.projects,
-            command: a.command,
-        }
+/// The name, slug and description of the built-in hello Graph's session (`--hello`).
+pub const HELLO: (&str, &str, &str) = (
+    "Hello",
+    "hello",
+    "The relay's built-in hello Graph: answers \"Hello, <name>!\" for arguments {\"name\": \"…\"} (default \"world\"); \"seconds\" (0 to 60) makes it report progress once a second that long first.",
+);
+
+impl NewSession {
+    /// The session `relay session add` asked for: with `--hello`, the built-in hello Graph run
+    /// by `exe` (this relay), named "Hello" unless `--name` says otherwise.
+    pub fn from_args(a: crate::cli::args::SessionAdd, exe: &Path) -> Self {
+        let (name, slug, description, command) = if a.hello {
+            let (name, slug, description) = HELLO;
+            (
+                a.name.unwrap_or_else(|| name.to_owned()),
+                if a.slug.is_empty() { slug.to_owned() } else { a.slug },
+                if a.description.is_empty() { description.to_owned() } else { a.description },
+                vec![exe.display().to_string(), "hello".to_owned()],
+            )
+        } else {
+            (a.name.unwrap_or_default(), a.slug, a.description, a.command)
+        };
+        Self { name, description, slug, version: a.version, projects: a.projects, command }
     }
 }
 
@@ -152,7 +165,9 @@ pub fn command(config_path: &Path, which: crate::cli::args::Session) -> Result<(
     let base = config_path.parent().unwrap_or(Path::new("."));
     match which {
         Session::Add(add) => {
-            let new = NewSession::from(add);
+            let exe =
+                std::env::current_exe().map_err(|e| CliError(format!("cannot find this relay's own path: {e}")))?;
+            let new = NewSession::from_args(add, &exe);
             if new.name.trim().is_empty() {
                 return Err(CliError::new("--name: must not be empty"));
             }
@@ -268,7 +283,8 @@ command = ["sh", "-c", "cat"]
         std::fs::set_permissions(&path, std::fs::Permissions::from_mode(0o600)).unwrap();
         let add = |name: &str, command: &[&str]| {
             crate::cli::args::Session::Add(crate::cli::args::SessionAdd {
-                name: name.into(),
+                name: Some(name.into()),
+                hello: false,
                 projects: vec!["0190b3c4-5d6e-4f80-9a1b-2c3d4e5f6a7b".into()],
                 slug: String::new(),
                 version: "1".into(),
@@ -278,6 +294,23 @@ command = ["sh", "-c", "cat"]
         };
         command(&path, add("Daily", &["true"])).unwrap();
         assert_eq!(Config::load(&path).unwrap().sessions.len(), 2);
+        // `--hello`: the built-in hello Graph, run by this very program.
+        let hello = crate::cli::args::SessionAdd {
+            name: None,
+            hello: true,
+            projects: vec!["0190b3c4-5d6e-4f80-9a1b-2c3d4e5f6a7b".into()],
+            slug: String::new(),
+            version: "1".into(),
+            description: String::new(),
+            command: Vec::new(),
+        };
+        command(&path, crate::cli::args::Session::Add(hello)).unwrap();
+        let c = Config::load(&path).unwrap();
+        let added = c.sessions.last().unwrap();
+        assert_eq!((added.meta.name.as_str(), added.meta.slug.as_str()), (HELLO.0, HELLO.1));
+        let exe = std::env::current_exe().unwrap().display().to_string();
+        assert_eq!(added.launch.command, [exe.as_str(), "hello"]);
+        command(&path, crate::cli::args::Session::Remove { id_or_slug: "hello".into() }).unwrap();
         assert_eq!(std::fs::metadata(&path).unwrap().permissions().mode() & 0o777, 0o600);
         assert_eq!(std::fs::read_dir(&dir).unwrap().count(), 1, "a temporary file was left");
         command(&path, crate::cli::args::Session::Remove { id_or_slug: "daily".into() }).unwrap();

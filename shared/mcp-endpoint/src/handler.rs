@@ -83,8 +83,12 @@ impl<D: ?Sized> McpHandler<D> {
 }
 
 const INSTRUCTIONS: &str = "foundry-connect hands work to the owner's desktop and to linked chats. \
+To begin, call list_graph_sessions without arguments: it lists the projects you may use, the Graph sessions their \
+desktops share, and the owner's chat links, so you never need the user to paste an id. \
 Graph runs are queued, not run inline: run_graph_session returns a ticket, get_graph_run reads it \
-(first after check_after_s). Linked chat tasks are claimed, worked on, then submitted with the claim_id.";
+(first after check_after_s). When the user asks you to check their tasks, call list_linked_chat_tasks with the chat link \
+named for this conversation (ask the user which one if several could be). Linked chat tasks are claimed, worked on, \
+then submitted with the claim_id.";
 
 impl<D: Dispatch + ?Sized> ServerHandler for McpHandler<D> {
     fn get_info(&self) -> ServerConfig {

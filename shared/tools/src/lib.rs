@@ -51,7 +51,8 @@ use domain::clock::{SharedClock, Timestamp};
 use domain::ids::{AgentId, OwnerId};
 use domain::limits::Policy;
 use domain::store::{
-    CancelRuns, ClaimTasks, ManageDevices, ManageProjects, QueueRuns, ReadRuns, ReadTasks, RecordArtifacts, StoreError,
+    CancelRuns, ClaimTasks, ManageDevices, ManageLinks, ManageProjects, QueueRuns, ReadRuns, ReadTasks,
+    RecordArtifacts, StoreError,
 };
 use schemars::JsonSchema;
 use serde::de::DeserializeOwned;
@@ -401,11 +402,20 @@ pub fn json_schema_formats(v: &mut serde_json::Value) {
 
 /// The capabilities the tools use together (what in-process dispatch needs).
 pub trait ToolStore:
-    ManageProjects + ManageDevices + QueueRuns + ReadRuns + CancelRuns + ReadTasks + ClaimTasks + RecordArtifacts
+    ManageProjects
+    + ManageLinks
+    + ManageDevices
+    + QueueRuns
+    + ReadRuns
+    + CancelRuns
+    + ReadTasks
+    + ClaimTasks
+    + RecordArtifacts
 {
 }
 impl<
     T: ManageProjects
+        + ManageLinks
         + ManageDevices
         + QueueRuns
         + ReadRuns

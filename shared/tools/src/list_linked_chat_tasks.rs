@@ -21,7 +21,7 @@ impl Tool for ListLinkedChatTasks {
         name: ToolName::ListLinkedChatTasks,
         title: "List tasks from the owner",
         scope: SCOPE_READ,
-        description: "List the open tasks (queued or claimed) the owner assigned to this linked chat. Reading never changes anything. To work on a task, claim it with claim_linked_chat_task first.",
+        description: "List the open tasks (queued or claimed) the owner assigned to this linked chat. The chat_link_id is in the conversation when the owner pasted it, else list_graph_sessions without arguments lists the owner's chat links by name. Reading never changes anything. To work on a task, claim it with claim_linked_chat_task first.",
         annotations: Annotations::READ,
         dynamodb_actions: &["dynamodb:Query"],
         queries_index: true,

@@ -19,6 +19,11 @@ use domain::progress::FORWARD_EVERY;
 use domain::runs::{Completion, FinalStatus};
 
 use super::{PassError, Relay};
+
+/// The Graph's environment: its run's id (the `command_id` a chat's `get_graph_run` reads).
+pub const RUN_ID_ENV: &str = "FOUNDRY_RUN_ID";
+/// The Graph's environment: the `gs_…` id of the session it runs as.
+pub const SESSION_ID_ENV: &str = "FOUNDRY_GRAPH_SESSION_ID";
 use crate::config::{Config, Session};
 use crate::machine::disk;
 use crate::run::executor;
@@ -63,6 +68,10 @@ impl<S: RelayServer, E: executor::Execute> Relay<S, E> {
         for (k, v) in self.shell_vars() {
             launch.env.entry(k).or_insert(v);
         }
+        // Which run this is (the `command_id` a chat's get_graph_run reads) and of which
+        // session, over anything of the same name: a Graph makes its keys unique per run with it.
+        launch.env.insert(RUN_ID_ENV.to_owned(), id.to_string());
+        launch.env.insert(SESSION_ID_ENV.to_owned(), session.meta.graph_session_id.to_string());
         let asking = match self.askers.register() {
             Ok((registration, inbox)) => {
                 launch.env.extend(crate::run::ask::environment(&self.state.root, &registration.capability));
