@@ -28,20 +28,38 @@
 # FOUNDRY_NOTARY_API_KEY=key.json (`rcodesign encode-app-store-connect-api-key`) each signed
 # binary is also submitted to Apple's notary service and waited for; a bare executable cannot
 # be stapled, so Gatekeeper looks its ticket up online.
+#
+# Runs on Linux and on macOS (bash 3.2, BSD tools: `shasum -a 256` where there is no
+# `sha256sum`, bsdtar's owner options); it needs rustup and Python >= 3.11 (infra/pyenv.sh), and
+# installs the rest (zig, cargo-zigbuild, lief: infra/requirements-dist.txt) into a venv of its own.
+#
+# FOUNDRY_DIST_PREBUILT=DIR packs binaries built elsewhere instead of building them: DIR is laid
+# out as cargo's target folder (DIR/<target>/release/relay, and
+# DIR/universal2-apple-darwin/release/relay when both macOS targets are named). Nothing is
+# built, rustup is not asked, and the pinned tools are installed only to check macOS binaries.
+# The tests pack stand-in binaries this way (tests/tests/relay_dist_portable.rs).
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 cd "$root"
 started=$(date +%s)
-
-cache=${FOUNDRY_CACHE_DIR:-${XDG_CACHE_HOME:-$HOME/.cache}/foundry-connect}
-venv=$cache/dist-$(sha256sum infra/requirements-dist.txt | cut -c1-16)
-infra/pyenv.sh "$venv" infra/requirements-dist.txt
-export PATH="$venv/bin:$PATH"
+# $cache and `sha256` (sha256sum, or macOS's shasum -a 256).
+. infra/tool-folders.sh
 
 all=(aarch64-apple-darwin x86_64-apple-darwin x86_64-unknown-linux-musl aarch64-unknown-linux-musl)
 targets=("$@")
 [ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
-rustup target add "${targets[@]}" >/dev/null
+prebuilt=${FOUNDRY_DIST_PREBUILT:-}
+macos=false
+for t in "${targets[@]}"; do
+  case $t in *-apple-darwin) macos=true ;; esac
+done
+
+if [ -z "$prebuilt" ] || $macos; then
+  venv=$cache/dist-$(sha256 infra/requirements-dist.txt | cut -c1-16)
+  infra/pyenv.sh "$venv" infra/requirements-dist.txt
+  export PATH="$venv/bin:$PATH"
+fi
+[ -n "$prebuilt" ] || rustup target add "${targets[@]}" >/dev/null
 
 # The release: one version for the stack, the local server and the relay (Cargo.toml's
 # [workspace.package]; CHANGELOG.md).
@@ -49,20 +67,31 @@ version=$(sed -n '/^\[workspace.package\]/,/^\[/s/^version = "\(.*\)"/\1/p' Carg
 [ -n "$version" ] || { echo "no version in Cargo.toml's [workspace.package]" >&2; exit 2; }
 out=${FOUNDRY_DIST_DIR:-$root/dist}
 mkdir -p "$out"
-export CARGO_TARGET_DIR=${FOUNDRY_DIST_TARGET_DIR:-$root/target/dist}
+export CARGO_TARGET_DIR=${prebuilt:-${FOUNDRY_DIST_TARGET_DIR:-$root/target/dist}}
 export MACOSX_DEPLOYMENT_TARGET=11.0
 stubs="-C link-arg=-F$root/infra/macos-stubs"
 export CARGO_TARGET_AARCH64_APPLE_DARWIN_RUSTFLAGS="$stubs" CARGO_TARGET_X86_64_APPLE_DARWIN_RUSTFLAGS="$stubs"
 
+# The archive's one file is owned by uid 0, gid 0, without names: GNU tar and macOS's bsdtar
+# spell it differently. bsdtar would also pack the file's extended attributes (a copy keeps
+# macOS's provenance and quarantine marks) and their AppleDouble `._relay` (COPYFILE_DISABLE).
+if tar --version 2>/dev/null | grep -q 'GNU tar'; then
+  owner=(--owner=0 --group=0 --numeric-owner)
+else
+  owner=(--uid 0 --gid 0 --numeric-owner --no-xattrs)
+fi
+
 # Packs one binary as relay-<version>-<name>.tar.gz: the binary alone, named `relay`.
 pack() {
-  local bin=$1 name=$2 dir
+  local bin=$1 name=$2 dir archive
+  archive=$out/relay-$version-$name.tar.gz
   dir=$(mktemp -d)
   cp "$bin" "$dir/relay"
   chmod 755 "$dir/relay"
-  tar -C "$dir" --owner=0 --group=0 --numeric-owner -czf "$out/relay-$version-$name.tar.gz" relay
+  COPYFILE_DISABLE=1 tar -C "$dir" "${owner[@]}" -czf "$archive" relay
   rm -rf "$dir"
-  echo "packed $out/relay-$version-$name.tar.gz ($(stat -c %s "$out/relay-$version-$name.tar.gz") bytes)"
+  # wc pads its count with spaces on macOS; the arithmetic drops them.
+  echo "packed $archive ($(( $(wc -c < "$archive") )) bytes)"
 }
 
 sign=()
@@ -101,7 +130,7 @@ macs=()
 names=()
 for t in "${targets[@]}"; do
   echo "== $t"
-  cargo zigbuild --release --locked -p relay --target "$t"
+  [ -n "$prebuilt" ] || cargo zigbuild --release --locked -p relay --target "$t"
   case $t in
     *-apple-darwin) macs+=("$CARGO_TARGET_DIR/$t/release/relay"); names+=("$t") ;;
     *) pack "$CARGO_TARGET_DIR/$t/release/relay" "$t" ;;
@@ -111,7 +140,7 @@ done
 if [ ${#macs[@]} -eq 2 ]; then
   # cargo-zigbuild's universal2 target reuses the two thin builds and joins them (as `lipo -create`).
   echo "== universal2-apple-darwin"
-  cargo zigbuild --release --locked -p relay --target universal2-apple-darwin
+  [ -n "$prebuilt" ] || cargo zigbuild --release --locked -p relay --target universal2-apple-darwin
   macs+=("$CARGO_TARGET_DIR/universal2-apple-darwin/release/relay")
   names+=(universal2-apple-darwin)
 fi
@@ -135,7 +164,7 @@ if [ ${#macs[@]} -gt 0 ]; then
   done
 fi
 
-(cd "$out" && sha256sum relay-"$version"-*.tar.gz > SHA256SUMS)
+(cd "$out" && sha256 relay-"$version"-*.tar.gz > SHA256SUMS)
 echo "== $out/SHA256SUMS"
 cat "$out/SHA256SUMS"
 echo "relay-dist: $(( $(date +%s) - started )) s"

@@ -43,6 +43,7 @@ mod python_clients;
 mod quickstart;
 mod readme;
 mod relay_api_http;
+mod relay_dist_portable;
 mod relay_doorbell;
 mod relay_e2e;
 mod relay_install;
