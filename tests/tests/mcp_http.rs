@@ -566,3 +566,53 @@ async fn the_inspector_cli_gets_a_graph_runs_result_as_a_task() {
     assert_eq!(v["result"]["structuredContent"]["command_id"], run.command_id.to_string());
     s.finish().await;
 }
+
+/// A chat that knows only the URL finds every id through `list_graph_sessions` without
+/// arguments: the owner's enabled projects with their sessions, and the owner's chat links —
+/// never a disabled project's sessions, never another owner's project or link. With a
+/// `project_id` the answer is the frozen releases' shape, unchanged.
+#[tokio::test]
+async fn a_chat_with_no_id_finds_the_projects_sessions_and_links() {
+    use domain::store::{ManageLinks, ManageProjects};
+    let s = server().await;
+    let demo = s.running.demo.clone();
+    let gs = s.share_session("c").await;
+    // The owner's second project, not enabled: listed nowhere, though it has a link.
+    let off = s.store().create_project(&demo.owner, "Not for chats").await.unwrap();
+    let off_link = s.store().create_link(&demo.owner, off.project_id, "Off chat").await.unwrap().unwrap();
+    // Another owner's enabled project and link: never listed.
+    let other = domain::ids::OwnerId::new("someone-else").unwrap();
+    let theirs = s.store().create_project(&other, "Theirs").await.unwrap();
+    s.store().set_project_enabled(&other, theirs.project_id, true).await.unwrap();
+    let their_link = s.store().create_link(&other, theirs.project_id, "Their chat").await.unwrap().unwrap();
+
+    for v in [s.call("list_graph_sessions", json!({})).await, s.call_2026("list_graph_sessions", json!({})).await] {
+        let out = structured(&v);
+        let projects = out["projects"].as_array().unwrap();
+        assert_eq!(projects.len(), 1, "{out}");
+        assert_eq!(projects[0]["project_id"], demo.project_id.to_string());
+        assert_eq!(projects[0]["name"], "Demo project");
+        assert_eq!(projects[0]["sessions"][0]["graph_session_id"], gs, "{out}");
+        let links: Vec<&str> =
+            out["chat_links"].as_array().unwrap().iter().map(|l| l["chat_link_id"].as_str().unwrap()).collect();
+        // The owner's links, the disabled project's too (tasks assigned to it are the owner's
+        // consent); never another owner's.
+        assert_eq!(links, [demo.chat_link_id.to_string(), off_link.link_id.to_string()], "{out}");
+        let text = out.to_string();
+        for hidden in
+            [theirs.project_id.to_string(), their_link.link_id.to_string(), "Theirs".into(), "Not for chats".into()]
+        {
+            assert!(!text.contains(&hidden), "{hidden} leaked: {out}");
+        }
+        assert!(out.get("project_id").is_none() && out.get("sessions").is_none(), "{out}");
+    }
+    // With a project: the shape every supported release knows, and nothing more.
+    let one = s.call("list_graph_sessions", json!({"project_id": demo.project_id.to_string()})).await;
+    let out = structured(&one);
+    let keys: Vec<&String> = out.as_object().unwrap().keys().collect();
+    assert_eq!(keys, ["project_id", "sessions"], "{out}");
+    // Another owner's project by id: nothing, as an unknown one.
+    let foreign = s.call("list_graph_sessions", json!({"project_id": theirs.project_id.to_string()})).await;
+    assert_eq!(structured(&foreign)["sessions"], json!([]));
+    s.finish().await;
+}
