@@ -236,7 +236,8 @@ async fn the_quickstart_runs_as_written_from_a_clean_home() {
                 }
                 banner = step.output();
             }
-            steps.push(serde_json::json!({"block": block.text.trim(), "seconds": step_started.elapsed().as_secs_f64()}));
+            steps
+                .push(serde_json::json!({"block": block.text.trim(), "seconds": step_started.elapsed().as_secs_f64()}));
             background.push(step);
             continue;
         }
