@@ -456,6 +456,17 @@ command = ["sh", "-c", "cat"]
         assert_eq!(c.sessions_for(c.projects()[0]).len(), 1);
     }
 
+    /// A cancelled Graph's group gets `cancel_grace_ms` between SIGTERM and SIGKILL: 5 s
+    /// unless the file says otherwise.
+    #[test]
+    fn the_cancel_grace_is_five_seconds_unless_set() {
+        let text = "server_url = \"http://127.0.0.1:8787\"\ndevice_token = \"fcd_abc\"\n";
+        let c = Config::parse(text, Path::new("/base")).unwrap();
+        assert_eq!(c.cancel_grace, Duration::from_secs(5));
+        let c = Config::parse(&format!("{text}cancel_grace_ms = 1500\n"), Path::new("/base")).unwrap();
+        assert_eq!(c.cancel_grace, Duration::from_millis(1500));
+    }
+
     /// `~/` in paths is the home folder; a token file other users can read is a warning; a
     /// session's `env` and `working_dir` reach its launch.
     #[test]

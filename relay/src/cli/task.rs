@@ -26,14 +26,20 @@ pub async fn ask(a: &Ask) -> ExitCode {
         Err(e) => AskAnswer { task: None, error: Some(e) },
     };
     println!("{}", serde_json::to_string(&answer).unwrap_or_default());
-    match (&answer.task, &answer.error) {
-        (Some(t), _) if t.status == domain::tasks::TaskStatus::Completed => ExitCode::SUCCESS,
-        (Some(t), _) if t.ended() => ExitCode::from(ENDED_OTHERWISE),
-        (Some(_), _) => ExitCode::SUCCESS,
-        (None, e) => {
-            eprintln!("relay task ask: {}", e.as_deref().unwrap_or("no answer"));
-            ExitCode::from(REFUSED)
-        }
+    if answer.task.is_none() {
+        eprintln!("relay task ask: {}", answer.error.as_deref().unwrap_or("no answer"));
+    }
+    ExitCode::from(exit_code(&answer))
+}
+
+/// The exit code of an answer: 0 for a completed task (or one still open, `--no-wait`),
+/// [`ENDED_OTHERWISE`] for a task that ended otherwise, [`REFUSED`] without a task.
+pub fn exit_code(answer: &AskAnswer) -> u8 {
+    match &answer.task {
+        Some(t) if t.status == domain::tasks::TaskStatus::Completed => 0,
+        Some(t) if t.ended() => ENDED_OTHERWISE,
+        Some(_) => 0,
+        None => REFUSED,
     }
 }
 
@@ -71,11 +77,16 @@ async fn send(r: &AskRequest) -> AskAnswer {
     let Ok(path) = std::env::var(SOCKET_ENV) else {
         return AskAnswer { task: None, error: Some(format!("{SOCKET_ENV} is not set")) };
     };
+    send_to(&path, r).await
+}
+
+/// [`send`] to the socket at `path`.
+async fn send_to(path: &str, r: &AskRequest) -> AskAnswer {
     let mut line = serde_json::to_vec(r).unwrap_or_default();
     line.push(b'\n');
     let give_up = tokio::time::Instant::now() + RECONNECT_FOR;
     loop {
-        match once(&path, &line).await {
+        match once(path, &line).await {
             Ok(answer) => return answer,
             Err(e) if tokio::time::Instant::now() >= give_up => {
                 return AskAnswer { task: None, error: Some(format!("the relay cannot be reached at {path}: {e}")) };
@@ -94,4 +105,74 @@ async fn once(path: &str, line: &[u8]) -> std::io::Result<AskAnswer> {
         return Err(std::io::Error::new(std::io::ErrorKind::UnexpectedEof, "the relay closed the connection"));
     }
     serde_json::from_str(&answer).map_err(|e| std::io::Error::new(std::io::ErrorKind::InvalidData, e))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use domain::dispatch::DispatchedTask;
+    use domain::tasks::TaskStatus;
+
+    fn request() -> AskRequest {
+        AskRequest {
+            capability: "c".repeat(64),
+            chat_link_id: "0190b3c4-5d6e-4f80-9a1b-2c3d4e5f6a7b".into(),
+            objective: "Review the draft".into(),
+            key: "review-0001".into(),
+            expires_in_s: None,
+            wait: true,
+        }
+    }
+
+    /// A relay that cannot be reached — no socket at the path, or a socket nobody listens on
+    /// (the relay stopped) — is tried again every 2 s for ten minutes (the tokio clock is
+    /// paused: the minutes pass at once), then the ask is refused saying where it looked.
+    #[tokio::test(start_paused = true)]
+    async fn an_unreachable_relay_is_tried_for_ten_minutes_then_refused() {
+        let dir = std::env::temp_dir().join(format!("relay-ask-{}", uuid::Uuid::new_v4()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let missing = dir.join("relay.sock");
+        let closed = dir.join("closed.sock");
+        drop(std::os::unix::net::UnixListener::bind(&closed).unwrap());
+        for (path, why) in [(&missing, "No such file or directory"), (&closed, "Connection refused")] {
+            let path = path.display().to_string();
+            let began = tokio::time::Instant::now();
+            let answer = send_to(&path, &request()).await;
+            let waited = began.elapsed();
+            let error = answer.error.clone().unwrap_or_default();
+            assert!(error.starts_with(&format!("the relay cannot be reached at {path}: {why}")), "{error}");
+            assert!(answer.task.is_none() && exit_code(&answer) == REFUSED);
+            assert!((RECONNECT_FOR..RECONNECT_FOR + Duration::from_secs(3)).contains(&waited), "{waited:?}");
+        }
+        let _ = std::fs::remove_dir_all(dir);
+    }
+
+    /// The exit code says how the ask ended: 0 completed (or, with `--no-wait`, still open),
+    /// 3 failed, cancelled or expired, 2 refused.
+    #[test]
+    fn the_exit_code_says_how_the_ask_ended() {
+        let task = |status| AskAnswer {
+            task: Some(DispatchedTask {
+                task_id: "t".into(),
+                chat_link_id: "l".into(),
+                status,
+                result: None,
+                expires_at: "2026-11-30T00:30:00.000Z".into(),
+                finished_at: None,
+            }),
+            error: None,
+        };
+        for (status, code) in [
+            (TaskStatus::Completed, 0),
+            (TaskStatus::Queued, 0),
+            (TaskStatus::Claimed, 0),
+            (TaskStatus::Failed, ENDED_OTHERWISE),
+            (TaskStatus::Cancelled, ENDED_OTHERWISE),
+            (TaskStatus::Expired, ENDED_OTHERWISE),
+        ] {
+            assert_eq!(exit_code(&task(status)), code, "{status:?}");
+        }
+        assert_eq!(exit_code(&AskAnswer { task: None, error: Some("refused".into()) }), REFUSED);
+        assert_eq!((REFUSED, ENDED_OTHERWISE), (2, 3));
+    }
 }

@@ -4,7 +4,8 @@
 //!
 //! stdout may be plain text (the result) or a JSON object
 //! `{"result": …, "total_tokens": n, "reported_cost": x}`. A non-zero exit is a failure whose
-//! error is the end of stderr.
+//! error is the end of stderr (what fits in an error's 2,000 characters). The whole contract,
+//! for an owner writing a Graph: docs/graph.md.
 //!
 //! Bounded in memory and in time: at most [`MAX_STDOUT_BYTES`] of stdout are kept (the rest is
 //! read and dropped, so the graph never blocks on a full pipe, and the result is reported
@@ -80,7 +81,7 @@ async fn read_bounded<R: tokio::io::AsyncRead + Unpin>(mut from: R, into: Arc<Mu
     }
 }
 
-/// Most bytes of stderr kept for the error message (the completion cuts it to 2,000 characters).
+/// Most bytes of stderr kept for the error message (of which [`failure`] keeps the end).
 const STDERR_TAIL: usize = 16 * 1024;
 /// Longest stderr line read as one line; a longer one is taken in pieces of this size.
 const MAX_LINE_BYTES: usize = 8 * 1024;
@@ -310,14 +311,17 @@ async fn run_awake(
             // runs on in the background, holding the guard, so a relay that exits meanwhile
             // still kills the group. The next run may start during that grace.
             kill_group(pid, Signal::SIGTERM);
-            readers.abort_all();
             let stopping = GroupGuard(guard.0.take());
             tokio::spawn(async move {
                 // Moved in whole (a closure that only touched `.0` would capture the field and
                 // drop the guard, killing the group, right here).
                 let mut stopping = stopping;
+                // The output is still read (and dropped) while the group cleans up: a Graph
+                // that logs at SIGTERM must not die of SIGPIPE on a pipe closed under it.
+                let mut readers = readers;
                 stop_group(pid, &mut child, grace).await;
                 stopping.0 = None;
+                readers.abort_all();
                 // Awake until the whole group is gone.
                 drop(awake);
             });
@@ -364,15 +368,31 @@ async fn run_awake(
         Ok(s) if s.success() => parse_output(&out),
         Ok(s) => {
             let tail = &err[err.len().saturating_sub(STDERR_TAIL)..];
-            let text = String::from_utf8_lossy(tail).trim().to_owned();
-            Outcome::failed(format!(
-                "{} ({s}){}",
-                program,
-                if text.is_empty() { String::new() } else { format!(": {text}") }
-            ))
+            Outcome::failed(failure(program, &s, &String::from_utf8_lossy(tail)))
         }
         Err(e) => Outcome::failed(format!("waiting for {program}: {e}")),
     }
+}
+
+/// A failed run's error: `<program> (<exit status or signal>): <the end of stderr>`, at most
+/// [`MAX_ERROR_CHARS`](domain::limits::MAX_ERROR_CHARS) characters in all. The end is what is
+/// kept (`…` marks the cut): the completion would keep an error's first characters, and a
+/// Graph's reason for failing is its last words, after however much log.
+fn failure(program: &str, status: &std::process::ExitStatus, stderr: &str) -> String {
+    use domain::limits::{MAX_ERROR_CHARS, char_len};
+    let head = format!("{program} ({status})");
+    let text = stderr.trim();
+    if text.is_empty() {
+        return head;
+    }
+    // ": " and, when cut, "…".
+    let room = MAX_ERROR_CHARS.saturating_sub(char_len(&head) + 3);
+    let n = char_len(text);
+    if n <= room + 1 {
+        return format!("{head}: {text}");
+    }
+    let start = text.char_indices().nth(n - room).map_or(0, |(i, _)| i);
+    format!("{head}: …{}", &text[start..])
 }
 
 fn kill_group(pid: Option<u32>, signal: Signal) {

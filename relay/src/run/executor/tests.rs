@@ -98,7 +98,9 @@ async fn progress_lines_on_stderr_reach_live_and_stay_out_of_the_log() {
     p.validate().unwrap();
     let error = o.error.unwrap();
     let (end, len) = (&error[error.len().saturating_sub(80)..], error.len());
-    assert!(error.ends_with("boom") && error.contains("still going") && !error.contains("almost"), "{len}: …{end}");
+    // The log reaches the error (its end: the 10,000 y's pushed "still going" out of it),
+    // progress lines never do.
+    assert!(error.ends_with("yy\nboom") && !error.contains("almost") && !error.contains("half"), "{len}: …{end}");
 }
 
 #[tokio::test]
@@ -268,4 +270,127 @@ async fn a_session_sets_the_graphs_environment_and_folder() {
     let o = run(&launch, &serde_json::json!({}), std::future::pending(), Duration::from_secs(1)).await;
     let want = format!("weekly {}", std::fs::canonicalize(&dir).unwrap().display());
     assert_eq!(o.result.as_deref(), Some(want.as_str()), "{o:?}");
+}
+
+/// What stdout may be: the JSON object `{"result", "total_tokens", "reported_cost"}` (a result
+/// that is not a string is its JSON text; counts of the wrong type are left out), or anything
+/// else — plain text, JSON that is not an object, an object without `result` — taken as the
+/// result as printed, its trailing whitespace removed.
+#[tokio::test]
+async fn what_stdout_may_be() {
+    let cases = [
+        ("plain text\n\n", Some("plain text"), None, None),
+        ("  two\nlines \n", Some("  two\nlines"), None, None),
+        (r#"{"result": "hi", "total_tokens": 12, "reported_cost": 0.5}"#, Some("hi"), Some(12), Some(0.5)),
+        (r#"{"result": {"a": [1, 2]}, "reported_cost": 2}"#, Some(r#"{"a":[1,2]}"#), None, Some(2.0)),
+        (r#"{"result": "x", "total_tokens": -3, "reported_cost": "1.5", "other": true}"#, Some("x"), None, None),
+        (r#"{"answer": 42}"#, Some(r#"{"answer": 42}"#), None, None),
+        ("[1, 2]", Some("[1, 2]"), None, None),
+        (r#""quoted""#, Some(r#""quoted""#), None, None),
+        ("", Some(""), None, None),
+    ];
+    for (printed, result, tokens, cost) in cases {
+        let script = format!("printf '%s' {}", shell_quote(printed));
+        let o = run(&sh(&script), &serde_json::json!({}), std::future::pending(), Duration::from_secs(1)).await;
+        assert_eq!(o.status, FinalStatus::Completed, "{printed:?}: {o:?}");
+        assert_eq!((o.result.as_deref(), o.total_tokens, o.reported_cost), (result, tokens, cost), "{printed:?}");
+    }
+}
+
+fn shell_quote(s: &str) -> String {
+    format!("'{}'", s.replace('\'', r"'\''"))
+}
+
+/// Exit 0 completes the run with stdout's result; any other exit, and a death by a signal,
+/// fail it with the program, how it ended and the end of stderr as the error, whatever stdout
+/// said.
+#[tokio::test]
+async fn exit_codes_decide_the_status() {
+    let go = |script: &'static str| async move {
+        run(&sh(script), &serde_json::json!({}), std::future::pending(), Duration::from_secs(1)).await
+    };
+    let o = go("echo done; echo a log line >&2; exit 0").await;
+    assert_eq!((o.status, o.result.as_deref(), o.error.as_deref()), (FinalStatus::Completed, Some("done"), None));
+    let o = go(r#"echo '{"result": "half done"}'; echo 'no key for the API' >&2; exit 3"#).await;
+    assert_eq!((o.status, o.result.as_deref()), (FinalStatus::Failed, None), "{o:?}");
+    assert_eq!(o.error.as_deref(), Some("sh (exit status: 3): no key for the API"));
+    let o = go("echo partial; kill -KILL $$").await;
+    assert_eq!((o.status, o.result.as_deref()), (FinalStatus::Failed, None), "{o:?}");
+    assert_eq!(o.error.as_deref(), Some("sh (signal: 9 (SIGKILL))"));
+    let o = go("exit 1").await;
+    assert_eq!(o.error.as_deref(), Some("sh (exit status: 1)"), "no stderr: no colon");
+}
+
+/// A failed run's error keeps the end of stderr — the reason a Graph gives last, after
+/// however much log — within the error's 2,000 characters, and the completion sends it whole.
+#[tokio::test]
+async fn a_failed_runs_error_is_the_end_of_stderr() {
+    let script = "for i in $(seq 1 400); do echo \"log line $i of a long run\" >&2; done; \
+                  echo 'Error: the API refused the key' >&2; exit 1";
+    let o = run(&sh(script), &serde_json::json!({}), std::future::pending(), Duration::from_secs(1)).await;
+    let error = o.error.clone().unwrap();
+    assert!(error.starts_with("sh (exit status: 1): …"), "{}", error.chars().take(80).collect::<String>());
+    assert!(error.ends_with("log line 400 of a long run\nError: the API refused the key"), "{error}");
+    assert_eq!(error.chars().count(), domain::limits::MAX_ERROR_CHARS);
+    let sent = domain::runs::Completion {
+        execution_id: "e".into(),
+        status: o.status,
+        result: None,
+        result_truncated: false,
+        error: o.error,
+        total_tokens: None,
+        reported_cost: None,
+    }
+    .bounded();
+    assert_eq!(sent.error.as_deref(), Some(error.as_str()), "the completion cut the error again");
+}
+
+/// A cancel: SIGTERM to the group, the grace, then SIGKILL to the group. A child that traps
+/// SIGTERM gets the whole grace (it is alive after SIGTERM, for about the grace, and may still
+/// write to stdout and stderr: the relay reads and drops it) and is killed once it is over,
+/// although the leader obeyed SIGTERM at once.
+#[tokio::test]
+async fn a_cancelled_graph_gets_the_grace_then_sigkill() {
+    let dir = std::env::temp_dir().join(format!("relay-grace-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let (child, termed) = (dir.join("child.pid"), dir.join("termed"));
+    // The child notes SIGTERM and goes on; the leader exits at SIGTERM.
+    let script = format!(
+        "sh -c 'trap \"echo cleaning up; echo cleaning up >&2; touch {}\" TERM; echo $$ > {}; while :; do sleep 0.05; done' & wait",
+        termed.display(),
+        child.display()
+    );
+    let c = child.clone();
+    let cancel = async move {
+        pid_in(&c).await;
+    };
+    let grace = Duration::from_millis(1500);
+    let o = run(&sh(&script), &serde_json::json!({}), cancel, grace).await;
+    assert_eq!(o.status, FinalStatus::Cancelled);
+    assert_eq!(o.error.as_deref(), Some("cancelled on request; the process was stopped"));
+    let pid = pid_in(&child).await;
+    let mut tries = 0;
+    while !termed.exists() && tries < 500 {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+        tries += 1;
+    }
+    let got_term = std::time::Instant::now();
+    assert!(termed.exists(), "the child never got SIGTERM");
+    assert!(alive(pid), "the child was killed before its grace");
+    while alive(pid) && got_term.elapsed() < Duration::from_secs(10) {
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let lived = got_term.elapsed();
+    assert!(!alive(pid), "a child that trapped SIGTERM outlived the grace");
+    assert!(lived >= grace.mul_f64(0.6), "killed {lived:?} after SIGTERM, grace {grace:?}");
+    let _ = std::fs::remove_dir_all(dir);
+}
+
+/// The relay puts no memory or CPU limit of its own on a Graph: it has the relay's.
+#[tokio::test]
+async fn a_graph_gets_no_resource_limit_of_the_relays() {
+    let limits = "ulimit -v; ulimit -t; ulimit -d";
+    let o = run(&sh(limits), &serde_json::json!({}), std::future::pending(), Duration::from_secs(1)).await;
+    let mine = std::process::Command::new("sh").args(["-c", limits]).output().unwrap();
+    assert_eq!(o.result.as_deref(), Some(String::from_utf8_lossy(&mine.stdout).trim_end()), "{o:?}");
 }
