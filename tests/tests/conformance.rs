@@ -1081,6 +1081,72 @@ async fn cancel_running_sets_the_flag_and_cancel_wins_the_completion(h: Harness)
     assert_eq!(h.store.control_run(&o, id, None).await.unwrap(), ControlOutcome::NotRunning(RunStatus::Cancelled));
 }
 
+/// The owner cancels any of their runs, whichever agent queued it, by the agent's rule and
+/// writes (`OwnerRuns::cancel_owned_run`): queued → cancelled at once (the desktop never starts
+/// it, the agent reads it cancelled), running → the cancel flag (the next control poll says so;
+/// cancel wins the completion), ended → unchanged; each answered with the run as it is now.
+/// Another owner's run, or an unknown id, is missing, and the run is left as it was.
+async fn the_owner_cancels_any_of_their_runs_by_the_agents_rule(h: Harness) {
+    let o = owner("alice");
+    let mallory = owner("mallory");
+    let (a, b) = (agent("claude"), agent("chatgpt"));
+    let p = project(&h, &o, &[1]).await;
+    project(&h, &mallory, &[1]).await;
+    let status = |run: &Run| run.view(h.now(), &h.policy).status;
+
+    // Queued (by another agent than the running one below): cancelled at once.
+    let queued = queue(&h, &o, &b, "owner-cancel-1").await;
+    assert_eq!(h.store.cancel_owned_run(&mallory, queued.command_id).await.unwrap(), None);
+    assert_eq!(h.store.cancel_owned_run(&o, CommandId::generate()).await.unwrap(), None);
+    assert_eq!(view(&h, &b, queued.command_id).await.0, RunStatus::Queued, "another owner's cancel changed it");
+    let (outcome, run) = h.store.cancel_owned_run(&o, queued.command_id).await.unwrap().unwrap();
+    assert_eq!(outcome, CancelRunOutcome::Cancelled);
+    assert_eq!(
+        (run.command_id, status(&run), run.finished_at.is_some()),
+        (queued.command_id, RunStatus::Cancelled, true)
+    );
+    assert_eq!(view(&h, &b, queued.command_id).await.0, RunStatus::Cancelled, "the agent reads it otherwise");
+    assert!(h.store.list_queued(&o, p.project_id, 50, &QueueFilter::all()).await.unwrap().is_empty());
+    assert_eq!(
+        h.store.start_run(&o, queued.command_id, "exec", uuid::Uuid::nil()).await.unwrap(),
+        StartOutcome::Refused(RunStatus::Cancelled)
+    );
+    let (again, run) = h.store.cancel_owned_run(&o, queued.command_id).await.unwrap().unwrap();
+    assert_eq!((again, status(&run)), (CancelRunOutcome::Unchanged(RunStatus::Cancelled), RunStatus::Cancelled));
+    assert_eq!(
+        h.store.cancel_run(&b, queued.command_id).await.unwrap(),
+        CancelRunOutcome::Unchanged(RunStatus::Cancelled)
+    );
+
+    // Running: the flag, which the relay's control poll reads; the completion then records cancelled.
+    let (id, exec) = started(&h, &o, &a, "owner-cancel-2").await;
+    assert_eq!(h.store.cancel_owned_run(&mallory, id).await.unwrap(), None);
+    assert_eq!(h.store.control_run(&o, id, None).await.unwrap(), ControlOutcome::Running { cancel_requested: false });
+    let (outcome, run) = h.store.cancel_owned_run(&o, id).await.unwrap().unwrap();
+    assert_eq!(outcome, CancelRunOutcome::CancelRequested);
+    assert_eq!((status(&run), run.cancel_requested), (RunStatus::Running, true));
+    let (again, run) = h.store.cancel_owned_run(&o, id).await.unwrap().unwrap();
+    assert_eq!((again, run.cancel_requested), (CancelRunOutcome::CancelRequested, true));
+    assert_eq!(
+        h.store.cancel_run(&a, id).await.unwrap(),
+        CancelRunOutcome::CancelRequested,
+        "the agent's cancel agrees"
+    );
+    assert_eq!(h.store.control_run(&o, id, None).await.unwrap(), ControlOutcome::Running { cancel_requested: true });
+    let c = completion(&exec, FinalStatus::Completed, Some("finished anyway"));
+    assert_eq!(h.store.complete_run(&o, id, &c).await.unwrap(), CompleteOutcome::Recorded(RunStatus::Cancelled));
+
+    // Ended: unchanged, and answered as it is.
+    let (outcome, run) = h.store.cancel_owned_run(&o, id).await.unwrap().unwrap();
+    assert_eq!((outcome, status(&run)), (CancelRunOutcome::Unchanged(RunStatus::Cancelled), RunStatus::Cancelled));
+    let (done, exec) = started(&h, &o, &a, "owner-cancel-3").await;
+    let c = completion(&exec, FinalStatus::Completed, Some("done"));
+    assert_eq!(h.store.complete_run(&o, done, &c).await.unwrap(), CompleteOutcome::Recorded(RunStatus::Completed));
+    let (outcome, run) = h.store.cancel_owned_run(&o, done).await.unwrap().unwrap();
+    assert_eq!((outcome, status(&run)), (CancelRunOutcome::Unchanged(RunStatus::Completed), RunStatus::Completed));
+    assert_eq!(run.completion.and_then(|c| c.result).as_deref(), Some("done"));
+}
+
 /// A running Graph's progress rides on the heartbeat's write: recorded under the execution the
 /// run was started with only, kept by plain heartbeats, never by another owner or after the
 /// run ended, and at its largest (every bound full) stored whole.
@@ -2517,6 +2583,7 @@ suite! {
     own_runs_ahead_are_the_agents_own_queued_runs_before_it,
     cancel_queued_is_immediate_and_the_desktop_never_starts_it,
     cancel_running_sets_the_flag_and_cancel_wins_the_completion,
+    the_owner_cancels_any_of_their_runs_by_the_agents_rule,
     complete_is_idempotent_by_hash,
     progress_rides_on_the_heartbeat_under_its_execution_only,
     a_desktops_own_run_is_found_behind_another_sessions_backlog,

@@ -261,3 +261,109 @@ async fn refusals_name_the_field_and_the_rule_and_write_nothing() {
     assert_eq!(no_scope.call("GET", "/links", Value::Null).await.0, 403, "an MCP token opened the owner API");
     running.stop().await;
 }
+
+/// A tool call through MCP, as a chat makes it: the structured answer.
+async fn chat_tool(running: &Running, tool: &str, arguments: Value) -> Value {
+    let args = json!({"name": tool, "arguments": arguments});
+    let http = foundry_tests::http();
+    let v = foundry_tests::mcp::rpc_2026(
+        &http,
+        &running.mcp_url,
+        &running.token,
+        "tools/call",
+        Some(tool),
+        args,
+        json!({}),
+    )
+    .await;
+    v["result"]["structuredContent"].clone()
+}
+
+/// The owner cancels a run from the owner API, whichever agent queued it, by the chat's own
+/// `cancel_graph_run` rule: a queued run reads `cancelled` at once (the chat's `get_graph_run`
+/// agrees), a running one `cancel_requested` (the relay's next control poll is told to stop).
+/// A second owner's cancel of either answers the same 404 as an unknown run and changes
+/// nothing; a malformed id is a 400 naming the field.
+#[tokio::test]
+async fn the_owner_cancels_a_run_as_the_chats_cancel_would() {
+    let (running, api) = start().await;
+    let project = running.demo.project_id.to_string();
+    let http = foundry_tests::http();
+    let relay = format!("{}{}", running.base_url, domain::relay::PREFIX);
+    let gs = format!("gs_{}", "7".repeat(32));
+    let sync =
+        json!({"project_id": project, "sessions": [{"graph_session_id": gs, "name": "Weekly", "slug": "weekly"}]});
+    let res = http.post(format!("{relay}/sync")).bearer_auth(&running.device_token).json(&sync).send().await.unwrap();
+    assert_eq!(res.status(), 200);
+    let mut ids = Vec::new();
+    for key in ["owner-cancel-queued", "owner-cancel-running"] {
+        let queued = chat_tool(
+            &running,
+            "run_graph_session",
+            json!({"graph_session_id": gs, "idempotency_key": key, "project_id": project}),
+        )
+        .await;
+        ids.push(queued["command_id"].as_str().unwrap_or_else(|| panic!("{queued}")).to_owned());
+    }
+    let (queued, started) = (ids[0].clone(), ids[1].clone());
+    let res = http
+        .post(format!("{relay}/commands/{started}/start"))
+        .bearer_auth(&running.device_token)
+        .json(&json!({"execution_id": "owner-cancel-exec"}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status(), 200);
+
+    // A second owner: the same 404 as a run that never existed, and nothing changes.
+    let writes = running.store.write_transactions();
+    let mallory = Api { token: other_owner(&running), http: foundry_tests::http(), base: api.base.clone() };
+    let unknown = uuid::Uuid::now_v7().to_string();
+    let (s_unknown, v_unknown) = mallory.call("POST", &format!("/runs/{unknown}/cancel"), Value::Null).await;
+    assert_eq!((s_unknown, v_unknown["error"].as_str()), (404, Some("command_id: no such run")));
+    for id in [&queued, &started] {
+        let (s, v) = mallory.call("POST", &format!("/runs/{id}/cancel"), Value::Null).await;
+        assert_eq!((s, &v), (s_unknown, &v_unknown), "another owner's run differs from an unknown one");
+    }
+    let (s, v) = api.call("POST", "/runs/not-a-run/cancel", Value::Null).await;
+    assert_eq!(s, 400, "{v}");
+    assert!(v["error"].as_str().unwrap().starts_with("command_id: must be a UUID"), "{v}");
+    assert_eq!(running.store.write_transactions(), writes, "a refused cancel wrote");
+    let (_, page) = api.call("GET", "/runs", Value::Null).await;
+    let listed =
+        |page: &Value, id: &str| page["runs"].as_array().unwrap().iter().find(|r| r["command_id"] == id).cloned();
+    assert_eq!(listed(&page, &queued).unwrap()["status"], "queued");
+    assert_eq!(listed(&page, &started).unwrap()["cancel_requested"], false);
+
+    // The owner cancels the queued run: cancelled at once, and the chat reads the same.
+    let (s, v) = api.call("POST", &format!("/runs/{queued}/cancel"), Value::Null).await;
+    assert_eq!(
+        (s, v["status"].as_str(), v["cancel_requested"].as_bool()),
+        (200, Some("cancelled"), Some(false)),
+        "{v}"
+    );
+    let (_, page) = api.call("GET", "/runs", Value::Null).await;
+    assert_eq!(listed(&page, &queued).unwrap(), v, "the answer is the run as GET /runs shows it");
+    let read = chat_tool(&running, "get_graph_run", json!({"command_id": queued})).await;
+    assert_eq!(read["status"], "cancelled", "{read}");
+
+    // The running one: cancel requested, and the relay's control poll is told to stop it.
+    let (s, v) = api.call("POST", &format!("/runs/{started}/cancel"), Value::Null).await;
+    assert_eq!((s, v["status"].as_str(), v["cancel_requested"].as_bool()), (200, Some("running"), Some(true)), "{v}");
+    let control: Value = http
+        .get(format!("{relay}/commands/{started}/control"))
+        .bearer_auth(&running.device_token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(control["cancel_requested"], true, "{control}");
+    // Again: the same answer (nothing more to do), as the chat's cancel would say.
+    let (s, again) = api.call("POST", &format!("/runs/{started}/cancel"), Value::Null).await;
+    assert_eq!((s, again["cancel_requested"].as_bool()), (200, Some(true)));
+    let chat = chat_tool(&running, "cancel_graph_run", json!({"command_id": started})).await;
+    assert_eq!((chat["status"].as_str(), chat["cancel_requested"].as_bool()), (Some("running"), Some(true)), "{chat}");
+    running.stop().await;
+}

@@ -248,11 +248,23 @@ pub trait AssignTasks: Send + Sync {
     -> StoreResult<Vec<ArtifactRecord>>;
 }
 
-/// Owner: the recent graph runs of all the owner's projects, whichever agent queued them.
+/// Owner: the recent graph runs of all the owner's projects, whichever agent queued them, and
+/// the owner's cancel of any of them.
 #[async_trait]
 pub trait OwnerRuns: Send + Sync {
     /// The owner's runs, newest first, `limit` per page, starting after `before`. One query.
     async fn recent_runs(&self, owner: &OwnerId, limit: usize, before: Option<CommandId>) -> StoreResult<Vec<Run>>;
+    /// The owner cancels one of their runs, whichever agent queued it: the rule and the writes
+    /// of [`CancelRuns::cancel_run`] (queued → cancelled in one conditional write; running →
+    /// the cancel flag; ended → unchanged), scoped to the owner instead of the agent
+    /// ([`crate::runs::Canceller::Owner`]). Answers the outcome and the run as it is after it
+    /// (from the write's own answer: no read added); `None` when the owner has no such run,
+    /// and then nothing was written.
+    async fn cancel_owned_run(
+        &self,
+        owner: &OwnerId,
+        command: CommandId,
+    ) -> StoreResult<Option<(CancelRunOutcome, Run)>>;
 }
 
 /// Agent: read a link's tasks.

@@ -6,9 +6,9 @@ use aws_sdk_dynamodb::types::AttributeValue;
 use domain::ids::{AgentId, CommandId, OwnerId, ProjectId};
 use domain::projects::{check_named_project, resolve_project};
 use domain::runs::{
-    CancelRunOutcome, CancelStep, CompleteOutcome, CompleteStep, Completion, ControlOutcome, QueueFilter, QueueOutcome,
-    QueueRejection, QueueRun, QueueTarget, Run, RunStatus, StartOutcome, classify_cancel, classify_complete,
-    classify_control, classify_start, idempotency_record_key,
+    CancelRunOutcome, CancelStep, Canceller, CompleteOutcome, CompleteStep, Completion, ControlOutcome, QueueFilter,
+    QueueOutcome, QueueRejection, QueueRun, QueueTarget, Run, RunStatus, StartOutcome, classify_cancel,
+    classify_complete, classify_control, classify_start, idempotency_record_key,
 };
 use domain::store::{CancelRuns, ManageProjects, OwnerRuns, QueueRuns, ReadRuns, RelayRuns, StoreError, StoreResult};
 
@@ -186,10 +186,19 @@ impl ReadRuns for DynamoStore {
     }
 }
 
-#[async_trait]
-impl CancelRuns for DynamoStore {
-    async fn cancel_run(&self, agent: &AgentId, command: CommandId) -> StoreResult<CancelRunOutcome> {
+impl DynamoStore {
+    /// A cancel by `by` (the agent's `cancel_graph_run` and the owner's cancel share it): at most
+    /// two conditional `UpdateItem`s, queued → cancelled, else (running) the cancel flag. The
+    /// outcome and, with `want_run`, the run as it is after it, from the writes' own answers
+    /// (`ALL_NEW` when applied, `ALL_OLD` when refused): no read added.
+    async fn cancel_as(
+        &self,
+        by: Canceller<'_>,
+        command: CommandId,
+        want_run: bool,
+    ) -> StoreResult<(CancelRunOutcome, Option<Run>)> {
         let now = self.clock.now();
+        let (attribute, who) = by.attribute();
         let out = self
             .db
             .update(
@@ -200,40 +209,51 @@ impl CancelRuns for DynamoStore {
                     .remove("gsi1pk")
                     .remove("gsi1sk")
                     .when(
-                        eq("agent", s(agent.as_str()))
-                            .and(eq("status", s("queued")))
-                            .and(gt("expires_at", n(now.as_millis()))),
+                        eq(attribute, s(who)).and(eq("status", s("queued"))).and(gt("expires_at", n(now.as_millis()))),
                     ),
             )
-            .send(false)
+            .send(want_run)
             .await?;
-        let Updated::Rejected(old) = out else { return Ok(CancelRunOutcome::Cancelled) };
-        match classify_cancel(opt_from(old.as_ref(), run_from)?.as_ref(), agent, now, &self.policy) {
-            CancelStep::Done(outcome) => Ok(outcome),
+        let old = match out {
+            Updated::Applied(new) => return Ok((CancelRunOutcome::Cancelled, opt_from(new.as_ref(), run_from)?)),
+            Updated::Rejected(old) => opt_from(old.as_ref(), run_from)?,
+        };
+        match classify_cancel(old.as_ref(), by, now, &self.policy) {
+            CancelStep::Done(CancelRunOutcome::NotFound) => Ok((CancelRunOutcome::NotFound, None)),
+            CancelStep::Done(outcome) => Ok((outcome, old)),
             CancelStep::FlagRunning => {
                 let out = self
                     .db
                     .update(
                         Update::of(run_key(command)).set("cancel_requested", b(true)).when(
-                            eq("agent", s(agent.as_str()))
+                            eq(attribute, s(who))
                                 .and(eq("status", s("running")))
                                 .and(gt("last_heartbeat_at", n(now.minus(self.policy.heartbeat_timeout).as_millis()))),
                         ),
                     )
-                    .send(false)
+                    .send(want_run)
                     .await?;
                 Ok(match out {
-                    Updated::Applied(_) => CancelRunOutcome::CancelRequested,
+                    Updated::Applied(new) => (CancelRunOutcome::CancelRequested, opt_from(new.as_ref(), run_from)?),
                     // It finished between the two writes: report what it is now.
                     Updated::Rejected(old) => {
-                        match classify_cancel(opt_from(old.as_ref(), run_from)?.as_ref(), agent, now, &self.policy) {
-                            CancelStep::Done(outcome) => outcome,
-                            CancelStep::FlagRunning => CancelRunOutcome::Unchanged(RunStatus::Running),
+                        let old = opt_from(old.as_ref(), run_from)?;
+                        match classify_cancel(old.as_ref(), by, now, &self.policy) {
+                            CancelStep::Done(CancelRunOutcome::NotFound) => (CancelRunOutcome::NotFound, None),
+                            CancelStep::Done(outcome) => (outcome, old),
+                            CancelStep::FlagRunning => (CancelRunOutcome::Unchanged(RunStatus::Running), old),
                         }
                     }
                 })
             }
         }
+    }
+}
+
+#[async_trait]
+impl CancelRuns for DynamoStore {
+    async fn cancel_run(&self, agent: &AgentId, command: CommandId) -> StoreResult<CancelRunOutcome> {
+        Ok(self.cancel_as(Canceller::Agent(agent), command, false).await?.0)
     }
 }
 
@@ -443,6 +463,28 @@ impl OwnerRuns for DynamoStore {
             })
             .await?;
         self.db.batch_get(&keys).await?.iter().map(run_from).collect()
+    }
+
+    /// [`CancelRuns::cancel_run`]'s writes with the owner in their conditions; the run comes
+    /// back in the writes' answers.
+    async fn cancel_owned_run(
+        &self,
+        owner: &OwnerId,
+        command: CommandId,
+    ) -> StoreResult<Option<(CancelRunOutcome, Run)>> {
+        let (outcome, run) = self.cancel_as(Canceller::Owner(owner), command, true).await?;
+        if outcome == CancelRunOutcome::NotFound {
+            return Ok(None);
+        }
+        let run = match run {
+            Some(run) => run,
+            // An applied write always answers ALL_NEW; read it should one ever not.
+            None => match opt_from(self.db.get(run_key(command)).await?.as_ref(), run_from)? {
+                Some(run) => run,
+                None => return Ok(None),
+            },
+        };
+        Ok(Some((outcome, run)))
     }
 }
 

@@ -8,9 +8,9 @@ use domain::events::derive_run;
 use domain::ids::{AgentId, CommandId, OwnerId, ProjectId};
 use domain::projects::{check_named_project, resolve_project};
 use domain::runs::{
-    CancelRunOutcome, CancelStep, CompleteOutcome, CompleteStep, Completion, ControlOutcome, QueueFilter, QueueOutcome,
-    QueueRejection, QueueRun, Run, RunStatus, StartOutcome, classify_cancel, classify_complete, classify_control,
-    classify_start, idempotency_record_key,
+    CancelRunOutcome, CancelStep, Canceller, CompleteOutcome, CompleteStep, Completion, ControlOutcome, QueueFilter,
+    QueueOutcome, QueueRejection, QueueRun, Run, RunStatus, StartOutcome, classify_cancel, classify_complete,
+    classify_control, classify_start, idempotency_record_key,
 };
 use domain::store::{CancelRuns, OwnerRuns, QueueRuns, ReadRuns, RelayRuns, StoreResult};
 
@@ -115,48 +115,59 @@ impl ReadRuns for SqliteStore {
     }
 }
 
+/// A cancel by `by` in the caller's transaction (the agent's `cancel_graph_run` and the owner's
+/// cancel share it): the outcome and the run as it is after it (`None` when not found).
+fn cancel_tx(
+    tx: &crate::pool::Tx<'_>,
+    by: Canceller<'_>,
+    command: CommandId,
+    now: Timestamp,
+    policy: &domain::limits::Policy,
+) -> rusqlite::Result<(CancelRunOutcome, Option<Run>)> {
+    let id = command.to_string();
+    // The canceller's column ("agent" or "owner"), a fixed name: no input reaches the SQL text.
+    let (column, who) = by.attribute();
+    change_run(tx, &id, now, |old| {
+        let new = tx
+            .prepare_cached(&format!(
+                "UPDATE runs SET status = 'cancelled', finished_at = :now \
+                 WHERE command_id = :id AND {column} = :who AND status = 'queued' AND expires_at > :now RETURNING {RUN_COLS}"
+            ))?
+            .query_row(named_params! {":now": now.as_millis(), ":id": id, ":who": who}, run_row)
+            .optional()?;
+        if let Some(run) = &new {
+            return Ok(((CancelRunOutcome::Cancelled, Some(run.clone())), new));
+        }
+        let unchanged = old.cloned();
+        match classify_cancel(old, by, now, policy) {
+            CancelStep::Done(CancelRunOutcome::NotFound) => Ok(((CancelRunOutcome::NotFound, None), None)),
+            CancelStep::Done(outcome) => Ok(((outcome, unchanged), None)),
+            CancelStep::FlagRunning => {
+                let cutoff = now.minus(policy.heartbeat_timeout).as_millis();
+                let new = tx
+                    .prepare_cached(&format!(
+                        "UPDATE runs SET cancel_requested = 1 WHERE command_id = ?1 AND {column} = ?2 \
+                         AND status = 'running' AND last_heartbeat_at > ?3 RETURNING {RUN_COLS}"
+                    ))?
+                    .query_row(params![id, who, cutoff], run_row)
+                    .optional()?;
+                // Inside one IMMEDIATE transaction the run is still the one classified,
+                // so the flag holds; answer from the image rather than guess if not.
+                Ok(match new {
+                    Some(run) => ((CancelRunOutcome::CancelRequested, Some(run.clone())), Some(run)),
+                    None => ((CancelRunOutcome::Unchanged(RunStatus::Running), unchanged), None),
+                })
+            }
+        }
+    })
+}
+
 #[async_trait]
 impl CancelRuns for SqliteStore {
     async fn cancel_run(&self, agent: &AgentId, command: CommandId) -> StoreResult<CancelRunOutcome> {
         let agent = agent.clone();
         let policy = self.policy;
-        self.write(move |tx, now| {
-            let id = command.to_string();
-            change_run(tx, &id, now, |old| {
-                let new = tx
-                    .prepare_cached(&format!(
-                        "UPDATE runs SET status = 'cancelled', finished_at = :now \
-                         WHERE command_id = :id AND agent = :agent AND status = 'queued' AND expires_at > :now RETURNING {RUN_COLS}"
-                    ))?
-                    .query_row(named_params! {":now": now.as_millis(), ":id": id, ":agent": agent.as_str()}, run_row)
-                    .optional()?;
-                if new.is_some() {
-                    return Ok((CancelRunOutcome::Cancelled, new));
-                }
-                match classify_cancel(old, &agent, now, &policy) {
-                    CancelStep::Done(outcome) => Ok((outcome, None)),
-                    CancelStep::FlagRunning => {
-                        let cutoff = now.minus(policy.heartbeat_timeout).as_millis();
-                        let new = tx
-                            .prepare_cached(&format!(
-                                "UPDATE runs SET cancel_requested = 1 WHERE command_id = ?1 AND agent = ?2 \
-                                 AND status = 'running' AND last_heartbeat_at > ?3 RETURNING {RUN_COLS}"
-                            ))?
-                            .query_row(params![id, agent.as_str(), cutoff], run_row)
-                            .optional()?;
-                        // Inside one IMMEDIATE transaction the run is still the one classified,
-                        // so the flag holds; answer from the image rather than guess if not.
-                        let outcome = if new.is_some() {
-                            CancelRunOutcome::CancelRequested
-                        } else {
-                            CancelRunOutcome::Unchanged(RunStatus::Running)
-                        };
-                        Ok((outcome, new))
-                    }
-                }
-            })
-        })
-        .await
+        self.write(move |tx, now| Ok(cancel_tx(tx, Canceller::Agent(&agent), command, now, &policy)?.0)).await
     }
 }
 
@@ -363,6 +374,20 @@ impl OwnerRuns for SqliteStore {
                 "SELECT {RUN_COLS} FROM runs WHERE owner = ?1 AND command_id < ?2 ORDER BY command_id DESC LIMIT ?3"
             ))?;
             st.query_map(params![owner, before, limit as i64], run_row)?.collect()
+        })
+        .await
+    }
+
+    async fn cancel_owned_run(
+        &self,
+        owner: &OwnerId,
+        command: CommandId,
+    ) -> StoreResult<Option<(CancelRunOutcome, Run)>> {
+        let owner = owner.clone();
+        let policy = self.policy;
+        self.write(move |tx, now| {
+            let (outcome, run) = cancel_tx(tx, Canceller::Owner(&owner), command, now, &policy)?;
+            Ok(run.map(|r| (outcome, r)))
         })
         .await
     }

@@ -11,6 +11,7 @@
 //! | `GET /links/{id}/tasks/{task}` | one task: result, claim, artifacts with download links |
 //! | `POST /links/{id}/tasks/{task}/cancel` | cancel an open task |
 //! | `GET /runs?limit=&cursor=` | the recent graph runs of the owner's projects, any agent |
+//! | `POST /runs/{id}/cancel` | cancel one of them, as the chat's `cancel_graph_run` does (queued → cancelled, running → cancel requested) |
 //! | `GET /pairings/{code}` | a desktop waiting to be paired with this code: its name, OS, architecture, expiry |
 //! | `POST /pairings/{code}/approve {"name"?}`, `POST /pairings/{code}/refuse` | decide it (once, by one owner) |
 //! | `GET /overview` | projects, devices, links and the 20 latest runs in one answer (the panel's refresh) |
@@ -189,6 +190,7 @@ const NO_PROJECT: &str = "project_id: no such project";
 const NO_LINK: &str = "chat_link_id: no such chat link";
 const NO_TASK: &str = "task_id: no such task";
 const NO_DEVICE: &str = "device_id: no such device";
+const NO_RUN: &str = "command_id: no such run";
 /// Unknown, expired, or decided by someone else: deliberately one answer.
 const NO_PAIRING: &str =
     "user_code: no desktop is waiting to be paired with this code (it may have expired: run `relay pair` again)";
@@ -289,6 +291,7 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
             Op::GetTask => self.get_task(&owner, p[0], p[1]).await,
             Op::CancelTask => self.cancel_task(&owner, p[0], p[1]).await,
             Op::ListRuns => self.list_runs(&owner, query).await,
+            Op::CancelRun => self.cancel_run(&owner, p[0]).await,
             Op::Overview => self.overview(&owner).await,
             Op::GetPairing | Op::ApprovePairing | Op::RefusePairing => {
                 let source = req.extensions().get::<ClientSource>().map(|s| s.0.clone());
@@ -671,6 +674,14 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
             .iter()
             .map(|l| link_view(l, deliveries.iter().find(|(id, _)| *id == l.link_id).map(|(_, d)| d)))
             .collect())
+    }
+
+    /// The owner cancels a run through the store's owner-scoped cancel, which shares the
+    /// chat's `cancel_graph_run` rule and writes; answers the run's view as `GET /runs` shows it.
+    async fn cancel_run(&self, owner: &OwnerId, id: &str) -> Reply {
+        let command = CommandId::parse("command_id", id)?;
+        let (_, run) = self.store.cancel_owned_run(owner, command).await?.ok_or_else(|| not_found(NO_RUN))?;
+        ok(StatusCode::OK, run_view(&run, self.clock.now(), &self.policy))
     }
 
     async fn list_runs(&self, owner: &OwnerId, query: Option<&str>) -> Reply {

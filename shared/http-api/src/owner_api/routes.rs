@@ -35,6 +35,7 @@ pub enum Op {
     GetTask,
     CancelTask,
     ListRuns,
+    CancelRun,
     Overview,
     GetPairing,
     ApprovePairing,
@@ -52,6 +53,7 @@ const P_PROJECT: Param = Param::path_id("project_id", "A project's id.");
 const P_DEVICE: Param = Param::path_id("device_id", "A device's id.");
 const P_LINK: Param = Param::path_id("chat_link_id", "A chat link's id.");
 const P_TASK: Param = Param::path_id("task_id", "A task's id.");
+const P_COMMAND: Param = Param::path_id("command_id", "A Graph run's id (its command id).");
 const P_CODE: Param = Param {
     name: "user_code",
     location: In::Path,
@@ -286,6 +288,23 @@ pub static ROUTES: &[Route<Op>] = &[
         [P_LIMIT, P_CURSOR],
         None,
         [ok!(200, "A page of runs.", RunPage), BAD]
+    ),
+    route!(
+        CancelRun,
+        POST,
+        "/runs/{command_id}/cancel",
+        "Cancel a run, whichever agent queued it: a queued one at once, a running one within a control poll of its desktop",
+        [P_COMMAND],
+        None,
+        [
+            ok!(
+                200,
+                "The run as it is now: cancelled (it was queued), running with cancel_requested (its desktop stops it), or its end unchanged.",
+                RunView
+            ),
+            BAD,
+            GONE
+        ]
     ),
     route!(
         Overview,
