@@ -109,13 +109,20 @@ impl World {
 
     /// Queues the Graph with these asks; waits until the relay started it.
     async fn queue(&self, key: &str, asks: Value) -> (CommandId, PathBuf) {
+        self.queue_args(key, json!({"asks": asks})).await
+    }
+
+    /// Queues the Graph with these arguments (`asks` and the rest of `tests/python/graph_asks.py`'s;
+    /// its `pid_file` is set here); waits until the relay started it.
+    async fn queue_args(&self, key: &str, mut arguments: Value) -> (CommandId, PathBuf) {
         let pid_file = self.server.dir.join(format!("{key}.pid"));
+        arguments["pid_file"] = json!(pid_file);
         let req = QueueRun {
             owner: self.server.demo.owner.clone(),
             agent: self.agent.clone(),
             project_id: Some(self.server.demo.project_id),
             graph_session_id: GraphSessionId::parse("g", SESSION).unwrap(),
-            arguments: json!({"asks": asks, "pid_file": pid_file}),
+            arguments,
             idempotency_key: IdempotencyKey::parse(key).unwrap(),
         };
         // Queued once the relay's first sync shared the session.
@@ -345,6 +352,255 @@ async fn an_unanswered_task_expires_at_thirty_minutes_and_the_graph_hears_it() {
     let done = w.ended(run, Duration::from_secs(30)).await;
     let a = answers(&done);
     assert_eq!((a[0]["status"].as_str(), a[0]["exit"].as_i64()), (Some("expired"), Some(3)), "{a:?}");
+    let stored = w.task(task.task_id).await;
+    assert_eq!(a[0]["printed"].as_str(), Some(printed_task(&stored, w.clock.now()).as_str()), "{a:?}");
+    eprintln!("exit 3: {}", a[0]["printed"].as_str().unwrap());
+}
+
+/// What `relay task ask` printed for the task `t` as the relay read it at `now`: the exact line.
+fn printed_task(t: &domain::tasks::Task, now: domain::clock::Timestamp) -> String {
+    let answer = relay::run::ask::AskAnswer { task: Some(domain::dispatch::DispatchedTask::of(t, now)), error: None };
+    serde_json::to_string(&answer).unwrap()
+}
+
+/// What `relay task ask` printed for a refusal: the exact line.
+fn printed_error(error: &str) -> String {
+    serde_json::to_string(&relay::run::ask::AskAnswer { task: None, error: Some(error.to_owned()) }).unwrap()
+}
+
+impl World {
+    /// The chat claims `task` and submits `status` with `result` (the store's calls, as the
+    /// claim and submit tools make them).
+    async fn chat_submits(&self, task: &domain::tasks::Task, status: domain::tasks::SubmitStatus, result: &str) {
+        use domain::store::ClaimTasks;
+        let (owner, link) = (&self.server.demo.owner, task.link_id);
+        let claim_id = match self.server.store.claim_task(owner, link, task.task_id).await.unwrap() {
+            domain::tasks::ClaimOutcome::Claimed { claim_id, .. } => claim_id,
+            other => panic!("claim: {other:?}"),
+        };
+        let submit = domain::tasks::SubmitTask {
+            owner: owner.clone(),
+            link_id: link,
+            task_id: task.task_id,
+            claim_id,
+            status,
+            result: result.to_owned(),
+        };
+        let outcome = self.server.store.submit_task(&submit).await.unwrap();
+        assert_eq!(outcome, domain::tasks::SubmitOutcome::Accepted);
+    }
+
+    /// The task `id` as stored now.
+    async fn task(&self, id: domain::ids::TaskId) -> domain::tasks::Task {
+        self.server.store.get_task(&self.server.demo.owner, self.server.demo.chat_link_id, id).await.unwrap().unwrap()
+    }
+}
+
+/// Each way a task ends, as the waiting `relay task ask` prints it: the chat completes it
+/// (exit 0), the chat fails it (exit 3), the owner cancels it (exit 3) — each the task as one
+/// JSON line on stdout, nothing on stderr.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn each_way_a_task_ends_is_printed_with_its_exit_code() {
+    let mut w = world("asks-ends", true, 1).await;
+    w.start_relay();
+    let link = w.server.demo.chat_link_id;
+    let objectives = ["Approve the draft", "Open the attached file", "Book the room"];
+    let asks: Vec<Value> = objectives
+        .iter()
+        .enumerate()
+        .map(|(i, o)| json!({"link": link.to_string(), "key": format!("ask-ends-{i:02}"), "objective": o}))
+        .collect();
+    let (run, _pid) = w.queue("asks-ends-run-1", Value::Array(asks)).await;
+    let completed = w.asked(link, objectives[0]).await;
+    w.chat_submits(&completed, domain::tasks::SubmitStatus::Completed, "Approved, with two edits").await;
+    let failed = w.asked(link, objectives[1]).await;
+    w.chat_submits(&failed, domain::tasks::SubmitStatus::Failed, "The file is not attached").await;
+    let cancelled = w.asked(link, objectives[2]).await;
+    let outcome = w.server.store.cancel_task(&w.server.demo.owner, link, cancelled.task_id).await.unwrap();
+    assert_eq!(outcome, domain::tasks::CancelTaskOutcome::Cancelled);
+    let done = w.ended(run, Duration::from_secs(30)).await;
+    assert_eq!(done.status, RunStatus::Completed, "{done:?}");
+    let a = answers(&done);
+    let now = w.clock.now();
+    for (answer, (task, exit)) in a.iter().zip([(&completed, 0), (&failed, 3), (&cancelled, 3)]) {
+        let stored = w.task(task.task_id).await;
+        assert_eq!(answer["printed"].as_str(), Some(printed_task(&stored, now).as_str()), "{answer}");
+        assert_eq!((answer["exit"].as_i64(), answer["stderr"].as_str()), (Some(exit), Some("")), "{answer}");
+    }
+    let statuses: Vec<&str> = a.iter().map(|x| x["status"].as_str().unwrap()).collect();
+    assert_eq!(statuses, ["completed", "failed", "cancelled"]);
+    assert_eq!(a[0]["result"], "Approved, with two edits");
+    assert_eq!(a[1]["result"], "The file is not attached", "a failed task carries the chat's reason");
+    for x in &a {
+        eprintln!("exit {}: {}", x["exit"], x["printed"].as_str().unwrap());
+    }
+}
+
+/// What `relay task ask` refuses, each printed as `{"error": …}` with exit 2 and the same words
+/// on stderr: a key out of its length rule, a malformed `--expires-in`, an expiry the server
+/// does not allow, a link that does not accept the Graph, and a key used again with another
+/// objective. `--no-wait` prints the task as it is (queued, exit 0), and asking again with its
+/// key and objective gets the same task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn refusals_print_an_error_and_exit_2() {
+    let mut w = world("asks-refused", true, 1).await;
+    let closed =
+        w.server.store.create_link(&w.server.demo.owner, w.server.demo.project_id, "Not asked").await.unwrap().unwrap();
+    w.start_relay();
+    let link = w.server.demo.chat_link_id.to_string();
+    let ask = |key: &str, objective: &str| json!({"link": link, "key": key, "objective": objective});
+    let with = |mut v: Value, k: &str, x: Value| {
+        v[k] = x;
+        v
+    };
+    let asks = json!([
+        ask("short", "Review the draft"),
+        with(ask("ask-refused-01", "Review the draft"), "expires_in", json!("10x")),
+        with(ask("ask-refused-02", "Review the draft"), "expires_in", json!("30s")),
+        json!({"link": closed.link_id.to_string(), "key": "ask-refused-03", "objective": "Review the draft"}),
+        with(ask("ask-refused-04", "Review the draft"), "no_wait", json!(true)),
+        with(ask("ask-refused-04", "Review the draft"), "no_wait", json!(true)),
+        with(ask("ask-refused-04", "Review the other draft"), "no_wait", json!(true)),
+    ]);
+    let (run, _pid) = w.queue("asks-refused-run1", asks).await;
+    let done = w.ended(run, Duration::from_secs(30)).await;
+    let a = answers(&done);
+    let refusals = [
+        (0, "key: must be 8 to 128 characters (got 5)".to_owned()),
+        (1, "--expires-in 10x: a whole number and a unit s, m, h or d (e.g. 10m)".to_owned()),
+        (2, "expires_in_s: must be 60 to 1800 seconds (got 30)".to_owned()),
+        (3, domain::dispatch::LINK_REFUSES.to_owned()),
+        (6, domain::errors::IDEMPOTENCY_MISMATCH.to_owned()),
+    ];
+    for (i, error) in &refusals {
+        let x = &a[*i];
+        assert_eq!(x["printed"].as_str(), Some(printed_error(error).as_str()), "ask {i}: {x}");
+        assert_eq!(x["exit"], 2, "ask {i}: {x}");
+        assert_eq!(x["stderr"].as_str(), Some(format!("relay task ask: {error}").as_str()), "ask {i}: {x}");
+    }
+    // The task as it was when asked (the run's end has cancelled it since).
+    let printed: Value = serde_json::from_str(a[4]["printed"].as_str().unwrap()).unwrap();
+    let id = domain::ids::TaskId::parse("task_id", printed["task"]["task_id"].as_str().unwrap()).unwrap();
+    let stored = w.task(id).await;
+    assert_eq!(stored.objective, "Review the draft");
+    let mut then = domain::dispatch::DispatchedTask::of(&stored, stored.created_at);
+    (then.status, then.finished_at) = (TaskStatus::Queued, None);
+    let open = serde_json::to_string(&relay::run::ask::AskAnswer { task: Some(then), error: None }).unwrap();
+    for i in [4, 5] {
+        assert_eq!((a[i]["printed"].as_str(), a[i]["exit"].as_i64()), (Some(open.as_str()), Some(0)), "{}", a[i]);
+    }
+    assert!(
+        open.contains(r#""status":"queued""#) && !open.contains("result") && !open.contains("finished_at"),
+        "{open}"
+    );
+    for x in &a {
+        eprintln!("exit {}: {}", x["exit"], x["printed"].as_str().unwrap());
+    }
+}
+
+/// A key is the desktop's for a day and names one request of one run: a second run asking
+/// with the key of the first (`review-<draft>`) is refused even for the same objective, while
+/// a key made unique per run with `$FOUNDRY_RUN_ID` gets each run its own task.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_key_made_from_the_run_id_serves_every_run() {
+    let mut w = world("asks-keys", true, 1).await;
+    w.start_relay();
+    let link = w.server.demo.chat_link_id.to_string();
+    let objective = "Review draft 42";
+    let asks = json!([
+        {"link": link, "key": "review-draft-42", "objective": objective, "no_wait": true},
+        {"link": link, "key": "review-{run_id}", "objective": objective, "no_wait": true},
+    ]);
+    let (first, _) = w.queue("asks-keys-run-1", asks.clone()).await;
+    let first_done = w.ended(first, Duration::from_secs(30)).await;
+    let (second, _) = w.queue("asks-keys-run-2", asks).await;
+    let second_done = w.ended(second, Duration::from_secs(30)).await;
+    let (a, b) = (answers(&first_done), answers(&second_done));
+    assert_eq!((a[0]["status"].as_str(), a[1]["status"].as_str()), (Some("queued"), Some("queued")), "{a:?}");
+    assert_eq!(b[0]["printed"].as_str(), Some(printed_error(domain::errors::IDEMPOTENCY_MISMATCH).as_str()), "{b:?}");
+    assert_eq!((b[0]["exit"].as_i64(), b[1]["status"].as_str()), (Some(2), Some("queued")), "{b:?}");
+    let task_id =
+        |x: &Value| serde_json::from_str::<Value>(x["printed"].as_str().unwrap()).unwrap()["task"]["task_id"].clone();
+    assert_ne!(task_id(&a[1]), task_id(&b[1]), "each run its own task");
+}
+
+/// The run is cancelled while its Graph waits: the Graph is stopped with SIGTERM, and a Graph
+/// that ignores it (and so its `relay task ask`) hears, within the grace, that the run ended
+/// before the task did (exit 2); asking again then is refused, the run's capability being
+/// dead. The run reads cancelled and its task is cancelled.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_graph_that_outlives_the_cancel_hears_its_ask_end() {
+    let mut w = world("asks-outlive", true, 1).await;
+    let config =
+        std::fs::read_to_string(&w.config).unwrap().replace("cancel_grace_ms = 1000", "cancel_grace_ms = 10000");
+    std::fs::write(&w.config, config).unwrap();
+    w.start_relay();
+    let link = w.server.demo.chat_link_id;
+    let objective = "Wait for the signature";
+    let heard = w.server.dir.join("answers.jsonl");
+    let args = json!({
+        "asks": [{"link": link.to_string(), "key": "ask-outlive-1", "objective": objective},
+                 {"link": link.to_string(), "key": "ask-outlive-2", "objective": "Too late"}],
+        "answers_file": heard, "ignore_term": true,
+    });
+    let (run, pid) = w.queue_args("asks-outlive-run1", args).await;
+    let task = w.asked(link, objective).await;
+    w.server.store.cancel_run(&w.agent, run).await.unwrap();
+    let lines = wait_until("both answers of the Graph that outlived SIGTERM", Duration::from_secs(9), || async {
+        let text = std::fs::read_to_string(&heard).unwrap_or_default();
+        let lines: Vec<Value> = text.lines().map(|l| serde_json::from_str(l).unwrap()).collect();
+        (lines.len() == 2).then_some(lines)
+    })
+    .await;
+    for (x, error) in lines.iter().zip([
+        "the run ended before the task did".to_owned(),
+        format!("{}: not a run of this relay that is still running", relay::run::ask::CAPABILITY_ENV),
+    ]) {
+        assert_eq!((x["printed"].as_str(), x["exit"].as_i64()), (Some(printed_error(&error).as_str()), Some(2)), "{x}");
+    }
+    let done = w.ended(run, Duration::from_secs(30)).await;
+    assert_eq!(done.status, RunStatus::Cancelled);
+    let t = wait_until("the run's task to be cancelled", Duration::from_secs(10), || async {
+        let t = w.task(task.task_id).await;
+        (t.status == TaskStatus::Cancelled).then_some(t)
+    })
+    .await;
+    assert_eq!(t.task_id, task.task_id);
+    kill_graph(&pid);
+}
+
+/// `relay task ask` outside a Graph the relay runs: without the run's capability, or without
+/// the relay's socket, it is refused at once (exit 2, the reason as JSON on stdout and on
+/// stderr); a usage error is clap's (exit 2, nothing on stdout).
+#[test]
+fn outside_a_graph_relay_task_ask_is_refused() {
+    use relay::run::ask::{CAPABILITY_ENV, SOCKET_ENV};
+    let ask = |env: &[(&str, &str)], args: &[&str]| {
+        let mut c = std::process::Command::new(built_binary("relay", &["relay/src", "shared/domain/src"]));
+        c.args(["task", "ask"]).args(args).env_remove(CAPABILITY_ENV).env_remove(SOCKET_ENV);
+        for (k, v) in env {
+            c.env(k, v);
+        }
+        let out = c.output().unwrap();
+        (
+            out.status.code(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let args = ["--link", "0190b3c4-5d6e-4f80-9a1b-2c3d4e5f6a7b", "--key", "review-0001", "Review the draft"];
+    let no_capability = format!("{CAPABILITY_ENV} is not set: `relay task ask` works inside a Graph the relay runs");
+    let no_socket = format!("{SOCKET_ENV} is not set");
+    for (env, error) in [(&[][..], no_capability), (&[(CAPABILITY_ENV, "0123")][..], no_socket)] {
+        let (code, stdout, stderr) = ask(env, &args);
+        assert_eq!(code, Some(2), "{stdout}{stderr}");
+        assert_eq!(stdout, format!("{}\n", printed_error(&error)));
+        assert_eq!(stderr, format!("relay task ask: {error}\n"));
+        eprint!("exit 2: {stdout}");
+    }
+    let (code, stdout, stderr) = ask(&[], &["--link", "x", "Review the draft"]);
+    assert_eq!((code, stdout.as_str()), (Some(2), ""), "{stderr}");
+    assert!(stderr.contains("--key"), "{stderr}");
 }
 
 /// The benchmark behind docs/results.md's "A Graph asks a chat", writing docs/asks-figures.json.

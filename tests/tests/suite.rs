@@ -22,6 +22,7 @@ mod events_cloud;
 mod events_docs;
 mod events_local;
 mod fleet;
+mod graph_contract;
 mod host_corpus;
 mod layout;
 mod linearizability;
