@@ -5,7 +5,8 @@
 //! until the end. The last block must print the hello Graph's result and the claimed task.
 //!
 //! The stand-ins, each where the page's step needs what a test cannot be:
-//! - the `clone` block (`git clone … && cd foundry-connect`): the checkout under test is the clone;
+//! - the `clone` block (`git clone … && cd foundry-connect`): the checkout under test is the clone
+//!   (infra/first-hour.sh clones HEAD and names it with `FOUNDRY_QUICKSTART_CHECKOUT`);
 //! - the page's `target/` folder: a cargo target folder of its own in the tools' cache
 //!   (`$FOUNDRY_CACHE_DIR/quickstart-target`, or `FOUNDRY_QUICKSTART_TARGET`), so the page's
 //!   `cargo build` runs as a newcomer's does (no test-command wrapper or flags) without
@@ -184,7 +185,9 @@ fn the_page_marks_its_local_path_in_at_most_ten_commands() {
 
 #[tokio::test]
 async fn the_quickstart_runs_as_written_from_a_clean_home() {
-    let root = repo_root();
+    // The checkout the page is read from and run in: this one, or the fresh clone
+    // infra/first-hour.sh makes (`FOUNDRY_QUICKSTART_CHECKOUT`).
+    let root = std::env::var_os("FOUNDRY_QUICKSTART_CHECKOUT").map_or_else(repo_root, PathBuf::from);
     let page = std::fs::read_to_string(root.join(PAGE)).unwrap();
     if std::net::TcpListener::bind(("127.0.0.1", PORT)).is_err() {
         panic!("port {PORT} is in use: the quickstart's commands use it (stop the local server running on it)");
@@ -285,5 +288,36 @@ async fn the_quickstart_runs_as_written_from_a_clean_home() {
     eprintln!("the quickstart's figures: {figures:#}");
     if let Some(path) = std::env::var_os("FOUNDRY_QUICKSTART_FIGURES") {
         std::fs::write(path, serde_json::to_string_pretty(&figures).unwrap()).unwrap();
+    }
+}
+
+/// docs/results.md's "The first hour" quotes what `./infra/first-hour.sh` measured and wrote to
+/// docs/first-hour-figures.json (which it writes only when the goals are met): the commands,
+/// the whole time, the build's share and the commit.
+#[test]
+fn the_first_hour_figures_in_the_docs_are_the_script() {
+    let root = repo_root();
+    let figures: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root.join("docs/first-hour-figures.json")).unwrap()).unwrap();
+    let results = std::fs::read_to_string(root.join("docs/results.md")).unwrap();
+    let section = results.split("\n## The first hour").nth(1).expect("results.md has a section \"The first hour\"");
+    let section = section.split("\n## ").next().unwrap();
+    let commands = figures["commands"].as_u64().unwrap();
+    let seconds = figures["seconds"].as_f64().unwrap();
+    assert!(commands <= MAX_COMMANDS as u64 && seconds <= 300.0, "the file holds a run that missed its goals");
+    let build = figures["steps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["block"].as_str().is_some_and(|b| b.starts_with("cargo build")))
+        .and_then(|s| s["seconds"].as_f64())
+        .unwrap();
+    for quoted in [
+        format!("**{commands} commands**"),
+        format!("**{seconds:.0} s**"),
+        format!("**{build:.0} s**"),
+        format!("`{}`", figures["commit"].as_str().unwrap()),
+    ] {
+        assert!(section.contains(&quoted), "results.md's first hour does not quote {quoted}:\n{section}");
     }
 }
