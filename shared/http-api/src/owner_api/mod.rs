@@ -26,6 +26,7 @@
 //! | `routes` | [`ROUTES`]: the table requests are dispatched through and [`crate::openapi`] publishes |
 //! | [`views`] | every request and response body, and how each view is made from its domain value |
 //! | [`run_views`] | the views of Graph runs (a run, its progress, a page), re-exported by [`views`] |
+//! | `runs` | the handlers of the owner's Graph runs: a page of them, and the cancel |
 
 use std::sync::Arc;
 
@@ -33,7 +34,7 @@ use bytes::Bytes;
 use domain::clock::SharedClock;
 use domain::devices::new_token;
 use domain::errors::InputError;
-use domain::ids::{ChatLinkId, CommandId, IdempotencyKey, OwnerId, ProjectId, TaskId};
+use domain::ids::{ChatLinkId, IdempotencyKey, OwnerId, ProjectId, TaskId};
 use domain::limits::Policy;
 use domain::pairing::{
     DecideOutcome, Decision, FAILED_LOOKUPS_PER_WINDOW, UserCode, lookup_window_end, owner_lookups_key,
@@ -51,6 +52,7 @@ use http::{StatusCode, header};
 
 mod routes;
 pub mod run_views;
+mod runs;
 pub mod views;
 pub use routes::{Op, ROUTES};
 use views::*;
@@ -674,29 +676,5 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
             .iter()
             .map(|l| link_view(l, deliveries.iter().find(|(id, _)| *id == l.link_id).map(|(_, d)| d)))
             .collect())
-    }
-
-    /// The owner cancels a run through the store's owner-scoped cancel, which shares the
-    /// chat's `cancel_graph_run` rule and writes; answers the run's view as `GET /runs` shows it.
-    async fn cancel_run(&self, owner: &OwnerId, id: &str) -> Reply {
-        let command = CommandId::parse("command_id", id)?;
-        let (_, run) = self.store.cancel_owned_run(owner, command).await?.ok_or_else(|| not_found(NO_RUN))?;
-        ok(StatusCode::OK, run_view(&run, self.clock.now(), &self.policy))
-    }
-
-    async fn list_runs(&self, owner: &OwnerId, query: Option<&str>) -> Reply {
-        let (limit, cursor) = page_params(query)?;
-        let before = cursor
-            .map(|c| {
-                CommandId::parse("cursor", &c).map_err(|_| bad("cursor: must be a next_cursor from a previous page"))
-            })
-            .transpose()?;
-        let runs = self.store.recent_runs(owner, limit, before).await?;
-        let now = self.clock.now();
-        let next = (runs.len() == limit).then(|| runs.last().map(|r| r.command_id.to_string())).flatten();
-        ok(
-            StatusCode::OK,
-            RunPage { runs: runs.iter().map(|r| run_view(r, now, &self.policy)).collect(), next_cursor: next },
-        )
     }
 }
