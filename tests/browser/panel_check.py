@@ -86,7 +86,9 @@ async def main():
             args=["--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
                   "--disable-background-networking", "--disable-component-update", "--disable-sync"],
         )
-        context = await browser.new_context(accept_downloads=True, viewport={"width": 1200, "height": 900})
+        # The clipboard, to read back what a Copy button copied.
+        context = await browser.new_context(accept_downloads=True, viewport={"width": 1200, "height": 900},
+                                            permissions=["clipboard-read", "clipboard-write"])
         page = await context.new_page()
         # The page's timers run on Playwright's clock: it flows like the real one until the
         # checks below pause it and move it by hand, so no check waits on wall-clock time.
@@ -133,7 +135,7 @@ async def main():
         check("token=" not in page.url, f"the token stayed in the address bar: {page.url}")
         # The demo chat's task list: from the click to its rows on screen.
         clicked = time.monotonic()
-        await page.locator("#links li button", has_text="Demo chat").click()
+        await page.locator("#links li > button", has_text="Demo chat").click()
         await expect(page.locator("#tasks tr").first).to_contain_text("Waiting for host chat", timeout=TIMEOUT)
         metrics["task_list_ms"] = round((time.monotonic() - clicked) * 1000)
         metrics["signed_in_to_task_list_ms"] = round((time.monotonic() - started) * 1000)
@@ -147,6 +149,35 @@ async def main():
         metrics["chat_connected_shown"] = True
         await scan(page, "a chat connected")
 
+        # ---- "Connect a chat" on the local server: the clients on this machine and the tunnel,
+        # never the 127.0.0.1 URL for claude.ai or ChatGPT ----
+        mcp_url = ENV["FC_MCP_URL"]
+        base = mcp_url.rsplit("/mcp", 1)[0]
+        connect = page.locator("section", has=page.locator("#h-connect"))
+        said = await connect.text_content()
+        check("Claude Code" in said and f"cloudflared tunnel --url {base}" in said and "FOUNDRY_PUBLIC_URL=" in said,
+              f"'Connect a chat' does not name Claude Code and the tunnel: {said!r}")
+        check("Paste this URL into Claude" not in said and "Paste this URL into your chat" not in said,
+              f"'Connect a chat' tells to paste the local URL into a chat: {said!r}")
+        for host in await connect.locator("details").all():
+            text = await host.text_content()
+            if "claude.ai" in text or "ChatGPT" in text:
+                check(mcp_url not in text, f"claude.ai/ChatGPT are told the local URL: {text!r}")
+        claude_code = connect.locator("details", has_text="Claude Code")
+        await claude_code.locator("summary").click()
+        await expect(claude_code.locator("code")).to_have_text(f"claude mcp add --transport http foundry {mcp_url}")
+        await scan(page, "Connect a chat: Claude Code open")
+        metrics["connect_a_chat_local"] = True
+
+        # ---- "Add a desktop": this server's commands, the project filled in ----
+        projects = (await owner_api(page, "GET", "/projects"))["projects"]
+        await expect(page.locator("#install-line")).to_have_text(f"curl -fsSL {base}/relay/install.sh | sh")
+        await expect(page.locator("#pair-line")).to_have_text(f"relay pair {base}")
+        check(len(projects) == 1 and await page.locator("#hello-choose").is_hidden(), "a chooser for one project")
+        await expect(page.locator("#hello-line")).to_have_text(
+            f"relay session add --hello --project {projects[0]['project_id']}")
+        await expect(page.locator("#run-line")).to_have_text("relay run")
+
         # ---- a project, enabled ----
         await page.fill("#project-name", "Browser project")
         await page.click("#project-form button[type=submit]")
@@ -158,6 +189,22 @@ async def main():
         await expect(switch).to_have_attribute("aria-checked", "true", timeout=TIMEOUT)
         await expect(switch).to_have_text("Enabled for connected agents in Browser project")
         await scan(page, "a project enabled")
+        # Its id, with a Copy button that copies exactly the API's id.
+        browser_project = next(p["project_id"] for p in (await owner_api(page, "GET", "/projects"))["projects"]
+                               if p["name"] == "Browser project")
+        await expect(row).to_contain_text(browser_project)
+        await row.get_by_role("button", name="Copy project id of Browser project").click()
+        copied = await page.evaluate("navigator.clipboard.readText()")
+        check(copied == browser_project, f"the project id copied is {copied!r}, the API's {browser_project!r}")
+        # Two projects now: the hello line has a chooser, and follows it.
+        await expect(page.locator("#hello-choose")).to_be_visible(timeout=TIMEOUT)
+        await page.select_option("#hello-project", label="Browser project")
+        await expect(page.locator("#hello-line")).to_have_text(f"relay session add --hello --project {browser_project}")
+        await page.locator("#copy-hello").click()
+        copied = await page.evaluate("navigator.clipboard.readText()")
+        check(copied == f"relay session add --hello --project {browser_project}", f"the hello line copied: {copied!r}")
+        metrics["add_a_desktop"] = True
+        metrics["project_id_copied"] = True
 
         # ---- a device: its token is shown once, and gone after a reload ----
         await page.fill("#device-name", "CI desktop")
@@ -185,6 +232,11 @@ async def main():
         busy = page.locator("#devices tr", has_text="Busy desktop")
         await expect(busy).to_contain_text("Busy: running “Quarterly numbers” since", timeout=TIMEOUT)
         await expect(busy).to_contain_text("Quarterly numbers")
+        # Each id the owner types elsewhere is shown with its Copy button: desktops, sessions.
+        await expect(busy).to_contain_text("gs_" + "d" * 32)
+        for name in ["Copy device id of CI desktop", "Copy device id of Busy desktop",
+                     "Copy session id of Quarterly numbers", "Copy session id of Monthly digest"]:
+            await expect(page.get_by_role("button", name=name)).to_have_count(1)
         # ---- a running Graph's progress in the runs table: words, a bar, the log as text ----
         running = page.locator("#runs tr", has_text="quarterly")
         await expect(running).to_contain_text("Crunching Q3 40%", timeout=TIMEOUT)
@@ -198,9 +250,22 @@ async def main():
         await expect(page.locator("#h-run")).to_have_text("Run of quarterly", timeout=TIMEOUT)
         await expect(page.locator("#run-timeline")).to_contain_text("Started")
         await expect(page.locator("#run-agent")).to_have_text("panel-check")
+        await expect(page.locator("#run-session")).to_contain_text("Quarterly numbers")
+        await expect(page.locator("#run-session")).to_contain_text("gs_" + "d" * 32)
+        await expect(page.locator("#run-detail").get_by_role("button", name="Copy session id of quarterly")).to_have_count(1)
         await expect(page.locator("#run-progress")).to_contain_text("Crunching Q3 (40%)")
         await expect(page.locator("#run-tail")).to_have_text("loaded 1,204 rows\n<img src=x onerror=alert(1)>")
         check(await page.locator("#run-detail img").count() == 0, "the run's log became markup")
+        # ---- a queued run cancelled from the panel (with confirmation): it reads cancelled ----
+        queued = page.locator("#runs tr", has_text="monthly")
+        await expect(queued).to_contain_text("queued", timeout=TIMEOUT)
+        check(await running.get_by_role("button", name="Cancel the quarterly run").count() == 1,
+              "the running run offers no Cancel")
+        await queued.get_by_role("button", name="Cancel the monthly run").click()
+        await expect(queued).to_contain_text("cancelled", timeout=TIMEOUT)
+        check(any("Cancel the monthly run?" in d for d in dialogs), f"no confirmation was asked: {dialogs}")
+        await expect(queued.get_by_role("button", name="Cancel the monthly run")).to_have_count(0)
+        metrics["run_cancelled_in_panel"] = True
         gone = page.locator("#devices tr", has_text="Gone desktop")
         await expect(gone).to_contain_text("Stale: never connected; remove it if it is gone", timeout=TIMEOUT)
         await expect(gone).to_contain_text("If the computer is on: run relay check there (systemctl --user status foundry-relay).")
@@ -218,6 +283,9 @@ async def main():
         await expect(page.locator("#h-link")).to_have_text("Browser chat", timeout=TIMEOUT)
         await expect(page.locator("#subscription-line")).to_have_text("Open the host conversation to start each task.")
         link = (await page.locator("#link-id").text_content()).strip()
+        await expect(page.get_by_role("button", name="Copy chat link id", exact=True)).to_have_count(1)
+        await expect(page.get_by_role("button", name="Copy chat link id of Browser chat")).to_have_count(1)
+        await expect(page.locator("#links li", has_text="Browser chat")).to_contain_text(link)
 
         # ---- double-click Assign: one task, waiting for the host chat ----
         await page.fill("#objective", "Summarize the quarterly numbers")
@@ -564,6 +632,16 @@ async def set_visibility(page, state):
         }""",
         state,
     )
+
+
+async def owner_api(page, method, path):
+    """The owner API with the panel's own token: what the panel shows is checked against it."""
+    token = await page.evaluate("sessionStorage.getItem('fc.token')")
+    base = ENV["FC_MCP_URL"].rsplit("/mcp", 1)[0]
+    async with httpx2.AsyncClient() as http:
+        r = await http.request(method, f"{base}/owner{path}", headers={"Authorization": f"Bearer {token}"})
+        check(r.status_code == 200, f"{method} {path}: {r.status_code} {r.text}")
+        return r.json()
 
 
 async def second_task_id(page, link):

@@ -193,15 +193,68 @@ async function act(errorId, fn) {
   }
 }
 
-function copyButton(buttonId, sourceId) {
-  $(buttonId).addEventListener("click", async () => {
-    await navigator.clipboard.writeText($(sourceId).textContent).catch(() => {});
-    $(buttonId).textContent = "Copied";
-    setTimeout(() => ($(buttonId).textContent = "Copy"), 1500);
-  });
+// Copies `text`; the button's word (its first child) says whether it did, for a moment.
+async function copyText(text, word) {
+  const done = await navigator.clipboard.writeText(text).then(() => true, () => false);
+  word.textContent = done ? "Copied" : "Not copied";
+  setTimeout(() => (word.textContent = "Copy"), 1500);
 }
 
+// A static page's Copy button for the text of the element `sourceId`.
+function copyButton(buttonId, sourceId) {
+  $(buttonId).addEventListener("click", () => copyText($(sourceId).textContent, $(buttonId).firstElementChild));
+}
+
+// A Copy button for `text`, its accessible name saying what it copies ("Copy project id of X").
+function copyBtn(text, what) {
+  const word = h("span", {}, "Copy");
+  return h("button", { type: "button", class: "copy", onclick: () => copyText(text, word) }, word, h("span", { class: "sr-only" }, ` ${what}`));
+}
+
+// An id as the owner types it elsewhere (a relay flag, a tool argument), with its Copy button.
+const idCopy = (id, what) => h("div", { class: "id" }, h("code", {}, id), " ", copyBtn(id, what));
+
+// A command or snippet to paste, with its Copy button.
+const cmd = (text, what) => h("p", {}, h("code", {}, text), " ", copyBtn(text, what));
+
 // ---- rendering ----------------------------------------------------------------------------
+
+// The server's own URL (the MCP URL without /mcp): what the relay pairs with.
+const serverBase = () => cfg.mcp_url.replace(/\/mcp$/, "");
+
+// "Connect a chat", by where the server runs (config.json's `server`). The local server's
+// 127.0.0.1 URL reaches only clients on this machine: claude.ai and ChatGPT connect from their
+// own servers, so they need a tunnel and FOUNDRY_PUBLIC_URL. A cloud stack's URL is public.
+function renderHosts() {
+  const url = cfg.mcp_url;
+  const loopback = /^http:\/\/(127\.0\.0\.1|localhost|\[::1\])[:/]/.test(url);
+  const host = (name, ...body) => h("details", {}, h("summary", {}, name), ...body);
+  const p = (text) => h("p", {}, text);
+  const here = [
+    host("Claude Code", p("In a terminal:"), cmd(`claude mcp add --transport http foundry ${url}`, "Claude Code command")),
+    host("Codex", p("In a terminal:"), cmd(`codex mcp add foundry --url ${url}`, "Codex command")),
+    host("VS Code (GitHub Copilot)", p("In .vscode/mcp.json, or MCP: Open User Configuration:"),
+      cmd(JSON.stringify({ servers: { foundry: { type: "http", url } } }), "VS Code configuration")),
+    host("Cursor", p("In ~/.cursor/mcp.json:"), cmd(JSON.stringify({ mcpServers: { foundry: { url } } }), "Cursor configuration")),
+    host("MCP Inspector", cmd("npx @modelcontextprotocol/inspector", "MCP Inspector command"),
+      p("then Transport Type: Streamable HTTP, this URL, Connect.")),
+  ];
+  const claude = "Claude (claude.ai, the apps): Settings → Connectors → Add custom connector: a name and the URL; Connect, then sign in.";
+  const chatgpt = "ChatGPT: Settings → Apps & Connectors → Advanced settings → Developer mode on; Create: a name, the URL, authentication OAuth (no client id); sign in when it asks.";
+  const web = [host("claude.ai", p(claude)), host("ChatGPT", p(chatgpt))];
+  if (cfg.server === "local" && loopback) {
+    $("connect-intro").textContent = "This server runs on this machine: its MCP URL reaches only clients on this machine. Each opens a consent page: allow it in this browser.";
+    $("hosts").replaceChildren(...here, host("claude.ai or ChatGPT: through a tunnel",
+      p("They connect from their own servers, which cannot reach 127.0.0.1. Give this server a public https address with a tunnel, for example:"),
+      cmd(`cloudflared tunnel --url ${serverBase()}`, "tunnel command"),
+      p("then restart the server with the https URL it prints (sign-in answers only that host; what protects the server then: the README's FOUNDRY_PUBLIC_URL):"),
+      cmd("FOUNDRY_PUBLIC_URL=https://<tunnel host> cargo run -p local", "restart command"),
+      p("and use https://<tunnel host>/mcp as the URL in the chat."), p(claude), p(chatgpt)));
+  } else {
+    $("connect-intro").textContent = "Paste this URL into your chat; it opens a sign-in page for the owner account.";
+    $("hosts").replaceChildren(...web, ...here);
+  }
+}
 
 // "Connect a chat": whether any chat has been issued a token yet, and which (a metadata
 // document's host names the chat; an app client id is shown shortened).
@@ -215,7 +268,7 @@ function chatName(id) {
 function renderChats(chats) {
   const status = $("chat-status");
   if (!chats.length) {
-    status.replaceChildren(badge("none", "No chat yet"), " No chat has connected yet: paste the URL into a chat and sign in there; it shows here once it has.");
+    status.replaceChildren(badge("none", "No chat yet"), " No chat has connected yet: connect one as above and sign in there; it shows here once it has.");
     return;
   }
   const shown = chats.slice(0, 3).map((c, i) => [i ? ", " : "", h("strong", {}, chatName(c.client_id)), " (last ", ago(c.last_connected_at), ")"]).flat();
@@ -226,7 +279,7 @@ function renderChats(chats) {
 function renderProjects(projects) {
   // A switch: its state in aria-checked and in its words, the project in its name.
   rowsOr("projects", projects.map((p) => h("tr", {},
-    h("td", {}, p.name),
+    h("td", {}, p.name, idCopy(p.project_id, `project id of ${p.name}`)),
     h("td", {}, h("button", {
       type: "button", role: "switch", class: "switch", "aria-checked": String(p.enabled),
       onclick: () => act("project-error", async () => { await api("PUT", `/projects/${p.project_id}`, { enabled: !p.enabled }); await refresh(); }),
@@ -238,7 +291,24 @@ function renderProjects(projects) {
   const keep = select.value;
   select.replaceChildren(...projects.map((p) => h("option", { value: p.project_id }, p.name)));
   if (keep) select.value = keep;
+  renderAddDesktop(projects);
 }
+
+// "Add a desktop": this server's commands in order, filled in (a project chooser when there
+// are several).
+function renderAddDesktop(projects) {
+  const base = serverBase();
+  $("install-line").textContent = `curl -fsSL ${base}/relay/install.sh | sh`;
+  $("pair-line").textContent = `relay pair ${base}`;
+  const select = $("hello-project");
+  const keep = select.value;
+  select.replaceChildren(...projects.map((p) => h("option", { value: p.project_id }, p.name)));
+  if (projects.some((p) => p.project_id === keep)) select.value = keep;
+  $("hello-choose").hidden = projects.length < 2;
+  helloLine();
+}
+
+const helloLine = () => ($("hello-line").textContent = `relay session add --hello --project ${$("hello-project").value || "<project id>"}`);
 
 // What a desktop's state means for a run queued now (the owner API's `state`).
 function deviceState(d) {
@@ -286,14 +356,15 @@ function renderDevices(devices) {
     }),
   }, "Remove");
   rowsOr("devices", devices.map((d) => h("tr", { "data-state": d.state },
-    h("td", {}, d.name),
+    h("td", {}, d.name, idCopy(d.device_id, `device id of ${d.name}`)),
     h("td", {}, d.relay ? `${d.relay.version} · ${d.relay.platform} · ${d.relay.host}`
         + (d.relay.slots > 1 ? ` · ${d.relay.slots} runs at once` : "") : "—",
       d.relay && d.relay.update ? h("div", { class: "note" }, `${d.relay.update} available: relay update`) : "",
       d.relay && d.relay.unavailable ? h("div", { class: "note", "data-unavailable": d.relay.unavailable },
         `${d.relay.unavailable === 1 ? "1 shared session is" : `${d.relay.unavailable} shared sessions are`} unavailable here (a folder missing, or refused by macOS privacy controls): run relay check on this desktop`) : ""),
     h("td", {}, ago(d.created_at)), h("td", {}, ago(d.last_seen_at)),
-    h("td", {}, d.sessions.length ? [...new Set(d.sessions.map((s) => s.name))].join(", ") : "—"),
+    h("td", {}, d.sessions.length ? [...new Map(d.sessions.map((s) => [s.graph_session_id, s])).values()]
+      .map((s) => h("div", {}, s.name, idCopy(s.graph_session_id, `session id of ${s.name}`))) : "—"),
     h("td", {}, badge(d.state, deviceState(d)), stoppedHint(d)),
     h("td", {}, ...(d.revoked_at ? [remove(d)] : [
       d.paused
@@ -328,7 +399,7 @@ function renderLinks(links) {
   $("links").replaceChildren(...(links.length ? links.map((l) => h("li", {}, h("button", {
     type: "button", "aria-current": String(l.chat_link_id === selected),
     onclick: () => selectLink(l.chat_link_id),
-  }, l.name))) : [h("li", { class: "empty" },
+  }, l.name), idCopy(l.chat_link_id, `chat link id of ${l.name}`))) : [h("li", { class: "empty" },
     "No chat linked yet. Link one to a project to assign it tasks; the chat connects with the URL at the top.")]));
   const link = links.find((l) => l.chat_link_id === selected);
   $("link-detail").hidden = !link;
@@ -395,6 +466,7 @@ function renderRunDetail(runs) {
   if (!r) return;
   $("h-run").textContent = `Run of ${r.slug}`;
   $("run-status").replaceChildren(badge(r.status, statusWords(r)));
+  $("run-session").replaceChildren(sessionNames.get(r.graph_session_id) || r.slug, idCopy(r.graph_session_id, `session id of ${r.slug}`));
   $("run-agent").textContent = r.agent.split(":")[0];
   $("run-timeline").replaceChildren(
     ...step("Queued", r.queued_at),
@@ -415,10 +487,23 @@ function renderRuns(runs) {
       onclick: () => { openRun = r.command_id; renderRunDetail(runs); $("run-detail").scrollIntoView(); },
     }, r.slug)), runStatus(r),
     h("td", {}, r.agent.split(":")[0]), h("td", {}, ago(r.queued_at)), h("td", {}, secs(r.wait_s)),
-    h("td", {}, secs(r.run_s)), h("td", {}, r.error || ""))),
+    h("td", {}, secs(r.run_s)), h("td", {}, r.error || ""),
+    h("td", {}, r.status === "queued" || (r.status === "running" && !r.cancel_requested) ? cancelRun(r) : ""))),
   "No Graph run yet. A connected chat starts one with run_graph_session on a session a desktop shares; it shows here as it is queued, runs and ends.");
   lastRuns = runs;
   renderRunDetail(runs);
+}
+
+// Cancel a queued or running run, as the chat's cancel_graph_run would; shows its new state.
+function cancelRun(r) {
+  return h("button", {
+    type: "button", class: "danger", "aria-label": `Cancel the ${r.slug} run queued ${when(r.queued_at)}`,
+    onclick: () => act("runs-error", async () => {
+      if (!confirm(`Cancel the ${r.slug} run? ${r.status === "queued" ? "It never starts." : "Its desktop stops it."}`)) return;
+      const now = await api("POST", `/runs/${r.command_id}/cancel`);
+      renderRuns(lastRuns.map((x) => (x.command_id === now.command_id ? now : x)));
+    }),
+  }, "Cancel");
 }
 
 // One step of a timeline: what, when (relative, exact on hover), and how long it took.
@@ -522,6 +607,10 @@ function wire() {
   copyButton("copy-connector", "connector-url");
   copyButton("copy-device-token", "device-token-value");
   copyButton("copy-install", "install-line");
+  copyButton("copy-pair", "pair-line");
+  copyButton("copy-hello", "hello-line");
+  copyButton("copy-run", "run-line");
+  $("hello-project").addEventListener("change", helloLine);
   $("pair-form").addEventListener("submit", (ev) => { ev.preventDefault(); act("pair-error", () => lookUpPairing($("pair-code").value)); });
   $("pair-approve").addEventListener("click", () => act("pair-error", () => decidePairing("approve")));
   $("pair-refuse").addEventListener("click", () => act("pair-error", () => decidePairing("refuse")));
@@ -632,7 +721,8 @@ async function main() {
   $("content").hidden = false;
   $("signout").hidden = false;
   $("connector-url").textContent = cfg.mcp_url;
-  $("install-line").textContent = `curl -fsSL ${location.origin}/relay/install.sh | sh`;
+  renderHosts();
+  renderAddDesktop([]);
   await refresh();
   schedule();
   await openLinked();

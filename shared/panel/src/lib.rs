@@ -14,7 +14,7 @@
 //! |---|---|
 //! | `GET /panel` | the page |
 //! | `GET /panel/app.js`, `/panel/app.css` | the code and the style |
-//! | `GET /panel/config.json` | how to sign in (local fragment token, or Cognito code + PKCE), the refresh period, the MCP URL |
+//! | `GET /panel/config.json` | how to sign in (local fragment token, or Cognito code + PKCE), where the server runs (`local` or `cloud`: which chats can reach it), the refresh period, the MCP URL |
 
 use bytes::Bytes;
 use http::{HeaderValue, Method, StatusCode, header};
@@ -68,10 +68,36 @@ pub struct PanelConfig {
     pub refresh_seconds: u32,
 }
 
+/// Where the server runs, as `config.json` tells the page (`server`): it decides which chats
+/// can reach the MCP URL, so what "Connect a chat" says. The local server's
+/// `http://127.0.0.1:…/mcp` is reached only by clients on the same machine (Claude Code, Codex,
+/// VS Code, Cursor, the MCP Inspector); claude.ai and ChatGPT connect from their own servers
+/// and need a public https URL (a tunnel and `FOUNDRY_PUBLIC_URL`). A cloud stack's URL is
+/// public: every host can use it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Server {
+    /// `cargo run -p local` on the owner's machine.
+    Local,
+    /// A deployed stack (Cognito signs the owner in).
+    Cloud,
+}
+
+impl SignIn {
+    /// Where a server signing its owner in this way runs.
+    pub fn server(&self) -> Server {
+        match self {
+            Self::Local => Server::Local,
+            Self::Cognito { .. } => Server::Cloud,
+        }
+    }
+}
+
 #[derive(Serialize)]
 struct ConfigJson<'a> {
     #[serde(flatten)]
     sign_in: &'a SignIn,
+    server: Server,
     refresh_seconds: u32,
     mcp_url: String,
 }
@@ -106,6 +132,7 @@ impl PanelConfig {
             "/panel/config.json" => {
                 let v = ConfigJson {
                     sign_in: &self.sign_in,
+                    server: self.sign_in.server(),
                     refresh_seconds: self.refresh_seconds,
                     mcp_url: format!("{}/mcp", base_url.trim_end_matches('/')),
                 };
@@ -181,7 +208,10 @@ mod tests {
         let c: serde_json::Value =
             serde_json::from_slice(cfg.handle(&Method::GET, "/panel/config.json", "http://h:1").unwrap().body())
                 .unwrap();
-        assert_eq!(c, serde_json::json!({"mode": "local", "refresh_seconds": 15, "mcp_url": "http://h:1/mcp"}));
+        assert_eq!(
+            c,
+            serde_json::json!({"mode": "local", "server": "local", "refresh_seconds": 15, "mcp_url": "http://h:1/mcp"})
+        );
     }
 
     #[test]
@@ -204,5 +234,38 @@ mod tests {
         let res = cfg.handle(&Method::GET, "/panel/config.json", "https://mcp.example.com").unwrap();
         let c: serde_json::Value = serde_json::from_slice(res.body()).unwrap();
         assert_eq!(c["redirect_uri"], "https://abc.execute-api.eu-west-1.amazonaws.com/panel");
+        // The page is told it is a cloud stack: "Connect a chat" offers every host the URL.
+        assert_eq!((c["server"].as_str(), c["mcp_url"].as_str()), (Some("cloud"), Some("https://mcp.example.com/mcp")));
+    }
+
+    /// The two shapes tell the page apart: a local panel says `local` (its chat section names
+    /// the clients on this machine and the tunnel), a cloud one `cloud` (every host, the
+    /// stack's URL); nothing else in `config.json` says where the server runs.
+    #[test]
+    fn the_page_is_told_where_the_server_runs() {
+        let config = |sign_in: SignIn| {
+            let cfg = PanelConfig { sign_in, refresh_seconds: 15 };
+            let res = cfg.handle(&Method::GET, "/panel/config.json", "http://127.0.0.1:8787").unwrap();
+            serde_json::from_slice::<serde_json::Value>(res.body()).unwrap()
+        };
+        let local = config(SignIn::Local);
+        let cloud = config(SignIn::Cognito {
+            authorize_url: "https://fc.auth.eu-west-1.amazoncognito.com/oauth2/authorize".into(),
+            token_url: "https://fc.auth.eu-west-1.amazoncognito.com/oauth2/token".into(),
+            logout_url: "https://fc.auth.eu-west-1.amazoncognito.com/logout".into(),
+            client_id: "owner-client".into(),
+            scope: "openid osfoundry/owner".into(),
+            redirect_uri: "https://abc.execute-api.eu-west-1.amazonaws.com/panel".into(),
+        });
+        assert_eq!(local["server"], "local");
+        assert_eq!(cloud["server"], "cloud");
+        assert_ne!(local, cloud);
+        // The page reads `server`, and its chat section has both variants.
+        assert!(APP_JS.contains("cfg.server === \"local\""), "the page does not read where the server runs");
+        for host in
+            ["Claude Code", "Codex", "VS Code", "Cursor", "MCP Inspector", "claude.ai", "ChatGPT", "cloudflared tunnel"]
+        {
+            assert!(APP_JS.contains(host), "the chat section does not name {host}");
+        }
     }
 }
