@@ -60,12 +60,30 @@ async fn the_real_binaries_serve_owners_relays_and_both_python_sdks() {
     let panel = w.http.get(format!("{}/panel", w.emu.gateway)).send().await.unwrap();
     assert_eq!(panel.status(), 200);
     assert!(panel.headers()["content-security-policy"].to_str().unwrap().contains("script-src 'self'"));
+    // The page is told it is a cloud stack, so "Connect a chat" offers every host the stack's URL
+    // (the local server's panel says `local`: panel_browser).
+    let res = w.http.get(format!("{}/panel/config.json", w.emu.gateway)).send().await.unwrap();
+    let panel_config: Value = res.json().await.unwrap();
+    assert_eq!((panel_config["mode"].as_str(), panel_config["server"].as_str()), (Some("cognito"), Some("cloud")));
+    assert_eq!(panel_config["mcp_url"], format!("{}/mcp", w.emu.gateway), "{panel_config}");
 
     // The relay shares a session (its first sync), then — restarted after a run is queued —
     // picks the run up at once and completes it through graph_relay.
     let gs = format!("gs_{}", "d".repeat(32));
     let config = relay_config(&w, &project, &device, &gs);
     w.share_once(&config).await;
+    // The owner cancels a queued run through the owner function (under its role's IAM): it is
+    // cancelled at once, the relay started below never sees it, and the chat reads the same.
+    let doomed =
+        w.tool("run_graph_session", json!({"graph_session_id": gs, "idempotency_key": "cloud-cancel-0001"})).await;
+    let doomed = doomed["structuredContent"]["command_id"].as_str().unwrap_or_else(|| panic!("{doomed}")).to_owned();
+    let cancelled = w.owner("POST", &format!("/runs/{doomed}/cancel"), Value::Null).await;
+    assert_eq!(
+        (cancelled["status"].as_str(), cancelled["cancel_requested"].as_bool()),
+        (Some("cancelled"), Some(false))
+    );
+    let read = w.tool("get_graph_run", json!({"command_id": doomed})).await;
+    assert_eq!(read["structuredContent"]["status"], "cancelled", "{read}");
     let queued = w
         .tool(
             "run_graph_session",
