@@ -13,11 +13,13 @@
 //! | module | what |
 //! |---|---|
 //! | [`config`] | typed configuration from the environment, parsed once |
+//! | [`device`] | the relay device of this machine, whose token lasts across restarts |
 //! | [`doorbell`] | the relays' WebSocket doorbell, with its bounds per device and in all |
 //! | [`listener`] | HTTP/1.1 with a header-read timeout and a connection cap |
 //! | this file | start-up ([`start`]), the demo data, the router |
 
 pub mod config;
+pub mod device;
 pub mod doorbell;
 pub mod listener;
 
@@ -35,7 +37,7 @@ use axum::response::IntoResponse;
 use bytes::Bytes;
 use domain::clock::SharedClock;
 use domain::ids::{ChatLinkId, IdempotencyKey, OwnerId, ProjectId, TaskId};
-use domain::store::{AssignTasks, AuthenticateDevices, ManageDevices, ManageLinks, ManageProjects};
+use domain::store::{AssignTasks, AuthenticateDevices, ManageLinks, ManageProjects};
 use domain::tasks::{AssignOutcome, AssignTask};
 use events::webhook_url::UrlPolicy;
 use events::{Notifier, SystemResolver};
@@ -52,6 +54,7 @@ use tools::blobs::DirBlobStore;
 use tools::{SCOPE_OWNER, SCOPE_READ, SCOPE_RUN, ToolDeps};
 
 pub use config::LocalConfig;
+pub use device::{DEVICE_TOKEN_FILE, LOCAL_DEVICE};
 
 /// The demo owner's subject.
 pub const DEMO_OWNER: &str = "local-owner";
@@ -187,10 +190,6 @@ impl RelayRequests {
 /// How often an open doorbell socket's device token is checked again (a revoked desktop's
 /// socket closes within this).
 pub const DOORBELL_RECHECK: std::time::Duration = std::time::Duration::from_secs(2);
-
-/// Name of the device the local server creates for a relay on this machine (once: its token is
-/// kept in [`DEVICE_TOKEN_FILE`]).
-pub const LOCAL_DEVICE: &str = "local relay";
 
 /// What every part of the server is built from.
 struct Wiring {
@@ -364,7 +363,7 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
     let grant = |scopes| Grant { subject: DEMO_OWNER, client: LOCAL_CLIENT, scopes };
     let token = signer.mint(grant(&[SCOPE_READ, SCOPE_RUN]), clock.now(), TOKEN_TTL)?;
     let owner_token = signer.mint(grant(&[SCOPE_OWNER]), clock.now(), TOKEN_TTL)?;
-    let (device_token, device_id) = local_device_token(&store, &demo.owner, &config.data_dir).await?;
+    let (device_token, device_id) = device::local_device_token(&store, &demo.owner, &config.data_dir).await?;
     let wiring = Wiring {
         store: Arc::clone(&store),
         clock: clock.clone(),
@@ -587,39 +586,6 @@ async fn openapi(req: http::Request<Body>) -> axum::response::Response {
 async fn owner(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {
     let req = read_body(req, http_api::owner_api::MAX_BODY_BYTES).await;
     state.owner.handle(req).await.map(Body::from).into_response()
-}
-
-/// The file in the data folder that keeps the local relay device's token (0600), so the token
-/// the banner prints lasts across restarts.
-pub const DEVICE_TOKEN_FILE: &str = "relay-device-token";
-
-/// The local relay device's token: the one kept in [`DEVICE_TOKEN_FILE`] while the store still
-/// accepts it (the same device on every start), else a new device whose token is kept there.
-/// A new device revokes the earlier "local relay" devices, whose tokens nobody can see any more
-/// (a removed file, a revoked device); a device the owner revoked in the panel stays revoked.
-async fn local_device_token(
-    store: &SqliteStore,
-    owner: &OwnerId,
-    data_dir: &Path,
-) -> anyhow::Result<(String, uuid::Uuid)> {
-    let file = data_dir.join(DEVICE_TOKEN_FILE);
-    if let Ok(kept) = std::fs::read_to_string(&file) {
-        let kept = kept.trim();
-        if let Some(d) = store.device_by_token_hash(&domain::devices::token_hash(kept)).await?
-            && &d.owner == owner
-        {
-            return Ok((kept.to_owned(), d.device_id));
-        }
-    }
-    for d in store.list_devices(owner).await? {
-        if d.name == LOCAL_DEVICE && d.revoked_at.is_none() {
-            store.revoke_device(owner, d.device_id).await?;
-        }
-    }
-    let (token, hash) = domain::devices::new_token()?;
-    let device = store.create_device(owner, LOCAL_DEVICE, &hash).await?;
-    private_files::write(&file, token.as_bytes()).with_context(|| format!("writing {}", file.display()))?;
-    Ok((token, device.device_id))
 }
 
 async fn mcp(State(state): State<Arc<AppState>>, req: http::Request<Body>) -> axum::response::Response {
