@@ -1,10 +1,13 @@
 //! Sort keys that begin with an expiry (an index reads only what has not expired, with no
-//! filter), and the TTL attribute's value.
+//! filter), the query of such an index, and the TTL attribute's value.
 
 use aws_sdk_dynamodb::types::AttributeValue;
 use domain::clock::Timestamp;
+use domain::store::StoreResult;
 
-use crate::n;
+use crate::table::Table;
+use crate::transact::names;
+use crate::{Item, n, s};
 
 /// An index sort key that begins with the expiry, so `> unexpired_after(now)` leaves expired
 /// items out (the store's `gsi1sk`, `gsi2sk`).
@@ -25,6 +28,56 @@ pub fn unexpired_after(now: Timestamp) -> String {
 pub fn queued_up_to(now: Timestamp, expires_at: Timestamp, id: impl std::fmt::Display) -> Option<(String, String)> {
     let (lo, hi) = (unexpired_after(now), expiring_sort_key(expires_at, id));
     (lo <= hi).then_some((lo, hi))
+}
+
+/// A query's filter: an expression over `#`-named attributes and its `:values`.
+#[derive(Debug, Clone, Default)]
+pub struct Filter {
+    /// The expression, e.g. `#owner = :o AND (#graph_session_id IN (:m0))`.
+    pub expression: String,
+    /// Its values.
+    pub values: Vec<(String, AttributeValue)>,
+}
+
+impl Table {
+    /// A `Query` on the sparse index `index` (key attributes `pk` and `sk`) whose sort keys begin
+    /// with the expiry ([`expiring_sort_key`]): the first `limit` items under `partition` still
+    /// unexpired at `now` that `filter` and then `keep` keep, in sort-key order, paged as
+    /// [`Table::query_until`] pages. The filter runs in DynamoDB, so what it drops never
+    /// crosses the network (DynamoDB still reads, and charges for, each one).
+    ///
+    /// # Errors
+    /// The query's, or `keep`'s.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn query_unexpired<T>(
+        &self,
+        index: &str,
+        (pk, sk): (&str, &str),
+        partition: String,
+        now: Timestamp,
+        filter: &Filter,
+        limit: usize,
+        keep: impl FnMut(&Item) -> StoreResult<Option<T>>,
+    ) -> StoreResult<Vec<T>> {
+        let now = s(unexpired_after(now));
+        let query = || {
+            let mut q = self
+                .client
+                .query()
+                .table_name(&self.table)
+                .index_name(index)
+                .key_condition_expression(format!("#{pk} = :p AND #{sk} > :now"))
+                .filter_expression(filter.expression.clone())
+                .set_expression_attribute_names(Some(names(&format!("#{pk} #{sk} {}", filter.expression))))
+                .expression_attribute_values(":p", s(partition.clone()))
+                .expression_attribute_values(":now", now.clone());
+            for (k, v) in &filter.values {
+                q = q.expression_attribute_values(k.clone(), v.clone());
+            }
+            q
+        };
+        self.query_until(query, limit, 0, keep).await
+    }
 }
 
 /// The TTL attribute (epoch seconds) DynamoDB deletes expired items by.

@@ -6,7 +6,7 @@
 //! | piece | what |
 //! |---|---|
 //! | this module | attribute values ([`s`], [`n`], [`b`], [`values`]) and typed reads ([`Read`]) |
-//! | [`expiring`] | sort keys that begin with an expiry, the range up to one item, TTL values |
+//! | [`expiring`] | sort keys that begin with an expiry, the query of such an index (`Table::query_unexpired`), the range up to one item, TTL values |
 //! | [`expr`] | updates and conditions that render to expressions with a placeholder for every name and value |
 //! | [`transact`] | transaction items made of them, and what a cancelled transaction says of each |
 //! | [`table`] | the requests on one table: consistent reads, paged queries, batch reads, conditional updates, transactions retried on conflict, the serving request's id on every write |

@@ -1,5 +1,6 @@
 //! The table's key layout, in one place: every item's `pk`/`sk`, every partition a query names,
-//! every index key, and the sort-key bound that leaves expired items out of an index query.
+//! every index key (the sort-key bound that leaves expired items out of an index query is
+//! `dynamo_item::expiring`'s, with the query itself).
 //! No other module of this crate formats a key; the idempotency records' (`IDEM#…`) are
 //! `dynamo_item::idempotency`'s, which keeps those records.
 
@@ -10,7 +11,7 @@ use domain::ids::{ChatLinkId, CommandId, OwnerId, ProjectId, TaskId};
 use domain::tasks::ArtifactRecord;
 
 use crate::codec::{Item, s};
-pub(crate) use dynamo_item::expiring::{expiring_sort_key, queued_up_to, ttl_at, unexpired_after};
+pub(crate) use dynamo_item::expiring::{expiring_sort_key, queued_up_to, ttl_at};
 
 pub(crate) fn key(pk: String, sk: impl Into<String>) -> Item {
     HashMap::from([("pk".to_owned(), s(pk)), ("sk".to_owned(), s(sk))])

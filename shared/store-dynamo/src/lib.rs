@@ -47,7 +47,7 @@
 //! | `pairing` | `PairDevices`: pairings, per-source counts, failed attempts |
 //! | `doorbell` | the doorbell's open sockets (`DoorbellConnections`) and which stream records ring |
 //! | `write` | the update builder every `UpdateItem` goes through: sets, removes, conditions, the request id |
-//! | `keys`, `codec`, `request`, `error` | key layout; attribute values and decoding; the expiring indexes' queries, over the request layer, idempotent creates and SDK errors of [`dynamo_item`] (`table`, `idempotency`, `error`) |
+//! | `keys`, `codec`, `request`, `error` | key layout; attribute values and decoding; the owner's filter on the expiring indexes' queries, over the request layer and the expiring query, idempotent creates and SDK errors of [`dynamo_item`] (`table`, `idempotency`, `error`) |
 
 use aws_sdk_dynamodb::Client;
 use dynamo_item::table::Table;

@@ -1,7 +1,7 @@
 //! Requests: the table's own ([`dynamo_item::table`], under the names the modules use), and the
 //! store's queries of its sparse, expiring indexes.
 
-use aws_sdk_dynamodb::types::AttributeValue;
+pub(crate) use dynamo_item::expiring::Filter;
 pub(crate) use dynamo_item::table::{Updated, check, put, update_item};
 pub use dynamo_item::table::{request_id_of, with_request_id};
 pub(crate) use dynamo_item::transact::{failed, names, old_image, our_write_landed};
@@ -10,22 +10,12 @@ use domain::ids::OwnerId;
 use domain::store::StoreResult;
 
 use crate::codec::{Item, s};
-use crate::keys::unexpired_after;
 use crate::{DynamoStore, QUEUE_INDEX};
 
 /// The item attribute every write records the request that made it under (or removes, when
 /// the write serves none), so the stream's new image names the request behind each change and
 /// the events published from it can be traced to it ([`request_id_of`]).
 pub use dynamo_item::REQUEST_ID_ATTR;
-
-/// More of a query's filter: an expression over `#`-named attributes and its `:values`.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Filter {
-    /// The expression, e.g. `#graph_session_id IN (:m0)`.
-    pub(crate) expression: String,
-    /// Its values.
-    pub(crate) values: Vec<(String, AttributeValue)>,
-}
 
 impl DynamoStore {
     /// A `Query` on a sparse index whose sort keys start with the expiry: the owner's first
@@ -53,30 +43,13 @@ impl DynamoStore {
         more: Option<&Filter>,
         keep: impl FnMut(&Item) -> StoreResult<Option<T>>,
     ) -> StoreResult<Vec<T>> {
-        let (pk, sk) = if index == QUEUE_INDEX { ("#gsi1pk", "#gsi1sk") } else { ("#gsi2pk", "#gsi2sk") };
-        let now = s(unexpired_after(self.clock.now()));
-        let filter = match more {
-            Some(f) => format!("#owner = :o AND ({})", f.expression),
-            None => "#owner = :o".to_owned(),
-        };
-        let query = || {
-            let mut q = self
-                .db
-                .client
-                .query()
-                .table_name(&self.db.table)
-                .index_name(index)
-                .key_condition_expression(format!("{pk} = :p AND {sk} > :now"))
-                .filter_expression(filter.clone())
-                .set_expression_attribute_names(Some(names(&format!("{pk} {sk} {filter}"))))
-                .expression_attribute_values(":p", s(partition.clone()))
-                .expression_attribute_values(":now", now.clone())
-                .expression_attribute_values(":o", s(owner.as_str()));
-            for (k, v) in more.map(|f| f.values.as_slice()).unwrap_or_default() {
-                q = q.expression_attribute_values(k.clone(), v.clone());
-            }
-            q
-        };
-        self.db.query_until(query, limit, 0, keep).await
+        let keys = if index == QUEUE_INDEX { ("gsi1pk", "gsi1sk") } else { ("gsi2pk", "gsi2sk") };
+        let mut filter =
+            Filter { expression: "#owner = :o".to_owned(), values: vec![(":o".into(), s(owner.as_str()))] };
+        if let Some(f) = more {
+            filter.expression = format!("#owner = :o AND ({})", f.expression);
+            filter.values.extend(f.values.iter().cloned());
+        }
+        self.db.query_unexpired(index, keys, partition, self.clock.now(), &filter, limit, keep).await
     }
 }

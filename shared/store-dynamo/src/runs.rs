@@ -199,54 +199,39 @@ impl DynamoStore {
     ) -> StoreResult<(CancelRunOutcome, Option<Run>)> {
         let now = self.clock.now();
         let (attribute, who) = by.attribute();
-        let out = self
-            .db
-            .update(
-                Update::of(run_key(command))
-                    .set("status", s("cancelled"))
-                    .set("finished_at", n(now.as_millis()))
-                    .set("ttl", ttl_at(now.plus(self.policy.retention)))
-                    .remove("gsi1pk")
-                    .remove("gsi1sk")
-                    .when(
-                        eq(attribute, s(who)).and(eq("status", s("queued"))).and(gt("expires_at", n(now.as_millis()))),
-                    ),
-            )
-            .send(want_run)
-            .await?;
-        let old = match out {
+        // What a refused write's old image says, unless the run is running and may be flagged.
+        let settled = |old: Option<Run>| match classify_cancel(old.as_ref(), by, now, &self.policy) {
+            CancelStep::Done(CancelRunOutcome::NotFound) => Some((CancelRunOutcome::NotFound, None)),
+            CancelStep::Done(outcome) => Some((outcome, old)),
+            CancelStep::FlagRunning => None,
+        };
+        let queued = Update::of(run_key(command))
+            .set("status", s("cancelled"))
+            .set("finished_at", n(now.as_millis()))
+            .set("ttl", ttl_at(now.plus(self.policy.retention)))
+            .remove("gsi1pk")
+            .remove("gsi1sk")
+            .when(eq(attribute, s(who)).and(eq("status", s("queued"))).and(gt("expires_at", n(now.as_millis()))));
+        let old = match self.db.update(queued).send(want_run).await? {
             Updated::Applied(new) => return Ok((CancelRunOutcome::Cancelled, opt_from(new.as_ref(), run_from)?)),
             Updated::Rejected(old) => opt_from(old.as_ref(), run_from)?,
         };
-        match classify_cancel(old.as_ref(), by, now, &self.policy) {
-            CancelStep::Done(CancelRunOutcome::NotFound) => Ok((CancelRunOutcome::NotFound, None)),
-            CancelStep::Done(outcome) => Ok((outcome, old)),
-            CancelStep::FlagRunning => {
-                let out = self
-                    .db
-                    .update(
-                        Update::of(run_key(command)).set("cancel_requested", b(true)).when(
-                            eq(attribute, s(who))
-                                .and(eq("status", s("running")))
-                                .and(gt("last_heartbeat_at", n(now.minus(self.policy.heartbeat_timeout).as_millis()))),
-                        ),
-                    )
-                    .send(want_run)
-                    .await?;
-                Ok(match out {
-                    Updated::Applied(new) => (CancelRunOutcome::CancelRequested, opt_from(new.as_ref(), run_from)?),
-                    // It finished between the two writes: report what it is now.
-                    Updated::Rejected(old) => {
-                        let old = opt_from(old.as_ref(), run_from)?;
-                        match classify_cancel(old.as_ref(), by, now, &self.policy) {
-                            CancelStep::Done(CancelRunOutcome::NotFound) => (CancelRunOutcome::NotFound, None),
-                            CancelStep::Done(outcome) => (outcome, old),
-                            CancelStep::FlagRunning => (CancelRunOutcome::Unchanged(RunStatus::Running), old),
-                        }
-                    }
-                })
-            }
+        if let Some(done) = settled(old) {
+            return Ok(done);
         }
+        let running = Update::of(run_key(command)).set("cancel_requested", b(true)).when(
+            eq(attribute, s(who))
+                .and(eq("status", s("running")))
+                .and(gt("last_heartbeat_at", n(now.minus(self.policy.heartbeat_timeout).as_millis()))),
+        );
+        Ok(match self.db.update(running).send(want_run).await? {
+            Updated::Applied(new) => (CancelRunOutcome::CancelRequested, opt_from(new.as_ref(), run_from)?),
+            // It finished between the two writes: report what it is now.
+            Updated::Rejected(old) => {
+                let old = opt_from(old.as_ref(), run_from)?;
+                settled(old.clone()).unwrap_or((CancelRunOutcome::Unchanged(RunStatus::Running), old))
+            }
+        })
     }
 }
 
@@ -472,19 +457,12 @@ impl OwnerRuns for DynamoStore {
         owner: &OwnerId,
         command: CommandId,
     ) -> StoreResult<Option<(CancelRunOutcome, Run)>> {
-        let (outcome, run) = self.cancel_as(Canceller::Owner(owner), command, true).await?;
-        if outcome == CancelRunOutcome::NotFound {
-            return Ok(None);
+        match self.cancel_as(Canceller::Owner(owner), command, true).await? {
+            (CancelRunOutcome::NotFound, _) => Ok(None),
+            (outcome, Some(run)) => Ok(Some((outcome, run))),
+            // Every write here answers its item (ALL_NEW applied, ALL_OLD refused).
+            (_, None) => Err(bad("the cancelled run's image")),
         }
-        let run = match run {
-            Some(run) => run,
-            // An applied write always answers ALL_NEW; read it should one ever not.
-            None => match opt_from(self.db.get(run_key(command)).await?.as_ref(), run_from)? {
-                Some(run) => run,
-                None => return Ok(None),
-            },
-        };
-        Ok(Some((outcome, run)))
     }
 }
 
