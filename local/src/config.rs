@@ -17,6 +17,21 @@ pub const POLL_INTERVAL_SECONDS: &str = "FOUNDRY_POLL_INTERVAL_SECONDS";
 pub const HEARTBEAT_TIMEOUT_SECONDS: &str = "FOUNDRY_HEARTBEAT_TIMEOUT_SECONDS";
 /// Pairings one source address may start per hour (default 10).
 pub const PAIRINGS_PER_SOURCE_PER_HOUR: &str = "FOUNDRY_PAIRINGS_PER_SOURCE_PER_HOUR";
+/// New OAuth clients (dynamic registrations) this machine's own MCP clients — from a loopback
+/// address, directly — may make per UTC hour, together (default
+/// [`oauth::DEFAULT_REGISTRATIONS_PER_LOOPBACK`]).
+pub const LOOPBACK_REGISTRATIONS_PER_HOUR: &str = "FOUNDRY_LOOPBACK_REGISTRATIONS_PER_HOUR";
+/// New OAuth clients per UTC hour from one other source: everything that comes through a
+/// tunnel or proxy is one source (`oauth::peer_source`; default
+/// [`oauth::DEFAULT_REGISTRATIONS_PER_SOURCE`]).
+pub const REGISTRATIONS_PER_SOURCE_PER_HOUR: &str = "FOUNDRY_REGISTRATIONS_PER_SOURCE_PER_HOUR";
+/// What the registration refusals name as raising each limit.
+pub const REGISTRATION_SETTINGS: oauth::LimitSettings = oauth::LimitSettings {
+    // Every source but loopback is the one tunnel source here: the hourly limit follows it.
+    per_hour: REGISTRATIONS_PER_SOURCE_PER_HOUR,
+    per_source: REGISTRATIONS_PER_SOURCE_PER_HOUR,
+    per_loopback: LOOPBACK_REGISTRATIONS_PER_HOUR,
+};
 /// Requests one owner may make a minute on each surface (default 6,000; `domain::budget`).
 pub const OWNER_REQUESTS_PER_MINUTE: &str = "FOUNDRY_OWNER_REQUESTS_PER_MINUTE";
 /// Seconds between owner-panel refreshes (default 15).
@@ -72,6 +87,9 @@ pub struct LocalConfig {
     pub public_url: Option<String>,
     /// Time rules (poll interval and heartbeat timeout are configurable, for tests and demos).
     pub policy: domain::limits::Policy,
+    /// OAuth dynamic registrations an hour: from loopback ([`LOOPBACK_REGISTRATIONS_PER_HOUR`])
+    /// and from the one tunnel source ([`REGISTRATIONS_PER_SOURCE_PER_HOUR`]).
+    pub registrations: oauth::RegistrationLimits,
     /// Seconds between owner-panel refreshes while its tab is visible.
     pub panel_refresh_seconds: u32,
     /// Where the relay builds for `/relay/install.sh` are (`dist/` unless set).
@@ -123,6 +141,10 @@ impl LocalConfig {
             port: 0,
             public_url: None,
             policy: domain::limits::Policy::default(),
+            registrations: registration_limits(
+                oauth::DEFAULT_REGISTRATIONS_PER_LOOPBACK,
+                oauth::DEFAULT_REGISTRATIONS_PER_SOURCE,
+            ),
             panel_refresh_seconds: panel::DEFAULT_REFRESH_SECONDS,
             relay_dist: PathBuf::from("dist"),
             doorbell_poll_interval: domain::doorbell::DOORBELL_POLL_INTERVAL,
@@ -150,6 +172,10 @@ impl LocalConfig {
             }),
         };
         let policy = r.policy(POLICY);
+        let registrations = registration_limits(
+            r.count(LOOPBACK_REGISTRATIONS_PER_HOUR, oauth::DEFAULT_REGISTRATIONS_PER_LOOPBACK),
+            r.count(REGISTRATIONS_PER_SOURCE_PER_HOUR, oauth::DEFAULT_REGISTRATIONS_PER_SOURCE),
+        );
         let panel_refresh_seconds =
             r.seconds_within(PANEL_REFRESH_SECONDS, panel::DEFAULT_REFRESH_SECONDS, panel::PANEL_REFRESH_RANGE);
         let relay_dist =
@@ -166,6 +192,7 @@ impl LocalConfig {
             port,
             public_url,
             policy,
+            registrations,
             panel_refresh_seconds,
             relay_dist,
             doorbell_poll_interval: domain::doorbell::DOORBELL_POLL_INTERVAL,
@@ -175,6 +202,17 @@ impl LocalConfig {
             dev_document_hosts,
             clock: ServerClock::default(),
         })
+    }
+}
+
+/// The local registration limits: `per_loopback` from this machine, `per_source` from the one
+/// tunnel source, and the hourly limit no lower (every source but loopback is that one here).
+pub fn registration_limits(per_loopback: usize, per_source: usize) -> oauth::RegistrationLimits {
+    oauth::RegistrationLimits {
+        per_hour: per_source.max(oauth::DEFAULT_REGISTRATIONS_PER_HOUR),
+        per_source,
+        per_loopback: Some(per_loopback),
+        cap: oauth::DEFAULT_REGISTRATION_CAP,
     }
 }
 
@@ -257,6 +295,8 @@ mod tests {
             ("XDG_DATA_HOME", "/x"),
             ("FOUNDRY_HEARTBEAT_TIMEOUT_SECONDS", "7"),
             ("FOUNDRY_PAIRINGS_PER_SOURCE_PER_HOUR", "3"),
+            ("FOUNDRY_LOOPBACK_REGISTRATIONS_PER_HOUR", "70"),
+            ("FOUNDRY_REGISTRATIONS_PER_SOURCE_PER_HOUR", "2"),
             ("FOUNDRY_PANEL_REFRESH_SECONDS", "5"),
             ("FOUNDRY_RELAY_DIST", "/srv/builds"),
         ])
@@ -266,7 +306,38 @@ mod tests {
         }
         assert_eq!(c.policy.heartbeat_timeout, std::time::Duration::from_secs(7));
         assert_eq!(c.policy.pairings_per_source_per_hour, 3);
+        assert_eq!((c.registrations.per_loopback, c.registrations.per_source), (Some(70), 2));
         assert_eq!((c.panel_refresh_seconds, c.relay_dist), (5, PathBuf::from("/srv/builds")));
+    }
+
+    /// The registration limits' defaults (loopback's own, larger), and a bad value of either
+    /// refused naming the variable and the rule: the server does not start (`main` stops at
+    /// this error).
+    #[test]
+    fn the_registration_limits_default_apart_and_bad_values_are_refused_by_name() {
+        let c = from(&[(DATA_DIR, "/tmp/x")]).unwrap();
+        assert_eq!(c.registrations, LocalConfig::at(PathBuf::from("/tmp/x")).registrations);
+        assert_eq!(
+            (c.registrations.per_loopback, c.registrations.per_source, c.registrations.per_hour),
+            (Some(oauth::DEFAULT_REGISTRATIONS_PER_LOOPBACK), oauth::DEFAULT_REGISTRATIONS_PER_SOURCE, 20)
+        );
+        const { assert!(oauth::DEFAULT_REGISTRATIONS_PER_LOOPBACK >= 7 * 7, "seven hosts, seven times over") };
+        let c = from(&[(DATA_DIR, "/tmp/x"), (REGISTRATIONS_PER_SOURCE_PER_HOUR, "40")]).unwrap();
+        assert_eq!(c.registrations.per_hour, 40, "the hourly limit follows the tunnel's");
+        for bad in ["0", "-1", "fifty", "", "5.5"] {
+            let e = from(&[(DATA_DIR, "/tmp/x"), (LOOPBACK_REGISTRATIONS_PER_HOUR, bad)]).unwrap_err();
+            assert_eq!(
+                e.problems,
+                [format!("FOUNDRY_LOOPBACK_REGISTRATIONS_PER_HOUR: must be a whole number > 0 (got {bad:?})")],
+                "{bad:?}"
+            );
+            let e = from(&[(DATA_DIR, "/tmp/x"), (REGISTRATIONS_PER_SOURCE_PER_HOUR, bad)]).unwrap_err();
+            assert_eq!(
+                e.problems,
+                [format!("FOUNDRY_REGISTRATIONS_PER_SOURCE_PER_HOUR: must be a whole number > 0 (got {bad:?})")],
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

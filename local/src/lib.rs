@@ -196,6 +196,7 @@ struct Wiring {
     store: Arc<SqliteStore>,
     clock: SharedClock,
     policy: domain::limits::Policy,
+    registrations: oauth::RegistrationLimits,
     /// The local signing secret (tokens, download links).
     secret: Vec<u8>,
     /// The base URL clients use.
@@ -316,9 +317,10 @@ impl AppState {
                 RedirectPolicy::local(),
                 ScopeSpelling::local(),
                 w.clock.clone(),
-                oauth::RegistrationLimits::default(),
+                w.registrations,
                 Some(Arc::clone(&w.store) as Arc<dyn domain::store::ClientUse>),
-            ),
+            )
+            .with_settings(config::REGISTRATION_SETTINGS),
             authorize: LocalAuthServer::new(
                 Arc::clone(&w.store),
                 signer,
@@ -368,6 +370,7 @@ pub async fn start(config: LocalConfig) -> anyhow::Result<Running> {
         store: Arc::clone(&store),
         clock: clock.clone(),
         policy: config.policy,
+        registrations: config.registrations,
         secret,
         public_url: public_url.clone(),
         data_dir: config.data_dir.clone(),
@@ -609,10 +612,12 @@ async fn register(
     if !state.authorize.host_allowed(req.headers()) {
         return misdirected();
     }
-    // The TCP peer: behind a tunnel every registration comes from the tunnel's own address and
-    // shares one per-source limit (the tunnel's forwarding headers could be set by anyone).
+    // The TCP peer, always loopback here: this machine's clients share the loopback limit; what
+    // came through a tunnel (forwarding headers, the public host) shares the one per-source
+    // limit, whatever address those headers claim (anyone could set them).
     let mut req = read_body(req, oauth::MAX_REGISTRATION_BYTES).await;
-    req.extensions_mut().insert(ClientSource(peer.ip().to_string()));
+    let source = oauth::peer_source(peer.ip(), req.headers());
+    req.extensions_mut().insert(source);
     state.registrar.handle(req).await.map(Body::from).into_response()
 }
 

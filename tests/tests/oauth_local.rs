@@ -333,20 +333,101 @@ async fn registrations_are_checked_and_floods_are_refused() {
     assert_eq!((s1, s2), (201, 201), "{first} {again}");
     assert_eq!(first["client_id"], again["client_id"], "one client for both ports");
     assert_eq!(again["redirect_uris"][0], "http://127.0.0.1:5002/cb");
-    // A flood from one address stops at its own limit; other addresses keep registering until
-    // the hourly limit; registering an existing client still works after both.
-    let limits = oauth::RegistrationLimits::default();
-    let created = foundry_tests::registration::flood_then_others(
-        &format!("{}/register", c.base),
-        limits.per_source,
-        limits.per_hour,
-        3,
-    )
-    .await;
-    assert_eq!(created + 3, limits.per_hour, "three of this hour's registrations were Claude's, ChatGPT's and Desk's");
-    assert_eq!(running.store.list_clients().await.unwrap().len(), limits.per_hour);
+    // This machine's clients — every loopback address together — register up to loopback's
+    // own limit (far above the 5 an address elsewhere gets); the next is refused naming the
+    // setting and the number. Through a tunnel (its forwarding header) registrations share the
+    // per-source limit, which loopback's did not spend. Registering an existing client still
+    // works after both.
+    let loopback = oauth::DEFAULT_REGISTRATIONS_PER_LOOPBACK;
+    const { assert!(oauth::DEFAULT_REGISTRATIONS_PER_LOOPBACK > oauth::DEFAULT_REGISTRATIONS_PER_SOURCE) };
+    let mut created = 3; // Claude's, ChatGPT's and Desk's
+    for i in 0.. {
+        let from = foundry_tests::registration::client_from(1 + u8::try_from(i % 3).unwrap());
+        let (status, why, retry) = register_from(&from, &c.base, &format!("loop-{i}"), None).await;
+        if created < loopback {
+            assert_eq!(status, 201, "registration {created} from this machine: {why}");
+            created += 1;
+            continue;
+        }
+        assert_eq!(status, 429, "past loopback's limit");
+        assert_eq!(
+            why,
+            format!(
+                "too many new clients from this machine this hour (at most {loopback}); raise \
+                 FOUNDRY_LOOPBACK_REGISTRATIONS_PER_HOUR or retry later"
+            )
+        );
+        assert!(retry.is_some_and(|s| (1..=3600).contains(&s)), "Retry-After: {retry:?}");
+        break;
+    }
+    let tunnel = Some("203.0.113.7");
+    for i in 0..oauth::DEFAULT_REGISTRATIONS_PER_SOURCE {
+        let (status, why, _) = register_from(&c.http, &c.base, &format!("tunnel-{i}"), tunnel).await;
+        assert_eq!(status, 201, "registration {i} through the tunnel: {why}");
+    }
+    let (status, why, retry) = register_from(&c.http, &c.base, "tunnel-next", Some("203.0.113.8")).await;
+    assert_eq!(status, 429, "past the tunnel's limit, whatever address it names");
+    assert_eq!(
+        why,
+        "too many new clients from this address this hour (at most 5); raise \
+         FOUNDRY_REGISTRATIONS_PER_SOURCE_PER_HOUR or retry later"
+    );
+    assert!(retry.is_some());
+    assert_eq!(running.store.list_clients().await.unwrap().len(), loopback + oauth::DEFAULT_REGISTRATIONS_PER_SOURCE);
     let (status, _) = c.register(json!({"redirect_uris": ["https://claude.ai/api/mcp/auth_callback"]})).await;
     assert_eq!(status, 201, "reusing a client is not a new registration");
+    running.stop().await;
+}
+
+/// Registers a client of its own (`path` in its redirect) through `http`, with
+/// `X-Forwarded-For: forwarded_for` as a tunnel adds it: the status, the refusal's
+/// description and `Retry-After`.
+async fn register_from(
+    http: &reqwest::Client,
+    base: &str,
+    path: &str,
+    forwarded_for: Option<&str>,
+) -> (u16, String, Option<u64>) {
+    let mut req =
+        http.post(format!("{base}/register")).json(&json!({"redirect_uris": [format!("http://localhost/{path}")]}));
+    if let Some(address) = forwarded_for {
+        req = req.header("x-forwarded-for", address);
+    }
+    let res = req.send().await.unwrap();
+    let status = res.status().as_u16();
+    let retry = res.headers().get("retry-after").and_then(|v| v.to_str().ok()?.parse().ok());
+    let v: Value = res.json().await.unwrap_or(Value::Null);
+    (status, v["error_description"].as_str().unwrap_or_default().to_owned(), retry)
+}
+
+/// The local registration limits are settings: started with
+/// `FOUNDRY_LOOPBACK_REGISTRATIONS_PER_HOUR=2` and `FOUNDRY_REGISTRATIONS_PER_SOURCE_PER_HOUR=1`
+/// (read as `main` reads the environment), the server takes two new clients from this machine
+/// and one through a tunnel, and names each setting with its number when it refuses.
+#[tokio::test]
+async fn the_local_registration_limits_are_settings() {
+    let env: HashMap<&str, &str> = [
+        ("FOUNDRY_DATA_DIR", "/unused"),
+        ("FOUNDRY_LOOPBACK_REGISTRATIONS_PER_HOUR", "2"),
+        ("FOUNDRY_REGISTRATIONS_PER_SOURCE_PER_HOUR", "1"),
+    ]
+    .into();
+    let from_env = local::LocalConfig::from_env(|k| env.get(k).map(|v| (*v).to_owned())).unwrap();
+    let (running, c) = start_with(|c| local::LocalConfig { registrations: from_env.registrations, ..c }).await;
+    for i in 0..2 {
+        assert_eq!(register_from(&c.http, &c.base, &format!("a{i}"), None).await.0, 201, "{i}");
+    }
+    let (status, why, _) = register_from(&c.http, &c.base, "a2", None).await;
+    assert_eq!(status, 429);
+    assert!(
+        why.contains("(at most 2); raise FOUNDRY_LOOPBACK_REGISTRATIONS_PER_HOUR"),
+        "names the setting and the number: {why}"
+    );
+    let tunnel = Some("198.51.100.4");
+    assert_eq!(register_from(&c.http, &c.base, "t0", tunnel).await.0, 201);
+    let (status, why, _) = register_from(&c.http, &c.base, "t1", tunnel).await;
+    assert_eq!(status, 429);
+    assert!(why.contains("(at most 1); raise FOUNDRY_REGISTRATIONS_PER_SOURCE_PER_HOUR"), "{why}");
     running.stop().await;
 }
 
@@ -666,6 +747,74 @@ async fn status_and_id(r: &oauth::Registrar<CountingRegistry>, port: u16) -> (u1
     (res.status().as_u16(), v["client_id"].as_str().unwrap_or_default().to_owned())
 }
 
+/// The local server's limits in the registrar: an address that is not loopback keeps the
+/// per-source limit of 5 (refused naming its setting), and another address is not held by
+/// it; this machine's loopback addresses (127.0.0.1, 127.0.0.2, `::1`, IPv4-mapped) share
+/// their own 50, which the hourly limit everyone else shares does not count. Without a
+/// loopback limit (the cloud) 127.0.0.1 is an address like any other.
+#[tokio::test]
+async fn a_non_loopback_source_keeps_its_limit_and_loopback_addresses_share_their_own() {
+    use domain::clock::{ManualClock, SharedClock, Timestamp};
+    use oauth::Registrar;
+    let clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_796_119_800_000)));
+    let shared: SharedClock = clock.clone();
+    let registrar = |limits| {
+        let store = Arc::new(store_sqlite::SqliteStore::in_memory(shared.clone(), Default::default()).unwrap());
+        let registry = Arc::new(CountingRegistry { store, listings: Default::default() });
+        Registrar::new(
+            registry,
+            oauth::RedirectPolicy::local(),
+            tools::scopes::ScopeSpelling::local(),
+            shared.clone(),
+            limits,
+            None,
+        )
+        .with_settings(local::config::REGISTRATION_SETTINGS)
+    };
+    let answer = |res: http::Response<bytes::Bytes>| {
+        let v: Value = serde_json::from_slice(res.body()).unwrap();
+        (res.status().as_u16(), v["error_description"].as_str().unwrap_or_default().to_owned())
+    };
+    let limits = local::LocalConfig::at("/unused".into()).registrations;
+    let r = registrar(limits);
+    let mut port = 0;
+    let mut next = |source: &str| {
+        port += 1;
+        r.handle(registration(port, source))
+    };
+    for i in 0..5 {
+        assert_eq!(answer(next("198.51.100.9").await).0, 201, "{i}");
+    }
+    let (status, why) = answer(next("198.51.100.9").await);
+    assert_eq!(status, 429, "the sixth from one address elsewhere");
+    assert_eq!(
+        why,
+        "too many new clients from this address this hour (at most 5); raise \
+         FOUNDRY_REGISTRATIONS_PER_SOURCE_PER_HOUR or retry later"
+    );
+    assert_eq!(answer(next("198.51.100.10").await).0, 201, "another address is not held by it");
+    let loopback = ["127.0.0.1", "127.0.0.2", "::1", "::ffff:127.0.0.1"];
+    for i in 0..50 {
+        assert_eq!(answer(next(loopback[i % 4]).await).0, 201, "{i} from this machine");
+    }
+    let (status, why) = answer(next("127.0.0.3").await);
+    assert_eq!(status, 429, "every loopback address is one machine");
+    assert!(
+        why.contains("this machine this hour (at most 50); raise FOUNDRY_LOOPBACK_REGISTRATIONS_PER_HOUR"),
+        "{why}"
+    );
+    for (i, source) in ["198.51.100.11", "198.51.100.12", oauth::FORWARDED_SOURCE].into_iter().enumerate() {
+        assert_eq!(answer(next(source).await).0, 201, "{i}: loopback's 50 are not in the hourly 20");
+    }
+    // The cloud's limits: loopback is counted as any other address.
+    let r = registrar(oauth::RegistrationLimits::default());
+    for port in 1..=5 {
+        assert_eq!(answer(r.handle(registration(port, "127.0.0.1")).await).0, 201);
+    }
+    let (status, why) = answer(r.handle(registration(6, "127.0.0.1")).await);
+    assert_eq!((status, why.contains("from this address")), (429, true), "{why}");
+}
+
 /// At the cap, registrations never used and older than two hours make room; used ones stay.
 /// The registry is listed once a minute, not once per registration. The same test with the
 /// sweep off (where nothing records use) shows the cap holding.
@@ -681,7 +830,7 @@ async fn never_used_registrations_make_room_at_the_cap_and_the_registry_is_not_l
         let shared: SharedClock = clock.clone();
         let store = Arc::new(store_sqlite::SqliteStore::in_memory(shared.clone(), Default::default()).unwrap());
         let registry = Arc::new(CountingRegistry { store: Arc::clone(&store), listings: Default::default() });
-        let limits = RegistrationLimits { per_hour: 50, per_source: 50, cap: 3 };
+        let limits = RegistrationLimits { per_hour: 50, per_source: 50, per_loopback: None, cap: 3 };
         let r = Registrar::new(
             Arc::clone(&registry),
             RedirectPolicy::local(),
@@ -758,7 +907,7 @@ async fn registrations_idle_past_their_refresh_tokens_make_room_at_the_cap() {
     let shared: SharedClock = clock.clone();
     let store = Arc::new(store_sqlite::SqliteStore::in_memory(shared.clone(), Default::default()).unwrap());
     let registry = Arc::new(CountingRegistry { store: Arc::clone(&store), listings: Default::default() });
-    let limits = RegistrationLimits { per_hour: 50, per_source: 50, cap: 3 };
+    let limits = RegistrationLimits { per_hour: 50, per_source: 50, per_loopback: None, cap: 3 };
     let mut ids = Vec::new();
     let r = |unknown: &str| {
         Registrar::new(

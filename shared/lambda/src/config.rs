@@ -90,6 +90,14 @@ pub const ALLOWED_REDIRECT_HOSTS: &str = "ALLOWED_REDIRECT_HOSTS";
 pub const REGISTRATIONS_PER_HOUR: &str = "REGISTRATIONS_PER_HOUR";
 /// Optional: new app clients per UTC hour from one source address (default 5).
 pub const REGISTRATIONS_PER_SOURCE: &str = "REGISTRATIONS_PER_SOURCE";
+/// What the registration refusals name as raising each limit: the template's parameters
+/// (`template.yaml`) whose values these variables carry.
+#[cfg(feature = "register")]
+pub const REGISTRATION_SETTINGS: oauth::LimitSettings = oauth::LimitSettings {
+    per_hour: "the stack parameter ClientRegistrationsPerHour",
+    per_source: "the stack parameter ClientRegistrationsPerSource",
+    per_loopback: "",
+};
 /// Optional: most dynamically registered app clients (default 200).
 pub const REGISTRATION_CAP: &str = "REGISTRATION_CAP";
 /// Development switch (`true`/`false`, default `false`): client metadata documents may be
@@ -508,6 +516,8 @@ impl RegisterConfig {
         let limits = oauth::RegistrationLimits {
             per_hour: r.count(REGISTRATIONS_PER_HOUR, oauth::DEFAULT_REGISTRATIONS_PER_HOUR),
             per_source: r.count(REGISTRATIONS_PER_SOURCE, oauth::DEFAULT_REGISTRATIONS_PER_SOURCE),
+            // No caller is on the function's loopback: every address is counted alike.
+            per_loopback: None,
             cap: r.count(REGISTRATION_CAP, oauth::DEFAULT_REGISTRATION_CAP),
         };
         let hosted_auth_url = r.url(HOSTED_AUTH_URL).unwrap_or_default();

@@ -269,6 +269,7 @@ pub async fn run() -> Result<(), Error> {
     })?);
     let registrar = Arc::new(
         Registrar::new(clients, redirects.clone(), scopes, clock, config.limits, Some(usage))
+            .with_settings(crate::config::REGISTRATION_SETTINGS)
             .with_owned_callback(facade.callback().to_owned()),
     );
     lambda_http::run(lambda_http::service_fn(move |req: lambda_http::Request| {

@@ -24,7 +24,8 @@
 //! 4. a `registration_endpoint` ([`Registrar`], RFC 7591): the client registers its redirect
 //!    URIs — checked against a [`RedirectPolicy`] — and gets a public `client_id` (a Cognito
 //!    app client in the cloud), reused when the same client registers again, created at most
-//!    [`RegistrationLimits`] times an hour from one address, from everywhere, and in all;
+//!    [`RegistrationLimits`] times an hour from one address (this machine's loopback
+//!    addresses together, where they have their own limit), from everywhere, and in all;
 //!    Clients of the 2026-07-28 revision skip registration: their `client_id` is the URL of a
 //!    Client ID Metadata Document ([`cimd`]), fetched when they come — advertised with
 //!    `client_id_metadata_document_supported`;
@@ -40,8 +41,8 @@ pub mod local;
 mod registration;
 
 pub use registration::{
-    IDLE_CLIENT_AGE, LISTING_TTL, Registrar, Registration, RegistrationError, RegistrationLimits, UNUSED_CLIENT_AGE,
-    validate_registration,
+    FORWARDED_SOURCE, IDLE_CLIENT_AGE, LISTING_TTL, LimitSettings, Registrar, Registration, RegistrationError,
+    RegistrationLimits, UNUSED_CLIENT_AGE, peer_source, validate_registration,
 };
 
 use std::sync::Mutex;
@@ -63,6 +64,14 @@ pub const MAX_REGISTRATION_BYTES: usize = 16 * 1024;
 pub const DEFAULT_REGISTRATIONS_PER_HOUR: usize = 20;
 /// Default registrations per UTC hour from one source address.
 pub const DEFAULT_REGISTRATIONS_PER_SOURCE: usize = 5;
+/// Default registrations per UTC hour from this machine's loopback addresses, where loopback
+/// has its own limit (the local server): a person connecting every MCP client they have. The
+/// seven hosts tried (Claude Code, Codex, Copilot CLI, Gemini CLI, opencode, mcp-remote, the
+/// Inspector) register once each and reuse that client (the same name and redirect URIs, any
+/// loopback port); a new client comes with a scratch profile, a reinstall, another client name
+/// or a wiped token store, so 50 is each of them seven times over in one hour, and still a
+/// quarter of [`DEFAULT_REGISTRATION_CAP`].
+pub const DEFAULT_REGISTRATIONS_PER_LOOPBACK: usize = 50;
 /// Default most dynamically registered clients in all.
 pub const DEFAULT_REGISTRATION_CAP: usize = 200;
 

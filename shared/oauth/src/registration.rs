@@ -16,8 +16,8 @@ use serde_json::{Value, json};
 
 use crate::{
     ClientSource, DEFAULT_REGISTRATION_CAP, DEFAULT_REGISTRATIONS_PER_HOUR, DEFAULT_REGISTRATIONS_PER_SOURCE,
-    MAX_CLIENT_NAME_CHARS, MAX_REDIRECT_URIS, MAX_REGISTRATION_BYTES, RedirectPolicy, json_response, lock,
-    media_type_is, oauth_error,
+    LOOPBACK_HOSTS, MAX_CLIENT_NAME_CHARS, MAX_REDIRECT_URIS, MAX_REGISTRATION_BYTES, RedirectPolicy, json_response,
+    lock, media_type_is, oauth_error,
 };
 use auth::ScopeSpelling;
 use tools::{SCOPE_OWNER, SCOPE_READ, SCOPE_RUN};
@@ -143,10 +143,18 @@ pub fn validate_registration(body: &[u8], policy: &RedirectPolicy) -> Result<Reg
 /// How many registrations [`Registrar`] accepts.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct RegistrationLimits {
-    /// New clients per UTC hour, from everywhere.
+    /// New clients per UTC hour, from everywhere (loopback aside when [`Self::per_loopback`]
+    /// is set).
     pub per_hour: usize,
     /// New clients per UTC hour from one source address.
     pub per_source: usize,
+    /// New clients per UTC hour from this machine's loopback addresses (127.0.0.0/8, `::1`)
+    /// together, counted apart from every other source and from [`Self::per_hour`]: the person
+    /// at the machine connecting each of their clients, not a flood from the network. `None`:
+    /// a loopback address is a source like any other (the cloud, where no caller is on the
+    /// function's loopback — and where the cloud shape's tests send from 127.0.0.x as distinct
+    /// addresses).
+    pub per_loopback: Option<usize>,
     /// Most dynamically registered clients in all (unused old ones and idle ones are removed
     /// to make room).
     pub cap: usize,
@@ -157,10 +165,64 @@ impl Default for RegistrationLimits {
         Self {
             per_hour: DEFAULT_REGISTRATIONS_PER_HOUR,
             per_source: DEFAULT_REGISTRATIONS_PER_SOURCE,
+            per_loopback: None,
             cap: DEFAULT_REGISTRATION_CAP,
         }
     }
 }
+
+/// What raises each of [`RegistrationLimits`]' hourly limits where the server runs, named in
+/// its `429` (an environment variable locally, a stack parameter in the cloud). Empty: not
+/// named.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct LimitSettings {
+    /// Raises [`RegistrationLimits::per_hour`].
+    pub per_hour: &'static str,
+    /// Raises [`RegistrationLimits::per_source`].
+    pub per_source: &'static str,
+    /// Raises [`RegistrationLimits::per_loopback`].
+    pub per_loopback: &'static str,
+}
+
+/// The source of a request that reached a loopback-only server through a proxy or tunnel on
+/// this machine ([`peer_source`]): not an address, so never counted as loopback.
+pub const FORWARDED_SOURCE: &str = "forwarded";
+
+/// Request headers a proxy or tunnel adds (cloudflared, ngrok, Tailscale Funnel, VS Code and
+/// other tunnels send at least `X-Forwarded-For`).
+const FORWARDING_HEADERS: [&str; 4] = ["forwarded", "x-forwarded-for", "x-real-ip", "cf-connecting-ip"];
+
+/// The [`ClientSource`] of a registration that came to a server listening on loopback from
+/// the TCP `peer`: its address, unless the request came through a proxy or a tunnel — a
+/// forwarding header (`Forwarded`, `X-Forwarded-For`, `X-Real-IP`, `CF-Connecting-IP`) or a `Host` that is not a loopback name — then
+/// [`FORWARDED_SOURCE`]. A tunnel's agent connects from this machine, so its requests arrive
+/// from a loopback peer too; they share one source with the non-loopback limit (the address a
+/// forwarding header names could be set by anyone, so it is not counted by). A request from
+/// this machine that sends such a header only lowers its own limit.
+pub fn peer_source(peer: std::net::IpAddr, headers: &http::HeaderMap) -> ClientSource {
+    let host = headers.get(header::HOST).and_then(|h| h.to_str().ok()).unwrap_or_default();
+    let name = match host.rsplit_once(':') {
+        Some((name, port)) if !name.is_empty() && port.bytes().all(|b| b.is_ascii_digit()) => name,
+        _ => host,
+    };
+    let loopback_name = LOOPBACK_HOSTS.iter().any(|h| h.eq_ignore_ascii_case(name));
+    if !loopback_name || FORWARDING_HEADERS.iter().any(|h| headers.contains_key(*h)) {
+        return ClientSource(FORWARDED_SOURCE.to_owned());
+    }
+    ClientSource(peer.to_string())
+}
+
+/// Whether `source` is an address of this machine's loopback (an IPv4-mapped one too).
+fn is_loopback(source: &str) -> bool {
+    match source.parse::<std::net::IpAddr>() {
+        Ok(std::net::IpAddr::V6(v6)) => v6.is_loopback() || v6.to_ipv4_mapped().is_some_and(|v4| v4.is_loopback()),
+        Ok(ip) => ip.is_loopback(),
+        Err(_) => false,
+    }
+}
+
+/// The source every loopback address is counted as, when loopback has its own limit.
+const LOOPBACK_SOURCE: &str = "loopback";
 
 /// How long the registry's listing is reused before it is read again.
 pub const LISTING_TTL: std::time::Duration = std::time::Duration::from_secs(60);
@@ -179,6 +241,8 @@ pub struct Registrar<R: ?Sized> {
     scopes: ScopeSpelling,
     clock: SharedClock,
     limits: RegistrationLimits,
+    /// What raises each limit, named in the refusals.
+    settings: LimitSettings,
     /// Where use is recorded; with it, never-used old registrations, and ones idle for
     /// [`IDLE_CLIENT_AGE`], are removed at the cap.
     usage: Option<Arc<dyn ClientUse>>,
@@ -210,6 +274,7 @@ impl<R: RegisterClients + ?Sized> Registrar<R> {
             scopes,
             clock,
             limits,
+            settings: LimitSettings::default(),
             usage,
             listing: Mutex::new(None),
             kept: Mutex::new(BTreeMap::new()),
@@ -224,6 +289,13 @@ impl<R: RegisterClients + ?Sized> Registrar<R> {
         self
     }
 
+    /// Names `settings` in each `429` as what raises its limit.
+    #[must_use]
+    pub fn with_settings(mut self, settings: LimitSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
     /// `uris` without the owned callback.
     fn own<'a>(&self, uris: &'a [String]) -> impl Iterator<Item = &'a String> {
         let owned = self.owned_callback.clone();
@@ -234,8 +306,10 @@ impl<R: RegisterClients + ?Sized> Registrar<R> {
     ///
     /// The same `client_name` and redirect URIs get the client created the first time (found
     /// by the name's fingerprint, its redirect URIs compared). Otherwise a new client, unless
-    /// this hour's registrations from this source ([`ClientSource`]) or from everywhere, or all
-    /// registrations, reached their limit (`429` / `503`, `temporarily_unavailable`); at the
+    /// this hour's registrations from this source ([`ClientSource`]; every loopback address
+    /// together when loopback has its own limit) or from everywhere, or all registrations,
+    /// reached their limit (`429` naming the limit and [`LimitSettings`]' setting that raises
+    /// it, with `Retry-After` the end of the hour / `503`, `temporarily_unavailable`); at the
     /// cap, registrations never used and older than [`UNUSED_CLIENT_AGE`], and ones last used
     /// longer ago than [`IDLE_CLIENT_AGE`], are removed first.
     /// Limits are counted from the registry's names (listed at most once per [`LISTING_TTL`]
@@ -277,14 +351,18 @@ impl<R: RegisterClients + ?Sized> Registrar<R> {
                 r.headers_mut().insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
                 r
             }
-            Err(refusal @ (Refusal::Hourly | Refusal::Source)) => {
-                let description = if matches!(refusal, Refusal::Source) {
-                    format!(
-                        "too many new clients from this address this hour (at most {}); retry later",
-                        self.limits.per_source
-                    )
+            Err(refusal @ (Refusal::Hourly | Refusal::Source | Refusal::Loopback)) => {
+                let (whence, most, setting) = match refusal {
+                    Refusal::Source => (" from this address", self.limits.per_source, self.settings.per_source),
+                    Refusal::Loopback => {
+                        (" from this machine", self.limits.per_loopback.unwrap_or_default(), self.settings.per_loopback)
+                    }
+                    _ => ("", self.limits.per_hour, self.settings.per_hour),
+                };
+                let description = if setting.is_empty() {
+                    format!("too many new clients{whence} this hour (at most {most}); retry later")
                 } else {
-                    format!("too many new clients this hour (at most {}); retry later", self.limits.per_hour)
+                    format!("too many new clients{whence} this hour (at most {most}); raise {setting} or retry later")
                 };
                 let mut r = oauth_error(StatusCode::TOO_MANY_REQUESTS, "temporarily_unavailable", &description);
                 let now = self.clock.now().as_epoch_seconds();
@@ -346,11 +424,21 @@ impl<R: RegisterClients + ?Sized> Registrar<R> {
         }
         let now = self.clock.now();
         let hour = hour_of(now);
+        // Every loopback address is one source under its own limit, and not counted in the
+        // hourly one (the person at this machine is not a flood from the network).
+        let loopback = self.limits.per_loopback.filter(|_| is_loopback(source));
+        let source = if loopback.is_some() { LOOPBACK_SOURCE } else { source };
         let tag = source_tag(source);
-        if registered.iter().filter(|(_, n)| n.hour == hour && n.source == tag).count() >= self.limits.per_source {
-            return Err(Refusal::Source);
+        let this_hour = registered.iter().filter(|(_, n)| n.hour == hour);
+        let from_here = this_hour.clone().filter(|(_, n)| n.source == tag).count();
+        match loopback {
+            Some(most) if from_here >= most => return Err(Refusal::Loopback),
+            None if from_here >= self.limits.per_source => return Err(Refusal::Source),
+            _ => {}
         }
-        if registered.iter().filter(|(_, n)| n.hour == hour).count() >= self.limits.per_hour {
+        let loopback_tag = self.limits.per_loopback.map(|_| source_tag(LOOPBACK_SOURCE));
+        let hourly = this_hour.filter(|(_, n)| Some(n.source) != loopback_tag.as_deref()).count();
+        if loopback.is_none() && hourly >= self.limits.per_hour {
             return Err(Refusal::Hourly);
         }
         if registered.len() >= self.limits.cap {
@@ -432,6 +520,7 @@ impl<R: RegisterClients + ?Sized> Registrar<R> {
 enum Refusal {
     Hourly,
     Source,
+    Loopback,
     Cap,
     Store(domain::store::StoreError),
 }
@@ -439,6 +528,37 @@ enum Refusal {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A request from this machine is its peer's address; one through a tunnel or proxy on this
+    /// machine (a forwarding header, or a `Host` that is not a loopback name) is the one
+    /// forwarded source, whatever address its headers claim.
+    #[test]
+    fn a_request_through_a_tunnel_is_the_forwarded_source_not_its_loopback_peer() {
+        let source = |headers: &[(&str, &str)]| {
+            let mut map = http::HeaderMap::new();
+            for (k, v) in headers {
+                map.insert(http::HeaderName::from_bytes(k.as_bytes()).unwrap(), HeaderValue::from_str(v).unwrap());
+            }
+            peer_source(std::net::Ipv4Addr::LOCALHOST.into(), &map).0
+        };
+        for host in ["127.0.0.1:8787", "localhost:8787", "LOCALHOST", "[::1]:8787", "[::1]"] {
+            assert_eq!(source(&[("host", host)]), "127.0.0.1", "{host}");
+        }
+        for headers in [
+            &[("host", "tunnel.example.com")][..],
+            &[("host", "localhost.example.com:8787")],
+            &[],
+            &[("host", "127.0.0.1:8787"), ("x-forwarded-for", "127.0.0.1")],
+            &[("host", "localhost:8787"), ("forwarded", "for=192.0.2.60")],
+            &[("host", "localhost:8787"), ("x-real-ip", "192.0.2.60")],
+            &[("host", "localhost:8787"), ("cf-connecting-ip", "192.0.2.60")],
+        ] {
+            assert_eq!(source(headers), FORWARDED_SOURCE, "{headers:?}");
+        }
+        assert!(is_loopback("127.0.0.1") && is_loopback("127.9.9.9") && is_loopback("::1"));
+        assert!(is_loopback("::ffff:127.0.0.1"));
+        assert!(!is_loopback("198.51.100.9") && !is_loopback(FORWARDED_SOURCE) && !is_loopback(""));
+    }
 
     #[test]
     fn registration_errors_name_the_field_and_rule() {
