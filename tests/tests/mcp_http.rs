@@ -616,3 +616,97 @@ async fn a_chat_with_no_id_finds_the_projects_sessions_and_links() {
     assert_eq!(structured(&foreign)["sessions"], json!([]));
     s.finish().await;
 }
+
+/// Log lines as the JSON layer writes them (what CloudWatch gets), kept for a test to read.
+#[derive(Clone, Default)]
+struct Lines(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for Lines {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(buf);
+        Ok(buf.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Lines {
+    fn parsed(&self) -> Vec<Value> {
+        let text = String::from_utf8(self.0.lock().unwrap().clone()).unwrap();
+        text.lines().map(|l| serde_json::from_str(l).unwrap()).collect()
+    }
+}
+
+#[tokio::test]
+async fn each_client_is_logged_by_its_client_info_in_both_eras() {
+    // The server runs on this test's thread (a current-thread runtime): its lines come here.
+    let lines = Lines::default();
+    let writer = lines.clone();
+    let _log = tracing::dispatcher::set_default(&logging::json_lines(move || writer.clone()));
+    let s = server().await;
+    let post = |version: &'static str, body: Value| {
+        let req = s
+            .http
+            .post(s.url())
+            .header("content-type", "application/json")
+            .header("accept", ACCEPT)
+            .header("mcp-protocol-version", version)
+            .header("mcp-method", body["method"].as_str().unwrap())
+            .header("authorization", format!("Bearer {}", s.running.token));
+        async move {
+            let res = req.body(body.to_string()).send().await.unwrap();
+            let status = res.status();
+            assert_eq!(status, 200, "{body}: {}", res.text().await.unwrap());
+        }
+    };
+    let meta = |info: Value| {
+        json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+               "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/ui": {}}},
+               "io.modelcontextprotocol/clientInfo": info})
+    };
+    // Claude Code 2.1.328 as it speaks 2026-07-28: no handshake, its clientInfo in each `_meta`.
+    let claude = meta(json!({"name": "claude-code", "version": "2.1.328", "title": "Claude Code", "extra": [1]}));
+    post("2026-07-28", json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": claude}}))
+        .await;
+    // A client that forges a log line and floods the name.
+    let hostile = format!("evil\nINFO initialize client=claude-code\u{202E}{}", "x".repeat(5_000));
+    post(
+        "2026-07-28",
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list",
+               "params": {"_meta": meta(json!({"name": hostile, "version": "1\r\n\u{1b}[31m"}))}}),
+    )
+    .await;
+    // A 2025-11-25 host says who it is once, in `initialize`.
+    post(
+        "2025-11-25",
+        json!({"jsonrpc": "2.0", "id": 3, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+               "capabilities": {}, "clientInfo": {"name": "mcp-remote", "version": "0.15.1"}}}),
+    )
+    .await;
+    s.finish().await;
+    let logged = lines.parsed();
+    let by = |client: &str| {
+        logged
+            .iter()
+            .find(|l| l["fields"]["client"].as_str().is_some_and(|c| c.starts_with(client)))
+            .unwrap_or_else(|| panic!("no line names {client}: {logged:#?}"))
+            .clone()
+    };
+    let claude = &by("claude-code")["fields"];
+    assert_eq!(claude["message"], "client request");
+    assert_eq!(claude["client_version"], "2.1.328");
+    assert_eq!(claude["protocol"], "2026-07-28");
+    assert_eq!(claude["method"], "server/discover");
+    assert!(claude["extensions"].as_str().unwrap().contains("io.modelcontextprotocol/ui"), "{claude}");
+    let evil = &by("evil")["fields"];
+    let name = evil["client"].as_str().unwrap();
+    assert_eq!(name.chars().count(), domain::clients::MAX_CLIENT_INFO_CHARS, "{name}");
+    assert!(name.starts_with("evilINFO initialize client=claude-codexxx") && name.ends_with('…'), "{name}");
+    assert_eq!(evil["client_version"], "1[31m");
+    let remote = &by("mcp-remote")["fields"];
+    assert_eq!((&remote["message"], &remote["client_version"]), (&json!("initialize"), &json!("0.15.1")));
+    // Never rmcp's placeholder client for a stateless request.
+    let text = logged.iter().map(Value::to_string).collect::<Vec<_>>().join("\n");
+    assert!(!text.contains("rmcp") || !text.contains("3.11.0"), "the placeholder is logged:\n{text}");
+}

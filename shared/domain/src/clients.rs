@@ -184,3 +184,70 @@ pub struct ChatConnection {
 
 /// At most this many chat connections are listed to an owner (the latest first).
 pub const MAX_LISTED_CHAT_CONNECTIONS: usize = 20;
+
+/// The longest client name or version kept or logged, in characters: a real host's is a few
+/// words (`claude-code`, `2.1.328`); anything longer is cut.
+pub const MAX_CLIENT_INFO_CHARS: usize = 100;
+
+/// What an MCP client says it is (its `clientInfo`: in `initialize` in the 2025-11-25 era, in
+/// each request's `_meta["io.modelcontextprotocol/clientInfo"]` in the 2026-07-28 era), made safe
+/// to log and to show: control and bidirectional-formatting characters dropped (no forged log
+/// lines, no text reversed in the panel), each part cut to [`MAX_CLIENT_INFO_CHARS`]. The client
+/// chooses these words: they say which host it claims to be, never who it is.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ClientInfo {
+    /// `clientInfo.name`, cleaned.
+    pub name: String,
+    /// `clientInfo.version`, cleaned.
+    pub version: String,
+}
+
+impl ClientInfo {
+    /// `name` and `version`, cleaned.
+    pub fn new(name: &str, version: &str) -> Self {
+        Self { name: clean_client_text(name), version: clean_client_text(version) }
+    }
+
+    /// A `clientInfo` object as JSON: its `name` and `version` (a missing or non-string version
+    /// is empty); other fields (`title`, `icons`, unknown ones) are ignored. `None` when it is
+    /// not an object with a string `name`.
+    pub fn from_json(v: &serde_json::Value) -> Option<Self> {
+        let name = v.get("name")?.as_str()?;
+        let version = v.get("version").and_then(serde_json::Value::as_str).unwrap_or_default();
+        Some(Self::new(name, version))
+    }
+}
+
+/// `s` without control or bidirectional-formatting characters, and at most
+/// [`MAX_CLIENT_INFO_CHARS`] characters (the last one `…` when it was cut).
+fn clean_client_text(s: &str) -> String {
+    let bidi = |c: char| matches!(c, '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}');
+    let mut kept = s.trim().chars().filter(|&c| !c.is_control() && !bidi(c));
+    let mut out: String = kept.by_ref().take(MAX_CLIENT_INFO_CHARS).collect();
+    if kept.next().is_some() {
+        out.pop();
+        out.push('…');
+    }
+    out
+}
+
+#[cfg(test)]
+mod client_info_tests {
+    use super::*;
+
+    #[test]
+    fn client_info_is_cut_and_cleaned() {
+        let v = serde_json::json!({"name": "claude-code", "version": "2.1.328", "title": "Claude Code", "x": [1]});
+        assert_eq!(ClientInfo::from_json(&v), Some(ClientInfo::new("claude-code", "2.1.328")));
+        let forged = ClientInfo::new("evil\n2026-12-07 INFO initialize client=claude\u{202E}gpj", "1\r\n\u{7}");
+        assert_eq!(forged.name, "evil2026-12-07 INFO initialize client=claudegpj");
+        assert_eq!(forged.version, "1");
+        let long = ClientInfo::new(&"n".repeat(5_000), &"9".repeat(101));
+        assert_eq!(long.name.chars().count(), MAX_CLIENT_INFO_CHARS);
+        assert!(long.name.ends_with('…') && long.version.ends_with('…'));
+        assert_eq!(ClientInfo::new(&"n".repeat(100), "").name, "n".repeat(100), "100 is not cut");
+        assert_eq!(ClientInfo::from_json(&serde_json::json!({"name": 7})), None);
+        assert_eq!(ClientInfo::from_json(&serde_json::json!("claude")), None);
+        assert_eq!(ClientInfo::from_json(&serde_json::json!({"name": "x"})), Some(ClientInfo::new("x", "")));
+    }
+}

@@ -14,9 +14,20 @@ use std::sync::Mutex;
 
 use tracing_subscriber::EnvFilter;
 
-/// The filter from `RUST_LOG`, or `info`.
+/// rmcp's own `info` lines for each request it serves statelessly (`Service initialized as
+/// server`, `serve finished`) say nothing an operator can use, and the first names a placeholder
+/// client (`client_info: rmcp 3.11.0`) for every host: the MCP endpoint logs the client each
+/// request names instead. They stay quiet unless `RUST_LOG` names rmcp.
+const QUIET: &str = "rmcp::service=warn";
+
+/// The filter from `RUST_LOG`, or `info`; with [`QUIET`] unless `RUST_LOG` names rmcp.
 fn filter() -> EnvFilter {
-    EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into())
+    let named = std::env::var("RUST_LOG").is_ok_and(|s| s.contains("rmcp"));
+    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into());
+    match QUIET.parse() {
+        Ok(quiet) if !named => filter.add_directive(quiet),
+        _ => filter,
+    }
 }
 
 /// Plain-text logs to stdout, coloured only when stdout is a terminal.

@@ -48,12 +48,13 @@ use std::sync::Arc;
 use bytes::Bytes;
 use http::{HeaderValue, Method, StatusCode, header};
 use http_body_util::{BodyExt, Full};
-use rmcp::model::{ClientJsonRpcMessage, ClientRequest, JsonRpcMessage};
+use rmcp::model::{ClientCapabilities, ClientJsonRpcMessage, ClientRequest, GetMeta, JsonRpcMessage};
 use rmcp::transport::streamable_http_server::session::never::NeverSessionManager;
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 
 use auth::{AuthError, Authenticator, bearer};
 use domain::budget::{OwnerBudget, Surface};
+use domain::clients::ClientInfo;
 use domain::clock::SharedClock;
 use domain::store::LimitAttempts;
 use http_util::http_json::BudgetRefusal;
@@ -272,22 +273,8 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
                 Bytes::from_static(b"Forbidden"),
             );
         }
-        if let Some(ClientRequest::InitializeRequest(r)) = request {
-            // Which hosts connect, and which declare extensions (MCP Apps among them).
-            let extensions: Vec<&str> = r
-                .params
-                .capabilities
-                .extensions
-                .as_ref()
-                .map(|e| e.keys().map(String::as_str).collect())
-                .unwrap_or_default();
-            tracing::info!(
-                client = %r.params.client_info.name,
-                client_version = %r.params.client_info.version,
-                protocol = %r.params.protocol_version,
-                extensions = ?extensions,
-                "initialize"
-            );
+        if let Some(request) = request {
+            log_client(request);
         }
         let listing = matches!(request, Some(ClientRequest::ListToolsRequest(_)));
         // MCP Apps in the 2025-11-25 era: declared in `initialize`, carried by the session id
@@ -332,6 +319,47 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
         out
     }
 }
+
+/// Which hosts connect, and which declare extensions (MCP Apps among them): a 2025-11-25
+/// `initialize` is logged with its `clientInfo`; so is every request of the 2026-07-28 era,
+/// which has no handshake and says who it is in each request's `_meta` (SEP-2575). The same
+/// field names in both lines (`client`, `client_version`, `protocol`, `extensions`), the
+/// client's words cleaned ([`ClientInfo`]). rmcp's own per-request line names a placeholder
+/// (`rmcp 3.11.0`) for every stateless request: this is the line that says who it was.
+fn log_client(request: &ClientRequest) {
+    let keys = |c: &ClientCapabilities| -> Vec<String> {
+        c.extensions.as_ref().map(|e| e.keys().cloned().collect()).unwrap_or_default()
+    };
+    if let ClientRequest::InitializeRequest(r) = request {
+        let info = ClientInfo::new(&r.params.client_info.name, &r.params.client_info.version);
+        tracing::info!(
+            client = %info.name,
+            client_version = %info.version,
+            protocol = %r.params.protocol_version,
+            extensions = ?keys(&r.params.capabilities),
+            "initialize"
+        );
+        return;
+    }
+    let meta = request.get_meta();
+    let info = meta.get(CLIENT_INFO_META).and_then(ClientInfo::from_json);
+    let protocol = meta.protocol_version();
+    if info.is_none() && protocol.is_none() {
+        return; // a 2025-11-25 request after its `initialize`
+    }
+    let info = info.unwrap_or_default();
+    tracing::info!(
+        client = %info.name,
+        client_version = %info.version,
+        protocol = %protocol.map(|p| p.to_string()).unwrap_or_default(),
+        extensions = ?meta.client_capabilities().as_ref().map(keys).unwrap_or_default(),
+        method = request.method(),
+        "client request"
+    );
+}
+
+/// Where a 2026-07-28 request carries its `clientInfo` (SEP-2575).
+const CLIENT_INFO_META: &str = "io.modelcontextprotocol/clientInfo";
 
 /// The tool a `tools/call` names, if it is one of ours. A `tools/call` whose params are not a
 /// call's shape lands in rmcp's catch-all variant: its name still decides the scope check.
