@@ -921,3 +921,23 @@ fn the_lambda_build_profiles_leave_cargo_lambda_nothing_to_fill_in() {
         assert!(!profile_problems(&broken).is_empty(), "{what}: not caught");
     }
 }
+
+/// The cloud's registration refusals name what raises each limit
+/// (`lambda::config::REGISTRATION_SETTINGS`): a parameter of this template, the one the
+/// register function's variable for that limit is set from.
+#[test]
+fn the_registration_refusals_name_the_parameters_that_set_their_limits() {
+    use lambda::config::{REGISTRATION_SETTINGS, REGISTRATIONS_PER_HOUR, REGISTRATIONS_PER_SOURCE};
+    let t = template();
+    for (variable, setting) in [
+        (REGISTRATIONS_PER_SOURCE, REGISTRATION_SETTINGS.per_source),
+        (REGISTRATIONS_PER_HOUR, REGISTRATION_SETTINGS.per_hour),
+    ] {
+        let parameter = setting.strip_prefix("the stack parameter ").unwrap_or(setting);
+        assert!(t.contains(&format!("\n  {parameter}:\n    Type: Number\n")), "{parameter} is not a parameter");
+        assert!(
+            t.contains(&format!("\n          {variable}: !Ref {parameter}\n")),
+            "{variable} is not set from {parameter}"
+        );
+    }
+}
