@@ -1,6 +1,7 @@
-//! A registration flood, as the local server and the cloud shape must both survive it: one
-//! address floods `/register`, and clients from other addresses keep registering until the
-//! hourly limit that everyone shares.
+//! A registration flood, as the cloud shape must survive it: one address floods `/register`,
+//! and clients from other addresses keep registering until the hourly limit that everyone
+//! shares. (The local server counts every loopback address as one source, this machine, with
+//! its own limit; `oauth_local` floods it from there and through a tunnel.)
 
 use std::net::{IpAddr, Ipv4Addr};
 
