@@ -87,6 +87,8 @@ api=$(venv_for api "$root/infra/python-api.txt")
 browser=$(venv_for browser "$root/infra/python-browser.txt")
 conf_key=$(sha256sum "$root/infra/conformance/package-lock.json" | cut -c1-16)
 conf="$cache/conformance-$conf_key"
+hosts_key=$(sha256sum "$root/infra/hosts/package-lock.json" | cut -c1-16)
+hosts="$cache/hosts-$hosts_key"
 dist=$(venv_for dist "$root/infra/requirements-dist.txt")
 deploy=$(venv_for deploy "$root/infra/requirements-deploy.txt")
 export FOUNDRY_PYTHON_MCP1="$mcp1/bin/python" FOUNDRY_PYTHON_MCP2="$mcp2/bin/python"
@@ -100,6 +102,8 @@ export FOUNDRY_INSPECTOR_CLI="$conf/node_modules/@modelcontextprotocol/inspector
 export FOUNDRY_AXE_JS="$conf/node_modules/axe-core/axe.min.js"
 # The MCP Apps host bridge (ext-apps) and esbuild, which bundles it for the run card's test.
 export FOUNDRY_NODE_MODULES="$conf/node_modules"
+# The hosts' own programs (tests/tests/hosts_real.rs), run on the conformance folder's Node 22.
+export FOUNDRY_MCP_REMOTE="$hosts/node_modules/mcp-remote/dist/proxy.js"
 export FOUNDRY_PYTHON_DIST="$dist/bin/python"
 # infra/moto_patches_test.py runs in moto's own environment (when this script installs it).
 if [ -z "${AWS_ENDPOINT_URL:-}" ]; then
@@ -129,6 +133,16 @@ install_times="$state/install-times"
       touch "$conf/node_modules/.complete"
     fi
   }
+  # npm_folder DIR PINS: `npm ci` of the pinned package.json + lock in PINS into DIR, once.
+  npm_folder() {
+    if [ ! -f "$1/node_modules/.complete" ]; then
+      rm -rf "$1"
+      mkdir -p "$1"
+      cp "$2/package.json" "$2/package-lock.json" "$1/"
+      (cd "$1" && npm ci --silent --no-audit --no-fund)
+      touch "$1/node_modules/.complete"
+    fi
+  }
   sam_validate() {
     "$root/infra/pyenv.sh" "$deploy" "$root/infra/requirements-deploy.txt"
     SAM_CLI_TELEMETRY=0 "$deploy/bin/sam" validate --lint --template "$root/template.yaml"
@@ -141,6 +155,7 @@ install_times="$state/install-times"
   step "Schemathesis and openapi-spec-validator" "$root/infra/pyenv.sh" "$api" "$root/infra/python-api.txt"
   step "Chromium (Debian) and Playwright" "$root/infra/browser.sh" "$browser"
   step "the MCP conformance runners 0.1, 0.2 and the Inspector (npm, Node 22)" install_conformance
+  step "the MCP host mcp-remote (npm)" npm_folder "$hosts" "$root/infra/hosts"
   step "zig and lief for the Mach-O check's test" "$root/infra/pyenv.sh" "$dist" "$root/infra/requirements-dist.txt"
   step "the SAM CLI, then sam validate --lint (cfn-lint)" sam_validate
 ) > "$install_log" 2>&1 &
