@@ -147,7 +147,15 @@ impl Recorded {
             .unwrap();
         assert_eq!(answer.status(), 303, "the owner's Allow");
         let callback = answer.headers()["location"].to_str().unwrap().to_owned();
-        let landed = http.get(&callback).send().await.unwrap();
+        // mcp-remote asks for the browser before its callback listener is up (a person takes
+        // longer than that to click): the redirect waits for the listener.
+        let landed = foundry_tests::wait_until("the host's callback listener", STEP, || async {
+            match http.get(&callback).send().await {
+                Err(e) if e.is_connect() => None,
+                answer => Some(answer.unwrap()),
+            }
+        })
+        .await;
         assert!(landed.status().is_success(), "the host's callback {callback}: {}", landed.status());
     }
 
