@@ -104,6 +104,7 @@ export FOUNDRY_AXE_JS="$conf/node_modules/axe-core/axe.min.js"
 export FOUNDRY_NODE_MODULES="$conf/node_modules"
 # The hosts' own programs (tests/tests/hosts_real.rs), run on the conformance folder's Node 22.
 export FOUNDRY_MCP_REMOTE="$hosts/node_modules/mcp-remote/dist/proxy.js"
+export FOUNDRY_CODEX="$hosts/node_modules/@openai/codex/bin/codex.js"
 export FOUNDRY_PYTHON_DIST="$dist/bin/python"
 # infra/moto_patches_test.py runs in moto's own environment (when this script installs it).
 if [ -z "${AWS_ENDPOINT_URL:-}" ]; then
@@ -155,7 +156,7 @@ install_times="$state/install-times"
   step "Schemathesis and openapi-spec-validator" "$root/infra/pyenv.sh" "$api" "$root/infra/python-api.txt"
   step "Chromium (Debian) and Playwright" "$root/infra/browser.sh" "$browser"
   step "the MCP conformance runners 0.1, 0.2 and the Inspector (npm, Node 22)" install_conformance
-  step "the MCP host mcp-remote (npm)" npm_folder "$hosts" "$root/infra/hosts"
+  step "the MCP hosts mcp-remote and Codex (npm)" npm_folder "$hosts" "$root/infra/hosts"
   step "zig and lief for the Mach-O check's test" "$root/infra/pyenv.sh" "$dist" "$root/infra/requirements-dist.txt"
   step "the SAM CLI, then sam validate --lint (cfn-lint)" sam_validate
 ) > "$install_log" 2>&1 &

@@ -28,6 +28,7 @@ const PAGE: &str = "docs/hosts.md";
 const PAGE_URL: &str = "http://127.0.0.1:8787";
 const MCP_REMOTE: &str = "mcp-remote/0.15.1";
 const INSPECTOR: &str = "inspector-cli/2.12.0";
+const CODEX: &str = "codex/0.171.0";
 /// How long a host may take for one step (they take well under a second here).
 const STEP: Duration = Duration::from_secs(30);
 
@@ -164,15 +165,40 @@ impl Recorded {
     /// its `GET`s of the MCP URL (the event stream a client may open beside its next request,
     /// so their place in the order varies from run to run; the server answers 405).
     fn record(&self, opened: Option<&str>) -> String {
+        self.record_as(opened, Order::Arrival)
+    }
+
+    /// [`Self::record`] for a host that sends its requests at once: sorted, their JSON-RPC ids
+    /// and progress tokens (numbered in the order the host's tasks ran) replaced by `{id}` and
+    /// `{progressToken}`.
+    fn record_as(&self, opened: Option<&str>, order: Order) -> String {
         let opened = opened.map(|url| {
             let u = url::Url::parse(url).unwrap();
             json!({"path": u.path(), "query": query_pairs(u.query())})
         });
-        let (gets, requests): (Vec<Value>, Vec<Value>) =
+        let (gets, mut requests): (Vec<Value>, Vec<Value>) =
             self.log.lock().unwrap().iter().cloned().partition(|e| e["method"] == "GET" && e["path"] == "/mcp");
+        if order == Order::Concurrent {
+            for e in &mut requests {
+                if e["body"].get("id").is_some() {
+                    e["body"]["id"] = json!("{id}");
+                }
+                if let Some(token) = e["body"].pointer_mut("/params/_meta/progressToken") {
+                    *token = json!("{progressToken}");
+                }
+            }
+            requests.sort_by_cached_key(Value::to_string);
+        }
         let all = json!({"opened": opened, "requests": requests, "gets_of_the_mcp_url": gets});
         serde_json::to_string_pretty(&all).unwrap() + "\n"
     }
+}
+
+/// How a host's requests are kept: as they arrived, or sorted (a host that sends at once).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Order {
+    Arrival,
+    Concurrent,
 }
 
 /// Forwards one request to the server and records it.
@@ -195,6 +221,8 @@ async fn forward_one(State(f): State<Forward>, req: axum::extract::Request) -> a
             "host" | "content-length" | "connection" => continue,
             "authorization" => format!("{} {{redacted}}", v.split(' ').next().unwrap_or("")),
             "cookie" => "{redacted}".to_owned(),
+            // The product and version, not the machine's operating system after them.
+            "user-agent" => v.split(" (").next().unwrap_or(v).to_owned(),
             n => normalise(n, v),
         };
         headers.insert(name.as_str().to_owned(), Value::String(kept));
@@ -244,6 +272,7 @@ const PER_RUN: &[&str] = &[
     "mcp-session-id",
     "client_id_issued_at",
     "client_secret_expires_at",
+    "threadId",
 ];
 
 fn normalise(name: &str, value: &str) -> String {
@@ -557,5 +586,56 @@ async fn the_inspector_cli_signs_in_through_the_consent_page_and_calls_a_tool() 
     assert_lists_and_calls(&answers);
     assert_eq!(std::fs::read_to_string(&desk.opened).unwrap().lines().count(), 1, "one sign-in for both commands");
     pinned(INSPECTOR, "requests-sign-in.json", &s.record(opened.as_deref()));
+    s.server.stop().await;
+}
+
+/// Codex 0.171.0, configured with the page's `codex mcp add … --bearer-token-env-var`, lists the
+/// server's tools and calls `list_graph_sessions` through its app-server (`mcpServer/tool/call`:
+/// a tool call without a model).
+#[tokio::test]
+async fn codex_connects_with_the_pages_bearer_token_variable_and_calls_a_tool() {
+    let (Some(node), Some(codex)) = (tool("FOUNDRY_CONFORMANCE_NODE"), tool("FOUNDRY_CODEX")) else { return };
+    let s = Recorded::start("codex-bearer").await;
+    let desk = Desk::new(&s.server.dir);
+    let words = shell_words(&s.pointed(&snippet("codex-bearer")), &s.server.token);
+    assert_eq!(words[..3], ["codex", "mcp", "add"], "codex-bearer");
+    let variable =
+        words.iter().skip_while(|w| *w != "--bearer-token-env-var").nth(1).expect("the page names the variable");
+    // Codex would open a connection to its model API when a thread starts: a closed loopback port.
+    let codex_command = |c: &mut tokio::process::Command| {
+        c.arg(&codex).env("OPENAI_BASE_URL", "http://127.0.0.1:1/v1").env(variable, &s.server.token);
+    };
+    let mut add = desk.command(&node);
+    codex_command(&mut add);
+    let added = add.args(&words[1..]).stdin(std::process::Stdio::null()).output().await.unwrap();
+    assert!(added.status.success(), "codex mcp add: {}", String::from_utf8_lossy(&added.stderr));
+    let mut c = desk.command(&node);
+    codex_command(&mut c);
+    c.arg("app-server");
+    let mut host = Stdio::spawn(c);
+    host.send(
+        json!({"id": 1, "method": "initialize", "params": {"clientInfo": {"name": "foundry-tests", "version": "1"}}}),
+    )
+    .await;
+    host.answer(1).await;
+    host.send(json!({"method": "initialized"})).await;
+    host.send(json!({"id": 2, "method": "thread/start", "params": {}})).await;
+    let thread = host.answer(2).await;
+    let thread_id = thread["result"]["thread"]["id"].as_str().unwrap_or_else(|| panic!("{thread}")).to_owned();
+    host.send(json!({"id": 3, "method": "mcpServerStatus/list", "params": {}})).await;
+    let status = host.answer(3).await;
+    let server =
+        status["result"]["data"].as_array().unwrap().iter().find(|d| d["name"] == "foundry-connect").unwrap().clone();
+    assert_eq!(server["serverInfo"]["name"], "foundry-connect", "{status}");
+    assert!(server["tools"]["list_graph_sessions"].is_object(), "{status}");
+    host.send(json!({"id": 4, "method": "mcpServer/tool/call", "params": {
+        "server": "foundry-connect", "threadId": thread_id, "tool": "list_graph_sessions", "arguments": {}}}))
+        .await;
+    let call = host.answer(4).await;
+    assert_demo_project(&call["result"]);
+    host.close().await;
+    // Codex's MCP client sends its lists at once, from two connections (the thread's and the
+    // status list's).
+    pinned(CODEX, "requests-bearer.json", &s.record_as(None, Order::Concurrent));
     s.server.stop().await;
 }
