@@ -589,28 +589,43 @@ async fn the_inspector_cli_signs_in_through_the_consent_page_and_calls_a_tool() 
     s.server.stop().await;
 }
 
-/// Codex 0.171.0, configured with the page's `codex mcp add … --bearer-token-env-var`, lists the
-/// server's tools and calls `list_graph_sessions` through its app-server (`mcpServer/tool/call`:
-/// a tool call without a model).
-#[tokio::test]
-async fn codex_connects_with_the_pages_bearer_token_variable_and_calls_a_tool() {
-    let (Some(node), Some(codex)) = (tool("FOUNDRY_CONFORMANCE_NODE"), tool("FOUNDRY_CODEX")) else { return };
-    let s = Recorded::start("codex-bearer").await;
-    let desk = Desk::new(&s.server.dir);
-    let words = shell_words(&s.pointed(&snippet("codex-bearer")), &s.server.token);
-    assert_eq!(words[..3], ["codex", "mcp", "add"], "codex-bearer");
-    let variable =
-        words.iter().skip_while(|w| *w != "--bearer-token-env-var").nth(1).expect("the page names the variable");
-    // Codex would open a connection to its model API when a thread starts: a closed loopback port.
-    let codex_command = |c: &mut tokio::process::Command| {
-        c.arg(&codex).env("OPENAI_BASE_URL", "http://127.0.0.1:1/v1").env(variable, &s.server.token);
+/// `codex mcp add` from the page's block `tag` (the token in the variable it names, if any);
+/// when it signs in, the owner approves the page it opened: that URL.
+async fn codex_add(s: &Recorded, desk: &Desk, node: &Path, codex: &Path, tag: &str) -> Option<String> {
+    let words = shell_words(&s.pointed(&snippet(tag)), &s.server.token);
+    assert_eq!(words[..3], ["codex", "mcp", "add"], "{tag}");
+    let mut add = desk.command(node);
+    codex_env(&mut add, codex, s);
+    if let Some(variable) = words.iter().skip_while(|w| *w != "--bearer-token-env-var").nth(1) {
+        add.env(variable, &s.server.token);
+    }
+    let child = add.args(&words[1..]).stdin(std::process::Stdio::null()).spawn().unwrap();
+    let opened = if words.iter().any(|w| w == "--oauth-client-registration") {
+        let url = desk.opened_url("codex").await;
+        s.approve(&url).await;
+        Some(url)
+    } else {
+        None
     };
-    let mut add = desk.command(&node);
-    codex_command(&mut add);
-    let added = add.args(&words[1..]).stdin(std::process::Stdio::null()).output().await.unwrap();
+    let added = tokio::time::timeout(STEP, child.wait_with_output()).await.expect("codex mcp add finishes").unwrap();
     assert!(added.status.success(), "codex mcp add: {}", String::from_utf8_lossy(&added.stderr));
-    let mut c = desk.command(&node);
-    codex_command(&mut c);
+    opened
+}
+
+/// Codex's program with its model API at a closed loopback port (it would open a connection
+/// to it when a thread starts), and the bearer variable of the page's bearer block set.
+fn codex_env(c: &mut tokio::process::Command, codex: &Path, s: &Recorded) {
+    c.arg(codex).env("OPENAI_BASE_URL", "http://127.0.0.1:1/v1").env("FOUNDRY_TOKEN", &s.server.token);
+}
+
+/// `codex app-server`: a thread, the MCP servers' status (with their tools), and
+/// `mcpServer/tool/call list_graph_sessions` — a tool call without a model.
+async fn codex_lists_and_calls(s: &Recorded, desk: &Desk, node: &Path, codex: &Path, env_token: bool) {
+    let mut c = desk.command(node);
+    codex_env(&mut c, codex, s);
+    if !env_token {
+        c.env_remove("FOUNDRY_TOKEN");
+    }
     c.arg("app-server");
     let mut host = Stdio::spawn(c);
     host.send(
@@ -634,8 +649,35 @@ async fn codex_connects_with_the_pages_bearer_token_variable_and_calls_a_tool() 
     let call = host.answer(4).await;
     assert_demo_project(&call["result"]);
     host.close().await;
+}
+
+/// Codex 0.171.0, configured with the page's `codex mcp add … --bearer-token-env-var`, lists the
+/// server's tools and calls `list_graph_sessions` through its app-server (`mcpServer/tool/call`:
+/// a tool call without a model).
+#[tokio::test]
+async fn codex_connects_with_the_pages_bearer_token_variable_and_calls_a_tool() {
+    let (Some(node), Some(codex)) = (tool("FOUNDRY_CONFORMANCE_NODE"), tool("FOUNDRY_CODEX")) else { return };
+    let s = Recorded::start("codex-bearer").await;
+    let desk = Desk::new(&s.server.dir);
+    assert_eq!(codex_add(&s, &desk, &node, &codex, "codex-bearer").await, None, "with a token, no sign-in");
+    codex_lists_and_calls(&s, &desk, &node, &codex, true).await;
     // Codex's MCP client sends its lists at once, from two connections (the thread's and the
     // status list's).
     pinned(CODEX, "requests-bearer.json", &s.record_as(None, Order::Concurrent));
+    s.server.stop().await;
+}
+
+/// Codex 0.171.0 without a token: the page's `codex mcp add … --oauth-client-registration dcr`
+/// registers, opens the consent page through `BROWSER`, gets the owner's Allow at its loopback
+/// callback; then its app-server lists the tools and calls one on the sign-in it kept.
+#[tokio::test]
+async fn codex_signs_in_through_the_consent_page_and_calls_a_tool() {
+    let (Some(node), Some(codex)) = (tool("FOUNDRY_CONFORMANCE_NODE"), tool("FOUNDRY_CODEX")) else { return };
+    let s = Recorded::start("codex-sign-in").await;
+    let desk = Desk::new(&s.server.dir);
+    let opened = codex_add(&s, &desk, &node, &codex, "codex-sign-in").await;
+    assert!(opened.is_some(), "codex signs in");
+    codex_lists_and_calls(&s, &desk, &node, &codex, false).await;
+    pinned(CODEX, "requests-sign-in.json", &s.record_as(opened.as_deref(), Order::Concurrent));
     s.server.stop().await;
 }
