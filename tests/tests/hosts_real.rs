@@ -26,15 +26,48 @@ use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 const PAGE: &str = "docs/hosts.md";
 /// The port the page's snippets name (the local server's default).
 const PAGE_URL: &str = "http://127.0.0.1:8787";
-const MCP_REMOTE: &str = "mcp-remote/0.15.1";
-const INSPECTOR: &str = "inspector-cli/2.12.0";
-const CODEX: &str = "codex/0.171.0";
+pub(crate) const MCP_REMOTE: Host = Host { package: "mcp-remote", pins: "hosts", fixtures: "mcp-remote" };
+pub(crate) const INSPECTOR: Host =
+    Host { package: "@modelcontextprotocol/inspector", pins: "conformance", fixtures: "inspector-cli" };
+pub(crate) const CODEX: Host = Host { package: "@openai/codex", pins: "hosts", fixtures: "codex" };
 /// How long a host may take for one step (they take well under a second here).
-const STEP: Duration = Duration::from_secs(30);
+pub(crate) const STEP: Duration = Duration::from_secs(30);
+/// How long one host's whole run may take, from its start to the tool call's answer (sign-in
+/// included): docs/results.md states it.
+pub(crate) const RUN: Duration = Duration::from_secs(90);
+
+/// `run` (one host's run), failing past [`RUN`].
+pub(crate) async fn within<T>(host: &str, run: impl std::future::Future<Output = T>) -> T {
+    tokio::time::timeout(RUN, run).await.unwrap_or_else(|_| panic!("{host} took more than {RUN:?}"))
+}
+
+/// A host's npm package, the folder under `infra/` that pins it, and its fixtures' folder under
+/// `tests/fixtures/hosts/`. Its version is read from the pins, so that after a bump
+/// (`infra/hosts-bump.sh`) the tests record beside the old version's files.
+pub(crate) struct Host {
+    pub(crate) package: &'static str,
+    pub(crate) pins: &'static str,
+    pub(crate) fixtures: &'static str,
+}
+
+impl Host {
+    /// The version `infra/<pins>/package.json` pins.
+    pub(crate) fn version(&self) -> String {
+        let path = Path::new(env!("CARGO_MANIFEST_DIR")).join("../infra").join(self.pins).join("package.json");
+        let pins: Value = serde_json::from_str(&std::fs::read_to_string(&path).unwrap()).unwrap();
+        let version = pins["dependencies"][self.package].as_str();
+        version.unwrap_or_else(|| panic!("{} pins no {}", path.display(), self.package)).to_owned()
+    }
+
+    /// `<fixtures>/<version>`.
+    fn folder(&self) -> String {
+        format!("{}/{}", self.fixtures, self.version())
+    }
+}
 
 /// A tool path from the environment (`infra/test.sh` exports it), or `None` after a loud skip;
 /// under `CI=true` a missing path fails the test.
-fn tool(var: &str) -> Option<PathBuf> {
+pub(crate) fn tool(var: &str) -> Option<PathBuf> {
     match std::env::var_os(var) {
         Some(p) if Path::new(&p).exists() => Some(PathBuf::from(p)),
         _ => {
@@ -80,12 +113,18 @@ fn shell_words(line: &str, token: &str) -> Vec<String> {
     words.into_iter().map(|w| w.replace("$FOUNDRY_TOKEN", token)).collect()
 }
 
-/// The local server behind a recording proxy: the server announces the proxy's URL, so every
-/// request a host makes passes it.
-struct Recorded {
-    server: LocalServer,
+/// A server behind a recording proxy: the local server (which announces the proxy's URL, so
+/// every request a host makes passes it), or the cloud shape's gateway (`hosts_cloud`: only
+/// what is sent to the proxy's URL, which is every request of a host given a bearer token).
+pub(crate) struct Recorded {
+    /// The local server, when it is the one behind the proxy.
+    server: Option<LocalServer>,
     /// The proxy's base URL (what the host is given).
-    base: String,
+    pub(crate) base: String,
+    /// A chat's bearer token for the server behind.
+    pub(crate) token: String,
+    /// The test's folder (the hosts' scratch `HOME`s go under it).
+    pub(crate) dir: PathBuf,
     log: Arc<Mutex<Vec<Value>>>,
 }
 
@@ -94,6 +133,16 @@ struct Forward {
     target: String,
     http: reqwest::Client,
     log: Arc<Mutex<Vec<Value>>>,
+}
+
+/// A recording proxy to `target` on `listener`: its log.
+fn proxy(listener: tokio::net::TcpListener, target: String) -> Arc<Mutex<Vec<Value>>> {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let http = foundry_tests::http_builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let forward = Forward { target, http, log: log.clone() };
+    let app = axum::Router::new().fallback(forward_one).with_state(forward);
+    tokio::spawn(async move { axum::serve(listener, app).await });
+    log
 }
 
 impl Recorded {
@@ -106,12 +155,30 @@ impl Recorded {
             c
         })
         .await;
-        let log = Arc::new(Mutex::new(Vec::new()));
-        let http = foundry_tests::http_builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
-        let forward = Forward { target: format!("http://{}", server.addr), http, log: log.clone() };
-        let app = axum::Router::new().fallback(forward_one).with_state(forward);
-        tokio::spawn(async move { axum::serve(listener, app).await });
-        Self { server, base, log }
+        let log = proxy(listener, format!("http://{}", server.addr));
+        let (token, dir) = (server.token.clone(), server.dir.clone());
+        Self { server: Some(server), base, token, dir, log }
+    }
+
+    /// A recording proxy in front of `target` (a gateway's base URL) for hosts given `token`;
+    /// their scratch folders in `dir`.
+    pub(crate) async fn in_front_of(target: &str, token: &str, dir: &Path) -> Self {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let base = format!("http://{}", listener.local_addr().unwrap());
+        let log = proxy(listener, target.trim_end_matches('/').to_owned());
+        Self { server: None, base, token: token.to_owned(), dir: dir.to_owned(), log }
+    }
+
+    /// The local server behind the proxy (the sign-in tests' consent page is its).
+    fn local(&self) -> &LocalServer {
+        self.server.as_ref().expect("the local server is behind this proxy")
+    }
+
+    /// Stops the local server, if it is the one behind.
+    pub(crate) async fn stop(self) {
+        if let Some(server) = self.server {
+            server.stop().await;
+        }
     }
 
     /// The snippet's text with the page's URL replaced by the proxy's.
@@ -125,11 +192,11 @@ impl Recorded {
     /// not through the proxy: the record is the host's.
     async fn approve(&self, url: &str) {
         let http = foundry_tests::http_builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
-        let direct = url.replacen(&self.base, &format!("http://{}", self.server.addr), 1);
+        let direct = url.replacen(&self.base, &format!("http://{}", self.local().addr), 1);
         assert_ne!(direct, url, "the consent page is the server's: {url}");
         let session = http
-            .post(format!("http://{}/oauth/session", self.server.addr))
-            .bearer_auth(&self.server.owner_token)
+            .post(format!("http://{}/oauth/session", self.local().addr))
+            .bearer_auth(&self.local().owner_token)
             .send()
             .await
             .unwrap();
@@ -140,7 +207,7 @@ impl Recorded {
         let html = page.text().await.unwrap();
         let csrf = html.split("name=\"csrf\" value=\"").nth(1).unwrap().split('"').next().unwrap().to_owned();
         let answer = http
-            .post(format!("http://{}/oauth/authorize", self.server.addr))
+            .post(format!("http://{}/oauth/authorize", self.local().addr))
             .header("cookie", &cookie)
             .form(&[("csrf", csrf.as_str()), ("decision", "allow")])
             .send()
@@ -164,14 +231,14 @@ impl Recorded {
     /// sends to `/oauth/authorize`), its requests in the order they arrived, and apart from them
     /// its `GET`s of the MCP URL (the event stream a client may open beside its next request,
     /// so their place in the order varies from run to run; the server answers 405).
-    fn record(&self, opened: Option<&str>) -> String {
+    pub(crate) fn record(&self, opened: Option<&str>) -> String {
         self.record_as(opened, Order::Arrival)
     }
 
     /// [`Self::record`] for a host that sends its requests at once: sorted, their JSON-RPC ids
     /// and progress tokens (numbered in the order the host's tasks ran) replaced by `{id}` and
     /// `{progressToken}`.
-    fn record_as(&self, opened: Option<&str>, order: Order) -> String {
+    pub(crate) fn record_as(&self, opened: Option<&str>, order: Order) -> String {
         let opened = opened.map(|url| {
             let u = url::Url::parse(url).unwrap();
             json!({"path": u.path(), "query": query_pairs(u.query())})
@@ -196,7 +263,7 @@ impl Recorded {
 
 /// How a host's requests are kept: as they arrived, or sorted (a host that sends at once).
 #[derive(Clone, Copy, PartialEq, Eq)]
-enum Order {
+pub(crate) enum Order {
     Arrival,
     Concurrent,
 }
@@ -316,9 +383,9 @@ fn ports(s: &str) -> String {
     out
 }
 
-/// Compares the record with `tests/fixtures/hosts/<host>/<file>` (or rewrites it).
-fn pinned(host: &str, file: &str, record: &str) {
-    let path = format!("tests/fixtures/hosts/{host}/{file}");
+/// Compares the record with `tests/fixtures/hosts/<host>/<version>/<file>` (or rewrites it).
+pub(crate) fn pinned(host: &Host, file: &str, record: &str) {
+    let path = format!("tests/fixtures/hosts/{}/{file}", host.folder());
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join("..").join(&path);
     std::fs::create_dir_all(file.parent().unwrap()).unwrap();
     if !foundry_tests::update_requested() {
@@ -460,8 +527,26 @@ fn mcp_remote_args(s: &Recorded, tag: &str) -> (Vec<String>, Map<String, Value>)
     let server = &config["mcpServers"]["foundry-connect"];
     assert_eq!(server["command"], "npx", "{tag}");
     let args: Vec<String> = server["args"].as_array().unwrap().iter().map(|a| a.as_str().unwrap().to_owned()).collect();
-    let at = args.iter().position(|a| a == "mcp-remote@0.15.1").expect("the page pins mcp-remote 0.15.1");
+    let pin = format!("mcp-remote@{}", MCP_REMOTE.version());
+    let at = args.iter().position(|a| *a == pin).unwrap_or_else(|| panic!("the page pins {pin}"));
     (args[at + 1..].to_vec(), server["env"].as_object().cloned().unwrap_or_default())
+}
+
+/// mcp-remote 0.15.1 started by the page's bearer configuration (pointed at `s`'s proxy):
+/// it proxies initialize, tools/list and a `list_graph_sessions` call.
+pub(crate) async fn mcp_remote_with_the_bearer_header(s: &Recorded, node: &Path, proxy: &Path) {
+    let desk = Desk::new(&s.dir);
+    let (args, env) = mcp_remote_args(s, "mcp-remote-bearer");
+    let mut c = desk.command(node);
+    c.arg(proxy).args(&args);
+    for (k, v) in env {
+        assert_eq!(v, "<the bearer token>", "the page's placeholder for {k}");
+        c.env(k, &s.token);
+    }
+    let mut host = Stdio::spawn(c);
+    stdio_session(&mut host, async {}).await;
+    let err = host.close().await;
+    assert!(!Path::new(&desk.opened).exists(), "with a token, no sign-in: {err}");
 }
 
 /// mcp-remote 0.15.1 as a stdio host's configuration starts it with the page's bearer header:
@@ -470,20 +555,9 @@ fn mcp_remote_args(s: &Recorded, tag: &str) -> (Vec<String>, Map<String, Value>)
 async fn mcp_remote_connects_with_the_pages_bearer_header_and_calls_a_tool() {
     let (Some(node), Some(proxy)) = (tool("FOUNDRY_CONFORMANCE_NODE"), tool("FOUNDRY_MCP_REMOTE")) else { return };
     let s = Recorded::start("mcp-remote-bearer").await;
-    let desk = Desk::new(&s.server.dir);
-    let (args, env) = mcp_remote_args(&s, "mcp-remote-bearer");
-    let mut c = desk.command(&node);
-    c.arg(&proxy).args(&args);
-    for (k, v) in env {
-        assert_eq!(v, "<the bearer token>", "the page's placeholder for {k}");
-        c.env(k, &s.server.token);
-    }
-    let mut host = Stdio::spawn(c);
-    stdio_session(&mut host, async {}).await;
-    let err = host.close().await;
-    assert!(!Path::new(&desk.opened).exists(), "with a token, no sign-in: {err}");
-    pinned(MCP_REMOTE, "requests-bearer.json", &s.record(None));
-    s.server.stop().await;
+    within("mcp-remote", mcp_remote_with_the_bearer_header(&s, &node, &proxy)).await;
+    pinned(&MCP_REMOTE, "requests-bearer.json", &s.record(None));
+    s.stop().await;
 }
 
 /// mcp-remote 0.15.1 without a token signs in by itself: discovery, registration, the consent
@@ -492,25 +566,25 @@ async fn mcp_remote_connects_with_the_pages_bearer_header_and_calls_a_tool() {
 async fn mcp_remote_signs_in_through_the_consent_page_and_calls_a_tool() {
     let (Some(node), Some(proxy)) = (tool("FOUNDRY_CONFORMANCE_NODE"), tool("FOUNDRY_MCP_REMOTE")) else { return };
     let s = Recorded::start("mcp-remote-sign-in").await;
-    let desk = Desk::new(&s.server.dir);
+    let desk = Desk::new(&s.dir);
     let (args, env) = mcp_remote_args(&s, "mcp-remote-sign-in");
     assert!(env.is_empty() && !args.iter().any(|a| a.contains("Authorization")), "the sign-in snippet has no token");
     let mut c = desk.command(&node);
     c.arg(&proxy).args(&args);
     let mut host = Stdio::spawn(c);
     let opened = Arc::new(Mutex::new(String::new()));
-    stdio_session(&mut host, async {
+    let session = stdio_session(&mut host, async {
         let url = desk.opened_url("mcp-remote").await;
         s.approve(&url).await;
         *opened.lock().unwrap() = url;
-    })
-    .await;
+    });
+    within("mcp-remote", session).await;
     host.close().await;
     let tokens = std::fs::read_dir(desk.home.join(".mcp-auth")).map(|d| d.count()).unwrap_or(0);
     assert!(tokens > 0, "mcp-remote keeps its sign-in in ~/.mcp-auth");
     let url = opened.lock().unwrap().clone();
-    pinned(MCP_REMOTE, "requests-sign-in.json", &s.record(Some(&url)));
-    s.server.stop().await;
+    pinned(&MCP_REMOTE, "requests-sign-in.json", &s.record(Some(&url)));
+    s.stop().await;
 }
 
 /// The page's Inspector command lines (block `tag`), each one's `npx -y
@@ -526,8 +600,9 @@ async fn inspector(
 ) -> (Vec<Value>, Option<String>) {
     let (mut answers, mut opened) = (Vec::new(), None);
     for line in snippet(tag).lines() {
-        let words = shell_words(&s.pointed(line), &s.server.token);
-        assert_eq!(words[..3], ["npx", "-y", "@modelcontextprotocol/inspector@2.12.0"], "{tag}");
+        let words = shell_words(&s.pointed(line), &s.token);
+        let pin = format!("{}@{}", INSPECTOR.package, INSPECTOR.version());
+        assert_eq!(words[..3], ["npx", "-y", pin.as_str()], "{tag}");
         let mut c = desk.command(node);
         c.arg(cli).args(&words[3..]).args(["--format", "json"]).stdin(std::process::Stdio::null());
         if sign_in {
@@ -560,18 +635,24 @@ fn assert_lists_and_calls(answers: &[Value]) {
     assert_demo_project(&call["result"]);
 }
 
+/// The Inspector CLI 2.12.0 (on Node 22) runs the page's bearer command lines (pointed at
+/// `s`'s proxy): it lists the tools and calls `list_graph_sessions`.
+pub(crate) async fn inspector_with_the_bearer_header(s: &Recorded, node: &Path, cli: &Path) {
+    let desk = Desk::new(&s.dir);
+    let (answers, _) = inspector(s, &desk, node, cli, "inspector-bearer", false).await;
+    assert_lists_and_calls(&answers);
+    assert!(!desk.opened.exists(), "with a token, no sign-in");
+}
+
 /// The Inspector CLI 2.12.0 (on Node 22) with the page's bearer command lines lists the tools
 /// and calls `list_graph_sessions`.
 #[tokio::test]
 async fn the_inspector_cli_connects_with_the_pages_bearer_header_and_calls_a_tool() {
     let (Some(node), Some(cli)) = (tool("FOUNDRY_CONFORMANCE_NODE"), tool("FOUNDRY_INSPECTOR_CLI")) else { return };
     let s = Recorded::start("inspector-bearer").await;
-    let desk = Desk::new(&s.server.dir);
-    let (answers, _) = inspector(&s, &desk, &node, &cli, "inspector-bearer", false).await;
-    assert_lists_and_calls(&answers);
-    assert!(!desk.opened.exists(), "with a token, no sign-in");
-    pinned(INSPECTOR, "requests-bearer.json", &s.record(None));
-    s.server.stop().await;
+    within("the Inspector", inspector_with_the_bearer_header(&s, &node, &cli)).await;
+    pinned(&INSPECTOR, "requests-bearer.json", &s.record(None));
+    s.stop().await;
 }
 
 /// The Inspector CLI 2.12.0 without a token signs in by itself (registration, the consent page
@@ -581,23 +662,23 @@ async fn the_inspector_cli_connects_with_the_pages_bearer_header_and_calls_a_too
 async fn the_inspector_cli_signs_in_through_the_consent_page_and_calls_a_tool() {
     let (Some(node), Some(cli)) = (tool("FOUNDRY_CONFORMANCE_NODE"), tool("FOUNDRY_INSPECTOR_CLI")) else { return };
     let s = Recorded::start("inspector-sign-in").await;
-    let desk = Desk::new(&s.server.dir);
-    let (answers, opened) = inspector(&s, &desk, &node, &cli, "inspector-sign-in", true).await;
+    let desk = Desk::new(&s.dir);
+    let (answers, opened) = within("the Inspector", inspector(&s, &desk, &node, &cli, "inspector-sign-in", true)).await;
     assert_lists_and_calls(&answers);
     assert_eq!(std::fs::read_to_string(&desk.opened).unwrap().lines().count(), 1, "one sign-in for both commands");
-    pinned(INSPECTOR, "requests-sign-in.json", &s.record(opened.as_deref()));
-    s.server.stop().await;
+    pinned(&INSPECTOR, "requests-sign-in.json", &s.record(opened.as_deref()));
+    s.stop().await;
 }
 
 /// `codex mcp add` from the page's block `tag` (the token in the variable it names, if any);
 /// when it signs in, the owner approves the page it opened: that URL.
 async fn codex_add(s: &Recorded, desk: &Desk, node: &Path, codex: &Path, tag: &str) -> Option<String> {
-    let words = shell_words(&s.pointed(&snippet(tag)), &s.server.token);
+    let words = shell_words(&s.pointed(&snippet(tag)), &s.token);
     assert_eq!(words[..3], ["codex", "mcp", "add"], "{tag}");
     let mut add = desk.command(node);
     codex_env(&mut add, codex, s);
     if let Some(variable) = words.iter().skip_while(|w| *w != "--bearer-token-env-var").nth(1) {
-        add.env(variable, &s.server.token);
+        add.env(variable, &s.token);
     }
     let child = add.args(&words[1..]).stdin(std::process::Stdio::null()).spawn().unwrap();
     let opened = if words.iter().any(|w| w == "--oauth-client-registration") {
@@ -615,7 +696,7 @@ async fn codex_add(s: &Recorded, desk: &Desk, node: &Path, codex: &Path, tag: &s
 /// Codex's program with its model API at a closed loopback port (it would open a connection
 /// to it when a thread starts), and the bearer variable of the page's bearer block set.
 fn codex_env(c: &mut tokio::process::Command, codex: &Path, s: &Recorded) {
-    c.arg(codex).env("OPENAI_BASE_URL", "http://127.0.0.1:1/v1").env("FOUNDRY_TOKEN", &s.server.token);
+    c.arg(codex).env("OPENAI_BASE_URL", "http://127.0.0.1:1/v1").env("FOUNDRY_TOKEN", &s.token);
 }
 
 /// `codex app-server`: a thread, the MCP servers' status (with their tools), and
@@ -651,6 +732,14 @@ async fn codex_lists_and_calls(s: &Recorded, desk: &Desk, node: &Path, codex: &P
     host.close().await;
 }
 
+/// Codex 0.171.0, configured with the page's `codex mcp add … --bearer-token-env-var` (pointed
+/// at `s`'s proxy), lists the tools and calls `list_graph_sessions` through its app-server.
+pub(crate) async fn codex_with_the_bearer_token_variable(s: &Recorded, node: &Path, codex: &Path) {
+    let desk = Desk::new(&s.dir);
+    assert_eq!(codex_add(s, &desk, node, codex, "codex-bearer").await, None, "with a token, no sign-in");
+    codex_lists_and_calls(s, &desk, node, codex, true).await;
+}
+
 /// Codex 0.171.0, configured with the page's `codex mcp add … --bearer-token-env-var`, lists the
 /// server's tools and calls `list_graph_sessions` through its app-server (`mcpServer/tool/call`:
 /// a tool call without a model).
@@ -658,13 +747,11 @@ async fn codex_lists_and_calls(s: &Recorded, desk: &Desk, node: &Path, codex: &P
 async fn codex_connects_with_the_pages_bearer_token_variable_and_calls_a_tool() {
     let (Some(node), Some(codex)) = (tool("FOUNDRY_CONFORMANCE_NODE"), tool("FOUNDRY_CODEX")) else { return };
     let s = Recorded::start("codex-bearer").await;
-    let desk = Desk::new(&s.server.dir);
-    assert_eq!(codex_add(&s, &desk, &node, &codex, "codex-bearer").await, None, "with a token, no sign-in");
-    codex_lists_and_calls(&s, &desk, &node, &codex, true).await;
+    within("codex", codex_with_the_bearer_token_variable(&s, &node, &codex)).await;
     // Codex's MCP client sends its lists at once, from two connections (the thread's and the
     // status list's).
-    pinned(CODEX, "requests-bearer.json", &s.record_as(None, Order::Concurrent));
-    s.server.stop().await;
+    pinned(&CODEX, "requests-bearer.json", &s.record_as(None, Order::Concurrent));
+    s.stop().await;
 }
 
 /// Codex 0.171.0 without a token: the page's `codex mcp add … --oauth-client-registration dcr`
@@ -674,10 +761,14 @@ async fn codex_connects_with_the_pages_bearer_token_variable_and_calls_a_tool() 
 async fn codex_signs_in_through_the_consent_page_and_calls_a_tool() {
     let (Some(node), Some(codex)) = (tool("FOUNDRY_CONFORMANCE_NODE"), tool("FOUNDRY_CODEX")) else { return };
     let s = Recorded::start("codex-sign-in").await;
-    let desk = Desk::new(&s.server.dir);
-    let opened = codex_add(&s, &desk, &node, &codex, "codex-sign-in").await;
-    assert!(opened.is_some(), "codex signs in");
-    codex_lists_and_calls(&s, &desk, &node, &codex, false).await;
-    pinned(CODEX, "requests-sign-in.json", &s.record_as(opened.as_deref(), Order::Concurrent));
-    s.server.stop().await;
+    let desk = Desk::new(&s.dir);
+    let opened = within("codex", async {
+        let opened = codex_add(&s, &desk, &node, &codex, "codex-sign-in").await;
+        assert!(opened.is_some(), "codex signs in");
+        codex_lists_and_calls(&s, &desk, &node, &codex, false).await;
+        opened
+    })
+    .await;
+    pinned(&CODEX, "requests-sign-in.json", &s.record_as(opened.as_deref(), Order::Concurrent));
+    s.stop().await;
 }

@@ -24,6 +24,7 @@ mod events_local;
 mod fleet;
 mod graph_contract;
 mod host_corpus;
+mod hosts_cloud;
 mod hosts_real;
 mod layout;
 mod linearizability;

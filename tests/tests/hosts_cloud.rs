@@ -1,0 +1,51 @@
+//! The hosts' own programs without a model (mcp-remote, the Inspector CLI, Codex), at their
+//! pinned versions, against the deployed shape (`cloud_world`: every function binary under the
+//! Lambda emulator, behind the API Gateway shim, on moto): each is configured with the bearer
+//! snippet `docs/hosts.md` gives for it, pointed at the gateway's MCP URL through the recording
+//! proxy of `hosts_real`, and given a chat's Cognito-shaped access token; it lists the tools and
+//! calls `list_graph_sessions` with no arguments. What each sent is compared with
+//! `tests/fixtures/hosts/<host>/<version>/requests-bearer-cloud.json` (`FOUNDRY_UPDATE=1`
+//! rewrites them).
+//!
+//! Their own sign-in is tested against the local server only (`hosts_real`): against the cloud
+//! it goes through the stack's facade and Cognito's hosted UI, which `host_corpus` and
+//! `cloud_connect` drive with their own requests, not yet with the hosts' programs.
+
+#![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
+
+use crate::cloud_world::{World, world};
+use crate::hosts_real::{self, CODEX, INSPECTOR, MCP_REMOTE, Order, Recorded, pinned, tool, within};
+
+/// The cloud world with one project switched on for chats, named as the local server's demo
+/// project (the call's answer is checked the same way), and a recording proxy in front of its
+/// gateway for a chat's access token.
+async fn cloud() -> Option<(World, Recorded)> {
+    let w = world().await?;
+    w.enabled_project("Demo project").await;
+    let s = Recorded::in_front_of(&w.emu.gateway, &w.agent, &w.dir).await;
+    Some((w, s))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mcp_remote_connects_to_the_cloud_shape_with_the_pages_bearer_header_and_calls_a_tool() {
+    let (Some(node), Some(proxy)) = (tool("FOUNDRY_CONFORMANCE_NODE"), tool("FOUNDRY_MCP_REMOTE")) else { return };
+    let Some((_w, s)) = cloud().await else { return };
+    within("mcp-remote", hosts_real::mcp_remote_with_the_bearer_header(&s, &node, &proxy)).await;
+    pinned(&MCP_REMOTE, "requests-bearer-cloud.json", &s.record(None));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_inspector_cli_connects_to_the_cloud_shape_with_the_pages_bearer_header_and_calls_a_tool() {
+    let (Some(node), Some(cli)) = (tool("FOUNDRY_CONFORMANCE_NODE"), tool("FOUNDRY_INSPECTOR_CLI")) else { return };
+    let Some((_w, s)) = cloud().await else { return };
+    within("the Inspector", hosts_real::inspector_with_the_bearer_header(&s, &node, &cli)).await;
+    pinned(&INSPECTOR, "requests-bearer-cloud.json", &s.record(None));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn codex_connects_to_the_cloud_shape_with_the_pages_bearer_token_variable_and_calls_a_tool() {
+    let (Some(node), Some(codex)) = (tool("FOUNDRY_CONFORMANCE_NODE"), tool("FOUNDRY_CODEX")) else { return };
+    let Some((_w, s)) = cloud().await else { return };
+    within("codex", hosts_real::codex_with_the_bearer_token_variable(&s, &node, &codex)).await;
+    pinned(&CODEX, "requests-bearer-cloud.json", &s.record_as(None, Order::Concurrent));
+}
