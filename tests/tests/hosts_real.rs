@@ -44,6 +44,7 @@ pub(crate) async fn within<T>(host: &str, run: impl std::future::Future<Output =
 /// A host's npm package, the folder under `infra/` that pins it, and its fixtures' folder under
 /// `tests/fixtures/hosts/`. Its version is read from the pins, so that after a bump
 /// (`infra/hosts-bump.sh`) the tests record beside the old version's files.
+#[derive(Clone, Copy)]
 pub(crate) struct Host {
     pub(crate) package: &'static str,
     pub(crate) pins: &'static str,

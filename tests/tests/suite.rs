@@ -25,6 +25,7 @@ mod fleet;
 mod graph_contract;
 mod host_corpus;
 mod hosts_cloud;
+mod hosts_pins;
 mod hosts_real;
 mod layout;
 mod linearizability;
