@@ -7,9 +7,12 @@
 //! `tests/fixtures/hosts/<host>/<version>/requests-bearer-cloud.json` (`FOUNDRY_UPDATE=1`
 //! rewrites them).
 //!
-//! Their own sign-in is tested against the local server only (`hosts_real`): against the cloud
-//! it goes through the stack's facade and Cognito's hosted UI, which `host_corpus` and
-//! `cloud_connect` drive with their own requests, not yet with the hosts' programs.
+//! Each also signs in by itself against the cloud: its sign-in snippet pointed at the gateway
+//! (no proxy: the stack's metadata names the gateway's own URLs, so past its first request a
+//! signing-in host would not pass the proxy), it registers with the stack, opens the stack's `/authorize` through
+//! its `BROWSER` script; the browser's part (the facade's page where it shows one, Cognito's
+//! hosted sign-in, emulated, the facade's callback) leads to the host's loopback callback; it
+//! lists the tools and calls `list_graph_sessions` on its own token. These runs are not recorded.
 
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
@@ -48,4 +51,34 @@ async fn codex_connects_to_the_cloud_shape_with_the_pages_bearer_token_variable_
     let Some((_w, s)) = cloud().await else { return };
     within("codex", hosts_real::codex_with_the_bearer_token_variable(&s, &node, &codex)).await;
     pinned(&CODEX, "requests-bearer-cloud.json", &s.record_as(None, Order::Concurrent));
+}
+
+/// The cloud world with the demo-named project, its gateway given to the hosts as it is (no
+/// proxy: see [`Recorded::direct`]).
+async fn cloud_direct() -> Option<(World, Recorded)> {
+    let w = world().await?;
+    w.enabled_project("Demo project").await;
+    let s = Recorded::direct(&w.emu.gateway, &w.dir);
+    Some((w, s))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn mcp_remote_signs_in_to_the_cloud_shape_through_the_facade_and_calls_a_tool() {
+    let (Some(node), Some(proxy)) = (tool("FOUNDRY_CONFORMANCE_NODE"), tool("FOUNDRY_MCP_REMOTE")) else { return };
+    let Some((_w, s)) = cloud_direct().await else { return };
+    within("mcp-remote", hosts_real::mcp_remote_signs_in(&s, &node, &proxy)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_inspector_cli_signs_in_to_the_cloud_shape_through_the_facade_and_calls_a_tool() {
+    let (Some(node), Some(cli)) = (tool("FOUNDRY_CONFORMANCE_NODE"), tool("FOUNDRY_INSPECTOR_CLI")) else { return };
+    let Some((_w, s)) = cloud_direct().await else { return };
+    within("the Inspector", hosts_real::inspector_signs_in(&s, &node, &cli)).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn codex_signs_in_to_the_cloud_shape_through_the_facade_and_calls_a_tool() {
+    let (Some(node), Some(codex)) = (tool("FOUNDRY_CONFORMANCE_NODE"), tool("FOUNDRY_CODEX")) else { return };
+    let Some((_w, s)) = cloud_direct().await else { return };
+    within("codex", hosts_real::codex_signs_in(&s, &node, &codex)).await;
 }

@@ -170,6 +170,14 @@ impl Recorded {
         Self { server: None, base, token: token.to_owned(), dir: dir.to_owned(), log }
     }
 
+    /// No proxy: hosts are given `target` itself (the cloud shape's sign-in, whose metadata
+    /// names the gateway's own URLs: past its first request a host would not pass a proxy).
+    /// Nothing is recorded.
+    pub(crate) fn direct(target: &str, dir: &Path) -> Self {
+        let base = target.trim_end_matches('/').to_owned();
+        Self { server: None, base, token: String::new(), dir: dir.to_owned(), log: Arc::default() }
+    }
+
     /// The local server behind the proxy (the sign-in tests' consent page is its).
     fn local(&self) -> &LocalServer {
         self.server.as_ref().expect("the local server is behind this proxy")
@@ -192,6 +200,9 @@ impl Recorded {
     /// browser follows the redirect to the host's loopback callback. Straight to the server,
     /// not through the proxy: the record is the host's.
     async fn approve(&self, url: &str) {
+        if self.server.is_none() {
+            return through_the_facade(url).await;
+        }
         let http = foundry_tests::http_builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
         let direct = url.replacen(&self.base, &format!("http://{}", self.local().addr), 1);
         assert_ne!(direct, url, "the consent page is the server's: {url}");
@@ -216,16 +227,7 @@ impl Recorded {
             .unwrap();
         assert_eq!(answer.status(), 303, "the owner's Allow");
         let callback = answer.headers()["location"].to_str().unwrap().to_owned();
-        // mcp-remote asks for the browser before its callback listener is up (a person takes
-        // longer than that to click): the redirect waits for the listener.
-        let landed = foundry_tests::wait_until("the host's callback listener", STEP, || async {
-            match http.get(&callback).send().await {
-                Err(e) if e.is_connect() => None,
-                answer => Some(answer.unwrap()),
-            }
-        })
-        .await;
-        assert!(landed.status().is_success(), "the host's callback {callback}: {}", landed.status());
+        at_the_callback(&http, &callback).await;
     }
 
     /// What the host sent: the consent URL it asked the browser to open (its query is what it
@@ -260,6 +262,55 @@ impl Recorded {
         let all = json!({"opened": opened, "requests": requests, "gets_of_the_mcp_url": gets});
         serde_json::to_string_pretty(&all).unwrap() + "\n"
     }
+}
+
+/// The browser at the redirect to the host's loopback `callback`. mcp-remote asks for the
+/// browser before its callback listener is up (a person takes longer than that to click): the
+/// redirect waits for the listener.
+async fn at_the_callback(http: &reqwest::Client, callback: &str) {
+    let landed = foundry_tests::wait_until("the host's callback listener", STEP, || async {
+        match http.get(callback).send().await {
+            Err(e) if e.is_connect() => None,
+            answer => Some(answer.unwrap()),
+        }
+    })
+    .await;
+    assert!(landed.status().is_success(), "the host's callback {callback}: {}", landed.status());
+}
+
+/// The cloud shape's sign-in at `url` (the stack's `/authorize`, what the host asked the browser
+/// to open) as a browser does it: the facade's page naming where the code goes when it shows one
+/// (its cookie kept for the callback), Cognito's hosted sign-in (emulated: it signs the owner in
+/// at once), the facade's callback, then the host's loopback callback.
+async fn through_the_facade(url: &str) {
+    let http = foundry_tests::http_builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
+    let asked = url::Url::parse(url).unwrap();
+    let redirect = asked.query_pairs().find(|(k, _)| k == "redirect_uri").expect("a redirect_uri").1.into_owned();
+    let (mut next, mut cookie, mut cognito) = (url.to_owned(), None::<String>, false);
+    for _ in 0..6 {
+        cognito |= next.contains("/oauth2/authorize");
+        let mut req = http.get(&next);
+        if let Some(c) = &cookie {
+            req = req.header("cookie", c);
+        }
+        let res = req.send().await.unwrap();
+        if res.status() == 200 {
+            // The facade's page for a redirect no host publishes: its link goes on to Cognito.
+            let set = res.headers()["set-cookie"].to_str().unwrap();
+            cookie = Some(set.split(';').next().unwrap().to_owned());
+            let html = res.text().await.unwrap();
+            next = html.split("<a href=\"").nth(1).unwrap().split('"').next().unwrap().replace("&amp;", "&");
+            continue;
+        }
+        let status = res.status();
+        assert!(status.is_redirection(), "{next}: {status} {}", res.text().await.unwrap_or_default());
+        next = res.headers()["location"].to_str().unwrap().to_owned();
+        if next.starts_with(&redirect) {
+            assert!(cognito, "the sign-in went through Cognito's /oauth2/authorize");
+            return at_the_callback(&http, &next).await;
+        }
+    }
+    panic!("the sign-in did not reach {redirect}: last {next}");
 }
 
 /// How a host's requests are kept: as they arrived, or sorted (a host that sends at once).
@@ -561,29 +612,36 @@ async fn mcp_remote_connects_with_the_pages_bearer_header_and_calls_a_tool() {
     s.stop().await;
 }
 
+/// mcp-remote 0.15.1 started by the page's sign-in configuration (pointed at `s`): it signs in
+/// (discovery, registration, the consent page through `BROWSER`, the owner's approval, the code
+/// at its loopback callback), then proxies initialize, tools/list and a call. The URL it opened.
+pub(crate) async fn mcp_remote_signs_in(s: &Recorded, node: &Path, proxy: &Path) -> String {
+    let desk = Desk::new(&s.dir);
+    let (args, env) = mcp_remote_args(s, "mcp-remote-sign-in");
+    assert!(env.is_empty() && !args.iter().any(|a| a.contains("Authorization")), "the sign-in snippet has no token");
+    let mut c = desk.command(node);
+    c.arg(proxy).args(&args);
+    let mut host = Stdio::spawn(c);
+    let opened = Arc::new(Mutex::new(String::new()));
+    stdio_session(&mut host, async {
+        let url = desk.opened_url("mcp-remote").await;
+        s.approve(&url).await;
+        *opened.lock().unwrap() = url;
+    })
+    .await;
+    host.close().await;
+    let tokens = std::fs::read_dir(desk.home.join(".mcp-auth")).map(|d| d.count()).unwrap_or(0);
+    assert!(tokens > 0, "mcp-remote keeps its sign-in in ~/.mcp-auth");
+    opened.lock().unwrap().clone()
+}
+
 /// mcp-remote 0.15.1 without a token signs in by itself: discovery, registration, the consent
 /// page through `BROWSER`, the owner's Allow, the code at its loopback callback; then the call.
 #[tokio::test]
 async fn mcp_remote_signs_in_through_the_consent_page_and_calls_a_tool() {
     let (Some(node), Some(proxy)) = (tool("FOUNDRY_CONFORMANCE_NODE"), tool("FOUNDRY_MCP_REMOTE")) else { return };
     let s = Recorded::start("mcp-remote-sign-in").await;
-    let desk = Desk::new(&s.dir);
-    let (args, env) = mcp_remote_args(&s, "mcp-remote-sign-in");
-    assert!(env.is_empty() && !args.iter().any(|a| a.contains("Authorization")), "the sign-in snippet has no token");
-    let mut c = desk.command(&node);
-    c.arg(&proxy).args(&args);
-    let mut host = Stdio::spawn(c);
-    let opened = Arc::new(Mutex::new(String::new()));
-    let session = stdio_session(&mut host, async {
-        let url = desk.opened_url("mcp-remote").await;
-        s.approve(&url).await;
-        *opened.lock().unwrap() = url;
-    });
-    within("mcp-remote", session).await;
-    host.close().await;
-    let tokens = std::fs::read_dir(desk.home.join(".mcp-auth")).map(|d| d.count()).unwrap_or(0);
-    assert!(tokens > 0, "mcp-remote keeps its sign-in in ~/.mcp-auth");
-    let url = opened.lock().unwrap().clone();
+    let url = within("mcp-remote", mcp_remote_signs_in(&s, &node, &proxy)).await;
     pinned(&MCP_REMOTE, "requests-sign-in.json", &s.record(Some(&url)));
     s.stop().await;
 }
@@ -656,6 +714,18 @@ async fn the_inspector_cli_connects_with_the_pages_bearer_header_and_calls_a_too
     s.stop().await;
 }
 
+/// The Inspector CLI 2.12.0 runs the page's sign-in command lines (pointed at `s`): the first
+/// signs in (registration, the consent page through `BROWSER`, the owner's approval, its
+/// loopback callback) and lists the tools, the next calls one on the sign-in it kept. The URL
+/// it opened.
+pub(crate) async fn inspector_signs_in(s: &Recorded, node: &Path, cli: &Path) -> Option<String> {
+    let desk = Desk::new(&s.dir);
+    let (answers, opened) = inspector(s, &desk, node, cli, "inspector-sign-in", true).await;
+    assert_lists_and_calls(&answers);
+    assert_eq!(std::fs::read_to_string(&desk.opened).unwrap().lines().count(), 1, "one sign-in for both commands");
+    opened
+}
+
 /// The Inspector CLI 2.12.0 without a token signs in by itself (registration, the consent page
 /// through `BROWSER`, the owner's Allow, its loopback callback) and lists the tools; its next
 /// command calls one with the sign-in it kept.
@@ -663,10 +733,7 @@ async fn the_inspector_cli_connects_with_the_pages_bearer_header_and_calls_a_too
 async fn the_inspector_cli_signs_in_through_the_consent_page_and_calls_a_tool() {
     let (Some(node), Some(cli)) = (tool("FOUNDRY_CONFORMANCE_NODE"), tool("FOUNDRY_INSPECTOR_CLI")) else { return };
     let s = Recorded::start("inspector-sign-in").await;
-    let desk = Desk::new(&s.dir);
-    let (answers, opened) = within("the Inspector", inspector(&s, &desk, &node, &cli, "inspector-sign-in", true)).await;
-    assert_lists_and_calls(&answers);
-    assert_eq!(std::fs::read_to_string(&desk.opened).unwrap().lines().count(), 1, "one sign-in for both commands");
+    let opened = within("the Inspector", inspector_signs_in(&s, &node, &cli)).await;
     pinned(&INSPECTOR, "requests-sign-in.json", &s.record(opened.as_deref()));
     s.stop().await;
 }
@@ -755,6 +822,18 @@ async fn codex_connects_with_the_pages_bearer_token_variable_and_calls_a_tool() 
     s.stop().await;
 }
 
+/// Codex 0.171.0 with the page's `codex mcp add … --oauth-client-registration dcr` (pointed at
+/// `s`): it registers, opens the consent page through `BROWSER`, gets the owner's approval at its
+/// loopback callback; then its app-server lists the tools and calls one on the sign-in it kept.
+/// The URL it opened.
+pub(crate) async fn codex_signs_in(s: &Recorded, node: &Path, codex: &Path) -> Option<String> {
+    let desk = Desk::new(&s.dir);
+    let opened = codex_add(s, &desk, node, codex, "codex-sign-in").await;
+    assert!(opened.is_some(), "codex signs in");
+    codex_lists_and_calls(s, &desk, node, codex, false).await;
+    opened
+}
+
 /// Codex 0.171.0 without a token: the page's `codex mcp add … --oauth-client-registration dcr`
 /// registers, opens the consent page through `BROWSER`, gets the owner's Allow at its loopback
 /// callback; then its app-server lists the tools and calls one on the sign-in it kept.
@@ -762,14 +841,7 @@ async fn codex_connects_with_the_pages_bearer_token_variable_and_calls_a_tool() 
 async fn codex_signs_in_through_the_consent_page_and_calls_a_tool() {
     let (Some(node), Some(codex)) = (tool("FOUNDRY_CONFORMANCE_NODE"), tool("FOUNDRY_CODEX")) else { return };
     let s = Recorded::start("codex-sign-in").await;
-    let desk = Desk::new(&s.dir);
-    let opened = within("codex", async {
-        let opened = codex_add(&s, &desk, &node, &codex, "codex-sign-in").await;
-        assert!(opened.is_some(), "codex signs in");
-        codex_lists_and_calls(&s, &desk, &node, &codex, false).await;
-        opened
-    })
-    .await;
+    let opened = within("codex", codex_signs_in(&s, &node, &codex)).await;
     pinned(&CODEX, "requests-sign-in.json", &s.record_as(opened.as_deref(), Order::Concurrent));
     s.stop().await;
 }
