@@ -102,7 +102,8 @@ export FOUNDRY_INSPECTOR_CLI="$conf/node_modules/@modelcontextprotocol/inspector
 export FOUNDRY_AXE_JS="$conf/node_modules/axe-core/axe.min.js"
 # The MCP Apps host bridge (ext-apps) and esbuild, which bundles it for the run card's test.
 export FOUNDRY_NODE_MODULES="$conf/node_modules"
-# The hosts' own programs (tests/tests/hosts_real.rs), run on the conformance folder's Node 22.
+# The hosts' own programs (tests/tests/hosts_real.rs, hosts_cloud.rs; infra/hosts-bump.sh moves their
+# pins), run on the conformance folder's Node 22.
 export FOUNDRY_MCP_REMOTE="$hosts/node_modules/mcp-remote/dist/proxy.js"
 export FOUNDRY_CODEX="$hosts/node_modules/@openai/codex/bin/codex.js"
 export FOUNDRY_PYTHON_DIST="$dist/bin/python"
