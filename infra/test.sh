@@ -126,15 +126,6 @@ install_times="$state/install-times"
     "$@"
     printf '%6ss  %s\n' "$((SECONDS - started))" "$name" >> "$install_times"
   }
-  install_conformance() {
-    if [ ! -f "$conf/node_modules/.complete" ]; then
-      rm -rf "$conf"
-      mkdir -p "$conf"
-      cp "$root/infra/conformance/package.json" "$root/infra/conformance/package-lock.json" "$conf/"
-      (cd "$conf" && npm ci --silent --no-audit --no-fund)
-      touch "$conf/node_modules/.complete"
-    fi
-  }
   # npm_folder DIR PINS: `npm ci` of the pinned package.json + lock in PINS into DIR, once.
   npm_folder() {
     if [ ! -f "$1/node_modules/.complete" ]; then
@@ -156,7 +147,7 @@ install_times="$state/install-times"
   step "the pinned Python MCP SDK 2.x" "$root/infra/pyenv.sh" "$mcp2" "$root/infra/python-mcp2.txt"
   step "Schemathesis and openapi-spec-validator" "$root/infra/pyenv.sh" "$api" "$root/infra/python-api.txt"
   step "Chromium (Debian) and Playwright" "$root/infra/browser.sh" "$browser"
-  step "the MCP conformance runners 0.1, 0.2 and the Inspector (npm, Node 22)" install_conformance
+  step "the MCP conformance runners 0.1, 0.2 and the Inspector (npm, Node 22)" npm_folder "$conf" "$root/infra/conformance"
   step "the MCP hosts mcp-remote and Codex (npm)" npm_folder "$hosts" "$root/infra/hosts"
   step "zig and lief for the Mach-O check's test" "$root/infra/pyenv.sh" "$dist" "$root/infra/requirements-dist.txt"
   step "the SAM CLI, then sam validate --lint (cfn-lint)" sam_validate
