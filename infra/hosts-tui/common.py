@@ -47,16 +47,11 @@ def wait_until(what: str, seconds: float, probe):
 
 
 def snippet(tag: str) -> str:
-    """The text of the fenced block tagged `tag` in docs/hosts.md (```<lang> <tag>), or, while a
-    host's section is being written, in infra/hosts-tui/sections/*.md."""
-    pages = [PAGE] + sorted((ROOT / "infra" / "hosts-tui" / "sections").glob("*.md"))
-    for page in pages:
-        if not page.exists():
-            continue
-        m = re.search(r"^```\S* " + re.escape(tag) + r"\n(.*?)^```", page.read_text(), re.S | re.M)
-        if m:
-            return m.group(1)
-    raise Failed(f"no block tagged {tag!r} in docs/hosts.md")
+    """The text of the fenced block tagged `tag` in docs/hosts.md (```<lang> <tag>)."""
+    m = re.search(r"^```\S* " + re.escape(tag) + r"\n(.*?)^```", PAGE.read_text(), re.S | re.M)
+    if not m:
+        raise Failed(f"no block tagged {tag!r} in docs/hosts.md")
+    return m.group(1)
 
 
 class Desk:

@@ -276,11 +276,9 @@ impl AppState {
         };
         let per_minute = w.policy.owner_requests_per_minute;
         Self {
-            endpoint: McpEndpoint::new(Arc::new(InProcess(deps)), Arc::clone(&auth), endpoint_config).with_budget(
-                per_minute,
-                Arc::clone(&w.store) as _,
-                w.clock.clone(),
-            ),
+            endpoint: McpEndpoint::new(Arc::new(InProcess(deps)), Arc::clone(&auth), endpoint_config)
+                .with_budget(per_minute, Arc::clone(&w.store) as _, w.clock.clone())
+                .with_hosts(Arc::clone(&w.store) as _, w.clock.clone()),
             relay: RelayApi {
                 store: Arc::clone(&w.store),
                 clock: w.clock.clone(),

@@ -146,6 +146,10 @@ async def main():
         client_id = await connect_a_chat(context)
         await expect(page.locator("#chat-status")).to_contain_text("A chat has connected", timeout=TIMEOUT)
         await expect(page.locator("#chat-status strong")).to_have_text(f"app {client_id[:12]}…")
+        # The host it said it is, with its version and how it signed in.
+        host_row = page.locator("#hosts-seen tr", has_text="browser-test-chat")
+        await expect(host_row).to_contain_text("1.2.3", timeout=TIMEOUT)
+        await expect(host_row).to_contain_text("Signed in (registered client)")
         metrics["chat_connected_shown"] = True
         await scan(page, "a chat connected")
 
@@ -530,6 +534,14 @@ async def connect_a_chat(context):
                                                                "redirect_uri": redirect, "client_id": client_id,
                                                                "code_verifier": verifier})
         check(tokens.status_code == 200, f"the code exchange: {tokens.status_code} {tokens.text}")
+        # Its handshake, naming the host: the panel's list of hosts shows it.
+        init = await http.post(ENV["FC_MCP_URL"], headers={
+            "authorization": f"Bearer {tokens.json()['access_token']}",
+            "accept": "application/json, text/event-stream", "mcp-protocol-version": "2025-11-25"},
+            json={"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-11-25", "capabilities": {},
+                "clientInfo": {"name": "browser-test-chat", "version": "1.2.3"}}})
+        check(init.status_code == 200, f"the chat's initialize: {init.status_code} {init.text}")
     return client_id
 
 

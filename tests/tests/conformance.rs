@@ -1892,27 +1892,67 @@ async fn chat_connections_keep_first_and_last_per_owner(h: Harness) {
     let (ana, bob) = (owner("chat-owner-ana"), owner("chat-owner-bob"));
     assert!(h.store.chat_connections(&ana).await.unwrap().is_empty(), "no chat yet");
     let claude = format!("https://claude.ai/oauth/{}/metadata.json", "x".repeat(600));
-    h.store.mark_chat_connected(&ana, &claude).await.unwrap();
+    h.store.mark_chat_connected(&ana, &claude, Some("app-for-claude")).await.unwrap();
     let first = h.clock.now();
     h.clock.advance(Duration::from_secs(60));
-    h.store.mark_chat_connected(&ana, "chatgpt-app-client").await.unwrap();
+    h.store.mark_chat_connected(&ana, "chatgpt-app-client", None).await.unwrap();
     h.clock.advance(Duration::from_secs(60));
-    h.store.mark_chat_connected(&ana, &claude).await.unwrap();
+    h.store.mark_chat_connected(&ana, &claude, None).await.unwrap();
     let chats = h.store.chat_connections(&ana).await.unwrap();
     assert_eq!(chats.len(), 2, "{chats:?}");
     assert_eq!(chats[0].client_id, claude, "the latest first");
     assert_eq!(chats[0].first_at, first, "the first time is kept");
     assert_eq!(chats[0].last_at, h.clock.now(), "the last time is replaced");
+    assert_eq!(chats[0].token_client.as_deref(), Some("app-for-claude"), "a mark without it keeps it");
     assert_eq!(chats[1].client_id, "chatgpt-app-client");
+    assert_eq!(chats[1].token_client, None);
     assert!(h.store.chat_connections(&bob).await.unwrap().is_empty(), "another owner's chats leaked");
     for i in 0..domain::clients::MAX_LISTED_CHAT_CONNECTIONS + 3 {
         h.clock.advance(Duration::from_secs(1));
-        h.store.mark_chat_connected(&bob, &format!("client-{i:02}")).await.unwrap();
+        h.store.mark_chat_connected(&bob, &format!("client-{i:02}"), None).await.unwrap();
     }
     let listed = h.store.chat_connections(&bob).await.unwrap();
     assert_eq!(listed.len(), domain::clients::MAX_LISTED_CHAT_CONNECTIONS);
     let last = domain::clients::MAX_LISTED_CHAT_CONNECTIONS + 2;
     assert_eq!(listed[0].client_id, format!("client-{last:02}"), "the latest first");
+}
+
+/// A host's handshake for an owner: one record per client id and host name, the latest
+/// replacing the version, protocol and time; the latest first, at most the listing's bound;
+/// another owner sees none; a chat's listing never shows a host.
+async fn hosts_seen_keep_the_latest_handshake_per_client_and_name(h: Harness) {
+    use domain::clients::{ClientInfo, HostSeen, MAX_LISTED_HOSTS};
+    let (ana, bob) = (owner("host-owner-ana"), owner("host-owner-bob"));
+    assert!(h.store.hosts_seen(&ana).await.unwrap().is_empty(), "no host yet");
+    let seen = |client: &str, name: &str, version: &str, at| HostSeen {
+        client_id: client.into(),
+        info: ClientInfo::new(name, version),
+        protocol: "2025-11-25".into(),
+        seen_at: at,
+    };
+    let long = format!("https://claude.ai/oauth/{}/metadata.json", "x".repeat(600));
+    h.store.mark_host_seen(&ana, &seen(&long, "claude-code", "2.1.327", h.clock.now())).await.unwrap();
+    h.clock.advance(Duration::from_secs(60));
+    h.store.mark_host_seen(&ana, &seen("local", "codex-mcp-client", "0.171.0", h.clock.now())).await.unwrap();
+    h.clock.advance(Duration::from_secs(60));
+    let upgraded = HostSeen { protocol: "2026-07-28".into(), ..seen(&long, "claude-code", "2.1.328", h.clock.now()) };
+    h.store.mark_host_seen(&ana, &upgraded).await.unwrap();
+    // The same client naming another host (one printed token, two programs): two records.
+    h.store.mark_host_seen(&ana, &seen("local", "mcp-remote", "0.15.1", h.clock.now())).await.unwrap();
+    let hosts = h.store.hosts_seen(&ana).await.unwrap();
+    assert_eq!(hosts.len(), 3, "{hosts:?}");
+    assert_eq!(hosts[0], upgraded, "the latest handshake replaces the one before, and is first");
+    assert_eq!((hosts[1].client_id.as_str(), hosts[1].info.name.as_str()), ("local", "mcp-remote"));
+    assert_eq!(hosts[2].info.name, "codex-mcp-client");
+    assert!(h.store.hosts_seen(&bob).await.unwrap().is_empty(), "another owner's hosts leaked");
+    assert!(h.store.chat_connections(&ana).await.unwrap().is_empty(), "a host is not a chat's sign-in");
+    for i in 0..MAX_LISTED_HOSTS + 3 {
+        h.clock.advance(Duration::from_secs(1));
+        h.store.mark_host_seen(&bob, &seen("c", &format!("host-{i:02}"), "1", h.clock.now())).await.unwrap();
+    }
+    let listed = h.store.hosts_seen(&bob).await.unwrap();
+    assert_eq!(listed.len(), MAX_LISTED_HOSTS);
+    assert_eq!(listed[0].info.name, format!("host-{:02}", MAX_LISTED_HOSTS + 2), "the latest first");
 }
 
 // ---- pairing a desktop (RFC 8628's shape) ----------------------------------------------------
@@ -2562,6 +2602,7 @@ suite! {
     a_clients_use_is_recorded_once_and_read_back,
     a_documents_last_good_copy_is_the_latest_fetched,
     chat_connections_keep_first_and_last_per_owner,
+    hosts_seen_keep_the_latest_handshake_per_client_and_name,
     claim_race_conditional_write_never_double_claims,
     claim_race_catches_the_naive_read_then_write,
     same_link_claiming_twice_gets_the_same_claim,

@@ -29,12 +29,23 @@ async fn cloud() -> Option<(World, Recorded)> {
     Some((w, s))
 }
 
+/// The host the owner's panel lists by `name` (its handshake, written by the `mcp` function
+/// under the role the template gives it): its `sign_in`.
+async fn listed(w: &World, name: &str) -> String {
+    let res = w.http.get(format!("{}/owner/overview", w.emu.gateway)).bearer_auth(&w.owner).send().await.unwrap();
+    let overview: serde_json::Value = res.json().await.unwrap();
+    let hosts = overview["hosts"].as_array().unwrap_or_else(|| panic!("no hosts: {overview}"));
+    let host = hosts.iter().find(|h| h["name"].as_str().is_some_and(|n| n.contains(name)));
+    host.unwrap_or_else(|| panic!("the panel lists no {name}: {overview}"))["sign_in"].as_str().unwrap().to_owned()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn mcp_remote_connects_to_the_cloud_shape_with_the_pages_bearer_header_and_calls_a_tool() {
     let (Some(node), Some(proxy)) = (tool("FOUNDRY_CONFORMANCE_NODE"), tool("FOUNDRY_MCP_REMOTE")) else { return };
-    let Some((_w, s)) = cloud().await else { return };
+    let Some((w, s)) = cloud().await else { return };
     within("mcp-remote", hosts_real::mcp_remote_with_the_bearer_header(&s, &node, &proxy)).await;
     pinned(&MCP_REMOTE, "requests-bearer-cloud.json", &s.record(None));
+    assert_eq!(listed(&w, "via mcp-remote").await, "token", "a token given to it, no sign-in");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -79,6 +90,7 @@ async fn the_inspector_cli_signs_in_to_the_cloud_shape_through_the_facade_and_ca
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn codex_signs_in_to_the_cloud_shape_through_the_facade_and_calls_a_tool() {
     let (Some(node), Some(codex)) = (tool("FOUNDRY_CONFORMANCE_NODE"), tool("FOUNDRY_CODEX")) else { return };
-    let Some((_w, s)) = cloud_direct().await else { return };
+    let Some((w, s)) = cloud_direct().await else { return };
     within("codex", hosts_real::codex_signs_in(&s, &node, &codex)).await;
+    assert_eq!(listed(&w, "codex-mcp-client").await, "registration", "signed in with the client it registered");
 }

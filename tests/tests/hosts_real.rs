@@ -147,11 +147,17 @@ fn proxy(listener: tokio::net::TcpListener, target: String) -> Arc<Mutex<Vec<Val
 }
 
 impl Recorded {
-    async fn start(name: &str) -> Self {
+    pub(crate) async fn start(name: &str) -> Self {
+        Self::start_with(name, |c| c).await
+    }
+
+    /// [`Self::start`] with the server's configuration changed by `config` first.
+    pub(crate) async fn start_with(name: &str, config: impl FnOnce(local::LocalConfig) -> local::LocalConfig) -> Self {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
         let base = format!("http://{}", listener.local_addr().unwrap());
         let public = base.clone();
-        let server = LocalServer::start(name, move |mut c| {
+        let server = LocalServer::start(name, move |c| {
+            let mut c = config(c);
             c.public_url = Some(public);
             c
         })
@@ -176,6 +182,22 @@ impl Recorded {
     pub(crate) fn direct(target: &str, dir: &Path) -> Self {
         let base = target.trim_end_matches('/').to_owned();
         Self { server: None, base, token: String::new(), dir: dir.to_owned(), log: Arc::default() }
+    }
+
+    /// The local server's own address and its owner's token (where the owner approves a
+    /// consent page the host opened).
+    pub(crate) fn owner(&self) -> (std::net::SocketAddr, String) {
+        (self.local().addr, self.local().owner_token.clone())
+    }
+
+    /// How many `tools/call`s of `tool` passed the proxy and were answered 200.
+    pub(crate) fn calls_of(&self, tool: &str) -> usize {
+        let log = self.log.lock().unwrap();
+        log.iter()
+            .filter(|e| {
+                e["body"]["method"] == "tools/call" && e["body"]["params"]["name"] == tool && e["status"] == 200
+            })
+            .count()
     }
 
     /// The local server behind the proxy (the sign-in tests' consent page is its).

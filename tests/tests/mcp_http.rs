@@ -646,7 +646,7 @@ async fn each_client_is_logged_by_its_client_info_in_both_eras() {
     let _log = tracing::dispatcher::set_default(&logging::json_lines(move || writer.clone()));
     let s = server().await;
     let post = |version: &'static str, body: Value| {
-        let req = s
+        let mut req = s
             .http
             .post(s.url())
             .header("content-type", "application/json")
@@ -654,6 +654,9 @@ async fn each_client_is_logged_by_its_client_info_in_both_eras() {
             .header("mcp-protocol-version", version)
             .header("mcp-method", body["method"].as_str().unwrap())
             .header("authorization", format!("Bearer {}", s.running.token));
+        if let Some(name) = body["params"]["name"].as_str() {
+            req = req.header("mcp-name", name);
+        }
         async move {
             let res = req.body(body.to_string()).send().await.unwrap();
             let status = res.status();
@@ -709,4 +712,79 @@ async fn each_client_is_logged_by_its_client_info_in_both_eras() {
     // Never rmcp's placeholder client for a stateless request.
     let text = logged.iter().map(Value::to_string).collect::<Vec<_>>().join("\n");
     assert!(!text.contains("rmcp") || !text.contains("3.11.0"), "the placeholder is logged:\n{text}");
+}
+
+/// The owner's panel lists each host from its handshake — `initialize`, or `server/discover` in
+/// the 2026-07-28 era — with the name and version it gave, the protocol, and how it got its token
+/// (here the server's printed token); any other request, a tool's read among them, writes nothing.
+#[tokio::test]
+async fn each_host_is_listed_to_its_owner_from_its_handshake_only() {
+    let s = server().await;
+    let post = |version: &'static str, body: Value| {
+        let mut req = s
+            .http
+            .post(s.url())
+            .header("content-type", "application/json")
+            .header("accept", ACCEPT)
+            .header("mcp-protocol-version", version)
+            .header("mcp-method", body["method"].as_str().unwrap())
+            .header("authorization", format!("Bearer {}", s.running.token));
+        if let Some(name) = body["params"]["name"].as_str() {
+            req = req.header("mcp-name", name);
+        }
+        async move {
+            let res = req.body(body.to_string()).send().await.unwrap();
+            let status = res.status();
+            assert_eq!(status, 200, "{body}: {}", res.text().await.unwrap());
+        }
+    };
+    let meta = |name: &str| {
+        json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
+               "io.modelcontextprotocol/clientCapabilities": {},
+               "io.modelcontextprotocol/clientInfo": {"name": name, "version": "2.1.328"}})
+    };
+    post(
+        "2026-07-28",
+        json!({"jsonrpc": "2.0", "id": 1, "method": "server/discover", "params": {"_meta": meta("claude-code")}}),
+    )
+    .await;
+    // Requests that are no handshake: a listing and a tool's read, each naming another host.
+    post(
+        "2026-07-28",
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list", "params": {"_meta": meta("not-a-handshake")}}),
+    )
+    .await;
+    post(
+        "2026-07-28",
+        json!({"jsonrpc": "2.0", "id": 3, "method": "tools/call",
+               "params": {"name": "list_graph_sessions", "arguments": {}, "_meta": meta("a-read")}}),
+    )
+    .await;
+    post(
+        "2025-11-25",
+        json!({"jsonrpc": "2.0", "id": 4, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+               "capabilities": {}, "clientInfo": {"name": "mcp-remote", "version": "0.15.1"}}}),
+    )
+    .await;
+    let overview: Value = s
+        .http
+        .get(format!("http://{}/owner/overview", s.running.addr))
+        .bearer_auth(&s.running.owner_token)
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    let hosts = overview["hosts"].as_array().unwrap();
+    let by = |name: &str| hosts.iter().find(|h| h["name"] == name).unwrap_or_else(|| panic!("no {name}: {overview}"));
+    assert_eq!(hosts.len(), 2, "the handshakes only: {overview}");
+    let claude = by("claude-code");
+    assert_eq!((&claude["version"], &claude["protocol"]), (&json!("2.1.328"), &json!("2026-07-28")), "{claude}");
+    let remote = by("mcp-remote");
+    assert_eq!((&remote["protocol"], &remote["version"]), (&json!("2025-11-25"), &json!("0.15.1")), "{remote}");
+    for h in hosts {
+        assert_eq!((&h["sign_in"], &h["client_id"]), (&json!("token"), &json!(local::LOCAL_CLIENT)), "{h}");
+    }
+    s.finish().await;
 }

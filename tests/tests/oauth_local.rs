@@ -245,6 +245,18 @@ async fn an_mcp_client_connects_to_the_local_server_from_nothing_but_the_url() {
     assert_eq!(res.status(), 200);
     let listed: Value = res.json().await.unwrap();
     assert_eq!(listed["result"]["tools"].as_array().unwrap().len(), 9);
+    // Its handshake names the host: the overview lists it as signed in with its registration.
+    let hello = json!({"jsonrpc": "2.0", "id": 5, "method": "initialize", "params": {"protocolVersion": "2025-11-25",
+        "capabilities": {}, "clientInfo": {"name": "oauth-test-host", "version": "9.8.7"}}});
+    assert_eq!(c.mcp(access, hello).await.status(), 200);
+    let overview = c
+        .json(c.http.get(format!("{base}/owner/overview")).bearer_auth(&running.owner_token).send().await.unwrap())
+        .await
+        .1;
+    assert_eq!(overview["hosts"].as_array().map(Vec::len), Some(1), "{overview}");
+    let host = &overview["hosts"][0];
+    assert_eq!((&host["name"], &host["version"]), (&json!("oauth-test-host"), &json!("9.8.7")), "{host}");
+    assert_eq!((&host["sign_in"], &host["client_id"]), (&json!("registration"), &json!(client_id)), "{host}");
     // The refresh token is not an access token…
     let refresh = tokens["refresh_token"].as_str().unwrap();
     assert_eq!(c.mcp(refresh, json!({"jsonrpc": "2.0", "id": 3, "method": "tools/list"})).await.status(), 401);
@@ -882,14 +894,29 @@ impl domain::store::ClientUse for UseBefore030 {
         Ok(found
             .map(|u| if id == self.unknown { domain::clients::ClientUseRecord { last_used_at: None, ..u } } else { u }))
     }
-    async fn mark_chat_connected(&self, o: &domain::ids::OwnerId, id: &str) -> domain::store::StoreResult<()> {
-        self.store.mark_chat_connected(o, id).await
+    async fn mark_chat_connected(
+        &self,
+        o: &domain::ids::OwnerId,
+        id: &str,
+        token_client: Option<&str>,
+    ) -> domain::store::StoreResult<()> {
+        self.store.mark_chat_connected(o, id, token_client).await
     }
     async fn chat_connections(
         &self,
         o: &domain::ids::OwnerId,
     ) -> domain::store::StoreResult<Vec<domain::clients::ChatConnection>> {
         self.store.chat_connections(o).await
+    }
+    async fn mark_host_seen(
+        &self,
+        o: &domain::ids::OwnerId,
+        host: &domain::clients::HostSeen,
+    ) -> domain::store::StoreResult<()> {
+        self.store.mark_host_seen(o, host).await
+    }
+    async fn hosts_seen(&self, o: &domain::ids::OwnerId) -> domain::store::StoreResult<Vec<domain::clients::HostSeen>> {
+        self.store.hosts_seen(o).await
     }
 }
 

@@ -138,9 +138,10 @@ async fn the_deployed_mcp_function_shares_each_owners_count_through_the_table() 
     drop(w);
 
     let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/../template.yaml")).unwrap();
-    let keys = format!("dynamodb:LeadingKeys: [\"{}\"]", lambda::config::MCP_BUDGET_KEYS);
+    let (budget, hosts) = (lambda::config::MCP_BUDGET_KEYS, lambda::config::MCP_HOST_KEYS);
+    let keys = format!("dynamodb:LeadingKeys: [\"{budget}\", \"{hosts}\"]");
     assert_eq!(text.matches(&keys).count(), 1, "the mcp role's keys");
-    let broken = text.replace(&keys, "dynamodb:LeadingKeys: [\"ATTEMPTS#budget:relay:*\"]");
+    let broken = text.replace(&keys, &format!("dynamodb:LeadingKeys: [\"ATTEMPTS#budget:relay:*\", \"{hosts}\"]"));
     let template = Template::from_text(&broken).with_parameter("OwnerRequestsPerMinute", &LIMIT.to_string());
     let Some(w) = world_of(&template).await else { return };
     let fresh = access_token_of("a-third-owner", "claude-client-id", "osfoundry/read osfoundry/run");

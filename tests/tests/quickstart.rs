@@ -10,7 +10,9 @@
 //! - the page's `target/` folder: a cargo target folder of its own in the tools' cache
 //!   (`$FOUNDRY_CACHE_DIR/quickstart-target`, or `FOUNDRY_QUICKSTART_TARGET`), so the page's
 //!   `cargo build` runs as a newcomer's does (no test-command wrapper or flags) without
-//!   replacing the binaries other tests are running;
+//!   replacing the binaries other tests are running (`infra/test.sh` brings that folder up to
+//!   date before the tests start, in this test's environment, so here the page's command finds
+//!   it built; `infra/first-hour.sh` runs it on an empty folder and times it);
 //! - the Rust toolchain the page's prerequisites install: this machine's (`RUSTUP_HOME`,
 //!   `CARGO_HOME`), and pip's download cache, shared between runs;
 //! - the two values the page says to paste from the server's output, `<Project id>` and

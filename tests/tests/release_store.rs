@@ -287,7 +287,15 @@ async fn write_scenario(h: &Harness) -> Scenario {
         }
     };
     h.store.mark_client_used(&client_id).await.unwrap();
-    h.store.mark_chat_connected(&o, &client_id).await.unwrap();
+    h.store.mark_chat_connected(&o, &client_id, Some("app-client-of-the-chat")).await.unwrap();
+    // A host's handshake, beside the owner's chats: a release that lists chats only never sees it.
+    let host = domain::clients::HostSeen {
+        client_id: client_id.clone(),
+        info: domain::clients::ClientInfo::new("claude-code", "2.1.328"),
+        protocol: "2026-07-28".into(),
+        seen_at: h.now(),
+    };
+    h.store.mark_host_seen(&o, &host).await.unwrap();
     h.store.keep_document_copy(url, r#"{"client_name":"Example"}"#, h.now()).await.unwrap();
 
     Scenario {

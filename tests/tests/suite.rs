@@ -27,6 +27,7 @@ mod host_corpus;
 mod hosts_cloud;
 mod hosts_pins;
 mod hosts_real;
+mod hosts_tui;
 mod layout;
 mod linearizability;
 mod macho_check;

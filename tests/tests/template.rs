@@ -145,15 +145,12 @@ fn problems(template: &str) -> Vec<String> {
             None if name == "mcp" => {
                 expected.insert("lambda:InvokeFunction".into());
                 expected.extend(lambda::config::MCP_DYNAMODB_ACTIONS.iter().map(|a| (*a).to_owned()));
-                // Its writes are the owners' budget counters and nothing else.
+                // Its writes are the owners' budget counters and the hosts' handshakes beside
+                // the owners' chats, nothing else.
+                let keys = [lambda::config::MCP_BUDGET_KEYS.to_owned(), lambda::config::MCP_HOST_KEYS.to_owned()];
                 for action in lambda::config::MCP_DYNAMODB_ACTIONS {
-                    if f.leading_keys.get(*action).map(Vec::as_slice)
-                        != Some(&[lambda::config::MCP_BUDGET_KEYS.to_owned()])
-                    {
-                        p.push(format!(
-                            "mcp: {action} must be limited to the keys {}",
-                            lambda::config::MCP_BUDGET_KEYS
-                        ));
+                    if f.leading_keys.get(*action).map(Vec::as_slice) != Some(&keys) {
+                        p.push(format!("mcp: {action} must be limited to the keys {keys:?}"));
                     }
                 }
                 let targets: BTreeSet<String> = f

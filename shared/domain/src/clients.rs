@@ -176,14 +176,81 @@ mod tests {
 pub struct ChatConnection {
     /// The OAuth client: an app client id, or a client metadata document's URL.
     pub client_id: String,
+    /// The client id its tokens carry, where it differs from `client_id`: the Cognito app client
+    /// the cloud facade made for a document (the MCP endpoint sees only this one). `None` when
+    /// they are the same, and for records written before it was kept.
+    pub token_client: Option<String>,
     /// The first token issued to it for this owner.
     pub first_at: crate::clock::Timestamp,
     /// The latest.
     pub last_at: crate::clock::Timestamp,
 }
 
+impl ChatConnection {
+    /// Whether tokens for `client` (the client id a token carries) were issued to this chat.
+    pub fn issued_to(&self, client: &str) -> bool {
+        self.token_client.as_deref().unwrap_or(&self.client_id) == client
+    }
+
+    /// How it signed in: a `client_id` that is a URL is a client metadata document.
+    pub fn sign_in(&self) -> SignIn {
+        if self.client_id.starts_with("https://") || self.client_id.starts_with("http://") {
+            SignIn::Document
+        } else {
+            SignIn::Registration
+        }
+    }
+}
+
 /// At most this many chat connections are listed to an owner (the latest first).
 pub const MAX_LISTED_CHAT_CONNECTIONS: usize = 20;
+
+/// At most this many hosts are listed to an owner (the latest first).
+pub const MAX_LISTED_HOSTS: usize = 20;
+
+/// How a host got the token it connected with.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum SignIn {
+    /// A token given to it (the local server's printed bearer token, or one minted outside a
+    /// sign-in): no token was issued to its client through the authorization server.
+    Token,
+    /// It signed in with a client it registered (or one the deployment made for it).
+    Registration,
+    /// It signed in naming its client metadata document.
+    Document,
+}
+
+impl SignIn {
+    /// The word the owner API uses.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Self::Token => "token",
+            Self::Registration => "registration",
+            Self::Document => "document",
+        }
+    }
+
+    /// How the host whose tokens carry `client` signed in, from the owner's chat connections:
+    /// the one its tokens were issued to, or none (a token given to it).
+    pub fn of(client: &str, chats: &[ChatConnection]) -> Self {
+        chats.iter().find(|c| c.issued_to(client)).map_or(Self::Token, ChatConnection::sign_in)
+    }
+}
+
+/// A host program that connected for an owner, as it named itself in its handshake
+/// (`initialize` in the 2025-11-25 era, `server/discover` in the 2026-07-28 era): recorded at
+/// the handshake only, never on a tool call, so no read writes and one write per connection.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct HostSeen {
+    /// The client id its token carries (the agent's client part).
+    pub client_id: String,
+    /// What it said it is (cleaned).
+    pub info: ClientInfo,
+    /// The protocol version it asked for.
+    pub protocol: String,
+    /// Its latest handshake.
+    pub seen_at: crate::clock::Timestamp,
+}
 
 /// The longest client name or version kept or logged, in characters: a real host's is a few
 /// words (`claude-code`, `2.1.328`); anything longer is cut.
@@ -249,5 +316,35 @@ mod client_info_tests {
         assert_eq!(ClientInfo::from_json(&serde_json::json!({"name": 7})), None);
         assert_eq!(ClientInfo::from_json(&serde_json::json!("claude")), None);
         assert_eq!(ClientInfo::from_json(&serde_json::json!({"name": "x"})), Some(ClientInfo::new("x", "")));
+    }
+}
+
+#[cfg(test)]
+mod sign_in_tests {
+    use super::*;
+
+    fn chat(client_id: &str, token_client: Option<&str>) -> ChatConnection {
+        let t = Timestamp::from_millis(1);
+        ChatConnection {
+            client_id: client_id.into(),
+            token_client: token_client.map(Into::into),
+            first_at: t,
+            last_at: t,
+        }
+    }
+
+    #[test]
+    fn a_hosts_sign_in_is_read_from_the_chat_its_tokens_were_issued_to() {
+        let doc = "https://claude.ai/oauth/claude-code-client-metadata";
+        let chats = [chat(doc, Some("app-1")), chat("dcr-client", None), chat("https://legacy.example/doc", None)];
+        assert_eq!(SignIn::of("app-1", &chats), SignIn::Document, "the app client made for a document");
+        assert_eq!(SignIn::of(doc, &chats), SignIn::Token, "the URL is not what its tokens carry");
+        assert_eq!(SignIn::of("dcr-client", &chats), SignIn::Registration);
+        assert_eq!(SignIn::of("https://legacy.example/doc", &chats), SignIn::Document, "a local document client");
+        assert_eq!(SignIn::of("local-token", &chats), SignIn::Token, "no token was issued to it");
+        assert_eq!(
+            [SignIn::Token, SignIn::Registration, SignIn::Document].map(SignIn::as_str),
+            ["token", "registration", "document"]
+        );
     }
 }

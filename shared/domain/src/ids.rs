@@ -230,6 +230,12 @@ impl AgentId {
         Ok(Self(format!("{client}:{subject}")))
     }
 
+    /// The token's client id this agent was made from (the part before the first `:`, decoded).
+    pub fn client(&self) -> String {
+        let encoded = self.0.split(':').next().unwrap_or_default();
+        encoded.replace("%3A", ":").replace("%25", "%")
+    }
+
     /// An agent id exactly as a store wrote it.
     pub fn from_stored(s: &str) -> Self {
         Self(s.to_owned())
@@ -343,6 +349,9 @@ mod tests {
 
     #[test]
     fn agent_ids_are_unambiguous() {
+        for client in ["https://claude.ai/oauth/claude-code-client-metadata", "a%3Ab:c%", "plain"] {
+            assert_eq!(AgentId::new(client, "sub:with:colons").unwrap().client(), client, "the client comes back");
+        }
         let a = AgentId::new("a:b", "c").unwrap();
         let b = AgentId::new("a", "b:c").unwrap();
         assert_ne!(a, b);

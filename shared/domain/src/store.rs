@@ -16,7 +16,7 @@
 
 use async_trait::async_trait;
 
-use crate::clients::{ChatConnection, ClientSummary, ClientUseRecord, RegisteredClient, Rotation};
+use crate::clients::{ChatConnection, ClientSummary, ClientUseRecord, HostSeen, RegisteredClient, Rotation};
 use crate::clock::Timestamp;
 use crate::devices::Device;
 use crate::events::{DeliveryOutcome, OutboxEntry};
@@ -473,11 +473,23 @@ pub trait ClientUse: Send + Sync {
     /// When it was first and last issued a token; `None` if it never was.
     async fn client_use(&self, client_id: &str) -> StoreResult<Option<ClientUseRecord>>;
     /// Records that `client_id` was issued a token for `owner` now: a chat connected (the first
-    /// time is kept, the last replaced; one write).
-    async fn mark_chat_connected(&self, owner: &OwnerId, client_id: &str) -> StoreResult<()>;
+    /// time is kept, the last replaced; one write). `token_client` is the client id the token
+    /// carries, when it is not `client_id` (see [`ChatConnection::token_client`]).
+    async fn mark_chat_connected(
+        &self,
+        owner: &OwnerId,
+        client_id: &str,
+        token_client: Option<&str>,
+    ) -> StoreResult<()>;
     /// The chats issued a token for `owner`, the latest first, at most
     /// [`MAX_LISTED_CHAT_CONNECTIONS`](crate::clients::MAX_LISTED_CHAT_CONNECTIONS).
     async fn chat_connections(&self, owner: &OwnerId) -> StoreResult<Vec<ChatConnection>>;
+    /// Records a host's handshake for `owner`: one record per client id and host name, the
+    /// latest replacing the one before (one unconditional write).
+    async fn mark_host_seen(&self, owner: &OwnerId, host: &HostSeen) -> StoreResult<()>;
+    /// The hosts seen for `owner`, the latest first, at most
+    /// [`MAX_LISTED_HOSTS`](crate::clients::MAX_LISTED_HOSTS).
+    async fn hosts_seen(&self, owner: &OwnerId) -> StoreResult<Vec<HostSeen>>;
 }
 
 /// The cloud facade's authorization flows (`oauth::facade`): one-time records kept under a key

@@ -67,11 +67,14 @@ pub const DOORBELL_URL: &str = "DOORBELL_URL";
 /// The doorbell stage's `@connections` management endpoint (the ring function posts there).
 pub const DOORBELL_ENDPOINT: &str = "DOORBELL_ENDPOINT";
 /// What the `mcp` function may do on the table: count the owners' budgets
-/// (`domain::budget`, one conditional update of a counter item; the template limits it to
-/// those items' keys, [`MCP_BUDGET_KEYS`]).
+/// (`domain::budget`, one conditional update of a counter item) and record each host's
+/// handshake (one unconditional update); the template limits it to those items' keys,
+/// [`MCP_BUDGET_KEYS`] and [`MCP_HOST_KEYS`].
 pub const MCP_DYNAMODB_ACTIONS: &[&str] = &["dynamodb:UpdateItem"];
-/// The partition keys the `mcp` function may write: its budget counters.
+/// The partition keys the `mcp` function may write: its budget counters…
 pub const MCP_BUDGET_KEYS: &str = "ATTEMPTS#budget:mcp:*";
+/// …and the owners' chats, beside which each host's handshake is kept.
+pub const MCP_HOST_KEYS: &str = "CLIENT#CHATS#*";
 /// What the `doorbell` function may do on the table: read device tokens and socket owners,
 /// write and delete socket items (in transactions).
 pub const DOORBELL_DYNAMODB_ACTIONS: &[&str] =

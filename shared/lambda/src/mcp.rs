@@ -77,13 +77,14 @@ pub async fn run() -> Result<(), Error> {
         clock: clock.clone(),
     };
     let dispatch = LambdaDispatch::new(&aws, config.functions.clone());
-    // The owners' budgets are counted in the table (the function writes nothing else there).
-    let counts = Arc::new(crate::dynamo_store(&aws, &config.table, config.policy));
-    let endpoint = Arc::new(McpEndpoint::new(Arc::new(dispatch), Arc::new(auth), config.endpoint.clone()).with_budget(
-        config.policy.owner_requests_per_minute,
-        counts,
-        clock,
-    ));
+    // The owners' budgets are counted in the table, and each host's handshake recorded under the
+    // owner's chats (the function writes nothing else there).
+    let store = Arc::new(crate::dynamo_store(&aws, &config.table, config.policy));
+    let endpoint = Arc::new(
+        McpEndpoint::new(Arc::new(dispatch), Arc::new(auth), config.endpoint.clone())
+            .with_budget(config.policy.owner_requests_per_minute, Arc::clone(&store) as _, clock.clone())
+            .with_hosts(store, clock),
+    );
     let auth_server = Arc::new(config.auth_server);
     lambda_http::run(lambda_http::service_fn(move |req: lambda_http::Request| {
         let (endpoint, auth_server) = (Arc::clone(&endpoint), Arc::clone(&auth_server));

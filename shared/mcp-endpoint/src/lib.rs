@@ -54,9 +54,9 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 
 use auth::{AuthError, Authenticator, bearer};
 use domain::budget::{OwnerBudget, Surface};
-use domain::clients::ClientInfo;
+use domain::clients::{ClientInfo, HostSeen};
 use domain::clock::SharedClock;
-use domain::store::LimitAttempts;
+use domain::store::{ClientUse, LimitAttempts};
 use http_util::http_json::BudgetRefusal;
 use tools::{SCOPE_OWNER, SCOPE_READ, SCOPE_RUN, ToolName};
 
@@ -81,6 +81,7 @@ pub struct McpEndpoint<D: ?Sized> {
     direct: bool,
     verified: tokens::VerifiedTokens,
     budget: Option<Budget>,
+    seen: Option<(Arc<dyn ClientUse>, SharedClock)>,
 }
 
 /// Each owner's budget on this endpoint, the store it is counted in, and "now".
@@ -123,6 +124,7 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
             direct: true,
             verified: tokens::VerifiedTokens::default(),
             budget: None,
+            seen: None,
         }
     }
 
@@ -132,6 +134,16 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
     #[must_use]
     pub fn with_budget(mut self, per_minute: u32, counts: Arc<dyn LimitAttempts>, clock: SharedClock) -> Self {
         self.budget = Some(Budget { budget: OwnerBudget::new(Surface::Mcp, per_minute), counts, clock });
+        self
+    }
+
+    /// Records each host's handshake (`initialize`, or `server/discover` in the 2026-07-28 era)
+    /// for the token's owner in `store` ([`ClientUse::mark_host_seen`]): the owner's panel lists
+    /// the hosts that connected. One write per handshake, none on any other request; a failed
+    /// write is logged and the request served.
+    #[must_use]
+    pub fn with_hosts(mut self, store: Arc<dyn ClientUse>, clock: SharedClock) -> Self {
+        self.seen = Some((store, clock));
         self
     }
 
@@ -275,6 +287,12 @@ impl<D: Dispatch + ?Sized> McpEndpoint<D> {
         }
         if let Some(request) = request {
             log_client(request);
+            if let (Some((store, clock)), Some((info, protocol))) = (&self.seen, handshake(request)) {
+                let host = HostSeen { client_id: identity.agent.client(), info, protocol, seen_at: clock.now() };
+                if let Err(e) = store.mark_host_seen(&identity.owner, &host).await {
+                    tracing::error!(error = %domain::errors::ErrorChain(&e), "recording a host's handshake");
+                }
+            }
         }
         let listing = matches!(request, Some(ClientRequest::ListToolsRequest(_)));
         // MCP Apps in the 2025-11-25 era: declared in `initialize`, carried by the session id
@@ -356,6 +374,24 @@ fn log_client(request: &ClientRequest) {
         method = request.method(),
         "client request"
     );
+}
+
+/// What a handshake says of the host: its `clientInfo` and protocol version — from
+/// `initialize`, or from `server/discover`'s `_meta`. `None` for every other request (and a
+/// discover naming no client).
+fn handshake(request: &ClientRequest) -> Option<(ClientInfo, String)> {
+    match request {
+        ClientRequest::InitializeRequest(r) => Some((
+            ClientInfo::new(&r.params.client_info.name, &r.params.client_info.version),
+            r.params.protocol_version.to_string(),
+        )),
+        ClientRequest::DiscoverRequest(_) => {
+            let meta = request.get_meta();
+            let info = meta.get(CLIENT_INFO_META).and_then(ClientInfo::from_json)?;
+            Some((info, meta.protocol_version().map(|p| p.to_string()).unwrap_or_default()))
+        }
+        _ => None,
+    }
 }
 
 /// Where a 2026-07-28 request carries its `clientInfo` (SEP-2575).

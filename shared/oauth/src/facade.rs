@@ -598,10 +598,9 @@ impl Facade {
     }
 
     /// A token was issued to the app client: record it (on refreshes too, so a mark lost to a
-    /// failed write is made again within the access token's life), and for the owner the token
-    /// is for, that a chat connected — when it carries a connector scope (the owner's own panel
-    /// client never comes here, and would not count). A failure is logged, never turned into a
-    /// failed answer: the tokens are already issued.
+    /// failed write is made again within the access token's life), and for the owner the token is
+    /// for, that a chat connected — when it carries a connector scope (the owner's own panel client
+    /// never comes here). A failure is logged, never a failed answer: the tokens are issued.
     async fn record_use(&self, params: &[(String, String)], asked: Option<&str>, answer: &[u8]) {
         let (Some(usage), Some((_, client))) = (&self.parts.usage, params.iter().find(|(k, _)| k == "client_id"))
         else {
@@ -611,8 +610,9 @@ impl Facade {
             tracing::error!(error = %domain::errors::ErrorChain(&e), client_id = %client, "recording a client's use");
         }
         let named = asked.unwrap_or(client);
+        let token_client = (named != client.as_str()).then_some(client.as_str()); // a document's app client
         if let Some(owner) = connector_owner(answer)
-            && let Err(e) = usage.mark_chat_connected(&owner, named).await
+            && let Err(e) = usage.mark_chat_connected(&owner, named, token_client).await
         {
             tracing::error!(error = %domain::errors::ErrorChain(&e), client_id = %named, "recording a chat's connection");
         }

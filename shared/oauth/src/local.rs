@@ -510,7 +510,7 @@ impl<R: RegisterClients + RefreshTokens + ClientUse + ?Sized> LocalAuthServer<R>
     /// for the panel: a failure is logged, and the tokens are issued all the same.
     async fn chat_connected(&self, client_id: &str) {
         let Ok(owner) = domain::ids::OwnerId::new(self.owner.clone()) else { return };
-        if let Err(e) = self.registry.mark_chat_connected(&owner, client_id).await {
+        if let Err(e) = self.registry.mark_chat_connected(&owner, client_id, None).await {
             tracing::error!(error = %domain::errors::ErrorChain(&e), "recording a chat's connection");
         }
     }

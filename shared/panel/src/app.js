@@ -276,6 +276,23 @@ function renderChats(chats) {
   status.replaceChildren(badge("connected", "Connected"), ` ${chats.length === 1 ? "A chat has" : `${chats.length} chats have`} connected: `, ...shown, ...more, ".");
 }
 
+// The host programs that connected (their handshake: the name and version they give), and how
+// each got its token.
+const SIGN_IN = {
+  token: "Bearer token",
+  registration: "Signed in (registered client)",
+  document: "Signed in (client metadata document)",
+};
+
+function renderHostsSeen(hosts) {
+  rowsOr("hosts-seen", hosts.map((x) => h("tr", {},
+    h("td", {}, x.name || "(no name)"),
+    h("td", {}, x.version),
+    h("td", {}, ago(x.last_seen_at)),
+    h("td", {}, SIGN_IN[x.sign_in] || x.sign_in))),
+  "No host has connected yet.");
+}
+
 function renderProjects(projects) {
   // A switch: its state in aria-checked and in its words, the project in its name.
   rowsOr("projects", projects.map((p) => h("tr", {},
@@ -546,6 +563,7 @@ async function refresh() {
     renderLinks(o.links);
     renderRuns(o.runs);
     renderChats(o.chats || []);
+    renderHostsSeen(o.hosts || []);
     if (o.version) document.getElementById("server-version").textContent = `foundry-connect ${o.version}`;
     if (selected) {
       const page = await api("GET", `/links/${selected}/tasks?limit=50`);

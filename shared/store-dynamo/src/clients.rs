@@ -3,7 +3,9 @@
 //!
 //! - [`ClientUse`]: when a registered client was first and last issued a token, `CLIENT#<client_id>` /
 //!   `USED` — the one fact about them Cognito does not keep; and for whom: the chats issued a
-//!   token for an owner, `CLIENT#CHATS#<owner>` / `CHAT#<sha256(client_id)>`, first and last;
+//!   token for an owner, `CLIENT#CHATS#<owner>` / `CHAT#<sha256(client_id)>`, first and last; beside
+//!   them the hosts that connected, `HOST#<sha256(client_id, name)>` (their handshakes, written by
+//!   the MCP endpoint);
 //! - [`MetadataClients`]: the app client of each client metadata document, `CLIENT#DOC#<sha256(url)>`
 //!   / `DOC`, written once (first writer wins);
 //! - [`DocumentCopies`]: the last good copy of each document, `CLIENT#DOC#<sha256(url)>` / `COPY`,
@@ -18,7 +20,9 @@ use aws_sdk_dynamodb::error::SdkError;
 use aws_sdk_dynamodb::operation::delete_item::DeleteItemError;
 use aws_sdk_dynamodb::types::ReturnValue;
 
-use domain::clients::{ChatConnection, ClientUseRecord, MAX_LISTED_CHAT_CONNECTIONS};
+use domain::clients::{
+    ChatConnection, ClientInfo, ClientUseRecord, HostSeen, MAX_LISTED_CHAT_CONNECTIONS, MAX_LISTED_HOSTS,
+};
 use domain::clock::Timestamp;
 use domain::ids::OwnerId;
 use domain::store::{
@@ -29,7 +33,7 @@ use crate::codec::{Read, n, opt_from, s};
 use crate::error::sdk;
 use crate::keys::{
     chat_connection_key, chat_connections_partition, client_redirects_key, client_use_key, document_copy_key, flow_key,
-    metadata_client_key, ttl_at,
+    host_seen_key, metadata_client_key, ttl_at,
 };
 use crate::request::Updated;
 use crate::write::{Update, lt, missing};
@@ -60,18 +64,21 @@ impl ClientUse for DynamoStore {
     }
 
     /// One unconditional `UpdateItem`: the first time kept (`if_not_exists`), the last set.
-    async fn mark_chat_connected(&self, owner: &OwnerId, client_id: &str) -> StoreResult<()> {
+    async fn mark_chat_connected(
+        &self,
+        owner: &OwnerId,
+        client_id: &str,
+        token_client: Option<&str>,
+    ) -> StoreResult<()> {
         let now = n(self.clock.now().as_millis());
-        self.db
-            .update(
-                Update::of(chat_connection_key(owner, client_id))
-                    .set("client_id", s(client_id))
-                    .set_if_absent("first_at", now.clone())
-                    .set("last_at", now),
-            )
-            .send(false)
-            .await
-            .map(drop)
+        let mut update = Update::of(chat_connection_key(owner, client_id))
+            .set("client_id", s(client_id))
+            .set_if_absent("first_at", now.clone())
+            .set("last_at", now);
+        if let Some(t) = token_client {
+            update = update.set("token_client", s(t));
+        }
+        self.db.update(update).send(false).await.map(drop)
     }
 
     /// One `Query` of the owner's partition (a few small items: one per chat app), sorted here.
@@ -85,6 +92,7 @@ impl ClientUse for DynamoStore {
                 let r = Read(i);
                 Ok(ChatConnection {
                     client_id: r.s("client_id")?.to_owned(),
+                    token_client: r.opt_s("token_client").map(str::to_owned),
                     first_at: r.ts("first_at")?,
                     last_at: r.ts("last_at")?,
                 })
@@ -94,7 +102,48 @@ impl ClientUse for DynamoStore {
         all.truncate(MAX_LISTED_CHAT_CONNECTIONS);
         Ok(all)
     }
+
+    /// One unconditional `UpdateItem`, kept 90 days after the handshake (DynamoDB's
+    /// TTL removes hosts not seen since: a client that names itself anew each time cannot grow
+    /// the owner's partition for ever).
+    async fn mark_host_seen(&self, owner: &OwnerId, host: &HostSeen) -> StoreResult<()> {
+        let update = Update::of(host_seen_key(owner, &host.client_id, &host.info.name))
+            .set("client_id", s(&host.client_id))
+            .set("name", s(&host.info.name))
+            .set("version", s(&host.info.version))
+            .set("protocol", s(&host.protocol))
+            .set("seen_at", n(host.seen_at.as_millis()))
+            .set(TTL_ATTRIBUTE, ttl_at(host.seen_at.plus(HOST_SEEN_KEPT_FOR)));
+        self.db.update(update).send(false).await.map(drop)
+    }
+
+    /// One `Query` of the owner's partition, sorted here.
+    async fn hosts_seen(&self, owner: &OwnerId) -> StoreResult<Vec<HostSeen>> {
+        let mut all = self
+            .db
+            .query_all(chat_connections_partition(owner), "HOST#")
+            .await?
+            .iter()
+            .map(|i| {
+                let r = Read(i);
+                Ok(HostSeen {
+                    client_id: r.s("client_id")?.to_owned(),
+                    info: ClientInfo { name: r.s("name")?.to_owned(), version: r.s("version")?.to_owned() },
+                    protocol: r.s("protocol")?.to_owned(),
+                    seen_at: r.ts("seen_at")?,
+                })
+            })
+            .collect::<StoreResult<Vec<_>>>()?;
+        all.sort_by(|a, b| {
+            b.seen_at.cmp(&a.seen_at).then_with(|| (&a.client_id, &a.info.name).cmp(&(&b.client_id, &b.info.name)))
+        });
+        all.truncate(MAX_LISTED_HOSTS);
+        Ok(all)
+    }
 }
+
+/// How long a host's record outlives its last handshake.
+const HOST_SEEN_KEPT_FOR: std::time::Duration = std::time::Duration::from_secs(90 * 24 * 3600);
 
 #[async_trait]
 impl MetadataClients for DynamoStore {

@@ -104,6 +104,13 @@ pub(crate) fn chat_connection_key(owner: &OwnerId, client_id: &str) -> Item {
     key(chat_connections_partition(owner), format!("CHAT#{}", domain::runs::sha256_hex(client_id.as_bytes())))
 }
 
+/// A host seen for an owner, beside its chats (`HOST#<sha256(client_id, name)>`): the prefix
+/// 0.2.0's chat listing queries (`CHAT#`) never holds one.
+pub(crate) fn host_seen_key(owner: &OwnerId, client_id: &str, name: &str) -> Item {
+    let id = domain::runs::sha256_hex(format!("{client_id}\n{name}").as_bytes());
+    key(chat_connections_partition(owner), format!("HOST#{id}"))
+}
+
 /// A registered client's redirect URIs, beside its use (`CLIENT#<client_id>`).
 pub(crate) fn client_redirects_key(client_id: &str) -> Item {
     key(format!("CLIENT#{client_id}"), "REDIRECTS")

@@ -7,7 +7,8 @@ use async_trait::async_trait;
 use rusqlite::{OptionalExtension, named_params, params};
 
 use domain::clients::{
-    ChatConnection, ClientSummary, ClientUseRecord, MAX_LISTED_CHAT_CONNECTIONS, RegisteredClient, Rotation,
+    ChatConnection, ClientInfo, ClientSummary, ClientUseRecord, HostSeen, MAX_LISTED_CHAT_CONNECTIONS,
+    MAX_LISTED_HOSTS, RegisteredClient, Rotation,
 };
 use domain::clock::Timestamp;
 use domain::ids::OwnerId;
@@ -105,14 +106,21 @@ impl ClientUse for SqliteStore {
         .await
     }
 
-    async fn mark_chat_connected(&self, owner: &OwnerId, client_id: &str) -> StoreResult<()> {
-        let (owner, id) = (owner.as_str().to_owned(), client_id.to_owned());
+    async fn mark_chat_connected(
+        &self,
+        owner: &OwnerId,
+        client_id: &str,
+        token_client: Option<&str>,
+    ) -> StoreResult<()> {
+        let (owner, id, token_client) =
+            (owner.as_str().to_owned(), client_id.to_owned(), token_client.map(str::to_owned));
         self.write(move |tx, now| {
             tx.prepare_cached(
-                "INSERT INTO chat_connections (owner, client_id, first_at, last_at) VALUES (?1, ?2, ?3, ?3) \
-                 ON CONFLICT (owner, client_id) DO UPDATE SET last_at = excluded.last_at",
+                "INSERT INTO chat_connections (owner, client_id, first_at, last_at, token_client) VALUES (?1, ?2, ?3, ?3, ?4) \
+                 ON CONFLICT (owner, client_id) DO UPDATE SET last_at = excluded.last_at, \
+                 token_client = COALESCE(excluded.token_client, token_client)",
             )?
-            .execute(params![owner, id, now.as_millis()])
+            .execute(params![owner, id, now.as_millis(), token_client])
             .map(drop)
         })
         .await
@@ -122,12 +130,59 @@ impl ClientUse for SqliteStore {
         let owner = owner.as_str().to_owned();
         self.read(move |tx, _| {
             let mut st = tx.prepare_cached(
-                "SELECT client_id, first_at, last_at FROM chat_connections WHERE owner = ?1 \
+                "SELECT client_id, token_client, first_at, last_at FROM chat_connections WHERE owner = ?1 \
                  ORDER BY last_at DESC, client_id LIMIT ?2",
             )?;
             let limit = i64::try_from(MAX_LISTED_CHAT_CONNECTIONS).unwrap_or(i64::MAX);
             let rows = st.query_map(params![owner, limit], |r| {
-                Ok(ChatConnection { client_id: r.get(0)?, first_at: ts(r.get(1)?), last_at: ts(r.get(2)?) })
+                Ok(ChatConnection {
+                    client_id: r.get(0)?,
+                    token_client: r.get(1)?,
+                    first_at: ts(r.get(2)?),
+                    last_at: ts(r.get(3)?),
+                })
+            })?;
+            rows.collect()
+        })
+        .await
+    }
+
+    async fn mark_host_seen(&self, owner: &OwnerId, host: &HostSeen) -> StoreResult<()> {
+        let (owner, host) = (owner.as_str().to_owned(), host.clone());
+        self.write(move |tx, _| {
+            tx.prepare_cached(
+                "INSERT INTO hosts_seen (owner, client_id, name, version, protocol, seen_at) \
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (owner, client_id, name) DO UPDATE SET \
+                 version = excluded.version, protocol = excluded.protocol, seen_at = excluded.seen_at",
+            )?
+            .execute(params![
+                owner,
+                host.client_id,
+                host.info.name,
+                host.info.version,
+                host.protocol,
+                host.seen_at.as_millis()
+            ])
+            .map(drop)
+        })
+        .await
+    }
+
+    async fn hosts_seen(&self, owner: &OwnerId) -> StoreResult<Vec<HostSeen>> {
+        let owner = owner.as_str().to_owned();
+        self.read(move |tx, _| {
+            let mut st = tx.prepare_cached(
+                "SELECT client_id, name, version, protocol, seen_at FROM hosts_seen WHERE owner = ?1 \
+                 ORDER BY seen_at DESC, client_id, name LIMIT ?2",
+            )?;
+            let limit = i64::try_from(MAX_LISTED_HOSTS).unwrap_or(i64::MAX);
+            let rows = st.query_map(params![owner, limit], |r| {
+                Ok(HostSeen {
+                    client_id: r.get(0)?,
+                    info: ClientInfo { name: r.get(1)?, version: r.get(2)? },
+                    protocol: r.get(3)?,
+                    seen_at: ts(r.get(4)?),
+                })
             })?;
             rows.collect()
         })

@@ -11,7 +11,24 @@ use rusqlite::{Connection, TransactionBehavior};
 pub(crate) const MIGRATIONS: &[&str] = &[
     SCHEMA_V1, SCHEMA_V2, SCHEMA_V3, SCHEMA_V4, SCHEMA_V5, SCHEMA_V6, SCHEMA_V7, SCHEMA_V8, SCHEMA_V9, SCHEMA_V10,
     SCHEMA_V11, SCHEMA_V12, SCHEMA_V13, SCHEMA_V14, SCHEMA_V15, SCHEMA_V16, SCHEMA_V17, SCHEMA_V18, SCHEMA_V19,
+    SCHEMA_V20,
 ];
+
+/// Version 20: the client id a chat's tokens carry when it is not the one it signed in as, and
+/// the hosts each owner's tokens connected (their handshakes: name, version, protocol, when).
+pub(crate) const SCHEMA_V20: &str = r"
+ALTER TABLE chat_connections ADD COLUMN token_client TEXT;
+CREATE TABLE hosts_seen (
+    owner TEXT NOT NULL,
+    client_id TEXT NOT NULL,
+    name TEXT NOT NULL,
+    version TEXT NOT NULL,
+    protocol TEXT NOT NULL,
+    seen_at INTEGER NOT NULL,
+    PRIMARY KEY (owner, client_id, name)
+);
+CREATE INDEX hosts_seen_by_time ON hosts_seen (owner, seen_at);
+";
 
 /// Version 19: when each registered client was last issued a token (a client unused for
 /// longer than its refresh tokens live may be removed at the registration cap). Rows from

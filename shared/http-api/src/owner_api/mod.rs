@@ -25,6 +25,7 @@
 //! | this one | [`OwnerApi::handle`] and one handler per operation |
 //! | `routes` | [`ROUTES`]: the table requests are dispatched through and [`crate::openapi`] publishes |
 //! | [`views`] | every request and response body, and how each view is made from its domain value |
+//! | [`chat_views`] | the views of the chats and hosts that connected, re-exported by [`views`] |
 //! | [`run_views`] | the views of Graph runs (a run, its progress, a page), re-exported by [`views`] |
 //! | `runs` | the handlers of the owner's Graph runs: a page of them, and the cancel |
 
@@ -50,6 +51,7 @@ use domain::tasks::{
 };
 use http::{StatusCode, header};
 
+pub mod chat_views;
 mod routes;
 pub mod run_views;
 mod runs;
@@ -643,12 +645,13 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
 
     /// What the panel shows outside the selected link, in one request per refresh.
     async fn overview(&self, owner: &OwnerId) -> Reply {
-        let (projects, devices, links, runs, chats) = (
+        let (projects, devices, links, runs, chats, hosts) = (
             self.store.list_projects(owner).await?,
             self.store.list_devices(owner).await?,
             self.store.list_links(owner).await?,
             self.store.recent_runs(owner, OVERVIEW_RUNS, None).await?,
             self.store.chat_connections(owner).await?,
+            self.store.hosts_seen(owner).await?,
         );
         let now = self.clock.now();
         let fleet = Fleet::of(&projects, &runs, now, &self.policy);
@@ -659,6 +662,7 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
                 devices: devices.iter().map(|d| device_view(d, now, &self.policy, &fleet)).collect(),
                 links: self.link_views(owner, &links).await?,
                 runs: runs.iter().map(|r| run_view(r, now, &self.policy)).collect(),
+                hosts: hosts.iter().map(|h| host_view(h, &chats)).collect(),
                 chats: chats.iter().map(chat_view).collect(),
                 version: env!("CARGO_PKG_VERSION").to_owned(),
             },

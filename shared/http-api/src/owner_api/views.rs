@@ -18,6 +18,7 @@ use domain::tasks::{Task, TaskStatus};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
+pub use super::chat_views::*;
 pub use super::run_views::*;
 
 /// `POST /projects`, `POST /devices`: a name.
@@ -528,28 +529,11 @@ pub struct Overview {
     /// The chats that were issued a token for this owner, the latest first (at most 20):
     /// empty until a chat has connected with the connector URL.
     pub chats: Vec<ChatView>,
+    /// The host programs that connected for this owner (their latest handshake), the latest
+    /// first (at most 20).
+    pub hosts: Vec<HostView>,
     /// The release this server runs (CHANGELOG.md), shown in the panel's footer.
     pub version: String,
-}
-
-/// A chat that connected: an OAuth client issued a token for the owner.
-#[derive(Serialize, JsonSchema)]
-pub struct ChatView {
-    /// The client: an app client id, or the URL of its client metadata document (which names
-    /// the chat's host, e.g. `https://claude.ai/…`).
-    pub client_id: String,
-    /// RFC 3339: its first token for this owner.
-    pub first_connected_at: String,
-    /// RFC 3339: its latest (a sign-in, or a refresh of its tokens).
-    pub last_connected_at: String,
-}
-
-pub(crate) fn chat_view(c: &domain::clients::ChatConnection) -> ChatView {
-    ChatView {
-        client_id: c.client_id.clone(),
-        first_connected_at: c.first_at.rfc3339(),
-        last_connected_at: c.last_at.rfc3339(),
-    }
 }
 
 // What each view is made from.
