@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Bumps the MCP hosts the tests run (tests/tests/hosts_real.rs, hosts_cloud.rs) to their newest
+# Bumps the MCP hosts the tests run (tests/tests/hosts_real.rs, hosts_cloud.rs, and the hosts that
+# need a model: hosts_tui.rs, run by infra/hosts-tui.sh) to their newest
 # versions on npm, and records what the new versions send beside what the old ones sent:
 #
 #   ./infra/hosts-bump.sh             bump, regenerate the locks, run the hosts' tests with
@@ -31,6 +32,10 @@ hosts=(
   "mcp-remote hosts mcp-remote"
   "@openai/codex hosts codex"
   "@modelcontextprotocol/inspector conformance inspector-cli"
+  "@anthropic-ai/claude-code hosts-tui claude-code"
+  "@github/copilot hosts-tui copilot-cli"
+  "@google/gemini-cli hosts-tui gemini-cli"
+  "opencode-ai hosts-tui opencode"
 )
 
 # pinned FOLDER PACKAGE: the version infra/FOLDER/package.json pins.
@@ -92,6 +97,8 @@ echo "== the hosts' tests with FOUNDRY_UPDATE=1 (infra/test.sh installs the new 
 status=0
 # (FOUNDRY_UPDATE is refused under CI=true: CI compares, it never rewrites.)
 env -u CI FOUNDRY_UPDATE=1 ./infra/test.sh hosts_ || status=$?
+echo "== the hosts that need a model, with FOUNDRY_UPDATE=1 (infra/hosts-tui.sh)"
+env -u CI FOUNDRY_UPDATE=1 ./infra/hosts-tui.sh || status=$?
 
 echo "== what changed"
 git diff --stat

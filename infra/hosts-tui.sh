@@ -26,10 +26,12 @@ fi
 key=$(sha256sum infra/hosts-tui/package-lock.json | cut -c1-16)
 tools="$cache/hosts-tui-$key"
 if [ ! -f "$tools/node_modules/.complete" ]; then
-  echo "== installing the hosts' pins (npm ci into $tools)"
+  echo "== installing the hosts' pins (npm into $tools)"
   rm -rf "$tools" && mkdir -p "$tools"
   cp infra/hosts-tui/package.json infra/hosts-tui/package-lock.json "$tools/"
-  (cd "$tools" && npm ci --silent --no-audit --no-fund)
+  # npm install, not npm ci: the lock npm writes on Linux leaves out opencode-ai's packages for
+  # other platforms, which npm ci then counts as missing; install follows the lock for the rest.
+  (cd "$tools" && npm install --silent --no-audit --no-fund --no-save)
   touch "$tools/node_modules/.complete"
 fi
 installed=$(date +%s)
@@ -39,8 +41,9 @@ trap 'rm -rf "$figures"' EXIT
 filter='test(/^hosts_tui::/)'
 [ "$#" -gt 0 ] && filter="test(/^hosts_tui::.*$1/)"
 echo "== the hosts, each with the bearer token and through its own sign-in"
+# The whole workspace's build (its features, so the test command's build serves), these tests only.
 FOUNDRY_HOSTS_TUI="$tools" FOUNDRY_HOSTS_TUI_FIGURES="$figures" \
-  cargo nextest run -p foundry-tests --test suite --locked --run-ignored only --test-threads 2 \
+  cargo nextest run --workspace --locked --run-ignored only --test-threads 2 \
     --no-fail-fast -E "$filter"
 ended=$(date +%s)
 
@@ -49,8 +52,12 @@ import json, pathlib, sys
 folder, install_s, run_s, partial, out = sys.argv[1:]
 runs = sorted((json.loads(p.read_text()) for p in pathlib.Path(folder).glob("*.json")),
               key=lambda r: (r["package"], r["mode"]))
+for r in runs:  # a driver gives the stand-in's requests, or their count
+    if isinstance(r.get("model_requests"), list):
+        r["model_requests"] = len(r["model_requests"])
 result = {"install_s": int(install_s), "run_s": int(run_s),
-          "runs": [{k: r.get(k) for k in ("package", "version", "mode", "seconds", "model_requests")} for r in runs]}
+          "runs": [{k: r.get(k) for k in ("package", "version", "mode", "seconds", "model_requests", "refused")}
+                   for r in runs]}
 print(json.dumps(result, indent=2))
 if partial != "0":
     sys.exit(0)  # a filtered run measures nothing for the docs

@@ -8,6 +8,7 @@
 use std::path::{Path, PathBuf};
 
 use crate::hosts_real::{CODEX, Host, INSPECTOR, MCP_REMOTE, RUN, STEP};
+use crate::hosts_tui::{CLAUDE_CODE, COPILOT, GEMINI, OPENCODE};
 
 fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
@@ -85,6 +86,7 @@ fn the_bump_scripts_dry_run_names_what_it_would_change_and_changes_nothing() {
         "infra/hosts/package.json",
         "infra/hosts/package-lock.json",
         "infra/conformance/package.json",
+        "infra/hosts-tui/package.json",
         "docs/hosts.md",
     ];
     let before: Vec<String> = watched.iter().map(|f| std::fs::read_to_string(root().join(f)).unwrap()).collect();
@@ -96,7 +98,7 @@ fn the_bump_scripts_dry_run_names_what_it_would_change_and_changes_nothing() {
         .unwrap();
     let said = String::from_utf8_lossy(&out.stdout);
     assert!(out.status.success(), "{said}{}", String::from_utf8_lossy(&out.stderr));
-    for host in [&MCP_REMOTE, &INSPECTOR, &CODEX] {
+    for host in [&MCP_REMOTE, &INSPECTOR, &CODEX, &CLAUDE_CODE, &COPILOT, &GEMINI, &OPENCODE] {
         let v = host.version();
         for line in [
             format!("{} {v} -> 99.0.0", host.package),
@@ -115,4 +117,67 @@ fn the_bump_scripts_dry_run_names_what_it_would_change_and_changes_nothing() {
     let after: Vec<String> = watched.iter().map(|f| std::fs::read_to_string(root().join(f)).unwrap()).collect();
     assert!(before == after, "a dry run changed a file");
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// What the results' table of the hosts that need a model gets wrong: a row per host at the
+/// version its pin names, and the time of the eight runs, all from `docs/hosts-tui-figures.json`
+/// (written by `infra/hosts-tui.sh` only when every run passed), whose versions must be the pins'.
+fn model_hosts_problems(results: &str, figures: &serde_json::Value, hosts: &[(&Host, String)]) -> Vec<String> {
+    let mut problems = Vec::new();
+    let Some(section) = results.split("\n### ").find(|s| s.starts_with("The hosts that call a tool only through"))
+    else {
+        return vec!["no section \"The hosts that call a tool only through their model\"".to_owned()];
+    };
+    let section = section.split("\n## ").next().unwrap_or_default();
+    let runs = figures["runs"].as_array().cloned().unwrap_or_default();
+    for (host, version) in hosts {
+        let row = format!("| `{}` | {version} | `infra/{}/package.json` |", host.package, host.pins);
+        if !section.contains(&row) {
+            problems.push(format!("no row {row}"));
+        }
+        let measured: Vec<&serde_json::Value> = runs.iter().filter(|r| r["package"] == host.package).collect();
+        if measured.len() != 2 || measured.iter().any(|r| r["version"] != version.as_str()) {
+            problems.push(format!("{}: docs/hosts-tui-figures.json holds no two runs at {version}", host.package));
+        }
+        for r in measured {
+            let said = match (r["seconds"].as_f64(), r["refused"].as_str()) {
+                (Some(s), _) => format!(" {s:.1}"),
+                (None, Some(refused)) => format!("refused: {refused}"),
+                _ => continue,
+            };
+            if !section.contains(&said) {
+                problems.push(format!("{} ({}): the figures say {said:?}", host.package, r["mode"]));
+            }
+        }
+    }
+    let total = format!("**{} s**", figures["run_s"]);
+    if !section.contains(&total) {
+        problems.push(format!("the runs' time: the figures say {total}"));
+    }
+    problems
+}
+
+/// docs/results.md's table of the hosts that need a model names each at its pin and quotes what
+/// `infra/hosts-tui.sh` measured; a changed figure, a version, or a pin bumped without a new run
+/// is caught.
+#[test]
+fn the_results_quote_the_model_hosts_figures_at_their_pins() {
+    let results = std::fs::read_to_string(root().join("docs/results.md")).unwrap();
+    let figures: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(root().join("docs/hosts-tui-figures.json")).unwrap()).unwrap();
+    let hosts: Vec<(&Host, String)> =
+        [&CLAUDE_CODE, &COPILOT, &GEMINI, &OPENCODE].into_iter().map(|h| (h, h.version())).collect();
+    let problems = model_hosts_problems(&results, &figures, &hosts);
+    assert!(problems.is_empty(), "docs/results.md, the hosts that need a model:\n{}", problems.join("\n"));
+    let total = format!("**{} s**", figures["run_s"]);
+    for (what, broken) in [
+        ("the total", results.replacen(&total, "**1 s**", 1)),
+        ("a version", results.replacen("| `opencode-ai` | 1.18.33 |", "| `opencode-ai` | 1.0.0 |", 1)),
+    ] {
+        assert_ne!(broken, results, "{what}: the mutation no longer applies");
+        assert!(!model_hosts_problems(&broken, &figures, &hosts).is_empty(), "{what}: not caught");
+    }
+    let mut bumped = hosts.clone();
+    bumped[0].1.push_str("-next");
+    assert!(!model_hosts_problems(&results, &figures, &bumped).is_empty(), "a bumped pin: not caught");
 }

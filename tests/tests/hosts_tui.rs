@@ -46,7 +46,7 @@ async fn drive(host: &Host, module: &str, sign_in: bool) {
 }
 
 /// [`drive`]; with `refused`, the run must instead fail with that refusal in its error, and no
-/// tool call may pass (what it sent up to the refusal is pinned all the same).
+/// tool call may pass.
 async fn drive_expecting(host: &Host, module: &str, sign_in: bool, refused: Option<&str>) {
     let Some(tools) = tool("FOUNDRY_HOSTS_TUI") else { return };
     let mode = if sign_in { "sign-in" } else { "bearer" };
@@ -97,8 +97,8 @@ async fn drive_expecting(host: &Host, module: &str, sign_in: bool, refused: Opti
             "{module} ({mode}) was not refused with {refusal:?}:\n{stdout}"
         );
         assert_eq!(s.calls_of(TOOL), 0, "a refused host made the call");
-        pinned(host, &format!("requests-{mode}.json"), &s.record_as(summary["opened"].as_str(), Order::Concurrent));
-        return s.stop().await;
+        figures(host, mode, &serde_json::json!({"refused": refusal}));
+        return s.stop().await; // what it sends around the refusal varies (its retries): not pinned
     }
     assert!(
         out.status.success() && summary["ok"] == true,
@@ -108,17 +108,21 @@ async fn drive_expecting(host: &Host, module: &str, sign_in: bool, refused: Opti
     // The call reached the server through the host, and was answered.
     let calls = s.calls_of(TOOL);
     assert!(calls >= 1, "the proxy saw no tools/call of {TOOL} from {module}");
-    if let Some(dir) = std::env::var_os("FOUNDRY_HOSTS_TUI_FIGURES") {
-        let mut figures = summary.clone();
-        figures["version"] = host.version().into();
-        figures["package"] = host.package.into();
-        figures["mode"] = mode.into();
-        let file = Path::new(&dir).join(format!("{}-{mode}.json", host.fixtures));
-        std::fs::write(file, serde_json::to_string_pretty(&figures).unwrap()).unwrap();
-    }
+    figures(host, mode, &summary);
     let opened = summary["opened"].as_str();
     pinned(host, &format!("requests-{mode}.json"), &s.record_as(opened, Order::Concurrent));
     s.stop().await;
+}
+
+/// What a run took, for `infra/hosts-tui.sh` (`FOUNDRY_HOSTS_TUI_FIGURES` names the folder).
+fn figures(host: &Host, mode: &str, summary: &Value) {
+    let Some(dir) = std::env::var_os("FOUNDRY_HOSTS_TUI_FIGURES") else { return };
+    let mut figures = summary.clone();
+    figures["version"] = host.version().into();
+    figures["package"] = host.package.into();
+    figures["mode"] = mode.into();
+    let file = Path::new(&dir).join(format!("{}-{mode}.json", host.fixtures));
+    std::fs::write(file, serde_json::to_string_pretty(&figures).unwrap()).unwrap();
 }
 
 #[tokio::test]
