@@ -1946,6 +1946,10 @@ async fn hosts_seen_keep_the_latest_handshake_per_client_and_name(h: Harness) {
     assert_eq!(hosts[2].info.name, "codex-mcp-client");
     assert!(h.store.hosts_seen(&bob).await.unwrap().is_empty(), "another owner's hosts leaked");
     assert!(h.store.chat_connections(&ana).await.unwrap().is_empty(), "a host is not a chat's sign-in");
+    // Read together with the chats (the overview's one read): the same lists.
+    h.store.mark_chat_connected(&ana, "chat-of-ana", None).await.unwrap();
+    let (chats, together) = h.store.chats_and_hosts(&ana).await.unwrap();
+    assert_eq!((chats, together), (h.store.chat_connections(&ana).await.unwrap(), hosts.clone()));
     for i in 0..MAX_LISTED_HOSTS + 3 {
         h.clock.advance(Duration::from_secs(1));
         h.store.mark_host_seen(&bob, &seen("c", &format!("host-{i:02}"), "1", h.clock.now())).await.unwrap();

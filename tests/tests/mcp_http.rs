@@ -33,6 +33,25 @@ impl Server {
         self.running.mcp_url.clone()
     }
 
+    /// `body` posted with the printed token and the headers its protocol `version` wants (the
+    /// 2026-07-28 era's `Mcp-Method` and `Mcp-Name`); it must be answered 200.
+    async fn post_ok(&self, version: &str, body: Value) {
+        let mut req = self
+            .http
+            .post(self.url())
+            .header("content-type", "application/json")
+            .header("accept", ACCEPT)
+            .header("mcp-protocol-version", version)
+            .header("mcp-method", body["method"].as_str().unwrap())
+            .header("authorization", format!("Bearer {}", self.running.token));
+        if let Some(name) = body["params"]["name"].as_str() {
+            req = req.header("mcp-name", name);
+        }
+        let res = req.body(body.to_string()).send().await.unwrap();
+        let status = res.status();
+        assert_eq!(status, 200, "{body}: {}", res.text().await.unwrap());
+    }
+
     fn token_with(&self, scopes: &[&str]) -> String {
         let secret = std::fs::read(self.running.data_dir.join("local-token-secret")).unwrap();
         let issuer = format!("http://{}", self.running.addr);
@@ -645,24 +664,7 @@ async fn each_client_is_logged_by_its_client_info_in_both_eras() {
     let writer = lines.clone();
     let _log = tracing::dispatcher::set_default(&logging::json_lines(move || writer.clone()));
     let s = server().await;
-    let post = |version: &'static str, body: Value| {
-        let mut req = s
-            .http
-            .post(s.url())
-            .header("content-type", "application/json")
-            .header("accept", ACCEPT)
-            .header("mcp-protocol-version", version)
-            .header("mcp-method", body["method"].as_str().unwrap())
-            .header("authorization", format!("Bearer {}", s.running.token));
-        if let Some(name) = body["params"]["name"].as_str() {
-            req = req.header("mcp-name", name);
-        }
-        async move {
-            let res = req.body(body.to_string()).send().await.unwrap();
-            let status = res.status();
-            assert_eq!(status, 200, "{body}: {}", res.text().await.unwrap());
-        }
-    };
+    let post = |version: &'static str, body: Value| s.post_ok(version, body);
     let meta = |info: Value| {
         json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                "io.modelcontextprotocol/clientCapabilities": {"extensions": {"io.modelcontextprotocol/ui": {}}},
@@ -720,24 +722,7 @@ async fn each_client_is_logged_by_its_client_info_in_both_eras() {
 #[tokio::test]
 async fn each_host_is_listed_to_its_owner_from_its_handshake_only() {
     let s = server().await;
-    let post = |version: &'static str, body: Value| {
-        let mut req = s
-            .http
-            .post(s.url())
-            .header("content-type", "application/json")
-            .header("accept", ACCEPT)
-            .header("mcp-protocol-version", version)
-            .header("mcp-method", body["method"].as_str().unwrap())
-            .header("authorization", format!("Bearer {}", s.running.token));
-        if let Some(name) = body["params"]["name"].as_str() {
-            req = req.header("mcp-name", name);
-        }
-        async move {
-            let res = req.body(body.to_string()).send().await.unwrap();
-            let status = res.status();
-            assert_eq!(status, 200, "{body}: {}", res.text().await.unwrap());
-        }
-    };
+    let post = |version: &'static str, body: Value| s.post_ok(version, body);
     let meta = |name: &str| {
         json!({"io.modelcontextprotocol/protocolVersion": "2026-07-28",
                "io.modelcontextprotocol/clientCapabilities": {},

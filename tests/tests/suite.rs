@@ -47,6 +47,7 @@ mod preflight;
 mod python_clients;
 mod quickstart;
 mod readme;
+mod reference;
 mod relay_api_http;
 mod relay_dist_portable;
 mod relay_doorbell;

@@ -649,6 +649,7 @@ fn the_cost_tables_are_the_output_of_the_cost_command() {
     let dir = std::env::temp_dir().join(format!("foundry-cost-{}", uuid::Uuid::new_v4()));
     std::fs::create_dir_all(&dir).unwrap();
     std::fs::copy(root.join("docs/cost-inputs.json"), dir.join("cost-inputs.json")).unwrap();
+    std::fs::copy(root.join("docs/scale-figures.json"), dir.join("scale-figures.json")).unwrap();
     let mut figures: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(root.join("docs/doorbell-figures.json")).unwrap()).unwrap();
     figures["idle"]["on_per_day"] = json!(1234);
@@ -677,6 +678,127 @@ fn the_cost_tables_are_the_output_of_the_cost_command() {
         "the cost command does not price graph_relay's warm duration from docs/cold-start-figures.json"
     );
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// The fixed monthly floor docs/cost.md shows first is counted from the template, not typed in:
+/// its alarm row names the alarms a YAML parser of the tests' own (`cloud::Template`) counts in
+/// template.yaml, an alarm added to a copy of the template moves the floor (and the page then
+/// disagrees), a resource type with a monthly price the command does not know stops it, and
+/// the command's stdlib reader of the template (`infra/template_yaml.py`) reads what PyYAML reads.
+#[test]
+fn the_fixed_floor_is_counted_from_the_template() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("..");
+    let cost = |template: Option<&std::path::Path>| {
+        let mut cmd = std::process::Command::new("python3");
+        cmd.arg("infra/cost.py").current_dir(&root);
+        if let Some(t) = template {
+            cmd.env("FOUNDRY_TEMPLATE", t);
+        }
+        let out = cmd.output().unwrap();
+        (
+            out.status.success(),
+            String::from_utf8_lossy(&out.stdout).into_owned(),
+            String::from_utf8_lossy(&out.stderr).into_owned(),
+        )
+    };
+    let (ok, printed, err) = cost(None);
+    assert!(ok, "{err}");
+    let doc = std::fs::read_to_string(root.join("docs/cost.md")).unwrap();
+    let floor_table = |printed: &str| {
+        foundry_tests::markdown_tables(printed)
+            .into_iter()
+            .find(|t| t[0].starts_with("| fixed monthly cost |"))
+            .map(|t| t.iter().map(|r| (*r).to_owned()).collect::<Vec<String>>())
+            .unwrap_or_else(|| panic!("the cost command prints no floor table:\n{printed}"))
+    };
+    let floor = floor_table(&printed);
+    // The floor comes first on the page, before the per-request tables.
+    let first = foundry_tests::markdown_tables(&doc)[0][0].to_owned();
+    assert_eq!(first, floor[0], "docs/cost.md does not show the floor first");
+    let resources = foundry_tests::cloud::Template::load().value(&["Resources"]);
+    let count =
+        |kind: &str| resources.as_mapping().unwrap().values().filter(|r| r["Type"].as_str() == Some(kind)).count();
+    let alarms = count("AWS::CloudWatch::Alarm");
+    assert!(alarms > 0);
+    let alarm_row = floor.iter().find(|r| r.starts_with("| CloudWatch alarms")).expect("an alarm row");
+    assert!(
+        alarm_row.contains(&format!("| {alarms} alarms: ")),
+        "the floor counts other alarms than template.yaml has ({alarms}): {alarm_row}"
+    );
+    let groups = count("AWS::Logs::LogGroup");
+    assert!(
+        floor.iter().any(|r| r.contains(&format!("| {groups} log groups |"))),
+        "the floor counts other log groups than {groups}"
+    );
+    // The page says the floor for one owner with one desktop in its prose too.
+    let total = floor.iter().find(|r| r.starts_with("| **the floor** |")).unwrap();
+    let small = total.split('|').nth(3).unwrap().trim().trim_matches('*').to_owned();
+    assert!(
+        foundry_tests::says(&doc, &format!("about {small} a month")),
+        "docs/cost.md does not say the floor is about {small} a month"
+    );
+
+    let cell = |start: &str| {
+        let row = floor.iter().find(|r| r.starts_with(start)).unwrap_or_else(|| panic!("no row {start:?}"));
+        row.split('|').nth(3).unwrap().trim().to_owned()
+    };
+    for said in [
+        format!("the template's alarms ({})", cell("| CloudWatch alarms")),
+        format!("operations dashboard ({})", cell("| CloudWatch dashboard")),
+    ] {
+        assert!(foundry_tests::says(&doc, &said), "docs/cost.md does not say {said:?}");
+    }
+
+    let dir = std::env::temp_dir().join(format!("foundry-floor-{}", uuid::Uuid::new_v4()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let template = std::fs::read_to_string(root.join("template.yaml")).unwrap();
+    // One more alarm in a copy: the floor's alarm row and total move, and the page no longer matches.
+    let added = template.replacen(
+        "\nResources:\n",
+        "\nResources:\n  ExtraAlarm:\n    Type: AWS::CloudWatch::Alarm\n    Properties:\n      Namespace: AWS/Lambda\n      MetricName: Errors\n      Statistic: Sum\n      Period: 300\n      EvaluationPeriods: 1\n      Threshold: 0\n      ComparisonOperator: GreaterThanThreshold\n",
+        1,
+    );
+    assert_ne!(added, template);
+    let copy = dir.join("template.yaml");
+    std::fs::write(&copy, &added).unwrap();
+    let (ok, moved, err) = cost(Some(&copy));
+    assert!(ok, "{err}");
+    let moved_floor = floor_table(&moved);
+    assert!(
+        moved_floor
+            .iter()
+            .any(|r| r.starts_with("| CloudWatch alarms") && r.contains(&format!("| {} alarms: ", alarms + 1))),
+        "an alarm added to the template is not counted:\n{}",
+        moved_floor.join("\n")
+    );
+    let moved_total = moved_floor.iter().find(|r| r.starts_with("| **the floor** |")).unwrap();
+    assert_ne!(moved_total, total, "an alarm added to the template does not move the floor");
+    assert!(
+        foundry_tests::tables_match(&moved, &doc).is_err(),
+        "docs/cost.md passed with the floor of another template"
+    );
+    // A resource with a monthly price the floor does not know (a KMS key) stops the command.
+    let kms = template.replacen(
+        "\nResources:\n",
+        "\nResources:\n  ExtraKey:\n    Type: AWS::KMS::Key\n    Properties:\n      KeyPolicy: { Version: \"2012-10-17\", Statement: [] }\n",
+        1,
+    );
+    std::fs::write(&copy, &kms).unwrap();
+    let (ok, _, err) = cost(Some(&copy));
+    assert!(!ok && err.contains("AWS::KMS::Key"), "a KMS key in the template went unpriced: {err}");
+    std::fs::remove_dir_all(&dir).unwrap();
+
+    // The command's reader of the template against PyYAML, where the Python on PATH has it.
+    let out = std::process::Command::new("python3")
+        .arg("infra/template_yaml.py")
+        .arg("template.yaml")
+        .current_dir(&root)
+        .output()
+        .unwrap();
+    let said = String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success(), "infra/template_yaml.py: {said}");
+    assert!(said.contains("template_yaml: same") || said.contains("not installed"), "{said}");
+    eprintln!("{}", said.trim());
 }
 
 /// docs/results.md's "**$N per million syncs**" is the cost command's "one sync" row.

@@ -490,6 +490,11 @@ pub trait ClientUse: Send + Sync {
     /// The hosts seen for `owner`, the latest first, at most
     /// [`MAX_LISTED_HOSTS`](crate::clients::MAX_LISTED_HOSTS).
     async fn hosts_seen(&self, owner: &OwnerId) -> StoreResult<Vec<HostSeen>>;
+    /// [`Self::chat_connections`] and [`Self::hosts_seen`] together (the panel's overview): a
+    /// store that keeps them side by side reads both at once.
+    async fn chats_and_hosts(&self, owner: &OwnerId) -> StoreResult<(Vec<ChatConnection>, Vec<HostSeen>)> {
+        Ok((self.chat_connections(owner).await?, self.hosts_seen(owner).await?))
+    }
 }
 
 /// The cloud facade's authorization flows (`oauth::facade`): one-time records kept under a key

@@ -29,7 +29,7 @@ use domain::store::{
     AuthorizationFlows, ClientRedirects, ClientUse, DocumentCopies, MetadataClients, StoreError, StoreResult,
 };
 
-use crate::codec::{Read, n, opt_from, s};
+use crate::codec::{Item, Read, n, opt_from, s};
 use crate::error::sdk;
 use crate::keys::{
     chat_connection_key, chat_connections_partition, client_redirects_key, client_use_key, document_copy_key, flow_key,
@@ -83,24 +83,7 @@ impl ClientUse for DynamoStore {
 
     /// One `Query` of the owner's partition (a few small items: one per chat app), sorted here.
     async fn chat_connections(&self, owner: &OwnerId) -> StoreResult<Vec<ChatConnection>> {
-        let mut all = self
-            .db
-            .query_all(chat_connections_partition(owner), "CHAT#")
-            .await?
-            .iter()
-            .map(|i| {
-                let r = Read(i);
-                Ok(ChatConnection {
-                    client_id: r.s("client_id")?.to_owned(),
-                    token_client: r.opt_s("token_client").map(str::to_owned),
-                    first_at: r.ts("first_at")?,
-                    last_at: r.ts("last_at")?,
-                })
-            })
-            .collect::<StoreResult<Vec<_>>>()?;
-        all.sort_by(|a, b| b.last_at.cmp(&a.last_at).then_with(|| a.client_id.cmp(&b.client_id)));
-        all.truncate(MAX_LISTED_CHAT_CONNECTIONS);
-        Ok(all)
+        chats_of(&self.db.query_all(chat_connections_partition(owner), "CHAT#").await?)
     }
 
     /// One unconditional `UpdateItem`, kept 90 days after the handshake (DynamoDB's
@@ -119,27 +102,58 @@ impl ClientUse for DynamoStore {
 
     /// One `Query` of the owner's partition, sorted here.
     async fn hosts_seen(&self, owner: &OwnerId) -> StoreResult<Vec<HostSeen>> {
-        let mut all = self
-            .db
-            .query_all(chat_connections_partition(owner), "HOST#")
-            .await?
-            .iter()
-            .map(|i| {
-                let r = Read(i);
-                Ok(HostSeen {
-                    client_id: r.s("client_id")?.to_owned(),
-                    info: ClientInfo { name: r.s("name")?.to_owned(), version: r.s("version")?.to_owned() },
-                    protocol: r.s("protocol")?.to_owned(),
-                    seen_at: r.ts("seen_at")?,
-                })
-            })
-            .collect::<StoreResult<Vec<_>>>()?;
-        all.sort_by(|a, b| {
-            b.seen_at.cmp(&a.seen_at).then_with(|| (&a.client_id, &a.info.name).cmp(&(&b.client_id, &b.info.name)))
-        });
-        all.truncate(MAX_LISTED_HOSTS);
-        Ok(all)
+        hosts_of(&self.db.query_all(chat_connections_partition(owner), "HOST#").await?)
     }
+
+    /// One `Query` of the whole partition: the chats and the hosts beside them.
+    async fn chats_and_hosts(&self, owner: &OwnerId) -> StoreResult<(Vec<ChatConnection>, Vec<HostSeen>)> {
+        let items = self.db.query_all(chat_connections_partition(owner), "").await?;
+        let sk =
+            |i: &Item, prefix: &str| i.get("sk").and_then(|v| v.as_s().ok()).is_some_and(|k| k.starts_with(prefix));
+        let (chats, hosts): (Vec<Item>, Vec<Item>) =
+            items.into_iter().filter(|i| sk(i, "CHAT#") || sk(i, "HOST#")).partition(|i| sk(i, "CHAT#"));
+        Ok((chats_of(&chats)?, hosts_of(&hosts)?))
+    }
+}
+
+/// The chat items, the latest first, at most the listing's bound.
+fn chats_of(items: &[Item]) -> StoreResult<Vec<ChatConnection>> {
+    let mut all = items
+        .iter()
+        .map(|i| {
+            let r = Read(i);
+            Ok(ChatConnection {
+                client_id: r.s("client_id")?.to_owned(),
+                token_client: r.opt_s("token_client").map(str::to_owned),
+                first_at: r.ts("first_at")?,
+                last_at: r.ts("last_at")?,
+            })
+        })
+        .collect::<StoreResult<Vec<_>>>()?;
+    all.sort_by(|a, b| b.last_at.cmp(&a.last_at).then_with(|| a.client_id.cmp(&b.client_id)));
+    all.truncate(MAX_LISTED_CHAT_CONNECTIONS);
+    Ok(all)
+}
+
+/// The host items, the latest first, at most the listing's bound.
+fn hosts_of(items: &[Item]) -> StoreResult<Vec<HostSeen>> {
+    let mut all = items
+        .iter()
+        .map(|i| {
+            let r = Read(i);
+            Ok(HostSeen {
+                client_id: r.s("client_id")?.to_owned(),
+                info: ClientInfo { name: r.s("name")?.to_owned(), version: r.s("version")?.to_owned() },
+                protocol: r.s("protocol")?.to_owned(),
+                seen_at: r.ts("seen_at")?,
+            })
+        })
+        .collect::<StoreResult<Vec<_>>>()?;
+    all.sort_by(|a, b| {
+        b.seen_at.cmp(&a.seen_at).then_with(|| (&a.client_id, &a.info.name).cmp(&(&b.client_id, &b.info.name)))
+    });
+    all.truncate(MAX_LISTED_HOSTS);
+    Ok(all)
 }
 
 /// How long a host's record outlives its last handshake.

@@ -645,13 +645,12 @@ impl<S: OwnerStore + ?Sized> OwnerApi<S> {
 
     /// What the panel shows outside the selected link, in one request per refresh.
     async fn overview(&self, owner: &OwnerId) -> Reply {
-        let (projects, devices, links, runs, chats, hosts) = (
+        let (projects, devices, links, runs, (chats, hosts)) = (
             self.store.list_projects(owner).await?,
             self.store.list_devices(owner).await?,
             self.store.list_links(owner).await?,
             self.store.recent_runs(owner, OVERVIEW_RUNS, None).await?,
-            self.store.chat_connections(owner).await?,
-            self.store.hosts_seen(owner).await?,
+            self.store.chats_and_hosts(owner).await?,
         );
         let now = self.clock.now();
         let fleet = Fleet::of(&projects, &runs, now, &self.policy);
