@@ -54,12 +54,14 @@ fn without_row(page: &str, row: &str) -> String {
     kept.join("\n")
 }
 
-/// Asserts `check` finds nothing in the page and something in each mutated copy.
-fn holds(check: impl Fn(&str) -> Vec<String>, mutations: &[(&str, String)]) {
-    let problems = check(&page());
+/// Asserts `check` finds nothing in the page, and then something in each of the page's
+/// mutated copies.
+fn holds(check: impl Fn(&str) -> Vec<String>, mutations: impl FnOnce(&str) -> Vec<(&'static str, String)>) {
+    let page = page();
+    let problems = check(&page);
     assert!(problems.is_empty(), "docs/reference.md differs from the code:\n{}", problems.join("\n"));
-    for (what, bad) in mutations {
-        assert!(!check(bad).is_empty(), "the check missed a mutated page: {what}");
+    for (what, bad) in mutations(&page) {
+        assert!(!check(&bad).is_empty(), "the check missed a mutated page: {what}");
     }
 }
 
@@ -177,23 +179,24 @@ fn cli_problems(page: &str, cli: &Cli) -> Vec<String> {
 #[test]
 fn the_relays_commands_and_options_are_its_parsers() {
     let cli = relay_cli();
-    let page = page();
     holds(
         |p| cli_problems(p, &cli),
-        &[
-            ("a command's row removed", without_row(&page, "| `relay pause` | Pause")),
-            ("a nested command's row removed", without_row(&page, "| `relay session remove` | Stop")),
-            ("an option's row removed", without_row(&page, "| `relay pair` | `-y, --yes` |")),
-            ("a help text changed", mutated(&page, "at most 200 characters", "at most 300 characters")),
-            ("an option renamed", mutated(&page, "`--note <NOTE>`", "`--reason <NOTE>`")),
-            ("a value name changed", mutated(&page, "`--for <DURATION>`", "`--for <TIME>`")),
-            ("a default changed", mutated(&page, "[default: 1]", "[default: 2]")),
-            (
-                "a command the relay lacks",
-                mutated(&page, "| `relay help` |", "| `relay logs` | Print the log |\n| `relay help` |"),
-            ),
-            ("a hidden option documented", mutated(&page, "`-y, --yes`", "`--from-installer`")),
-        ],
+        |page| {
+            vec![
+                ("a command's row removed", without_row(page, "| `relay pause` | Pause")),
+                ("a nested command's row removed", without_row(page, "| `relay session remove` | Stop")),
+                ("an option's row removed", without_row(page, "| `relay pair` | `-y, --yes` |")),
+                ("a help text changed", mutated(page, "at most 200 characters", "at most 300 characters")),
+                ("an option renamed", mutated(page, "`--note <NOTE>`", "`--reason <NOTE>`")),
+                ("a value name changed", mutated(page, "`--for <DURATION>`", "`--for <TIME>`")),
+                ("a default changed", mutated(page, "[default: 1]", "[default: 2]")),
+                (
+                    "a command the relay lacks",
+                    mutated(page, "| `relay help` |", "| `relay logs` | Print the log |\n| `relay help` |"),
+                ),
+                ("a hidden option documented", mutated(page, "`-y, --yes`", "`--from-installer`")),
+            ]
+        },
     );
 }
 
@@ -358,44 +361,42 @@ fn config_problems(page: &str) -> Vec<String> {
 
 #[test]
 fn the_relays_config_keys_types_and_defaults_are_its_config_types() {
-    let page = page();
-    holds(
-        config_problems,
-        &[
-            ("a key's row removed", without_row(&page, "| `cancel_grace_ms` |")),
-            ("a session key's row removed", without_row(&page, "| `working_dir` |")),
-            ("a default changed", mutated(&page, "| `poll_s` | integer | `20` |", "| `poll_s` | integer | `30` |")),
+    holds(config_problems, |page| {
+        vec![
+            ("a key's row removed", without_row(page, "| `cancel_grace_ms` |")),
+            ("a session key's row removed", without_row(page, "| `working_dir` |")),
+            ("a default changed", mutated(page, "| `poll_s` | integer | `20` |", "| `poll_s` | integer | `30` |")),
             (
                 "a boolean default flipped",
-                mutated(&page, "| `auto_update` | boolean | `true` |", "| `auto_update` | boolean | `false` |"),
+                mutated(page, "| `auto_update` | boolean | `true` |", "| `auto_update` | boolean | `false` |"),
             ),
             (
                 "a session default changed",
-                mutated(&page, "| `status` | string | `\"ready\"` |", "| `status` | string | `\"idle\"` |"),
+                mutated(page, "| `status` | string | `\"ready\"` |", "| `status` | string | `\"idle\"` |"),
             ),
-            ("a type changed", mutated(&page, "| `doorbell` | boolean |", "| `doorbell` | string |")),
+            ("a type changed", mutated(page, "| `doorbell` | boolean |", "| `doorbell` | string |")),
             (
                 "a session key's type changed",
-                mutated(&page, "| `env` | table of strings |", "| `env` | array of strings |"),
+                mutated(page, "| `env` | table of strings |", "| `env` | array of strings |"),
             ),
             (
                 "an optional key called required",
-                mutated(&page, "| `pin` | string | — |", "| `pin` | string | required |"),
+                mutated(page, "| `pin` | string | — |", "| `pin` | string | required |"),
             ),
             (
                 "a required key given a default",
-                mutated(&page, "| `slug` | string | required |", "| `slug` | string | `\"\"` |"),
+                mutated(page, "| `slug` | string | required |", "| `slug` | string | `\"\"` |"),
             ),
             (
                 "an unset key given a value",
-                mutated(&page, "| `device_token_file` | path | — |", "| `device_token_file` | path | `token` |"),
+                mutated(page, "| `device_token_file` | path | — |", "| `device_token_file` | path | `token` |"),
             ),
             (
                 "a key the config lacks",
-                mutated(&page, "| `pin` |", "| `log_level` | string | — | The log level. |\n| `pin` |"),
+                mutated(page, "| `pin` |", "| `log_level` | string | — | The log level. |\n| `pin` |"),
             ),
-        ],
-    );
+        ]
+    });
 }
 
 // ---- the local server's environment ------------------------------------------------------
@@ -480,47 +481,52 @@ fn environment_problems(page: &str, read: &BTreeMap<String, Option<String>>) -> 
 fn the_local_servers_environment_is_what_it_reads() {
     let read = local_environment();
     assert!(read.len() >= 15, "{read:?}");
-    let page = page();
     holds(
         |p| environment_problems(p, &read),
-        &[
-            ("a variable's row removed", without_row(&page, "| `FOUNDRY_MAX_CONNECTIONS` |")),
-            (
-                "a default changed",
-                mutated(
-                    &page,
-                    "| `FOUNDRY_HEARTBEAT_TIMEOUT_SECONDS` | `600` |",
-                    "| `FOUNDRY_HEARTBEAT_TIMEOUT_SECONDS` | `60` |",
+        |page| {
+            vec![
+                ("a variable's row removed", without_row(page, "| `FOUNDRY_MAX_CONNECTIONS` |")),
+                (
+                    "a default changed",
+                    mutated(
+                        page,
+                        "| `FOUNDRY_HEARTBEAT_TIMEOUT_SECONDS` | `600` |",
+                        "| `FOUNDRY_HEARTBEAT_TIMEOUT_SECONDS` | `60` |",
+                    ),
                 ),
-            ),
-            (
-                "the data folder moved",
-                mutated(
-                    &page,
-                    "`~/.local/share/foundry-connect` (`$XDG_DATA_HOME/foundry-connect` when set; on a Mac `~/Library/Application Support/foundry-connect`)",
-                    "`~/foundry`",
+                (
+                    "the data folder moved",
+                    mutated(
+                        page,
+                        "`~/.local/share/foundry-connect` (`$XDG_DATA_HOME/foundry-connect` when set; on a Mac `~/Library/Application Support/foundry-connect`)",
+                        "`~/foundry`",
+                    ),
                 ),
-            ),
-            (
-                "an unset variable given a value",
-                mutated(&page, "| `FOUNDRY_PUBLIC_URL` | — (", "| `FOUNDRY_PUBLIC_URL` | `http://127.0.0.1:8787` ("),
-            ),
-            (
-                "a switch documented on",
-                mutated(
-                    &page,
-                    "| `FOUNDRY_ALLOW_LOOPBACK_CLIENT_METADATA` | `false` |",
-                    "| `FOUNDRY_ALLOW_LOOPBACK_CLIENT_METADATA` | `true` |",
+                (
+                    "an unset variable given a value",
+                    mutated(page, "| `FOUNDRY_PUBLIC_URL` | — (", "| `FOUNDRY_PUBLIC_URL` | `http://127.0.0.1:8787` ("),
                 ),
-            ),
-            (
-                "a misspelt variable",
-                mutated(&page, "| `FOUNDRY_PANEL_REFRESH_SECONDS` |", "| `FOUNDRY_PANEL_REFRESH_SECS` |"),
-            ),
-            (
-                "a variable the server lacks",
-                mutated(&page, "| `RUST_LOG` |", "| `FOUNDRY_LOG_LEVEL` | `info` | The log level. |\n| `RUST_LOG` |"),
-            ),
-        ],
+                (
+                    "a switch documented on",
+                    mutated(
+                        page,
+                        "| `FOUNDRY_ALLOW_LOOPBACK_CLIENT_METADATA` | `false` |",
+                        "| `FOUNDRY_ALLOW_LOOPBACK_CLIENT_METADATA` | `true` |",
+                    ),
+                ),
+                (
+                    "a misspelt variable",
+                    mutated(page, "| `FOUNDRY_PANEL_REFRESH_SECONDS` |", "| `FOUNDRY_PANEL_REFRESH_SECS` |"),
+                ),
+                (
+                    "a variable the server lacks",
+                    mutated(
+                        page,
+                        "| `RUST_LOG` |",
+                        "| `FOUNDRY_LOG_LEVEL` | `info` | The log level. |\n| `RUST_LOG` |",
+                    ),
+                ),
+            ]
+        },
     );
 }
