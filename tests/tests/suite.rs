@@ -41,6 +41,7 @@ mod oauth_conformance;
 mod oauth_local;
 mod owner_api_http;
 mod owner_budget;
+mod owner_pages;
 mod panel_browser;
 mod pictures;
 mod preflight;
