@@ -126,6 +126,15 @@ def check_toolchain(host_python):
         else:
             fail("sam", f"{sam} is {out or 'unreadable'}, the pinned one is {want} (an older SAM CLI first on PATH "
                  f'cannot find the workspace\'s binaries): export PATH="{ROOT}/.venv-deploy/bin:$PATH"')
+    # The steps after the deploy (the owner account, following the logs, the teardown) are AWS
+    # CLI commands; the deploy itself needs only SAM's own Python.
+    aws = shutil.which("aws")
+    if aws:
+        code, out = run([aws, "--version"])
+        ok("aws cli", f"{out.split()[0] if code == 0 and out else 'aws'} at {aws}")
+    else:
+        fail("aws cli", "not on PATH: the owner account, the logs and the teardown are AWS CLI commands; install "
+             "version 2 (https://docs.aws.amazon.com/cli/latest/userguide/getting-started-install.html)")
     # sam build runs the Makefile (template.yaml: BuildMethod makefile for every function).
     if shutil.which("make"):
         ok("make", shutil.which("make"))

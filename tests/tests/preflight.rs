@@ -97,6 +97,7 @@ fn toolchain(dir: &Path, sam_version: &str, targets: &str) -> PathBuf {
         ("cargo-lambda", "#!/bin/sh\necho 'cargo-lambda 1.9.2'\n".to_owned()),
         ("rustc", "#!/bin/sh\necho 'rustc 1.95.0 (59807616e 2026-04-14)'\n".to_owned()),
         ("rustup", format!("#!/bin/sh\nprintf '{targets}\\n'\n")),
+        ("aws", "#!/bin/sh\necho 'aws-cli/2.27.7 Python/3.13.3 Linux/6.1 exe/x86_64'\n".to_owned()),
     ] {
         let p = bin.join(name);
         std::fs::write(&p, script).unwrap();
@@ -196,6 +197,7 @@ async fn preflight_passes_a_ready_account() {
     for step in [
         "ok    sam:",
         "ok    make:",
+        "ok    aws cli: aws-cli/2.27.7",
         "ok    region: us-east-1",
         "ok    credentials:",
         "ok    lambda concurrency: 1000",
@@ -219,6 +221,16 @@ async fn preflight_names_each_refusal_and_its_fix() {
     assert!(sam.contains("1.95.0") && sam.contains(&pinned_sam()) && sam.contains(".venv-deploy/bin:$PATH"), "{sam}");
     assert!(line(&out, "FAIL  arm64 target:").contains("rustup target add aarch64-unknown-linux-gnu"));
     let bin = toolchain(&p.dir.join("good"), &pinned_sam(), "aarch64-unknown-linux-gnu");
+
+    // No AWS CLI (when the system's folders hold none either): the steps after the deploy cannot
+    // be typed.
+    if !["/usr/bin/aws", "/bin/aws"].iter().any(|p| Path::new(p).exists()) {
+        let no_cli = toolchain(&p.dir.join("no-cli"), &pinned_sam(), "aarch64-unknown-linux-gnu");
+        std::fs::remove_file(no_cli.join("aws")).unwrap();
+        let (code, out) = p.run(&no_cli, Some("us-east-1"), &[]).await;
+        assert_eq!(code, 1, "{out}");
+        assert!(line(&out, "FAIL  aws cli:").contains("getting-started-install"), "{out}");
+    }
 
     // No region anywhere (no samconfig region, no ~/.aws, no environment).
     let (code, out) = p.run(&bin, None, &[]).await;
