@@ -6,8 +6,14 @@
 #![allow(clippy::unwrap_used, clippy::expect_used, missing_docs)]
 
 /// The pages written for the owner: the tutorial, the how-to guides and the reference.
-const OWNER_PAGES: &[&str] =
-    &["docs/quickstart.md", "docs/hosts.md", "docs/graph.md", "docs/troubleshooting.md", "docs/reference.md"];
+const OWNER_PAGES: &[&str] = &[
+    "docs/quickstart.md",
+    "docs/hosts.md",
+    "docs/graph.md",
+    "docs/troubleshooting.md",
+    "docs/reference.md",
+    "docs/upgrade.md",
+];
 
 /// What `line` carries of the project's bookkeeping, if anything: a Rust test path
 /// (`module::test_name`), an issue number, a mutation note, a test file, "seen failing".

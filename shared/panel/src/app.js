@@ -34,11 +34,17 @@ function ago(iso) {
 // A state as a badge (its words, coloured by kind; the words carry the meaning).
 const badge = (kind, words) => h("span", { class: `badge badge-${kind}` }, words);
 
-// A table body, or the one row that says what the table is for and the next step.
+// A table body, or the one row that says what it is for; the focused control keeps its place.
 function rowsOr(tbodyId, rows, empty) {
-  const cols = $(tbodyId).closest("table").querySelectorAll("thead th").length;
-  $(tbodyId).replaceChildren(...(rows.length ? rows : [h("tr", { class: "empty" }, h("td", { colspan: String(cols) }, empty))]));
+  const body = $(tbodyId), was = document.activeElement;
+  const cols = body.closest("table").querySelectorAll("thead th").length;
+  const ctl = (r) => [...r.querySelectorAll("button,a[href],input,select,[tabindex]")];
+  const row = body.contains(was) && was.closest("tr");
+  const at = row && [[...body.children].indexOf(row), ctl(row).indexOf(was)];
+  body.replaceChildren(...(rows.length ? rows : [h("tr", { class: "empty" }, h("td", { colspan: String(cols) }, empty))]));
   labelCells(tbodyId);
+  const again = at && body.children[at[0]] && ctl(body.children[at[0]])[at[1]];
+  if (again) again.focus({ preventScroll: true });
 }
 
 // Each cell carries its column's name: on a phone the rows stack and show it (app.css).
@@ -276,8 +282,7 @@ function renderChats(chats) {
   status.replaceChildren(badge("connected", "Connected"), ` ${chats.length === 1 ? "A chat has" : `${chats.length} chats have`} connected: `, ...shown, ...more, ".");
 }
 
-// The host programs that connected (their handshake: the name and version they give), and how
-// each got its token.
+// The hosts that connected, and how each got its token.
 const SIGN_IN = {
   token: "Bearer token",
   registration: "Signed in (registered client)",
