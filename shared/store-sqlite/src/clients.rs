@@ -148,21 +148,15 @@ impl ClientUse for SqliteStore {
     }
 
     async fn mark_host_seen(&self, owner: &OwnerId, host: &HostSeen) -> StoreResult<()> {
-        let (owner, host) = (owner.as_str().to_owned(), host.clone());
+        let owner = owner.as_str().to_owned();
+        let HostSeen { client_id, info: ClientInfo { name, version }, protocol, seen_at } = host.clone();
         self.write(move |tx, _| {
             tx.prepare_cached(
                 "INSERT INTO hosts_seen (owner, client_id, name, version, protocol, seen_at) \
                  VALUES (?1, ?2, ?3, ?4, ?5, ?6) ON CONFLICT (owner, client_id, name) DO UPDATE SET \
                  version = excluded.version, protocol = excluded.protocol, seen_at = excluded.seen_at",
             )?
-            .execute(params![
-                owner,
-                host.client_id,
-                host.info.name,
-                host.info.version,
-                host.protocol,
-                host.seen_at.as_millis()
-            ])
+            .execute(params![owner, client_id, name, version, protocol, seen_at.as_millis()])
             .map(drop)
         })
         .await
